@@ -1,0 +1,50 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+# Every target builds or refreshes .venv itself; the stamps make a second run cheap.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP_BASE := $(VENV)/.stamp-base
+STAMP_DEV  := $(VENV)/.stamp-dev
+
+.PHONY: demo test lint typecheck pytest bench sample clean help
+
+help:
+	@echo "make demo   - build .venv and run the main job on the bundled data"
+	@echo "make test   - build .venv with dev+oracle extras, then ruff, mypy and pytest"
+	@echo "make bench  - run the benchmarks in benchmarks/ and print their figures"
+	@echo "make sample - regenerate the bundled sample capture from the trace"
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP_BASE): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e '.[notebooks]'
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e '.[dev,oracle]'
+	touch $@ $(STAMP_BASE)
+
+demo: $(STAMP_BASE)
+	$(PY) -m cbi1kit demo
+
+lint: $(STAMP_DEV)
+	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks notebooks
+
+typecheck: $(STAMP_DEV)
+	$(VENV)/bin/mypy cbi1kit
+
+pytest: $(STAMP_DEV)
+	$(PY) -m pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP_DEV)
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

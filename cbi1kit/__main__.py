@@ -1,0 +1,3 @@
+from cbi1kit.cli import main
+
+raise SystemExit(main())
