@@ -59,7 +59,8 @@ def _rotl(x: U64Array, r: int) -> U64Array:
 
 
 def _bswap64(x: U64Array) -> U64Array:
-    return x.byteswap()
+    out: U64Array = x.byteswap()
+    return out
 
 
 def _mul128_fold64(a: U64Array, b: U64Array) -> U64Array:
@@ -73,7 +74,8 @@ def _mul128_fold64(a: U64Array, b: U64Array) -> U64Array:
     cross = (lo_lo >> _sh(32)) + (hi_lo & _MASK32) + lo_hi
     upper = (hi_lo >> _sh(32)) + (cross >> _sh(32)) + hi_hi
     lower = (cross << _sh(32)) | (lo_lo & _MASK32)
-    return lower ^ upper
+    folded: U64Array = lower ^ upper
+    return folded
 
 
 def _xxh64_avalanche(h: U64Array) -> U64Array:
@@ -105,7 +107,7 @@ def xxh3_64_u16(values: npt.ArrayLike, seed: int) -> U64Array:
     c2 = v >> _sh(8)  # input[len >> 1] == input[1]
     c3 = c2  # input[len - 1] == input[1]
     combined = (c1 << _sh(16)) | (c2 << _sh(24)) | c3 | _sh(2 << 8)
-    bitflip = _u(((_le32(0) ^ _le32(4)) + seed))
+    bitflip = _u((_le32(0) ^ _le32(4)) + seed)
     return _xxh64_avalanche(combined ^ bitflip)
 
 

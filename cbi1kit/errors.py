@@ -26,6 +26,7 @@ __all__ = [
     "FormatVersionError",
     "FrameTooLargeError",
     "IncompleteCoverageError",
+    "InvalidImageError",
     "LegacyFrameError",
     "MagicError",
     "MalformedError",
@@ -77,6 +78,16 @@ class Cbi1Error(Cbi1kitError, ValueError):
         self.actual = actual
         self.detail = detail
         super().__init__(self._message())
+
+    @property
+    def value(self) -> Any:
+        """The offending value (upstream's tuple-variant payload, e.g. ``WireVersion(2)``)."""
+        return self.actual
+
+    @property
+    def maximum(self) -> Any:
+        """The bound that was exceeded, for the count and size variants."""
+        return self.expected
 
     def _message(self) -> str:
         where = ""
@@ -186,8 +197,18 @@ class SlotsPerBucketError(FormatError):
 
 
 class FormatMismatchError(FormatError):
+    """``expected`` is the consumer's ``FilterFormat``; ``actual`` the frame's (seed, buckets)."""
+
     format_variant = "Mismatch"
     summary = "format mismatch"
+
+    @property
+    def seed(self) -> int:
+        return int(self.actual[0])
+
+    @property
+    def buckets(self) -> int:
+        return int(self.actual[1])
 
 
 class BucketCountError(FormatError):
@@ -206,8 +227,25 @@ class SnapshotChunkWordCountError(Cbi1Error):
 
 
 class BucketIndexError(Cbi1Error):
+    """Encoder input: ``actual`` is the bucket, ``expected`` the lane's bucket count."""
+
     variant = "BucketIndex"
     summary = "bucket index outside the declared lane"
+
+    @property
+    def bucket(self) -> int:
+        return int(self.actual)
+
+    @property
+    def bucket_count(self) -> int:
+        return int(self.expected)
+
+
+class InvalidImageError(Cbi1Error):
+    """Encoder input that no u32 bucket / u64 word can hold (Rust's types rule this out)."""
+
+    variant = "InvalidImage"
+    summary = "delta image is not a (u32 bucket, u64 word) pair"
 
 
 class SnapshotBucketCountError(Cbi1Error):

@@ -1,0 +1,335 @@
+"""The CBI1 codec: layout, worked examples, round trips, and only typed errors on bad bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import formats, images_for, lanes_for, u64_edges
+
+from cbi1kit import errors
+from cbi1kit._format import (
+    HEADER_LEN,
+    IMAGES_MAX_FRAME_BYTES,
+    SNAPSHOT_CHUNK_BUCKETS,
+    U64_MAX,
+    FilterFormat,
+    FrameKind,
+    max_delta_images,
+)
+from cbi1kit._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
+from cbi1kit._wire import (
+    IMAGE_DTYPE,
+    Delta,
+    FrameHeader,
+    SnapshotChunk,
+    body_checksum,
+    decode,
+    encode_delta,
+    encode_snapshot_chunk,
+    encode_snapshot_chunks,
+    peek_format,
+)
+
+FMT = FilterFormat(0x5EED, 1024)
+
+WORKED_DELTA = bytes.fromhex(
+    "43424931 0100 0200 10 04 0100 ed5e000000000000 0004000000000000 0700000000000000"
+    "0500000000000000 4ef64661 0400000000000000 02000000 03000000 ddddccccbbbbaaaa"
+    "e8030000 2a00000000000000".replace(" ", "")
+)
+WORKED_EMPTY = bytes.fromhex(
+    "434249310100020010040100ed5e000000000000000400000000000007000000000000000100000000000000"
+    "f0a4c269000000000000000000000000"
+)
+
+
+# ----------------------------------------------------------------------------------- layout
+
+
+@pytest.mark.parametrize("layout", [HEADER, DELTA_PREFIX, SNAPSHOT_PREFIX, DELTA_IMAGE])
+def test_layouts_are_contiguous_and_match_their_struct(layout) -> None:  # type: ignore[no-untyped-def]
+    offset = layout.start
+    for f in layout:
+        assert f.offset == offset, f.path
+        offset = f.end
+    assert layout.codec.size == layout.size
+
+
+def test_header_layout_tiles_bytes_0_to_48_exactly() -> None:
+    covered = [0] * HEADER_LEN
+    for f in HEADER:
+        for i in range(f.offset, f.end):
+            covered[i] += 1
+    assert covered == [1] * HEADER_LEN
+    assert (HEADER.start, HEADER.end) == (0, HEADER_LEN)
+    assert DELTA_PREFIX.start == SNAPSHOT_PREFIX.start == HEADER_LEN
+    assert DELTA_PREFIX.size == 12
+    assert SNAPSHOT_PREFIX.size == 16
+    assert DELTA_IMAGE.size == IMAGE_DTYPE.itemsize == 12
+
+
+def test_header_layout_offsets_are_the_specs() -> None:
+    spec = {
+        "magic": (0, 4), "wire_version": (4, 2), "flags": (6, 2), "fingerprint_bits": (8, 1),
+        "slots_per_bucket": (9, 1), "format_version": (10, 2), "seed": (12, 8),
+        "bucket_count": (20, 8), "dc_id": (28, 8), "epoch": (36, 8), "body_checksum": (44, 4),
+    }  # fmt: skip
+    assert {f.name: (f.offset, f.size) for f in HEADER} == spec
+
+
+def test_docs_table_is_generated_from_the_layout() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "wire-format.md").read_text()
+    for layout in (HEADER, DELTA_PREFIX, SNAPSHOT_PREFIX, DELTA_IMAGE):
+        assert layout_markdown(layout) in doc, f"docs/wire-format.md is stale for {layout.region}"
+
+
+# ---------------------------------------------------------------------------- worked examples
+
+
+def test_worked_delta_example_byte_for_byte() -> None:
+    out = encode_delta(FMT, 7, 4, 5, [(3, 0xAAAABBBBCCCCDDDD), (1000, 42)])
+    assert len(out) == 84
+    assert out == WORKED_DELTA
+    frame = decode(FMT, out)
+    assert isinstance(frame, Delta)
+    assert frame.header == FrameHeader(0x5EED, 1024, 7, 5)
+    assert frame.base_epoch == 4
+    assert frame.images.tolist() == [(3, 0xAAAABBBBCCCCDDDD), (1000, 42)]
+
+
+def test_worked_empty_delta_example() -> None:
+    assert encode_delta(FMT, 7, 0, 1, []) == WORKED_EMPTY
+
+
+def test_max_delta_images_is_349525() -> None:
+    assert max_delta_images() == 349_525
+    assert IMAGES_MAX_FRAME_BYTES == 4_194_368
+
+
+def test_u64_max_survives_everything() -> None:
+    top = U64_MAX
+    fmt = FilterFormat(top, 2)
+    data = encode_delta(fmt, top, top, top, [(1, top)])
+    frame = decode(fmt, data)
+    assert isinstance(frame, Delta)
+    assert frame.header == FrameHeader(top, 2, top, top)
+    assert frame.base_epoch == top
+    assert int(frame.words[0]) == top
+    assert frame.serialize() == data
+    chunk = decode(fmt, next(iter(encode_snapshot_chunks(fmt, top, top, [top, top]))))
+    assert isinstance(chunk, SnapshotChunk)
+    assert [int(w) for w in chunk.words] == [top, top]
+    from cbi1kit._inspect import inspect
+
+    shown = str(inspect(data).hexdump())
+    assert "0xffffffffffffffff (18446744073709551615)" in shown
+    assert "0xffffffffffffffff" in repr(fmt)
+
+
+# ------------------------------------------------------------------------------ error details
+
+
+def test_checksum_error_names_field_offset_and_both_values() -> None:
+    bad = bytearray(WORKED_DELTA)
+    bad[-1] ^= 0x01
+    actual = body_checksum(bad)
+    with pytest.raises(errors.ChecksumError) as info:
+        decode(FMT, bad)
+    exc = info.value
+    assert (exc.offset, exc.field) == (44, "header.body_checksum")
+    assert (exc.expected, exc.actual) == (0x6146F64E, actual)
+    assert str(exc) == (
+        "checksum mismatch at header.body_checksum (offset 44): "
+        f"frame says 0x6146f64e, body hashes to 0x{actual:08x}"
+    )
+    assert isinstance(exc, ValueError)
+
+
+def test_truncated_is_also_eoferror() -> None:
+    with pytest.raises(EOFError):
+        decode(FMT, WORKED_DELTA[:47])
+
+
+def test_legacy_ckf1_frame_is_named() -> None:
+    legacy = b"CKF1" + WORKED_DELTA[4:]
+    with pytest.raises(errors.LegacyFrameError, match="CKF1 prototype"):
+        decode(FMT, legacy)
+    with pytest.raises(errors.MagicError):
+        decode(FMT, legacy)
+
+
+def test_bad_delta_bucket_names_the_image() -> None:
+    data = bytearray(encode_delta(FMT, 7, 4, 5, [(3, 1), (5, 2), (7, 3)]))
+    struct.pack_into("<I", data, 60 + 2 * 12, 1024)
+    struct.pack_into("<I", data, 44, body_checksum(data))
+    with pytest.raises(errors.MalformedError) as info:
+        decode(FMT, data)
+    assert (info.value.field, info.value.offset) == ("delta.images[2].bucket", 84)
+
+
+def test_bad_bucket_in_a_large_delta_is_found() -> None:
+    images = [(i % 1024, i) for i in range(500)]
+    data = bytearray(encode_delta(FMT, 7, 4, 5, images))
+    struct.pack_into("<I", data, 60 + 321 * 12, 4000)
+    struct.pack_into("<I", data, 44, body_checksum(data))
+    with pytest.raises(errors.MalformedError) as info:
+        decode(FMT, data)
+    assert info.value.field == "delta.images[321].bucket"
+
+
+def test_snapshot_bucket_count_mismatch_at_encode() -> None:
+    with pytest.raises(errors.SnapshotBucketCountError) as info:
+        encode_snapshot_chunks(FMT, 7, 1, [0])
+    assert (info.value.expected, info.value.actual) == (1024, 1)
+
+
+def test_encoder_rejects_values_outside_their_types() -> None:
+    with pytest.raises(errors.InvalidImageError, match=r"images\[1\]\.word"):
+        encode_delta(FMT, 7, 0, 1, [(1, 1), (2, 1 << 64)])
+    with pytest.raises(errors.InvalidImageError, match=r"images\[0\]\.bucket"):
+        encode_delta(FMT, 7, 0, 1, [(-1, 1)])
+    with pytest.raises(errors.InvalidImageError):
+        encode_snapshot_chunks(FilterFormat(1, 2), 0, 0, [-1, 0])
+
+
+def test_peek_format_bootstraps_from_the_first_frame() -> None:
+    assert peek_format(WORKED_DELTA) == FilterFormat(0x5EED, 1024)
+    corrupt = bytearray(WORKED_DELTA)
+    corrupt[-1] ^= 0xFF  # peek does not look at the body
+    assert peek_format(corrupt) == FilterFormat(0x5EED, 1024)
+    with pytest.raises(errors.MagicError):
+        peek_format(b"XXXX" + WORKED_DELTA[4:])
+
+
+# -------------------------------------------------------------------------- snapshot chunking
+
+
+def test_lane_is_cut_into_ordered_chunks_lazily() -> None:
+    fmt = FilterFormat(9, 1 << 21)
+    lane = np.arange(fmt.bucket_count, dtype=np.uint64)
+    chunks = encode_snapshot_chunks(fmt, 3, 11, lane)
+    assert len(chunks) == 4 == fmt.chunk_count
+    frames = [decode(fmt, c) for c in chunks]
+    for i, frame in enumerate(frames):
+        assert isinstance(frame, SnapshotChunk)
+        assert (frame.chunk_index, frame.chunk_count) == (i, 4)
+        assert frame.bucket_offset == i * SNAPSHOT_CHUNK_BUCKETS
+        assert frame.words[0] == i * SNAPSHOT_CHUNK_BUCKETS
+    assert chunks[-1] == chunks[3]
+    with pytest.raises(IndexError):
+        chunks[4]
+    single = encode_snapshot_chunk(
+        fmt, 3, 11, 2, 4, lane[2 * SNAPSHOT_CHUNK_BUCKETS :][:SNAPSHOT_CHUNK_BUCKETS]
+    )
+    assert single == chunks[2]
+
+
+def test_decoded_words_are_zero_copy_views() -> None:
+    fmt = FilterFormat(1, 2)
+    data = bytearray(next(iter(encode_snapshot_chunks(fmt, 0, 0, [5, 6]))))
+    frame = decode(fmt, data)
+    assert isinstance(frame, SnapshotChunk)
+    assert np.shares_memory(frame.words, np.frombuffer(data, dtype=np.uint8))
+    with pytest.raises(ValueError, match="read-only"):
+        frame.words[0] = 1
+
+
+# ------------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), dc_id=u64_edges, base=u64_edges, epoch=u64_edges)
+def test_delta_round_trip(data: st.DataObject, dc_id: int, base: int, epoch: int) -> None:
+    fmt = data.draw(formats())
+    images = data.draw(images_for(fmt))
+    encoded = encode_delta(fmt, dc_id, base, epoch, images)
+    frame = decode(fmt, encoded)
+    assert isinstance(frame, Delta)
+    assert frame.kind is FrameKind.DELTA
+    assert frame.header == FrameHeader(fmt.seed, fmt.bucket_count, dc_id, epoch)
+    assert frame.base_epoch == base
+    assert frame.images.tobytes() == images.tobytes()
+    assert frame.serialize() == encoded
+    assert frame == Delta(frame.header, base, images)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), dc_id=u64_edges, epoch=u64_edges)
+def test_snapshot_round_trip(data: st.DataObject, dc_id: int, epoch: int) -> None:
+    fmt = data.draw(formats())
+    lane = data.draw(lanes_for(fmt))
+    (encoded,) = encode_snapshot_chunks(fmt, dc_id, epoch, lane)
+    frame = decode(fmt, encoded)
+    assert isinstance(frame, SnapshotChunk)
+    assert (frame.chunk_index, frame.chunk_count, frame.bucket_offset) == (0, 1, 0)
+    assert np.array_equal(frame.words, lane)
+    assert frame.serialize() == encoded
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=200), formats())
+def test_arbitrary_bytes_only_raise_cbi1_errors(data: bytes, fmt: FilterFormat) -> None:
+    try:
+        frame = decode(fmt, data)
+    except errors.Cbi1Error as exc:
+        assert exc.field is not None or exc.offset is not None
+    else:
+        assert frame.serialize() == data
+
+
+@st.composite
+def mutated_frames(draw: st.DrawFn) -> tuple[FilterFormat, bytes]:
+    fmt = draw(formats(max_log2=6))
+    if draw(st.booleans()):
+        frame = encode_delta(fmt, 1, 2, 3, draw(images_for(fmt, max_size=8)))
+    else:
+        (frame,) = encode_snapshot_chunks(fmt, 1, 2, draw(lanes_for(fmt)))
+    buf = bytearray(frame)
+    for _ in range(draw(st.integers(1, 4))):
+        op = draw(st.sampled_from(["flip", "truncate", "extend", "field"]))
+        if op == "flip" and buf:
+            i = draw(st.integers(0, len(buf) - 1))
+            buf[i] ^= 1 << draw(st.integers(0, 7))
+        elif op == "truncate":
+            del buf[draw(st.integers(0, len(buf))) :]
+        elif op == "extend":
+            buf += draw(st.binary(min_size=1, max_size=16))
+        elif op == "field" and len(buf) >= 64:
+            at = draw(st.sampled_from([6, 8, 9, 10, 48, 52, 56]))
+            buf[at : at + 4] = draw(st.binary(min_size=4, max_size=4))
+    if draw(st.booleans()) and len(buf) >= HEADER_LEN:
+        struct.pack_into("<I", buf, 44, body_checksum(buf))  # get past the checksum
+    return fmt, bytes(buf)
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_frames())
+def test_mutated_frames_only_raise_cbi1_errors_and_inspect_agrees(
+    case: tuple[FilterFormat, bytes],
+) -> None:
+    from cbi1kit._inspect import inspect
+
+    fmt, data = case
+    report = inspect(data, fmt)
+    try:
+        frame = decode(fmt, data)
+    except errors.Cbi1Error as exc:
+        assert not report.ok
+        first = report.problems[0]
+        name = (
+            exc.variant
+            if not isinstance(exc, errors.FormatError)
+            else f"Format.{exc.format_variant}"
+        )
+        assert first.variant == name, (report.problems, exc)
+        assert exc.field is not None
+    else:
+        assert report.ok, report.problems
+        assert report.frame == frame
+        assert frame.serialize() == data
