@@ -49,10 +49,10 @@ def test_pair_matches_xxhash(seed: int) -> None:
 
 
 def test_pair_broadcasts_a_scalar_parent() -> None:
-    b = _values(10)
+    b = _values(100)
     assert (
         xxh3_64_u64_pair(5, b, 1337).tolist()
-        == xxh3_64_u64_pair(np.full(10, 5, np.uint64), b, 1337).tolist()
+        == xxh3_64_u64_pair(np.full(100, 5, np.uint64), b, 1337).tolist()
     )
 
 
