@@ -1,0 +1,113 @@
+"""Vectorised addressing against a scalar reference built on the ``xxhash`` library."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cbi1kit._ckf_addressing import ALT_DOMAIN, CkfAddressing, CkfAddressingError, alt, prepare
+from cbi1kit._ckf_bucket import (
+    bucket_slot,
+    bucket_with_slot,
+    lane_contains,
+    lane_occupancy,
+    lane_slots,
+    pack_slots,
+    unpack_slots,
+)
+
+U64 = st.integers(0, 2**64 - 1)
+
+
+def reference_prepare(h: int, bucket_count: int, seed: int) -> tuple[int, int, int]:
+    mask = bucket_count - 1
+    mixed = xxhash.xxh3_64_intdigest(h.to_bytes(8, "little"), seed)
+    fp = (mixed & 0xFFFF) or 1
+    a = (mixed >> 16) & mask
+    return fp, a, reference_alt(a, fp, bucket_count, seed)
+
+
+def reference_alt(bucket: int, fp: int, bucket_count: int, seed: int) -> int:
+    d = xxhash.xxh3_64_intdigest(fp.to_bytes(2, "little"), seed ^ ALT_DOMAIN) & (bucket_count - 1)
+    return bucket ^ (d or 1)
+
+
+@pytest.mark.parametrize("bucket_count", [2, 16, 1024, 1 << 19, 1 << 24])
+@pytest.mark.parametrize("seed", [0, 42, 0x5DEECE66D1B54A33, 2**64 - 1])
+def test_vectorised_prepare_equals_scalar_reference(bucket_count: int, seed: int) -> None:
+    rng = np.random.default_rng(bucket_count ^ (seed & 0xFFFF))
+    hashes = rng.integers(0, 2**64, size=2000, dtype=np.uint64)
+    hashes[:4] = [0, 1, 2**63, 2**64 - 1]
+    fp, a, b = prepare(hashes, bucket_count, seed)
+    assert fp.dtype == np.uint16
+    assert a.dtype == b.dtype == np.uint64
+    got = list(zip(fp.tolist(), a.tolist(), b.tolist(), strict=True))
+    assert got == [reference_prepare(h, bucket_count, seed) for h in hashes.tolist()]
+
+
+@settings(max_examples=300)
+@given(h=U64, seed=U64, log2=st.integers(1, 30))
+def test_scalar_prepare_and_alt_properties(h: int, seed: int, log2: int) -> None:
+    bucket_count = 1 << log2
+    addressing = CkfAddressing(bucket_count, seed)
+    fp, a, b = addressing.prepare_ints(h)
+    assert (fp, a, b) == reference_prepare(h, bucket_count, seed)
+    assert fp != 0
+    assert a != b
+    assert addressing.alt(b, fp) == a
+    assert addressing.alt(a, fp) == b
+    other = (a + 1) % bucket_count
+    assert addressing.alt(addressing.alt(other, fp), fp) == other
+    assert addressing.alt(other, fp) != other
+
+
+def test_alt_many_matches_scalar() -> None:
+    rng = np.random.default_rng(7)
+    buckets = rng.integers(0, 4096, size=500, dtype=np.uint64)
+    fps = rng.integers(1, 1 << 16, size=500, dtype=np.uint16)
+    got = alt(buckets, fps, 4096, 99).tolist()
+    assert got == [
+        reference_alt(int(bk), int(f), 4096, 99) for bk, f in zip(buckets, fps, strict=False)
+    ]
+
+
+@pytest.mark.parametrize("bucket_count", [0, 1, 3, 1000])
+def test_bad_bucket_counts_rejected(bucket_count: int) -> None:
+    with pytest.raises(CkfAddressingError) as info:
+        CkfAddressing(bucket_count, 1)
+    assert info.value.bucket_count == bucket_count
+
+
+@given(slots=st.lists(st.integers(0, 0xFFFF), min_size=4, max_size=4))
+def test_pack_unpack_round_trip(slots: list[int]) -> None:
+    word = pack_slots(slots)
+    assert unpack_slots(word) == tuple(slots)
+    assert [bucket_slot(word, i) for i in range(4)] == slots
+    # slot 0 is the least significant u16: LE bytes are slot0_lo, slot0_hi, ...
+    assert word.to_bytes(8, "little") == b"".join(s.to_bytes(2, "little") for s in slots)
+    for i in range(4):
+        replaced = bucket_with_slot(word, i, 0xABCD)
+        assert unpack_slots(replaced) == tuple(0xABCD if j == i else s for j, s in enumerate(slots))
+
+
+def test_lane_views() -> None:
+    rng = np.random.default_rng(3)
+    words = rng.integers(0, 2**64, size=256, dtype=np.uint64)
+    words[::3] &= np.uint64(0x0000FFFF0000FFFF)
+    slots = lane_slots(words)
+    assert slots.shape == (256, 4)
+    assert slots.dtype == np.uint16
+    assert [tuple(r) for r in slots.tolist()] == [unpack_slots(w) for w in words.tolist()]
+    assert lane_occupancy(words) == sum(
+        sum(1 for s in unpack_slots(w) if s) for w in words.tolist()
+    )
+    buckets = rng.integers(0, 256, size=100)
+    fps = slots[buckets, rng.integers(0, 4, size=100)]
+    fps[fps == 0] = 1
+    got = lane_contains(words, buckets, fps).tolist()
+    assert got == [
+        int(f) in unpack_slots(int(words[bk])) for bk, f in zip(buckets, fps, strict=False)
+    ]

@@ -1,0 +1,306 @@
+"""Consumer: lane-ingestor rules (each test fails if its rule is broken), probes, search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cbi1kit._ckf_consumer import (
+    AwaitingSnapshotError,
+    CkfLaneTable,
+    IngestOutcome,
+    LaneAssignmentError,
+    LaneFaultError,
+    find_prefix_depths,
+    linear_prefix_depths,
+    sequence_hashes,
+)
+from cbi1kit._ckf_identity import ConsumerDrainMarker, LaneLease, ProducerIdentity
+from cbi1kit._ckf_producer import (
+    CkfConfig,
+    DcCkfDelta,
+    DcCkfPublisher,
+    DcCkfSnapshot,
+    DcCkfState,
+    KvStored,
+    StoredBlock,
+    canonical_chain,
+)
+from cbi1kit._ckf_stats import estimated_false_positive_rate, lane_stats, producer_stats
+from cbi1kit._xxh3 import xxh3_64_u64_pair
+
+CONFIG = CkfConfig(64, seed=0x5EED)
+FORMAT = CONFIG.format()
+NB = FORMAT.bucket_count  # 32
+IDENT = ProducerIdentity(pool_id=3, producer_incarnation=1, layout_generation=1, format=FORMAT)
+LEASE = LaneLease(consumer_instance=7, physical_lane=2, assignment_epoch=1)
+
+
+def _ready():  # type: ignore[no-untyped-def]
+    table = CkfLaneTable(FORMAT)
+    rep = table.replica(2)
+    rep.assign(IDENT, LEASE)
+    words = np.zeros(FORMAT.bucket_count, dtype=np.uint64)
+    words[5] = 0x1234
+    assert rep.install_snapshot(DcCkfSnapshot(IDENT, LEASE, 4, words)) is (
+        IngestOutcome.SNAPSHOT_INSTALLED
+    )
+    return table, rep
+
+
+def _delta(base: int, seq: int, images: list[tuple[int, int]], **kw: object) -> DcCkfDelta:
+    return DcCkfDelta(
+        kw.get("identity", IDENT),  # type: ignore[arg-type]
+        kw.get("lease", LEASE),  # type: ignore[arg-type]
+        base,
+        seq,
+        np.array([b for b, _ in images], dtype=np.uint32),
+        np.array([v for _, v in images], dtype=np.uint64),
+    )
+
+
+def test_snapshot_then_delta_applies() -> None:
+    table, rep = _ready()
+    assert rep.ready
+    assert rep.installed_sequence == 4
+    assert rep.apply_delta(_delta(4, 5, [(5, 0), (9, 77)])) is IngestOutcome.DELTA_APPLIED
+    assert rep.installed_sequence == 5
+    assert table.lane_words(2)[[5, 9]].tolist() == [0, 77]
+    assert table.ready_mask() == 1 << 2
+
+
+def test_foreign_lease_is_ignored() -> None:
+    table, rep = _ready()
+    other = LaneLease(7, 2, 99)
+    assert rep.apply_delta(_delta(4, 5, [(1, 1)], lease=other)) is (
+        IngestOutcome.IGNORED_FOREIGN_LEASE
+    )
+    assert rep.ready
+    assert rep.installed_sequence == 4
+    assert int(table.lane_words(2)[1]) == 0
+
+
+@pytest.mark.parametrize("seq", [3, 4])
+def test_stale_or_duplicate_delta_is_ignored(seq: int) -> None:
+    table, rep = _ready()
+    assert rep.apply_delta(_delta(seq - 1, seq, [(1, 1)])) is (
+        IngestOutcome.IGNORED_STALE_OR_DUPLICATE
+    )
+    assert rep.ready
+    assert int(table.lane_words(2)[1]) == 0
+
+
+def test_stale_snapshot_is_ignored() -> None:
+    _, rep = _ready()
+    words = np.ones(FORMAT.bucket_count, dtype=np.uint64)
+    assert rep.install_snapshot(DcCkfSnapshot(IDENT, LEASE, 4, words)) is (
+        IngestOutcome.IGNORED_STALE_OR_DUPLICATE
+    )
+    assert rep.ready
+    assert int(rep.words[0]) == 0
+
+
+@pytest.mark.parametrize(
+    ("delta", "variant"),
+    [
+        (_delta(5, 6, [(1, 1)]), "BaseSequenceMismatch"),  # gap
+        (_delta(4, 6, [(1, 1)]), "SequenceStep"),
+        (_delta(4, 5, []), "EmptyDelta"),
+        (_delta(4, 5, [(NB, 1)]), "BucketIndex"),
+        (_delta(4, 5, [(1, 1), (1, 2)]), "DuplicateBucket"),
+        (
+            _delta(
+                4,
+                5,
+                [(1, 1)],
+                identity=ProducerIdentity(3, 2, 1, FORMAT),
+            ),
+            "IdentityMismatch",
+        ),
+    ],
+)
+def test_delta_faults_clear_readiness(delta: DcCkfDelta, variant: str) -> None:
+    table, rep = _ready()
+    before = table.lane_words(2)
+    with pytest.raises(LaneFaultError) as info:
+        rep.apply_delta(delta)
+    assert info.value.variant == variant
+    assert not rep.ready
+    assert table.ready_mask() == 0
+    assert table.lane_words(2).tolist() == before.tolist()
+    with pytest.raises(AwaitingSnapshotError):
+        rep.apply_delta(_delta(4, 5, [(1, 1)]))
+
+
+def test_snapshot_faults() -> None:
+    _, rep = _ready()
+    with pytest.raises(LaneFaultError) as info:
+        rep.install_snapshot(DcCkfSnapshot(IDENT, LEASE, 9, np.zeros(NB, dtype=np.uint64)))
+    assert info.value.variant == "SnapshotWhileReady"
+    assert not rep.ready
+    # recovery needs a new lease + snapshot; a wrong-length snapshot faults
+    lease2 = LaneLease(7, 2, 2)
+    rep.assign(IDENT, lease2)
+    with pytest.raises(LaneFaultError) as info:
+        rep.install_snapshot(DcCkfSnapshot(IDENT, lease2, 9, np.zeros(NB // 2, dtype=np.uint64)))
+    assert info.value.variant == "BucketCount"
+    ok = rep.install_snapshot(DcCkfSnapshot(IDENT, lease2, 9, np.zeros(NB, dtype=np.uint64)))
+    assert ok is IngestOutcome.SNAPSHOT_INSTALLED
+
+
+def test_assign_rules() -> None:
+    table = CkfLaneTable(FORMAT)
+    rep = table.replica(2, consumer_instance=7, pool_id=3)
+    rep.assign(IDENT, LEASE)
+    with pytest.raises(LaneAssignmentError):
+        rep.assign(IDENT, LEASE)  # epoch must increase
+    with pytest.raises(LaneAssignmentError):
+        rep.assign(IDENT, LaneLease(7, 3, 5))  # wrong lane
+    with pytest.raises(LaneAssignmentError):
+        rep.assign(IDENT, LaneLease(8, 2, 5))  # wrong consumer
+    with pytest.raises(LaneAssignmentError):
+        rep.assign(ProducerIdentity(4, 1, 1, FORMAT), LaneLease(7, 2, 5))  # wrong pool
+    other_format = CkfConfig(64, seed=1).format()
+    with pytest.raises(LaneAssignmentError):
+        rep.assign(ProducerIdentity(3, 1, 1, other_format), LaneLease(7, 2, 5))
+
+
+def test_drain_marker() -> None:
+    _, rep = _ready()
+    rep.check_drain_marker(ConsumerDrainMarker(LEASE, 4))
+    with pytest.raises(LaneFaultError):
+        rep.check_drain_marker(ConsumerDrainMarker(LEASE, 5))
+    assert not rep.ready
+
+
+def test_sequence_hashes_match_vectorised_chain_step() -> None:
+    rng = np.random.default_rng(1)
+    local = rng.integers(0, 2**64, size=20, dtype=np.uint64)
+    seq = sequence_hashes(local)
+    assert int(seq[0]) == int(local[0])
+    assert seq[1:].tolist() == xxh3_64_u64_pair(seq[:-1], local[1:], 1337).tolist()
+
+
+def test_producer_to_consumer_end_to_end_and_probe() -> None:
+    s = DcCkfState(CONFIG)
+    pub = DcCkfPublisher(IDENT)
+    table = CkfLaneTable(FORMAT)
+    rep = table.replica(2)
+    rep.assign(IDENT, LEASE)
+    locals_ = [101, 102, 103, 104, 105, 106]
+    s.apply(KvStored(1, tuple(StoredBlock(i, t) for i, t in enumerate(locals_[:3]))))
+    _, snap = pub.snapshot_after_barrier(s, LEASE)
+    rep.install_snapshot(snap)
+    batch = s.apply(
+        KvStored(1, tuple(StoredBlock(10 + i, t) for i, t in enumerate(locals_[3:])), parent_hash=2)
+    ).batch
+    assert batch is not None
+    delta = pub.publish(batch)
+    assert delta is not None
+    assert rep.apply_delta(delta) is IngestOutcome.DELTA_APPLIED
+    assert table.lane_words(2).tolist() == s.words().tolist()
+    masks = table.probe_many(sequence_hashes(locals_)).tolist()
+    assert masks == [1 << 2] * 6
+    assert [table.probe_hash(c) for c in canonical_chain(locals_)] == masks
+    assert table.find_prefix_matches(locals_) == {2: 6}
+    assert table.find_prefix_matches([*locals_[:2], 999]) == {2: 2}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    depths=st.lists(st.integers(0, 70), min_size=1, max_size=16),
+    n=st.integers(0, 70),
+    window=st.integers(1, 8),
+)
+def test_search_equals_linear_without_holes(depths: list[int], n: int, window: int) -> None:
+    lanes = len(depths)
+
+    def membership(p: int) -> int:
+        return sum(1 << lane for lane, d in enumerate(depths) if p < d)
+
+    mask = (1 << lanes) - 1
+    assert find_prefix_depths(n, mask, window, membership, lanes=lanes) == linear_prefix_depths(
+        n, mask, membership, lanes=lanes
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    depths=st.lists(st.integers(0, 70), min_size=1, max_size=16),
+    n=st.integers(1, 70),
+    fps=st.sets(st.tuples(st.integers(0, 15), st.integers(0, 69)), max_size=6),
+)
+def test_false_positives_only_inflate(depths: list[int], n: int, fps: set[tuple[int, int]]) -> None:
+    """False positives beyond the true prefix can only raise a depth, never lower it."""
+    lanes = len(depths)
+
+    def membership(p: int) -> int:
+        exact = sum(1 << lane for lane, d in enumerate(depths) if p < d)
+        return exact | sum(1 << lane for lane, q in fps if q == p and lane < lanes)
+
+    mask = (1 << lanes) - 1
+    got = find_prefix_depths(n, mask, 2, membership, lanes=lanes)
+    linear = linear_prefix_depths(n, mask, membership, lanes=lanes)
+    assert all(g >= lin for g, lin in zip(got, linear, strict=True))
+    assert all(g <= n for g in got)
+
+
+def test_search_equals_linear_on_real_lanes_with_false_positives() -> None:
+    """16 lanes of real words at high load (so false positives occur) and hole-free prefixes."""
+    rng = np.random.default_rng(2024)
+    config = CkfConfig(1024, seed=0x5EED)  # 512 buckets
+    fmt = config.format()
+    table = CkfLaneTable(fmt)
+    queries = [rng.integers(1, 2**63, size=64, dtype=np.uint64).tolist() for _ in range(40)]
+    ident = ProducerIdentity(1, 1, 1, fmt)
+    for lane in range(16):
+        s = DcCkfState(config)
+        for qi, q in enumerate(queries):
+            k = int(rng.integers(0, 65))
+            chain = tuple(StoredBlock(qi * 1000 + x, int(t)) for x, t in enumerate(q[:k]))
+            outcome = s.apply(KvStored(1, chain))
+            assert outcome.error is None or outcome.error.variant == "CapacityExhausted"
+        # fill to high load with unrelated roots: injects false positives
+        for j in range(300):
+            s.apply(KvStored(2, (StoredBlock(j, int(rng.integers(1, 2**63))),)))
+        rep = table.replica(lane)
+        lease = LaneLease(1, lane, 1)
+        rep.assign(ident, lease)
+        rep.install_snapshot(DcCkfSnapshot(ident, lease, 1, s.words()))
+    mismatch_seen = 0
+    for q in queries:
+        masks = table.probe_many(sequence_hashes(q)).tolist()
+        linear = linear_prefix_depths(64, 0xFFFF, masks.__getitem__)
+        got = find_prefix_depths(64, 0xFFFF, 2, masks.__getitem__)
+        # masks with holes may legitimately differ (advisory search); hole-free ones must agree
+        for lane in range(16):
+            bits = [(m >> lane) & 1 for m in masks]
+            hole_free = all(bits[i] >= bits[i + 1] for i in range(63))
+            if hole_free:
+                assert got[lane] == linear[lane]
+            else:
+                mismatch_seen += got[lane] != linear[lane]
+    stats = lane_stats(table.lane_words(0), addressing=table.addressing, fpr_probes=200_000, seed=1)
+    assert stats.load_factor > 0.3
+    assert stats.measured_fpr is not None
+    assert stats.measured_fpr < 5 * stats.estimated_fpr + 1e-4
+
+
+def test_stats_vocabulary() -> None:
+    s = DcCkfState(CkfConfig(800, seed=3))  # 256 buckets, load ≈ 0.78
+    for i in range(800):
+        s.apply(KvStored(1, (StoredBlock(i, i * 2654435761 + 1),)))
+    st_ = producer_stats(s, fpr_probes=100_000, seed=5)
+    assert st_.buckets == 256
+    assert st_.slots == 1024
+    assert st_.occupied_slots == st_.resident_items == s.resident_count
+    assert st_.load_factor == pytest.approx(st_.occupied_slots / 1024)
+    assert st_.owners == 800
+    assert st_.inserts == s.resident_count
+    assert st_.bits_per_item == pytest.approx(64 * 256 / s.resident_count)
+    assert st_.estimated_fpr == pytest.approx(8 * st_.load_factor * 65538 / 2**32)
+    assert estimated_false_positive_rate(0.8) == pytest.approx(9.8e-5, rel=0.01)
+    assert st_.measured_fpr is not None
+    assert abs(st_.measured_fpr - st_.estimated_fpr) < 6e-5

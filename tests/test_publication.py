@@ -1,0 +1,182 @@
+"""The relay adapter: chunking, exact iterator length, the format gate, base/sequence rules."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from cbi1kit import _relay as r
+from cbi1kit._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
+from cbi1kit._publication import (
+    BucketIndexOverflowError,
+    HubSnapshot,
+    PublicationFrame,
+    PublicationFrameKind,
+    SnapshotBucketCountMismatchError,
+    UnsupportedFormatIdentityError,
+    encode_delta,
+    encode_snapshot,
+)
+from cbi1kit._wire import Delta, SnapshotChunk, decode
+from cbi1kit.errors import BucketCountError, BucketIndexError, DeltaImageCountError
+
+SEED = 0x5DEECE66D1B54A33
+DC = 0xAABBCCDDEEFF0011
+
+
+def identity(bucket_count: int = 1024, **fmt: int) -> r.ProducerIdentity:
+    return r.ProducerIdentity(
+        r.PoolId(
+            r.IndexerDomainId(
+                r.DigestId(b"\x11" * 16, r.IdentitySource.EXPLICIT),
+                r.DigestId(b"\x22" * 16, r.IdentitySource.EXPLICIT),
+            ),
+            r.DcId(DC),
+        ),
+        11,
+        1,
+        r.DcCkfFormatIdentity(seed=SEED, bucket_count=bucket_count, **fmt),
+    )
+
+
+def lane(n: int, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    words = rng.integers(0, 1 << 64, size=n, dtype=np.uint64, endpoint=False)
+    words[rng.random(n) < 0.5] = 0
+    return words
+
+
+@pytest.mark.parametrize(
+    ("bucket_count", "chunks"),
+    [(2, 1), (1024, 1), (SNAPSHOT_CHUNK_BUCKETS, 1), (2 * SNAPSHOT_CHUNK_BUCKETS, 2), (1 << 22, 8)],
+)
+def test_snapshot_chunk_count_and_exact_length(bucket_count: int, chunks: int) -> None:
+    words = lane(bucket_count)
+    frames = encode_snapshot(HubSnapshot(identity(bucket_count), 5, words))
+    assert len(frames) == chunks == frames.chunk_count
+    fmt = FilterFormat(SEED, bucket_count)
+    got = np.zeros(bucket_count, dtype=np.uint64)
+    for i, frame in enumerate(frames):
+        assert len(frames) == chunks - i - 1  # exact remaining count after each pull
+        assert frame.kind is PublicationFrameKind.SNAPSHOT_CHUNK
+        assert frame.base_sequence == frame.sequence == 5
+        assert frame.queued_bytes == len(frame.payload) + 256
+        decoded = decode(fmt, frame.payload)
+        assert isinstance(decoded, SnapshotChunk)
+        assert (decoded.chunk_index, decoded.chunk_count) == (i, chunks)
+        assert decoded.header.dc_id == DC and decoded.header.epoch == 5
+        got[decoded.bucket_offset : decoded.bucket_offset + len(decoded.words)] = decoded.words
+    assert len(frames) == 0
+    assert list(frames) == []
+    np.testing.assert_array_equal(got, words)
+
+
+def test_snapshot_at_sequence_zero_and_u64_max() -> None:
+    for seq in (0, (1 << 64) - 1):
+        (frame,) = list(encode_snapshot(HubSnapshot(identity(), seq, lane(1024))))
+        assert frame.base_sequence == frame.sequence == seq
+
+
+def test_snapshot_bucket_count_mismatch_is_raised_before_any_frame() -> None:
+    with pytest.raises(SnapshotBucketCountMismatchError) as info:
+        encode_snapshot(HubSnapshot(identity(1024), 1, lane(512)))
+    assert (info.value.expected, info.value.actual) == (1024, 512)
+    assert "512" in str(info.value) and "1024" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        {"format_version": 2},
+        {"fingerprint_bits": 8},
+        {"slots_per_bucket": 8},
+        {"format_version": 0, "fingerprint_bits": 0, "slots_per_bucket": 0},
+    ],
+)
+def test_format_gate_rejects_other_shapes(fmt: dict[str, int]) -> None:
+    ident = identity(1024, **fmt)
+    with pytest.raises(UnsupportedFormatIdentityError) as info:
+        encode_snapshot(HubSnapshot(ident, 1, lane(1024)))
+    f = ident.format
+    assert (info.value.format_version, info.value.fingerprint_bits) == (
+        f.format_version,
+        f.fingerprint_bits,
+    )
+    assert info.value.slots_per_bucket == f.slots_per_bucket
+    delta = SimpleNamespace(identity=ident, base_sequence=1, sequence=2, images=[(1, 2)])
+    with pytest.raises(UnsupportedFormatIdentityError):
+        encode_delta(delta)
+
+
+@pytest.mark.parametrize("bucket_count", [0, 3, 1000, (1 << 24) * 2])
+def test_format_gate_rejects_bad_bucket_counts(bucket_count: int) -> None:
+    with pytest.raises(BucketCountError):
+        encode_snapshot(HubSnapshot(identity(bucket_count), 1, lane(max(bucket_count, 1))))
+
+
+def test_delta_frame_and_payload() -> None:
+    images = [(3, 0xAAAABBBBCCCCDDDD), (1000, 42), (3, 0)]
+    delta = SimpleNamespace(identity=identity(), base_sequence=4, sequence=5, images=images)
+    frame = encode_delta(delta)
+    assert frame.kind is PublicationFrameKind.DELTA
+    assert (frame.base_sequence, frame.sequence) == (4, 5)
+    assert frame.queued_bytes == 48 + 12 + 12 * 3 + 256
+    decoded = decode(FilterFormat(SEED, 1024), frame.payload)
+    assert isinstance(decoded, Delta)
+    assert decoded.base_epoch == 4 and decoded.header.epoch == 5 and decoded.header.dc_id == DC
+    assert list(zip(decoded.buckets.tolist(), decoded.words.tolist(), strict=True)) == images
+
+
+def test_delta_from_array_fields_like_the_producer_model() -> None:
+    delta = SimpleNamespace(
+        identity=identity(),
+        base_sequence=0,
+        sequence=1,
+        buckets=np.array([5, 6], dtype=np.uint32),
+        values=np.array([(1 << 64) - 1, 7], dtype=np.uint64),
+    )
+    decoded = decode(FilterFormat(SEED, 1024), encode_delta(delta).payload)
+    assert isinstance(decoded, Delta)
+    assert decoded.words.tolist() == [(1 << 64) - 1, 7]
+
+
+def test_delta_bucket_index_overflow_of_u32() -> None:
+    for images in ([(1, 1), (1 << 32, 5)], [(-1, 5)]):
+        delta = SimpleNamespace(identity=identity(), base_sequence=0, sequence=1, images=images)
+        with pytest.raises(BucketIndexOverflowError) as info:
+            encode_delta(delta)
+        assert info.value.bucket == images[-1][0]
+    arr = SimpleNamespace(
+        identity=identity(),
+        base_sequence=0,
+        sequence=1,
+        buckets=np.array([0, 1 << 32], dtype=np.uint64),
+        values=np.array([1, 2], dtype=np.uint64),
+    )
+    with pytest.raises(BucketIndexOverflowError) as info:
+        encode_delta(arr)
+    assert info.value.image_index == 1
+
+
+def test_delta_codec_errors_pass_through() -> None:
+    delta = SimpleNamespace(identity=identity(), base_sequence=0, sequence=1, images=[(1024, 1)])
+    with pytest.raises(BucketIndexError):
+        encode_delta(delta)
+    many = SimpleNamespace(
+        identity=identity(),
+        base_sequence=0,
+        sequence=1,
+        buckets=np.zeros(349_526, dtype=np.uint32),
+        values=np.zeros(349_526, dtype=np.uint64),
+    )
+    with pytest.raises(DeltaImageCountError):
+        encode_delta(many)
+
+
+def test_frame_is_value_like() -> None:
+    a = PublicationFrame(identity(), 1, 2, PublicationFrameKind.DELTA, b"x")
+    b = PublicationFrame(identity(), 1, 2, PublicationFrameKind.DELTA, b"x")
+    assert a == b and hash(a) == hash(b)
+    assert a.queued_bytes == 257

@@ -1,0 +1,203 @@
+"""One frame stream from captures, grpcurl JSON and bare CBI1 files; damage is located."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from google.protobuf import json_format
+
+from cbi1kit import _relay as r
+from cbi1kit._capture import CaptureTruncatedError, CaptureWriter
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._publication import HubSnapshot, encode_delta, encode_snapshot
+from cbi1kit._readers import (
+    SUBSCRIBE_KV_POOL_METHOD,
+    FrameSourceError,
+    FrameSourceTruncatedError,
+    read_capture,
+    read_cbi1_files,
+    read_frames,
+    read_grpcurl_json,
+)
+
+SEED = 0x5EED
+RELAY = r.RelayIdentity((1 << 64) - 1, 9)
+
+
+def identity(bucket_count: int) -> r.ProducerIdentity:
+    return r.ProducerIdentity(
+        r.PoolId(
+            r.IndexerDomainId(
+                r.DigestId(b"\x01" * 16, r.IdentitySource.DEFAULT_DERIVED),
+                r.DigestId(b"\x02" * 16, r.IdentitySource.EXPLICIT),
+            ),
+            r.DcId(7),
+        ),
+        5,
+        1,
+        r.DcCkfFormatIdentity(seed=SEED, bucket_count=bucket_count),
+    )
+
+
+def stream(bucket_count: int = 1 << 20) -> list[pb.FilterUpdate]:
+    """A multi-chunk snapshot, deltas and a heartbeat, as the relay would send them."""
+    rng = np.random.default_rng(5)
+    ident = identity(bucket_count)
+    words = rng.integers(0, 1 << 63, size=bucket_count, dtype=np.uint64)
+    out = [
+        r.filter_update_from_frame(f, RELAY, send_ts_us=1)
+        for f in encode_snapshot(HubSnapshot(ident, 3, words))
+    ]
+    for seq in range(3, 6):
+        images = [
+            (int(b), int(w))
+            for b, w in zip(
+                rng.integers(0, bucket_count, 4), rng.integers(0, 1 << 63, 4), strict=True
+            )
+        ]
+        delta = SimpleNamespace(identity=ident, base_sequence=seq, sequence=seq + 1, images=images)
+        out.append(r.filter_update_from_frame(encode_delta(delta), RELAY, send_ts_us=seq))
+    out.append(r.heartbeat_update(ident, 6, RELAY, send_ts_us=99))
+    return out
+
+
+def test_capture_reader_yields_filter_updates_byte_exact(tmp_path: Path) -> None:
+    msgs = stream()
+    path = tmp_path / "s.kvrcap"
+    raws = [m.SerializeToString() + b"\xc8\x3e\x01" for m in msgs]  # plus an unknown field
+    with CaptureWriter(path) as w:
+        cat = w.open_stream("t", "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog", b"")
+        w.message(cat, b"\x18\x01")
+        sid = w.open_stream("t", SUBSCRIBE_KV_POOL_METHOD, b"")
+        for raw in raws:
+            w.message(sid, raw)
+        w.close_stream(sid)
+    got = list(read_capture(path))
+    assert [g.raw for g in got] == raws
+    assert [g.index for g in got] == list(range(len(raws)))
+    for g, m in zip(got, msgs, strict=True):
+        assert g.update is not None
+        assert g.update.sequence == m.sequence and g.payload == m.payload
+        assert g.recv_unix_ns is not None and g.stream_id == sid
+        r.validate_filter_update(g.update)
+    assert [g.index for g in read_frames(path)] == list(range(len(raws)))
+    # damage: everything before it is still yielded, then the capture's error
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    seen = []
+    with pytest.raises(CaptureTruncatedError):
+        for g in read_capture(path):
+            seen.append(g.raw)
+    assert seen == raws  # the torn record is the stream-close record
+
+
+def _dump(msgs: list[pb.FilterUpdate]) -> str:
+    return "".join(json_format.MessageToJson(m) + "\n" for m in msgs)
+
+
+def test_grpcurl_json_reads_back_identically(tmp_path: Path) -> None:
+    msgs = stream(1 << 12)
+    text = _dump(msgs)
+    assert "\n{\n" in text  # pretty-printed, concatenated
+    path = tmp_path / "dump.json"
+    path.write_text(text)
+    got = list(read_grpcurl_json(path))
+    assert [g.update for g in got] == msgs
+    assert [g.raw for g in got] == [m.SerializeToString() for m in msgs]
+    assert text[got[1].source_offset] == "{"
+    assert [g.update for g in read_frames(path)] == msgs
+    # JSONL and original field names work too
+    jsonl = "".join(
+        json.dumps(json_format.MessageToDict(m, preserving_proto_field_name=True)) + "\n"
+        for m in msgs
+    )
+    assert [g.update for g in read_grpcurl_json(jsonl.encode())] == msgs
+
+
+def test_grpcurl_bad_base64_names_record_and_field() -> None:
+    msgs = stream(1 << 12)
+    objs = [json_format.MessageToDict(m) for m in msgs]
+    objs[2]["payload"] = objs[2]["payload"][:10] + "!!" + objs[2]["payload"][12:]
+    text = "\n".join(json.dumps(o, indent=2) for o in objs)
+    seen = []
+    with pytest.raises(FrameSourceError) as info:
+        for g in read_grpcurl_json(text.encode()):
+            seen.append(g.update)
+    assert seen == msgs[:2]
+    assert info.value.record_index == 2 and info.value.field == "FilterUpdate.payload"
+    assert info.value.offset == text.index(
+        "{", len(json.dumps(objs[0], indent=2)) + len(json.dumps(objs[1], indent=2))
+    )
+    assert "FilterUpdate.payload" in str(info.value)
+
+
+def test_grpcurl_url_safe_and_unpadded_base64_accepted() -> None:
+    msg = stream(1 << 12)[-2]
+    obj = json_format.MessageToDict(msg)
+    obj["payload"] = base64.urlsafe_b64encode(msg.payload).decode().rstrip("=")
+    (got,) = read_grpcurl_json(json.dumps(obj).encode())
+    assert got.update == msg
+
+
+def test_grpcurl_truncated_json() -> None:
+    msgs = stream(1 << 12)
+    text = _dump(msgs)
+    cut = text[: len(text) - 40]
+    seen = []
+    with pytest.raises(FrameSourceTruncatedError) as info:
+        for g in read_grpcurl_json(cut.encode()):
+            seen.append(g.update)
+    assert seen == msgs[:-1]
+    assert info.value.record_index == len(msgs) - 1
+    assert isinstance(info.value, EOFError)
+
+
+def test_grpcurl_unknown_field_is_an_error() -> None:
+    with pytest.raises(FrameSourceError, match="record 0"):
+        list(read_grpcurl_json(b'{"noSuchField": 1}'))
+
+
+def test_bare_cbi1_files(tmp_path: Path) -> None:
+    msgs = stream(1 << 20)
+    payloads = [bytes(m.payload) for m in msgs if m.payload]
+    single = tmp_path / "one.bin"
+    single.write_bytes(payloads[0])
+    many = tmp_path / "many.bin"
+    many.write_bytes(b"".join(payloads))
+    got = list(read_cbi1_files([single, many]))
+    assert [g.raw for g in got] == [payloads[0], *payloads]
+    assert [g.index for g in got] == list(range(len(payloads) + 1))
+    assert got[2].source_offset == len(payloads[0])
+    assert [g.raw for g in read_frames(many)] == payloads
+    # truncation inside the third frame
+    many.write_bytes(b"".join(payloads)[: len(payloads[0]) + len(payloads[1]) + 30])
+    seen = []
+    with pytest.raises(FrameSourceTruncatedError) as info:
+        for g in read_cbi1_files(many):
+            seen.append(g.raw)
+    assert seen == payloads[:2] and info.value.record_index == 2
+
+
+def test_random_bytes_and_legacy_frames(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(rng.bytes(1000))
+    with pytest.raises(FrameSourceError, match="unrecognised input"):
+        list(read_frames(junk))
+    payload = bytes(stream(1 << 12)[-2].payload)
+    mixed = tmp_path / "mixed.bin"
+    mixed.write_bytes(payload + rng.bytes(100))
+    seen = []
+    with pytest.raises(FrameSourceError, match="not a CBI1 frame") as info:
+        for g in read_cbi1_files(mixed):
+            seen.append(g.raw)
+    assert seen == [payload] and info.value.offset == len(payload)
+    legacy = tmp_path / "legacy.bin"
+    legacy.write_bytes(b"CKF1" + bytes(60))
+    with pytest.raises(FrameSourceError, match="CKF1 prototype frame"):
+        list(read_frames(legacy))

@@ -1,0 +1,322 @@
+"""Every wire validation rule rejects, the valid messages pass, and conversions round-trip."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import pytest
+
+from cbi1kit import _relay as r
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._publication import PublicationFrame, PublicationFrameKind
+from cbi1kit.errors import Cbi1kitError
+
+U64 = (1 << 64) - 1
+
+
+def producer() -> r.ProducerIdentity:
+    return r.ProducerIdentity(
+        pool_id=r.PoolId(
+            r.IndexerDomainId(
+                r.DigestId(bytes(range(16)), r.IdentitySource.DEFAULT_DERIVED),
+                r.DigestId(bytes(range(16, 32)), r.IdentitySource.EXPLICIT),
+            ),
+            r.DcId(0xAABBCCDDEEFF0011),
+        ),
+        producer_incarnation=U64,
+        layout_generation=3,
+        format=r.DcCkfFormatIdentity(seed=0x5DEECE66D1B54A33, bucket_count=1024),
+    )
+
+
+RELAY = r.RelayIdentity(drt_instance_id=U64 - 5, relay_incarnation=42)
+
+
+def update(kind: int = pb.FILTER_UPDATE_KIND_DELTA) -> pb.FilterUpdate:
+    base, seq, payload = 7, 8, b"CBI1-not-decoded-here"
+    if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
+        base = seq = 7
+    if kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
+        base = seq = 7
+        payload = b""
+    return pb.FilterUpdate(
+        protocol_version=1,
+        relay=r.relay_identity_to_wire(RELAY),
+        producer=r.producer_to_wire(producer()),
+        base_sequence=base,
+        sequence=seq,
+        send_ts_us=1_700_000_000_000_000,
+        kind=kind,  # type: ignore[arg-type]
+        payload=payload,
+        contract_marker=0x4B565231,
+    )
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK,
+        pb.FILTER_UPDATE_KIND_DELTA,
+        pb.FILTER_UPDATE_KIND_HEARTBEAT,
+    ],
+)
+def test_valid_updates_pass(kind: int) -> None:
+    r.validate_filter_update(update(kind))
+    assert r.check_filter_update(update(kind)) is None
+
+
+def _set(path: str, value: object) -> Callable[[pb.FilterUpdate], None]:
+    def mutate(msg: pb.FilterUpdate) -> None:
+        *parents, leaf = path.split(".")
+        target: object = msg
+        for name in parents:
+            target = getattr(target, name)
+        setattr(target, leaf, value)
+
+    return mutate
+
+
+def _clear(path: str) -> Callable[[pb.FilterUpdate], None]:
+    def mutate(msg: pb.FilterUpdate) -> None:
+        *parents, leaf = path.split(".")
+        target: object = msg
+        for name in parents:
+            target = getattr(target, name)
+        target.ClearField(leaf)  # type: ignore[attr-defined]
+
+    return mutate
+
+
+P = "producer"
+CS = f"{P}.pool_id.indexer_domain.cache_semantics"
+RS = f"{P}.pool_id.indexer_domain.routing_scope"
+CASES: list[tuple[str, Callable[[pb.FilterUpdate], None], type[r.RelayWireError], str]] = [
+    ("marker", _set("contract_marker", 0x4B565232), r.ContractMarkerError, "contract_marker"),
+    ("marker zero", _set("contract_marker", 0), r.ContractMarkerError, "contract_marker"),
+    ("version 0", _set("protocol_version", 0), r.ProtocolVersionError, "protocol_version"),
+    ("version 2", _set("protocol_version", 2), r.ProtocolVersionError, "protocol_version"),
+    ("no relay", _clear("relay"), r.MissingFieldError, "relay"),
+    ("no producer", _clear("producer"), r.MissingFieldError, "producer"),
+    ("no pool", _clear(f"{P}.pool_id"), r.MissingFieldError, f"{P}.pool_id"),
+    (
+        "pool version",
+        _set(f"{P}.pool_id.identity_version", 2),
+        r.PoolIdentityVersionError,
+        f"{P}.pool_id.identity_version",
+    ),
+    (
+        "no domain",
+        _clear(f"{P}.pool_id.indexer_domain"),
+        r.MissingFieldError,
+        f"{P}.pool_id.indexer_domain",
+    ),
+    ("no cs", _clear(CS), r.MissingFieldError, CS),
+    ("no rs", _clear(RS), r.MissingFieldError, RS),
+    ("cs 15", _set(f"{CS}.digest", b"x" * 15), r.DigestLengthError, f"{CS}.digest"),
+    ("cs 17", _set(f"{CS}.digest", b"x" * 17), r.DigestLengthError, f"{CS}.digest"),
+    ("rs empty", _set(f"{RS}.digest", b""), r.DigestLengthError, f"{RS}.digest"),
+    ("cs source 0", _set(f"{CS}.source", 0), r.IdentitySourceError, f"{CS}.source"),
+    ("rs source 3", _set(f"{RS}.source", 3), r.IdentitySourceError, f"{RS}.source"),
+    (
+        "generation 0",
+        _set(f"{P}.layout_generation", 0),
+        r.LayoutGenerationError,
+        f"{P}.layout_generation",
+    ),
+    ("no format", _clear(f"{P}.ckf_format"), r.MissingFieldError, f"{P}.ckf_format"),
+    (
+        "format version",
+        _set(f"{P}.ckf_format.format_version", 2),
+        r.CkfFormatError,
+        f"{P}.ckf_format.format_version",
+    ),
+    (
+        "fp bits",
+        _set(f"{P}.ckf_format.fingerprint_bits", 8),
+        r.CkfFormatError,
+        f"{P}.ckf_format.fingerprint_bits",
+    ),
+    (
+        "slots",
+        _set(f"{P}.ckf_format.slots_per_bucket", 8),
+        r.CkfFormatError,
+        f"{P}.ckf_format.slots_per_bucket",
+    ),
+    *[
+        (
+            f"buckets {n}",
+            _set(f"{P}.ckf_format.bucket_count", n),
+            r.WireBucketCountError,
+            f"{P}.ckf_format.bucket_count",
+        )
+        for n in (0, 1, 3, 1000, (1 << 24) + 1, 1 << 25, U64)
+    ],
+    ("kind 0", _set("kind", 0), r.UpdateKindError, "kind"),
+    ("kind 9", _set("kind", 9), r.UpdateKindError, "kind"),
+    ("delta gap", _set("sequence", 10), r.SequenceError, "sequence"),
+    ("delta same", _set("sequence", 7), r.SequenceError, "sequence"),
+    ("delta empty", _set("payload", b""), r.PayloadError, "payload"),
+]
+
+
+@pytest.mark.parametrize(("name", "mutate", "cls", "field"), CASES, ids=[c[0] for c in CASES])
+def test_each_rule_rejects_with_its_field_path(
+    name: str,
+    mutate: Callable[[pb.FilterUpdate], None],
+    cls: type[r.RelayWireError],
+    field: str,
+) -> None:
+    msg = update()
+    mutate(msg)
+    with pytest.raises(cls) as info:
+        r.validate_filter_update(msg)
+    err = info.value
+    assert err.field == f"FilterUpdate.{field}"
+    assert f"FilterUpdate.{field}" in str(err)
+    assert isinstance(err, Cbi1kitError) and isinstance(err, ValueError)
+    assert type(r.check_filter_update(msg)) is cls
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is cls and str(again) == str(err)
+
+
+def test_ckf_format_error_carries_all_three_values() -> None:
+    msg = update()
+    msg.producer.ckf_format.fingerprint_bits = 8
+    msg.producer.ckf_format.slots_per_bucket = 2
+    with pytest.raises(r.CkfFormatError) as info:
+        r.validate_filter_update(msg)
+    assert (info.value.format_version, info.value.fingerprint_bits) == (1, 8)
+    assert info.value.slots_per_bucket == 2
+
+
+def test_marker_is_checked_before_version() -> None:
+    msg = update()
+    msg.contract_marker = 1
+    msg.protocol_version = 9
+    with pytest.raises(r.ContractMarkerError):
+        r.validate_filter_update(msg)
+
+
+@pytest.mark.parametrize(
+    ("kind", "base", "seq", "payload", "cls"),
+    [
+        (pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, 6, 7, b"x", r.SequenceError),
+        (pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, 7, 7, b"", r.PayloadError),
+        (pb.FILTER_UPDATE_KIND_HEARTBEAT, 6, 7, b"", r.SequenceError),
+        (pb.FILTER_UPDATE_KIND_HEARTBEAT, 7, 7, b"x", r.PayloadError),
+        (pb.FILTER_UPDATE_KIND_DELTA, U64, 0, b"x", r.SequenceError),
+        (pb.FILTER_UPDATE_KIND_DELTA, 8, 7, b"x", r.SequenceError),
+    ],
+)
+def test_kind_sequence_and_payload_rules(
+    kind: int, base: int, seq: int, payload: bytes, cls: type[r.RelayWireError]
+) -> None:
+    msg = update(kind)
+    msg.base_sequence, msg.sequence, msg.payload = base, seq, payload
+    with pytest.raises(cls):
+        r.validate_filter_update(msg)
+
+
+def test_sequences_at_u64_edges_pass() -> None:
+    msg = update(pb.FILTER_UPDATE_KIND_DELTA)
+    msg.base_sequence, msg.sequence = U64 - 1, U64
+    r.validate_filter_update(msg)
+    chunk = update(pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK)
+    chunk.base_sequence = chunk.sequence = 0
+    r.validate_filter_update(chunk)
+
+
+def test_producer_round_trip_is_lossless() -> None:
+    wire = r.producer_to_wire(producer())
+    assert r.producer_from_wire(wire) == producer()
+    again = pb.ProducerIdentity.FromString(wire.SerializeToString())
+    assert r.producer_from_wire(again) == producer()
+    assert r.relay_identity_from_wire(r.relay_identity_to_wire(RELAY)) == RELAY
+
+
+def test_producer_from_wire_rejects_what_validation_rejects() -> None:
+    wire = r.producer_to_wire(producer())
+    wire.layout_generation = 0
+    with pytest.raises(r.LayoutGenerationError, match=r"ProducerIdentity\.layout_generation"):
+        r.producer_from_wire(wire)
+
+
+def test_frame_conversion_round_trip_and_heartbeat() -> None:
+    frame = PublicationFrame(producer(), 7, 8, PublicationFrameKind.DELTA, b"payload")
+    msg = r.filter_update_from_frame(frame, RELAY, send_ts_us=123)
+    assert msg.kind == pb.FILTER_UPDATE_KIND_DELTA and msg.contract_marker == 0x4B565231
+    assert r.frame_from_filter_update(msg) == frame
+    chunk = PublicationFrame(producer(), 9, 9, PublicationFrameKind.SNAPSHOT_CHUNK, b"c")
+    msg = r.filter_update_from_frame(chunk, RELAY, send_ts_us=1)
+    assert msg.kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
+    assert r.frame_from_filter_update(msg) == chunk
+    hb = r.heartbeat_update(producer(), 9, RELAY, send_ts_us=5)
+    r.validate_filter_update(hb)
+    assert (hb.base_sequence, hb.sequence, hb.payload) == (9, 9, b"")
+    assert r.frame_from_filter_update(hb) is None
+
+
+def _catalog() -> pb.KvPoolCatalogUpdate:
+    desc = pb.KvPoolDescriptor(
+        producer=r.producer_to_wire(producer()),
+        serving_endpoint=pb.DynamoEndpointId(namespace="ns", component="c", endpoint="generate"),
+        registrations=[
+            pb.ModelRegistration(
+                canonical_model_id="llama",
+                target=pb.ModelTarget(base=pb.BaseModelTarget(base_model="llama")),
+                aliases=["chat"],
+            )
+        ],
+        query_semantics=pb.KvQuerySemantics(
+            kv_block_size=16, hash_format=pb.KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1
+        ),
+        pool_roles=[pb.WORKER_ROLE_AGGREGATED],
+    )
+    return pb.KvPoolCatalogUpdate(
+        protocol_version=1,
+        relay=r.relay_identity_to_wire(RELAY),
+        revision=3,
+        snapshot=pb.KvPoolCatalogSnapshot(pools=[desc]),
+        contract_marker=0x4B565231,
+    )
+
+
+def test_catalog_validation() -> None:
+    r.validate_catalog_update(_catalog())
+    bad = _catalog()
+    bad.snapshot.pools[0].query_semantics.kv_block_size = 0
+    with pytest.raises(r.DescriptorError, match=r"pools\[0\]\.query_semantics\.kv_block_size"):
+        r.validate_catalog_update(bad)
+    bad = _catalog()
+    bad.snapshot.pools[0].pool_roles.append(pb.WORKER_ROLE_AGGREGATED)
+    with pytest.raises(r.DescriptorError, match=r"pool_roles\[1\]"):
+        r.validate_catalog_update(bad)
+    bad = _catalog()
+    bad.snapshot.pools[0].producer.layout_generation = 0
+    with pytest.raises(r.LayoutGenerationError, match=r"pools\[0\]\.producer\.layout_generation"):
+        r.validate_catalog_update(bad)
+    bad = _catalog()
+    bad.snapshot.pools[0].registrations[0].aliases.append("chat")
+    with pytest.raises(r.DescriptorError, match=r"aliases\[1\]"):
+        r.validate_catalog_update(bad)
+
+
+def test_subscribe_request_and_relay_info() -> None:
+    req = pb.SubscribeKvPoolRequest(
+        subscriber_id="gv-1",
+        expected_producer=r.producer_to_wire(producer()),
+        contract_marker=0x4B565231,
+    )
+    r.validate_subscribe_request(req)
+    for sid in ("", "x" * 129, "a\nb"):
+        req.subscriber_id = sid
+        with pytest.raises(r.SubscriberIdError):
+            r.validate_subscribe_request(req)
+    r.validate_relay_info(
+        pb.RelayInfo(
+            protocol_version=1, relay=r.relay_identity_to_wire(RELAY), contract_marker=0x4B565231
+        )
+    )
+    with pytest.raises(r.ProtocolVersionError, match=r"RelayInfo\.protocol_version"):
+        r.validate_relay_info(pb.RelayInfo(protocol_version=2, contract_marker=0x4B565231))
