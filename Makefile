@@ -32,8 +32,8 @@ demo: $(STAMP_BASE)
 	$(PY) -m cbi1kit demo
 
 lint: $(STAMP_DEV)
-	$(VENV)/bin/ruff check cbi1kit tests benchmarks
-	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks
+	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks notebooks
 
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy cbi1kit

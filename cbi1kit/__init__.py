@@ -8,6 +8,37 @@ from __future__ import annotations
 
 from cbi1kit import errors
 from cbi1kit._assembly import AssembledSnapshot, SnapshotAssembly
+from cbi1kit._charts import (
+    MAX_ROWS,
+    byte_map_chart,
+    byte_map_table,
+    hex64,
+)
+from cbi1kit._ckf_addressing import (
+    CkfAddressing,
+    CkfAddressingError,
+    CkfProbe,
+    alt,
+    prepare,
+)
+from cbi1kit._ckf_bucket import (
+    SlotError,
+    bucket_contains,
+    bucket_first_empty,
+    lane_contains,
+    lane_occupancy,
+    lane_slots,
+    pack_slots,
+    unpack_slots,
+)
+from cbi1kit._ckf_table import (
+    DEFAULT_MAX_KICKS,
+    MAX_KICKS,
+    CuckooTable,
+    FingerprintNotFoundError,
+    SplitMix64,
+    lane_rng_seed,
+)
 from cbi1kit._format import (
     FINGERPRINT_BITS,
     FORMAT_VERSION,
@@ -90,7 +121,17 @@ from cbi1kit._identity import (
     to_u64,
 )
 from cbi1kit._inspect import AnnotatedHexdump, Inspection, Problem, inspect
-from cbi1kit._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, FieldSpec, Layout
+from cbi1kit._layout import (
+    ALL_LAYOUTS,
+    DELTA_IMAGE,
+    DELTA_PREFIX,
+    HEADER,
+    SNAPSHOT_PREFIX,
+    FieldSpec,
+    Layout,
+    layout_markdown,
+    layout_rows,
+)
 from cbi1kit._wire import (
     IMAGE_DTYPE,
     Delta,
@@ -109,8 +150,10 @@ from cbi1kit._wire import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALL_LAYOUTS",
     "CACHE_NAMESPACE_SALT_SEED",
     "CHAIN_XXH3_SEED",
+    "DEFAULT_MAX_KICKS",
     "DELTA_IMAGE",
     "DELTA_PREFIX",
     "FINGERPRINT_BITS",
@@ -124,6 +167,8 @@ __all__ = [
     "MAX_EXPLICIT_IDENTITY_ENTRIES",
     "MAX_EXPLICIT_IDENTITY_KEY_BYTES",
     "MAX_EXPLICIT_IDENTITY_VALUE_BYTES",
+    "MAX_KICKS",
+    "MAX_ROWS",
     "MM_PAD_HASH_MASK",
     "MM_PAD_SHIFT_VALUE",
     "SLOTS_PER_BUCKET",
@@ -141,13 +186,18 @@ __all__ = [
     "CanonicalModelId",
     "CanonicalModelIdError",
     "CanonicalModelRegistration",
+    "CkfAddressing",
+    "CkfAddressingError",
+    "CkfProbe",
     "ConsumerInstanceId",
+    "CuckooTable",
     "DcCkfFormatIdentity",
     "DcId",
     "Delta",
     "ExplicitIdentityMap",
     "FieldSpec",
     "FilterFormat",
+    "FingerprintNotFoundError",
     "Frame",
     "FrameHeader",
     "FrameKind",
@@ -175,16 +225,23 @@ __all__ = [
     "ProducerIdentity",
     "RoutingScopeId",
     "SequenceHashInputError",
+    "SlotError",
     "SnapshotAssembly",
     "SnapshotChunk",
     "SnapshotChunks",
+    "SplitMix64",
     "TokenRangeError",
     "TokenTypeError",
     "UnknownHashFormatError",
     "UnknownModelError",
+    "alt",
     "block_count",
     "block_hash_seed",
     "body_checksum",
+    "bucket_contains",
+    "bucket_first_empty",
+    "byte_map_chart",
+    "byte_map_table",
     "cache_namespace_salt",
     "compute_block_hash_for_seq",
     "compute_seq_hash_batch",
@@ -198,15 +255,25 @@ __all__ = [
     "encode_snapshot_chunks",
     "errors",
     "hash_mm_identifier",
+    "hex64",
     "inspect",
+    "lane_contains",
+    "lane_occupancy",
+    "lane_rng_seed",
+    "lane_slots",
+    "layout_markdown",
+    "layout_rows",
     "lora_name_to_id",
     "lora_salt",
     "max_delta_images",
+    "pack_slots",
     "pad_value_for_mm_hash",
     "peek_format",
+    "prepare",
     "resolve_lora_name",
     "resolve_registration",
     "stable_dc_id",
     "to_i64",
     "to_u64",
+    "unpack_slots",
 ]

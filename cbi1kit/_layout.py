@@ -15,6 +15,7 @@ from typing import Literal
 from cbi1kit._format import HEADER_LEN
 
 __all__ = [
+    "ALL_LAYOUTS",
     "DELTA_IMAGE",
     "DELTA_PREFIX",
     "HEADER",
@@ -22,6 +23,7 @@ __all__ = [
     "FieldSpec",
     "Layout",
     "layout_markdown",
+    "layout_rows",
 ]
 
 FieldKind = Literal["magic", "u8", "u16", "u32", "u64"]
@@ -165,3 +167,22 @@ def layout_markdown(layout: Layout) -> str:
     for f in layout:
         lines.append(f"| {f.offset} | {f.size} | `{f.path}` | {f.kind} | {f.doc} |")
     return "\n".join(lines)
+
+
+ALL_LAYOUTS: tuple[Layout, ...] = (HEADER, DELTA_PREFIX, DELTA_IMAGE, SNAPSHOT_PREFIX)
+
+
+def layout_rows(layouts: tuple[Layout, ...] = ALL_LAYOUTS) -> list[dict[str, object]]:
+    """The layouts as plain rows (region, field, offset, size, type, meaning) for tables."""
+    return [
+        {
+            "region": f.region,
+            "field": f.path,
+            "offset": f.offset,
+            "size": f.size,
+            "type": f.kind,
+            "meaning": f.doc,
+        }
+        for layout in layouts
+        for f in layout
+    ]

@@ -1,0 +1,177 @@
+# %% [markdown]
+# # A byte-by-byte tour of CBI1
+#
+# Dynamo's KV DC relay ships each data-centre pool's **cuckoo filter** to global routers as
+# **CBI1** frames ("Cuckoo Bucket Images"). A lane of the filter is an array of 64-bit *bucket
+# words*; each word packs four 16-bit fingerprint slots. The relay sends the whole lane once (a
+# **snapshot**, cut into ordered chunks of at most 524,288 words), then **deltas**: the absolute new
+# value of every bucket a publication touched.
+#
+# In this notebook we build a tiny filter, encode a delta and a snapshot, read both back byte by
+# byte, break them on purpose, and watch every check fire. Nothing here is hand-written bytes:
+# the tables and dumps come from the same layout definition the decoder uses.
+
+# %% tags=["parameters"]
+seed = 0x5EED  # the CKF xxh3 seed: part of the filter's format
+bucket_count = 1024  # a power of two in 2..=2**24
+dc_id = 7  # the producing pool's DcId (informational inside the frame)
+
+# %%
+import numpy as np
+import polars as pl
+
+import cbi1kit as ck
+
+fmt = ck.FilterFormat(seed, bucket_count)
+fmt
+
+# %% [markdown]
+# ## 1. A tiny filter
+#
+# An item is a 64-bit *canonical sequence hash* (a prefix of a token sequence). The filter maps
+# it to a 16-bit fingerprint and two candidate buckets with `xxh3_64(h, seed)`; insertion puts the
+# fingerprint in the first free slot of bucket *a*, else *b*, else starts kicking residents along.
+
+# %%
+tokens = list(range(64))  # 4 blocks of 16 tokens
+block_hashes = ck.compute_block_hash_for_seq(tokens, 16)
+items = ck.compute_seq_hash_for_block(block_hashes)
+addressing = ck.CkfAddressing(bucket_count, seed)
+table = ck.CuckooTable(addressing)
+rng = ck.SplitMix64(ck.lane_rng_seed(seed))
+touched: dict[int, int] = {}
+for item in items.tolist():
+    for bucket, before in table.insert(item, rng, ck.DEFAULT_MAX_KICKS) or []:
+        touched.setdefault(bucket, before)  # first-touch original, as the producer keeps it
+
+fp, bucket_a, bucket_b = addressing.prepare_many(items)
+pl.DataFrame(
+    {
+        "item": ck.hex64(items),
+        "fingerprint": [f"0x{v:04x}" for v in fp.tolist()],
+        "bucket_a": bucket_a,
+        "bucket_b": bucket_b,
+    }
+)
+
+# %% [markdown]
+# ## 2. A delta, field by field
+#
+# A delta carries `(bucket u32, word u64)` images — 12 bytes each, packed — for every bucket that
+# changed, advancing the stream from `base_epoch` N to `epoch` N+1.
+
+# %%
+images = [(bucket, table.word(bucket)) for bucket in touched]
+delta_bytes = ck.encode_delta(fmt, dc_id, 0, 1, images)
+ck.inspect(delta_bytes).hexdump()
+
+# %% [markdown]
+# The field table is generated from the layout the codec itself runs on:
+
+# %%
+pl.DataFrame(ck.layout_rows())
+
+# %% [markdown]
+# And the same layout as a picture: every header field to scale, then the whole frame.
+
+# %%
+ck.byte_map_chart(delta_bytes)
+
+# %% [markdown]
+# ## 3. The checksum
+#
+# The last header field is the low 32 bits of `xxh3_64` over everything after byte 48. The decoder
+# checks it before it trusts a single body byte.
+
+# %%
+print(f"header says 0x{int.from_bytes(delta_bytes[44:48], 'little'):08x}")
+print(f"body hashes to 0x{ck.body_checksum(delta_bytes):08x}")
+
+# %% [markdown]
+# ## 4. Breaking frames on purpose
+#
+# `decode` stops at the first problem, exactly as upstream does; `inspect` keeps going and lists
+# them all, in the order upstream checks them.
+
+# %%
+flipped = bytearray(delta_bytes)
+flipped[-1] ^= 0x01
+truncated = delta_bytes[:40]
+other_format = ck.FilterFormat(seed + 1, bucket_count)
+broken = {
+    "a flipped body bit": (bytes(flipped), fmt),
+    "truncated to 40 bytes": (truncated, fmt),
+    "the wrong format (seed)": (delta_bytes, other_format),
+    "a CKF1 prototype frame": (b"CKF1" + delta_bytes[4:], fmt),
+}
+rows = []
+for what, (data, expected) in broken.items():
+    try:
+        ck.decode(expected, data)
+        outcome = "decoded"
+    except ck.errors.Cbi1Error as exc:
+        outcome = f"{type(exc).__name__}: {exc}"
+    rows.append({"damage": what, "decode raises": outcome})
+pl.DataFrame(rows)
+
+# %%
+report = ck.inspect(bytes(flipped), other_format)
+print(report)
+
+# %% [markdown]
+# ## 5. A snapshot in chunks, and assembly
+#
+# A lane of `bucket_count` words goes out as `ceil(bucket_count / 524288)` chunks. The consumer's
+# `SnapshotAssembly` insists on chunk 0 first, then strictly the next one, same epoch, contiguous
+# offsets, and full coverage.
+
+# %%
+big = ck.FilterFormat(seed, 1 << 21)  # four chunks
+lane = table.words()
+big_lane = np.zeros(big.bucket_count, dtype=np.uint64)
+big_lane[: lane.shape[0]] = lane
+chunks = ck.encode_snapshot_chunks(big, dc_id, 1, big_lane)
+print(f"{len(chunks)} chunks, {[len(c) for c in chunks]} bytes each")
+assembly = ck.SnapshotAssembly(big)
+for i in (0, 1, 3):
+    try:
+        print(i, assembly.absorb(ck.decode(big, chunks[i])))
+    except ck.errors.ChunkSequenceError as exc:
+        print(i, "->", exc)
+
+# %%
+assembly = ck.SnapshotAssembly(big)
+done = None
+for chunk in chunks:
+    done = assembly.absorb(ck.decode(big, chunk))
+print(done, "nonzero buckets:", done.image_count if done else None)
+
+# %% [markdown]
+# ## 6. Size limits
+#
+# A frame is at most 4,194,368 bytes (a header, a 16-byte chunk prefix and 524,288 words), so a
+# delta can carry at most 349,525 images; a larger publication is sent as a fresh snapshot instead.
+
+# %%
+pl.DataFrame(
+    {
+        "limit": [
+            "IMAGES_MAX_FRAME_BYTES",
+            "max_delta_images()",
+            "SNAPSHOT_CHUNK_BUCKETS",
+            "MAX_BUCKET_COUNT",
+        ],
+        "value": [
+            ck.IMAGES_MAX_FRAME_BYTES,
+            ck.max_delta_images(),
+            ck.SNAPSHOT_CHUNK_BUCKETS,
+            ck.MAX_BUCKET_COUNT,
+        ],
+    }
+)
+
+# %%
+try:
+    ck.encode_delta(fmt, dc_id, 0, 1, [(0, 0)] * (ck.max_delta_images() + 1))
+except ck.errors.DeltaImageCountError as exc:
+    print(exc)
