@@ -10,6 +10,7 @@ one vectorised call, which makes ``alt`` a table lookup in the producer's sequen
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit._xxh3 import xxh3_64_u16, xxh3_64_u64
+from cbi1kit._xxh3 import BLOCK, u64_constant, xxh3_64_u16, xxh3_u64_into
 from cbi1kit.errors import Cbi1kitError
 
 __all__ = [
@@ -78,6 +79,10 @@ def _delta_table(bucket_count: int, seed: int) -> U64Array:
     return d
 
 
+#: Index of a u64's low 16-bit half in its uint16 view.
+_LOW16 = 0 if sys.byteorder == "little" else 3
+
+
 class CkfAddressing:
     """Addressing for one format (``bucket_count``, ``seed``); scalar and vectorised paths."""
 
@@ -118,13 +123,40 @@ class CkfAddressing:
 
     # -- vectorised --------------------------------------------------------------------------
     def prepare_many(self, hashes: npt.ArrayLike) -> tuple[U16Array, U64Array, U64Array]:
-        """``prepare`` over u64 hashes: (fp uint16, bucket_a uint64, bucket_b uint64)."""
-        mixed = xxh3_64_u64(hashes, self.seed)
-        fp = (mixed & np.uint64(0xFFFF)).astype(np.uint16)
-        fp[fp == 0] = 1
-        a = (mixed >> np.uint64(16)) & np.uint64(self.mask)
-        b = a ^ self._delta[fp]
-        return fp, a, b
+        """``prepare`` over u64 hashes: (fp uint16, bucket_a uint64, bucket_b uint64).
+
+        Runs block by block (``_xxh3.BLOCK`` hashes) with every step writing in place, so the
+        mixed hash, fingerprint and both buckets of a block are produced while it is in cache.
+        """
+        arr = np.asarray(hashes)
+        if arr.dtype != np.uint64:
+            if arr.dtype.kind not in "ui":
+                raise TypeError(f"expected unsigned integers, got dtype {arr.dtype}")
+            arr = arr.astype(np.uint64)
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        n = flat.size
+        fp = np.empty(n, dtype=np.uint16)
+        a = np.empty(n, dtype=np.uint64)
+        b = np.empty(n, dtype=np.uint64)
+        mixed = np.empty(min(BLOCK, n), dtype=np.uint64)
+        c = u64_constant(self.seed)
+        mask = np.uint64(self.mask)
+        sixteen = np.uint64(16)
+        one = np.uint16(1)
+        delta = self._delta
+        for lo in range(0, n, BLOCK):
+            hi = min(lo + BLOCK, n)
+            m = mixed[: hi - lo]
+            ab, bb, fb = a[lo:hi], b[lo:hi], fp[lo:hi]
+            xxh3_u64_into(flat[lo:hi], c, m, bb)  # b's slice is the scratch
+            fb[...] = m.view(np.uint16)[_LOW16::4]  # the low 16 bits of each u64
+            np.maximum(fb, one, out=fb)  # 0 -> 1
+            np.right_shift(m, sixteen, out=ab)
+            ab &= mask
+            np.take(delta, fb, out=bb)
+            bb ^= ab
+        shape = arr.shape
+        return fp.reshape(shape), a.reshape(shape), b.reshape(shape)
 
     def alt_many(self, buckets: npt.ArrayLike, fingerprints: npt.ArrayLike) -> U64Array:
         """``alt`` over arrays of buckets and (nonzero) fingerprints."""

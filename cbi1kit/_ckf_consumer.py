@@ -18,14 +18,16 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit._ckf_addressing import CkfAddressing
-from cbi1kit._ckf_identity import (
+from cbi1kit._ckf_producer import DcCkfDelta, DcCkfSnapshot, canonical_chain
+from cbi1kit._identity import (
     MAX_LANES,
     ConsumerDrainMarker,
+    ConsumerInstanceId,
     DcCkfFormatIdentity,
     LaneLease,
+    PoolId,
     ProducerIdentity,
 )
-from cbi1kit._ckf_producer import DcCkfDelta, DcCkfSnapshot, canonical_chain
 from cbi1kit.errors import Cbi1kitError
 
 __all__ = [
@@ -100,15 +102,19 @@ class LaneReplica:
         format: DcCkfFormatIdentity,
         words: npt.NDArray[np.uint64] | None = None,
         *,
-        pool_id: int | None = None,
-        consumer_instance: int | None = None,
+        pool_id: PoolId | None = None,
+        consumer_instance: ConsumerInstanceId | int | None = None,
     ) -> None:
         if not 0 <= lane < MAX_LANES:
             raise LaneAssignmentError(lane, "physical lane must be in 0..16")
         self.lane = lane
         self.format = format
         self.pool_id = pool_id
-        self.consumer_instance = consumer_instance
+        self.consumer_instance = (
+            None
+            if consumer_instance is None or isinstance(consumer_instance, ConsumerInstanceId)
+            else ConsumerInstanceId(consumer_instance)
+        )
         if words is None:
             words = np.zeros(format.bucket_count, dtype=np.uint64)
         if words.shape != (format.bucket_count,) or words.dtype != np.uint64:
@@ -230,12 +236,24 @@ class CkfLaneTable:
         self._slots = self.storage.view(np.uint16).reshape(format.bucket_count, MAX_LANES, 4)
         self.replicas: dict[int, LaneReplica] = {}
 
-    def replica(self, lane: int, **manifest: int | None) -> LaneReplica:
+    def replica(
+        self,
+        lane: int,
+        *,
+        pool_id: PoolId | None = None,
+        consumer_instance: ConsumerInstanceId | int | None = None,
+    ) -> LaneReplica:
         """The lane's replica (created on first use) writing into this table's column."""
         if lane not in self.replicas:
             if not (self.configured_lanes >> lane) & 1:
                 raise LaneAssignmentError(lane, "lane is not configured in this table")
-            self.replicas[lane] = LaneReplica(lane, self.format, self.storage[:, lane], **manifest)
+            self.replicas[lane] = LaneReplica(
+                lane,
+                self.format,
+                self.storage[:, lane],
+                pool_id=pool_id,
+                consumer_instance=consumer_instance,
+            )
         return self.replicas[lane]
 
     def lane_words(self, lane: int) -> npt.NDArray[np.uint64]:

@@ -23,12 +23,6 @@ import numpy.typing as npt
 import xxhash
 
 from cbi1kit._ckf_addressing import CkfAddressing
-from cbi1kit._ckf_identity import (
-    ConsumerDrainMarker,
-    DcCkfFormatIdentity,
-    LaneLease,
-    ProducerIdentity,
-)
 from cbi1kit._ckf_table import (
     DEFAULT_MAX_KICKS,
     MAX_KICKS,
@@ -36,6 +30,12 @@ from cbi1kit._ckf_table import (
     FingerprintNotFoundError,
     SplitMix64,
     lane_rng_seed,
+)
+from cbi1kit._identity import (
+    ConsumerDrainMarker,
+    DcCkfFormatIdentity,
+    LaneLease,
+    ProducerIdentity,
 )
 from cbi1kit.errors import Cbi1kitError
 

@@ -28,11 +28,13 @@ __all__ = [
     "MAX_EXPLICIT_IDENTITY_ENTRIES",
     "MAX_EXPLICIT_IDENTITY_KEY_BYTES",
     "MAX_EXPLICIT_IDENTITY_VALUE_BYTES",
+    "MAX_LANES",
     "CacheSemanticsId",
     "CanonicalIdentityMaterial",
     "CanonicalModelId",
     "CanonicalModelIdError",
     "CanonicalModelRegistration",
+    "ConsumerDrainMarker",
     "ConsumerInstanceId",
     "DcCkfFormatIdentity",
     "DcId",
@@ -53,6 +55,7 @@ __all__ = [
     "ModelTarget",
     "PoolId",
     "ProducerIdentity",
+    "RelayIdentity",
     "RoutingScopeId",
     "UnknownHashFormatError",
     "UnknownModelError",
@@ -77,7 +80,8 @@ _DC_ID_DOMAIN = b"dynamo/indexer-dc/v1"
 
 _U64_MASK = (1 << 64) - 1
 _MAX_BUCKET_COUNT = 1 << 24
-_DC_COUNT = 16
+#: Physical lanes (DCs) a consumer table holds; a lease names one of ``0..MAX_LANES``.
+MAX_LANES = 16
 
 # Rust `str::trim` strips Unicode White_Space; Python's `str.strip` also strips \x1c-\x1f.
 _WHITE_SPACE = frozenset(
@@ -1056,9 +1060,13 @@ class PoolId:
 class DcCkfFormatIdentity:
     """The physical CKF layout a consumer must share with a producer to read its words.
 
-    Validated as the relay wire validator does: ``(1, seed, bucket_count, 16, 4)`` with
-    ``bucket_count`` a power of two in ``2..=2**24``. Field order of the constructor puts the
-    two free fields first; the JSON follows upstream's declaration order.
+    The constructor validates as the relay wire validator does: ``(1, seed, bucket_count, 16,
+    4)`` with ``bucket_count`` a power of two in ``2..=2**24``. Upstream's struct itself is
+    unchecked (``DcCkfFormatIdentity::new(seed, bucket_count)`` fills in the CBI1 shape and serde
+    deserialises any field values; ``publication/codec.rs`` then gates the shape and raises
+    ``UnsupportedFormatIdentity``), so :meth:`unchecked` builds one without validation for the
+    publication gate to see, and :meth:`check` re-applies the validation. Field order of the
+    constructor puts the two free fields first; the JSON follows upstream's declaration order.
     """
 
     seed: int
@@ -1068,6 +1076,31 @@ class DcCkfFormatIdentity:
     slots_per_bucket: int = 4
 
     def __post_init__(self) -> None:
+        self.check()
+
+    @classmethod
+    def unchecked(
+        cls,
+        seed: int,
+        bucket_count: int,
+        format_version: int = 1,
+        fingerprint_bits: int = 16,
+        slots_per_bucket: int = 4,
+    ) -> DcCkfFormatIdentity:
+        """Any field values, as upstream's struct allows (e.g. a shape CBI1 cannot carry)."""
+        self = object.__new__(cls)
+        for name, value in (
+            ("seed", seed),
+            ("bucket_count", bucket_count),
+            ("format_version", format_version),
+            ("fingerprint_bits", fingerprint_bits),
+            ("slots_per_bucket", slots_per_bucket),
+        ):
+            object.__setattr__(self, name, value)
+        return self
+
+    def check(self) -> None:
+        """Raise :class:`IdentityRangeError` unless this is the executable CBI1 shape."""
         _int_in(self.seed, 64, "seed")
         bc = _int_in(self.bucket_count, 64, "bucket_count")
         if bc < 2 or bc > _MAX_BUCKET_COUNT or bc & (bc - 1):
@@ -1086,6 +1119,15 @@ class DcCkfFormatIdentity:
                 raise IdentityRangeError(
                     f"unsupported CKF {name} {got} (expected {want})", field=name, value=got
                 )
+
+    @property
+    def is_valid(self) -> bool:
+        """:meth:`check` passes."""
+        try:
+            self.check()
+        except IdentityError:
+            return False
+        return True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1189,7 +1231,7 @@ class LaneLease:
         if not isinstance(consumer, ConsumerInstanceId):
             object.__setattr__(self, "consumer_instance", ConsumerInstanceId(consumer))
         lane = _int_in(self.physical_lane, 8, "physical_lane")
-        if lane >= _DC_COUNT:
+        if lane >= MAX_LANES:
             raise IdentityRangeError(
                 f"physical_lane {lane} is outside 0..16", field="physical_lane", value=lane
             )
@@ -1211,3 +1253,42 @@ class LaneLease:
             _json_uint(obj, "physical_lane", 8, t),
             _json_uint(obj, "assignment_epoch", 64, t),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerDrainMarker:
+    """ "Everything up to ``expected_sequence`` has been published under ``lease``" (upstream
+    ``indexer/cuckoo/global.rs``)."""
+
+    lease: LaneLease
+    expected_sequence: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lease, LaneLease):
+            raise IdentityJsonError(f"lease must be a LaneLease, got {self.lease!r}")
+        _int_in(self.expected_sequence, 64, "expected_sequence")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lease": self.lease.to_json(), "expected_sequence": self.expected_sequence}
+
+    @classmethod
+    def from_json(cls, value: Any) -> ConsumerDrainMarker:
+        t = "ConsumerDrainMarker"
+        obj = _json_obj(value, t)
+        return cls(
+            LaneLease.from_json(_json_field(obj, "lease", t)),
+            _json_uint(obj, "expected_sequence", 64, t),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RelayIdentity:
+    """The relay process a stream comes from (``dynamo.kvrelay.v1.RelayIdentity``): constant
+    for one subscription; a new incarnation means a restarted relay."""
+
+    drt_instance_id: int
+    relay_incarnation: int
+
+    def __post_init__(self) -> None:
+        _int_in(self.drt_instance_id, 64, "drt_instance_id")
+        _int_in(self.relay_incarnation, 64, "relay_incarnation")

@@ -7,8 +7,10 @@ delta frame, and both pass a format-identity gate first, because CBI1 can only c
 publication frames; the gRPC driver makes them (see ``cbi1kit._relay.heartbeat_update``).
 
 The inputs are duck-typed so the producer model's ``DcCkfSnapshot`` / ``DcCkfDelta`` and
-upstream-shaped ``HubSnapshot`` values all work: anything with ``identity`` (having ``format``
-and ``dc_id``), ``sequence`` and the lane words or the images.
+upstream-shaped ``HubSnapshot`` values all work: anything with an ``identity``
+(:class:`cbi1kit._identity.ProducerIdentity`), ``sequence`` and the lane words or the images.
+The identity's format may be any shape (``DcCkfFormatIdentity.unchecked``), as upstream's
+struct may; the gate here is what refuses the ones CBI1 cannot carry.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, SupportsInt
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +30,7 @@ from cbi1kit._format import (
     SNAPSHOT_CHUNK_BUCKETS,
     FilterFormat,
 )
+from cbi1kit._identity import DcCkfFormatIdentity, LaneLease, ProducerIdentity
 from cbi1kit._wire import IMAGE_DTYPE, SnapshotChunks, encode_snapshot_chunks
 from cbi1kit._wire import encode_delta as _encode_delta_payload
 from cbi1kit.errors import Cbi1kitError
@@ -99,31 +102,11 @@ class PublicationFrameKind(enum.Enum):
     DELTA = "Delta"
 
 
-class _FormatLike(Protocol):
-    @property
-    def seed(self) -> int: ...
-    @property
-    def bucket_count(self) -> int: ...
-    @property
-    def format_version(self) -> int: ...
-    @property
-    def fingerprint_bits(self) -> int: ...
-    @property
-    def slots_per_bucket(self) -> int: ...
-
-
-class _IdentityLike(Protocol):
-    @property
-    def format(self) -> _FormatLike: ...
-    @property
-    def dc_id(self) -> SupportsInt: ...
-
-
 @dataclass(frozen=True, slots=True)
 class PublicationFrame:
     """One canonical frame for one producer generation; ``payload`` is opaque CBI1 bytes."""
 
-    identity: Any
+    identity: ProducerIdentity
     base_sequence: int
     sequence: int
     kind: PublicationFrameKind
@@ -139,13 +122,13 @@ class PublicationFrame:
 class HubSnapshot:
     """The publication hub's full-lane mirror at ``sequence`` (upstream ``HubSnapshot``)."""
 
-    identity: Any
+    identity: ProducerIdentity
     sequence: int
     buckets: npt.NDArray[np.uint64]
-    lease: Any = None
+    lease: LaneLease | None = None
 
 
-def filter_format(fmt: _FormatLike) -> FilterFormat:
+def filter_format(fmt: DcCkfFormatIdentity) -> FilterFormat:
     """The format gate: only CBI1's shape passes; the bucket count is checked by ``FilterFormat``.
 
     Raises :class:`UnsupportedFormatIdentityError`, or ``cbi1kit.errors.BucketCountError`` for a
@@ -171,7 +154,7 @@ class SnapshotFrames(Iterator[PublicationFrame]):
 
     __slots__ = ("_chunks", "_identity", "_next", "_sequence")
 
-    def __init__(self, identity: Any, sequence: int, chunks: SnapshotChunks) -> None:
+    def __init__(self, identity: ProducerIdentity, sequence: int, chunks: SnapshotChunks) -> None:
         self._identity = identity
         self._sequence = sequence
         self._chunks = chunks
@@ -210,7 +193,7 @@ def encode_snapshot(hub_snapshot: Any) -> SnapshotFrames:
     Gate first, then the lane length (``SnapshotBucketCountMismatchError``); both are raised
     here, before any frame is produced, as upstream does.
     """
-    identity: _IdentityLike = hub_snapshot.identity
+    identity: ProducerIdentity = hub_snapshot.identity
     fmt = filter_format(identity.format)
     words = np.asarray(hub_snapshot.buckets)
     if words.ndim != 1 or words.shape[0] != fmt.bucket_count:
@@ -252,7 +235,7 @@ def encode_delta(delta: Any) -> PublicationFrame:
     Gate, then u32 overflow of any bucket index, then the CBI1 encoder's own checks
     (``DeltaImageCountError``, ``BucketIndexError``), in upstream's order.
     """
-    identity: _IdentityLike = delta.identity
+    identity: ProducerIdentity = delta.identity
     fmt = filter_format(identity.format)
     images = _delta_images(delta)
     base, seq = int(delta.base_sequence), int(delta.sequence)

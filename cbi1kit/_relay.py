@@ -7,16 +7,25 @@ Global View consumer (relay.md §1.3, §3.1), and raise a :class:`RelayWireError
 names the failing field by its dotted protobuf path (``FilterUpdate.producer.ckf_format.seed``),
 so a report over a whole capture can say exactly what was wrong with which message.
 
-Native identity types mirror upstream's Rust types (relay.md §1.2). They are defined here as
-minimal frozen dataclasses until the shared ``cbi1kit._identity`` module lands.
+Native identity types are the ones of :mod:`cbi1kit._identity` (upstream's Rust types, relay.md
+§1.2); conversion from the wire validates first, so a converted value is always executable.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from cbi1kit._identity import (
+    CacheSemanticsId,
+    DcCkfFormatIdentity,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    PoolId,
+    ProducerIdentity,
+    RelayIdentity,
+    RoutingScopeId,
+)
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.errors import Cbi1kitError
 
@@ -30,22 +39,14 @@ __all__ = [
     "RELAY_PROTOCOL_VERSION",
     "CkfFormatError",
     "ContractMarkerError",
-    "DcCkfFormatIdentity",
-    "DcId",
     "DescriptorError",
-    "DigestId",
     "DigestLengthError",
-    "IdentitySource",
     "IdentitySourceError",
-    "IndexerDomainId",
     "LayoutGenerationError",
     "MissingFieldError",
     "PayloadError",
-    "PoolId",
     "PoolIdentityVersionError",
-    "ProducerIdentity",
     "ProtocolVersionError",
-    "RelayIdentity",
     "RelayWireError",
     "SequenceError",
     "SubscriberIdError",
@@ -82,6 +83,7 @@ CKF_FORMAT_VERSION: Final = 1
 CKF_FINGERPRINT_BITS: Final = 16
 CKF_SLOTS_PER_BUCKET: Final = 4
 _U64_MAX: Final = (1 << 64) - 1
+_SOURCES: Final = frozenset(s.proto_value for s in IdentitySource)
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,86 +193,6 @@ class DescriptorError(RelayWireError):
 
 
 # --------------------------------------------------------------------------------------------
-# native identity types (to be unified with cbi1kit._identity)
-
-
-class IdentitySource(enum.IntEnum):
-    """How an identity digest was obtained; values equal the wire enum's."""
-
-    DEFAULT_DERIVED = 1
-    EXPLICIT = 2
-
-
-@dataclass(frozen=True, slots=True)
-class DigestId:
-    """16-byte digest + source: upstream ``CacheSemanticsId`` / ``RoutingScopeId``."""
-
-    digest: bytes
-    source: IdentitySource
-
-    def __post_init__(self) -> None:
-        if len(self.digest) != DIGEST_LEN:
-            raise ValueError(f"digest must be {DIGEST_LEN} bytes, got {len(self.digest)}")
-
-
-@dataclass(frozen=True, slots=True)
-class IndexerDomainId:
-    cache_semantics: DigestId
-    routing_scope: DigestId
-
-
-@dataclass(frozen=True, slots=True)
-class DcId:
-    """A data centre's stable u64 id."""
-
-    value: int
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.value <= _U64_MAX:
-            raise ValueError(f"DcId must be a u64, got {self.value}")
-
-    def __int__(self) -> int:
-        return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class PoolId:
-    indexer_domain: IndexerDomainId
-    dc_id: DcId
-
-
-@dataclass(frozen=True, slots=True)
-class DcCkfFormatIdentity:
-    """The CKF shape a producer declares; not validated here so a bad shape can be reported."""
-
-    seed: int
-    bucket_count: int
-    format_version: int = CKF_FORMAT_VERSION
-    fingerprint_bits: int = CKF_FINGERPRINT_BITS
-    slots_per_bucket: int = CKF_SLOTS_PER_BUCKET
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdentity:
-    """One producer generation: every field takes part in equality (the v1 subscription key)."""
-
-    pool_id: PoolId
-    producer_incarnation: int
-    layout_generation: int
-    format: DcCkfFormatIdentity
-
-    @property
-    def dc_id(self) -> DcId:
-        return self.pool_id.dc_id
-
-
-@dataclass(frozen=True, slots=True)
-class RelayIdentity:
-    drt_instance_id: int
-    relay_incarnation: int
-
-
-# --------------------------------------------------------------------------------------------
 # validation
 
 
@@ -298,7 +220,7 @@ def _validate_digest(parent: pb.IndexerDomainId, name: str, path: str) -> None:
         raise DigestLengthError(
             f"{path}.{name}.digest", expected=DIGEST_LEN, actual=len(digest.digest)
         )
-    if digest.source not in (IdentitySource.DEFAULT_DERIVED, IdentitySource.EXPLICIT):
+    if digest.source not in _SOURCES:
         raise IdentitySourceError(f"{path}.{name}.source", expected="1 or 2", actual=digest.source)
 
 
@@ -499,11 +421,11 @@ def pool_id_to_wire(pool_id: PoolId) -> pb.KvPoolId:
         indexer_domain=pb.IndexerDomainId(
             cache_semantics=pb.DigestIdentity(
                 digest=domain.cache_semantics.digest,
-                source=int(domain.cache_semantics.source),  # type: ignore[arg-type]
+                source=domain.cache_semantics.source.proto_value,  # type: ignore[arg-type]
             ),
             routing_scope=pb.DigestIdentity(
                 digest=domain.routing_scope.digest,
-                source=int(domain.routing_scope.source),  # type: ignore[arg-type]
+                source=domain.routing_scope.source.proto_value,  # type: ignore[arg-type]
             ),
         ),
         dc_id=pool_id.dc_id.value,
@@ -516,12 +438,13 @@ def pool_id_from_wire(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> PoolId
     domain = pool_id.indexer_domain
     return PoolId(
         IndexerDomainId(
-            DigestId(
+            CacheSemanticsId(
                 bytes(domain.cache_semantics.digest),
-                IdentitySource(domain.cache_semantics.source),
+                IdentitySource.from_proto(domain.cache_semantics.source),
             ),
-            DigestId(
-                bytes(domain.routing_scope.digest), IdentitySource(domain.routing_scope.source)
+            RoutingScopeId(
+                bytes(domain.routing_scope.digest),
+                IdentitySource.from_proto(domain.routing_scope.source),
             ),
         ),
         DcId(pool_id.dc_id),

@@ -13,7 +13,14 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["xxh3_64_u16", "xxh3_64_u64", "xxh3_64_u64_pair"]
+__all__ = [
+    "BLOCK",
+    "u64_constant",
+    "xxh3_64_u16",
+    "xxh3_64_u64",
+    "xxh3_64_u64_pair",
+    "xxh3_u64_into",
+]
 
 U64Array = npt.NDArray[np.uint64]
 
@@ -54,10 +61,6 @@ def _sh(n: int) -> np.uint64:
     return np.uint64(n)
 
 
-def _rotl(x: U64Array, r: int) -> U64Array:
-    return (x << _sh(r)) | (x >> _sh(64 - r))
-
-
 def _bswap64(x: U64Array) -> U64Array:
     out: U64Array = x.byteswap()
     return out
@@ -92,14 +95,6 @@ def _xxh3_avalanche(h: U64Array) -> U64Array:
     return h ^ (h >> _sh(32))
 
 
-def _rrmxmx(h: U64Array, length: int) -> U64Array:
-    h = h ^ (_rotl(h, 49) ^ _rotl(h, 24))
-    h = h * _PRIME_MX2
-    h = h ^ ((h >> _sh(35)) + _sh(length))
-    h = h * _PRIME_MX2
-    return h ^ (h >> _sh(28))
-
-
 def xxh3_64_u16(values: npt.ArrayLike, seed: int) -> U64Array:
     """xxh3_64 of each value's 2 little-endian bytes (XXH3_len_1to3 with len = 2)."""
     v = _as_u64(values) & _sh(0xFFFF)
@@ -111,16 +106,78 @@ def xxh3_64_u16(values: npt.ArrayLike, seed: int) -> U64Array:
     return _xxh64_avalanche(combined ^ bitflip)
 
 
-def xxh3_64_u64(values: npt.ArrayLike, seed: int) -> U64Array:
-    """xxh3_64 of each value's 8 little-endian bytes (XXH3_len_4to8 with len = 8)."""
-    v = _as_u64(values)
+#: Elements per block in the fused kernels: three u64 arrays of this size (input slice, output
+#: slice, one scratch) stay in L2, so the ~20 passes of a block never go back to memory.
+BLOCK = 1 << 15
+
+
+def u64_constant(seed: int) -> np.uint64:
+    """The per-seed constant of :func:`xxh3_u64_into` (bitflip folded through rrmxmx's rotates).
+
+    XXH3_len_4to8 with len 8 hashes ``x = rotl(v, 32) ^ bitflip`` (the two LE32 halves swapped)
+    and rrmxmx starts with ``x ^ rotl(x, 49) ^ rotl(x, 24)``. Rotation distributes over xor, so
+    that is ``rotl(v, 32) ^ rotl(v, 17) ^ rotl(v, 56) ^ C`` with
+    ``C = bitflip ^ rotl(bitflip, 49) ^ rotl(bitflip, 24)``: no byteswap or half swap of the
+    input is ever materialised.
+    """
     seed &= 0xFFFF_FFFF_FFFF_FFFF
     swapped = int.from_bytes((seed & 0xFFFFFFFF).to_bytes(4, "little"), "big")
     seed ^= swapped << 32
-    bitflip = _u((_le64(8) ^ _le64(16)) - seed)
-    # input1 = LE32(bytes 0..4) = low half; input2 = LE32(bytes 4..8) = high half.
-    input64 = (v >> _sh(32)) + ((v & _MASK32) << _sh(32))
-    return _rrmxmx(input64 ^ bitflip, 8)
+    bf = ((_le64(8) ^ _le64(16)) - seed) & 0xFFFF_FFFF_FFFF_FFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (64 - r))) & 0xFFFF_FFFF_FFFF_FFFF
+
+    return np.uint64(bf ^ rotl(bf, 49) ^ rotl(bf, 24))
+
+
+_S8, _S17, _S24, _S28, _S32, _S35, _S47, _S56 = (
+    np.uint64(n) for n in (8, 17, 24, 28, 32, 35, 47, 56)
+)
+
+
+def xxh3_u64_into(v: U64Array, c: np.uint64, out: U64Array, tmp: U64Array) -> U64Array:
+    """``out[:] = xxh3_64(le_u64(v), seed)`` for one block, with ``c = u64_constant(seed)``.
+
+    Every step writes into ``out`` or ``tmp`` (no temporaries); ``v``, ``out`` and ``tmp`` are
+    equal-length, distinct uint64 arrays. Callers process large inputs in :data:`BLOCK`-sized
+    slices so the whole chain runs in cache.
+    """
+    h, t = out, tmp
+    np.left_shift(v, _S32, out=h)  # rotl(v, 32): the swapped LE32 halves
+    np.right_shift(v, _S32, out=t)
+    h ^= t
+    np.left_shift(v, _S17, out=t)  # rotl(v, 17)
+    h ^= t
+    np.right_shift(v, _S47, out=t)
+    h ^= t
+    np.left_shift(v, _S56, out=t)  # rotl(v, 56)
+    h ^= t
+    np.right_shift(v, _S8, out=t)
+    h ^= t
+    h ^= c
+    h *= _PRIME_MX2
+    np.right_shift(h, _S35, out=t)
+    t += _S8  # + len
+    h ^= t
+    h *= _PRIME_MX2
+    np.right_shift(h, _S28, out=t)
+    h ^= t
+    return h
+
+
+def xxh3_64_u64(values: npt.ArrayLike, seed: int) -> U64Array:
+    """xxh3_64 of each value's 8 little-endian bytes (XXH3_len_4to8 with len = 8)."""
+    v = np.ascontiguousarray(_as_u64(values))
+    flat = v.reshape(-1)
+    out = np.empty_like(flat)
+    tmp = np.empty(min(BLOCK, flat.size), dtype=np.uint64)
+    c = u64_constant(seed)
+    for lo in range(0, flat.size, BLOCK):
+        hi = min(lo + BLOCK, flat.size)
+        xxh3_u64_into(flat[lo:hi], c, out[lo:hi], tmp[: hi - lo])
+    result: U64Array = out.reshape(v.shape)
+    return result
 
 
 def xxh3_64_u64_pair(first: npt.ArrayLike, second: npt.ArrayLike, seed: int = 0) -> U64Array:

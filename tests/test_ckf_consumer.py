@@ -17,7 +17,6 @@ from cbi1kit._ckf_consumer import (
     linear_prefix_depths,
     sequence_hashes,
 )
-from cbi1kit._ckf_identity import ConsumerDrainMarker, LaneLease, ProducerIdentity
 from cbi1kit._ckf_producer import (
     CkfConfig,
     DcCkfDelta,
@@ -29,12 +28,35 @@ from cbi1kit._ckf_producer import (
     canonical_chain,
 )
 from cbi1kit._ckf_stats import estimated_false_positive_rate, lane_stats, producer_stats
+from cbi1kit._identity import (
+    CacheSemanticsId,
+    ConsumerDrainMarker,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    LaneLease,
+    PoolId,
+    ProducerIdentity,
+    RoutingScopeId,
+)
 from cbi1kit._xxh3 import xxh3_64_u64_pair
+
+
+def pool(n: int) -> PoolId:
+    """A distinct pool per ``n`` (explicit digests, DC ``n``)."""
+    domain = IndexerDomainId(
+        CacheSemanticsId(bytes([n]) * 16, IdentitySource.EXPLICIT),
+        RoutingScopeId(b"\x00" * 16, IdentitySource.EXPLICIT),
+    )
+    return PoolId(domain, DcId(n))
+
 
 CONFIG = CkfConfig(64, seed=0x5EED)
 FORMAT = CONFIG.format()
 NB = FORMAT.bucket_count  # 32
-IDENT = ProducerIdentity(pool_id=3, producer_incarnation=1, layout_generation=1, format=FORMAT)
+IDENT = ProducerIdentity(
+    pool_id=pool(3), producer_incarnation=1, layout_generation=1, format=FORMAT
+)
 LEASE = LaneLease(consumer_instance=7, physical_lane=2, assignment_epoch=1)
 
 
@@ -115,7 +137,7 @@ def test_stale_snapshot_is_ignored() -> None:
                 4,
                 5,
                 [(1, 1)],
-                identity=ProducerIdentity(3, 2, 1, FORMAT),
+                identity=ProducerIdentity(pool(3), 2, 1, FORMAT),
             ),
             "IdentityMismatch",
         ),
@@ -152,7 +174,7 @@ def test_snapshot_faults() -> None:
 
 def test_assign_rules() -> None:
     table = CkfLaneTable(FORMAT)
-    rep = table.replica(2, consumer_instance=7, pool_id=3)
+    rep = table.replica(2, consumer_instance=7, pool_id=pool(3))
     rep.assign(IDENT, LEASE)
     with pytest.raises(LaneAssignmentError):
         rep.assign(IDENT, LEASE)  # epoch must increase
@@ -161,10 +183,10 @@ def test_assign_rules() -> None:
     with pytest.raises(LaneAssignmentError):
         rep.assign(IDENT, LaneLease(8, 2, 5))  # wrong consumer
     with pytest.raises(LaneAssignmentError):
-        rep.assign(ProducerIdentity(4, 1, 1, FORMAT), LaneLease(7, 2, 5))  # wrong pool
+        rep.assign(ProducerIdentity(pool(4), 1, 1, FORMAT), LaneLease(7, 2, 5))  # wrong pool
     other_format = CkfConfig(64, seed=1).format()
     with pytest.raises(LaneAssignmentError):
-        rep.assign(ProducerIdentity(3, 1, 1, other_format), LaneLease(7, 2, 5))
+        rep.assign(ProducerIdentity(pool(3), 1, 1, other_format), LaneLease(7, 2, 5))
 
 
 def test_drain_marker() -> None:
@@ -254,7 +276,7 @@ def test_search_equals_linear_on_real_lanes_with_false_positives() -> None:
     fmt = config.format()
     table = CkfLaneTable(fmt)
     queries = [rng.integers(1, 2**63, size=64, dtype=np.uint64).tolist() for _ in range(40)]
-    ident = ProducerIdentity(1, 1, 1, fmt)
+    ident = ProducerIdentity(pool(1), 1, 1, fmt)
     for lane in range(16):
         s = DcCkfState(config)
         for qi, q in enumerate(queries):
@@ -304,3 +326,67 @@ def test_stats_vocabulary() -> None:
     assert estimated_false_positive_rate(0.8) == pytest.approx(9.8e-5, rel=0.01)
     assert st_.measured_fpr is not None
     assert abs(st_.measured_fpr - st_.estimated_fpr) < 6e-5
+
+
+def _first_power_of_two_at_least(d: int) -> int:
+    return 1 << max(d - 1, 0).bit_length()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 96),
+    window=st.sampled_from([1, 2, 4, 8]),
+    data=st.data(),
+)
+def test_search_equals_linear_on_hole_free_masks_with_false_positives(
+    n: int, window: int, data: st.DataObject
+) -> None:
+    """Hole-free true prefixes plus injected false-positive bits beyond them (ckf.md §5.2).
+
+    Per lane with true depth ``d`` (bits set at ``0..d``, clear at ``d``), ``linear`` is ``d``.
+    The search can only land on a hit it probes, and it never probes at or beyond the first
+    sampled miss ``P`` (the first power of two ``>= d`` when ``P < n``, else ``n``). A false
+    positive in ``(d, d + W)`` is harmless: the verification window ``[upper - W, upper)`` then
+    still contains ``d`` and stops there. So equality is guaranteed whenever no false positive
+    sits at ``P`` itself (that would extend the exponential phase) and every one in ``(d, P)``
+    lies in ``(d, d + W)``; false positives beyond ``P`` are never probed. With false positives
+    anywhere, the search may only over-report (never below ``linear``).
+    """
+    lanes = data.draw(st.integers(1, 16))
+    masks = [0] * n
+    free_masks = [0] * n  # same prefixes, false positives anywhere beyond d
+    for lane in range(lanes):
+        d = data.draw(st.integers(0, n))
+        for p in range(d):
+            masks[p] |= 1 << lane
+            free_masks[p] |= 1 << lane
+        if d >= n:
+            continue
+        big_p = _first_power_of_two_at_least(d) if d else 0
+        if d == 0:
+            allowed = list(range(1, n))  # an inactive lane stays 0 whatever follows
+        else:
+            near = range(d + 1, min(d + window, n))
+            far = range(big_p + 1, n) if big_p < n else range(0)
+            allowed = sorted((set(near) | set(far)) - {big_p})  # a hit at P extends sampling
+        for p in data.draw(st.lists(st.sampled_from(allowed), max_size=8)) if allowed else []:
+            masks[p] |= 1 << lane
+        for p in data.draw(st.lists(st.integers(d + 1, n - 1), max_size=8)) if d + 1 < n else []:
+            free_masks[p] |= 1 << lane
+    mask = (1 << lanes) - 1
+    linear = linear_prefix_depths(n, mask, masks.__getitem__, lanes=lanes)
+    got = find_prefix_depths(n, mask, window, masks.__getitem__, lanes=lanes)
+    assert got == linear
+    linear_free = linear_prefix_depths(n, mask, free_masks.__getitem__, lanes=lanes)
+    got_free = find_prefix_depths(n, mask, window, free_masks.__getitem__, lanes=lanes)
+    assert linear_free == linear  # the injected bits are all beyond the true prefix
+    assert all(g >= lin for g, lin in zip(got_free, linear_free, strict=True))
+
+
+def test_false_positive_at_a_sampled_position_inflates_the_depth() -> None:
+    """The guarantee above is tight: an FP at a sampled position past d (outside d + W) is seen."""
+    masks = [1, 1, 1, 0, 1, 0, 0, 0]  # d = 3; a false positive at the sampled position 4
+    assert linear_prefix_depths(8, 1, masks.__getitem__, lanes=1) == [3]
+    assert find_prefix_depths(8, 1, 1, masks.__getitem__, lanes=1)[0] > 3
+    # W = 2: the search still overshoots to 5, but the window [3, 5) holds d and stops there
+    assert find_prefix_depths(8, 1, 2, masks.__getitem__, lanes=1) == [3]

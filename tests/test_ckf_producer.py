@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._ckf_identity import LaneLease, ProducerIdentity
 from cbi1kit._ckf_producer import (
     CkfConfig,
     CkfConfigError,
@@ -22,6 +21,16 @@ from cbi1kit._ckf_producer import (
     StorageTier,
     StoredBlock,
     canonical_chain,
+)
+from cbi1kit._identity import (
+    CacheSemanticsId,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    LaneLease,
+    PoolId,
+    ProducerIdentity,
+    RoutingScopeId,
 )
 
 W = (1, 0)  # member (worker 1, dp_rank 0)
@@ -286,8 +295,15 @@ def test_replaying_batches_reproduces_words(ops: list[tuple[int, int]]) -> None:
 
 
 def _publisher(s: DcCkfState, **kw: object) -> DcCkfPublisher:
+    pool_id = PoolId(
+        IndexerDomainId(
+            CacheSemanticsId(b"\x05" * 16, IdentitySource.EXPLICIT),
+            RoutingScopeId(b"\x00" * 16, IdentitySource.EXPLICIT),
+        ),
+        DcId(5),
+    )
     identity = ProducerIdentity(
-        pool_id=5, producer_incarnation=1, layout_generation=1, format=s.format
+        pool_id=pool_id, producer_incarnation=1, layout_generation=1, format=s.format
     )
     return DcCkfPublisher(identity, **kw)  # type: ignore[arg-type]
 

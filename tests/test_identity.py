@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 
 from cbi1kit._hashing import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit._identity import (
+    MAX_LANES,
     CacheSemanticsId,
     CanonicalModelId,
     CanonicalModelIdError,
     CanonicalModelRegistration,
+    ConsumerDrainMarker,
     ConsumerInstanceId,
     DcCkfFormatIdentity,
     DcId,
@@ -35,6 +37,7 @@ from cbi1kit._identity import (
     ModelTarget,
     PoolId,
     ProducerIdentity,
+    RelayIdentity,
     RoutingScopeId,
     UnknownHashFormatError,
     UnknownModelError,
@@ -387,3 +390,39 @@ def test_signed_unsigned_round_trip(u: int) -> None:
     assert -(2**63) <= i < 2**63
     assert to_u64(i) == u
     assert struct.pack("<q", i) == struct.pack("<Q", u)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"format_version": 2},
+        {"fingerprint_bits": 8},
+        {"slots_per_bucket": 8},
+        {"bucket_count": 3},
+        {"seed": 2**64},
+    ],
+)
+def test_unchecked_format_holds_any_shape_and_check_refuses_it(kwargs: dict[str, int]) -> None:
+    args = {"seed": 7, "bucket_count": 1024, **kwargs}
+    fmt = DcCkfFormatIdentity.unchecked(**args)
+    assert {k: getattr(fmt, k) for k in args} == args
+    assert not fmt.is_valid
+    with pytest.raises(IdentityRangeError) as info:
+        fmt.check()
+    assert info.value.field == next(iter(kwargs))
+    good = DcCkfFormatIdentity.unchecked(7, 1024)
+    assert good == DcCkfFormatIdentity(7, 1024) and good.is_valid
+    assert fmt != good
+
+
+def test_drain_marker_and_relay_identity() -> None:
+    lease = LaneLease(ConsumerInstanceId(13), 2, 5)
+    marker = ConsumerDrainMarker(lease, 2**64 - 1)
+    assert ConsumerDrainMarker.from_json(marker.to_json()) == marker
+    assert marker.to_json()["expected_sequence"] == 2**64 - 1
+    with pytest.raises(IdentityRangeError):
+        ConsumerDrainMarker(lease, 2**64)
+    assert RelayIdentity(2**64 - 1, 0).drt_instance_id == 2**64 - 1
+    with pytest.raises(IdentityRangeError):
+        RelayIdentity(-1, 0)
+    assert MAX_LANES == 16

@@ -7,8 +7,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cbi1kit import _relay as r
 from cbi1kit._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
+from cbi1kit._identity import (
+    CacheSemanticsId,
+    DcCkfFormatIdentity,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    PoolId,
+    ProducerIdentity,
+    RoutingScopeId,
+)
 from cbi1kit._publication import (
     BucketIndexOverflowError,
     HubSnapshot,
@@ -26,18 +35,19 @@ SEED = 0x5DEECE66D1B54A33
 DC = 0xAABBCCDDEEFF0011
 
 
-def identity(bucket_count: int = 1024, **fmt: int) -> r.ProducerIdentity:
-    return r.ProducerIdentity(
-        r.PoolId(
-            r.IndexerDomainId(
-                r.DigestId(b"\x11" * 16, r.IdentitySource.EXPLICIT),
-                r.DigestId(b"\x22" * 16, r.IdentitySource.EXPLICIT),
+def identity(bucket_count: int = 1024, **fmt: int) -> ProducerIdentity:
+    return ProducerIdentity(
+        PoolId(
+            IndexerDomainId(
+                CacheSemanticsId(b"\x11" * 16, IdentitySource.EXPLICIT),
+                RoutingScopeId(b"\x22" * 16, IdentitySource.EXPLICIT),
             ),
-            r.DcId(DC),
+            DcId(DC),
         ),
         11,
         1,
-        r.DcCkfFormatIdentity(seed=SEED, bucket_count=bucket_count, **fmt),
+        # unchecked: the gate under test must see shapes the validating constructor refuses
+        DcCkfFormatIdentity.unchecked(seed=SEED, bucket_count=bucket_count, **fmt),
     )
 
 

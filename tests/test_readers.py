@@ -13,6 +13,17 @@ from google.protobuf import json_format
 
 from cbi1kit import _relay as r
 from cbi1kit._capture import CaptureTruncatedError, CaptureWriter
+from cbi1kit._identity import (
+    CacheSemanticsId,
+    DcCkfFormatIdentity,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    PoolId,
+    ProducerIdentity,
+    RelayIdentity,
+    RoutingScopeId,
+)
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._publication import HubSnapshot, encode_delta, encode_snapshot
 from cbi1kit._readers import (
@@ -26,21 +37,21 @@ from cbi1kit._readers import (
 )
 
 SEED = 0x5EED
-RELAY = r.RelayIdentity((1 << 64) - 1, 9)
+RELAY = RelayIdentity((1 << 64) - 1, 9)
 
 
-def identity(bucket_count: int) -> r.ProducerIdentity:
-    return r.ProducerIdentity(
-        r.PoolId(
-            r.IndexerDomainId(
-                r.DigestId(b"\x01" * 16, r.IdentitySource.DEFAULT_DERIVED),
-                r.DigestId(b"\x02" * 16, r.IdentitySource.EXPLICIT),
+def identity(bucket_count: int) -> ProducerIdentity:
+    return ProducerIdentity(
+        PoolId(
+            IndexerDomainId(
+                CacheSemanticsId(b"\x01" * 16, IdentitySource.DEFAULT_DERIVED),
+                RoutingScopeId(b"\x02" * 16, IdentitySource.EXPLICIT),
             ),
-            r.DcId(7),
+            DcId(7),
         ),
         5,
         1,
-        r.DcCkfFormatIdentity(seed=SEED, bucket_count=bucket_count),
+        DcCkfFormatIdentity(seed=SEED, bucket_count=bucket_count),
     )
 
 

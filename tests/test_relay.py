@@ -8,6 +8,17 @@ from collections.abc import Callable
 import pytest
 
 from cbi1kit import _relay as r
+from cbi1kit._identity import (
+    CacheSemanticsId,
+    DcCkfFormatIdentity,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    PoolId,
+    ProducerIdentity,
+    RelayIdentity,
+    RoutingScopeId,
+)
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._publication import PublicationFrame, PublicationFrameKind
 from cbi1kit.errors import Cbi1kitError
@@ -15,22 +26,22 @@ from cbi1kit.errors import Cbi1kitError
 U64 = (1 << 64) - 1
 
 
-def producer() -> r.ProducerIdentity:
-    return r.ProducerIdentity(
-        pool_id=r.PoolId(
-            r.IndexerDomainId(
-                r.DigestId(bytes(range(16)), r.IdentitySource.DEFAULT_DERIVED),
-                r.DigestId(bytes(range(16, 32)), r.IdentitySource.EXPLICIT),
+def producer() -> ProducerIdentity:
+    return ProducerIdentity(
+        pool_id=PoolId(
+            IndexerDomainId(
+                CacheSemanticsId(bytes(range(16)), IdentitySource.DEFAULT_DERIVED),
+                RoutingScopeId(bytes(range(16, 32)), IdentitySource.EXPLICIT),
             ),
-            r.DcId(0xAABBCCDDEEFF0011),
+            DcId(0xAABBCCDDEEFF0011),
         ),
         producer_incarnation=U64,
         layout_generation=3,
-        format=r.DcCkfFormatIdentity(seed=0x5DEECE66D1B54A33, bucket_count=1024),
+        format=DcCkfFormatIdentity(seed=0x5DEECE66D1B54A33, bucket_count=1024),
     )
 
 
-RELAY = r.RelayIdentity(drt_instance_id=U64 - 5, relay_incarnation=42)
+RELAY = RelayIdentity(drt_instance_id=U64 - 5, relay_incarnation=42)
 
 
 def update(kind: int = pb.FILTER_UPDATE_KIND_DELTA) -> pb.FilterUpdate:
@@ -320,3 +331,24 @@ def test_subscribe_request_and_relay_info() -> None:
     )
     with pytest.raises(r.ProtocolVersionError, match=r"RelayInfo\.protocol_version"):
         r.validate_relay_info(pb.RelayInfo(protocol_version=2, contract_marker=0x4B565231))
+
+
+def test_producer_model_frames_convert_to_protobuf_and_back() -> None:
+    """A frame built from the CKF producer's identity (a real PoolId) crosses the wire intact."""
+    from cbi1kit._ckf_producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
+    from cbi1kit._identity import LaneLease
+    from cbi1kit._publication import encode_delta
+
+    state = DcCkfState(CkfConfig(64, seed=0x5EED))
+    ident = ProducerIdentity(producer().pool_id, 3, 1, state.format)
+    pub = DcCkfPublisher(ident, lease=LaneLease(1, 0, 1))
+    batch = state.apply(KvStored(1, (StoredBlock(10, 100), StoredBlock(11, 101)))).batch
+    assert batch is not None
+    delta = pub.publish(batch)
+    assert delta is not None
+    frame = encode_delta(delta)
+    update = r.filter_update_from_frame(frame, RELAY, send_ts_us=1)
+    r.validate_filter_update(update)
+    back = r.frame_from_filter_update(update)
+    assert back == frame and back.identity == ident
+    assert r.producer_from_wire(r.producer_to_wire(ident)) == ident
