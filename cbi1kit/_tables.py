@@ -1,0 +1,1063 @@
+"""polars tables over a recorded stream: frames, delta images, snapshots, occupancy; Parquet.
+
+The ``frames`` table (one row per message) is built batch by batch and column-wise: a capture
+is walked once through its memory map (record headers and checksums as the capture reader
+checks them), and the ``FilterUpdate`` envelopes of a whole batch are then parsed together with
+numpy — a vectorised protobuf field scanner finds every top-level field of every message at
+once, the producer and relay sub-messages are parsed once per run of identical bytes, and the
+CBI1 headers are gathered into one structured array. Only the CBI1 body checksum is a
+per-record call (xxh3 in C). Memory stays at one batch; ``frames_table`` returns a
+``LazyFrame`` whose batches are produced as polars pulls them, so ``sink_parquet`` and
+streaming ``collect`` work on captures larger than memory.
+
+``images`` and ``snapshots`` need the lane, so they come from :mod:`cbi1kit._replay` (only
+applied deltas and installed snapshots appear). Every 64-bit value is ``pl.UInt64``; digests
+are hex strings. Schemas are documented in ``docs/tables.md``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
+
+from cbi1kit._assembly import AssembledSnapshot
+from cbi1kit._capture import (
+    FILE_HEADER_LEN,
+    FILE_MAGIC,
+    FORMAT_VERSION,
+    RECORD_HEADER_LEN,
+    RECORD_MAGIC,
+    CaptureCorruptError,
+    CaptureError,
+    CaptureTruncatedError,
+    RecordType,
+    decode_stream_open,
+)
+from cbi1kit._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._readers import SUBSCRIBE_KV_POOL_METHOD, FrameRecord, read_frames
+from cbi1kit._relay import RelayWireError, validate_producer_identity
+from cbi1kit._replay import Replayer
+from cbi1kit.errors import Cbi1kitError
+
+__all__ = [
+    "FRAMES_SCHEMA",
+    "IMAGES_SCHEMA",
+    "KINDS",
+    "OCCUPANCY_SCHEMA",
+    "SNAPSHOTS_SCHEMA",
+    "export_parquet",
+    "frames_batches",
+    "frames_table",
+    "images_table",
+    "occupancy_table",
+    "snapshots_table",
+]
+
+KINDS: Final = ("SNAPSHOT_CHUNK", "DELTA", "HEARTBEAT", "UNSPECIFIED", "UNKNOWN", "SOURCE_ERROR")
+_KIND_ENUM: Final = pl.Enum(list(KINDS))
+_U64, _U32, _U16, _U8 = pl.UInt64, pl.UInt32, pl.UInt16, pl.UInt8
+
+FRAMES_SCHEMA: Final[dict[str, Any]] = {
+    "record_index": _U64,
+    "stream_id": _U32,
+    "source_offset": _U64,
+    "raw_len": _U32,
+    "recv_time": pl.Datetime("ns", "UTC"),
+    "recv_mono_ns": _U64,
+    "send_ts_us": _U64,
+    "send_time": pl.Datetime("us", "UTC"),
+    "kind": _KIND_ENUM,
+    "kind_raw": pl.Int32,
+    "base_sequence": _U64,
+    "sequence": _U64,
+    "protocol_version": _U32,
+    "contract_marker": _U32,
+    "relay_drt_instance_id": _U64,
+    "relay_incarnation": _U64,
+    "pool_identity_version": _U32,
+    "cache_semantics": pl.Utf8,
+    "cache_semantics_source": pl.Utf8,
+    "routing_scope": pl.Utf8,
+    "routing_scope_source": pl.Utf8,
+    "dc_id": _U64,
+    "producer_incarnation": _U64,
+    "layout_generation": _U64,
+    "ckf_format_version": _U32,
+    "ckf_seed": _U64,
+    "ckf_bucket_count": _U64,
+    "ckf_fingerprint_bits": _U32,
+    "ckf_slots_per_bucket": _U32,
+    "producer_key": pl.Utf8,
+    "payload_len": _U32,
+    "has_unknown_fields": pl.Boolean,
+    "cbi1_wire_version": _U16,
+    "cbi1_flags": _U16,
+    "cbi1_fingerprint_bits": _U8,
+    "cbi1_slots": _U8,
+    "cbi1_format_version": _U16,
+    "cbi1_seed": _U64,
+    "cbi1_bucket_count": _U64,
+    "cbi1_dc_id": _U64,
+    "cbi1_epoch": _U64,
+    "cbi1_checksum": _U32,
+    "cbi1_checksum_ok": pl.Boolean,
+    "chunk_index": _U32,
+    "chunk_count": _U32,
+    "bucket_offset": _U64,
+    "word_count": _U32,
+    "base_epoch": _U64,
+    "image_count": _U32,
+    "validation_error": pl.Utf8,
+}
+
+IMAGES_SCHEMA: Final[dict[str, Any]] = {
+    "record_index": _U64,
+    "sequence": _U64,
+    "bucket": _U32,
+    "new_word": _U64,
+    "previous_word": _U64,
+    "occupied_before": _U8,
+    "occupied_after": _U8,
+}
+
+SNAPSHOTS_SCHEMA: Final[dict[str, Any]] = {
+    "record_index": _U64,
+    "stream_id": _U32,
+    "sequence": _U64,
+    "bucket_count": _U64,
+    "chunk_count": _U32,
+    "nonzero_buckets": _U64,
+    "occupied_slots": _U64,
+    "load_factor": pl.Float64,
+}
+
+OCCUPANCY_SCHEMA: Final[dict[str, Any]] = {
+    "bin": _U32,
+    "bucket_start": _U64,
+    "bucket_end": _U64,
+    "buckets": _U64,
+    "nonzero_buckets": _U64,
+    "full_buckets": _U64,
+    "occupied_slots": _U64,
+    "load_factor": pl.Float64,
+}
+
+_PA: Final[dict[Any, pa.DataType]] = {
+    _U64: pa.uint64(),
+    _U32: pa.uint32(),
+    _U16: pa.uint16(),
+    _U8: pa.uint8(),
+    pl.Int32: pa.int32(),
+    pl.Boolean: pa.bool_(),
+    pl.Float64: pa.float64(),
+    pl.Utf8: pa.string(),
+}
+_MARKER: Final = 0x4B565231
+_XXH3: Final = xxhash.xxh3_64_intdigest
+_MASK32: Final = 0xFFFFFFFF
+_REC_HEADER: Final = struct.Struct("<4sBBHIIQQQII")
+_FILE_HEADER: Final = struct.Struct("<8sHHIQII")
+_SOURCES: Final = {0: "UNSPECIFIED", 1: "DEFAULT_DERIVED", 2: "EXPLICIT"}
+_CBI1: Final = np.dtype(
+    [
+        ("magic", "S4"),
+        ("wire_version", "<u2"),
+        ("flags", "<u2"),
+        ("fingerprint_bits", "u1"),
+        ("slots", "u1"),
+        ("format_version", "<u2"),
+        ("seed", "<u8"),
+        ("bucket_count", "<u8"),
+        ("dc_id", "<u8"),
+        ("epoch", "<u8"),
+        ("checksum", "<u4"),
+        ("chunk_index", "<u4"),
+        ("chunk_count", "<u4"),
+        ("bucket_offset", "<u8"),
+    ]
+)
+_DELTA_PREFIX: Final = np.dtype(
+    [("_h", "V48"), ("base_epoch", "<u8"), ("image_count", "<u4"), ("_pad", "V4")]
+)
+assert _CBI1.itemsize == 64
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+Bool = npt.NDArray[np.bool_]
+
+
+# ------------------------------------------------------------------------------------ sources
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Message records sharing one buffer: ``buf[start : start + length]`` is each record."""
+
+    buf: npt.NDArray[np.uint8]
+    index: I64
+    stream_id: I64
+    offset: I64
+    start: I64
+    length: I64
+    wall: I64
+    mono: U64
+    is_pb: Bool
+    has_time: Bool
+
+
+def _empty_batch() -> _Batch:
+    z = np.zeros(0, dtype=np.int64)
+    return _Batch(
+        np.zeros(0, np.uint8), z, z, z, z, z, z, z.astype(np.uint64), z.astype(bool), z.astype(bool)
+    )
+
+
+def _is_capture(source: Any) -> bool:
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    with open(source, "rb") as f:
+        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+
+
+class _CaptureScan:
+    """Walks a capture's records through a memory map with the capture reader's checks."""
+
+    def __init__(self, path: str | os.PathLike[str], methods: Iterable[str]) -> None:
+        self.path = str(path)
+        self.methods = set(methods)
+        self.damage: CaptureError | None = None
+
+    def _err(self, cls: type[CaptureError], reason: str, offset: int, index: int) -> None:
+        self.damage = cls(reason, offset=offset, record_index=index, path=self.path)
+
+    def batches(self, batch_records: int) -> Iterator[_Batch]:
+        with open(self.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                self._err(CaptureTruncatedError, "file header is incomplete", 0, -1)
+                return
+            mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+            try:
+                yield from self._walk(mm, size, batch_records)
+            finally:
+                del mm  # numpy views may still hold it; the map closes when they go
+
+    def _walk(self, mm: mmap.mmap, end: int, batch_records: int) -> Iterator[_Batch]:
+        buf = np.frombuffer(mm, dtype=np.uint8)
+        mv = memoryview(mm)
+        if end < FILE_HEADER_LEN:
+            self._err(CaptureTruncatedError, "file header is incomplete", 0, -1)
+            return
+        magic, version, hlen, _fl, _created, _res, check = _FILE_HEADER.unpack_from(mm, 0)
+        if magic != FILE_MAGIC or check != _XXH3(mv[: FILE_HEADER_LEN - 4]) & _MASK32:
+            self._err(CaptureCorruptError, "bad capture file header", 0, -1)
+            return
+        if version != FORMAT_VERSION or hlen != FILE_HEADER_LEN:
+            self._err(CaptureCorruptError, f"unsupported capture version {version}", 0, -1)
+            return
+        unpack = _REC_HEADER.unpack_from
+        wanted: set[int] = set()
+        cols: list[list[int]] = [[] for _ in range(7)]
+        index_a, stream_a, offset_a, start_a, len_a, wall_a, mono_a = cols
+        frame_index = 0
+        released = 0
+        offset, index = FILE_HEADER_LEN, 0
+        msg_type = int(RecordType.MESSAGE)
+        while offset < end:
+            if end - offset < RECORD_HEADER_LEN:
+                torn = RECORD_MAGIC.startswith(bytes(mv[offset : offset + 4]))
+                self._err(
+                    CaptureTruncatedError if torn else CaptureCorruptError,
+                    f"file ends {end - offset} bytes into a {RECORD_HEADER_LEN}-byte record header"
+                    if torn
+                    else "bad record magic",
+                    offset,
+                    index,
+                )
+                break
+            magic, rtype, _f, _r, blen, sid, rindex, wall, mono, bcheck, hcheck = unpack(mm, offset)
+            if magic != RECORD_MAGIC:
+                self._err(CaptureCorruptError, "bad record magic", offset, index)
+                break
+            if hcheck != _XXH3(mv[offset : offset + RECORD_HEADER_LEN - 4]) & _MASK32:
+                self._err(CaptureCorruptError, "record header checksum mismatch", offset, index)
+                break
+            if rindex != index:
+                self._err(CaptureCorruptError, f"record says it is number {rindex}", offset, index)
+                break
+            body = offset + RECORD_HEADER_LEN
+            if body + blen > end:
+                self._err(
+                    CaptureTruncatedError,
+                    f"file ends {end - body} bytes into a {blen}-byte record body",
+                    offset,
+                    index,
+                )
+                break
+            if bcheck != _XXH3(mv[body : body + blen]) & _MASK32:
+                self._err(CaptureCorruptError, "record body checksum mismatch", offset, index)
+                break
+            if rtype == msg_type:
+                if sid in wanted:
+                    index_a.append(frame_index)
+                    stream_a.append(sid)
+                    offset_a.append(offset)
+                    start_a.append(body)
+                    len_a.append(blen)
+                    wall_a.append(wall)
+                    mono_a.append(mono)
+                    frame_index += 1
+                    if len(index_a) >= batch_records:
+                        yield self._batch(buf, cols)
+                        for c in cols:
+                            c.clear()
+                        released = self._release(mm, released, body + blen)
+            elif rtype == RecordType.STREAM_OPEN:
+                if decode_stream_open(bytes(mv[body : body + blen])).method in self.methods:
+                    wanted.add(sid)
+            elif rtype not in RecordType._value2member_map_:
+                self._err(CaptureCorruptError, f"unknown record type {rtype}", offset, index)
+                break
+            offset = body + blen
+            index += 1
+        self.next_frame_index = frame_index
+        if index_a:
+            yield self._batch(buf, cols)
+        del mv
+
+    @staticmethod
+    def _release(mm: mmap.mmap, start: int, end: int) -> int:
+        """Drop the mapped pages of records already turned into rows: resident memory stays
+        at about one batch, not the whole file (the pages stay in the page cache)."""
+        page = mmap.PAGESIZE
+        lo, hi = start - start % page, end - end % page
+        if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            return hi
+        return start
+
+    @staticmethod
+    def _batch(buf: npt.NDArray[np.uint8], cols: list[list[int]]) -> _Batch:
+        index, stream, offset, start, length = (np.array(c, dtype=np.int64) for c in cols[:5])
+        n = len(index)
+        return _Batch(
+            buf,
+            index,
+            stream,
+            offset,
+            start,
+            length,
+            np.array(cols[5], dtype=np.uint64).view(np.int64),
+            np.array(cols[6], dtype=np.uint64),
+            np.ones(n, dtype=bool),
+            np.ones(n, dtype=bool),
+        )
+
+
+def _record_batches(
+    records: Iterable[FrameRecord | pb.FilterUpdate], batch_records: int, damage: list[Any]
+) -> Iterator[_Batch]:
+    """Batches from any record iterator (grpcurl, bare CBI1, messages); damage is kept."""
+    it = iter(records)
+    pending: list[FrameRecord] = []
+    count = 0
+
+    def flush() -> _Batch:
+        raws = [r.raw for r in pending]
+        lengths = np.array([len(r) for r in raws], dtype=np.int64)
+        starts = np.zeros(len(raws), dtype=np.int64)
+        if len(raws) > 1:
+            np.cumsum(lengths[:-1], out=starts[1:])
+        buf = np.frombuffer(b"".join(raws), dtype=np.uint8)
+        has_time = np.array([r.recv_unix_ns is not None for r in pending], dtype=bool)
+        return _Batch(
+            buf,
+            np.array([r.index for r in pending], dtype=np.int64),
+            np.array([r.stream_id for r in pending], dtype=np.int64),
+            np.array([r.source_offset for r in pending], dtype=np.int64),
+            starts,
+            lengths,
+            np.array([r.recv_unix_ns or 0 for r in pending], dtype=np.uint64).view(np.int64),
+            np.array([r.recv_mono_ns or 0 for r in pending], dtype=np.uint64),
+            np.array([r.update is not None for r in pending], dtype=bool),
+            has_time,
+        )
+
+    while True:
+        try:
+            rec = next(it)
+        except StopIteration:
+            break
+        except (Cbi1kitError, OSError, ValueError) as exc:
+            damage.append((exc, count))
+            break
+        if isinstance(rec, pb.FilterUpdate):
+            rec = FrameRecord(count, 0, None, None, rec, rec.SerializeToString())
+        pending.append(rec)
+        count += 1
+        if len(pending) >= batch_records:
+            yield flush()
+            pending.clear()
+    damage.append((None, count))
+    if pending:
+        yield flush()
+
+
+# ------------------------------------------------------------------- vectorised protobuf scan
+
+_VARINT_SPAN: Final = np.arange(10, dtype=np.int64)
+_VARINT_SHIFT: Final = (7 * np.arange(10)).astype(np.uint64)
+
+
+def _gather(buf: npt.NDArray[np.uint8], pos: I64, width: int) -> npt.NDArray[np.uint8]:
+    idx = pos[:, None] + np.arange(width, dtype=np.int64)
+    np.clip(idx, 0, max(len(buf) - 1, 0), out=idx)
+    if len(buf) == 0:
+        return np.zeros(idx.shape, dtype=np.uint8)
+    out: npt.NDArray[np.uint8] = buf[idx]
+    return out
+
+
+def _varint(buf: npt.NDArray[np.uint8], pos: I64) -> tuple[U64, I64, Bool]:
+    """(value, encoded length, malformed) of the varint at each position."""
+    b = _gather(buf, pos, 10)
+    cont = (b & 0x80) != 0
+    n = np.argmin(cont, axis=1).astype(np.int64) + 1
+    bad = cont.all(axis=1)
+    parts = (b & 0x7F).astype(np.uint64) << _VARINT_SHIFT
+    parts[_VARINT_SPAN[None, :] >= n[:, None]] = 0
+    return np.bitwise_or.reduce(parts, axis=1), n, bad
+
+
+_VARINT_FIELDS: Final = (1, 4, 5, 6, 7)
+_LEN_FIELDS: Final = (2, 3, 8)
+
+
+@dataclass(slots=True)
+class _Scan:
+    values: dict[int, U64]
+    present: dict[int, Bool]
+    off: dict[int, I64]
+    length: dict[int, I64]
+    marker: U64
+    unknown: Bool
+    malformed: Bool
+
+
+def _scan_messages(buf: npt.NDArray[np.uint8], start: I64, end: I64) -> _Scan:
+    """Every top-level ``FilterUpdate`` field of every message, a field position at a time."""
+    n = len(start)
+    values = {f: np.zeros(n, np.uint64) for f in _VARINT_FIELDS}
+    present = {f: np.zeros(n, bool) for f in (*_VARINT_FIELDS, *_LEN_FIELDS, 127)}
+    off = {f: np.zeros(n, np.int64) for f in _LEN_FIELDS}
+    length = {f: np.zeros(n, np.int64) for f in _LEN_FIELDS}
+    marker = np.zeros(n, np.uint64)
+    unknown = np.zeros(n, bool)
+    malformed = np.zeros(n, bool)
+    pos = start.copy()
+    active = np.flatnonzero(pos < end)
+    while active.size:
+        p = pos[active]
+        tag, tl, bad = _varint(buf, p)
+        p = p + tl
+        field = (tag >> np.uint64(3)).astype(np.int64)
+        wt = (tag & np.uint64(7)).astype(np.int64)
+        val, vl, vbad = _varint(buf, p)
+        newp = np.full(len(active), -1, dtype=np.int64)
+        is_v, is_l = wt == 0, wt == 2
+        newp[is_v] = p[is_v] + vl[is_v]
+        newp[is_l] = p[is_l] + vl[is_l] + val[is_l].astype(np.int64)
+        newp[wt == 5] = p[wt == 5] + 4
+        newp[wt == 1] = p[wt == 1] + 8
+        e = end[active]
+        broken = bad | (newp < 0) | (newp > e) | ((is_v | is_l) & vbad)
+        known = np.zeros(len(active), bool)
+        for f in _VARINT_FIELDS:
+            m = (field == f) & is_v & ~broken
+            values[f][active[m]] = val[m]
+            present[f][active[m]] = True
+            known |= m
+        for f in _LEN_FIELDS:
+            m = (field == f) & is_l & ~broken
+            off[f][active[m]] = p[m] + vl[m]
+            length[f][active[m]] = val[m].astype(np.int64)
+            present[f][active[m]] = True
+            known |= m
+        m = (field == 127) & (wt == 5) & ~broken
+        if m.any():
+            g = _gather(buf, p[m], 4).astype(np.uint64)
+            marker[active[m]] = g[:, 0] | g[:, 1] << 8 | g[:, 2] << 16 | g[:, 3] << 24
+            present[127][active[m]] = True
+            known |= m
+        wrong_type = np.isin(field, (*_VARINT_FIELDS, *_LEN_FIELDS, 127)) & ~known & ~broken
+        malformed[active[broken | wrong_type]] = True
+        unknown[active[~known & ~broken & ~wrong_type]] = True
+        pos[active] = np.where(broken | wrong_type, e, newp)
+        active = active[pos[active] < e]
+    return _Scan(values, present, off, length, marker, unknown, malformed)
+
+
+def _runs(buf: npt.NDArray[np.uint8], off: I64, length: I64) -> tuple[I64, I64]:
+    """Group ids of runs of byte-identical slices, and the first row of each run."""
+    n = len(off)
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return z, z
+    width = int(length.max()) if n else 0
+    if width > 4096:
+        keys = [bytes(buf[o : o + w]) for o, w in zip(off.tolist(), length.tolist(), strict=True)]
+        new = np.array([True] + [a != b for a, b in zip(keys[1:], keys[:-1], strict=True)])
+    else:
+        rows = _gather(buf, off, max(width, 1))
+        rows[np.arange(max(width, 1))[None, :] >= length[:, None]] = 0
+        same = (length[1:] == length[:-1]) & (rows[1:] == rows[:-1]).all(axis=1)
+        new = np.concatenate([[True], ~same])
+    return np.cumsum(new) - 1, np.flatnonzero(new)
+
+
+_PRODUCER_COLS: Final = (
+    "pool_identity_version",
+    "cache_semantics",
+    "cache_semantics_source",
+    "routing_scope",
+    "routing_scope_source",
+    "dc_id",
+    "producer_incarnation",
+    "layout_generation",
+    "ckf_format_version",
+    "ckf_seed",
+    "ckf_bucket_count",
+    "ckf_fingerprint_bits",
+    "ckf_slots_per_bucket",
+    "producer_key",
+    "_producer_error",
+)
+
+
+def _producer_summary(raw: bytes) -> tuple[Any, ...]:
+    try:
+        p = pb.ProducerIdentity.FromString(raw)
+    except Exception as exc:  # DecodeError
+        return (None,) * 14 + (f"FilterUpdate.producer: malformed protobuf: {exc}",)
+    error = None
+    try:
+        validate_producer_identity(p, path="FilterUpdate.producer")
+    except RelayWireError as exc:
+        error = str(exc)
+    d = p.pool_id.indexer_domain
+    cs, rs = d.cache_semantics.digest.hex(), d.routing_scope.digest.hex()
+    f = p.ckf_format
+    key = f"{cs}:{rs}/{p.pool_id.dc_id:016x}#{p.producer_incarnation:016x}.{p.layout_generation}"
+    return (
+        p.pool_id.identity_version,
+        cs,
+        _SOURCES.get(d.cache_semantics.source, str(d.cache_semantics.source)),
+        rs,
+        _SOURCES.get(d.routing_scope.source, str(d.routing_scope.source)),
+        p.pool_id.dc_id,
+        p.producer_incarnation,
+        p.layout_generation,
+        f.format_version,
+        f.seed,
+        f.bucket_count,
+        f.fingerprint_bits,
+        f.slots_per_bucket,
+        key,
+        error,
+    )
+
+
+# ------------------------------------------------------------------------------ frames table
+
+_RULES: Final = (
+    "FilterUpdate: malformed protobuf",
+    "FilterUpdate.contract_marker: wrong relay contract marker",
+    "FilterUpdate.protocol_version: unsupported relay protocol version",
+    "FilterUpdate.relay: required message field is missing",
+    "FilterUpdate.producer: required message field is missing",
+    None,  # 5: the producer's own validation error (per producer)
+    "FilterUpdate.kind: unspecified or unknown FilterUpdate kind",
+    "FilterUpdate.base_sequence: a snapshot chunk or heartbeat needs base_sequence == sequence",
+    "FilterUpdate.sequence: a delta needs sequence == base_sequence + 1",
+    "FilterUpdate.payload: a snapshot chunk or delta needs a CBI1 payload",
+    "FilterUpdate.payload: a heartbeat has an empty payload",
+    "CBI1: frame shorter than its 48-byte header",
+    "CBI1: frame larger than the CBI1 maximum",
+    "CBI1 header.magic: legacy CKF1 prototype frame, not CBI1",
+    "CBI1 header.magic: not a CBI1 frame",
+    "CBI1 header.wire_version: unsupported CBI1 wire version",
+    "CBI1 header.body_checksum: body checksum mismatch",
+    "CBI1 header: format version / fingerprint bits / slots are not (1, 16, 4)",
+    "CBI1 header: seed or bucket_count differ from the producer's CKF format",
+    "CBI1 header.flags: kind differs from the envelope's (or unknown flags)",
+    "CBI1 header.dc_id differs from the producer's dc_id",
+    "CBI1 header.epoch differs from the envelope sequence",
+    "CBI1 delta: base_epoch differs from the envelope base_sequence",
+    "CBI1 delta: body length is not 12 + 12 * image_count",
+    "CBI1 snapshot chunk: chunk_index/chunk_count/bucket_offset/word count inconsistent",
+)
+
+
+def _frames_df(batch: _Batch) -> pl.DataFrame:
+    n = len(batch.index)
+    buf = batch.buf
+    end = batch.start + batch.length
+    pbm = batch.is_pb
+    scan = _scan_messages(buf, batch.start[pbm], end[pbm])
+
+    def full(a: npt.NDArray[Any], fill: Any = 0) -> npt.NDArray[Any]:
+        out = np.full(n, fill, dtype=a.dtype)
+        out[pbm] = a
+        return out
+
+    v = {f: full(scan.values[f]) for f in _VARINT_FIELDS}
+    has = {f: full(scan.present[f], False) for f in scan.present}
+    marker = full(scan.marker)
+    malformed = full(scan.malformed, False)
+    unknown = full(scan.unknown, False)
+    p_off = np.where(pbm, full(scan.off[8]), batch.start)
+    p_len = np.where(pbm, full(scan.length[8]), batch.length)
+
+    # producer and relay sub-messages: parsed once per run of identical bytes
+    prod_off, prod_len = full(scan.off[3]), full(scan.length[3])
+    group, firsts = _runs(buf, prod_off, prod_len)
+    summaries = [
+        _producer_summary(bytes(buf[prod_off[i] : prod_off[i] + prod_len[i]]))
+        if has[3][i]
+        else (None,) * 15
+        for i in firsts.tolist()
+    ]
+    prod: dict[str, npt.NDArray[Any]] = {}
+    for j, name in enumerate(_PRODUCER_COLS):
+        values = np.array([s[j] for s in summaries], dtype=object)
+        prod[name] = values[group] if n else values
+    rel_off, rel_len = full(scan.off[2]), full(scan.length[2])
+    rgroup, rfirsts = _runs(buf, rel_off, rel_len)
+    relays: list[tuple[int | None, int | None]] = []
+    for i in rfirsts.tolist():
+        try:
+            r = pb.RelayIdentity.FromString(bytes(buf[rel_off[i] : rel_off[i] + rel_len[i]]))
+            relays.append((r.drt_instance_id, r.relay_incarnation))
+        except Exception:  # DecodeError: the row's validation says "malformed"
+            relays.append((None, None))
+    relay_drt = np.array([r[0] for r in relays], dtype=object)[rgroup] if n else np.array([])
+    relay_inc = np.array([r[1] for r in relays], dtype=object)[rgroup] if n else np.array([])
+
+    # CBI1 header and body prefix, gathered for all rows at once
+    head = _gather(buf, p_off, 64)
+    head[np.arange(64)[None, :] >= p_len[:, None]] = 0
+    h = head.view(_CBI1)[:, 0]
+    dp = head.view(_DELTA_PREFIX)[:, 0]
+    has_head = p_len >= 48
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    checksum = np.array(
+        [
+            _XXH3(mv[o + 48 : o + ln]) & _MASK32 if ln >= 48 else 0
+            for o, ln in zip(p_off.tolist(), p_len.tolist(), strict=True)
+        ],
+        dtype=np.uint32,
+    )
+    checksum_ok = has_head & (checksum == h["checksum"])
+    flags = h["flags"]
+    is_chunk_frame = has_head & (flags == 1) & (p_len >= 64)
+    is_delta_frame = has_head & (flags == 2) & (p_len >= 60)
+    word_count = np.where(is_chunk_frame, (p_len - 64) // 8, 0)
+
+    # kinds
+    kind_raw = v[7].astype(np.int64).astype(np.int32)
+    kind_code = np.select(
+        [kind_raw == 1, kind_raw == 2, kind_raw == 3, kind_raw == 0], [0, 1, 2, 3], 4
+    )
+    kind_code = np.where(pbm, kind_code, np.where(flags == 1, 0, np.where(flags == 2, 1, 4)))
+    kind_raw = np.where(pbm, kind_raw, np.where(flags == 1, 1, np.where(flags == 2, 2, 0)))
+    base = np.where(pbm, v[4], np.where(is_delta_frame, dp["base_epoch"], h["epoch"]))
+    seq = np.where(pbm, v[5], h["epoch"])
+
+    # validation: the first rule that fails, in the consumer's order
+    ck_seed = np.array([x if x is not None else 0 for x in prod["ckf_seed"]], dtype=np.uint64)
+    ck_count = np.array(
+        [x if x is not None else 0 for x in prod["ckf_bucket_count"]], dtype=np.uint64
+    )
+    p_dc = np.array([x if x is not None else 0 for x in prod["dc_id"]], dtype=np.uint64)
+    perr = prod["_producer_error"]
+    has_perr = np.array([x is not None for x in perr], dtype=bool)
+    k_chunk, k_delta, k_hb = kind_code == 0, kind_code == 1, kind_code == 2
+    carries = k_chunk | k_delta
+    magic = h["magic"]
+    chunk_bad = is_chunk_frame & (
+        (h["chunk_count"] == 0)
+        | (h["chunk_index"] >= h["chunk_count"])
+        | ((p_len - 64) % 8 != 0)
+        | (h["bucket_offset"] + word_count.astype(np.uint64) > h["bucket_count"])
+        | (h["bucket_offset"] != h["chunk_index"].astype(np.uint64) * SNAPSHOT_CHUNK_BUCKETS)
+    )
+    conds = [
+        malformed,
+        pbm & (marker != _MARKER),
+        pbm & (v[1] != 1),
+        pbm & ~has[2],
+        pbm & ~has[3],
+        pbm & has_perr,
+        pbm & (kind_code >= 3),
+        pbm & (k_chunk | k_hb) & (base != seq),
+        pbm & k_delta & ((base == np.uint64(2**64 - 1)) | (seq != base + np.uint64(1))),
+        pbm & carries & (p_len == 0),
+        pbm & k_hb & (p_len > 0),
+        carries & ~has_head,
+        carries & (p_len > IMAGES_MAX_FRAME_BYTES),
+        carries & (magic == b"CKF1"),
+        carries & (magic != b"CBI1"),
+        carries & (h["wire_version"] != 1),
+        carries & ~checksum_ok,
+        carries & ((h["format_version"] != 1) | (h["fingerprint_bits"] != 16) | (h["slots"] != 4)),
+        pbm & carries & ((h["seed"] != ck_seed) | (h["bucket_count"] != ck_count)),
+        carries & ~(k_chunk & is_chunk_frame) & ~(k_delta & is_delta_frame),
+        pbm & carries & (h["dc_id"] != p_dc),
+        pbm & carries & (h["epoch"] != seq),
+        pbm & k_delta & (dp["base_epoch"] != base),
+        is_delta_frame & k_delta & (p_len != 60 + 12 * dp["image_count"].astype(np.int64)),
+        chunk_bad & k_chunk,
+    ]
+    code = np.full(n, -1, dtype=np.int64)
+    for i in range(len(conds) - 1, -1, -1):
+        code[conds[i]] = i
+    messages = np.array([*_RULES, None], dtype=object)
+    error = messages[code]
+    perr_rows = code == 5
+    error[perr_rows] = perr[perr_rows]
+
+    def col(values: Any, dtype: Any, valid: Bool | None = None) -> pa.Array:
+        if dtype in (pl.Utf8,) or (isinstance(values, np.ndarray) and values.dtype == object):
+            return pa.array(values, type=_PA[dtype], mask=None if valid is None else ~valid)
+        return pa.array(
+            np.asarray(values).astype(_np_of(dtype), copy=False),
+            type=_PA[dtype],
+            mask=None if valid is None else ~valid,
+        )
+
+    chunk_valid = is_chunk_frame
+    delta_valid = is_delta_frame
+    send = v[6]
+    cols: dict[str, pa.Array] = {
+        "record_index": col(batch.index, _U64),
+        "stream_id": col(batch.stream_id, _U32),
+        "source_offset": col(batch.offset, _U64),
+        "raw_len": col(batch.length, _U32),
+        "recv_time": pa.array(batch.wall, type=pa.timestamp("ns", "UTC"), mask=~batch.has_time),
+        "recv_mono_ns": col(batch.mono, _U64, batch.has_time),
+        "send_ts_us": col(send, _U64, pbm),
+        "send_time": pa.array(
+            send.view(np.int64), type=pa.timestamp("us", "UTC"), mask=~pbm | (send >= 2**62)
+        ),
+        "kind": pa.array(np.array(KINDS, dtype=object)[kind_code], type=pa.string()),
+        "kind_raw": col(kind_raw, pl.Int32),
+        "base_sequence": col(base, _U64, pbm | has_head),
+        "sequence": col(seq, _U64, pbm | has_head),
+        "protocol_version": col(v[1], _U32, pbm),
+        "contract_marker": col(marker, _U32, pbm),
+        "relay_drt_instance_id": pa.array(relay_drt, type=pa.uint64()),
+        "relay_incarnation": pa.array(relay_inc, type=pa.uint64()),
+    }
+    for name in _PRODUCER_COLS[:-1]:
+        cols[name] = pa.array(prod[name], type=_PA[FRAMES_SCHEMA[name]])
+    cols |= {
+        "payload_len": col(p_len, _U32),
+        "has_unknown_fields": col(unknown, pl.Boolean),
+        "cbi1_wire_version": col(h["wire_version"], _U16, has_head),
+        "cbi1_flags": col(flags, _U16, has_head),
+        "cbi1_fingerprint_bits": col(h["fingerprint_bits"], _U8, has_head),
+        "cbi1_slots": col(h["slots"], _U8, has_head),
+        "cbi1_format_version": col(h["format_version"], _U16, has_head),
+        "cbi1_seed": col(h["seed"], _U64, has_head),
+        "cbi1_bucket_count": col(h["bucket_count"], _U64, has_head),
+        "cbi1_dc_id": col(h["dc_id"], _U64, has_head),
+        "cbi1_epoch": col(h["epoch"], _U64, has_head),
+        "cbi1_checksum": col(h["checksum"], _U32, has_head),
+        "cbi1_checksum_ok": col(checksum_ok, pl.Boolean, has_head),
+        "chunk_index": col(h["chunk_index"], _U32, chunk_valid),
+        "chunk_count": col(h["chunk_count"], _U32, chunk_valid),
+        "bucket_offset": col(h["bucket_offset"], _U64, chunk_valid),
+        "word_count": col(word_count, _U32, chunk_valid),
+        "base_epoch": col(dp["base_epoch"], _U64, delta_valid),
+        "image_count": col(dp["image_count"], _U32, delta_valid),
+        "validation_error": pa.array(error, type=pa.string()),
+    }
+    df = pl.from_arrow(pa.table(cols))
+    assert isinstance(df, pl.DataFrame)
+    return df.with_columns(pl.col("kind").cast(_KIND_ENUM))
+
+
+def _np_of(dtype: Any) -> Any:
+    return {
+        _U64: np.uint64,
+        _U32: np.uint32,
+        _U16: np.uint16,
+        _U8: np.uint8,
+        pl.Int32: np.int32,
+        pl.Boolean: np.bool_,
+        pl.Float64: np.float64,
+    }[dtype]
+
+
+def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
+    row: dict[str, Any] = dict.fromkeys(FRAMES_SCHEMA)
+    row["record_index"] = index
+    row["source_offset"] = getattr(error, "offset", None)
+    row["kind"] = "SOURCE_ERROR"
+    row["validation_error"] = f"{type(error).__name__}: {error}"
+    return pl.DataFrame([row], schema=FRAMES_SCHEMA)
+
+
+def frames_batches(source: Any, *, batch_records: int = 65536) -> Iterator[pl.DataFrame]:
+    """The ``frames`` table as a sequence of DataFrames of at most ``batch_records`` rows.
+
+    ``source``: a capture / grpcurl JSON / CBI1 file path, or an iterable of ``FrameRecord`` or
+    ``FilterUpdate`` values. Source damage becomes a final ``SOURCE_ERROR`` row.
+    """
+    if _is_capture(source):
+        cap = _CaptureScan(source, (SUBSCRIBE_KV_POOL_METHOD,))
+        for batch in cap.batches(batch_records):
+            yield _frames_df(batch)
+        if cap.damage is not None:
+            yield _damage_df(cap.damage, getattr(cap, "next_frame_index", 0))
+        return
+    damage: list[Any] = []
+    try:
+        records: Iterable[Any] = (
+            read_frames(source) if isinstance(source, (str, os.PathLike)) else source
+        )
+    except (Cbi1kitError, OSError) as exc:
+        yield _damage_df(exc, 0)
+        return
+    for batch in _record_batches(records, batch_records, damage):
+        yield _frames_df(batch)
+    if damage and damage[0][0] is not None:
+        yield _damage_df(damage[0][0], damage[0][1])
+
+
+def frames_table(source: Any, *, batch_records: int = 65536) -> pl.LazyFrame:
+    """One row per message (schema ``FRAMES_SCHEMA``), produced lazily batch by batch."""
+    from polars.io.plugins import register_io_source
+
+    def produce(
+        with_columns: list[str] | None,
+        predicate: pl.Expr | None,
+        n_rows: int | None,
+        batch_size: int | None,
+    ) -> Iterator[pl.DataFrame]:
+        left = n_rows
+        for batch in frames_batches(source, batch_records=batch_records):
+            df = batch
+            if left is not None:
+                df = df.head(left)
+                left -= df.height
+            if predicate is not None:
+                df = df.filter(predicate)
+            if with_columns is not None:
+                df = df.select(with_columns)
+            yield df
+            if left is not None and left <= 0:
+                return
+
+    return register_io_source(produce, schema=FRAMES_SCHEMA)
+
+
+# ---------------------------------------------------------------------- images and snapshots
+
+
+def _occupied(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
+    slots = np.ascontiguousarray(words, dtype="<u8").view("<u2").reshape(-1, 4)
+    out: npt.NDArray[np.uint8] = np.count_nonzero(slots, axis=1).astype(np.uint8)
+    return out
+
+
+class _Collector:
+    def __init__(self, flush_rows: int) -> None:
+        self.flush_rows = flush_rows
+        self.images: list[tuple[Any, ...]] = []
+        self.image_rows = 0
+        self.snapshots: list[dict[str, Any]] = []
+
+    def on_delta(
+        self,
+        index: int,
+        sequence: int,
+        buckets: npt.NDArray[np.uint32],
+        new: npt.NDArray[np.uint64],
+        prev: npt.NDArray[np.uint64],
+    ) -> None:
+        self.images.append((index, sequence, np.array(buckets), np.array(new), prev))
+        self.image_rows += len(buckets)
+
+    def on_snapshot(self, index: int, sequence: int, snap: AssembledSnapshot, stream: int) -> None:
+        occupied = sum(int(_occupied(w).sum(dtype=np.int64)) for _, w in snap.parts)
+        self.snapshots.append(
+            {
+                "record_index": index,
+                "stream_id": stream,
+                "sequence": sequence,
+                "bucket_count": snap.bucket_count,
+                "chunk_count": len(snap.parts),
+                "nonzero_buckets": snap.image_count,
+                "occupied_slots": occupied,
+                "load_factor": occupied / (4 * snap.bucket_count),
+            }
+        )
+
+    def images_df(self) -> pl.DataFrame:
+        if not self.images:
+            return pl.DataFrame(schema=IMAGES_SCHEMA)
+        counts = [len(b) for _, _, b, _, _ in self.images]
+        new = np.concatenate([x[3] for x in self.images]).astype(np.uint64)
+        prev = np.concatenate([x[4] for x in self.images]).astype(np.uint64)
+        df = pl.DataFrame(
+            {
+                "record_index": np.repeat([x[0] for x in self.images], counts).astype(np.uint64),
+                "sequence": np.repeat(
+                    np.array([x[1] for x in self.images], dtype=np.uint64), counts
+                ),
+                "bucket": np.concatenate([x[2] for x in self.images]).astype(np.uint32),
+                "new_word": new,
+                "previous_word": prev,
+                "occupied_before": _occupied(prev),
+                "occupied_after": _occupied(new),
+            },
+            schema=IMAGES_SCHEMA,
+        )
+        self.images.clear()
+        self.image_rows = 0
+        return df
+
+    def snapshots_df(self) -> pl.DataFrame:
+        df = pl.DataFrame(self.snapshots, schema=SNAPSHOTS_SCHEMA)
+        self.snapshots.clear()
+        return df
+
+
+def _replay_batches(
+    source: Any, *, expected_format: Any, flush_rows: int
+) -> Iterator[tuple[pl.DataFrame | None, pl.DataFrame | None]]:
+    """(images batch, snapshots batch) pairs from one replay pass."""
+    c = _Collector(flush_rows)
+    player = Replayer(
+        expected_format=expected_format,
+        keep_history=False,
+        on_snapshot=c.on_snapshot,
+        on_delta=c.on_delta,
+    )
+    try:
+        it: Iterator[Any] = iter(
+            read_frames(source) if isinstance(source, (str, os.PathLike)) else source
+        )
+        for rec in it:
+            player.feed(rec)
+            if c.image_rows >= flush_rows:
+                yield c.images_df(), None
+            if c.snapshots:
+                yield None, c.snapshots_df()
+    except (Cbi1kitError, OSError, ValueError):
+        pass  # damage ends the replayable part; replay() reports it
+    yield c.images_df(), c.snapshots_df()
+
+
+def images_table(
+    source: Any, *, expected_format: Any = None, flush_rows: int = 1 << 20
+) -> pl.DataFrame:
+    """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``)."""
+    parts = [
+        d
+        for d, _ in _replay_batches(source, expected_format=expected_format, flush_rows=flush_rows)
+        if d is not None
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=IMAGES_SCHEMA)
+
+
+def snapshots_table(source: Any, *, expected_format: Any = None) -> pl.DataFrame:
+    """One row per installed snapshot (``SNAPSHOTS_SCHEMA``)."""
+    parts = [
+        s
+        for _, s in _replay_batches(source, expected_format=expected_format, flush_rows=1 << 20)
+        if s is not None
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=SNAPSHOTS_SCHEMA)
+
+
+def occupancy_table(lane: npt.ArrayLike, *, bins: int = 64) -> pl.DataFrame:
+    """Per-bucket-range occupancy of one lane (``OCCUPANCY_SCHEMA``): ``bins`` equal ranges."""
+    words = np.asarray(lane)
+    if words.dtype != np.uint64 or words.ndim != 1:
+        raise TypeError("lane must be a 1-D uint64 array")
+    n = words.shape[0]
+    bins = max(1, min(bins, n)) if n else 1
+    edges = np.linspace(0, n, bins + 1).astype(np.int64)
+    occ = _occupied(words).astype(np.int64)
+    starts = edges[:-1]
+    if n:
+        slots = np.add.reduceat(occ, starts)
+        nonzero = np.add.reduceat((occ > 0).astype(np.int64), starts)
+        full_b = np.add.reduceat((occ == 4).astype(np.int64), starts)
+    else:
+        slots = nonzero = full_b = np.zeros(bins, np.int64)
+    sizes = np.diff(edges)
+    return pl.DataFrame(
+        {
+            "bin": np.arange(bins, dtype=np.uint32),
+            "bucket_start": starts.astype(np.uint64),
+            "bucket_end": edges[1:].astype(np.uint64),
+            "buckets": sizes.astype(np.uint64),
+            "nonzero_buckets": nonzero.astype(np.uint64),
+            "full_buckets": full_b.astype(np.uint64),
+            "occupied_slots": slots.astype(np.uint64),
+            "load_factor": np.where(sizes > 0, slots / np.maximum(4 * sizes, 1), 0.0),
+        },
+        schema=OCCUPANCY_SCHEMA,
+    )
+
+
+def _arrow_schema(schema: dict[str, Any]) -> pa.Schema:
+    return pl.DataFrame(schema=schema).to_arrow().schema
+
+
+def export_parquet(
+    source: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    expected_format: Any = None,
+    batch_records: int = 65536,
+) -> dict[str, Path]:
+    """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet`` batch by batch.
+
+    Unsigned columns stay unsigned in Parquet (``UINT_64`` etc. logical types), so
+    ``pl.read_parquet`` gives back ``pl.UInt64`` with values up to ``2**64 - 1``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / f"{name}.parquet" for name in ("frames", "images", "snapshots")}
+    with pq.ParquetWriter(paths["frames"], _arrow_schema(FRAMES_SCHEMA)) as w:
+        for df in frames_batches(source, batch_records=batch_records):
+            w.write_table(df.to_arrow().cast(w.schema))
+    with (
+        pq.ParquetWriter(paths["images"], _arrow_schema(IMAGES_SCHEMA)) as wi,
+        pq.ParquetWriter(paths["snapshots"], _arrow_schema(SNAPSHOTS_SCHEMA)) as ws,
+    ):
+        for images, snaps in _replay_batches(
+            source, expected_format=expected_format, flush_rows=1 << 20
+        ):
+            if images is not None and images.height:
+                wi.write_table(images.to_arrow().cast(wi.schema))
+            if snaps is not None and snaps.height:
+                ws.write_table(snaps.to_arrow().cast(ws.schema))
+    return paths

@@ -1,0 +1,267 @@
+"""Replay: every event and every violation at its record, recovery at the next snapshot, damage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_stream_roundtrip import Stream, build_stream, heartbeat, wire_producer, write_capture
+
+from cbi1kit._capture import CaptureReader, RecordType
+from cbi1kit._format import FilterFormat
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._readers import read_capture
+from cbi1kit._replay import EventKind, Replayer, SequenceNotReplayedError, Violation, replay
+
+SNAP, DELTA, HB = 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def stream() -> Stream:
+    return build_stream(deltas=16, heartbeat_every=4, seed=7)
+
+
+def first_index(stream: Stream, kind: int, nth: int = 0) -> int:
+    return [i for i, k in enumerate(stream.kinds) if k == kind][nth]
+
+
+def clone(m: pb.FilterUpdate) -> pb.FilterUpdate:
+    c = pb.FilterUpdate()
+    c.CopyFrom(m)
+    return c
+
+
+def test_clean_stream_events_in_order(stream: Stream) -> None:
+    report = replay(stream.messages)
+    assert report.ok
+    assert [e.record_index for e in report.events] == list(range(len(stream.messages)))
+    want = {SNAP: EventKind.SNAPSHOT_CHUNK, DELTA: EventKind.DELTA_APPLIED, HB: EventKind.HEARTBEAT}
+    kinds = [want[k] for k in stream.kinds]
+    kinds[stream.chunk_count - 1] = EventKind.SNAPSHOT_INSTALLED
+    assert [e.kind for e in report.events] == kinds
+
+
+def test_duplicated_delta_is_reported_and_replay_waits_for_a_snapshot(stream: Stream) -> None:
+    i = first_index(stream, DELTA, 2)
+    msgs = [*stream.messages[: i + 1], stream.messages[i], *stream.messages[i + 1 :]]
+    report = replay(msgs)
+    (v,) = report.violations
+    assert (v.record_index, v.rule, v.sequence) == (
+        i + 1,
+        "StaleOrDuplicateDelta",
+        msgs[i].sequence,
+    )
+    assert all(e.kind is EventKind.SKIPPED for e in report.events[i + 2 :])
+    # the lane keeps its last consistent state, and history up to there
+    assert report.final_sequence == msgs[i].sequence
+    np.testing.assert_array_equal(report.final_lane, stream.lanes[msgs[i].sequence])  # type: ignore[arg-type]
+
+
+def test_missing_delta_is_a_base_sequence_gap(stream: Stream) -> None:
+    i = next(
+        j for j in range(len(stream.kinds) - 1) if stream.kinds[j] == stream.kinds[j + 1] == DELTA
+    )
+    msgs = stream.messages[:i] + stream.messages[i + 1 :]
+    report = replay(msgs)
+    v = report.violations[0]
+    assert (v.record_index, v.rule) == (i, "BaseSequenceMismatch")
+    assert v.sequence == stream.messages[i + 1].sequence
+
+
+def test_snapshot_chunk_out_of_order(stream: Stream) -> None:
+    assert stream.chunk_count >= 2
+    msgs = [stream.messages[1], stream.messages[0], *stream.messages[2:]]
+    report = replay(msgs)
+    v = report.violations[0]
+    assert (v.record_index, v.rule) == (0, "ChunkSequenceError")
+    # chunk 0 then starts a fresh assembly; the lone chunk 0 is followed by a delta
+    assert report.events[1].kind is EventKind.SNAPSHOT_CHUNK
+    assert report.violations[1].record_index == 2
+    assert report.final_lane is None
+
+
+def test_recovery_at_the_next_snapshot(stream: Stream) -> None:
+    i = first_index(stream, DELTA, 1)
+    broken = clone(stream.messages[i])
+    broken.base_sequence += 5
+    broken.sequence += 5
+    # after the violation, a fresh snapshot of the final lane is sent in the same stream
+    tail = build_stream(deltas=16, heartbeat_every=4, seed=7).messages
+    snapshot = tail[: stream.chunk_count]
+    msgs = [*stream.messages[:i], broken, *stream.messages[i + 1 : i + 3], *snapshot]
+    report = replay(msgs)
+    assert [v.record_index for v in report.violations] == [i]
+    assert report.events[i + 1].kind is EventKind.SKIPPED
+    assert report.events[-1].kind is EventKind.SNAPSHOT_INSTALLED
+    assert report.final_sequence == stream.snapshot_sequence
+    # both snapshot points are kept: the latest one wins in lane_at
+    assert len(report.sequence_ranges) == 2
+
+
+def test_heartbeat_rules(stream: Stream) -> None:
+    producer = stream.messages[0].producer
+    early = heartbeat(producer, stream.snapshot_sequence, 1)
+    report = replay([early, *stream.messages])
+    assert report.violations[0].rule == "HeartbeatBeforeSnapshot"
+    j = first_index(stream, HB)
+    wrong = heartbeat(producer, stream.messages[j].sequence + 1, 1)
+    report = replay([*stream.messages[:j], wrong])
+    assert (report.violations[0].record_index, report.violations[0].rule) == (
+        j,
+        "HeartbeatSequence",
+    )
+
+
+def test_identity_and_envelope_rules(stream: Stream) -> None:
+    i = first_index(stream, DELTA, 0)
+    cases: dict[str, pb.FilterUpdate] = {}
+    m = clone(stream.messages[i])
+    m.producer.layout_generation = 2
+    cases["ProducerChanged"] = m
+    m = clone(stream.messages[i])
+    m.relay.relay_incarnation = 1
+    cases["RelayChanged"] = m
+    m = clone(stream.messages[i])
+    m.contract_marker = 0
+    cases["ContractMarkerError"] = m
+    m = clone(stream.messages[i])
+    m.kind = pb.FILTER_UPDATE_KIND_UNSPECIFIED
+    cases["UpdateKindError"] = m
+    m = clone(stream.messages[i])
+    m.kind = pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
+    m.base_sequence = m.sequence
+    cases["KindMismatch"] = m
+    m = clone(stream.messages[i])
+    m.producer.CopyFrom(wire_producer(FilterFormat(m.producer.ckf_format.seed, 1 << 20), dc_id=5))
+    cases["ProducerChanged "] = m
+    for rule, msg in cases.items():
+        report = replay([*stream.messages[:i], msg])
+        v = report.violations[0]
+        assert (v.record_index, v.rule) == (i, rule.strip()), (rule, v)
+
+
+def test_cbi1_header_must_match_the_envelope(stream: Stream) -> None:
+    i = first_index(stream, DELTA, 0)
+    m = clone(stream.messages[i])
+    m.sequence += 1
+    m.base_sequence += 1
+    report = replay([*stream.messages[:i], m])
+    assert report.violations[0].rule == "EpochMismatch"
+
+
+def test_expected_format_is_enforced(stream: Stream) -> None:
+    seed = stream.messages[0].producer.ckf_format.seed
+    report = replay(stream.messages, expected_format=FilterFormat(seed, 1 << 21))
+    assert report.violations[0].rule == "FormatMismatch"
+    assert replay(stream.messages, expected_format=FilterFormat(seed, 1 << 20)).ok
+
+
+def test_payload_bit_flips_are_reported_at_their_record(stream: Stream) -> None:
+    rng = np.random.default_rng(3)
+    for i in (0, stream.chunk_count, first_index(stream, DELTA, 4)):
+        m = clone(stream.messages[i])
+        payload = bytearray(m.payload)
+        bit = int(rng.integers(0, len(payload) * 8))
+        payload[bit // 8] ^= 1 << (bit % 8)
+        m.payload = bytes(payload)
+        report = replay([*stream.messages[:i], m, *stream.messages[i + 1 :]])
+        assert report.violations[0].record_index == i
+        assert not report.ok
+        before = [e for e in report.events if e.record_index < i]
+        assert not any(isinstance(e, Violation) for e in before)
+
+
+def test_lane_at_unknown_sequence(stream: Stream) -> None:
+    report = replay(stream.messages)
+    with pytest.raises(SequenceNotReplayedError) as info:
+        report.lane_at(stream.final_sequence + 1)
+    assert info.value.available == [(stream.snapshot_sequence, stream.final_sequence)]
+    with pytest.raises(SequenceNotReplayedError):
+        report.lane_at(stream.snapshot_sequence - 1)
+
+
+def test_incremental_replayer_matches_replay(stream: Stream) -> None:
+    player = Replayer(keep_history=False)
+    events = [player.feed(m) for m in stream.messages]
+    report = player.report()
+    assert events == report.events == replay(stream.messages).events
+    np.testing.assert_array_equal(report.final_lane, stream.final_words)  # type: ignore[arg-type]
+    with pytest.raises(SequenceNotReplayedError):
+        report.lane_at(stream.final_sequence)
+
+
+# ------------------------------------------------------------------------------ capture damage
+
+
+def _message_records(path: Path) -> list[tuple[int, int]]:
+    """(start offset, end offset) of each MESSAGE record of the capture, in order."""
+    with CaptureReader(path) as reader:
+        return [(r.offset, r.end_offset) for r in reader.records() if r.type is RecordType.MESSAGE]
+
+
+@pytest.fixture(scope="module")
+def small() -> Stream:
+    return build_stream(expected_blocks=3000, warmup_events=60, deltas=10, heartbeat_every=3)
+
+
+def test_truncation_at_every_record_boundary_and_inside(small: Stream, tmp_path: Path) -> None:
+    path = write_capture(tmp_path / "s.kvrcap", small.messages, catalog=False)
+    data = path.read_bytes()
+    spans = _message_records(path)
+    full = replay(path)
+    assert full.ok
+    for k, (start, end) in enumerate(spans):
+        for cut in (start, start + 7, (start + end) // 2, end - 1):
+            p = tmp_path / f"cut-{cut}.kvrcap"
+            p.write_bytes(data[:cut])
+            report = replay(p)
+            events = report.events
+            if cut == start:
+                # a cut at a record boundary leaves a valid, shorter capture: nothing to report
+                assert events == full.events[:k]
+                continue
+            assert events[:-1] == full.events[:k], cut
+            last = events[-1]
+            assert isinstance(last, Violation) and last.rule == "SourceDamaged"
+            assert last.record_index == k
+            assert "Truncated" in (last.reason or "")
+
+
+def test_capture_bit_flips_keep_every_record_before_them(small: Stream, tmp_path: Path) -> None:
+    path = write_capture(tmp_path / "s.kvrcap", small.messages, catalog=False)
+    data = path.read_bytes()
+    spans = _message_records(path)
+    full = replay(path)
+    rng = np.random.default_rng(11)
+    for k, (start, end) in enumerate(spans):
+        bit = int(rng.integers(start * 8, end * 8))
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        p = tmp_path / "flip.kvrcap"
+        p.write_bytes(bytes(flipped))
+        report = replay(p)
+        assert [e.kind for e in report.events[:k]] == [e.kind for e in full.events[:k]]
+        last = report.events[-1]
+        assert isinstance(last, Violation) and last.rule == "SourceDamaged"
+        assert last.record_index == k
+        assert len(list(_intact(p))) == k
+
+
+def _intact(path: Path) -> list[int]:
+    out = []
+    try:
+        for r in read_capture(path):
+            out.append(r.index)
+    except Exception:
+        pass
+    return out
+
+
+def test_random_bytes_and_empty_inputs(tmp_path: Path) -> None:
+    p = tmp_path / "noise.bin"
+    p.write_bytes(np.random.default_rng(5).bytes(1000))
+    report = replay(p)
+    assert report.records == 0 and report.violations[0].rule == "SourceDamaged"
+    report = replay([])
+    assert report.ok and report.final_lane is None and report.final_sequence is None
