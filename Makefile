@@ -11,7 +11,7 @@ STAMP_DEV  := $(VENV)/.stamp-dev
 .PHONY: demo test lint typecheck pytest bench sample clean help
 
 help:
-	@echo "make demo   - build .venv and run the main job on the bundled data"
+	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
 	@echo "make test   - build .venv with dev+oracle extras, then ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in benchmarks/ and print their figures"
 	@echo "make sample - regenerate the bundled sample capture from the trace"
@@ -28,12 +28,18 @@ $(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev,oracle]'
 	touch $@ $(STAMP_BASE)
 
+# simulate (or reuse data/sample.kvrcap) → replay → summary
 demo: $(STAMP_BASE)
 	$(PY) -m cbi1kit demo
 
+# the bundled capture, byte-identical from the trace (fixed seeds, simulated clock)
+sample: $(STAMP_BASE)
+	$(PY) -m cbi1kit simulate data/mooncake/conversation_trace.jsonl -o data/sample.kvrcap \
+		--sample --force --no-progress
+
 lint: $(STAMP_DEV)
-	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks notebooks
+	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks tools
+	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks notebooks tools
 
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy cbi1kit

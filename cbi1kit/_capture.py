@@ -24,18 +24,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final, Literal
 
+import numpy as np
+import numpy.typing as npt
 import xxhash
 
 from cbi1kit.errors import Cbi1kitError
 
 __all__ = [
     "FILE_HEADER_LEN",
+    "INDEX_FLAG_BLOCK_CHECK",
     "FILE_MAGIC",
     "FORMAT_VERSION",
     "RECORD_HEADER_LEN",
     "RECORD_MAGIC",
     "CaptureCorruptError",
+    "CaptureDamage",
     "CaptureError",
+    "CaptureIndex",
     "CaptureReader",
     "CaptureRecord",
     "CaptureTruncatedError",
@@ -45,6 +50,7 @@ __all__ = [
     "StreamOpen",
     "decode_stream_close",
     "decode_stream_open",
+    "read_index",
     "schema_bytes",
 ]
 
@@ -78,6 +84,24 @@ class RecordType(enum.IntEnum):
     MESSAGE = 3
     STREAM_CLOSE = 4
     MARK = 5
+    INDEX = 6  # structural: byte offsets of the records since the previous INDEX
+    TRAILER = 7  # structural: last record of a closed file, points at the final INDEX
+
+
+#: Record types that only give the file its structure; ``records()`` skips them by default.
+STRUCTURAL: Final = frozenset({RecordType.INDEX, RecordType.TRAILER})
+#: INDEX body: first_record_index u64 | prev_index_offset u64 (0: none) | count u32 |
+#: block_check u32 (reserved, 0, in files before block checks), then ``count`` u64 record offsets.
+_INDEX_HEAD: Final = struct.Struct("<QQII")
+#: INDEX record header flag: ``block_check`` holds the low 32 bits of xxh3_64 of the block, the
+#: bytes from the first listed record's header to the INDEX record (the covered records, back
+#: to back). Without the flag (older writers) the field is 0 and means nothing.
+INDEX_FLAG_BLOCK_CHECK: Final = 0x01
+#: TRAILER body: final_index_offset u64 | magic.
+TRAILER_MAGIC: Final = b"kvrcIDX\n"  # never holds the record magic
+_TRAILER_BODY: Final = struct.Struct("<Q8s")
+TRAILER_LEN: Final = RECORD_HEADER_LEN + _TRAILER_BODY.size
+DEFAULT_INDEX_EVERY: Final = 4096
 
 
 class CaptureError(Cbi1kitError, ValueError):
@@ -110,6 +134,41 @@ class CaptureTruncatedError(CaptureError, EOFError):
 
 class CaptureCorruptError(CaptureError):
     """Bytes that are not a valid record: bad magic, checksum, index or type."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureDamage:
+    """A damaged stretch of a capture, reported inline by :meth:`CaptureReader.items`.
+
+    ``error`` says what and where (``offset`` of the first damaged byte's record, the
+    ``record_index`` expected there, ``reason``); reading resumed at ``end_offset`` (the next
+    intact record, or the end of the file). ``skipped`` are the record numbers lost, from the
+    ``record_index`` fields around the gap (empty for a repeated record; open-ended damage at
+    the end of the file counts one). ``record_type`` / ``stream_id`` are known when the record's
+    header was intact (a body checksum mismatch): then exactly that record is lost.
+    """
+
+    error: CaptureError
+    end_offset: int
+    skipped: range
+    record_type: RecordType | None = None
+    stream_id: int | None = None
+
+    @property
+    def offset(self) -> int:
+        return self.error.offset
+
+    @property
+    def record_index(self) -> int:
+        return self.error.record_index
+
+    @property
+    def reason(self) -> str:
+        return self.error.reason
+
+    @property
+    def truncated(self) -> bool:
+        return isinstance(self.error, CaptureTruncatedError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +307,7 @@ class CaptureWriter:
         fsync: bool = False,
         write_schema: bool = True,
         clock: Callable[[], tuple[int, int]] | None = None,
+        index_every: int = DEFAULT_INDEX_EVERY,
     ) -> None:
         if flush_records < 1:
             raise ValueError("flush_records must be >= 1")
@@ -262,10 +322,15 @@ class CaptureWriter:
         self._unflushed = 0
         self._last_flush = time.monotonic()
         self._closed = False
+        self.index_every = max(0, index_every)
+        self._pending: list[int] = []  # offsets of the records since the last INDEX
+        self._last_index_offset = 0
+        self._block = xxhash.xxh3_64()  # the bytes of those records, for the block check
         self._file: IO[bytes]
         if mode == "x":
             self._file = open(self.path, "xb")  # noqa: SIM115 - closed by close()
             self._file.write(_file_header(self._clock()[0]))
+            self._offset = FILE_HEADER_LEN
             self._next_index = 0
             if write_schema:
                 self.write(RecordType.SCHEMA, schema_bytes())
@@ -277,16 +342,24 @@ class CaptureWriter:
                 end = FILE_HEADER_LEN
                 max_stream = 0
                 try:
-                    for rec in reader.records():
+                    for rec in reader.records(structural=True):
                         count, end = rec.index + 1, rec.end_offset
                         max_stream = max(max_stream, rec.stream_id)
+                        if rec.type is RecordType.INDEX:
+                            self._last_index_offset = rec.offset
+                            self._pending.clear()
+                        else:
+                            self._pending.append(rec.offset)
                 except CaptureTruncatedError as err:
                     self.recovered = err
                 except CaptureCorruptError:
                     raise
+                if self._pending:  # the block so far, for the next INDEX's block check
+                    self._block.update(memoryview(reader.buffer)[self._pending[0] : end])
             self._file = open(self.path, "r+b")  # noqa: SIM115 - closed by close()
             self._file.truncate(end)
             self._file.seek(end)
+            self._offset = end
             self._next_index = count
             self._next_stream = max_stream + 1
         else:
@@ -316,6 +389,7 @@ class CaptureWriter:
         stream_id: int = 0,
         recv_unix_ns: int | None = None,
         recv_mono_ns: int | None = None,
+        flags: int = 0,
     ) -> int:
         """Append one record; returns its index. Times default to now (wall, monotonic)."""
         if self._closed:
@@ -330,7 +404,7 @@ class CaptureWriter:
         head = _RECORD_HEADER.pack(
             RECORD_MAGIC,
             int(record_type),
-            0,
+            flags,
             0,
             len(body),
             stream_id,
@@ -341,15 +415,44 @@ class CaptureWriter:
             0,
         )
         head = head[:-4] + _U32.pack(_check(head[:-4]))
-        self._file.write(head + bytes(body))
+        data = head + bytes(body)
+        self._file.write(data)
+        if record_type is RecordType.INDEX:
+            self._pending.clear()
+            self._block.reset()
+            self._last_index_offset = self._offset
+        else:
+            self._pending.append(self._offset)
+            self._block.update(data)
+        self._offset += RECORD_HEADER_LEN + len(body)
         self._next_index += 1
         self._unflushed += 1
+        if (
+            self.index_every
+            and record_type not in STRUCTURAL
+            and len(self._pending) >= self.index_every
+        ):
+            self._write_index()
         if self._unflushed >= self.flush_records or (
             self.flush_seconds is not None
             and time.monotonic() - self._last_flush >= self.flush_seconds
         ):
             self.flush()
         return index
+
+    def _write_index(self) -> int:
+        """An INDEX record of the offsets of every record since the previous INDEX."""
+        first = self._next_index - len(self._pending)
+        block_check = self._block.intdigest() & _CHECK_MASK
+        body = _INDEX_HEAD.pack(first, self._last_index_offset, len(self._pending), block_check)
+        body += np.asarray(self._pending, dtype="<u8").tobytes()
+        return self.write(
+            RecordType.INDEX,
+            body,
+            recv_unix_ns=0,
+            recv_mono_ns=0,
+            flags=INDEX_FLAG_BLOCK_CHECK,
+        )
 
     def flush(self) -> None:
         self._file.flush()
@@ -444,21 +547,35 @@ class CaptureWriter:
         return self.write(RecordType.MARK, text.encode())
 
     def close(self) -> None:
+        """Flush and close; with indexing on, end the file with a final INDEX and a TRAILER."""
         if self._closed:
             return
+        if self.index_every:
+            self._write_index()
+            body = _TRAILER_BODY.pack(self._last_index_offset, TRAILER_MAGIC)
+            self.write(RecordType.TRAILER, body, recv_unix_ns=0, recv_mono_ns=0)
         self.flush()
         self._file.close()
         self._closed = True
 
 
+_SEARCH_WINDOW: Final = 1 << 22
+_K, _R, _E, _C = RECORD_MAGIC
+
+
 class CaptureReader:
     """Reads a capture lazily through a memory map, record by record, with byte offsets.
 
-    ``records()`` yields every intact record and then raises :class:`CaptureTruncatedError`
-    (torn tail) or :class:`CaptureCorruptError` naming the offset and record index of the first
-    damage; with ``strict=False`` it stops there instead and leaves the error in ``damage``.
-    ``follow()`` keeps polling a file that is still being written. ``verify=False`` skips the
-    body checksum (headers are always checked), for scans that only need offsets.
+    ``items()`` is the analysis view: every intact record in order, with each damaged stretch
+    reported inline as a :class:`CaptureDamage` where it happens, reading going on after it (a
+    body checksum mismatch skips the record by its trusted ``body_len``; a damaged header is
+    skipped by searching for the next intact record header). ``records()`` yields the intact
+    records only: by default it raises :class:`CaptureTruncatedError` (torn tail) or
+    :class:`CaptureCorruptError` at the first damage (``strict=False``: stops there and leaves
+    the error in ``damage``); ``resync=True`` reads past damage like ``items()`` and collects
+    every report in ``damages``. Structural records (INDEX, TRAILER) are skipped unless
+    ``structural=True``. ``follow()`` keeps polling a file that is still being written.
+    ``verify=False`` skips the body checksum (headers are always checked).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
@@ -468,6 +585,7 @@ class CaptureReader:
         self._map: mmap.mmap | None = None
         self._mapped = 0
         self.damage: CaptureError | None = None
+        self.damages: list[CaptureDamage] = []
         self.created_unix_ns = 0
         self._remap()
         self._header_checked = False
@@ -508,119 +626,286 @@ class CaptureReader:
     def _err(self, cls: type[CaptureError], reason: str, offset: int, index: int) -> CaptureError:
         return cls(reason, offset=offset, record_index=index, path=str(self.path))
 
-    def _check_file_header(self) -> CaptureError | None:
+    def _damage(
+        self,
+        cls: type[CaptureError],
+        reason: str,
+        offset: int,
+        index: int,
+        end_offset: int,
+        skipped: range,
+        record_type: RecordType | None = None,
+        stream_id: int | None = None,
+    ) -> CaptureDamage:
+        err = self._err(cls, reason, offset, index)
+        return CaptureDamage(err, end_offset, skipped, record_type, stream_id)
+
+    def _check_file_header(self) -> tuple[CaptureError | None, bool]:
+        """(error, fatal): a checksum mismatch under an intact magic is not fatal."""
         buf = self.buffer
         if len(buf) < FILE_HEADER_LEN:
             if FILE_MAGIC.startswith(bytes(buf[: len(FILE_MAGIC)])):
-                return self._err(CaptureTruncatedError, "file header is incomplete", 0, -1)
-            return self._err(CaptureCorruptError, "not a kvrcap capture (bad magic)", 0, -1)
+                return self._err(CaptureTruncatedError, "file header is incomplete", 0, -1), True
+            return self._err(CaptureCorruptError, "not a kvrcap capture (bad magic)", 0, -1), True
         magic, version, header_len, _flags, created, _res, check = _FILE_HEADER.unpack_from(buf)
         if magic != FILE_MAGIC:
-            return self._err(CaptureCorruptError, "not a kvrcap capture (bad magic)", 0, -1)
+            return self._err(CaptureCorruptError, "not a kvrcap capture (bad magic)", 0, -1), True
         if check != _check(buf[: FILE_HEADER_LEN - 4]):
-            return self._err(CaptureCorruptError, "file header checksum mismatch", 0, -1)
+            self._header_checked = True
+            return self._err(CaptureCorruptError, "file header checksum mismatch", 0, -1), False
         if version != FORMAT_VERSION or header_len != FILE_HEADER_LEN:
             return self._err(
                 CaptureCorruptError,
                 f"unsupported capture version {version} (header length {header_len})",
                 0,
                 -1,
-            )
+            ), True
         self.created_unix_ns = created
         self._header_checked = True
-        return None
+        return None, False
 
-    def _scan(self, offset: int, index: int) -> Iterator[CaptureRecord | CaptureError]:
-        """Yield records from ``offset`` until the mapped end; a final error if damaged.
+    def _header_at(self, offset: int) -> tuple[Any, ...] | None:
+        """The unpacked record header at ``offset`` if its magic and checksum verify."""
+        buf = self.buffer
+        if len(buf) - offset < RECORD_HEADER_LEN or buf[offset : offset + 4] != RECORD_MAGIC:
+            return None
+        fields = _RECORD_HEADER.unpack_from(buf, offset)
+        if fields[-1] != _check(buf[offset : offset + RECORD_HEADER_LEN - 4]):
+            return None
+        return fields
 
-        A record that runs past the end of the mapped bytes is reported as truncated; the
-        follower treats that as "not written yet" and retries after remapping.
+    def _find_header(self, start: int, min_index: int) -> int | None:
+        """Offset of the next record header at or after ``start`` whose checksum verifies (and
+        whose ``record_index`` is not below ``min_index``), or of a ``KRec`` too close to the
+        end to hold a header (a torn record); None if there is neither.
+
+        Candidates are found a window at a time with numpy (first byte, then the other three
+        magic bytes at those positions); only those are checked one by one.
         """
         buf = self.buffer
         end = len(buf)
-        unpack = _RECORD_HEADER.unpack_from
+        if end - start < len(RECORD_MAGIC):
+            return None
+        arr = np.frombuffer(buf, dtype=np.uint8)
+        try:
+            pos = start
+            while pos + 4 <= end:
+                hi = min(end, pos + _SEARCH_WINDOW + 3)
+                w = arr[pos:hi]
+                cand = np.flatnonzero(w[:-3] == _K)
+                if cand.size:
+                    ok = (w[cand + 1] == _R) & (w[cand + 2] == _E) & (w[cand + 3] == _C)
+                    for c in (cand[ok] + pos).tolist():
+                        if end - c < RECORD_HEADER_LEN:
+                            return int(c)
+                        fields = self._header_at(c)
+                        if fields is not None and fields[6] >= min_index:
+                            return int(c)
+                pos = hi - 3
+            return None
+        finally:
+            del arr
+
+    def _scan(
+        self,
+        offset: int,
+        index: int,
+        *,
+        structural: bool = False,
+        since_index: list[int] | None = None,
+    ) -> Iterator[CaptureRecord | CaptureDamage]:
+        """Records from ``offset`` to the mapped end, damage inline, resynchronising.
+
+        A record that runs past the end of the mapped bytes is reported as truncated (and ends
+        the scan); the follower treats that as "not written yet" and retries after remapping.
+        ``since_index``: the offsets of the records since the last INDEX before ``offset``, if
+        the caller knows them (a scan from the first record knows: none), so that the next
+        INDEX is compared with the chain.
+        """
+        buf = self.buffer
+        end = len(buf)
         verify = self.verify
+        # offsets walked since the last INDEX record (unknown when starting mid-file)
+        if since_index is None and offset == FILE_HEADER_LEN:
+            since_index = []
         while offset < end:
-            if end - offset < RECORD_HEADER_LEN:
-                if RECORD_MAGIC.startswith(bytes(buf[offset : offset + 4])):
-                    yield self._err(
+            fields = self._header_at(offset)
+            if fields is None:
+                left = end - offset
+                head = bytes(buf[offset : offset + min(4, left)])
+                if left < RECORD_HEADER_LEN and RECORD_MAGIC.startswith(head):
+                    yield self._damage(
                         CaptureTruncatedError,
-                        f"file ends {end - offset} bytes into a {RECORD_HEADER_LEN}-byte "
-                        "record header",
+                        f"file ends {left} bytes into a {RECORD_HEADER_LEN}-byte record header",
                         offset,
                         index,
+                        end,
+                        range(index, index + 1),
                     )
-                else:
-                    yield self._err(CaptureCorruptError, "bad record magic", offset, index)
-                return
-            (
-                magic,
-                rtype,
-                _flags,
-                _res,
-                body_len,
-                stream_id,
-                rindex,
-                wall,
-                mono,
-                bcheck,
-                hcheck,
-            ) = unpack(buf, offset)
-            if magic != RECORD_MAGIC:
-                yield self._err(CaptureCorruptError, "bad record magic", offset, index)
-                return
-            if hcheck != _check(buf[offset : offset + RECORD_HEADER_LEN - 4]):
-                yield self._err(
-                    CaptureCorruptError, "record header checksum mismatch", offset, index
+                    return
+                reason = (
+                    "bad record magic"
+                    if head != RECORD_MAGIC
+                    else "record header checksum mismatch"
                 )
-                return
-            if rindex != index:
-                yield self._err(
+                nxt = self._find_header(offset + 1, index)
+                since_index = None
+                if nxt is None:
+                    yield self._damage(
+                        CaptureCorruptError,
+                        f"{reason}; no intact record follows ({end - offset} bytes lost)",
+                        offset,
+                        index,
+                        end,
+                        range(index, index + 1),
+                    )
+                    return
+                found = self._header_at(nxt)
+                nidx = max(index, found[6]) if found is not None else index
+                lost = f", records {index}..{nidx - 1} lost" if nidx > index else ""
+                yield self._damage(
                     CaptureCorruptError,
-                    f"record says it is number {rindex}, expected {index} "
-                    "(a record is missing or repeated)",
+                    f"{reason}; {nxt - offset} bytes skipped to the next record header at byte "
+                    f"offset {nxt}{lost}",
                     offset,
                     index,
+                    nxt,
+                    range(index, nidx),
                 )
-                return
+                offset, index = nxt, nidx
+                continue
+            _m, rtype, _f, _r, body_len, stream_id, rindex, wall, mono, bcheck, _h = fields
             body_start = offset + RECORD_HEADER_LEN
             body_end = body_start + body_len
+            if rindex != index:
+                reason = (
+                    f"record says it is number {rindex}, expected {index} "
+                    "(a record is missing or repeated)"
+                )
+                if rindex > index:
+                    yield self._damage(
+                        CaptureCorruptError, reason, offset, index, offset, range(index, rindex)
+                    )
+                    index = rindex
+                    since_index = None
+                else:
+                    yield self._damage(
+                        CaptureCorruptError, reason, offset, index, min(body_end, end), range(0)
+                    )
+                    if body_end > end:
+                        return
+                    offset = body_end
+                    since_index = None
+                    continue
             if body_end > end:
-                yield self._err(
+                yield self._damage(
                     CaptureTruncatedError,
                     f"file ends {end - body_start} bytes into a {body_len}-byte record body",
                     offset,
                     index,
+                    end,
+                    range(index, index + 1),
                 )
                 return
             body = buf[body_start:body_end]
-            if verify and bcheck != _check(body):
-                yield self._err(CaptureCorruptError, "record body checksum mismatch", offset, index)
-                return
+            kind: RecordType | None
             try:
                 kind = RecordType(rtype)
             except ValueError:
-                yield self._err(CaptureCorruptError, f"unknown record type {rtype}", offset, index)
-                return
-            yield CaptureRecord(index, offset, kind, stream_id, wall, mono, body_start, bytes(body))
+                kind = None
+            if since_index is not None and kind is not RecordType.INDEX:
+                since_index.append(offset)
+            if verify and bcheck != _check(body):
+                yield self._damage(
+                    CaptureCorruptError,
+                    "record body checksum mismatch",
+                    offset,
+                    index,
+                    body_end,
+                    range(index, index + 1),
+                    kind,
+                    stream_id,
+                )
+                if kind is RecordType.INDEX:
+                    since_index = []
+            elif kind is None:
+                yield self._damage(
+                    CaptureCorruptError,
+                    f"unknown record type {rtype}",
+                    offset,
+                    index,
+                    body_end,
+                    range(index, index + 1),
+                    None,
+                    stream_id,
+                )
+            elif kind is RecordType.INDEX:
+                listed = _index_offsets(body)
+                if since_index is not None and listed != since_index:
+                    yield self._damage(
+                        CaptureCorruptError,
+                        "INDEX record disagrees with the record chain",
+                        offset,
+                        index,
+                        body_end,
+                        range(0),
+                        kind,
+                        stream_id,
+                    )
+                    listed = None
+                since_index = []
+                if structural and listed is not None:
+                    yield CaptureRecord(
+                        index, offset, kind, stream_id, wall, mono, body_start, bytes(body)
+                    )
+            elif structural or kind not in STRUCTURAL:
+                yield CaptureRecord(
+                    index, offset, kind, stream_id, wall, mono, body_start, bytes(body)
+                )
+            del body
             offset = body_end
             index += 1
 
-    def records(self, *, strict: bool = True) -> Iterator[CaptureRecord]:
-        """Every intact record in order; then the damage, raised (``strict``) or kept."""
+    def items(self, *, structural: bool = False) -> Iterator[CaptureRecord | CaptureDamage]:
+        """Every intact record in order and every damaged stretch where it is (never raises
+        for damage); the damage reports are also collected in ``damages``."""
         self._remap()
         self.damage = None
-        err = self._check_file_header()
-        if err is None:
-            for item in self._scan(FILE_HEADER_LEN, 0):
-                if isinstance(item, CaptureError):
-                    err = item
-                    break
-                yield item
+        self.damages = []
+        err, fatal = self._check_file_header()
+        found: list[CaptureDamage] = []
         if err is not None:
+            item = CaptureDamage(err, len(self.buffer) if fatal else FILE_HEADER_LEN, range(0))
+            found.append(item)
+            self.damages.append(item)
             self.damage = err
-            if strict:
-                raise err
+            yield item
+            if fatal:
+                return
+        for rec in self._scan(FILE_HEADER_LEN, 0, structural=structural):
+            if isinstance(rec, CaptureDamage):
+                self.damages.append(rec)
+                if self.damage is None:
+                    self.damage = rec.error
+            yield rec
+
+    def records(
+        self, *, strict: bool = True, resync: bool = False, structural: bool = False
+    ) -> Iterator[CaptureRecord]:
+        """Every intact record in order.
+
+        Without ``resync`` reading ends at the first damage, which is raised (``strict``) or
+        kept in ``damage``; with ``resync`` it goes on past every damage (all reports in
+        ``damages``, the first in ``damage``) and never raises for damage.
+        """
+        for item in self.items(structural=structural):
+            if isinstance(item, CaptureDamage):
+                if resync:
+                    continue
+                if strict:
+                    raise item.error
+                return
+            yield item
 
     def follow(
         self,
@@ -642,23 +927,24 @@ class CaptureReader:
         while True:
             grew = self._remap()
             if not self._header_checked:
-                err = self._check_file_header()
+                err, _fatal = self._check_file_header()
                 if isinstance(err, CaptureCorruptError):
                     self.damage = err
                     raise err
                 pending = err
             if self._header_checked:
                 pending = None
-                for item in self._scan(offset, index):
-                    if isinstance(item, CaptureTruncatedError):
-                        pending = item
-                        break
-                    if isinstance(item, CaptureError):
-                        self.damage = item
-                        raise item
+                for item in self._scan(offset, index, structural=True):
+                    if isinstance(item, CaptureDamage):
+                        if item.truncated:
+                            pending = item.error
+                            break
+                        self.damage = item.error
+                        raise item.error
                     grew = True
-                    yield item
                     offset, index = item.end_offset, item.index + 1
+                    if item.type not in STRUCTURAL:
+                        yield item
             if grew:
                 idle_since = time.monotonic()
                 continue
@@ -672,3 +958,142 @@ class CaptureReader:
                     raise pending
                 return
             time.sleep(poll_seconds)
+
+
+def _index_offsets(body: Any) -> list[int] | None:
+    """The record offsets an INDEX body lists (None if the body is malformed)."""
+    if len(body) < _INDEX_HEAD.size:
+        return None
+    _first, _prev, count, _res = _INDEX_HEAD.unpack_from(body, 0)
+    if len(body) != _INDEX_HEAD.size + 8 * count:
+        return None
+    out: list[int] = np.frombuffer(body, dtype="<u8", offset=_INDEX_HEAD.size).tolist()
+    return out
+
+
+#: A record header as numpy reads it (``np.ndarray`` of these gathered at record offsets).
+HEADER_DTYPE: Final = np.dtype(
+    [
+        ("magic", "S4"),
+        ("type", "u1"),
+        ("flags", "u1"),
+        ("reserved", "<u2"),
+        ("body_len", "<u4"),
+        ("stream_id", "<u4"),
+        ("record_index", "<u8"),
+        ("recv_unix_ns", "<u8"),
+        ("recv_mono_ns", "<u8"),
+        ("body_check", "<u4"),
+        ("header_check", "<u4"),
+    ]
+)
+assert HEADER_DTYPE.itemsize == RECORD_HEADER_LEN
+
+
+@dataclass(frozen=True, slots=True)
+class IndexBlock:
+    """The records one INDEX covers: ``offsets`` (their headers, back to back from ``start`` to
+    ``index_offset``), numbered from ``first_index``; the INDEX itself is record
+    ``first_index + len(offsets)`` and ends at ``index_end``. ``block_check`` is the low 32 bits
+    of xxh3_64 of ``buf[start:index_offset]`` (None: an INDEX written without one)."""
+
+    first_index: int
+    start: int
+    index_offset: int
+    index_end: int
+    offsets: npt.NDArray[np.int64]
+    block_check: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureIndex:
+    """A closed capture's index: its blocks in file order and the TRAILER that ends the file."""
+
+    blocks: tuple[IndexBlock, ...]
+    trailer_offset: int
+    trailer_index: int
+
+
+def _verified_record(buf: Any, offset: int, rtype: RecordType) -> tuple[Any, ...] | None:
+    """The header fields and body of the record at ``offset`` if it is an intact ``rtype``."""
+    end = len(buf)
+    if offset < FILE_HEADER_LEN or end - offset < RECORD_HEADER_LEN:
+        return None
+    fields = _RECORD_HEADER.unpack_from(buf, offset)
+    if fields[0] != RECORD_MAGIC or fields[1] != rtype:
+        return None
+    if fields[-1] != _check(memoryview(buf)[offset : offset + RECORD_HEADER_LEN - 4]):
+        return None
+    body_start = offset + RECORD_HEADER_LEN
+    body_end = body_start + fields[4]
+    if body_end > end:
+        return None
+    body = bytes(buf[body_start:body_end])
+    if fields[9] != _check(body):
+        return None
+    return fields, body
+
+
+def read_index(buf: Any) -> CaptureIndex | None:
+    """The index of a closed capture (``buf``: the whole file), from its TRAILER through the
+    chain of INDEX records, each verified (header and body checksums, type, numbering, offsets
+    inside the file and increasing); None if the file has no TRAILER or anything in the chain
+    does not verify (then the file is walked record by record).
+
+    What it does not check is that the listed records are really where the INDEX says (their
+    headers, lengths and numbers): a reader gathers those headers and checks them against it.
+    """
+    size = len(buf)
+    if size < FILE_HEADER_LEN + TRAILER_LEN:
+        return None
+    trailer_offset = size - TRAILER_LEN
+    found = _verified_record(buf, trailer_offset, RecordType.TRAILER)
+    if found is None or len(found[1]) != _TRAILER_BODY.size:
+        return None
+    tfields, tbody = found
+    offset, magic = _TRAILER_BODY.unpack(tbody)
+    if magic != TRAILER_MAGIC:
+        return None
+    blocks: list[IndexBlock] = []
+    limit = trailer_offset
+    while True:
+        if not FILE_HEADER_LEN <= offset < limit:
+            return None
+        found = _verified_record(buf, offset, RecordType.INDEX)
+        if found is None or len(found[1]) < _INDEX_HEAD.size:
+            return None
+        fields, body = found
+        first, prev, count, check = _INDEX_HEAD.unpack_from(body, 0)
+        if len(body) != _INDEX_HEAD.size + 8 * count or fields[6] != first + count:
+            return None
+        listed = np.frombuffer(body, dtype="<u8", offset=_INDEX_HEAD.size).astype(np.int64)
+        start = int(listed[0]) if count else offset
+        if count and (
+            start < FILE_HEADER_LEN
+            or int(listed[-1]) >= offset
+            or (count > 1 and bool((np.diff(listed) <= 0).any()))
+        ):
+            return None
+        has_check = bool(fields[2] & INDEX_FLAG_BLOCK_CHECK)
+        blocks.append(
+            IndexBlock(
+                first,
+                start,
+                offset,
+                offset + RECORD_HEADER_LEN + len(body),
+                listed,
+                check if has_check else None,
+            )
+        )
+        if prev == 0:
+            break
+        limit, offset = start, prev
+    blocks.reverse()
+    at, number = FILE_HEADER_LEN, 0
+    for b in blocks:
+        if b.start != at or b.first_index != number:
+            return None
+        at, number = b.index_end, b.first_index + len(b.offsets) + 1
+    if at != trailer_offset or tfields[6] != number:
+        return None
+    return CaptureIndex(tuple(blocks), trailer_offset, number)

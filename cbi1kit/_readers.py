@@ -18,13 +18,14 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from cbi1kit._capture import (
     FILE_MAGIC,
+    CaptureDamage,
     CaptureError,
     CaptureReader,
     RecordType,
@@ -43,6 +44,7 @@ from cbi1kit.errors import Cbi1kitError
 
 __all__ = [
     "SUBSCRIBE_KV_POOL_METHOD",
+    "FrameDamage",
     "FrameRecord",
     "FrameSourceError",
     "FrameSourceTruncatedError",
@@ -50,6 +52,7 @@ __all__ = [
     "read_cbi1_files",
     "read_frames",
     "read_grpcurl_json",
+    "write_grpcurl_json",
 ]
 
 SUBSCRIBE_KV_POOL_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
@@ -127,28 +130,77 @@ class FrameRecord:
         return self.raw if self.update is None else bytes(self.update.payload)
 
 
+@dataclass(frozen=True, slots=True)
+class FrameDamage:
+    """Capture damage met between frames (``read_capture(..., damage="report")``).
+
+    ``index`` is the frame index the damage sits at; ``frames`` how many frame indexes it
+    uses up, so that later frames keep the numbers they have in the undamaged capture: 1 for a
+    MESSAGE record of a frame stream whose header was intact but whose body is damaged (exact),
+    the number of capture records lost (``damage.skipped``) for a damaged header while a frame
+    stream is open (an estimate: those records are assumed to be its messages), else 0.
+    ``error`` is the capture's own error (capture record index and byte offset).
+    """
+
+    index: int
+    frames: int
+    error: CaptureError
+    damage: CaptureDamage
+
+    @property
+    def consumed(self) -> bool:
+        return self.frames > 0
+
+    @property
+    def source_offset(self) -> int:
+        return self.error.offset
+
+
 # ------------------------------------------------------------------------------------ captures
 
 
 def read_capture(
-    path: str | os.PathLike[str], *, methods: Iterable[str] = (SUBSCRIBE_KV_POOL_METHOD,)
-) -> Iterator[FrameRecord]:
+    path: str | os.PathLike[str],
+    *,
+    methods: Iterable[str] = (SUBSCRIBE_KV_POOL_METHOD,),
+    damage: Literal["raise", "report"] = "raise",
+) -> Iterator[Any]:
     """``FilterUpdate`` messages of the capture's ``SubscribeKvPool`` streams, in file order.
 
-    Catalog and other streams are skipped (their method is in the stream-open record). Capture
-    damage is re-raised as the capture's own error (offset and record index of the capture
-    record) after every intact frame has been yielded.
+    Catalog and other streams are skipped (their method is in the stream-open record). With
+    ``damage="raise"`` capture damage is re-raised as the capture's own error (offset and
+    record index of the capture record) after every intact frame before it has been yielded;
+    with ``damage="report"`` each damaged stretch is yielded inline as a :class:`FrameDamage`
+    and reading goes on with the next intact record (so the iterator yields
+    ``FrameRecord | FrameDamage``).
     """
     source = str(path)
     wanted = set(methods)
     frame_streams: set[int] = set()
+    open_streams: set[int] = set()
     index = 0
+    report = damage == "report"
     with CaptureReader(path) as reader:
         try:
-            for rec in reader.records():
+            for rec in reader.items():
+                if isinstance(rec, CaptureDamage):
+                    if not report:
+                        raise rec.error
+                    if rec.record_type is not None:
+                        frames = int(
+                            rec.record_type is RecordType.MESSAGE and rec.stream_id in open_streams
+                        )
+                    else:
+                        frames = len(rec.skipped) if open_streams and not rec.truncated else 0
+                    yield FrameDamage(index, frames, rec.error, rec)
+                    index += frames
+                    continue
+                if rec.type is RecordType.STREAM_CLOSE:
+                    open_streams.discard(rec.stream_id)
                 if rec.type is RecordType.STREAM_OPEN:
                     if decode_stream_open(rec.body).method in wanted:
                         frame_streams.add(rec.stream_id)
+                        open_streams.add(rec.stream_id)
                 elif rec.type is RecordType.MESSAGE and rec.stream_id in frame_streams:
                     try:
                         update = pb.FilterUpdate.FromString(rec.body)
@@ -224,6 +276,28 @@ def _iter_json_objects(data: str, source: str) -> Iterator[tuple[int, dict[str, 
         yield pos, obj
         pos = end
         index += 1
+
+
+def write_grpcurl_json(records: Iterable[FrameRecord], path: str | os.PathLike[str]) -> int:
+    """Write ``FilterUpdate`` records as ``grpcurl`` prints them (pretty proto3 JSON objects).
+
+    Useful to hand a stream to tools that speak JSON, and to show what ``read_grpcurl_json``
+    accepts. Bare CBI1 records (no envelope) cannot be written. Returns the records written.
+    """
+    count = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for record in records:
+            if record.update is None:
+                raise FrameSourceError(
+                    "a bare CBI1 frame has no FilterUpdate envelope to write as JSON",
+                    source=record.source,
+                    offset=record.source_offset,
+                    record_index=record.index,
+                )
+            out.write(json_format.MessageToJson(record.update, indent=2))
+            out.write("\n")
+            count += 1
+    return count
 
 
 def read_grpcurl_json(
@@ -353,12 +427,18 @@ def read_cbi1_files(
 # --------------------------------------------------------------------------------- dispatcher
 
 
-def read_frames(path: str | os.PathLike[str]) -> Iterator[FrameRecord]:
-    """Pick the reader from the file's first bytes: kvrcap magic, CBI1/CKF1 magic, or JSON."""
+def read_frames(
+    path: str | os.PathLike[str], *, damage: Literal["raise", "report"] = "raise"
+) -> Iterator[Any]:
+    """Pick the reader from the file's first bytes: kvrcap magic, CBI1/CKF1 magic, or JSON.
+
+    ``damage="report"`` makes a capture's damage :class:`FrameDamage` items inline (other
+    sources still raise at their first damage).
+    """
     with open(path, "rb") as f:
         head = f.read(16)
     if head.startswith(FILE_MAGIC[:6]):
-        return read_capture(path)
+        return read_capture(path, damage=damage)
     if head[:4] in (MAGIC, LEGACY_MAGIC):
         return read_cbi1_files(path)
     if head.lstrip()[:1] in (b"{", b""):

@@ -15,6 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from cbi1kit._format import (
+    FINGERPRINT_BITS,
+    FORMAT_VERSION,
+    MAX_BUCKET_COUNT,
+    SLOTS_PER_BUCKET,
+    U64_MAX,
+)
 from cbi1kit._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
@@ -77,12 +84,12 @@ __all__ = [
 RELAY_CONTRACT_MARKER: Final = 0x4B565231  # "KVR1"
 RELAY_PROTOCOL_VERSION: Final = 1
 POOL_IDENTITY_VERSION: Final = 1
-MAX_BUCKET_COUNT: Final = 1 << 24
 DIGEST_LEN: Final = 16
-CKF_FORMAT_VERSION: Final = 1
-CKF_FINGERPRINT_BITS: Final = 16
-CKF_SLOTS_PER_BUCKET: Final = 4
-_U64_MAX: Final = (1 << 64) - 1
+# The CKF format the relay carries is CBI1's: one set of constants, in _format.
+CKF_FORMAT_VERSION: Final = FORMAT_VERSION
+CKF_FINGERPRINT_BITS: Final = FINGERPRINT_BITS
+CKF_SLOTS_PER_BUCKET: Final = SLOTS_PER_BUCKET
+_U64_MAX: Final = U64_MAX
 _SOURCES: Final = frozenset(s.proto_value for s in IdentitySource)
 
 

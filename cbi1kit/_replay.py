@@ -43,7 +43,7 @@ from cbi1kit._ckf_producer import DcCkfDelta, DcCkfSnapshot
 from cbi1kit._format import FilterFormat
 from cbi1kit._identity import ConsumerInstanceId, DcCkfFormatIdentity, LaneLease
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._readers import FrameRecord, read_frames
+from cbi1kit._readers import FrameDamage, FrameRecord, read_frames
 from cbi1kit._relay import check_filter_update
 from cbi1kit._wire import Delta, SnapshotChunk, decode, peek_format
 from cbi1kit.errors import Cbi1kitError
@@ -315,6 +315,26 @@ class Replayer:
             )
         )
 
+    def feed_damage(self, damage: FrameDamage) -> ReplayEvent:
+        """Capture damage met between frames: a violation at the frame index it sits at; a
+        damaged frame (``consumed``) uses up its index, and replay goes on with the next."""
+        err = damage.error
+        event = self._emit(
+            Violation(
+                damage.index,
+                EventKind.VIOLATION,
+                None,
+                f"{type(err).__name__}: {err}",
+                None,
+                self._stream or 0,
+                err.offset,
+                "SourceDamaged",
+            )
+        )
+        if damage.frames:
+            self.records = max(self.records, damage.index + damage.frames)
+        return event
+
     def _feed_update(self, rec: _Rec, update: pb.FilterUpdate) -> ReplayEvent:
         err = check_filter_update(update)
         if err is not None:
@@ -577,20 +597,22 @@ def _bare_chunk_index(raw: bytes) -> int | None:
     return int.from_bytes(raw[48:52], "little")
 
 
-def _records(source: Any) -> Iterator[FrameRecord | pb.FilterUpdate]:
+def _records(source: Any) -> Iterator[FrameRecord | FrameDamage | pb.FilterUpdate]:
     if isinstance(source, (str, os.PathLike)):
-        return iter(read_frames(source))
+        return iter(read_frames(source, damage="report"))
     return iter(source)
 
 
 def replay(
-    records: Iterable[FrameRecord | pb.FilterUpdate] | str | os.PathLike[str],
+    records: Iterable[FrameRecord | FrameDamage | pb.FilterUpdate] | str | os.PathLike[str],
     *,
     expected_format: Any = None,
     keep_history: bool = True,
 ) -> ReplayReport:
     """Replay a whole stream (records, ``FilterUpdate`` messages, or a path for
-    ``read_frames``); the source's own damage becomes the last event, a violation."""
+    ``read_frames``). Capture damage (``FrameDamage`` items; a capture path is read with
+    ``damage="report"``) is a violation at its frame index and replay goes on after it; a
+    reader's exception (other sources) becomes the last event, a violation."""
     player = Replayer(expected_format=expected_format, keep_history=keep_history)
     try:
         it = _records(records)
@@ -605,5 +627,8 @@ def replay(
         except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:
             player.feed_error(exc)
             break
-        player.feed(record)
+        if isinstance(record, FrameDamage):
+            player.feed_damage(record)
+        else:
+            player.feed(record)
     return player.report()

@@ -47,7 +47,7 @@ from cbi1kit._capture import (
 )
 from cbi1kit._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._readers import SUBSCRIBE_KV_POOL_METHOD, FrameRecord, read_frames
+from cbi1kit._readers import SUBSCRIBE_KV_POOL_METHOD, FrameDamage, FrameRecord, read_frames
 from cbi1kit._relay import RelayWireError, validate_producer_identity
 from cbi1kit._replay import Replayer
 from cbi1kit.errors import Cbi1kitError
@@ -960,9 +960,14 @@ def _replay_batches(
     )
     try:
         it: Iterator[Any] = iter(
-            read_frames(source) if isinstance(source, (str, os.PathLike)) else source
+            read_frames(source, damage="report")
+            if isinstance(source, (str, os.PathLike))
+            else source
         )
         for rec in it:
+            if isinstance(rec, FrameDamage):
+                player.feed_damage(rec)
+                continue
             player.feed(rec)
             if c.image_rows >= flush_rows:
                 yield c.images_df(), None

@@ -1,17 +1,22 @@
 """The ``cbi1kit`` command line: one entry point, one subcommand per job.
 
 Exit codes: 0 success; 1 the input was read but is invalid (a frame with problems, a stream with
-violations); 2 usage errors (argparse); 3 the input could not be read at all. Errors are one line
-on stderr.
+violations, a damaged capture); 2 usage errors (argparse, bad knobs, an output that exists); 3 the
+input could not be read at all (missing, not a capture or trace). Errors are one line on stderr;
+long work shows a progress bar on stderr when it is a terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from cbi1kit._cli_relay import register as register_relay
 from cbi1kit._format import FilterFormat
 from cbi1kit._inspect import inspect
 from cbi1kit._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
@@ -60,10 +65,23 @@ def _expected_format(args: argparse.Namespace) -> FilterFormat | None:
         raise CliError(str(exc), EXIT_USAGE) from None
 
 
+def _is_capture(path: Path) -> bool:
+    from cbi1kit._capture import FILE_MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     fmt = _expected_format(args)
     worst = EXIT_OK
     for path in args.files:
+        if _is_capture(path):
+            worst = max(worst, _inspect_capture(path, fmt, args))
+            continue
         report = inspect(_read(path), fmt)
         print(f"== {path}")
         print(report.hexdump(head=args.head, tail=args.tail))
@@ -94,36 +112,610 @@ def cmd_layout(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------ progress bars
+
+
+@contextmanager
+def _progress(
+    description: str, total: int | None, enabled: bool = True
+) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr (only on a terminal); yields ``advance(n)``."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda n: None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _counted(records: Any, advance: Callable[[int], None]) -> Iterator[Any]:
+    for rec in records:
+        advance(1)
+        yield rec
+
+
+def _replay(path: Path, fmt: FilterFormat | None, progress: bool) -> Any:
+    """Replay any frame source; unreadable sources raise CliError (exit 3)."""
+    from cbi1kit._readers import FrameSourceError, read_frames
+    from cbi1kit._replay import replay
+
+    if not path.exists():
+        raise CliError(f"cannot read {path}: No such file or directory")
+    try:
+        records = read_frames(path)
+    except (OSError, FrameSourceError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+    with _progress(f"replay {path.name}", None, progress) as advance:
+        return replay(_counted(records, advance), expected_format=fmt)
+
+
+def _violation_lines(report: Any, limit: int) -> list[str]:
+    out = []
+    for v in report.violations[:limit]:
+        seq = "" if v.sequence is None else f" sequence {v.sequence}"
+        out.append(f"  - record {v.record_index} (stream {v.stream_id}){seq}: {v.rule}: {v.reason}")
+    more = len(report.violations) - limit
+    if more > 0:
+        out.append(f"  … {more} more")
+    return out
+
+
+def _print_replay_summary(report: Any, limit: int) -> None:
+    counts = report.counts()
+    print(f"records: {report.records}")
+    print(_table(sorted(counts.items()), ("event", "count")))
+    spans = ", ".join(f"{a}..={b}" for a, b in report.sequence_ranges) or "none"
+    print(f"snapshot sessions (sequence ranges): {spans}")
+    print(f"final sequence: {report.final_sequence}")
+    if report.ok:
+        print("valid: no violations")
+    else:
+        print(f"{len(report.violations)} violation(s):")
+        for line in _violation_lines(report, limit):
+            print(line)
+
+
+# -------------------------------------------------------------------------- inspect (capture)
+
+
+def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namespace) -> int:
+    from google.protobuf.message import DecodeError
+
+    from cbi1kit._capture import (
+        CaptureError,
+        CaptureReader,
+        RecordType,
+        decode_stream_close,
+        decode_stream_open,
+    )
+    from cbi1kit._proto import kvrelay_v1_pb2 as pb
+
+    kinds = {1: "SNAPSHOT_CHUNK", 2: "DELTA", 3: "HEARTBEAT"}
+    print(f"== {path} (kvrcap capture)")
+    by_type: dict[str, int] = {}
+    streams: dict[int, list[object]] = {}
+    messages: list[tuple[object, ...]] = []
+    payloads: list[bytes] = []
+    try:
+        reader = CaptureReader(path)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with reader:
+        for rec in reader.records(strict=False):
+            by_type[rec.type.name] = by_type.get(rec.type.name, 0) + 1
+            if rec.type is RecordType.STREAM_OPEN:
+                streams[rec.stream_id] = [
+                    rec.stream_id,
+                    decode_stream_open(rec.body).method,
+                    0,
+                    "open",
+                    "",
+                ]
+            elif rec.type is RecordType.STREAM_CLOSE and rec.stream_id in streams:
+                close = decode_stream_close(rec.body)
+                streams[rec.stream_id][3] = close.status_name
+                streams[rec.stream_id][4] = close.error_reason or close.local_reason or ""
+            elif rec.type is RecordType.MESSAGE:
+                if rec.stream_id in streams:
+                    row = streams[rec.stream_id]
+                    row[2] = int(str(row[2])) + 1
+                try:
+                    up = pb.FilterUpdate.FromString(rec.body)
+                except DecodeError:
+                    continue
+                payloads.append(bytes(up.payload))
+                messages.append(
+                    (
+                        len(messages),
+                        rec.index,
+                        rec.offset,
+                        rec.stream_id,
+                        kinds.get(up.kind, f"kind {up.kind}"),
+                        f"{up.base_sequence}→{up.sequence}",
+                        len(up.payload),
+                        up.send_ts_us,
+                    )
+                )
+        damage: CaptureError | None = reader.damage
+        size = path.stat().st_size
+        print(
+            _table(
+                [
+                    ("magic", "KVRCAP\\r\\n"),
+                    ("size", f"{size} bytes"),
+                    ("created_unix_ns", reader.created_unix_ns),
+                    ("records", sum(by_type.values())),
+                    *((f"records.{k}", v) for k, v in sorted(by_type.items())),
+                    ("damage", "none" if damage is None else str(damage)),
+                ],
+                ("field", "value"),
+            )
+        )
+    print()
+    print(_table(list(streams.values()), ("stream", "method", "messages", "status", "reason")))
+    print()
+    shown = messages[: args.rows]
+    print(
+        _table(
+            shown,
+            ("frame", "record", "offset", "stream", "kind", "base→seq", "payload", "send_ts_us"),
+        )
+    )
+    if len(messages) > len(shown):
+        print(f"… {len(messages) - len(shown)} more frames (--rows)")
+    if payloads:
+        k = (
+            args.frame
+            if args.frame is not None
+            else next((i for i, m in enumerate(messages) if m[4] == "DELTA"), 0)
+        )
+        if not 0 <= k < len(payloads):
+            raise CliError(f"--frame {k} is outside 0..{len(payloads) - 1}", EXIT_USAGE)
+        print(f"\n-- frame {k}: annotated CBI1 payload ({messages[k][4]})")
+        if payloads[k]:
+            ins = inspect(payloads[k], fmt)
+            print(ins.hexdump(head=args.head, tail=args.tail))
+        else:
+            print("(empty payload: a heartbeat)")
+    print("\n-- validation (replay with the consumer's rules)")
+    report = _replay(path, fmt, not args.no_progress)
+    _print_replay_summary(report, args.max_violations)
+    return EXIT_OK if report.ok and damage is None else EXIT_INVALID
+
+
+# ---------------------------------------------------------------------------------- simulate
+
+_SIM_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
+    ("--dcs", "dcs", int, "DC pools, one CKF lane each (1..16)"),
+    ("--workers", "workers_per_dc", int, "workers per DC"),
+    ("--dp-ranks", "dp_ranks", int, "data-parallel ranks per worker"),
+    ("--capacity", "capacity_blocks", int, "KV blocks per (worker, dp_rank), LRU evicted"),
+    ("--seed", "seed", int, "simulator seed (random routing, engine ids)"),
+    ("--overlap-weight", "overlap_weight", float, "router cost weight of blocks to prefill"),
+    ("--decode-ms-per-token", "decode_ms_per_token", float, "in-flight time per output token"),
+    ("--clear-every-ms", "clear_every_ms", int, "restart one worker (Cleared) every N ms"),
+    ("--publish-delay-ms", "publish_delay_ms", int, "drain a pending window after N ms"),
+    ("--expected-blocks", "expected_blocks_per_dc", _u64, "CkfConfig.expected_blocks_per_dc"),
+    ("--ckf-seed", "ckf_seed", _u64, "CkfConfig.seed (addressing and RNG)"),
+    ("--max-kicks", "max_kicks", int, "CkfConfig.max_kicks (1..4096)"),
+    ("--verification-window", "verification_window", int, "CkfConfig verification window"),
+    ("--publish-every", "publish_every_n_events", int, "CkfConfig.publish_every_n_events"),
+    ("--producer-incarnation", "producer_incarnation", _u64, "ProducerIdentity incarnation"),
+    ("--layout-generation", "layout_generation", _u64, "ProducerIdentity layout generation"),
+)
+_RELAY_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
+    ("--heartbeat-ms", "heartbeat_interval_ms", int, "heartbeat interval on the simulated clock"),
+    ("--max-delta-images", "max_delta_images", int, "a bigger delta forces a fresh snapshot"),
+    ("--resubscribe-every-ms", "resubscribe_every_ms", int, "force a resubscription every N ms"),
+    ("--epoch-unix-ns", "epoch_unix_ns", int, "wall clock at simulated time 0"),
+)
+
+
+def _sim_config(args: argparse.Namespace) -> Any:
+    import dataclasses
+
+    from cbi1kit._simrelay import SimRelayConfig, sample_config
+
+    base = sample_config() if args.sample else SimRelayConfig()
+    sim_kw = {f: getattr(args, f) for _, f, _, _ in _SIM_KNOBS if getattr(args, f) is not None}
+    if args.policy is not None:
+        sim_kw["policy"] = args.policy
+    relay_kw: dict[str, Any] = {
+        f: getattr(args, f) for _, f, _, _ in _RELAY_KNOBS if getattr(args, f) is not None
+    }
+    if args.record_dc is not None:
+        relay_kw["record_dc"] = args.record_dc
+    try:
+        return SimRelayConfig(
+            dataclasses.replace(base.simulator, **sim_kw),
+            dataclasses.replace(base.relay, **relay_kw),
+        )
+    except (Cbi1kitError, ValueError) as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def _run_simulation(
+    trace: Path, out: Path, config: Any, *, limit: int | None, force: bool, progress: bool
+) -> Any:
+    from cbi1kit._simrelay import simulate_capture
+    from cbi1kit._workload import WorkloadError, read_mooncake
+
+    if out.exists() and not force:
+        raise CliError(f"{out} exists (use --force to overwrite)", EXIT_USAGE)
+    if not trace.exists():
+        raise CliError(f"cannot read {trace}: No such file or directory")
+    try:
+        workload = read_mooncake(trace, limit=limit)
+    except WorkloadError as exc:
+        code = EXIT_UNREADABLE if exc.line is None else EXIT_INVALID
+        raise CliError(str(exc), code) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _progress(f"simulate {trace.name}", len(workload), progress) as advance:
+        return simulate_capture(workload, out, config, overwrite=force, progress=advance)
+
+
+def _print_sim(result: Any) -> None:
+    sim = result.simulation
+    print(
+        _table(
+            [
+                ("requests", sim.requests),
+                ("events (stored/removed/cleared)", "/".join(map(str, sim.events.values()))),
+                ("event errors", sim.event_errors or "none"),
+                ("hit rate", f"{sim.hit_rate:.4f}"),
+                ("requests per DC", sim.requests_per_dc),
+                ("deltas per DC", sim.deltas),
+                ("load factor per DC", [round(a, 4) for a in sim.load_factors]),
+                ("capacity failures per DC", sim.capacity_failures),
+                ("simulated time", f"{(sim.end_ms - sim.start_ms) / 1000:.1f} s"),
+                ("wall time", f"{sim.wall_seconds:.2f} s"),
+                ("capture", f"{result.path} ({result.capture_bytes} bytes)"),
+                ("messages", result.messages),
+                (
+                    "snapshot frames / delta frames",
+                    f"{result.snapshot_frames} / {result.delta_frames}",
+                ),
+                ("heartbeats", result.heartbeats),
+                (
+                    "streams (forced snapshots, resubscriptions)",
+                    f"{result.streams} ({result.forced_snapshots}, {result.resubscriptions})",
+                ),
+                ("final sequence per recorded DC", result.final_sequence),
+            ]
+            + (
+                [
+                    ("absent probes", sim.absent_probes),
+                    (
+                        "false positives (expected 8α/65534)",
+                        f"{sim.false_positives} ({sim.expected_false_positives:.1f})",
+                    ),
+                    (
+                        "measured / estimated FPR",
+                        f"{sim.measured_fpr:.3e} / {sim.estimated_fpr:.3e}",
+                    ),
+                ]
+                if sim.absent_probes
+                else []
+            ),
+            ("figure", "value"),
+        )
+    )
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    config = _sim_config(args)
+    result = _run_simulation(
+        args.trace,
+        args.output,
+        config,
+        limit=args.limit,
+        force=args.force,
+        progress=not args.no_progress,
+    )
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        _print_sim(result)
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------------- replay etc.
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    fmt = _expected_format(args)
+    report = _replay(args.capture, fmt, not args.no_progress)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "records": report.records,
+                    "counts": report.counts(),
+                    "sequence_ranges": report.sequence_ranges,
+                    "final_sequence": report.final_sequence,
+                    "ok": report.ok,
+                    "violations": [
+                        {
+                            "record_index": v.record_index,
+                            "stream_id": v.stream_id,
+                            "sequence": v.sequence,
+                            "rule": v.rule,
+                            "reason": v.reason,
+                        }
+                        for v in report.violations
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"== {args.capture}")
+        _print_replay_summary(report, args.max_violations)
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        from cbi1kit._tables import export_parquet
+    except ImportError:  # pragma: no cover - _tables is part of the package
+        raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
+    from cbi1kit._readers import FrameSourceError, read_frames
+
+    if not args.capture.exists():
+        raise CliError(f"cannot read {args.capture}: No such file or directory")
+    try:
+        read_frames(args.capture)  # recognises the source (or says what it is not)
+    except (OSError, FrameSourceError) as exc:
+        raise CliError(f"cannot read {args.capture}: {exc}") from None
+    args.output.mkdir(parents=True, exist_ok=True)
+    with _progress(f"export {args.capture.name}", None, not args.no_progress):
+        written = export_parquet(args.capture, args.output)
+    for name, where in written.items():
+        print(f"{name}: {where}")
+    if _is_capture(args.capture):
+        from cbi1kit._capture import CaptureReader
+
+        with CaptureReader(args.capture) as reader:
+            for _ in reader.records(strict=False):
+                pass
+            if reader.damage is not None:
+                raise CliError(f"tables hold the intact part only: {reader.damage}", EXIT_INVALID)
+    return EXIT_OK
+
+
+def _lane_format(path: Path) -> FilterFormat:
+    from cbi1kit._readers import read_frames
+    from cbi1kit._wire import peek_format
+
+    for rec in read_frames(path):
+        if rec.payload:
+            return peek_format(rec.payload)
+    raise CliError(f"{path} holds no CBI1 frame", EXIT_INVALID)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from cbi1kit._ckf_addressing import CkfAddressing
+    from cbi1kit._ckf_stats import lane_stats
+    from cbi1kit._replay import SequenceNotReplayedError
+
+    fmt = _expected_format(args)
+    report = _replay(args.capture, fmt, not args.no_progress)
+    if report.final_lane is None:
+        raise CliError(f"{args.capture}: no snapshot was ever installed", EXIT_INVALID)
+    lane_fmt = fmt or _lane_format(args.capture)
+    if args.at is None:
+        sequence, words = report.final_sequence, report.final_lane
+    else:
+        try:
+            sequence, words = args.at, report.lane_at(args.at)
+        except SequenceNotReplayedError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+    stats = lane_stats(
+        words,
+        addressing=CkfAddressing(lane_fmt.bucket_count, lane_fmt.seed),
+        fpr_probes=args.fpr_probes,
+        seed=args.probe_seed,
+    )
+    figures = {
+        "sequence": sequence,
+        "seed": f"0x{lane_fmt.seed:016x}",
+        **{k: v for k, v in stats.as_dict().items() if v is not None},
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        print(f"== {args.capture} at sequence {sequence}")
+        print(_table(list(figures.items()), ("stat", "value")))
+        if not report.ok:
+            print(
+                f"note: the stream has {len(report.violations)} violation(s); see `cbi1kit replay`"
+            )
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    frames = sorted(args.data.glob("*.cbi1"))
-    if not frames:
-        raise CliError(f"no .cbi1 sample frames under {args.data}")
-    print("cbi1kit demo: the bundled sample frames, decoded and laid out byte by byte\n")
-    ns = argparse.Namespace(files=frames, seed=None, buckets=None, head=6, tail=2)
-    return cmd_inspect(ns)
+    from cbi1kit._simrelay import sample_config
+
+    data: Path = args.data
+    capture = data / "sample.kvrcap"
+    trace = data / "mooncake" / "conversation_trace.jsonl"
+    print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
+    if capture.exists() and not args.resimulate:
+        print(
+            f"1. simulate: reusing {capture} ({capture.stat().st_size} bytes;"
+            " `make sample` rebuilds it)"
+        )
+    else:
+        print(f"1. simulate: {trace} → {capture}")
+        result = _run_simulation(
+            trace, capture, sample_config(), limit=None, force=True, progress=not args.no_progress
+        )
+        _print_sim(result)
+    print(f"\n2. replay {capture} with the consumer's rules")
+    report = _replay(capture, None, not args.no_progress)
+    _print_replay_summary(report, 10)
+    print("\n3. summary: the replayed lane at its final sequence")
+    if report.final_lane is not None:
+        from cbi1kit._ckf_addressing import CkfAddressing
+        from cbi1kit._ckf_stats import lane_stats
+
+        fmt = _lane_format(capture)
+        stats = lane_stats(
+            report.final_lane,
+            addressing=CkfAddressing(fmt.bucket_count, fmt.seed),
+            fpr_probes=200_000,
+        )
+        print(
+            _table(
+                [
+                    ("buckets", stats.buckets),
+                    ("occupied slots", stats.occupied_slots),
+                    ("load factor α", f"{stats.load_factor:.4f}"),
+                    ("estimated FPR 8α/65534", f"{stats.estimated_fpr:.3e}"),
+                    ("measured FPR (200k random probes)", f"{stats.measured_fpr:.3e}"),
+                    ("lane size", f"{stats.size_bytes} bytes"),
+                ],
+                ("figure", "value"),
+            )
+        )
+    print("\nnext: cbi1kit inspect / stats / export on", capture)
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
+# ------------------------------------------------------------------------------------- parser
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from cbi1kit._simulator import POLICIES
+
     parser = argparse.ArgumentParser(
         prog="cbi1kit",
         description="See inside NVIDIA Dynamo's KV-cache filter stream (CBI1 frames).",
+        epilog="exit codes: 0 ok, 1 invalid input, 2 usage error, 3 unreadable input",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("inspect", help="annotated hexdump and every problem of CBI1 frame files")
-    p.add_argument("files", nargs="+", type=Path, help="bare CBI1 frame files")
-    p.add_argument("--seed", type=_u64, help="expected CKF seed (checks the format)")
-    p.add_argument("--buckets", type=_u64, help="expected bucket count (with --seed)")
+    def fmt_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--seed", type=_u64, help="expected CKF seed (checks the format)")
+        p.add_argument("--buckets", type=_u64, help="expected bucket count (with --seed)")
+
+    def quiet(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    p = sub.add_parser(
+        "simulate",
+        help="trace → capture: simulate workers, CKF producers and a relay",
+        description="Run a Mooncake trace through simulated DC pools (LRU KV caches, a router, "
+        "CKF producers) and record the relay stream of the chosen DCs into a kvrcap capture.",
+    )
+    p.add_argument("trace", type=Path, help="Mooncake JSONL trace")
+    p.add_argument("-o", "--output", type=Path, required=True, help="capture file to write")
+    p.add_argument("--limit", type=int, help="only the first N requests")
+    p.add_argument("--force", action="store_true", help="overwrite an existing capture")
+    p.add_argument("--sample", action="store_true", help="start from the bundled sample's knobs")
+    p.add_argument("--policy", choices=POLICIES, help="routing policy (default exact)")
+    for flag, dest, typ, text in _SIM_KNOBS + _RELAY_KNOBS:
+        p.add_argument(flag, dest=dest, type=typ, help=text)
+    p.add_argument("--record-dc", type=int, help="the DC whose pool stream is recorded")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    quiet(p)
+    p.set_defaults(handler=cmd_simulate)
+
+    p = sub.add_parser(
+        "inspect",
+        help="frame files or a capture: header table, annotated hexdump, validation summary",
+        description="Bare CBI1 frames: every field with its offset and every problem. A kvrcap "
+        "capture: its header and streams, a frame table, one frame's annotated hexdump and a "
+        "replay summary.",
+    )
+    p.add_argument("files", nargs="+", type=Path, help="bare CBI1 frame files or kvrcap captures")
+    fmt_args(p)
     p.add_argument("--head", type=int, default=8, help="body rows shown before the gap")
     p.add_argument("--tail", type=int, default=4, help="body rows shown after the gap")
+    p.add_argument("--rows", type=int, default=20, help="capture: frames listed in the table")
+    p.add_argument("--frame", type=int, help="capture: frame to hexdump (default: first delta)")
+    p.add_argument("--max-violations", type=int, default=20, help="violations listed")
+    quiet(p)
     p.set_defaults(handler=cmd_inspect)
+
+    p = sub.add_parser(
+        "replay",
+        help="capture → validation report with the consumer's rules",
+        description="Replay a capture (or grpcurl JSON, or bare frames) with the Global View "
+        "consumer's rules; exit 1 if any rule is broken or the source is damaged.",
+    )
+    p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
+    fmt_args(p)
+    p.add_argument("--max-violations", type=int, default=20, help="violations listed")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    quiet(p)
+    p.set_defaults(handler=cmd_replay)
+
+    p = sub.add_parser(
+        "export",
+        help="capture → Parquet tables (frames, images, snapshots, occupancy)",
+        description="Write the capture's tables as Parquet files into a directory.",
+    )
+    p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
+    p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    quiet(p)
+    p.set_defaults(handler=cmd_export)
+
+    p = sub.add_parser(
+        "stats",
+        help="filter stats (load, FPR, ...) of the replayed lane at the end or at a sequence",
+        description="Replay, then report CF.INFO-style figures of the lane.",
+    )
+    p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
+    p.add_argument("--at", type=_u64, help="the lane right after this sequence")
+    p.add_argument("--fpr-probes", type=int, default=100_000, help="random probes for FPR")
+    p.add_argument("--probe-seed", type=int, default=0, help="seed of the FPR probes")
+    fmt_args(p)
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    quiet(p)
+    p.set_defaults(handler=cmd_stats)
+
+    register_relay(sub)  # record, serve
 
     p = sub.add_parser("layout", help="the CBI1 byte layout, from the layout tables")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.set_defaults(handler=cmd_layout)
 
-    p = sub.add_parser("demo", help="the main job on the bundled data")
-    p.add_argument("--data", type=Path, default=Path("data/frames"), help="sample frames folder")
+    p = sub.add_parser(
+        "demo",
+        help="simulate (or reuse) the sample → replay → summary, on the bundled data",
+    )
+    p.add_argument("--data", type=Path, default=Path("data"), help="bundled data folder")
+    p.add_argument("--resimulate", action="store_true", help="simulate even if the sample exists")
+    quiet(p)
     p.set_defaults(handler=cmd_demo)
     return parser
 
@@ -142,3 +734,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:
+        print(f"cbi1kit {args.command}: error: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNREADABLE

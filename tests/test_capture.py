@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 
 from cbi1kit._capture import (
     FILE_HEADER_LEN,
+    FILE_MAGIC,
     RECORD_HEADER_LEN,
+    STRUCTURAL,
     CaptureCorruptError,
+    CaptureDamage,
     CaptureReader,
     CaptureRecord,
     CaptureTruncatedError,
@@ -35,10 +38,13 @@ def _clock() -> tuple[int, int]:
 _clock.n = 0  # type: ignore[attr-defined]
 
 
-def write_sample(path: Path, n_messages: int = 6, seed: int = 7) -> list[bytes]:
+def write_sample(
+    path: Path, n_messages: int = 6, seed: int = 7, *, index_every: int = 0
+) -> list[bytes]:
+    """A small capture; without an index by default, so its last record is a stream close."""
     rng = random.Random(seed)
     bodies = [rng.randbytes(rng.choice([0, 1, 50, 300, 5000])) for _ in range(n_messages)]
-    with CaptureWriter(path, clock=_clock) as w:
+    with CaptureWriter(path, clock=_clock, index_every=index_every) as w:
         sid = w.open_stream("dns:///relay:50051", METHOD, b"\x0a\x04gv-1", metadata=[("a", "b")])
         cat = w.open_stream(
             "dns:///relay:50051", "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog", b""
@@ -248,3 +254,184 @@ def test_reader_follows_a_live_writer(tmp_path: Path) -> None:
         ]
     thread.join()
     assert seen == bodies
+
+
+# ------------------------------------------------------- resynchronisation past damage (issue 5)
+
+
+def _spans(path: Path) -> list[tuple[int, int, int]]:
+    """(record index, start, end) of every record, structural ones included."""
+    with CaptureReader(path) as reader:
+        return [(r.index, r.offset, r.end_offset) for r in reader.records(structural=True)]
+
+
+def _read_items(path: Path) -> tuple[list[CaptureRecord], list[CaptureDamage]]:
+    with CaptureReader(path) as reader:
+        items = list(reader.items(structural=True))
+        assert reader.damages == [i for i in items if isinstance(i, CaptureDamage)]
+    recs = [i for i in items if isinstance(i, CaptureRecord)]
+    return recs, [i for i in items if isinstance(i, CaptureDamage)]
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("idx") / "indexed.kvrcap"
+    write_sample(path, n_messages=9, seed=5, index_every=4)
+    return path
+
+
+def test_index_and_trailer_records(indexed: Path) -> None:
+    spans = _spans(indexed)
+    with CaptureReader(indexed) as reader:
+        types = [r.type for r in reader.records(structural=True)]
+        plain = list(reader.records())
+    assert types.count(RecordType.INDEX) >= 3 and types[-1] is RecordType.TRAILER
+    assert all(r.type not in STRUCTURAL for r in plain)
+    assert [s[0] for s in spans] == list(range(len(spans)))  # the chain counts them
+    assert spans[-1][2] == indexed.stat().st_size
+
+
+@settings(max_examples=200, deadline=None)
+@given(bit=st.integers(min_value=0))
+def test_single_bit_flip_resync_reads_every_intact_record(indexed: Path, bit: int) -> None:
+    data = bytearray(indexed.read_bytes())
+    spans = _spans(indexed)
+    pos = bit % (len(data) * 8)
+    byte = pos // 8
+    data[byte] ^= 1 << (pos % 8)
+    flipped = indexed.with_name(f"flip-{byte}.kvrcap")
+    flipped.write_bytes(bytes(data))
+    try:
+        recs, damage = _read_items(flipped)
+    finally:
+        flipped.unlink()
+    if byte < len(FILE_MAGIC):
+        assert recs == [] and [d.record_index for d in damage] == [-1]
+        return
+    if byte < FILE_HEADER_LEN:  # a checksum mismatch under an intact magic: records still read
+        assert [d.record_index for d in damage] == [-1]
+        assert [r.index for r in recs] == [s[0] for s in spans]
+        return
+    (hit,) = [s for s in spans if s[1] <= byte < s[2]]
+    assert [(r.index, r.offset, r.end_offset) for r in recs] == [s for s in spans if s != hit]
+    assert len(damage) == 1
+    (d,) = damage
+    assert (d.record_index, d.offset, d.end_offset) == (hit[0], hit[1], hit[2])
+    assert list(d.skipped) == [hit[0]]
+    assert isinstance(d.error, CaptureCorruptError)
+
+
+def test_body_len_flip_is_reported_and_reading_resumes(tmp_path: Path) -> None:
+    path = tmp_path / "c.kvrcap"
+    write_sample(path, n_messages=6, index_every=0)
+    spans = _spans(path)
+    data = path.read_bytes()
+    for k, start, _end in spans:
+        for bit in (0, 13, 30):  # small, large, and a body_len past the end of the file
+            d = bytearray(data)
+            d[start + 8 + bit // 8] ^= 1 << (bit % 8)
+            path.write_bytes(bytes(d))
+            recs, damage = _read_items(path)
+            assert [r.index for r in recs] == [s[0] for s in spans if s[0] != k]
+            assert [(x.record_index, x.offset, list(x.skipped)) for x in damage] == [
+                (k, start, [k])
+            ]
+            assert "record header checksum mismatch" in damage[0].reason
+            # the strict reader still stops there
+            with pytest.raises(CaptureCorruptError, match=f"record {k} at byte offset {start}"):
+                all_records(path)
+
+
+def test_junk_between_records_is_skipped(tmp_path: Path) -> None:
+    # without an index: inserted bytes also move every later record away from the offsets an
+    # INDEX lists, which is reported as index damage of its own
+    path = tmp_path / "c.kvrcap"
+    write_sample(path, n_messages=5, index_every=0)
+    spans = _spans(path)
+    data = path.read_bytes()
+    rng = random.Random(3)
+    for k, _start, end in spans[:-1]:
+        junk = rng.randbytes(rng.randrange(1, 300)) + b"KRec" + rng.randbytes(60) + b"KRe"
+        path.write_bytes(data[:end] + junk + data[end:])
+        recs, damage = _read_items(path)
+        assert [r.index for r in recs] == [s[0] for s in spans]
+        assert [r.offset for r in recs] == [s[1] + (len(junk) if s[0] > k else 0) for s in spans]
+        (d,) = damage
+        assert (d.record_index, d.offset, d.end_offset) == (k + 1, end, end + len(junk))
+        assert list(d.skipped) == [] and "bad record magic" in d.reason
+
+
+def test_missing_record_is_reported_and_reading_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "c.kvrcap"
+    write_sample(path, index_every=0)
+    spans = _spans(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: spans[2][1]] + data[spans[3][1] :])  # drop record 2
+    recs, damage = _read_items(path)
+    assert [r.index for r in recs] == [s[0] for s in spans if s[0] != 2]
+    assert [(d.record_index, list(d.skipped)) for d in damage] == [(2, [2])]
+    path.write_bytes(data[: spans[3][1]] + data[spans[2][1] : spans[3][1]] + data[spans[3][1] :])
+    recs, damage = _read_items(path)  # record 2 repeated: the copy is reported and skipped
+    assert [r.index for r in recs] == [s[0] for s in spans]
+    assert [(d.record_index, d.offset, list(d.skipped)) for d in damage] == [(3, spans[3][1], [])]
+
+
+def test_index_disagreeing_with_the_chain_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / "c.kvrcap"
+    write_sample(path, n_messages=5, index_every=3)
+    with CaptureReader(path) as reader:
+        idx = next(r for r in reader.records(structural=True) if r.type is RecordType.INDEX)
+    d = bytearray(path.read_bytes())
+    body = bytearray(d[idx.body_offset : idx.end_offset])
+    body[24] ^= 8  # the first listed offset; checksums rewritten so only the content is wrong
+    _rewrite(d, idx.offset, bytes(body))
+    path.write_bytes(bytes(d))
+    recs, damage = _read_items(path)
+    assert [(x.record_index, x.offset) for x in damage] == [(idx.index, idx.offset)]
+    assert "disagrees" in damage[0].reason
+    assert [r.index for r in recs] == [i for i in range(recs[-1].index + 1) if i != idx.index]
+
+
+def _rewrite(data: bytearray, offset: int, body: bytes) -> None:
+    """Replace a record's body (same length) and fix both checksums."""
+    import xxhash
+
+    start = offset + RECORD_HEADER_LEN
+    data[start : start + len(body)] = body
+    data[offset + 40 : offset + 44] = (xxhash.xxh3_64_intdigest(body) & 0xFFFFFFFF).to_bytes(
+        4, "little"
+    )
+    head = bytes(data[offset : offset + 44])
+    data[offset + 44 : offset + 48] = (xxhash.xxh3_64_intdigest(head) & 0xFFFFFFFF).to_bytes(
+        4, "little"
+    )
+
+
+def test_truncation_everywhere_with_resync(indexed: Path, tmp_path: Path) -> None:
+    spans = _spans(indexed)
+    data = indexed.read_bytes()
+    path = tmp_path / "cut.kvrcap"
+    for k, start, end in spans:
+        for cut in sorted({start, start + 1, start + 4, start + 47, start + 48, end - 1}):
+            if not start <= cut < end:
+                continue
+            path.write_bytes(data[:cut])
+            recs, damage = _read_items(path)
+            assert [r.index for r in recs] == list(range(k))
+            if cut == start:
+                assert damage == []
+                continue
+            (d,) = damage
+            assert d.truncated and (d.record_index, d.offset, d.end_offset) == (k, start, cut)
+
+
+def test_append_to_an_indexed_capture(indexed: Path, tmp_path: Path) -> None:
+    path = tmp_path / "a.kvrcap"
+    path.write_bytes(indexed.read_bytes())
+    before = all_records(path)
+    with CaptureWriter(path, mode="a", index_every=4) as w:
+        assert w.recovered is None
+        w.mark("more")
+    recs, damage = _read_items(path)
+    assert damage == [] and recs[-1].type is RecordType.TRAILER
+    assert [r.body for r in all_records(path)] == [r.body for r in before] + [b"more"]

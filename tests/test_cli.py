@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 VECTORS = ROOT / "tests" / "vectors" / "cbi1" / "frames"
+TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+SMALL = ["--limit", "300", "--dcs", "2", "--workers", "2", "--capacity", "256", "--policy", "ckf"]
 
 
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -20,16 +23,6 @@ def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         check=False,
-    )
-
-
-def test_demo_decodes_the_bundled_frames() -> None:
-    out = run("demo")
-    assert out.returncode == 0, out.stderr
-    assert "header.body_checksum" in out.stdout
-    assert "delta.images[0]" in out.stdout and "snapshot.words[0]" in out.stdout
-    assert out.stdout.count("valid: decodes cleanly") == len(
-        list((ROOT / "data" / "frames").glob("*.cbi1"))
     )
 
 
@@ -76,10 +69,13 @@ def test_layout_markdown_is_the_docs_table() -> None:
     assert header_table in doc
 
 
-def test_every_subcommand_has_help() -> None:
-    for sub in ("inspect", "layout", "demo"):
-        out = run(sub, "--help")
-        assert out.returncode == 0 and "usage: cbi1kit" in out.stdout
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from cbi1kit.cli import main
+
+    for sub in ("simulate", "inspect", "replay", "export", "stats", "layout", "demo"):
+        with pytest.raises(SystemExit) as done:
+            main([sub, "--help"])
+        assert done.value.code == 0 and "usage: cbi1kit" in capsys.readouterr().out
 
 
 def test_public_api_resolves() -> None:
@@ -87,3 +83,139 @@ def test_public_api_resolves() -> None:
 
     for name in cbi1kit.__all__:
         assert hasattr(cbi1kit, name), name
+
+
+# ---------------------------------------------------------------- simulate → replay → tables
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "small.kvrcap"
+    res = run("simulate", str(TRACE), "-o", str(out), *SMALL, "--heartbeat-ms", "2000")
+    assert res.returncode == 0, res.stderr
+    assert "requests" in res.stdout and "false positives" in res.stdout
+    return out
+
+
+@pytest.fixture
+def damaged(capture: Path, tmp_path: Path) -> Path:
+    data = capture.read_bytes()
+    path = tmp_path / "torn.kvrcap"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    return path
+
+
+def test_simulate_is_deterministic_and_refuses_to_overwrite(capture: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again.kvrcap"
+    res = run("simulate", str(TRACE), "-o", str(again), *SMALL, "--heartbeat-ms", "2000", "--json")
+    assert res.returncode == 0, res.stderr
+    assert again.read_bytes() == capture.read_bytes()
+    assert json.loads(res.stdout)["capture_bytes"] == capture.stat().st_size
+    res = run("simulate", str(TRACE), "-o", str(again), *SMALL)
+    assert res.returncode == 2 and "--force" in res.stderr
+
+
+def test_simulate_bad_inputs(tmp_path: Path) -> None:
+    res = run("simulate", str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "x.kvrcap"))
+    assert res.returncode == 3 and res.stderr.count("\n") == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}\n{\n')
+    res = run("simulate", str(bad), "-o", str(tmp_path / "y.kvrcap"))
+    assert res.returncode == 1 and ":2" in res.stderr and res.stderr.count("\n") == 1
+    res = run("simulate", str(TRACE), "-o", str(tmp_path / "z.kvrcap"), "--dcs", "17")
+    assert res.returncode == 2 and res.stderr.startswith("cbi1kit simulate: error:")
+
+
+def test_replay_ok_and_json(capture: Path) -> None:
+    res = run("replay", str(capture))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "valid: no violations" in res.stdout
+    res = run("replay", str(capture), "--json")
+    report = json.loads(res.stdout)
+    assert report["ok"] and report["counts"]["heartbeat"] > 0 and not report["violations"]
+
+
+def test_inspect_capture(capture: Path) -> None:
+    res = run("inspect", str(capture), "--rows", "3")
+    assert res.returncode == 0, res.stderr
+    for text in (
+        "kvrcap capture",
+        "created_unix_ns",
+        "SubscribeKvPool",
+        "SNAPSHOT_CHUNK",
+        "delta.images[0]",
+        "valid: no violations",
+    ):
+        assert text in res.stdout
+    res = run("inspect", str(capture), "--frame", "0", "--head", "2")
+    assert res.returncode == 0 and "snapshot.words[0]" in res.stdout
+    res = run("inspect", str(capture), "--frame", "999999")
+    assert res.returncode == 2
+
+
+def test_stats_end_and_at_sequence(capture: Path) -> None:
+    res = run("stats", str(capture), "--json", "--fpr-probes", "20000")
+    assert res.returncode == 0, res.stderr
+    end = json.loads(res.stdout)
+    assert end["occupied_slots"] > 0 and end["measured_fpr"] is not None
+    res = run("stats", str(capture), "--json", "--at", "1")
+    early = json.loads(res.stdout)
+    assert early["sequence"] == 1 and early["occupied_slots"] < end["occupied_slots"]
+    res = run("stats", str(capture), "--at", str(10**9))
+    assert res.returncode == 2 and "was not replayed" in res.stderr
+
+
+def test_export_parquet(capture: Path, tmp_path: Path) -> None:
+    import polars as pl
+
+    res = run("export", str(capture), "-o", str(tmp_path / "tables"))
+    assert res.returncode == 0, res.stderr
+    frames = pl.read_parquet(tmp_path / "tables" / "frames.parquet")
+    replayed = json.loads(run("replay", str(capture), "--json").stdout)
+    assert frames.height == replayed["records"]
+
+
+def test_damaged_capture_every_subcommand(damaged: Path, tmp_path: Path) -> None:
+    res = run("replay", str(damaged))
+    assert res.returncode == 1 and "SourceDamaged" in res.stdout
+    res = run("inspect", str(damaged))
+    assert res.returncode == 1 and "damage" in res.stdout
+    res = run("stats", str(damaged), "--fpr-probes", "0")
+    assert res.returncode == 1 and "violation" in res.stdout
+    res = run("export", str(damaged), "-o", str(tmp_path / "t"))
+    assert res.returncode == 1 and res.stderr.count("\n") == 1
+    assert (tmp_path / "t" / "frames.parquet").exists()
+
+
+@pytest.mark.parametrize("sub", ["replay", "stats", "export", "inspect"])
+def test_unreadable_sources_exit_3(sub: str, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00garbage that is no capture")
+    extra = ["-o", str(tmp_path / "o")] if sub == "export" else []
+    for path in (tmp_path / "missing.kvrcap", junk):
+        res = run(sub, str(path), *extra)
+        if sub == "inspect" and path == junk:
+            assert res.returncode == 1  # bare bytes are inspected as a (broken) CBI1 frame
+            continue
+        assert res.returncode == 3, res.stderr
+        assert res.stderr.count("\n") == 1
+
+
+def test_demo_simulates_when_missing_then_reuses(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "mooncake").mkdir(parents=True)
+    lines = TRACE.read_text().splitlines(keepends=True)[:150]
+    (data / "mooncake" / "conversation_trace.jsonl").write_text("".join(lines))
+    first = run("demo", "--data", str(data))
+    assert first.returncode == 0, first.stderr
+    assert "1. simulate:" in first.stdout and "valid: no violations" in first.stdout
+    assert (data / "sample.kvrcap").exists()
+    second = run("demo", "--data", str(data))
+    assert second.returncode == 0 and "reusing" in second.stdout
+
+
+def test_bundled_sample_is_valid_and_small() -> None:
+    sample = ROOT / "data" / "sample.kvrcap"
+    assert sample.stat().st_size < 4 * 2**20
+    res = run("replay", str(sample), "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["ok"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -212,3 +213,23 @@ def test_random_bytes_and_legacy_frames(tmp_path: Path) -> None:
     legacy.write_bytes(b"CKF1" + bytes(60))
     with pytest.raises(FrameSourceError, match="CKF1 prototype frame"):
         list(read_frames(legacy))
+
+
+def test_write_grpcurl_json_reads_back_identically(tmp_path: Path) -> None:
+    from cbi1kit._readers import read_capture, read_grpcurl_json, write_grpcurl_json
+
+    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    records = list(itertools.islice(read_capture(sample), 200))
+    out = tmp_path / "dump.json"
+    assert write_grpcurl_json(records, out) == len(records)
+    back = list(read_grpcurl_json(out))
+    assert [r.update for r in back] == [r.update for r in records]
+    assert [r.payload for r in back] == [r.payload for r in records]
+
+
+def test_write_grpcurl_json_refuses_bare_frames(tmp_path: Path) -> None:
+    from cbi1kit._readers import FrameSourceError, read_cbi1_files, write_grpcurl_json
+
+    frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
+    with pytest.raises(FrameSourceError, match="no FilterUpdate envelope"):
+        write_grpcurl_json(read_cbi1_files(frames), tmp_path / "x.json")

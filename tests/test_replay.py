@@ -11,7 +11,7 @@ from test_stream_roundtrip import Stream, build_stream, heartbeat, wire_producer
 from cbi1kit._capture import CaptureReader, RecordType
 from cbi1kit._format import FilterFormat
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._readers import read_capture
+from cbi1kit._readers import FrameRecord, read_capture
 from cbi1kit._replay import EventKind, Replayer, SequenceNotReplayedError, Violation, replay
 
 SNAP, DELTA, HB = 1, 2, 3
@@ -242,10 +242,14 @@ def test_capture_bit_flips_keep_every_record_before_them(small: Stream, tmp_path
         p.write_bytes(bytes(flipped))
         report = replay(p)
         assert [e.kind for e in report.events[:k]] == [e.kind for e in full.events[:k]]
-        last = report.events[-1]
+        # the damage is reported where it is, and replay goes on after it (issue 5)
+        last = report.events[k]
         assert isinstance(last, Violation) and last.rule == "SourceDamaged"
         assert last.record_index == k
+        assert [e.record_index for e in report.events[k + 1 :]] == list(range(k + 1, len(spans)))
         assert len(list(_intact(p))) == k
+        got = [r.index for r in read_capture(p, damage="report") if isinstance(r, FrameRecord)]
+        assert got == [i for i in range(len(spans)) if i != k]
 
 
 def _intact(path: Path) -> list[int]:

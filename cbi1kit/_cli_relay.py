@@ -1,0 +1,263 @@
+"""``cbi1kit record`` and ``cbi1kit serve``: the gRPC ends of the relay transport.
+
+``register(subparsers)`` adds both subcommands to the main parser (``cbi1kit.cli``); each
+handler returns the CLI exit code (0 ok, 1 invalid, 2 usage, 3 unreachable) and prints one-line
+errors on stderr. ``python -m cbi1kit._cli_relay {record,serve} ...`` runs them standalone
+(the tests start a killable server that way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cbi1kit.errors import Cbi1kitError
+
+__all__ = ["main", "register"]
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_UNREADABLE = 3
+
+
+def _err(command: str, message: str) -> None:
+    print(f"cbi1kit {command}: error: {message}", file=sys.stderr)
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text, 0)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def _on_signals(stop: Any) -> None:
+    """Ctrl-C / SIGTERM stop the session cleanly (only possible from the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop())
+
+
+# ---------------------------------------------------------------------------------- record
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from cbi1kit._grpc_recorder import (
+        PoolSelector,
+        Recorder,
+        RecorderConfig,
+        describe_pool,
+    )
+
+    if not args.list and args.output is None:
+        _err("record", "an output capture (-o/--output) is needed unless --list is given")
+        return EXIT_USAGE
+    if args.output is not None and args.output.exists() and not args.append:
+        _err("record", f"{args.output} exists (use --append to add to it)")
+        return EXIT_USAGE
+    root = None
+    if args.ca_cert is not None:
+        try:
+            root = args.ca_cert.read_bytes()
+        except OSError as exc:
+            _err("record", f"cannot read {args.ca_cert}: {exc.strerror or exc}")
+            return EXIT_UNREADABLE
+    capture = args.output
+    if args.list and capture is None:
+        import tempfile
+
+        capture = Path(tempfile.mkdtemp(prefix="cbi1kit-list-")) / "catalog.kvrcap"
+    config = RecorderConfig(
+        target=args.target,
+        capture=capture,
+        selector=PoolSelector(args.model, args.dc, args.producer),
+        subscriber_id=args.subscriber_id,
+        tls=args.tls or args.ca_cert is not None,
+        root_certificates=root,
+        duration=args.duration,
+        max_frames=args.frames,
+        validate=args.validate,
+        status=False if args.quiet else None,
+        rpc_timeout=args.timeout,
+        stall_timeout=args.stall_timeout,
+        give_up_after=args.give_up_after,
+        append=args.append,
+    )
+    recorder = Recorder(config)
+    _on_signals(lambda: recorder.stop("interrupted"))
+    try:
+        report = recorder.run(list_only=args.list)
+    except OSError as exc:
+        _err("record", f"cannot write {capture}: {exc.strerror or exc}")
+        return EXIT_UNREADABLE
+    if args.list:
+        catalog = recorder.catalog()
+        if catalog is not None:
+            print(f"catalog revision {catalog.revision}: {len(catalog.snapshot.pools)} pool(s)")
+            for i, desc in enumerate(catalog.snapshot.pools):
+                print(f"[{i}] {describe_pool(desc)}")
+    if report.exit_code != EXIT_OK:
+        _err("record", report.stop_reason)
+        return report.exit_code
+    if not args.list and not args.quiet:
+        print(
+            f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
+            f"{report.subscriptions} subscription(s), {report.catalog_updates} catalog "
+            f"update(s) to {capture}; stopped: {report.stop_reason}",
+            file=sys.stderr,
+        )
+    if report.violations:
+        print(f"{len(report.violations)} validation failure(s):", file=sys.stderr)
+        for v in report.violations:
+            print(f"  - {v}", file=sys.stderr)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------- serve
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from cbi1kit._grpc_server import FaultPlan, ProducerFeed, RelayServer, ServerConfig
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        pace=args.pace,
+        heartbeat_interval=args.heartbeat,
+    )
+    faults = FaultPlan(
+        drop_after_chunks=args.drop_after_chunks,
+        corrupt_delta=args.corrupt_delta,
+        stall_after=args.stall_after,
+        change_generation_after=args.change_generation_after,
+    )
+    try:
+        if args.trace is not None:
+            server = RelayServer.from_simulation(
+                args.trace,
+                pace=args.pace,
+                limit=args.limit,
+                server_config=config,
+                faults=faults,
+            )
+        else:
+            feed = ProducerFeed(
+                expected_blocks=args.expected_blocks,
+                seed=args.seed,
+                events_per_step=args.events_per_step,
+                steps=args.steps,
+                model=args.model,
+                dc=args.dc,
+            )
+            server = RelayServer(feed, config, faults=faults)
+        server.start()
+    except FileNotFoundError as exc:
+        _err("serve", f"cannot read {exc.filename}: {exc.strerror}")
+        return EXIT_UNREADABLE
+    except (OSError, RuntimeError) as exc:
+        _err("serve", f"cannot serve on {args.host}:{args.port}: {exc}")
+        return EXIT_UNREADABLE
+    except (Cbi1kitError, ValueError) as exc:
+        _err("serve", str(exc))
+        return EXIT_INVALID
+    print(f"serving a SIMULATED relay on {server.address} (Ctrl-C stops)", flush=True)
+    _on_signals(server._stopping.set)
+    try:
+        server.wait(args.duration)
+    finally:
+        server.stop()
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------- parser
+
+
+def register(subparsers: Any) -> None:
+    """Add ``record`` and ``serve`` to ``cbi1kit``'s subcommands."""
+    p = subparsers.add_parser(
+        "record",
+        help="record a live relay's pool stream into a capture file",
+        description="Connect to a KV DC relay, pick a pool from its catalog and append every "
+        "message, raw, to a kvrcap capture (with the catalog and every stream's end).",
+    )
+    p.add_argument("target", help="relay address, host:port")
+    p.add_argument("-o", "--output", type=Path, help="capture file to write")
+    p.add_argument("--append", action="store_true", help="append to an existing capture")
+    p.add_argument("--list", action="store_true", help="print the pool catalog and exit")
+    p.add_argument("--model", help="pick the pool serving this model name or alias")
+    p.add_argument("--dc", help="pick the pool of this DC (name or 16-hex-digit id)")
+    p.add_argument("--producer", help="pick the pool whose producer key starts with this")
+    p.add_argument("--subscriber-id", default="cbi1kit-recorder", help="subscriber id sent")
+    p.add_argument("--tls", action="store_true", help="use TLS (system roots)")
+    p.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS")
+    p.add_argument("--duration", type=_positive, help="stop after this many seconds")
+    p.add_argument("--frames", type=_count, help="stop after this many pool messages")
+    p.add_argument("--validate", action="store_true", help="check every frame as it arrives")
+    p.add_argument("--quiet", action="store_true", help="no status line or summary")
+    p.add_argument("--timeout", type=_positive, default=10.0, help="RPC deadline, seconds")
+    p.add_argument(
+        "--stall-timeout",
+        type=_positive,
+        default=30.0,
+        help="resubscribe when a stream is silent this long (seconds)",
+    )
+    p.add_argument(
+        "--give-up-after",
+        type=_positive,
+        default=60.0,
+        help="exit 3 after the relay is unreachable this long (seconds)",
+    )
+    p.set_defaults(handler=cmd_record)
+
+    p = subparsers.add_parser(
+        "serve",
+        help="run a SIMULATED relay (for demos, teaching and tests)",
+        description="A simulated dynamo.kvrelay.v1 relay on loopback: synthetic or trace-driven "
+        "CKF frames with upstream's stream lifecycle. Not a relay; never expose it.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
+    p.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
+    p.add_argument("--trace", type=Path, help="drive the simulator with this Mooncake trace")
+    p.add_argument("--limit", type=_count, help="read only this many trace requests")
+    p.add_argument("--pace", type=float, default=0.01, help="seconds between producer steps")
+    p.add_argument("--heartbeat", type=_positive, default=10.0, help="heartbeat interval, s")
+    p.add_argument("--steps", type=_count, help="producer steps before going quiet")
+    p.add_argument("--events-per-step", type=_count, default=8, help="events per step")
+    p.add_argument("--expected-blocks", type=_count, default=4096, help="CKF capacity")
+    p.add_argument("--seed", type=int, default=0, help="event RNG seed")
+    p.add_argument("--model", default="sim/model", help="model name in the catalog")
+    p.add_argument("--dc", default="dc-sim", help="DC name (hashed into the pool id)")
+    p.add_argument("--duration", type=_positive, help="stop after this many seconds")
+    p.add_argument("--drop-after-chunks", type=int, help="fault: drop a stream mid-snapshot")
+    p.add_argument("--corrupt-delta", type=_count, help="fault: corrupt the n-th delta")
+    p.add_argument("--stall-after", type=int, help="fault: stall a stream after n messages")
+    p.add_argument(
+        "--change-generation-after", type=_count, help="fault: new generation after n deltas"
+    )
+    p.set_defaults(handler=cmd_serve)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cbi1kit")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

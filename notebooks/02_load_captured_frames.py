@@ -1,0 +1,112 @@
+# %% [markdown]
+# # Loading captured frames
+#
+# A relay stream reaches cbi1kit in one of three shapes:
+#
+# | you have | read it with |
+# |---|---|
+# | a **kvrcap capture** (`cbi1kit record`, `cbi1kit simulate`) | `ck.read_capture(path)` |
+# | a **grpcurl dump** (`grpcurl … SubscribeKvPool > dump.json`) | `ck.read_grpcurl_json(path)` |
+# | **bare CBI1 frames** (payload bytes, one or several per file) | `ck.read_cbi1_files(path)` |
+#
+# `ck.read_frames(path)` looks at the first bytes and picks the right one. Every reader yields
+# the same `FrameRecord`s, so everything below works on all three.
+#
+# The bundled capture was simulated from the real Mooncake conversation trace
+# (`data/mooncake/`, Apache-2.0) by `cbi1kit simulate`; replace `capture` with your own file.
+
+# %% tags=["parameters"]
+capture = "../data/sample.kvrcap"
+bare_frames = "../data/frames/delta-upstream-fixture.cbi1"
+
+# %%
+import itertools
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+import cbi1kit as ck
+
+# %% [markdown]
+# ## The frames table
+#
+# One row per received message: the envelope (kind, base sequence, sequence, producer), the CBI1
+# header, whether its checksum holds, sizes, and the first per-message rule it breaks (if any).
+# It is a polars `LazyFrame`, built batch by batch, so captures larger than memory work too.
+
+# %%
+frames = ck.frames_table(capture).collect()
+frames.select(
+    "record_index",
+    "recv_time",
+    "kind",
+    "base_sequence",
+    "sequence",
+    "payload_len",
+    "cbi1_checksum_ok",
+    "image_count",
+    "validation_error",
+).head(8)
+
+# %%
+frames.group_by("kind").agg(
+    pl.len().alias("messages"),
+    pl.col("raw_len").sum().alias("bytes"),
+    pl.col("image_count").mean().alias("mean_images"),
+).sort("kind")
+
+# %% [markdown]
+# ## Replaying the stream
+#
+# Replay walks the messages in order with the consumer's rules — snapshot chunks in order, each
+# delta exactly one step past the installed sequence, heartbeats at the installed sequence — and
+# reports every event instead of stopping at the first problem. After a violation it waits for
+# the next snapshot, as a real consumer does.
+
+# %%
+report = ck.replay(capture)
+print("violations:", len(report.violations), "| events:", report.counts())
+print("snapshots and the deltas after them:", report.sequence_ranges)
+
+# %% [markdown]
+# ## The lane at any sequence
+#
+# `lane_at(sequence)` rebuilds the lane as it was right after that sequence was applied: the
+# snapshot that covers it plus the deltas up to it.
+
+# %%
+first, last = report.sequence_ranges[-1]
+middle = (first + last) // 2
+lane = report.lane_at(middle)
+print(f"sequence {middle}: {ck.lane_occupancy(lane)} occupied slots of {4 * lane.shape[0]}")
+ck.occupancy_chart(lane, bins=256)
+
+# %% [markdown]
+# The words of a bucket range (what a brush on the chart above selects), with their four
+# 16-bit fingerprints:
+
+# %%
+ck.bucket_words_table(lane, 0, 12)
+
+# %% [markdown]
+# ## Your own files
+#
+# A grpcurl dump reads back identically. Here we write the first messages of the capture the way
+# grpcurl prints them, then read them as a user would:
+
+# %%
+records = list(itertools.islice(ck.read_capture(capture), 50))
+with tempfile.TemporaryDirectory() as tmp:
+    dump = Path(tmp) / "subscribe.json"
+    ck.write_grpcurl_json(records, dump)
+    print(dump.read_text()[:400], "...")
+    again = list(ck.read_frames(dump))
+print("identical messages:", [r.update for r in again] == [r.update for r in records])
+
+# %% [markdown]
+# Bare CBI1 frames have no envelope: the reader takes sequence numbers from the CBI1 header.
+
+# %%
+for record in ck.read_frames(bare_frames):
+    print(record.index, ck.decode(ck.peek_format(record.payload), record.payload))

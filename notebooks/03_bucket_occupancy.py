@@ -1,0 +1,121 @@
+# %% [markdown]
+# # Bucket occupancy
+#
+# A CKF lane is `bucket_count` words of four 16-bit slots. How full it is — the slot **load
+# factor** α — decides both how often an insert fails (a *capacity failure*: the item is simply
+# not in the filter, a hole a router cannot see) and how often a probe for an absent item says
+# "present" (a *false positive*, about 8α/65534 per probe).
+#
+# We look at the lane the bundled capture ends with, compare it with theory, and then
+# re-simulate with smaller filters to watch one fill up and fail.
+
+# %% tags=["parameters"]
+capture = "../data/sample.kvrcap"
+trace = "../data/mooncake/conversation_trace.jsonl"
+requests = 3000  # trace prefix for the re-simulations (keeps the notebook fast)
+
+# %%
+import altair as alt
+import polars as pl
+
+import cbi1kit as ck
+
+report = ck.replay(capture)
+lane = report.final_lane
+stats = ck.lane_stats(lane)
+pl.DataFrame([stats.as_dict()]).select(
+    "buckets", "slots", "occupied_slots", "load_factor", "bits_per_item", "estimated_fpr"
+)
+
+# %% [markdown]
+# ## Where the fingerprints sit
+#
+# Each stripe is a range of buckets, coloured by its slot load. Brush the top strip to zoom the
+# bottom one. In a live JupyterLab the brushed range comes back to Python and the words are
+# listed below; executed headless (as in the report), the first buckets are listed instead.
+
+# %%
+chart = ck.occupancy_chart(lane, bins=512)
+words = ck.bucket_words_table(lane, 0, 16)
+try:
+    from IPython.display import display
+
+    widget = alt.JupyterChart(chart)
+
+    def show_brushed(change: dict) -> None:
+        brushed = change["new"].value or {}
+        if "bucket_start" in brushed:
+            start, end = brushed["bucket_start"]
+            display(ck.bucket_words_table(lane, int(start), int(end) + 1))
+
+    widget.selections.observe(show_brushed, ["range"])
+    display(widget)
+except ImportError:  # no anywidget: the static chart still shows everything
+    display(chart)
+words
+
+# %% [markdown]
+# ## Slots per bucket against theory
+#
+# If fingerprints landed independently, the number of occupied slots in a bucket would be
+# Binomial(4, α). Cuckoo insertion is not independent: an item tries bucket *a*, then *b*, then
+# evicts, so the real histogram is where the filter's behaviour shows.
+
+# %%
+ck.slots_histogram_chart(lane)
+
+# %% [markdown]
+# ## Fingerprint values
+#
+# A fingerprint is the low 16 bits of `xxh3_64(hash, seed)` (0 is reserved for "empty" and
+# maps to 1). A good hash spreads them evenly; a skew would raise the false-positive rate.
+
+# %%
+ck.fingerprint_chart(lane)
+
+# %% [markdown]
+# ## Load over the stream
+#
+# From the stream alone: each installed snapshot's occupied slots, plus every delta image's
+# change in occupied slots.
+
+# %%
+health = ck.filter_health_table(ck.snapshots_table(capture), ck.images_table(capture))
+ck.filter_health_chart(health)
+
+# %% [markdown]
+# ## Watching a filter fill up and fail
+#
+# `expected_blocks_per_dc` sizes the filter (`bucket_count` is the next power of two that keeps
+# the load under the target). The simulated pools hold up to 2 × 4,096 blocks each; below that
+# the filter runs out of room and inserts start failing.
+
+# %%
+workload = ck.read_mooncake(trace, limit=requests)
+runs = []
+for expected in (8192, 2048, 1024, 512):
+    config = ck.SimulatorConfig(
+        dcs=1,
+        workers_per_dc=2,
+        capacity_blocks=4096,
+        policy="exact",
+        expected_blocks_per_dc=expected,
+    )
+    result = ck.Simulator(config).run(workload, health_every=32)
+    runs.append(
+        result.health_table().with_columns(
+            pl.lit(f"{expected} expected ({config.ckf_config().bucket_count()} buckets)").alias(
+                "filter"
+            )
+        )
+    )
+sweep = pl.concat(runs)
+ck.compare_runs_chart(
+    sweep, x="request", metrics=["load_factor", "resident_items", "capacity_failures"], by="filter"
+)
+
+# %%
+sweep.group_by("filter", maintain_order=True).agg(
+    pl.col("load_factor").max().alias("peak_load"),
+    pl.col("capacity_failures").max().alias("capacity_failures"),
+)

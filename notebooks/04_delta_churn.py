@@ -1,0 +1,94 @@
+# %% [markdown]
+# # Delta churn
+#
+# After the snapshot, a relay ships **deltas**: the absolute words of every bucket a publication
+# touched. How many buckets that is, and how often, decides the stream's bandwidth — and whether a
+# delta grows past 349,525 images and forces a fresh snapshot instead.
+
+# %% tags=["parameters"]
+capture = "../data/sample.kvrcap"
+trace = "../data/mooncake/conversation_trace.jsonl"
+requests = 2000  # trace prefix for each run of the sweeps
+
+# %%
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+import cbi1kit as ck
+
+frames = ck.frames_table(capture).collect()
+images = ck.images_table(capture)
+bucket_count = int(frames["cbi1_bucket_count"].drop_nulls()[0])
+
+# %% [markdown]
+# ## Churn in the bundled capture
+#
+# Images per delta, bytes on the wire per second by message kind, how often each bucket range is
+# rewritten, and the snapshot's bytes against all the deltas'.
+
+# %%
+ck.churn_chart(frames, images, bucket_count=bucket_count)
+
+# %% [markdown]
+# A rewrite does not always change occupancy: a kicked fingerprint moves between buckets, and a
+# bucket can be rewritten with a different fingerprint in the same slot count.
+
+# %%
+images.with_columns(
+    (pl.col("occupied_after").cast(pl.Int8) - pl.col("occupied_before").cast(pl.Int8)).alias(
+        "slot_change"
+    )
+).group_by("slot_change").agg(pl.len().alias("images")).sort("slot_change")
+
+# %% [markdown]
+# ## The effect of `publish_every_n_events`
+#
+# Publishing after every engine event ships small, frequent deltas; batching N events per
+# publication ships fewer, larger ones — and a bucket touched twice in the window is sent once,
+# with its final word (a net reversion is not sent at all).
+
+
+# %%
+def run(**knobs: int) -> dict[str, object]:
+    workload = ck.read_mooncake(trace, limit=requests)
+    sim = ck.SimulatorConfig(dcs=1, workers_per_dc=2, policy="exact", **knobs)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = ck.simulate_capture(
+            workload, Path(tmp) / "run.kvrcap", ck.SimRelayConfig(simulator=sim)
+        )
+        table = ck.frames_table(result.path).collect()
+    by_kind = table.group_by("kind").agg(
+        pl.col("raw_len").sum().alias("bytes"), pl.len().alias("n")
+    )
+    get = dict(zip(by_kind["kind"].cast(pl.String), by_kind["bytes"], strict=True))
+    count = dict(zip(by_kind["kind"].cast(pl.String), by_kind["n"], strict=True))
+    return knobs | {
+        "deltas": count.get("DELTA", 0),
+        "delta_bytes": get.get("DELTA", 0),
+        "snapshot_bytes": get.get("SNAPSHOT_CHUNK", 0),
+        "images_per_delta": table.filter(pl.col("kind") == "DELTA")["image_count"].mean(),
+    }
+
+
+publish = pl.DataFrame([run(publish_every_n_events=n) for n in (1, 4, 16, 64)])
+publish
+
+# %% [markdown]
+# ## Eviction pressure
+#
+# Smaller caches evict more: every eviction is a `Removed` event, and every removal rewrites a
+# bucket word. Same trace, shrinking per-worker capacity:
+
+# %%
+pressure = pl.DataFrame([run(capacity_blocks=c) for c in (8192, 4096, 2048, 1024)])
+pressure
+
+# %%
+ck.compare_runs_chart(
+    pressure.with_columns(pl.lit("capacity sweep").alias("sweep")),
+    x="capacity_blocks",
+    metrics=["deltas", "delta_bytes", "images_per_delta"],
+    by="sweep",
+)

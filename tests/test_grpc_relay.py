@@ -1,0 +1,596 @@
+"""Record from the simulated relay over loopback gRPC, with every injected fault.
+
+Loopback only (127.0.0.1, ephemeral ports); every wait is bounded; servers stop in fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from cbi1kit._assembly import SnapshotAssembly
+from cbi1kit._capture import CaptureReader, RecordType, decode_stream_close, decode_stream_open
+from cbi1kit._cli_relay import main as relay_main
+from cbi1kit._format import FilterFormat
+from cbi1kit._grpc_recorder import (
+    CATALOG_METHOD,
+    SUBSCRIBE_METHOD,
+    Action,
+    PoolSelector,
+    Recorder,
+    RecorderConfig,
+    StreamValidator,
+    classify_close,
+)
+from cbi1kit._grpc_server import (
+    ERROR_REASON_TRAILER,
+    FaultPlan,
+    FrameListFeed,
+    ProducerFeed,
+    RelayServer,
+    ServerConfig,
+    simulated_pool,
+)
+from cbi1kit._identity import DcCkfFormatIdentity
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit._relay import RELAY_CONTRACT_MARKER
+from cbi1kit._wire import Delta, SnapshotChunk, decode
+
+ROOT = Path(__file__).parents[1]
+FAST = ServerConfig(pace=0.005, heartbeat_interval=0.2)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+@dataclass
+class Stream:
+    method: str
+    messages: list[bytes] = field(default_factory=list)
+    close: dict[str, object] | None = None
+    request: bytes = b""
+
+
+def read_streams(path: Path) -> list[Stream]:
+    streams: dict[int, Stream] = {}
+    with CaptureReader(path) as reader:
+        for rec in reader.records():
+            if rec.type is RecordType.STREAM_OPEN:
+                opened = decode_stream_open(rec.body)
+                streams[rec.stream_id] = Stream(opened.method, request=opened.request)
+            elif rec.type is RecordType.MESSAGE:
+                streams[rec.stream_id].messages.append(rec.body)
+            elif rec.type is RecordType.STREAM_CLOSE:
+                c = decode_stream_close(rec.body)
+                streams[rec.stream_id].close = {
+                    "status": c.status_name,
+                    "reason": c.error_reason,
+                    "local": c.local_reason,
+                    "count": c.message_count,
+                }
+    return list(streams.values())
+
+
+def subscriptions(path: Path) -> list[Stream]:
+    return [s for s in read_streams(path) if s.method == SUBSCRIBE_METHOD]
+
+
+@dataclass
+class Replayed:
+    lane: npt.NDArray[np.uint64] | None
+    sequence: int | None
+    violations: list[str]
+
+
+def replay_stream(stream: Stream) -> Replayed:
+    """Decode, assemble the snapshot, apply deltas in order; collect every violation."""
+    lane: npt.NDArray[np.uint64] | None = None
+    seq: int | None = None
+    bad: list[str] = []
+    assembly: SnapshotAssembly | None = None
+    fmt: FilterFormat | None = None
+    for raw in stream.messages:
+        u = pb.FilterUpdate.FromString(raw)
+        if fmt is None:
+            f = u.producer.ckf_format
+            fmt = FilterFormat(f.seed, f.bucket_count)
+            assembly = SnapshotAssembly(fmt)
+        assert assembly is not None
+        if u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
+            if seq is None or u.sequence != seq:
+                bad.append(f"heartbeat at {u.sequence}, lane at {seq}")
+            continue
+        try:
+            frame = decode(fmt, u.payload)
+        except ValueError as exc:
+            bad.append(str(exc))
+            continue
+        if isinstance(frame, SnapshotChunk):
+            done = assembly.absorb(frame)
+            if done is not None:
+                lane, seq = np.array(done.words, dtype=np.uint64), u.sequence
+        else:
+            assert isinstance(frame, Delta)
+            if lane is None or u.base_sequence != seq:
+                bad.append(f"delta {u.base_sequence}->{u.sequence} on lane at {seq}")
+                continue
+            lane[frame.buckets] = frame.words
+            seq = u.sequence
+    return Replayed(lane, seq, bad)
+
+
+def replay_capture(path: Path) -> Replayed:
+    """The last subscription's lane; ``_replay.replay`` checks the whole capture if present."""
+    try:
+        from cbi1kit import _replay  # type: ignore[attr-defined]
+        from cbi1kit._readers import read_capture
+    except ImportError:
+        _replay = None
+    subs = subscriptions(path)
+    last = replay_stream(subs[-1])
+    if _replay is not None:
+        report = _replay.replay(list(read_capture(path)))
+        assert report.ok, report.violations
+        assert np.array_equal(np.asarray(report.final_lane, dtype=np.uint64), last.lane)
+    return last
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+class Running:
+    """A recorder on a thread, always stopped and joined."""
+
+    def __init__(self, config: RecorderConfig) -> None:
+        self.recorder = Recorder(config)
+        self.thread = threading.Thread(target=self.recorder.run, daemon=True)
+        self.thread.start()
+
+    @property
+    def report(self):  # type: ignore[no-untyped-def]
+        return self.recorder.report
+
+    def finish(self, timeout: float = 10.0) -> None:
+        self.recorder.stop("test done")
+        self.thread.join(timeout)
+        assert not self.thread.is_alive()
+
+
+def recorder_config(address: str, path: Path, **kw: object) -> RecorderConfig:
+    base: dict[str, object] = {
+        "status": False,
+        "seed": 7,
+        "backoff_initial": 0.05,
+        "backoff_max": 0.3,
+        "rpc_timeout": 5.0,
+        "give_up_after": 10.0,
+    }
+    base.update(kw)
+    return RecorderConfig(address, path, **base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., RelayServer]]:
+    servers: list[RelayServer] = []
+
+    def start(feed: object, config: ServerConfig = FAST, **kw: object) -> RelayServer:
+        srv = RelayServer(feed, config, **kw).start()  # type: ignore[arg-type]
+        servers.append(srv)
+        return srv
+
+    yield start
+    for srv in servers:
+        srv.stop(0)
+
+
+@pytest.fixture
+def recorders() -> Iterator[Callable[[RecorderConfig], Running]]:
+    running: list[Running] = []
+
+    def start(config: RecorderConfig) -> Running:
+        r = Running(config)
+        running.append(r)
+        return r
+
+    yield start
+    for r in running:
+        if r.thread.is_alive():
+            r.finish()
+
+
+def run_to_end(srv: RelayServer, rec: Running, feed: ProducerFeed | FrameListFeed) -> None:
+    def done() -> bool:
+        r = rec.report
+        live = r.last_kind in ("FILTER_UPDATE_KIND_DELTA", "FILTER_UPDATE_KIND_HEARTBEAT")
+        return srv.pool_exhausted() and live and r.last_sequence == feed.sequence
+
+    wait_for(done)
+    rec.finish()
+
+
+# ------------------------------------------------------------------------------ the happy path
+
+
+def test_record_from_serve_and_replay(
+    tmp_path: Path, serve: Callable[..., RelayServer], recorders: Callable[..., Running]
+) -> None:
+    feed = ProducerFeed(steps=40, seed=3, events_per_step=12)
+    srv = serve(feed)
+    path = tmp_path / "c.kvrcap"
+    rec = recorders(recorder_config(srv.address, path, validate=True))
+    run_to_end(srv, rec, feed)
+    assert rec.report.exit_code == 0 and rec.report.violations == []
+    streams = read_streams(path)
+    methods = [s.method for s in streams]
+    assert methods.count(SUBSCRIBE_METHOD) == 1 and CATALOG_METHOD in methods
+    (sub,) = subscriptions(path)
+    assert len(sub.messages) == srv.subscriptions[0].messages  # nothing lost
+    kinds = [pb.FilterUpdate.FromString(m).kind for m in sub.messages]
+    assert kinds[0] == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
+    assert pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK not in kinds[1:]
+    out = replay_capture(path)
+    assert out.violations == []
+    assert out.sequence == feed.sequence == 40
+    assert out.lane is not None and np.array_equal(out.lane, feed.words())
+    assert np.count_nonzero(out.lane) > 0
+
+
+def test_heartbeats_only_after_the_snapshot_and_at_the_current_sequence(
+    tmp_path: Path, serve: Callable[..., RelayServer], recorders: Callable[..., Running]
+) -> None:
+    feed = ProducerFeed(steps=3, seed=1)
+    srv = serve(feed, ServerConfig(pace=0.005, heartbeat_interval=0.05))
+    path = tmp_path / "c.kvrcap"
+    rec = recorders(recorder_config(srv.address, path, validate=True))
+    wait_for(lambda: rec.report.messages >= 8)
+    rec.finish()
+    updates = [pb.FilterUpdate.FromString(m) for m in subscriptions(path)[0].messages]
+    beats = [u for u in updates if u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT]
+    assert len(beats) >= 3 and beats[0] is not updates[0]
+    assert all(b.sequence == b.base_sequence == 3 and not b.payload for b in beats[1:])
+    assert rec.report.violations == []
+
+
+def test_list_shows_the_catalog(tmp_path: Path, serve: Callable[..., RelayServer]) -> None:
+    srv = serve(ProducerFeed(steps=1))
+    code = relay_main(["record", srv.address, "--list", "--quiet", "--timeout", "5"])
+    assert code == 0
+
+
+def test_selection_errors(tmp_path: Path, serve: Callable[..., RelayServer]) -> None:
+    srv = serve([ProducerFeed(steps=1, dc="a"), ProducerFeed(steps=1, dc="b")])
+    base = [srv.address, "--quiet", "--timeout", "5", "--give-up-after", "2"]
+    assert relay_main(["record", *base, "-o", str(tmp_path / "1.kvrcap")]) == 2  # ambiguous
+    assert relay_main(["record", *base, "-o", str(tmp_path / "2.kvrcap"), "--model", "x"]) == 1
+    cfg = recorder_config(srv.address, tmp_path / "3.kvrcap", selector=PoolSelector(dc="b"))
+    rec = Running(cfg)
+    wait_for(lambda: rec.report.last_sequence == 1)
+    rec.finish()
+    (sub,) = subscriptions(tmp_path / "3.kvrcap")
+    req = pb.SubscribeKvPoolRequest.FromString(sub.request)
+    assert req.expected_producer == srv.catalog_update().snapshot.pools[1].producer
+
+
+# ------------------------------------------------------------------------------ admission errors
+
+
+def _subscribe(address: str, request: pb.SubscribeKvPoolRequest) -> grpc.RpcError:
+    with grpc.insecure_channel(address) as ch:
+        call = ch.unary_stream(
+            SUBSCRIBE_METHOD,
+            request_serializer=pb.SubscribeKvPoolRequest.SerializeToString,
+            response_deserializer=pb.FilterUpdate.FromString,
+        )
+        with pytest.raises(grpc.RpcError) as info:
+            for _ in call(request, timeout=5):
+                pass
+        return info.value  # type: ignore[return-value]
+
+
+def _reason(err: grpc.RpcError) -> str | None:
+    return dict(err.trailing_metadata() or ()).get(ERROR_REASON_TRAILER)  # type: ignore[attr-defined]
+
+
+def test_admission_errors_carry_the_reason_trailer(serve: Callable[..., RelayServer]) -> None:
+    srv = serve(ProducerFeed(steps=1))
+    producer = srv.catalog_update().snapshot.pools[0].producer
+    ok = {"subscriber_id": "t", "contract_marker": RELAY_CONTRACT_MARKER}
+    stale = pb.ProducerIdentity()
+    stale.CopyFrom(producer)
+    stale.layout_generation += 1
+    other = pb.ProducerIdentity()
+    other.CopyFrom(producer)
+    other.pool_id.dc_id ^= 1
+    badfmt = pb.ProducerIdentity()
+    badfmt.CopyFrom(producer)
+    badfmt.ckf_format.slots_per_bucket = 8
+    cases = [
+        (pb.SubscribeKvPoolRequest(**ok, expected_producer=stale), "PRODUCER_CHANGED", 9),
+        (pb.SubscribeKvPoolRequest(**ok, expected_producer=other), "POOL_NOT_FOUND", 5),
+        (pb.SubscribeKvPoolRequest(**ok, expected_producer=badfmt), "UNSUPPORTED_FEATURE", 9),
+        (pb.SubscribeKvPoolRequest(**ok), "INVALID_REQUEST", 3),
+        (
+            pb.SubscribeKvPoolRequest(subscriber_id="t", expected_producer=producer),
+            "CONTRACT_MISMATCH",
+            9,
+        ),
+        (
+            pb.SubscribeKvPoolRequest(
+                subscriber_id="a\nb", expected_producer=producer, contract_marker=0x4B565231
+            ),
+            "INVALID_REQUEST",
+            3,
+        ),
+    ]
+    for request, reason, code in cases:
+        err = _subscribe(srv.address, request)
+        assert _reason(err) == f"RELAY_ERROR_REASON_{reason}"
+        assert err.code().value[0] == code  # type: ignore[attr-defined]
+
+
+def test_classification_follows_the_contract_table() -> None:
+    S = grpc.StatusCode
+    assert classify_close(S.FAILED_PRECONDITION, "RELAY_ERROR_REASON_CONTRACT_MISMATCH") is (
+        Action.FATAL
+    )
+    assert classify_close(S.FAILED_PRECONDITION, "RELAY_ERROR_REASON_PRODUCER_CHANGED") is (
+        Action.REFRESH
+    )
+    assert classify_close(S.RESOURCE_EXHAUSTED, "RELAY_ERROR_REASON_SUBSCRIBER_LAGGED") is (
+        Action.RESUBSCRIBE
+    )
+    assert classify_close(S.UNAVAILABLE, "RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE") is (
+        Action.REFRESH
+    )
+    assert classify_close(S.UNAVAILABLE, None) is Action.RESUBSCRIBE
+    assert classify_close(S.INVALID_ARGUMENT, "RELAY_ERROR_REASON_UNSPECIFIED") is Action.FATAL
+    assert classify_close(S.FAILED_PRECONDITION, "bogus") is Action.REFRESH
+
+
+# ------------------------------------------------------------------------------ faults
+
+
+def test_drop_mid_snapshot_then_resubscribe(
+    tmp_path: Path, serve: Callable[..., RelayServer], recorders: Callable[..., Running]
+) -> None:
+    feed = ProducerFeed(expected_blocks=2_000_000, steps=10, seed=5)  # 2^20 buckets: 2 chunks
+    srv = serve(feed, faults=FaultPlan(drop_after_chunks=1))
+    path = tmp_path / "c.kvrcap"
+    rec = recorders(recorder_config(srv.address, path, validate=True))
+    run_to_end(srv, rec, feed)
+    first, *rest = subscriptions(path)
+    assert first.close is not None
+    assert first.close["status"] == "UNAVAILABLE" and first.close["reason"] is None
+    assert len(first.messages) == first.close["count"] == 1  # the chunk before the drop
+    assert srv.faults.fired == ["drop_after_chunks"]
+    assert rest, "the recorder resubscribed"
+    out = replay_stream(rest[-1])
+    assert out.violations == [] and out.lane is not None
+    assert np.array_equal(out.lane, feed.words())
+
+
+def test_corrupt_payload_is_kept_and_forces_a_resubscription(
+    tmp_path: Path, serve: Callable[..., RelayServer], recorders: Callable[..., Running]
+) -> None:
+    feed = ProducerFeed(steps=20, seed=6)
+    srv = serve(feed, faults=FaultPlan(corrupt_delta=3))
+    path = tmp_path / "c.kvrcap"
+    rec = recorders(recorder_config(srv.address, path, validate=True))
+    run_to_end(srv, rec, feed)
+    first, *rest = subscriptions(path)
+    assert first.close is not None and str(first.close["local"]).startswith("validation:")
+    assert "checksum" in str(first.close["local"]).lower()
+    bad = pb.FilterUpdate.FromString(first.messages[-1])  # kept, raw, as received
+    assert bad.kind == pb.FILTER_UPDATE_KIND_DELTA
+    with pytest.raises(ValueError, match="hashes to"):
+        decode(
+            FilterFormat(feed.identity.format.seed, feed.identity.format.bucket_count), bad.payload
+        )
+    assert len(rec.report.violations) == 1 and rest
+    out = replay_stream(rest[-1])
+    assert out.violations == [] and out.lane is not None
+    assert np.array_equal(out.lane, feed.words())
+
+
+def test_generation_change_ends_the_stream_and_the_recorder_follows_the_catalog(
+    tmp_path: Path, serve: Callable[..., RelayServer], recorders: Callable[..., Running]
+) -> None:
+    feed = ProducerFeed(steps=25, seed=8)
+    srv = serve(feed, faults=FaultPlan(change_generation_after=5))
+    path = tmp_path / "c.kvrcap"
+    rec = recorders(recorder_config(srv.address, path, validate=True))
+    run_to_end(srv, rec, feed)
+    first, *rest = subscriptions(path)
+    assert first.close is not None
+    # Two legitimate orders: the relay retires the stream first, or the recorder sees the new
+    # key in the catalog first and leaves on its own (relay.md §2.6).
+    if first.close["status"] == "UNAVAILABLE":
+        assert first.close["reason"] == "RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE"
+        assert len(first.messages) == srv.subscriptions[0].messages
+    else:
+        assert first.close["status"] == "CANCELLED"
+        assert first.close["local"] == "catalog: new producer generation"
+        assert len(first.messages) <= srv.subscriptions[0].messages
+    assert len(first.messages) == first.close["count"]
+    gens = [
+        pb.SubscribeKvPoolRequest.FromString(s.request).expected_producer.layout_generation
+        for s in subscriptions(path)
+    ]
+    assert gens[0] == 1 and gens[-1] == 2
+    catalogs = [s for s in read_streams(path) if s.method == CATALOG_METHOD]
+    revisions = [pb.KvPoolCatalogUpdate.FromString(m).revision for m in catalogs[0].messages]
+    assert revisions == [1, 2]
+    out = replay_stream(rest[-1])
+    assert out.violations == [] and out.lane is not None
+    assert np.array_equal(out.lane, feed.words())
+
+
+def test_stall_fires_the_client_deadline_then_resubscribes(
+    tmp_path: Path, serve: Callable[..., RelayServer], recorders: Callable[..., Running]
+) -> None:
+    feed = ProducerFeed(steps=20, seed=9)
+    srv = serve(feed, faults=FaultPlan(stall_after=4))
+    path = tmp_path / "c.kvrcap"
+    rec = recorders(recorder_config(srv.address, path, validate=True, stall_timeout=0.5))
+    run_to_end(srv, rec, feed)
+    first, *rest = subscriptions(path)
+    assert first.close is not None and first.close["status"] == "DEADLINE_EXCEEDED"
+    assert str(first.close["local"]).startswith("stall deadline")
+    assert len(first.messages) == 4
+    out = replay_stream(rest[-1])
+    assert out.violations == [] and out.lane is not None
+    assert np.array_equal(out.lane, feed.words())
+
+
+def _big_script(n: int, images: int, seed: int) -> tuple[FrameListFeed, int]:
+    fmt = DcCkfFormatIdentity(0x5EED, 1 << 19)
+    identity, desc = simulated_pool(fmt)
+    rng = np.random.default_rng(seed)
+    words = np.zeros(fmt.bucket_count, dtype=np.uint64)
+    frames: list[PublicationFrame] = []
+
+    @dataclass
+    class D:
+        identity: object
+        base_sequence: int
+        sequence: int
+        buckets: npt.NDArray[np.uint32]
+        values: npt.NDArray[np.uint64]
+
+    for i in range(n):
+        buckets = np.sort(rng.permutation(fmt.bucket_count)[:images]).astype(np.uint32)
+        values = rng.integers(1, 1 << 63, size=images, dtype=np.uint64)
+        frames.append(encode_delta(D(identity, i, i + 1, buckets, values)))
+    feed = FrameListFeed(HubSnapshot(identity, 0, words), frames, descriptor=desc)
+    return feed, len(frames[0].payload)
+
+
+def test_slow_consumer_is_ended_as_lagged_and_resubscribes_from_a_snapshot(
+    tmp_path: Path, serve: Callable[..., RelayServer], recorders: Callable[..., Running]
+) -> None:
+    feed, size = _big_script(n=90, images=90_000, seed=11)  # ~1 MiB deltas
+    assert size > 1_000_000
+    srv = serve(feed, ServerConfig(pace=0.01, heartbeat_interval=0.2))
+    path = tmp_path / "c.kvrcap"
+    slow = threading.Event()
+    slow.set()
+
+    def consumer(update: pb.FilterUpdate) -> None:
+        if slow.is_set():
+            time.sleep(0.1)
+
+    rec = recorders(recorder_config(srv.address, path, on_message=consumer, validate=True))
+    wait_for(lambda: rec.report.subscriptions >= 2, timeout=20)
+    slow.clear()
+    run_to_end(srv, rec, feed)
+    assert srv.lagged_total >= 1
+    first, *rest = subscriptions(path)
+    assert first.close is not None
+    assert first.close["status"] == "RESOURCE_EXHAUSTED"
+    assert first.close["reason"] == "RELAY_ERROR_REASON_SUBSCRIBER_LAGGED"
+    assert len(first.messages) == srv.subscriptions[0].messages  # every queued frame arrived
+    fresh = pb.FilterUpdate.FromString(rest[-1].messages[0])
+    assert fresh.kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK and fresh.sequence > 0
+    out = replay_stream(rest[-1])
+    assert out.violations == [] and out.lane is not None
+    assert np.array_equal(out.lane, feed.words())
+
+
+def test_killed_server_process_capture_is_intact_and_recorder_gives_up(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cbi1kit._cli_relay",
+            "serve",
+            "--pace",
+            "0.01",
+            "--heartbeat",
+            "0.2",
+            "--steps",
+            "100000",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        address = line.split(" on ")[1].split()[0]
+        path = tmp_path / "c.kvrcap"
+        rec = Running(recorder_config(address, path, give_up_after=1.0, validate=True))
+        wait_for(lambda: rec.report.messages >= 10)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        rec.thread.join(15)
+        assert not rec.thread.is_alive()
+        assert rec.report.exit_code == 3
+        subs = subscriptions(path)
+        first = subs[0]
+        assert first.close is not None and first.close["status"] == "UNAVAILABLE"
+        assert len(first.messages) == first.close["count"] >= 10
+        assert sum(len(s.messages) for s in subs) == rec.report.messages
+        assert replay_stream(first).violations == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_validator_flags_a_gap() -> None:
+    feed = ProducerFeed(steps=3, seed=2)
+    producer = feed.descriptor().producer
+    v = StreamValidator(producer, None)
+    from cbi1kit._identity import RelayIdentity
+    from cbi1kit._publication import encode_snapshot
+    from cbi1kit._relay import filter_update_from_frame
+
+    ri = RelayIdentity(1, 2)
+    for frame in encode_snapshot(feed.snapshot()):
+        assert v.check(filter_update_from_frame(frame, ri, send_ts_us=0)) is None
+    deltas = [f for _ in range(3) for f in (feed.advance() or ())]
+    assert v.check(filter_update_from_frame(deltas[0], ri, send_ts_us=0)) is None
+    problem = v.check(filter_update_from_frame(deltas[2], ri, send_ts_us=0))
+    assert problem is not None and "gap" in problem
+
+
+def test_serve_backed_by_the_trace_simulator(
+    tmp_path: Path, recorders: Callable[..., Running]
+) -> None:
+    trace = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+    srv = RelayServer.from_simulation(
+        trace, pace=0.001, limit=120, server_config=ServerConfig(heartbeat_interval=0.2)
+    ).start()
+    try:
+        feed = srv.pool_feed()
+        assert isinstance(feed, FrameListFeed) and feed.sequence == 0
+        path = tmp_path / "c.kvrcap"
+        rec = recorders(recorder_config(srv.address, path, validate=True))
+        run_to_end(srv, rec, feed)
+        assert rec.report.violations == [] and feed.sequence > 50
+        out = replay_capture(path)
+        assert out.violations == [] and out.lane is not None
+        assert np.array_equal(out.lane, feed.words())
+    finally:
+        srv.stop(0)

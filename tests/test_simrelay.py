@@ -1,0 +1,142 @@
+"""The simulated relay: deterministic captures that replay cleanly to the producer's words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cbi1kit._capture import CaptureReader, RecordType, decode_stream_close
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._readers import read_capture
+from cbi1kit._replay import replay
+from cbi1kit._simrelay import (
+    DEFAULT_EPOCH_UNIX_NS,
+    RelayConfig,
+    SimRelayConfig,
+    sample_config,
+    simulate_capture,
+)
+from cbi1kit._simulator import SimulatorConfig
+from cbi1kit._workload import Workload, read_mooncake, synthetic_chat
+
+TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+SMALL = SimulatorConfig(dcs=3, workers_per_dc=2, capacity_blocks=256, policy="ckf")
+
+
+@pytest.fixture(scope="module")
+def trace() -> Workload:
+    return read_mooncake(TRACE, limit=400)
+
+
+def _replays_to_producer(path: Path, words: np.ndarray, sequence: int) -> None:
+    report = replay(path)
+    assert report.ok, report.violations[:3]
+    assert report.final_sequence == sequence
+    assert report.final_lane is not None and np.array_equal(report.final_lane, words)
+
+
+def test_same_inputs_same_bytes(tmp_path: Path, trace: Workload) -> None:
+    cfg = SimRelayConfig(SMALL, RelayConfig(heartbeat_interval_ms=1_000))
+    a = simulate_capture(trace, tmp_path / "a.kvrcap", cfg)
+    b = simulate_capture(trace, tmp_path / "b.kvrcap", cfg)
+    assert (tmp_path / "a.kvrcap").read_bytes() == (tmp_path / "b.kvrcap").read_bytes()
+    assert a.capture_bytes == b.capture_bytes > 0
+    other = SimRelayConfig(SimulatorConfig(**{**SMALL.to_json(), "seed": 9}), cfg.relay)  # type: ignore[arg-type]
+    simulate_capture(trace, tmp_path / "c.kvrcap", other)
+    assert (tmp_path / "c.kvrcap").read_bytes() != (tmp_path / "a.kvrcap").read_bytes()
+
+
+def test_capture_replays_to_the_producer_words(tmp_path: Path, trace: Workload) -> None:
+    for dc in range(SMALL.dcs):
+        path = tmp_path / f"dc{dc}.kvrcap"
+        res = simulate_capture(trace, path, SimRelayConfig(SMALL, RelayConfig(record_dc=dc)))
+        assert res.delta_frames == res.simulation.deltas[dc] > 0
+        _replays_to_producer(path, res.final_words[dc], res.final_sequence[dc])
+
+
+def test_stream_shape_clock_and_heartbeats(tmp_path: Path, trace: Workload) -> None:
+    path = tmp_path / "h.kvrcap"
+    res = simulate_capture(
+        trace, path, SimRelayConfig(SMALL, RelayConfig(heartbeat_interval_ms=2_000))
+    )
+    assert res.heartbeats > 0 and res.streams == 1
+    with CaptureReader(path) as reader:
+        records = list(reader.records())
+        assert reader.created_unix_ns == DEFAULT_EPOCH_UNIX_NS + int(trace.timestamps_ms[0]) * 10**6
+    assert [r.type for r in records[:3]] == [
+        RecordType.SCHEMA,
+        RecordType.MARK,
+        RecordType.STREAM_OPEN,
+    ]
+    assert records[-1].type is RecordType.STREAM_CLOSE
+    assert decode_stream_close(records[-1].body).status_name == "OK"
+    monos = [r.recv_mono_ns for r in records[2:]]
+    assert monos == sorted(monos) and len(set(monos)) == len(monos)
+    updates = [f.update for f in read_capture(path)]
+    kinds = [u.kind for u in updates if u is not None]
+    assert kinds[0] == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
+    beats = [u for u in updates if u is not None and u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT]
+    assert len(beats) == res.heartbeats
+    # heartbeats never advance the sequence and carry no payload
+    seq = 0
+    for u in updates:
+        assert u is not None
+        if u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
+            assert u.base_sequence == u.sequence == seq and not u.payload
+        seq = u.sequence
+    assert replay(path).counts()["heartbeat"] == res.heartbeats
+
+
+def test_delta_over_the_image_limit_forces_a_fresh_snapshot(
+    tmp_path: Path, trace: Workload
+) -> None:
+    path = tmp_path / "f.kvrcap"
+    res = simulate_capture(trace, path, SimRelayConfig(SMALL, RelayConfig(max_delta_images=20)))
+    assert res.forced_snapshots > 0 and res.streams == res.forced_snapshots + 1
+    assert res.delta_frames + res.forced_snapshots == res.simulation.deltas[0]
+    closes = [
+        decode_stream_close(r.body)
+        for r in CaptureReader(path).records()
+        if r.type is RecordType.STREAM_CLOSE
+    ]
+    assert [c.error_reason for c in closes].count("PUBLICATION_UNAVAILABLE") == res.forced_snapshots
+    _replays_to_producer(path, res.final_words[0], res.final_sequence[0])
+    assert len(replay(path).sequence_ranges) == res.streams
+
+
+def test_forced_resubscription(tmp_path: Path, trace: Workload) -> None:
+    path = tmp_path / "r.kvrcap"
+    res = simulate_capture(
+        trace, path, SimRelayConfig(SMALL, RelayConfig(resubscribe_every_ms=30_000))
+    )
+    assert res.resubscriptions > 0 and res.streams == res.resubscriptions + 1
+    _replays_to_producer(path, res.final_words[0], res.final_sequence[0])
+
+
+@pytest.mark.parametrize("space", ["standard", "eagle", "lora"])
+def test_token_level_workloads_in_every_hash_space(tmp_path: Path, space: str) -> None:
+    w = synthetic_chat(40, hash_space=space, seed=5)  # type: ignore[arg-type]
+    cfg = SimRelayConfig(
+        SimulatorConfig(
+            dcs=2, workers_per_dc=2, capacity_blocks=200, policy="ckf", clear_every_ms=20_000
+        )
+    )
+    res = simulate_capture(w, tmp_path / "s.kvrcap", cfg)
+    assert res.simulation.events["cleared"] > 0
+    _replays_to_producer(tmp_path / "s.kvrcap", res.final_words[0], res.final_sequence[0])
+
+
+def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
+    with pytest.raises(ValueError, match="record_dc"):
+        SimRelayConfig(SimulatorConfig(dcs=2), RelayConfig(record_dc=2))
+    with pytest.raises(ValueError):
+        RelayConfig(max_delta_images=0)
+    path = tmp_path / "o.kvrcap"
+    w = trace.head(20)
+    simulate_capture(w, path, SimRelayConfig(SMALL))
+    with pytest.raises(FileExistsError):
+        simulate_capture(w, path, SimRelayConfig(SMALL))
+    simulate_capture(w, path, SimRelayConfig(SMALL), overwrite=True)
+    assert sample_config().relay.record_dc == 0
