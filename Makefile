@@ -8,13 +8,14 @@ PIP    := $(PY) -m pip
 STAMP_BASE := $(VENV)/.stamp-base
 STAMP_DEV  := $(VENV)/.stamp-dev
 
-.PHONY: demo test lint typecheck pytest bench sample clean help
+.PHONY: demo test lint typecheck pytest bench sample lab clean help
 
 help:
 	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
 	@echo "make test   - build .venv with dev+oracle extras, then ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in benchmarks/ and print their figures"
 	@echo "make sample - regenerate the bundled sample capture from the trace"
+	@echo "make lab    - JupyterLab on notebooks/ with this project's environment as the kernel"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,10 @@ demo: $(STAMP_BASE)
 sample: $(STAMP_BASE)
 	$(PY) -m cbi1kit simulate data/mooncake/conversation_trace.jsonl -o data/sample.kvrcap \
 		--sample --force --no-progress
+
+lab: $(STAMP_BASE)
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "cbi1kit (.venv)" >/dev/null
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab notebooks/
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks tools

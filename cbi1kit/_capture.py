@@ -32,9 +32,10 @@ from cbi1kit.errors import Cbi1kitError
 
 __all__ = [
     "FILE_HEADER_LEN",
-    "INDEX_FLAG_BLOCK_CHECK",
     "FILE_MAGIC",
     "FORMAT_VERSION",
+    "HEADER_DTYPE",
+    "INDEX_FLAG_BLOCK_CHECK",
     "RECORD_HEADER_LEN",
     "RECORD_MAGIC",
     "CaptureCorruptError",
@@ -45,6 +46,7 @@ __all__ = [
     "CaptureRecord",
     "CaptureTruncatedError",
     "CaptureWriter",
+    "IndexBlock",
     "RecordType",
     "StreamClose",
     "StreamOpen",

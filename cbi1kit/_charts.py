@@ -8,6 +8,7 @@ a hex tooltip.
 
 from __future__ import annotations
 
+import os
 from itertools import pairwise
 from math import comb
 from typing import Any
@@ -44,6 +45,11 @@ __all__ = [
 ]
 
 MAX_ROWS = 5_000
+
+if os.environ.get("CBI1KIT_CHART_RENDERER") == "svg":
+    # Report builds execute the notebooks headless: render charts as static SVG (vl-convert),
+    # which needs no JavaScript and no CDN. Interactive use keeps altair's default renderer.
+    alt.renderers.enable("svg")
 
 Lane = npt.NDArray[np.uint64]
 
@@ -590,20 +596,22 @@ def prefix_depth_chart(depths: pl.DataFrame) -> alt.LayerChart:
         .alias("outcome")
     )
     top = max(_int(cells["exact_depth"].max()), _int(cells["ckf_depth"].max()))
+    scale = alt.Scale(domain=[0, top + 1], nice=False)
     heat = (
         alt.Chart(cells)
-        .mark_rect()
+        .mark_square(size=14, opacity=0.9)
         .encode(
-            x=alt.X("exact_depth:O", title="exact prefix depth (blocks)"),
-            y=alt.Y("ckf_depth:O", title="CKF prefix depth (blocks)", sort="descending"),
-            color=alt.Color("queries:Q", scale=alt.Scale(type="log", scheme="blues")),
-            tooltip=["exact_depth:O", "ckf_depth:O", "queries:Q", "outcome:N"],
+            x=alt.X("exact_depth:Q", title="exact prefix depth (blocks)", scale=scale),
+            y=alt.Y("ckf_depth:Q", title="CKF prefix depth (blocks)", scale=scale),
+            color=alt.Color("queries:Q", scale=alt.Scale(type="log", scheme="viridis")),
+            shape=alt.Shape("outcome:N", title="outcome"),
+            tooltip=["exact_depth:Q", "ckf_depth:Q", "queries:Q", "outcome:N"],
         )
     )
     diagonal = (
-        alt.Chart(pl.DataFrame({"d": list(range(top + 1))}))
-        .mark_point(shape="stroke", color="#e45756", opacity=0.6)
-        .encode(x="d:O", y=alt.Y("d:O", sort="descending"))
+        alt.Chart(pl.DataFrame({"d": [0, top + 1]}))
+        .mark_line(color="#e45756", strokeDash=[4, 3], opacity=0.7)
+        .encode(x="d:Q", y="d:Q")
     )
     chart: alt.LayerChart = (heat + diagonal).properties(
         title="CKF vs exact prefix depth", width=420, height=420

@@ -36,14 +36,16 @@ from cbi1kit._assembly import AssembledSnapshot
 from cbi1kit._capture import (
     FILE_HEADER_LEN,
     FILE_MAGIC,
-    FORMAT_VERSION,
+    HEADER_DTYPE,
     RECORD_HEADER_LEN,
     RECORD_MAGIC,
-    CaptureCorruptError,
+    CaptureDamage,
     CaptureError,
-    CaptureTruncatedError,
+    CaptureReader,
+    IndexBlock,
     RecordType,
     decode_stream_open,
+    read_index,
 )
 from cbi1kit._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
@@ -232,139 +234,248 @@ def _is_capture(source: Any) -> bool:
         return f.read(len(FILE_MAGIC)) == FILE_MAGIC
 
 
+class _Rows:
+    """Row arrays of message records, cut into batches of at most ``size`` rows."""
+
+    _NAMES: Final = ("stream_id", "offset", "length", "wall", "mono")
+
+    def __init__(self, buf: npt.NDArray[np.uint8], size: int) -> None:
+        self.buf = buf
+        self.size = size
+        self.parts: list[tuple[npt.NDArray[Any], ...]] = []
+        self.count = 0
+        self.frame_index = 0  # the next frame's index
+
+    def add(self, *cols: npt.NDArray[Any]) -> None:
+        if len(cols[0]):
+            self.parts.append(cols)
+            self.count += len(cols[0])
+
+    def batches(self, final: bool = False) -> Iterator[_Batch]:
+        """Full batches (and with ``final`` the rest)."""
+        if not self.parts or (self.count < self.size and not final):
+            return
+        cols = [np.concatenate(c) for c in zip(*self.parts, strict=True)]
+        self.parts.clear()
+        n, self.count = len(cols[0]), 0
+        cut = n if final else n - n % self.size
+        for lo in range(0, cut, self.size):
+            hi = min(cut, lo + self.size)
+            yield self._batch(*(c[lo:hi] for c in cols))
+        if cut < n:
+            self.add(*(c[cut:] for c in cols))
+
+    def _batch(self, stream: I64, offset: I64, length: I64, wall: I64, mono: U64) -> _Batch:
+        n = len(stream)
+        index = np.arange(self.frame_index, self.frame_index + n, dtype=np.int64)
+        self.frame_index += n
+        ones = np.ones(n, dtype=bool)
+        return _Batch(
+            self.buf,
+            index,
+            stream,
+            offset,
+            offset + RECORD_HEADER_LEN,
+            length,
+            wall,
+            mono,
+            ones,
+            ones,
+        )
+
+
+_NOT_OPEN: Final = 1 << 62
+
+
 class _CaptureScan:
-    """Walks a capture's records through a memory map with the capture reader's checks."""
+    """A capture's message records as batches, with its damage inline (``CaptureReader.items``
+    order and resynchronisation; frame numbering as ``read_capture(..., damage="report")``).
+
+    A closed capture with block checks is read through its index (``read_index``): one xxh3
+    call verifies a block of records, whose headers are then gathered and checked against the
+    index with numpy (magic, numbering, lengths back to back, types). From the first block that
+    does not verify (or in a file without a usable index) the capture reader walks the rest
+    record by record, which locates and reports the damage exactly and reads on past it.
+    """
 
     def __init__(self, path: str | os.PathLike[str], methods: Iterable[str]) -> None:
         self.path = str(path)
         self.methods = set(methods)
-        self.damage: CaptureError | None = None
+        self.frame_streams: dict[int, int] = {}  # stream id -> record number of its open
+        self.open_streams: set[int] = set()
+        self.blocks_verified = 0
+        self.records_walked = 0
 
-    def _err(self, cls: type[CaptureError], reason: str, offset: int, index: int) -> None:
-        self.damage = cls(reason, offset=offset, record_index=index, path=self.path)
-
-    def batches(self, batch_records: int) -> Iterator[_Batch]:
-        with open(self.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                self._err(CaptureTruncatedError, "file header is incomplete", 0, -1)
-                return
-            mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    def items(self, batch_records: int) -> Iterator[_Batch | tuple[CaptureError, int]]:
+        """Batches of message rows, and ``(error, frame index)`` where damage is."""
+        reader = CaptureReader(self.path)
+        try:
+            yield from self._items(reader, batch_records)
+        finally:
             try:
-                yield from self._walk(mm, size, batch_records)
+                reader.close()
+            except BufferError:  # a caller still holds a batch view; the map goes with it
+                reader._map = None
+                reader._file.close()
+
+    def _items(
+        self, reader: CaptureReader, batch_records: int
+    ) -> Iterator[_Batch | tuple[CaptureError, int]]:
+        err, fatal = reader._check_file_header()
+        if err is not None:
+            yield err, 0
+            if fatal:
+                return
+        mm = reader.buffer
+        arr = np.frombuffer(mm, dtype=np.uint8)
+        rows = _Rows(arr, batch_records)
+        offset, number = FILE_HEADER_LEN, 0
+        index = read_index(mm) if err is None else None
+        if index is not None:
+            mv = memoryview(mm)
+            released = 0
+            try:
+                for block in index.blocks:
+                    if block.block_check is None or block.block_check != (
+                        _XXH3(mv[block.start : block.index_offset]) & _MASK32
+                    ):
+                        break
+                    if not self._block_rows(mm, arr, block, rows):
+                        break
+                    self.blocks_verified += 1
+                    offset = block.index_end
+                    number = block.first_index + len(block.offsets) + 1
+                    if rows.count >= batch_records:
+                        yield from rows.batches()
+                        released = _release(mm, released, offset)
+                else:
+                    offset, number = len(mm), index.trailer_index + 1
             finally:
-                del mm  # numpy views may still hold it; the map closes when they go
+                del mv
+        if offset < len(mm):
+            yield from self._walk(reader, rows, offset, number)
+        yield from rows.batches(final=True)
 
-    def _walk(self, mm: mmap.mmap, end: int, batch_records: int) -> Iterator[_Batch]:
-        buf = np.frombuffer(mm, dtype=np.uint8)
-        mv = memoryview(mm)
-        if end < FILE_HEADER_LEN:
-            self._err(CaptureTruncatedError, "file header is incomplete", 0, -1)
-            return
-        magic, version, hlen, _fl, _created, _res, check = _FILE_HEADER.unpack_from(mm, 0)
-        if magic != FILE_MAGIC or check != _XXH3(mv[: FILE_HEADER_LEN - 4]) & _MASK32:
-            self._err(CaptureCorruptError, "bad capture file header", 0, -1)
-            return
-        if version != FORMAT_VERSION or hlen != FILE_HEADER_LEN:
-            self._err(CaptureCorruptError, f"unsupported capture version {version}", 0, -1)
-            return
-        unpack = _REC_HEADER.unpack_from
-        wanted: set[int] = set()
-        cols: list[list[int]] = [[] for _ in range(7)]
-        index_a, stream_a, offset_a, start_a, len_a, wall_a, mono_a = cols
-        frame_index = 0
-        released = 0
-        offset, index = FILE_HEADER_LEN, 0
-        msg_type = int(RecordType.MESSAGE)
-        while offset < end:
-            if end - offset < RECORD_HEADER_LEN:
-                torn = RECORD_MAGIC.startswith(bytes(mv[offset : offset + 4]))
-                self._err(
-                    CaptureTruncatedError if torn else CaptureCorruptError,
-                    f"file ends {end - offset} bytes into a {RECORD_HEADER_LEN}-byte record header"
-                    if torn
-                    else "bad record magic",
-                    offset,
-                    index,
-                )
-                break
-            magic, rtype, _f, _r, blen, sid, rindex, wall, mono, bcheck, hcheck = unpack(mm, offset)
-            if magic != RECORD_MAGIC:
-                self._err(CaptureCorruptError, "bad record magic", offset, index)
-                break
-            if hcheck != _XXH3(mv[offset : offset + RECORD_HEADER_LEN - 4]) & _MASK32:
-                self._err(CaptureCorruptError, "record header checksum mismatch", offset, index)
-                break
-            if rindex != index:
-                self._err(CaptureCorruptError, f"record says it is number {rindex}", offset, index)
-                break
-            body = offset + RECORD_HEADER_LEN
-            if body + blen > end:
-                self._err(
-                    CaptureTruncatedError,
-                    f"file ends {end - body} bytes into a {blen}-byte record body",
-                    offset,
-                    index,
-                )
-                break
-            if bcheck != _XXH3(mv[body : body + blen]) & _MASK32:
-                self._err(CaptureCorruptError, "record body checksum mismatch", offset, index)
-                break
-            if rtype == msg_type:
-                if sid in wanted:
-                    index_a.append(frame_index)
-                    stream_a.append(sid)
-                    offset_a.append(offset)
-                    start_a.append(body)
-                    len_a.append(blen)
-                    wall_a.append(wall)
-                    mono_a.append(mono)
-                    frame_index += 1
-                    if len(index_a) >= batch_records:
-                        yield self._batch(buf, cols)
-                        for c in cols:
-                            c.clear()
-                        released = self._release(mm, released, body + blen)
-            elif rtype == RecordType.STREAM_OPEN:
-                if decode_stream_open(bytes(mv[body : body + blen])).method in self.methods:
-                    wanted.add(sid)
-            elif rtype not in RecordType._value2member_map_:
-                self._err(CaptureCorruptError, f"unknown record type {rtype}", offset, index)
-                break
-            offset = body + blen
-            index += 1
-        self.next_frame_index = frame_index
-        if index_a:
-            yield self._batch(buf, cols)
-        del mv
-
-    @staticmethod
-    def _release(mm: mmap.mmap, start: int, end: int) -> int:
-        """Drop the mapped pages of records already turned into rows: resident memory stays
-        at about one batch, not the whole file (the pages stay in the page cache)."""
-        page = mmap.PAGESIZE
-        lo, hi = start - start % page, end - end % page
-        if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-            return hi
-        return start
-
-    @staticmethod
-    def _batch(buf: npt.NDArray[np.uint8], cols: list[list[int]]) -> _Batch:
-        index, stream, offset, start, length = (np.array(c, dtype=np.int64) for c in cols[:5])
-        n = len(index)
-        return _Batch(
-            buf,
-            index,
-            stream,
-            offset,
-            start,
-            length,
-            np.array(cols[5], dtype=np.uint64).view(np.int64),
-            np.array(cols[6], dtype=np.uint64),
-            np.ones(n, dtype=bool),
-            np.ones(n, dtype=bool),
+    def _block_rows(
+        self, mm: Any, arr: npt.NDArray[np.uint8], block: IndexBlock, rows: _Rows
+    ) -> bool:
+        """Rows of one verified block; False if its headers disagree with the index."""
+        offs = block.offsets
+        n = len(offs)
+        if n == 0:
+            return True
+        window = np.ndarray(
+            (len(arr) - RECORD_HEADER_LEN + 1,), dtype=HEADER_DTYPE, buffer=arr, strides=(1,)
         )
+        h = window[offs]
+        rtype = h["type"]
+        length = h["body_len"].astype(np.int64)
+        ends = offs + RECORD_HEADER_LEN + length
+        if not (
+            bool((h["magic"] == RECORD_MAGIC).all())
+            and bool(
+                (h["record_index"] == np.arange(block.first_index, block.first_index + n)).all()
+            )
+            and bool((ends[:-1] == offs[1:]).all())
+            and int(ends[-1]) == block.index_offset
+            and bool(((rtype >= 1) & (rtype <= 7) & (rtype != RecordType.INDEX)).all())
+        ):
+            return False
+        sid = h["stream_id"].astype(np.int64)
+        for k in np.flatnonzero(
+            (rtype == RecordType.STREAM_OPEN) | (rtype == RecordType.STREAM_CLOSE)
+        ).tolist():
+            self._control(
+                int(rtype[k]),
+                int(sid[k]),
+                block.first_index + k,
+                bytes(mm[int(offs[k]) + RECORD_HEADER_LEN : int(ends[k])]),
+            )
+        msg = np.flatnonzero(rtype == RecordType.MESSAGE)
+        if msg.size and self.frame_streams:
+            ms = sid[msg]
+            u, inv = np.unique(ms, return_inverse=True)
+            opened = np.array([self.frame_streams.get(int(x), _NOT_OPEN) for x in u.tolist()])
+            msg = msg[opened[inv] < block.first_index + msg]
+            rows.add(
+                sid[msg],
+                offs[msg],
+                length[msg],
+                h["recv_unix_ns"][msg].view(np.int64),
+                h["recv_mono_ns"][msg],
+            )
+        return True
+
+    def _control(self, rtype: int, sid: int, number: int, body: bytes) -> None:
+        """A stream open or close, as ``read_capture`` tracks them."""
+        if rtype == RecordType.STREAM_CLOSE:
+            self.open_streams.discard(sid)
+        elif decode_stream_open(body).method in self.methods:
+            self.frame_streams.setdefault(sid, number)
+            self.open_streams.add(sid)
+
+    def _walk(
+        self, reader: CaptureReader, rows: _Rows, offset: int, number: int
+    ) -> Iterator[_Batch | tuple[CaptureError, int]]:
+        """The rest of the file record by record, damage inline (the reader's own scan)."""
+        cols: list[list[int]] = [[] for _ in range(5)]
+        stream_a, offset_a, len_a, wall_a, mono_a = cols
+
+        def flush() -> None:
+            if stream_a:
+                rows.add(
+                    np.array(stream_a, dtype=np.int64),
+                    np.array(offset_a, dtype=np.int64),
+                    np.array(len_a, dtype=np.int64),
+                    np.array(wall_a, dtype=np.uint64).view(np.int64),
+                    np.array(mono_a, dtype=np.uint64),
+                )
+                for c in cols:
+                    c.clear()
+
+        # ``offset`` is the first record or follows a verified INDEX: no records since one
+        released = offset
+        for item in reader._scan(offset, number, structural=True, since_index=[]):
+            if isinstance(item, CaptureDamage):
+                flush()
+                yield from rows.batches(final=True)
+                if item.record_type is not None:
+                    frames = int(
+                        item.record_type is RecordType.MESSAGE
+                        and item.stream_id in self.open_streams
+                    )
+                else:
+                    frames = len(item.skipped) if self.open_streams and not item.truncated else 0
+                yield item.error, rows.frame_index
+                rows.frame_index += frames
+                continue
+            self.records_walked += 1
+            rtype = item.type
+            if rtype is RecordType.MESSAGE:
+                if item.stream_id in self.frame_streams:
+                    stream_a.append(item.stream_id)
+                    offset_a.append(item.offset)
+                    len_a.append(len(item.body))
+                    wall_a.append(item.recv_unix_ns)
+                    mono_a.append(item.recv_mono_ns)
+                    if len(stream_a) >= rows.size:
+                        flush()
+                        yield from rows.batches()
+                        released = _release(reader.buffer, released, item.offset)
+            elif rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
+                self._control(int(rtype), item.stream_id, item.index, item.body)
+        flush()
+
+
+def _release(mm: Any, start: int, end: int) -> int:
+    """Drop the mapped pages of records already turned into rows: resident memory stays at
+    about one batch, not the whole file (the pages stay in the page cache)."""
+    page = mmap.PAGESIZE
+    lo, hi = start - start % page, end - end % page
+    if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        return hi
+    return start
 
 
 def _record_batches(
@@ -423,16 +534,58 @@ _VARINT_SHIFT: Final = (7 * np.arange(10)).astype(np.uint64)
 
 
 def _gather(buf: npt.NDArray[np.uint8], pos: I64, width: int) -> npt.NDArray[np.uint8]:
-    idx = pos[:, None] + np.arange(width, dtype=np.int64)
-    np.clip(idx, 0, max(len(buf) - 1, 0), out=idx)
-    if len(buf) == 0:
-        return np.zeros(idx.shape, dtype=np.uint8)
-    out: npt.NDArray[np.uint8] = buf[idx]
+    """``buf[p : p + width]`` for every position as an ``(n, width)`` array (bytes past the end
+    of ``buf`` read as its last byte). One fancy index over an overlapping window view: each row
+    is one copy of ``width`` bytes, no ``(n, width)`` index array."""
+    n, size = len(pos), len(buf)
+    if size < width:
+        idx = np.clip(pos[:, None] + np.arange(width, dtype=np.int64), 0, max(size - 1, 0))
+        return buf[idx] if size else np.zeros(idx.shape, dtype=np.uint8)
+    # one opaque ``width``-byte item at every byte offset: indexing copies each with a memcpy
+    window = np.ndarray((size - width + 1,), dtype=np.dtype(f"V{width}"), buffer=buf, strides=(1,))
+    if n == 0 or (int(pos.min()) >= 0 and int(pos.max()) <= size - width):
+        out: npt.NDArray[np.uint8] = window[pos].view(np.uint8).reshape(n, width)
+        return out
+    inside = (pos >= 0) & (pos <= size - width)
+    out = np.empty((n, width), dtype=np.uint8)
+    out[inside] = window[pos[inside]].view(np.uint8).reshape(-1, width)
+    edge = ~inside
+    idx = np.clip(pos[edge, None] + np.arange(width, dtype=np.int64), 0, size - 1)
+    out[edge] = buf[idx]
     return out
 
 
+_CONT: Final = np.uint64(0x8080808080808080)
+_PAYLOAD7: Final = np.uint64(0x7F7F7F7F7F7F7F7F)
+_SQ1: Final = (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00))
+_SQ2: Final = (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000))
+_SQ3: Final = (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000))
+
+
 def _varint(buf: npt.NDArray[np.uint8], pos: I64) -> tuple[U64, I64, Bool]:
-    """(value, encoded length, malformed) of the varint at each position."""
+    """(value, encoded length, malformed) of the varint at each position.
+
+    The 8 bytes at each position are read as one little-endian u64; the first byte without the
+    continuation bit ends the varint. Varints longer than 8 bytes (values >= 2**56) take the
+    byte-matrix path.
+    """
+    w = _gather(buf, pos, 8).view("<u8")[:, 0]
+    stop = ~w & _CONT
+    low = stop & (~stop + np.uint64(1))  # the lowest stop bit (0 if none in 8 bytes)
+    n = (np.bitwise_count(low - np.uint64(1)) // 8 + 1).astype(np.int64)
+    w &= (low | (low - np.uint64(1))) & _PAYLOAD7
+    # squeeze the 7-bit groups together (SWAR): pairs, then quads, then the two halves
+    w = (w & _SQ1[0]) | ((w & _SQ1[1]) >> np.uint64(1))
+    w = (w & _SQ2[0]) | ((w & _SQ2[1]) >> np.uint64(2))
+    value = (w & _SQ3[0]) | ((w & _SQ3[1]) >> np.uint64(4))
+    long = np.flatnonzero(low == 0)
+    bad = np.zeros(len(pos), dtype=bool)
+    if long.size:
+        value[long], n[long], bad[long] = _varint_long(buf, pos[long])
+    return value, n, bad
+
+
+def _varint_long(buf: npt.NDArray[np.uint8], pos: I64) -> tuple[U64, I64, Bool]:
     b = _gather(buf, pos, 10)
     cont = (b & 0x80) != 0
     n = np.argmin(cont, axis=1).astype(np.int64) + 1
@@ -663,13 +816,16 @@ def _frames_df(batch: _Batch) -> pl.DataFrame:
     dp = head.view(_DELTA_PREFIX)[:, 0]
     has_head = p_len >= 48
     mv = memoryview(buf)  # type: ignore[arg-type]
-    checksum = np.array(
-        [
-            _XXH3(mv[o + 48 : o + ln]) & _MASK32 if ln >= 48 else 0
-            for o, ln in zip(p_off.tolist(), p_len.tolist(), strict=True)
-        ],
-        dtype=np.uint32,
+    # the one per-row call: xxh3 of each CBI1 body (in C; frames without a header skip it)
+    rows = np.flatnonzero(p_len >= 48)
+    body = p_off[rows] + 48
+    checksum = np.zeros(n, dtype=np.uint64)
+    checksum[rows] = np.fromiter(
+        map(_XXH3, map(mv.__getitem__, map(slice, body.tolist(), (p_off + p_len)[rows].tolist()))),
+        dtype=np.uint64,
+        count=len(rows),
     )
+    checksum &= np.uint64(_MASK32)
     checksum_ok = has_head & (checksum == h["checksum"])
     flags = h["flags"]
     is_chunk_frame = has_head & (flags == 1) & (p_len >= 64)
@@ -825,14 +981,17 @@ def frames_batches(source: Any, *, batch_records: int = 65536) -> Iterator[pl.Da
     """The ``frames`` table as a sequence of DataFrames of at most ``batch_records`` rows.
 
     ``source``: a capture / grpcurl JSON / CBI1 file path, or an iterable of ``FrameRecord`` or
-    ``FilterUpdate`` values. Source damage becomes a final ``SOURCE_ERROR`` row.
+    ``FilterUpdate`` values. Source damage becomes a ``SOURCE_ERROR`` row: a capture's damage
+    where it is, reading going on past it (as ``CaptureReader.items``; frame numbers as
+    ``read_capture(..., damage="report")``), other sources' as the last row.
     """
     if _is_capture(source):
         cap = _CaptureScan(source, (SUBSCRIBE_KV_POOL_METHOD,))
-        for batch in cap.batches(batch_records):
-            yield _frames_df(batch)
-        if cap.damage is not None:
-            yield _damage_df(cap.damage, getattr(cap, "next_frame_index", 0))
+        for item in cap.items(batch_records):
+            if isinstance(item, _Batch):
+                yield _frames_df(item)
+            else:
+                yield _damage_df(*item)
         return
     damage: list[Any] = []
     try:

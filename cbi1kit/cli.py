@@ -606,8 +606,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 ("figure", "value"),
             )
         )
+    if not args.no_report:
+        print(f"\n4. report: every chart and the executed notebooks → {args.report}/")
+        built = _build_report(capture, args.report, trace, Path("notebooks"), args.no_progress)
+        print(
+            f"   wrote {built.index} ({len(built.pngs)} chart PNGs, "
+            f"{len(built.notebooks)} notebooks) in {built.seconds:.0f} s"
+        )
     print("\nnext: cbi1kit inspect / stats / export on", capture)
     return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _build_report(
+    capture: Path, out: Path, trace: Path | None, notebooks: Path | None, quiet: bool
+) -> Any:
+    from cbi1kit._report import build_report
+
+    if not capture.exists():
+        raise CliError(f"cannot read {capture}: no such file")
+    if notebooks is not None and not notebooks.is_dir():
+        raise CliError(f"{notebooks}: no notebooks folder", EXIT_USAGE)
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"   {msg}", file=sys.stderr, flush=True)
+
+    return build_report(capture, out, trace=trace, notebooks_dir=notebooks, progress=say)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    notebooks = None if args.no_notebooks else args.notebooks
+    built = _build_report(args.capture, args.output, args.trace, notebooks, args.no_progress)
+    print(f"{built.index}: {len(built.pngs)} charts, {len(built.notebooks)} notebooks")
+    for kind, png in built.pngs.items():
+        print(f"  {kind:<16} {png}")
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------- parser
@@ -715,8 +748,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data", type=Path, default=Path("data"), help="bundled data folder")
     p.add_argument("--resimulate", action="store_true", help="simulate even if the sample exists")
+    p.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
+    p.add_argument("--no-report", action="store_true", help="stop after the summary")
     quiet(p)
     p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser(
+        "report",
+        help="capture → offline HTML report: every chart kind, PNGs, the executed notebooks",
+    )
+    p.add_argument("capture", type=Path, help="kvrcap capture")
+    p.add_argument("-o", "--output", type=Path, default=Path("reports"), help="report folder")
+    p.add_argument("--trace", type=Path, help="Mooncake trace for the routing-accuracy charts")
+    p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
+    p.add_argument("--no-notebooks", action="store_true", help="charts only, no notebooks")
+    quiet(p)
+    p.set_defaults(handler=cmd_report)
     return parser
 
 

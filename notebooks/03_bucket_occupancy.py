@@ -17,6 +17,7 @@ requests = 3000  # trace prefix for the re-simulations (keeps the notebook fast)
 # %%
 import altair as alt
 import polars as pl
+from IPython.display import display
 
 import cbi1kit as ck
 
@@ -37,9 +38,7 @@ pl.DataFrame([stats.as_dict()]).select(
 # %%
 chart = ck.occupancy_chart(lane, bins=512)
 words = ck.bucket_words_table(lane, 0, 16)
-try:
-    from IPython.display import display
-
+if ck.interactive_charts():  # a live kernel with anywidget: the brush reaches Python
     widget = alt.JupyterChart(chart)
 
     def show_brushed(change: dict) -> None:
@@ -50,7 +49,7 @@ try:
 
     widget.selections.observe(show_brushed, ["range"])
     display(widget)
-except ImportError:  # no anywidget: the static chart still shows everything
+else:  # static (report builds, no anywidget): the chart alone, and the first buckets below
     display(chart)
 words
 

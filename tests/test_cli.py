@@ -72,7 +72,18 @@ def test_layout_markdown_is_the_docs_table() -> None:
 def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     from cbi1kit.cli import main
 
-    for sub in ("simulate", "inspect", "replay", "export", "stats", "layout", "demo"):
+    for sub in (
+        "simulate",
+        "inspect",
+        "replay",
+        "export",
+        "stats",
+        "layout",
+        "demo",
+        "report",
+        "record",
+        "serve",
+    ):
         with pytest.raises(SystemExit) as done:
             main([sub, "--help"])
         assert done.value.code == 0 and "usage: cbi1kit" in capsys.readouterr().out
@@ -206,11 +217,11 @@ def test_demo_simulates_when_missing_then_reuses(tmp_path: Path) -> None:
     (data / "mooncake").mkdir(parents=True)
     lines = TRACE.read_text().splitlines(keepends=True)[:150]
     (data / "mooncake" / "conversation_trace.jsonl").write_text("".join(lines))
-    first = run("demo", "--data", str(data))
+    first = run("demo", "--data", str(data), "--no-report")
     assert first.returncode == 0, first.stderr
     assert "1. simulate:" in first.stdout and "valid: no violations" in first.stdout
     assert (data / "sample.kvrcap").exists()
-    second = run("demo", "--data", str(data))
+    second = run("demo", "--data", str(data), "--no-report")
     assert second.returncode == 0 and "reusing" in second.stdout
 
 
@@ -219,3 +230,16 @@ def test_bundled_sample_is_valid_and_small() -> None:
     assert sample.stat().st_size < 4 * 2**20
     res = run("replay", str(sample), "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["ok"]
+
+
+def test_report_charts_only(tmp_path: Path) -> None:
+    res = run("report", str(ROOT / "data" / "sample.kvrcap"), "-o", str(tmp_path), "--no-notebooks")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "index.html").exists()
+    assert "occupancy" in res.stdout
+
+
+def test_report_on_a_missing_capture_is_exit_3(tmp_path: Path) -> None:
+    res = run("report", str(tmp_path / "nope.kvrcap"), "-o", str(tmp_path / "out"))
+    assert res.returncode == 3
+    assert res.stderr.count("\n") == 1

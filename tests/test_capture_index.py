@@ -1,0 +1,247 @@
+"""Block checks in the capture index, index-based framing, and the frames table's resync."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_capture import write_sample
+from test_stream_roundtrip import SUBSCRIBE_KV_POOL_METHOD, Stream, build_stream
+
+from cbi1kit._capture import (
+    FILE_HEADER_LEN,
+    RECORD_HEADER_LEN,
+    CaptureDamage,
+    CaptureReader,
+    CaptureWriter,
+    RecordType,
+    read_index,
+)
+from cbi1kit._readers import FrameDamage, read_capture
+from cbi1kit._tables import _CaptureScan, _varint, frames_batches, frames_table
+
+
+def _check(data: bytes) -> int:
+    return xxhash.xxh3_64_intdigest(data) & 0xFFFFFFFF
+
+
+def _spans(path: Path) -> list[tuple[int, int, int, RecordType]]:
+    with CaptureReader(path) as reader:
+        return [(r.index, r.offset, r.end_offset, r.type) for r in reader.records(structural=True)]
+
+
+def _stream_capture(
+    path: Path, stream: Stream, *, index_every: int = 4, catalog: bool = True
+) -> Path:
+    """The round-trip stream's messages (plus a catalog stream), a small index block size."""
+    with CaptureWriter(path, index_every=index_every) as w:
+        cat = 0
+        if catalog:
+            cat = w.open_stream("relay", "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog", b"")
+            w.message(cat, b"\x08\x01", recv_unix_ns=1, recv_mono_ns=1)
+        sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
+        for i, m in enumerate(stream.messages):
+            w.message(sid, m.SerializeToString(), recv_unix_ns=10 + i, recv_mono_ns=20 + i)
+            if i == 5:
+                w.mark("half way")
+        w.close_stream(sid)
+        if catalog:
+            w.close_stream(cat)
+    return path
+
+
+@pytest.fixture(scope="module")
+def stream() -> Stream:
+    return build_stream(deltas=12, heartbeat_every=3, seed=11)
+
+
+@pytest.fixture(scope="module")
+def indexed(stream: Stream, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _stream_capture(tmp_path_factory.mktemp("ci") / "s.kvrcap", stream)
+
+
+def _scan(path: Path, batch_records: int = 7) -> tuple[pl.DataFrame, _CaptureScan]:
+    cap = _CaptureScan(path, (SUBSCRIBE_KV_POOL_METHOD,))
+    from cbi1kit._tables import _Batch, _damage_df, _frames_df
+
+    parts = [
+        _frames_df(x) if isinstance(x, _Batch) else _damage_df(*x) for x in cap.items(batch_records)
+    ]
+    return pl.concat(parts), cap
+
+
+def test_block_checks_cover_exactly_the_records_of_each_index(indexed: Path) -> None:
+    data = indexed.read_bytes()
+    spans = _spans(indexed)
+    index = read_index(data)
+    assert index is not None and len(index.blocks) >= 3
+    listed: list[int] = []
+    for block in index.blocks:
+        assert block.block_check == _check(data[block.start : block.index_offset])
+        listed += [*block.offsets.tolist(), block.index_offset]
+    # index-based framing equals the walked chain (the TRAILER ends it)
+    assert [*listed, index.trailer_offset] == [s[1] for s in spans]
+    assert spans[-1][3] is RecordType.TRAILER and index.trailer_index == spans[-1][0]
+
+
+def test_index_framing_equals_walked_framing(stream: Stream, indexed: Path, tmp_path: Path) -> None:
+    plain = _stream_capture(tmp_path / "plain.kvrcap", stream, index_every=0)
+    fast, cap = _scan(indexed)
+    walked, wcap = _scan(plain)
+    assert cap.records_walked == 0 and cap.blocks_verified >= 3
+    assert wcap.blocks_verified == 0 and wcap.records_walked > 0
+    assert fast.height == len(stream.messages)
+    assert fast["validation_error"].null_count() == fast.height
+    assert fast.drop("source_offset").equals(walked.drop("source_offset"))
+    # source offsets are the records' own
+    msgs = [s[1] for s in _spans(indexed) if s[3] is RecordType.MESSAGE][1:]  # not the catalog
+    assert fast["source_offset"].to_list() == msgs
+    assert frames_table(indexed).collect().equals(fast)
+
+
+def _drop_block_checks(data: bytearray) -> None:
+    """Make every INDEX look like an older writer's: no flag, reserved field 0."""
+    index = read_index(bytes(data))
+    assert index is not None
+    for block in index.blocks:
+        o = block.index_offset
+        data[o + 5] = 0
+        body = o + RECORD_HEADER_LEN
+        data[body + 20 : body + 24] = b"\0\0\0\0"
+        blen = block.index_end - body
+        data[o + 40 : o + 44] = _check(bytes(data[body : body + blen])).to_bytes(4, "little")
+        data[o + 44 : o + 48] = _check(bytes(data[o : o + 44])).to_bytes(4, "little")
+
+
+def test_old_format_index_without_block_checks_still_reads(indexed: Path, tmp_path: Path) -> None:
+    data = bytearray(indexed.read_bytes())
+    _drop_block_checks(data)
+    old = tmp_path / "old.kvrcap"
+    old.write_bytes(bytes(data))
+    index = read_index(bytes(data))
+    assert index is not None and all(b.block_check is None for b in index.blocks)
+    with CaptureReader(old) as reader:
+        assert [type(i) for i in reader.items()].count(CaptureDamage) == 0
+    df, cap = _scan(old)
+    assert cap.blocks_verified == 0
+    assert df.equals(_scan(indexed)[0])
+    # appending to it: the new INDEX has a block check, the old ones keep none
+    with CaptureWriter(old, mode="a", index_every=4) as w:
+        w.mark("appended")
+    index = read_index(old.read_bytes())
+    assert index is not None and index.blocks[-1].block_check is not None
+    assert index.blocks[0].block_check is None
+    raw = old.read_bytes()
+    last = index.blocks[-1]
+    assert last.block_check == _check(raw[last.start : last.index_offset])
+
+
+def test_append_mode_block_check_covers_the_recovered_block(tmp_path: Path) -> None:
+    path = tmp_path / "a.kvrcap"
+    write_sample(path, n_messages=9, index_every=4)
+    with CaptureWriter(path, mode="a", index_every=4) as w:
+        w.mark("more")
+        w.mark("and more")
+    raw = path.read_bytes()
+    index = read_index(raw)
+    assert index is not None
+    for block in index.blocks:
+        assert block.block_check == _check(raw[block.start : block.index_offset])
+
+
+def _items_view(path: Path) -> tuple[list[tuple[int, int, str]], list[int]]:
+    """Damage (record, offset, reason) and MESSAGE offsets of the frame stream, from the reader."""
+    frames = []
+    damage = []
+    for item in read_capture(path, damage="report"):
+        if isinstance(item, FrameDamage):
+            damage.append((item.error.record_index, item.error.offset, item.error.reason))
+        else:
+            frames.append(item.source_offset)
+    return damage, frames
+
+
+@settings(max_examples=150, deadline=None)
+@given(bit=st.integers(min_value=0))
+def test_bit_flip_in_a_block_is_located_at_its_record(indexed: Path, bit: int) -> None:
+    data = bytearray(indexed.read_bytes())
+    pos = FILE_HEADER_LEN * 8 + bit % ((len(data) - FILE_HEADER_LEN) * 8)
+    data[pos // 8] ^= 1 << (pos % 8)
+    flipped = indexed.with_name(f"flip-{pos}.kvrcap")
+    flipped.write_bytes(bytes(data))
+    try:
+        damage, frames = _items_view(flipped)
+        df, _cap = _scan(flipped)
+        with CaptureReader(flipped) as reader:
+            items = list(reader.items())
+    finally:
+        flipped.unlink()
+    reported = [i for i in items if isinstance(i, CaptureDamage)]
+    assert len(reported) == 1  # a single flip is one damaged record, exactly located
+    assert [d[:2] for d in damage] == [(d.record_index, d.offset) for d in reported]
+    errors = df.filter(pl.col("kind") == "SOURCE_ERROR")
+    assert errors["source_offset"].to_list() == [d.offset for d in reported]
+    assert [
+        f"record {d.record_index} at byte offset {d.offset}" in e
+        for d, e in zip(reported, errors["validation_error"], strict=True)
+    ] == [True]
+    ok = df.filter(pl.col("kind") != "SOURCE_ERROR")
+    assert ok["source_offset"].to_list() == frames
+    # frame numbers as read_capture(damage="report") gives them
+    idx = [(i.index, i.source_offset) for i in read_capture_report(indexed, data)]
+    assert [(r, o) for r, o in zip(df["record_index"], df["source_offset"], strict=True)] == idx
+
+
+def read_capture_report(path: Path, data: bytearray) -> list[object]:
+    tmp = path.with_name("report.kvrcap")
+    tmp.write_bytes(bytes(data))
+    try:
+        return list(read_capture(tmp, damage="report"))
+    finally:
+        tmp.unlink()
+
+
+def test_frames_table_reads_on_past_damage(stream: Stream, indexed: Path, tmp_path: Path) -> None:
+    spans = _spans(indexed)
+    full = frames_table(indexed).collect()
+    msgs = [s for s in spans if s[3] is RecordType.MESSAGE][1:]
+    data = bytearray(indexed.read_bytes())
+    victims = [msgs[3], msgs[9]]
+    for _k, start, end, _t in victims:  # two body flips
+        data[(start + end) // 2] ^= 0x40
+    path = tmp_path / "d.kvrcap"
+    path.write_bytes(bytes(data))
+    df = pl.concat(list(frames_batches(path, batch_records=4)))
+    bad = df.filter(pl.col("kind") == "SOURCE_ERROR")
+    assert bad["source_offset"].to_list() == [v[1] for v in victims]
+    assert all("body checksum mismatch" in e for e in bad["validation_error"])
+    good = df.filter(pl.col("kind") != "SOURCE_ERROR")
+    lost = {v[1] for v in victims}
+    assert good.equals(full.filter(~pl.col("source_offset").is_in(list(lost))))
+    # each damaged message uses up its frame number, as in replay
+    assert bad["record_index"].to_list() == [3, 9]
+    # the torn tail of a file cut inside a late record is the last row; all before it is read
+    cut = tmp_path / "cut.kvrcap"
+    cut.write_bytes(bytes(indexed.read_bytes()[: msgs[-2][1] + 60]))
+    df = frames_table(cut).collect()
+    assert df["kind"][-1] == "SOURCE_ERROR" and "Truncated" in df["validation_error"][-1]
+    assert df.head(df.height - 1).equals(full.head(df.height - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.integers(min_value=0, max_value=2**64 - 1), min_size=1, max_size=40))
+def test_varint_decoder_matches_protobuf(values: list[int]) -> None:
+    from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
+
+    encoded = [_VarintBytes(v) for v in values]
+    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    pos = np.cumsum([0] + [len(e) for e in encoded[:-1]]).astype(np.int64)
+    value, length, bad = _varint(buf, pos)
+    assert value.tolist() == values
+    assert length.tolist() == [len(e) for e in encoded]
+    assert not bad.any()

@@ -1,0 +1,193 @@
+"""Chart specs, checked through ``to_dict()``: fields, encodings, row caps and exact u64s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from cbi1kit import _charts as C
+from cbi1kit._format import FilterFormat
+from cbi1kit._replay import replay
+from cbi1kit._tables import frames_table, images_table, snapshots_table
+from cbi1kit._wire import encode_delta
+
+SAMPLE = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+
+
+@pytest.fixture(scope="module")
+def stream() -> dict[str, Any]:
+    report = replay(SAMPLE)
+    assert report.final_lane is not None
+    return {
+        "lane": report.final_lane,
+        "frames": frames_table(SAMPLE).collect(),
+        "images": images_table(SAMPLE),
+        "snapshots": snapshots_table(SAMPLE),
+    }
+
+
+def _datasets(spec: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    found = list(spec.get("datasets", {}).values())
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            data = node.get("data")
+            if isinstance(data, dict) and isinstance(data.get("values"), list):
+                found.append(data["values"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(spec)
+    return found
+
+
+def _encodings(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "encoding" in node:
+                out.append(node["encoding"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(spec)
+    return out
+
+
+def _check_bounded_and_exact(spec: dict[str, Any]) -> None:
+    datasets = _datasets(spec)
+    assert datasets, "a chart with no data"
+    for rows in datasets:
+        assert len(rows) <= C.MAX_ROWS
+        for row in rows:
+            for value in row.values():
+                # Vega numbers are doubles: no integer beyond 2**53 may reach the spec.
+                if isinstance(value, int) and not isinstance(value, bool):
+                    assert abs(value) <= 2**53, value
+
+
+def _fields(spec: dict[str, Any]) -> set[str]:
+    return {
+        ch["field"]
+        for enc in _encodings(spec)
+        for ch in enc.values()
+        if isinstance(ch, dict) and "field" in ch
+    }
+
+
+def test_byte_map_spec() -> None:
+    frame = encode_delta(FilterFormat(0x5EED, 1024), 2**64 - 1, 4, 5, [(3, 2**64 - 1)])
+    spec = C.byte_map_chart(frame).to_dict()
+    _check_bounded_and_exact(spec)
+    assert {"start", "end", "region"} <= _fields(spec)
+    table = C.byte_map_table(frame)
+    assert table["field"].to_list()[:11][-1] == "header.body_checksum"
+    assert table.filter(pl.col("field") == "header.dc_id")["value"][0].startswith(
+        "0xffffffffffffffff"
+    )
+
+
+def test_occupancy_spec_has_a_named_brush(stream: dict[str, Any]) -> None:
+    spec = C.occupancy_chart(stream["lane"], bins=512).to_dict()
+    _check_bounded_and_exact(spec)
+    params = spec.get("params", []) + [p for v in spec["vconcat"] for p in v.get("params", [])]
+    assert [p["name"] for p in params] == ["range"]
+    assert params[0]["select"]["encodings"] == ["x"]
+    assert {"bucket_start", "bucket_end", "load_factor"} <= _fields(spec)
+
+
+def test_bucket_words_are_exact_hex(stream: dict[str, Any]) -> None:
+    lane = stream["lane"]
+    table = C.bucket_words_table(lane, 10, 20)
+    assert table["bucket"].to_list() == list(range(10, 20))
+    assert [int(w, 16) for w in table["word"]] == [int(w) for w in lane[10:20]]
+    assert C.bucket_words_table(lane, 0, 10**9).height == min(lane.shape[0], C.MAX_ROWS)
+    big = np.arange(20_000, dtype=np.uint64)
+    assert C.bucket_words_table(big, 0, 10**9).height == C.MAX_ROWS
+
+
+def test_slots_histogram_matches_the_lane(stream: dict[str, Any]) -> None:
+    spec = C.slots_histogram_chart(stream["lane"]).to_dict()
+    _check_bounded_and_exact(spec)
+    rows = _datasets(spec)[0]
+    assert sum(r["buckets"] for r in rows) == stream["lane"].shape[0]
+    assert sum(r["binomial"] for r in rows) == pytest.approx(stream["lane"].shape[0])
+
+
+def test_fingerprint_chart(stream: dict[str, Any]) -> None:
+    spec = C.fingerprint_chart(stream["lane"]).to_dict()
+    _check_bounded_and_exact(spec)
+    assert {"start", "end", "fingerprints"} <= _fields(spec)
+
+
+def test_filter_health_from_the_stream(stream: dict[str, Any]) -> None:
+    health = C.filter_health_table(stream["snapshots"], stream["images"])
+    assert health["sequence"].dtype == pl.UInt64
+    assert health["sequence_hex"][0] == f"0x{int(health['sequence'][0]):016x}"
+    spec = C.filter_health_chart(health).to_dict()
+    _check_bounded_and_exact(spec)
+    assert spec["facet"]["row"]["field"] == "variable"
+
+
+def test_filter_health_refuses_a_table_without_metrics() -> None:
+    with pytest.raises(C.ChartDataError, match="no filter-health metric"):
+        C.filter_health_chart(pl.DataFrame({"sequence": [1, 2]}))
+
+
+def test_churn_spec(stream: dict[str, Any]) -> None:
+    spec = C.churn_chart(
+        stream["frames"], stream["images"], bucket_count=int(stream["lane"].shape[0])
+    ).to_dict()
+    _check_bounded_and_exact(spec)
+    assert {"image_count", "bytes", "rewrites", "kind"} <= _fields(spec)
+
+
+def test_prefix_depth_spec() -> None:
+    rng = np.random.default_rng(5)
+    exact = rng.integers(0, 40, 20_000)
+    ckf = exact + (rng.random(20_000) < 0.01)
+    spec = C.prefix_depth_chart(pl.DataFrame({"exact_depth": exact, "ckf_depth": ckf})).to_dict()
+    _check_bounded_and_exact(spec)
+    rows = _datasets(spec)[0]
+    assert sum(r["queries"] for r in rows) == 20_000
+    assert {r["outcome"] for r in rows} == {"exact", "over (false positive)"}
+
+
+def test_fpr_vs_load_spec() -> None:
+    runs = pl.DataFrame({"load_factor": [0.1, 0.4], "measured_fpr": [1.3e-5, 5.1e-5]})
+    spec = C.fpr_vs_load_chart(runs).to_dict()
+    _check_bounded_and_exact(spec)
+    assert {"load_factor", "measured_fpr", "estimate"} <= _fields(spec)
+
+
+def test_compare_runs_thins_each_run() -> None:
+    table = pl.DataFrame(
+        {"request": list(range(3000)) * 3, "run": ["a"] * 3000 + ["b"] * 3000 + ["c"] * 3000}
+    ).with_columns(pl.col("request").alias("load"))
+    spec = C.compare_runs_chart(table, x="request", metrics=["load"], by="run").to_dict()
+    _check_bounded_and_exact(spec)
+    assert len(_datasets(spec)[0]) < 3 * 3000
+
+
+def test_too_many_rows_is_refused() -> None:
+    depths = pl.DataFrame({"exact_depth": range(6000), "ckf_depth": range(6000)})
+    with pytest.raises(C.ChartDataError, match="limit 5000"):
+        C.prefix_depth_chart(depths)
+
+
+def test_hex64_is_exact_at_the_top() -> None:
+    assert C.hex64(np.array([0, 2**64 - 1], dtype=np.uint64)) == [
+        "0x0000000000000000",
+        "0xffffffffffffffff",
+    ]

@@ -1,0 +1,70 @@
+"""The offline report: every chart kind embedded, PNGs that decode, notebooks executed, no CDN."""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from cbi1kit._report import CHART_KINDS, NOTEBOOKS, ReportError, build_report
+
+ROOT = Path(__file__).parents[1]
+SAMPLE = ROOT / "data" / "sample.kvrcap"
+TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+NOT_OFFLINE = re.compile(r"<script|<link|src=['\"]https?:|href=['\"]https?:", re.IGNORECASE)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return struct.unpack(">II", head[16:24])
+
+
+def _check_charts(out: Path) -> str:
+    index = (out / "index.html").read_text()
+    for kind in CHART_KINDS:
+        figure = re.search(rf"<figure id='{kind}' data-chart='{kind}'>(.*?)</figure>", index, re.S)
+        assert figure and "<svg" in figure.group(1), f"{kind} missing from the report"
+        width, height = _png_size(out / "png" / f"{kind}.png")
+        assert width > 200 and height > 100
+    assert not NOT_OFFLINE.search(index), "the report must not fetch anything"
+    return index
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    result = build_report(SAMPLE, out, trace=TRACE, notebooks_dir=ROOT / "notebooks")
+    assert set(result.pngs) == set(CHART_KINDS)
+    assert set(result.notebooks) == set(NOTEBOOKS)
+    return out
+
+
+def test_report_has_every_chart_offline(full_report: Path) -> None:
+    index = _check_charts(full_report)
+    assert "violations" in index
+
+
+def test_report_has_every_notebook_executed(full_report: Path) -> None:
+    index = (full_report / "index.html").read_text()
+    for name in NOTEBOOKS:
+        assert f"notebooks/{name}.html" in index
+        page = (full_report / "notebooks" / f"{name}.html").read_text()
+        assert "<pre class='code'>" in page
+        assert "class='error'" not in page, f"{name} raised"
+        assert not NOT_OFFLINE.search(page), f"{name} fetches something"
+    # the notebooks' charts were rendered statically, as inline SVG
+    assert "<svg" in (full_report / "notebooks" / "03_bucket_occupancy.html").read_text()
+
+
+def test_charts_only_without_a_trace_skips_the_routing_charts(tmp_path: Path) -> None:
+    result = build_report(SAMPLE, tmp_path)
+    assert set(result.pngs) == set(CHART_KINDS) - {"prefix_depth", "fpr_vs_load"}
+    assert result.notebooks == {}
+
+
+def test_missing_capture_is_a_report_error(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="no such capture"):
+        build_report(tmp_path / "nope.kvrcap", tmp_path / "out")
