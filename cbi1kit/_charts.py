@@ -18,10 +18,12 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from cbi1kit._ckf_addressing import CkfAddressing
 from cbi1kit._ckf_bucket import lane_slots
-from cbi1kit._ckf_stats import estimated_false_positive_rate
+from cbi1kit._ckf_stats import estimated_false_positive_rate, measured_false_positive_rate
 from cbi1kit._format import HEADER_LEN, IMAGE_BYTES, SLOTS_PER_BUCKET, WORD_BYTES, FrameKind
 from cbi1kit._inspect import Inspection, inspect
+from cbi1kit._replay import ReplayReport
 from cbi1kit._tables import occupancy_table
 from cbi1kit._wire import Buffer
 from cbi1kit.errors import Cbi1kitError
@@ -353,51 +355,85 @@ def fingerprint_chart(lane: npt.ArrayLike, *, bins: int = 64) -> alt.LayerChart:
 
 
 def filter_health_table(
-    snapshots: pl.DataFrame, images: pl.DataFrame, *, max_points: int = 1000
+    snapshots: pl.DataFrame,
+    images: pl.DataFrame,
+    *,
+    max_points: int = 1000,
+    report: ReplayReport | None = None,
+    seed: int | None = None,
+    fpr_points: int = 12,
+    fpr_probes: int = 200_000,
+    rng_seed: int = 0,
 ) -> pl.DataFrame:
-    """Load over sequence from the stream alone: each snapshot's slots plus every delta's change.
+    """Load over sequence from the stream alone: each installed snapshot's occupied slots, then
+    every applied delta's change in occupied slots, rebased at every snapshot.
 
     Returns one row per sampled sequence: ``sequence`` (UInt64), ``sequence_hex``,
-    ``occupied_slots``, ``load_factor`` and the estimated per-probe false-positive rate.
+    ``occupied_slots``, ``load_factor`` and ``estimated_fpr`` (8α/65534). With the replay
+    ``report`` and the lane's CKF ``seed``, ``measured_fpr`` is added at ``fpr_points``
+    sequences: the fraction of ``fpr_probes`` random (seeded) hashes the lane at that sequence
+    claims to hold.
     """
-    _require(snapshots, ["sequence", "occupied_slots", "bucket_count"], "filter health")
-    _require(images, ["sequence", "occupied_before", "occupied_after"], "filter health")
+    _require(snapshots, ["record_index", "sequence", "occupied_slots", "bucket_count"], "health")
+    _require(images, ["record_index", "sequence", "occupied_before", "occupied_after"], "health")
     if snapshots.is_empty():
         raise ChartDataError("filter health needs at least one installed snapshot")
-    first = snapshots.sort("sequence").row(0, named=True)
-    buckets = int(first["bucket_count"])
-    change = (
-        images.filter(pl.col("sequence") > first["sequence"])
-        .group_by("sequence")
+    buckets = int(snapshots["bucket_count"][0])
+    bases = snapshots.select(
+        pl.col("record_index").alias("snapshot_record"),
+        pl.col("sequence"),
+        pl.col("occupied_slots").cast(pl.Int64).alias("base"),
+    ).sort("snapshot_record")
+    changes = (
+        images.sort("record_index")
+        .join_asof(
+            bases.select("snapshot_record", "base"),
+            left_on="record_index",
+            right_on="snapshot_record",
+            strategy="backward",
+        )
+        .drop_nulls("snapshot_record")
+        .group_by("snapshot_record", "sequence", "base")
         .agg(
             (pl.col("occupied_after").cast(pl.Int64) - pl.col("occupied_before").cast(pl.Int64))
             .sum()
-            .alias("delta_slots")
+            .alias("change")
         )
-        .sort("sequence")
     )
-    base = pl.DataFrame(
-        {"sequence": [first["sequence"]], "delta_slots": [0]},
-        schema={"sequence": pl.UInt64, "delta_slots": pl.Int64},
-    )
-    series = pl.concat([base, change]).with_columns(
-        (pl.col("delta_slots").cum_sum() + int(first["occupied_slots"])).alias("occupied_slots")
+    series = (
+        pl.concat(
+            [
+                bases.select(
+                    "snapshot_record", "sequence", "base", pl.lit(0, pl.Int64).alias("change")
+                ),
+                changes.select("snapshot_record", "sequence", "base", "change"),
+            ]
+        )
+        .sort("snapshot_record", "sequence")
+        .with_columns(
+            (pl.col("base") + pl.col("change").cum_sum().over("snapshot_record")).alias(
+                "occupied_slots"
+            )
+        )
+        .select("sequence", "occupied_slots")
     )
     if series.height > max_points:
-        step = -(-series.height // max_points)
-        series = series.gather_every(step)
-    return (
-        series.with_columns(
-            (pl.col("occupied_slots") / (SLOTS_PER_BUCKET * buckets)).alias("load_factor"),
-        )
-        .with_columns(
-            pl.col("load_factor")
-            .map_batches(lambda s: s * estimated_false_positive_rate(1.0), return_dtype=pl.Float64)
-            .alias("estimated_fpr"),
-            pl.Series("sequence_hex", hex64(series["sequence"].to_numpy())),
-        )
-        .drop("delta_slots")
+        series = series.gather_every(-(-series.height // max_points))
+    table = series.with_columns(
+        (pl.col("occupied_slots") / (SLOTS_PER_BUCKET * buckets)).alias("load_factor"),
+        pl.Series("sequence_hex", hex64(series["sequence"].to_numpy())),
+    ).with_columns(
+        (pl.col("load_factor") * estimated_false_positive_rate(1.0)).alias("estimated_fpr")
     )
+    if report is None or seed is None:
+        return table
+    addressing = CkfAddressing(buckets, seed)
+    picks = np.unique(np.linspace(0, table.height - 1, min(fpr_points, table.height)).astype(int))
+    measured: list[float | None] = [None] * table.height
+    for i in picks.tolist():
+        lane = report.lane_at(int(table["sequence"][i]))
+        measured[i] = measured_false_positive_rate(lane, addressing, fpr_probes, rng_seed)
+    return table.with_columns(pl.Series("measured_fpr", measured, dtype=pl.Float64))
 
 
 def filter_health_chart(health: pl.DataFrame, *, x: str = "sequence") -> alt.FacetChart:
@@ -432,8 +468,9 @@ def filter_health_chart(health: pl.DataFrame, *, x: str = "sequence") -> alt.Fac
         x_enc = alt.X("position:Q", title=f"sequence - {first}")
         tip = ["sequence_hex:N"]
     else:
-        x_enc = alt.X(f"{x}:T", title=x)
-        tip = [f"{x}:T"]
+        kind = "T" if table.schema[x].is_temporal() else "Q"
+        x_enc = alt.X(f"{x}:{kind}", title=x)
+        tip = [f"{x}:{kind}"]
     long = _bounded(
         table.select(
             [*(c for c in ("position", x, "sequence_hex") if c in table.columns), *metrics]
@@ -441,7 +478,13 @@ def filter_health_chart(health: pl.DataFrame, *, x: str = "sequence") -> alt.Fac
         .unpivot(
             on=metrics, index=[c for c in ("position", x, "sequence_hex") if c in table.columns]
         )
-        .drop_nulls("value"),
+        .drop_nulls("value")
+        .with_columns(  # estimated and measured FPR share one panel, to be compared
+            pl.when(pl.col("variable").str.ends_with("_fpr"))
+            .then(pl.lit("false-positive rate"))
+            .otherwise(pl.col("variable"))
+            .alias("panel")
+        ),
         "filter health",
     )
     chart: alt.FacetChart = (
@@ -450,11 +493,11 @@ def filter_health_chart(health: pl.DataFrame, *, x: str = "sequence") -> alt.Fac
         .encode(
             x=x_enc,
             y=alt.Y("value:Q", title=None),
-            color=alt.Color("variable:N", legend=None),
+            color=alt.Color("variable:N", title="metric"),
             tooltip=[*tip, "variable:N", alt.Tooltip("value:Q", format=".4g")],
         )
         .properties(width=560, height=110)
-        .facet(row=alt.Row("variable:N", title=None))
+        .facet(row=alt.Row("panel:N", title=None))
         .resolve_scale(y="independent")
     )
     return chart

@@ -137,7 +137,38 @@ def test_filter_health_from_the_stream(stream: dict[str, Any]) -> None:
     assert health["sequence_hex"][0] == f"0x{int(health['sequence'][0]):016x}"
     spec = C.filter_health_chart(health).to_dict()
     _check_bounded_and_exact(spec)
-    assert spec["facet"]["row"]["field"] == "variable"
+    assert spec["facet"]["row"]["field"] == "panel"
+
+
+def test_filter_health_measured_fpr_tracks_the_estimate(stream: dict[str, Any]) -> None:
+    seed = int(stream["frames"]["cbi1_seed"].drop_nulls()[0])
+    health = C.filter_health_table(
+        stream["snapshots"], stream["images"], report=replay(SAMPLE), seed=seed, fpr_points=4
+    )
+    measured = health.drop_nulls("measured_fpr")
+    assert measured.height == 4
+    loaded = measured.filter(pl.col("load_factor") > 0.3)
+    assert loaded.height >= 2
+    ratio = loaded["measured_fpr"].sum() / loaded["estimated_fpr"].sum()
+    assert 1 / 3 < ratio < 3
+    spec = C.filter_health_chart(health).to_dict()
+    panels = {r["panel"] for r in _datasets(spec)[0]}
+    assert panels == {"load_factor", "false-positive rate"}
+
+
+def test_filter_health_over_a_simulation() -> None:
+    from cbi1kit._simulator import Simulator, SimulatorConfig
+    from cbi1kit._workload import read_mooncake
+
+    trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+    cfg = SimulatorConfig(workers_per_dc=2, capacity_blocks=2048, expected_blocks_per_dc=512)
+    result = Simulator(cfg).run(read_mooncake(trace, limit=600), health_every=16)
+    health = result.health_table()
+    assert health["capacity_failures"].max() > 0  # a too-small filter fails inserts
+    spec = C.filter_health_chart(health, x="request").to_dict()
+    _check_bounded_and_exact(spec)
+    panels = {r["panel"] for r in _datasets(spec)[0]}
+    assert {"resident_items", "capacity_failures", "load_factor"} <= panels
 
 
 def test_filter_health_refuses_a_table_without_metrics() -> None:

@@ -140,3 +140,16 @@ def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
         simulate_capture(w, path, SimRelayConfig(SMALL))
     simulate_capture(w, path, SimRelayConfig(SMALL), overwrite=True)
     assert sample_config().relay.record_dc == 0
+
+
+def test_bundled_sample_is_regenerated_byte_for_byte(tmp_path: Path) -> None:
+    """`make sample` reproduces data/sample.kvrcap exactly: fixed seeds, simulated clock."""
+    from cbi1kit._workload import read_mooncake
+
+    root = Path(__file__).parents[1]
+    out = tmp_path / "sample.kvrcap"
+    workload = read_mooncake(root / "data" / "mooncake" / "conversation_trace.jsonl")
+    simulate_capture(workload, out, sample_config())
+    assert out.read_bytes() == (root / "data" / "sample.kvrcap").read_bytes(), (
+        "data/sample.kvrcap is stale: run `make sample`"
+    )
