@@ -86,6 +86,7 @@ from cbi1kit._relay import (
     CkfFormatError,
     RelayWireError,
     WireBucketCountError,
+    filter_update_from_frame,
     producer_to_wire,
     relay_identity_to_wire,
     validate_producer_identity,
@@ -816,21 +817,8 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
     def _update(
         self, frame: PublicationFrame, wire: pb.ProducerIdentity, payload: bytes | None = None
     ) -> pb.FilterUpdate:
-        kind = (
-            pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
-            if frame.kind is PublicationFrameKind.SNAPSHOT_CHUNK
-            else pb.FILTER_UPDATE_KIND_DELTA
-        )
-        return pb.FilterUpdate(
-            protocol_version=RELAY_PROTOCOL_VERSION,
-            relay=relay_identity_to_wire(self.s.relay),
-            producer=wire,
-            base_sequence=frame.base_sequence,
-            sequence=frame.sequence,
-            send_ts_us=_now_us(),
-            kind=kind,
-            payload=frame.payload if payload is None else payload,
-            contract_marker=RELAY_CONTRACT_MARKER,
+        return filter_update_from_frame(
+            frame, self.s.relay, send_ts_us=_now_us(), producer=wire, payload=payload
         )
 
     def _stream(

@@ -15,7 +15,7 @@ import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, ClassVar, Self, overload
 
 import blake3
 import numpy as np
@@ -400,23 +400,26 @@ def _surrounded_by_white_space(value: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class CanonicalModelId:
-    """A model's canonical name: non-empty, no Unicode White_Space at either end (Rust ``trim``).
+class _ModelName:
+    """A validated model name: non-empty, no Unicode White_Space at either end (Rust ``trim``).
 
-    Ordered as Rust orders ``String`` (code point order equals UTF-8 byte order).
+    Ordered as Rust orders ``String`` (code point order equals UTF-8 byte order). Subclasses
+    differ only in the upstream error type they raise.
     """
 
     value: str
+    _error: ClassVar[type[_TextIdentityError]]
 
     def __post_init__(self) -> None:
+        error = self._error
         if not isinstance(self.value, str):
             raise IdentityJsonError(
-                f"canonical model ID must be a str, got {self.value!r}", value=self.value
+                f"{error.kind} must be a str, got {self.value!r}", value=self.value
             )
         if not self.value:
-            raise CanonicalModelIdError(self.value, "empty")
+            raise error(self.value, "empty")
         if _surrounded_by_white_space(self.value):
-            raise CanonicalModelIdError(self.value, "surrounding_whitespace")
+            raise error(self.value, "surrounding_whitespace")
 
     def __str__(self) -> str:
         return self.value
@@ -425,35 +428,22 @@ class CanonicalModelId:
         return self.value
 
     @classmethod
-    def from_json(cls, value: Any) -> CanonicalModelId:
-        return cls(_json_str(value, "canonical model ID"))
+    def from_json(cls, value: Any) -> Self:
+        return cls(_json_str(value, cls._error.kind))
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class ModelAlias:
+class CanonicalModelId(_ModelName):
+    """A model's canonical name (upstream ``CanonicalModelId``)."""
+
+    _error: ClassVar[type[_TextIdentityError]] = CanonicalModelIdError
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ModelAlias(_ModelName):
     """Another name a request may use for a registration; validated like a canonical ID."""
 
-    value: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.value, str):
-            raise IdentityJsonError(
-                f"model alias must be a str, got {self.value!r}", value=self.value
-            )
-        if not self.value:
-            raise ModelAliasError(self.value, "empty")
-        if _surrounded_by_white_space(self.value):
-            raise ModelAliasError(self.value, "surrounding_whitespace")
-
-    def __str__(self) -> str:
-        return self.value
-
-    def to_json(self) -> str:
-        return self.value
-
-    @classmethod
-    def from_json(cls, value: Any) -> ModelAlias:
-        return cls(_json_str(value, "model alias"))
+    _error: ClassVar[type[_TextIdentityError]] = ModelAliasError
 
 
 def _model_id(value: CanonicalModelId | str) -> CanonicalModelId:

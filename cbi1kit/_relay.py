@@ -502,9 +502,18 @@ def producer_from_wire(
 
 
 def filter_update_from_frame(
-    frame: PublicationFrame, relay: RelayIdentity, *, send_ts_us: int
+    frame: PublicationFrame,
+    relay: RelayIdentity,
+    *,
+    send_ts_us: int,
+    producer: pb.ProducerIdentity | None = None,
+    payload: bytes | None = None,
 ) -> pb.FilterUpdate:
-    """What upstream's gRPC driver sends for one publication frame (payload not re-encoded)."""
+    """What upstream's gRPC driver sends for one publication frame (payload not re-encoded).
+
+    ``producer`` passes an already converted wire identity (a server sends the same one for
+    every frame); ``payload`` replaces the frame's bytes (fault injection in tests).
+    """
     from cbi1kit._publication import PublicationFrameKind
 
     kind = (
@@ -515,12 +524,12 @@ def filter_update_from_frame(
     return pb.FilterUpdate(
         protocol_version=RELAY_PROTOCOL_VERSION,
         relay=relay_identity_to_wire(relay),
-        producer=producer_to_wire(frame.identity),
+        producer=producer_to_wire(frame.identity) if producer is None else producer,
         base_sequence=frame.base_sequence,
         sequence=frame.sequence,
         send_ts_us=send_ts_us,
         kind=kind,
-        payload=frame.payload,
+        payload=frame.payload if payload is None else payload,
         contract_marker=RELAY_CONTRACT_MARKER,
     )
 

@@ -30,39 +30,26 @@ def stream() -> dict[str, Any]:
     }
 
 
+def _nodes(spec: Any) -> list[dict[str, Any]]:
+    """Every dict in a Vega-Lite spec, depth first."""
+    if isinstance(spec, dict):
+        return [spec, *(n for v in spec.values() for n in _nodes(v))]
+    if isinstance(spec, list):
+        return [n for v in spec for n in _nodes(v)]
+    return []
+
+
 def _datasets(spec: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    found = list(spec.get("datasets", {}).values())
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            data = node.get("data")
-            if isinstance(data, dict) and isinstance(data.get("values"), list):
-                found.append(data["values"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(spec)
-    return found
+    inline = [
+        n["data"]["values"]
+        for n in _nodes(spec)
+        if isinstance(n.get("data"), dict) and isinstance(n["data"].get("values"), list)
+    ]
+    return list(spec.get("datasets", {}).values()) + inline
 
 
 def _encodings(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if "encoding" in node:
-                out.append(node["encoding"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(spec)
-    return out
+    return [n["encoding"] for n in _nodes(spec) if "encoding" in n]
 
 
 def _check_bounded_and_exact(spec: dict[str, Any]) -> None:
