@@ -969,6 +969,14 @@ def stable_dc_id(name: str) -> DcId:
     return DcId(int.from_bytes(digest[:8], "little"))
 
 
+def _split_once(text: str, sep: str, field: str, what: str, form: str) -> tuple[str, str]:
+    """``text`` split at its only ``sep``, or the parse error upstream's ``FromStr`` gives."""
+    left, found, right = text.partition(sep)
+    if not found or sep in right:
+        raise IdentityParseError(f"{what} must be `{form}`, got {text!r}", field=field, value=text)
+    return left, right
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class IndexerDomainId:
     """One logical indexer: cache semantics × routing scope. Displays as ``cs:rs``."""
@@ -989,13 +997,13 @@ class IndexerDomainId:
 
     @classmethod
     def parse(cls, text: str) -> IndexerDomainId:
-        cs, sep, rs = text.partition(":")
-        if not sep or ":" in rs:
-            raise IdentityParseError(
-                f"indexer domain must be `<cache-semantics-id>:<routing-scope-id>`, got {text!r}",
-                field="IndexerDomainId",
-                value=text,
-            )
+        cs, rs = _split_once(
+            text,
+            ":",
+            "IndexerDomainId",
+            "indexer domain",
+            "<cache-semantics-id>:<routing-scope-id>",
+        )
         return cls(CacheSemanticsId.parse(cs), RoutingScopeId.parse(rs))
 
     def to_json(self) -> dict[str, Any]:
@@ -1025,13 +1033,7 @@ class PoolId:
 
     @classmethod
     def parse(cls, text: str) -> PoolId:
-        domain, sep, dc = text.partition("/")
-        if not sep or "/" in dc:
-            raise IdentityParseError(
-                f"pool ID must be `<indexer-domain-id>/<dc-id>`, got {text!r}",
-                field="PoolId",
-                value=text,
-            )
+        domain, dc = _split_once(text, "/", "PoolId", "pool ID", "<indexer-domain-id>/<dc-id>")
         return cls(IndexerDomainId.parse(domain), DcId.parse(dc))
 
     def to_json(self) -> dict[str, Any]:
