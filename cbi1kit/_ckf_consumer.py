@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit._ckf_addressing import CkfAddressing
-from cbi1kit._ckf_producer import DcCkfDelta, DcCkfSnapshot, canonical_chain
+from cbi1kit._ckf_producer import DcCkfDelta, DcCkfSnapshot
+from cbi1kit._hashing import compute_seq_hash_for_block
 from cbi1kit._identity import (
     MAX_LANES,
     ConsumerDrainMarker,
@@ -306,12 +307,8 @@ class CkfLaneTable:
 
 
 def sequence_hashes(local_hashes: Sequence[int] | npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Canonical sequence hashes of a request's local block hashes (§1.2)."""
-    arr = np.asarray(local_hashes, dtype=np.uint64)
-    if arr.size <= 1:
-        return arr.copy()
-    # The chain is sequential; each step is one exact xxh3 over 16 bytes.
-    return np.array(canonical_chain(arr.tolist()), dtype=np.uint64)
+    """Canonical sequence hashes of a request's local block hashes (§1.2): the rolling chain."""
+    return compute_seq_hash_for_block(local_hashes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from cbi1kit._ckf_table import (
     SplitMix64,
     lane_rng_seed,
 )
+from cbi1kit._hashing import CHAIN_XXH3_SEED
 from cbi1kit._identity import (
     ConsumerDrainMarker,
     DcCkfFormatIdentity,
@@ -40,7 +41,6 @@ from cbi1kit._identity import (
 from cbi1kit.errors import Cbi1kitError
 
 __all__ = [
-    "CHAIN_XXH3_SEED",
     "DEFAULT_SEED",
     "DEFAULT_VERIFICATION_WINDOW",
     "MAX_VERIFICATION_WINDOW",
@@ -72,7 +72,6 @@ __all__ = [
 ]
 
 DEFAULT_SEED = 0x5DEECE66D1B54A33
-CHAIN_XXH3_SEED = 1337
 DEFAULT_VERIFICATION_WINDOW = 2
 MAX_VERIFICATION_WINDOW = 8
 MAX_OWNERS = 0xFFFF_FFFF

@@ -34,7 +34,7 @@ from cbi1kit._identity import (
     RoutingScopeId,
 )
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import Cbi1kitError, _show
 
 if TYPE_CHECKING:
     from cbi1kit._publication import PublicationFrame
@@ -95,14 +95,6 @@ _SOURCES: Final = frozenset(s.proto_value for s in IdentitySource)
 
 # --------------------------------------------------------------------------------------------
 # errors
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return repr(value)
-    if 0 <= value < 10:
-        return str(value)
-    return f"0x{value:x} ({value})"
 
 
 class RelayWireError(Cbi1kitError, ValueError):

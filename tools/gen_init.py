@@ -54,7 +54,6 @@ LAZY = {"_charts", "_report", "_grpc_server", "_grpc_recorder"}
 HIDDEN = {
     "_publication": {"encode_delta", "FORMAT_VERSION"},
     "_capture": {"FORMAT_VERSION"},
-    "_ckf_producer": {"CHAIN_XXH3_SEED"},
 }
 
 HEADER = '''"""cbi1kit: see inside NVIDIA Dynamo's KV-cache filter stream.
