@@ -1,14 +1,13 @@
 """polars tables over a recorded stream: frames, delta images, snapshots, occupancy; Parquet.
 
 The ``frames`` table (one row per message) is built batch by batch and column-wise: a capture
-is walked once through its memory map (record headers and checksums as the capture reader
-checks them), and the ``FilterUpdate`` envelopes of a whole batch are then parsed together with
-numpy — a vectorised protobuf field scanner finds every top-level field of every message at
-once, the producer and relay sub-messages are parsed once per run of identical bytes, and the
-CBI1 headers are gathered into one structured array. Only the CBI1 body checksum is a
-per-record call (xxh3 in C). Memory stays at one batch; ``frames_table`` returns a
-``LazyFrame`` whose batches are produced as polars pulls them, so ``sink_parquet`` and
-streaming ``collect`` work on captures larger than memory.
+is read through its memory map and index (block checks verified ahead on a worker thread,
+record headers checked against the index with numpy), each message is visited once by the
+compiled kernel of :mod:`cbi1kit._envelope_scan` (protobuf field walk, CBI1 body checksum,
+payload head), the relay and producer sub-messages are parsed once per run of identical bytes,
+and the CBI1 header fields and validation rules are numpy over the whole batch. Memory stays at
+one batch; ``frames_table`` returns a ``LazyFrame`` whose batches are produced as polars pulls
+them, so ``sink_parquet`` and streaming ``collect`` work on captures larger than memory.
 
 ``images`` and ``snapshots`` need the lane, so they come from :mod:`cbi1kit._replay` (only
 applied deltas and installed snapshots appear). Every 64-bit value is ``pl.UInt64``; digests
@@ -20,7 +19,9 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -285,6 +286,7 @@ class _Rows:
 
 
 _NOT_OPEN: Final = 1 << 62
+_NO_ROWS: Final = np.zeros(0, dtype=np.int64)
 
 
 class _CaptureScan:
@@ -335,16 +337,14 @@ class _CaptureScan:
             mv = memoryview(mm)
             released = 0
             try:
-                for block in index.blocks:
-                    if block.block_check is None or block.block_check != (
-                        _XXH3(mv[block.start : block.index_offset]) & _MASK32
-                    ):
+                for group, whole in _checked_groups(mv, index.blocks):
+                    good = self._blocks_rows(mm, arr, group, rows)
+                    self.blocks_verified += good
+                    if good:
+                        offset = group[good - 1].index_end
+                        number = group[good - 1].first_index + len(group[good - 1].offsets) + 1
+                    if good < len(group) or not whole:
                         break
-                    if not self._block_rows(mm, arr, block, rows):
-                        break
-                    self.blocks_verified += 1
-                    offset = block.index_end
-                    number = block.first_index + len(block.offsets) + 1
                     if rows.count >= batch_records:
                         yield from rows.batches()
                         released = _release(mm, released, offset)
@@ -356,47 +356,61 @@ class _CaptureScan:
             yield from self._walk(reader, rows, offset, number)
         yield from rows.batches(final=True)
 
-    def _block_rows(
-        self, mm: Any, arr: npt.NDArray[np.uint8], block: IndexBlock, rows: _Rows
-    ) -> bool:
-        """Rows of one verified block; False if its headers disagree with the index."""
-        offs = block.offsets
-        n = len(offs)
-        if n == 0:
-            return True
-        window = np.ndarray(
-            (len(arr) - RECORD_HEADER_LEN + 1,), dtype=HEADER_DTYPE, buffer=arr, strides=(1,)
+    def _blocks_rows(
+        self, mm: Any, arr: npt.NDArray[np.uint8], blocks: list[IndexBlock], rows: _Rows
+    ) -> int:
+        """Rows of consecutive verified blocks, checked together; the number of leading blocks
+        whose record headers agree with the index (the rest is left to the walk)."""
+        if not blocks:
+            return 0
+        offs = np.concatenate([b.offsets for b in blocks])
+        sizes = [len(b.offsets) for b in blocks]
+        numbers = np.concatenate(
+            [np.arange(b.first_index, b.first_index + len(b.offsets)) for b in blocks]
         )
-        h = window[offs]
+        # where each record must end: the next record, or its block's INDEX
+        follow = np.concatenate(
+            [
+                np.append(b.offsets[1:], b.index_offset) if len(b.offsets) else _NO_ROWS
+                for b in blocks
+            ]
+        ).astype(np.int64)
+        window = np.ndarray(
+            (len(arr) - RECORD_HEADER_LEN + 1,),
+            dtype=f"V{RECORD_HEADER_LEN}",
+            buffer=arr,
+            strides=(1,),
+        )
+        h = window[offs].view(HEADER_DTYPE)
         rtype = h["type"]
         length = h["body_len"].astype(np.int64)
-        ends = offs + RECORD_HEADER_LEN + length
-        if not (
-            bool((h["magic"] == RECORD_MAGIC).all())
-            and bool(
-                (h["record_index"] == np.arange(block.first_index, block.first_index + n)).all()
-            )
-            and bool((ends[:-1] == offs[1:]).all())
-            and int(ends[-1]) == block.index_offset
-            and bool(((rtype >= 1) & (rtype <= 7) & (rtype != RecordType.INDEX)).all())
-        ):
-            return False
+        ok = (
+            (h["magic"] == RECORD_MAGIC)
+            & (h["record_index"] == numbers)
+            & (offs + RECORD_HEADER_LEN + length == follow)
+            & (rtype >= 1)
+            & (rtype <= 7)
+            & (rtype != RecordType.INDEX)
+        )
+        if not ok.all():
+            bad_block = int(np.searchsorted(np.cumsum(sizes), np.argmin(ok), side="right"))
+            return self._blocks_rows(mm, arr, blocks[:bad_block], rows)
         sid = h["stream_id"].astype(np.int64)
+        ends = offs + RECORD_HEADER_LEN + length
         for k in np.flatnonzero(
             (rtype == RecordType.STREAM_OPEN) | (rtype == RecordType.STREAM_CLOSE)
         ).tolist():
             self._control(
                 int(rtype[k]),
                 int(sid[k]),
-                block.first_index + k,
+                int(numbers[k]),
                 bytes(mm[int(offs[k]) + RECORD_HEADER_LEN : int(ends[k])]),
             )
         msg = np.flatnonzero(rtype == RecordType.MESSAGE)
         if msg.size and self.frame_streams:
-            ms = sid[msg]
-            u, inv = np.unique(ms, return_inverse=True)
+            u, inv = np.unique(sid[msg], return_inverse=True)
             opened = np.array([self.frame_streams.get(int(x), _NOT_OPEN) for x in u.tolist()])
-            msg = msg[opened[inv] < block.first_index + msg]
+            msg = msg[opened[inv] < numbers[msg]]
             rows.add(
                 sid[msg],
                 offs[msg],
@@ -404,7 +418,7 @@ class _CaptureScan:
                 h["recv_unix_ns"][msg].view(np.int64),
                 h["recv_mono_ns"][msg],
             )
-        return True
+        return len(blocks)
 
     def _control(self, rtype: int, sid: int, number: int, body: bytes) -> None:
         """A stream open or close, as ``read_capture`` tracks them."""
@@ -467,6 +481,51 @@ class _CaptureScan:
         flush()
 
 
+_GROUP_BYTES: Final = 32 << 20
+
+
+def _checked_groups(
+    mv: memoryview, blocks: Sequence[IndexBlock]
+) -> Iterator[tuple[list[IndexBlock], bool]]:
+    """Consecutive groups of index blocks (about ``_GROUP_BYTES`` each), block checks verified
+    two groups ahead on a worker thread: xxh3 releases the GIL, so hashing the file overlaps
+    with turning the previous groups into rows. Yields each group's verified leading blocks and
+    whether that was all of them; stops after the first group that was not."""
+    groups: list[list[IndexBlock]] = []
+    size = _GROUP_BYTES
+    for block in blocks:
+        if size >= _GROUP_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(block)
+        size += block.index_end - block.start
+    with ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-block-check") as pool:
+        pending = deque((g, pool.submit(_verified_prefix, mv, g)) for g in groups[:2])
+        later = iter(groups[2:])
+        try:
+            while pending:
+                group, future = pending.popleft()
+                good = future.result()
+                if (nxt := next(later, None)) is not None:
+                    pending.append((nxt, pool.submit(_verified_prefix, mv, nxt)))
+                yield group[:good], good == len(group)
+                if good < len(group):
+                    return
+        finally:
+            for _, future in pending:
+                future.cancel()
+
+
+def _verified_prefix(mv: memoryview, blocks: list[IndexBlock]) -> int:
+    """How many leading blocks carry a block check that holds."""
+    for k, block in enumerate(blocks):
+        if block.block_check is None or block.block_check != (
+            _XXH3(mv[block.start : block.index_offset]) & _MASK32
+        ):
+            return k
+    return len(blocks)
+
+
 def _release(mm: Any, start: int, end: int) -> int:
     """Drop the mapped pages of records already turned into rows: resident memory stays at
     about one batch, not the whole file (the pages stay in the page cache)."""
@@ -527,158 +586,7 @@ def _record_batches(
         yield flush()
 
 
-# ------------------------------------------------------------------- vectorised protobuf scan
-
-_VARINT_SPAN: Final = np.arange(10, dtype=np.int64)
-_VARINT_SHIFT: Final = (7 * np.arange(10)).astype(np.uint64)
-
-
-def _gather(buf: npt.NDArray[np.uint8], pos: I64, width: int) -> npt.NDArray[np.uint8]:
-    """``buf[p : p + width]`` for every position as an ``(n, width)`` array (bytes past the end
-    of ``buf`` read as its last byte). One fancy index over an overlapping window view: each row
-    is one copy of ``width`` bytes, no ``(n, width)`` index array."""
-    n, size = len(pos), len(buf)
-    if size < width:
-        idx = np.clip(pos[:, None] + np.arange(width, dtype=np.int64), 0, max(size - 1, 0))
-        return buf[idx] if size else np.zeros(idx.shape, dtype=np.uint8)
-    # one opaque ``width``-byte item at every byte offset: indexing copies each with a memcpy
-    window = np.ndarray((size - width + 1,), dtype=np.dtype(f"V{width}"), buffer=buf, strides=(1,))
-    if n == 0 or (int(pos.min()) >= 0 and int(pos.max()) <= size - width):
-        out: npt.NDArray[np.uint8] = window[pos].view(np.uint8).reshape(n, width)
-        return out
-    inside = (pos >= 0) & (pos <= size - width)
-    out = np.empty((n, width), dtype=np.uint8)
-    out[inside] = window[pos[inside]].view(np.uint8).reshape(-1, width)
-    edge = ~inside
-    idx = np.clip(pos[edge, None] + np.arange(width, dtype=np.int64), 0, size - 1)
-    out[edge] = buf[idx]
-    return out
-
-
-_CONT: Final = np.uint64(0x8080808080808080)
-_PAYLOAD7: Final = np.uint64(0x7F7F7F7F7F7F7F7F)
-_SQ1: Final = (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00))
-_SQ2: Final = (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000))
-_SQ3: Final = (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000))
-
-
-def _varint(buf: npt.NDArray[np.uint8], pos: I64) -> tuple[U64, I64, Bool]:
-    """(value, encoded length, malformed) of the varint at each position.
-
-    The 8 bytes at each position are read as one little-endian u64; the first byte without the
-    continuation bit ends the varint. Varints longer than 8 bytes (values >= 2**56) take the
-    byte-matrix path.
-    """
-    w = _gather(buf, pos, 8).view("<u8")[:, 0]
-    stop = ~w & _CONT
-    low = stop & (~stop + np.uint64(1))  # the lowest stop bit (0 if none in 8 bytes)
-    n = (np.bitwise_count(low - np.uint64(1)) // 8 + 1).astype(np.int64)
-    w &= (low | (low - np.uint64(1))) & _PAYLOAD7
-    # squeeze the 7-bit groups together (SWAR): pairs, then quads, then the two halves
-    w = (w & _SQ1[0]) | ((w & _SQ1[1]) >> np.uint64(1))
-    w = (w & _SQ2[0]) | ((w & _SQ2[1]) >> np.uint64(2))
-    value = (w & _SQ3[0]) | ((w & _SQ3[1]) >> np.uint64(4))
-    long = np.flatnonzero(low == 0)
-    bad = np.zeros(len(pos), dtype=bool)
-    if long.size:
-        value[long], n[long], bad[long] = _varint_long(buf, pos[long])
-    return value, n, bad
-
-
-def _varint_long(buf: npt.NDArray[np.uint8], pos: I64) -> tuple[U64, I64, Bool]:
-    b = _gather(buf, pos, 10)
-    cont = (b & 0x80) != 0
-    n = np.argmin(cont, axis=1).astype(np.int64) + 1
-    bad = cont.all(axis=1)
-    parts = (b & 0x7F).astype(np.uint64) << _VARINT_SHIFT
-    parts[_VARINT_SPAN[None, :] >= n[:, None]] = 0
-    return np.bitwise_or.reduce(parts, axis=1), n, bad
-
-
-_VARINT_FIELDS: Final = (1, 4, 5, 6, 7)
-_LEN_FIELDS: Final = (2, 3, 8)
-
-
-@dataclass(slots=True)
-class _Scan:
-    values: dict[int, U64]
-    present: dict[int, Bool]
-    off: dict[int, I64]
-    length: dict[int, I64]
-    marker: U64
-    unknown: Bool
-    malformed: Bool
-
-
-def _scan_messages(buf: npt.NDArray[np.uint8], start: I64, end: I64) -> _Scan:
-    """Every top-level ``FilterUpdate`` field of every message, a field position at a time."""
-    n = len(start)
-    values = {f: np.zeros(n, np.uint64) for f in _VARINT_FIELDS}
-    present = {f: np.zeros(n, bool) for f in (*_VARINT_FIELDS, *_LEN_FIELDS, 127)}
-    off = {f: np.zeros(n, np.int64) for f in _LEN_FIELDS}
-    length = {f: np.zeros(n, np.int64) for f in _LEN_FIELDS}
-    marker = np.zeros(n, np.uint64)
-    unknown = np.zeros(n, bool)
-    malformed = np.zeros(n, bool)
-    pos = start.copy()
-    active = np.flatnonzero(pos < end)
-    while active.size:
-        p = pos[active]
-        tag, tl, bad = _varint(buf, p)
-        p = p + tl
-        field = (tag >> np.uint64(3)).astype(np.int64)
-        wt = (tag & np.uint64(7)).astype(np.int64)
-        val, vl, vbad = _varint(buf, p)
-        newp = np.full(len(active), -1, dtype=np.int64)
-        is_v, is_l = wt == 0, wt == 2
-        newp[is_v] = p[is_v] + vl[is_v]
-        newp[is_l] = p[is_l] + vl[is_l] + val[is_l].astype(np.int64)
-        newp[wt == 5] = p[wt == 5] + 4
-        newp[wt == 1] = p[wt == 1] + 8
-        e = end[active]
-        broken = bad | (newp < 0) | (newp > e) | ((is_v | is_l) & vbad)
-        known = np.zeros(len(active), bool)
-        for f in _VARINT_FIELDS:
-            m = (field == f) & is_v & ~broken
-            values[f][active[m]] = val[m]
-            present[f][active[m]] = True
-            known |= m
-        for f in _LEN_FIELDS:
-            m = (field == f) & is_l & ~broken
-            off[f][active[m]] = p[m] + vl[m]
-            length[f][active[m]] = val[m].astype(np.int64)
-            present[f][active[m]] = True
-            known |= m
-        m = (field == 127) & (wt == 5) & ~broken
-        if m.any():
-            g = _gather(buf, p[m], 4).astype(np.uint64)
-            marker[active[m]] = g[:, 0] | g[:, 1] << 8 | g[:, 2] << 16 | g[:, 3] << 24
-            present[127][active[m]] = True
-            known |= m
-        wrong_type = np.isin(field, (*_VARINT_FIELDS, *_LEN_FIELDS, 127)) & ~known & ~broken
-        malformed[active[broken | wrong_type]] = True
-        unknown[active[~known & ~broken & ~wrong_type]] = True
-        pos[active] = np.where(broken | wrong_type, e, newp)
-        active = active[pos[active] < e]
-    return _Scan(values, present, off, length, marker, unknown, malformed)
-
-
-def _runs(buf: npt.NDArray[np.uint8], off: I64, length: I64) -> tuple[I64, I64]:
-    """Group ids of runs of byte-identical slices, and the first row of each run."""
-    n = len(off)
-    if n == 0:
-        z = np.zeros(0, np.int64)
-        return z, z
-    width = int(length.max()) if n else 0
-    if width > 4096:
-        keys = [bytes(buf[o : o + w]) for o, w in zip(off.tolist(), length.tolist(), strict=True)]
-        new = np.array([True] + [a != b for a, b in zip(keys[1:], keys[:-1], strict=True)])
-    else:
-        rows = _gather(buf, off, max(width, 1))
-        rows[np.arange(max(width, 1))[None, :] >= length[:, None]] = 0
-        same = (length[1:] == length[:-1]) & (rows[1:] == rows[:-1]).all(axis=1)
-        new = np.concatenate([[True], ~same])
-    return np.cumsum(new) - 1, np.flatnonzero(new)
+# ------------------------------------------------------------------------------ frames table
 
 
 _PRODUCER_COLS: Final = (
@@ -698,6 +606,8 @@ _PRODUCER_COLS: Final = (
     "producer_key",
     "_producer_error",
 )
+_RELAY_COLS: Final = ("relay_drt_instance_id", "relay_incarnation")
+_NO_PRODUCER: Final = (None,) * len(_PRODUCER_COLS)
 
 
 def _producer_summary(raw: bytes) -> tuple[Any, ...]:
@@ -733,7 +643,51 @@ def _producer_summary(raw: bytes) -> tuple[Any, ...]:
     )
 
 
-# ------------------------------------------------------------------------------ frames table
+def _relay_summary(raw: bytes) -> tuple[int | None, int | None]:
+    try:
+        r = pb.RelayIdentity.FromString(raw)
+    except Exception:  # DecodeError: the row's validation says "malformed"
+        return None, None
+    return r.drt_instance_id, r.relay_incarnation
+
+
+class _Envelopes:
+    """The ``relay`` and ``producer`` sub-message columns, parsed once per run of rows whose
+    bytes are identical (``run`` from ``scan_filter_updates``) and spread to the rows by it."""
+
+    def __init__(
+        self, buf: npt.NDArray[np.uint8], run: I64, has: Bool, off: I64, length: I64
+    ) -> None:
+        self.run = run
+        firsts = np.flatnonzero(np.diff(run, prepend=-1)).tolist()
+
+        def part(k: int, i: int) -> bytes:
+            return bytes(buf[off[k, i] : off[k, i] + length[k, i]])
+
+        self.per_run: dict[str, list[Any]] = {}
+        runs = [
+            (
+                _relay_summary(part(0, i)) if has[0, i] else (None, None),
+                _producer_summary(part(1, i)) if has[1, i] else _NO_PRODUCER,
+            )
+            for i in firsts
+        ]
+        for j, name in enumerate(_RELAY_COLS):
+            self.per_run[name] = [r[0][j] for r in runs]
+        for j, name in enumerate(_PRODUCER_COLS):
+            self.per_run[name] = [r[1][j] for r in runs]
+
+    def numbers(self, name: str) -> tuple[npt.NDArray[Any], Bool]:
+        """Per-row values (0 where missing) and where they are present."""
+        values = self.per_run[name]
+        dtype = _np_of(FRAMES_SCHEMA[name])
+        per = np.array([0 if x is None else x for x in values], dtype=dtype)
+        valid = np.array([x is not None for x in values], dtype=bool)
+        return per[self.run], valid[self.run]
+
+    def strings(self, name: str) -> pl.Series:
+        return pl.Series(name, self.per_run[name], dtype=pl.Utf8).gather(self.run)
+
 
 _RULES: Final = (
     "FilterUpdate: malformed protobuf",
@@ -762,70 +716,35 @@ _RULES: Final = (
     "CBI1 delta: body length is not 12 + 12 * image_count",
     "CBI1 snapshot chunk: chunk_index/chunk_count/bucket_offset/word count inconsistent",
 )
+_PRODUCER_RULE: Final = 5
 
 
 def _frames_df(batch: _Batch) -> pl.DataFrame:
+    from cbi1kit._envelope_scan import (
+        FIELD_SLOTS,
+        MALFORMED,
+        UNKNOWN_FIELDS,
+        scan_filter_updates,
+    )
+
     n = len(batch.index)
     buf = batch.buf
-    end = batch.start + batch.length
     pbm = batch.is_pb
-    scan = _scan_messages(buf, batch.start[pbm], end[pbm])
+    value, present, offset, flags, checksum, run, head = scan_filter_updates(
+        buf, batch.start, batch.start + batch.length, pbm
+    )
+    v = {f: value[FIELD_SLOTS[f]] for f in (1, 4, 5, 6, 7)}
+    has = {f: present[FIELD_SLOTS[f]] for f in (2, 3)}
+    marker = value[FIELD_SLOTS[127]]
+    malformed = (flags & MALFORMED) != 0
+    unknown = (flags & UNKNOWN_FIELDS) != 0
+    p_len = np.where(pbm, value[FIELD_SLOTS[8]].astype(np.int64), batch.length)
+    subs = [FIELD_SLOTS[2], FIELD_SLOTS[3]]
+    env = _Envelopes(buf, run, present[subs], offset[subs], value[subs].astype(np.int64))
 
-    def full(a: npt.NDArray[Any], fill: Any = 0) -> npt.NDArray[Any]:
-        out = np.full(n, fill, dtype=a.dtype)
-        out[pbm] = a
-        return out
-
-    v = {f: full(scan.values[f]) for f in _VARINT_FIELDS}
-    has = {f: full(scan.present[f], False) for f in scan.present}
-    marker = full(scan.marker)
-    malformed = full(scan.malformed, False)
-    unknown = full(scan.unknown, False)
-    p_off = np.where(pbm, full(scan.off[8]), batch.start)
-    p_len = np.where(pbm, full(scan.length[8]), batch.length)
-
-    # producer and relay sub-messages: parsed once per run of identical bytes
-    prod_off, prod_len = full(scan.off[3]), full(scan.length[3])
-    group, firsts = _runs(buf, prod_off, prod_len)
-    summaries = [
-        _producer_summary(bytes(buf[prod_off[i] : prod_off[i] + prod_len[i]]))
-        if has[3][i]
-        else (None,) * 15
-        for i in firsts.tolist()
-    ]
-    prod: dict[str, npt.NDArray[Any]] = {}
-    for j, name in enumerate(_PRODUCER_COLS):
-        values = np.array([s[j] for s in summaries], dtype=object)
-        prod[name] = values[group] if n else values
-    rel_off, rel_len = full(scan.off[2]), full(scan.length[2])
-    rgroup, rfirsts = _runs(buf, rel_off, rel_len)
-    relays: list[tuple[int | None, int | None]] = []
-    for i in rfirsts.tolist():
-        try:
-            r = pb.RelayIdentity.FromString(bytes(buf[rel_off[i] : rel_off[i] + rel_len[i]]))
-            relays.append((r.drt_instance_id, r.relay_incarnation))
-        except Exception:  # DecodeError: the row's validation says "malformed"
-            relays.append((None, None))
-    relay_drt = np.array([r[0] for r in relays], dtype=object)[rgroup] if n else np.array([])
-    relay_inc = np.array([r[1] for r in relays], dtype=object)[rgroup] if n else np.array([])
-
-    # CBI1 header and body prefix, gathered for all rows at once
-    head = _gather(buf, p_off, 64)
-    head[np.arange(64)[None, :] >= p_len[:, None]] = 0
     h = head.view(_CBI1)[:, 0]
     dp = head.view(_DELTA_PREFIX)[:, 0]
     has_head = p_len >= 48
-    mv = memoryview(buf)  # type: ignore[arg-type]
-    # the one per-row call: xxh3 of each CBI1 body (in C; frames without a header skip it)
-    rows = np.flatnonzero(p_len >= 48)
-    body = p_off[rows] + 48
-    checksum = np.zeros(n, dtype=np.uint64)
-    checksum[rows] = np.fromiter(
-        map(_XXH3, map(mv.__getitem__, map(slice, body.tolist(), (p_off + p_len)[rows].tolist()))),
-        dtype=np.uint64,
-        count=len(rows),
-    )
-    checksum &= np.uint64(_MASK32)
     checksum_ok = has_head & (checksum == h["checksum"])
     flags = h["flags"]
     is_chunk_frame = has_head & (flags == 1) & (p_len >= 64)
@@ -843,13 +762,11 @@ def _frames_df(batch: _Batch) -> pl.DataFrame:
     seq = np.where(pbm, v[5], h["epoch"])
 
     # validation: the first rule that fails, in the consumer's order
-    ck_seed = np.array([x if x is not None else 0 for x in prod["ckf_seed"]], dtype=np.uint64)
-    ck_count = np.array(
-        [x if x is not None else 0 for x in prod["ckf_bucket_count"]], dtype=np.uint64
-    )
-    p_dc = np.array([x if x is not None else 0 for x in prod["dc_id"]], dtype=np.uint64)
-    perr = prod["_producer_error"]
-    has_perr = np.array([x is not None for x in perr], dtype=bool)
+    ck_seed, _ = env.numbers("ckf_seed")
+    ck_count, _ = env.numbers("ckf_bucket_count")
+    p_dc, _ = env.numbers("dc_id")
+    perr = env.per_run["_producer_error"]
+    has_perr = np.array([x is not None for x in perr], dtype=bool)[env.run]
     k_chunk, k_delta, k_hb = kind_code == 0, kind_code == 1, kind_code == 2
     carries = k_chunk | k_delta
     magic = h["magic"]
@@ -887,25 +804,20 @@ def _frames_df(batch: _Batch) -> pl.DataFrame:
         is_delta_frame & k_delta & (p_len != 60 + 12 * dp["image_count"].astype(np.int64)),
         chunk_bad & k_chunk,
     ]
-    code = np.full(n, -1, dtype=np.int64)
+    # message index: a rule, "valid" (null), or the producer error of the row's run
+    code = np.full(n, len(_RULES), dtype=np.int64)
     for i in range(len(conds) - 1, -1, -1):
         code[conds[i]] = i
-    messages = np.array([*_RULES, None], dtype=object)
-    error = messages[code]
-    perr_rows = code == 5
-    error[perr_rows] = perr[perr_rows]
+    code = np.where(code == _PRODUCER_RULE, len(_RULES) + 1 + env.run, code)
+    messages = pl.Series("validation_error", [*_RULES, None, *perr], dtype=pl.Utf8)
 
     def col(values: Any, dtype: Any, valid: Bool | None = None) -> pa.Array:
-        if dtype in (pl.Utf8,) or (isinstance(values, np.ndarray) and values.dtype == object):
-            return pa.array(values, type=_PA[dtype], mask=None if valid is None else ~valid)
         return pa.array(
             np.asarray(values).astype(_np_of(dtype), copy=False),
             type=_PA[dtype],
             mask=None if valid is None else ~valid,
         )
 
-    chunk_valid = is_chunk_frame
-    delta_valid = is_delta_frame
     send = v[6]
     cols: dict[str, pa.Array] = {
         "record_index": col(batch.index, _U64),
@@ -918,18 +830,11 @@ def _frames_df(batch: _Batch) -> pl.DataFrame:
         "send_time": pa.array(
             send.view(np.int64), type=pa.timestamp("us", "UTC"), mask=~pbm | (send >= 2**62)
         ),
-        "kind": pa.array(np.array(KINDS, dtype=object)[kind_code], type=pa.string()),
         "kind_raw": col(kind_raw, pl.Int32),
         "base_sequence": col(base, _U64, pbm | has_head),
         "sequence": col(seq, _U64, pbm | has_head),
         "protocol_version": col(v[1], _U32, pbm),
         "contract_marker": col(marker, _U32, pbm),
-        "relay_drt_instance_id": pa.array(relay_drt, type=pa.uint64()),
-        "relay_incarnation": pa.array(relay_inc, type=pa.uint64()),
-    }
-    for name in _PRODUCER_COLS[:-1]:
-        cols[name] = pa.array(prod[name], type=_PA[FRAMES_SCHEMA[name]])
-    cols |= {
         "payload_len": col(p_len, _U32),
         "has_unknown_fields": col(unknown, pl.Boolean),
         "cbi1_wire_version": col(h["wire_version"], _U16, has_head),
@@ -943,17 +848,26 @@ def _frames_df(batch: _Batch) -> pl.DataFrame:
         "cbi1_epoch": col(h["epoch"], _U64, has_head),
         "cbi1_checksum": col(h["checksum"], _U32, has_head),
         "cbi1_checksum_ok": col(checksum_ok, pl.Boolean, has_head),
-        "chunk_index": col(h["chunk_index"], _U32, chunk_valid),
-        "chunk_count": col(h["chunk_count"], _U32, chunk_valid),
-        "bucket_offset": col(h["bucket_offset"], _U64, chunk_valid),
-        "word_count": col(word_count, _U32, chunk_valid),
-        "base_epoch": col(dp["base_epoch"], _U64, delta_valid),
-        "image_count": col(dp["image_count"], _U32, delta_valid),
-        "validation_error": pa.array(error, type=pa.string()),
+        "chunk_index": col(h["chunk_index"], _U32, is_chunk_frame),
+        "chunk_count": col(h["chunk_count"], _U32, is_chunk_frame),
+        "bucket_offset": col(h["bucket_offset"], _U64, is_chunk_frame),
+        "word_count": col(word_count, _U32, is_chunk_frame),
+        "base_epoch": col(dp["base_epoch"], _U64, is_delta_frame),
+        "image_count": col(dp["image_count"], _U32, is_delta_frame),
     }
+    strings = [
+        pl.Series("kind", KINDS, dtype=_KIND_ENUM).gather(kind_code),
+        messages.gather(code),
+    ]
+    for name in (*_RELAY_COLS, *_PRODUCER_COLS[:-1]):
+        if FRAMES_SCHEMA[name] == pl.Utf8:
+            strings.append(env.strings(name))
+        else:
+            values, valid = env.numbers(name)
+            cols[name] = col(values, FRAMES_SCHEMA[name], valid)
     df = pl.from_arrow(pa.table(cols))
     assert isinstance(df, pl.DataFrame)
-    return df.with_columns(pl.col("kind").cast(_KIND_ENUM))
+    return df.with_columns(strings).select(list(FRAMES_SCHEMA))
 
 
 def _np_of(dtype: Any) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 import xxhash
@@ -23,7 +22,7 @@ from cbi1kit._capture import (
     read_index,
 )
 from cbi1kit._readers import FrameDamage, read_capture
-from cbi1kit._tables import _CaptureScan, _varint, frames_batches, frames_table
+from cbi1kit._tables import _CaptureScan, frames_batches, frames_table
 
 
 def _check(data: bytes) -> int:
@@ -233,15 +232,31 @@ def test_frames_table_reads_on_past_damage(stream: Stream, indexed: Path, tmp_pa
     assert df.head(df.height - 1).equals(full.head(df.height - 1))
 
 
-@settings(max_examples=300, deadline=None)
-@given(values=st.lists(st.integers(min_value=0, max_value=2**64 - 1), min_size=1, max_size=40))
-def test_varint_decoder_matches_protobuf(values: list[int]) -> None:
-    from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
+def test_index_offsets_that_disagree_with_the_records_fall_back_to_the_walk(
+    indexed: Path, tmp_path: Path
+) -> None:
+    """A block whose check holds but whose INDEX lists a position that is not a record: the
+    blocks before it are read through the index, the rest is walked, the INDEX is reported
+    and every frame row is as before."""
+    from cbi1kit._capture import _INDEX_HEAD
 
-    encoded = [_VarintBytes(v) for v in values]
-    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    pos = np.cumsum([0] + [len(e) for e in encoded[:-1]]).astype(np.int64)
-    value, length, bad = _varint(buf, pos)
-    assert value.tolist() == values
-    assert length.tolist() == [len(e) for e in encoded]
-    assert not bad.any()
+    data = bytearray(indexed.read_bytes())
+    index = read_index(bytes(data))
+    assert index is not None and len(index.blocks) >= 3
+    block = index.blocks[2]
+    body = block.index_offset + RECORD_HEADER_LEN
+    at = body + _INDEX_HEAD.size + 8 * 1  # the block's second record, one byte later
+    data[at : at + 8] = (int(block.offsets[1]) + 1).to_bytes(8, "little")
+    blen = block.index_end - body
+    o = block.index_offset
+    data[o + 40 : o + 44] = _check(bytes(data[body : body + blen])).to_bytes(4, "little")
+    data[o + 44 : o + 48] = _check(bytes(data[o : o + 44])).to_bytes(4, "little")
+    moved = tmp_path / "moved.kvrcap"
+    moved.write_bytes(bytes(data))
+    relisted = read_index(bytes(data))
+    assert relisted is not None and relisted.blocks[2].block_check == block.block_check
+    df, cap = _scan(moved)
+    assert cap.blocks_verified == 2 and cap.records_walked > 0
+    errors = df.filter(pl.col("kind") == "SOURCE_ERROR")
+    assert errors.height == 1 and "INDEX record disagrees" in errors["validation_error"][0]
+    assert df.filter(pl.col("kind") != "SOURCE_ERROR").equals(_scan(indexed)[0])

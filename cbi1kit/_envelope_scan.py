@@ -1,0 +1,437 @@
+"""Compiled per-message kernels behind the ``frames`` table: the ``FilterUpdate`` field walk,
+xxh3 of each CBI1 body, and runs of identical producer and relay bytes.
+
+Why compiled: a row of the table is worth about as much as the bytes it describes only if each
+message is visited once, in a loop that never returns to Python. A protobuf walk is sequential
+per message (every field's position depends on the lengths before it), so numpy can only take
+it a field position at a time across a batch, and the body checksum was one Python call per row.
+These kernels are numba ``nopython`` functions (compiled on first use, cached on disk, running
+without the GIL); everything around them — CBI1 header fields, validation rules, columns —
+stays vectorised numpy.
+
+The walk follows protobuf's wire rules: varints of at most 10 bytes, lengths within the message,
+field number 0 and group wire types malformed, the last occurrence of a repeated scalar wins.
+A known field with a foreign wire type is reported as malformed (the relay contract is
+strict); unknown fields are skipped and flagged.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Final, TypeVar, cast
+
+import numba
+import numpy as np
+import numpy.typing as npt
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+__all__ = [
+    "FIELD_SLOTS",
+    "MALFORMED",
+    "UNKNOWN_FIELDS",
+    "scan_filter_updates",
+    "xxh3_64_at",
+]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _kernel(f: _F) -> _F:
+    """nopython, GIL released, no bounds checks (every index is checked in the code), cached."""
+    return cast(_F, numba.njit(cache=True, nogil=True, boundscheck=False)(f))
+
+
+def _inline(f: _F) -> _F:
+    """Inlined into the calling kernel (at numba's IR level)."""
+    return cast(_F, numba.njit(inline="always", cache=True)(f))
+
+
+def _intrinsic(f: Callable[..., Any]) -> Callable[..., Any]:
+    """An LLVM-level helper; called from kernels without the ``typingctx`` argument."""
+    return cast(Callable[..., Any], intrinsic(f))
+
+
+# --------------------------------------------------------------------------------- byte loads
+
+if sys.byteorder == "little":
+
+    @_intrinsic
+    def _native_u64(typingctx: Any, arr: Any, idx: Any) -> Any:
+        """One unaligned 8-byte load at ``arr.data + idx`` (the hash's inner loop lives on it)."""
+        sig = types.uint64(arr, idx)
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            ary = context.make_array(signature.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]])
+            return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+
+        return sig, codegen
+
+    @_inline
+    def _u64(b: Any, i: int) -> Any:
+        return _native_u64(b, i)
+
+else:  # pragma: no cover - big-endian hosts assemble little-endian words byte by byte
+
+    @_inline
+    def _u64(b: Any, i: int) -> Any:
+        v = np.uint64(0)
+        for k in range(8):
+            v |= np.uint64(b[i + k]) << np.uint64(8 * k)
+        return v
+
+
+@_intrinsic
+def _prefetch(typingctx: Any, arr: Any, idx: Any) -> Any:
+    """Ask for the cache line at ``arr.data + idx`` ahead of use (no fault, no result)."""
+    sig = types.void(arr, idx)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0"
+        )
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])  # read, keep in all levels, data
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_inline
+def _u32(b: Any, i: int) -> Any:
+    return (
+        np.uint64(b[i])
+        | np.uint64(b[i + 1]) << np.uint64(8)
+        | np.uint64(b[i + 2]) << np.uint64(16)
+        | np.uint64(b[i + 3]) << np.uint64(24)
+    )
+
+
+# ------------------------------------------------------------------------------------- XXH3-64
+
+# XXH3's default 192-byte secret (xxhash.h, XXH3_kSecret)
+_SECRET: Final = np.frombuffer(
+    bytes.fromhex(
+        "b8fe6c3923a44bbe7c01812cf721ad1cded46de9839097db7240a4a4b7b3671f"
+        "cb79e64eccc0e578825ad07dccff7221b8084674f743248ee03590e6813a264c"
+        "3c2852bb91c300cb88d0658b1b532ea371644897a20df94e3819ef46a9deacd8"
+        "a8fa763fe39c343ff9dcbbc7c70b4f1d8a51e04bcdb45931c89f7ec9d9787364"
+        "eac5ac8334d3ebc3c581a0fffa1363eb170ddd51b7f0da49d316552629d4689e"
+        "2b16be587d47a1fc8ff8b8d17ad031ce45cb3a8f95160428afd7fbcabb4b407e"
+    ),
+    dtype=np.uint8,
+)
+_P32_1: Final = np.uint64(0x9E3779B1)
+_P32_2: Final = np.uint64(0x85EBCA77)
+_P32_3: Final = np.uint64(0xC2B2AE3D)
+_P64_1: Final = np.uint64(0x9E3779B185EBCA87)
+_P64_2: Final = np.uint64(0xC2B2AE3D27D4EB4F)
+_P64_3: Final = np.uint64(0x165667B19E3779F9)
+_P64_4: Final = np.uint64(0x85EBCA77C2B2AE63)
+_P64_5: Final = np.uint64(0x27D4EB2F165667C5)
+_MX1: Final = np.uint64(0x165667919E3779F9)
+_MX2: Final = np.uint64(0x9FB21C651E98DF25)
+_LO32: Final = np.uint64(0xFFFFFFFF)
+
+
+@_inline
+def _mul_fold(a: Any, b: Any) -> Any:
+    """Low xor high half of the 128-bit product (from 32-bit halves; numba has no u128)."""
+    a_lo, a_hi, b_lo, b_hi = a & _LO32, a >> np.uint64(32), b & _LO32, b >> np.uint64(32)
+    ll, lh, hl, hh = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
+    cross = (ll >> np.uint64(32)) + (hl & _LO32) + lh
+    hi = hh + (hl >> np.uint64(32)) + (cross >> np.uint64(32))
+    return ((cross << np.uint64(32)) | (ll & _LO32)) ^ hi
+
+
+@_inline
+def _avalanche(h: Any) -> Any:
+    h ^= h >> np.uint64(37)
+    h *= _MX1
+    return h ^ (h >> np.uint64(32))
+
+
+@_inline
+def _xxh64_avalanche(h: Any) -> Any:
+    h ^= h >> np.uint64(33)
+    h *= _P64_2
+    h ^= h >> np.uint64(29)
+    h *= _P64_3
+    return h ^ (h >> np.uint64(32))
+
+
+@_inline
+def _rrmxmx(h: Any, n: Any) -> Any:
+    h ^= ((h << np.uint64(49)) | (h >> np.uint64(15))) ^ (
+        (h << np.uint64(24)) | (h >> np.uint64(40))
+    )
+    h *= _MX2
+    h ^= (h >> np.uint64(35)) + np.uint64(n)
+    h *= _MX2
+    return h ^ (h >> np.uint64(28))
+
+
+@_inline
+def _bswap64(x: Any) -> Any:
+    r = np.uint64(0)
+    for k in range(8):
+        r = (r << np.uint64(8)) | ((x >> np.uint64(8 * k)) & np.uint64(0xFF))
+    return r
+
+
+@_inline
+def _mix16(b: Any, p: int, s: Any, k: int) -> Any:
+    return _mul_fold(_u64(b, p) ^ _u64(s, k), _u64(b, p + 8) ^ _u64(s, k + 8))
+
+
+@_inline
+def _stripe(acc: Any, b: Any, p: int, s: Any, k: int) -> None:
+    for i in range(8):
+        dv = _u64(b, p + 8 * i)
+        dk = dv ^ _u64(s, k + 8 * i)
+        acc[i ^ 1] += dv
+        acc[i] += (dk & _LO32) * (dk >> np.uint64(32))
+
+
+@_inline
+def _xxh3_long(b: Any, p: int, n: int, s: Any) -> Any:
+    acc = np.empty(8, dtype=np.uint64)
+    acc[0], acc[1], acc[2], acc[3] = _P32_3, _P64_1, _P64_2, _P64_3
+    acc[4], acc[5], acc[6], acc[7] = _P64_4, _P32_2, _P64_5, _P32_1
+    blocks = (n - 1) // 1024  # 16 stripes of 64 bytes per block with the 192-byte secret
+    for blk in range(blocks):
+        for st in range(16):
+            _stripe(acc, b, p + blk * 1024 + st * 64, s, st * 8)
+        for i in range(8):
+            a = acc[i]
+            a ^= a >> np.uint64(47)
+            a ^= _u64(s, 128 + 8 * i)
+            acc[i] = a * _P32_1
+    tail = p + blocks * 1024
+    for st in range(((n - 1) - blocks * 1024) // 64):
+        _stripe(acc, b, tail + st * 64, s, st * 8)
+    _stripe(acc, b, p + n - 64, s, 121)  # the last stripe, secret offset 192 - 64 - 7
+    h = np.uint64(n) * _P64_1
+    for i in range(4):
+        h += _mul_fold(acc[2 * i] ^ _u64(s, 11 + 16 * i), acc[2 * i + 1] ^ _u64(s, 19 + 16 * i))
+    return _avalanche(h)
+
+
+@_kernel
+def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
+    """XXH3-64 (seed 0, default secret) of ``b[p : p + n]``: the same value as
+    ``xxhash.xxh3_64_intdigest``, without a Python call per message."""
+    s = _SECRET
+    if n > 240:
+        return _xxh3_long(b, p, n, s)
+    if n > 128:
+        h = np.uint64(n) * _P64_1
+        for i in range(8):
+            h += _mix16(b, p + 16 * i, s, 16 * i)
+        h = _avalanche(h)
+        for i in range(8, n // 16):
+            h += _mix16(b, p + 16 * i, s, 16 * (i - 8) + 3)
+        h += _mix16(b, p + n - 16, s, 119)  # 136 - 17
+        return _avalanche(h)
+    if n > 16:
+        h = np.uint64(n) * _P64_1
+        if n > 32:
+            if n > 64:
+                if n > 96:
+                    h += _mix16(b, p + 48, s, 96)
+                    h += _mix16(b, p + n - 64, s, 112)
+                h += _mix16(b, p + 32, s, 64)
+                h += _mix16(b, p + n - 48, s, 80)
+            h += _mix16(b, p + 16, s, 32)
+            h += _mix16(b, p + n - 32, s, 48)
+        h += _mix16(b, p, s, 0)
+        h += _mix16(b, p + n - 16, s, 16)
+        return _avalanche(h)
+    if n > 8:
+        lo = _u64(b, p) ^ (_u64(s, 24) ^ _u64(s, 32))
+        hi = _u64(b, p + n - 8) ^ (_u64(s, 40) ^ _u64(s, 48))
+        return _avalanche(np.uint64(n) + _bswap64(lo) + hi + _mul_fold(lo, hi))
+    if n >= 4:
+        x = _u32(b, p + n - 4) + (_u32(b, p) << np.uint64(32))
+        return _rrmxmx(x ^ (_u64(s, 8) ^ _u64(s, 16)), n)
+    if n > 0:
+        c = (
+            (np.uint64(b[p]) << np.uint64(16))
+            | (np.uint64(b[p + (n >> 1)]) << np.uint64(24))
+            | np.uint64(b[p + n - 1])
+            | (np.uint64(n) << np.uint64(8))
+        )
+        return _xxh64_avalanche(c ^ (_u32(s, 0) ^ _u32(s, 4)))
+    return _xxh64_avalanche(_u64(s, 56) ^ _u64(s, 64))
+
+
+# ------------------------------------------------------------------------- FilterUpdate walk
+
+# rows of the output arrays, by field: varints (1, 4, 5, 6, 7), lengths (2, 3, 8), fixed32 (127)
+FIELD_SLOTS: Final = {1: 0, 4: 1, 5: 2, 6: 3, 7: 4, 2: 5, 3: 6, 8: 7, 127: 8}
+UNKNOWN_FIELDS: Final = 1
+MALFORMED: Final = 2
+
+
+@_inline
+def _varint(b: Any, p: int, e: int) -> tuple[Any, int, bool]:
+    """(value, next position, ok): at most 10 bytes, all before ``e``."""
+    if p < e and b[p] < 0x80:  # tags and small values: most varints are one byte
+        return np.uint64(b[p]), p + 1, True
+    v = np.uint64(0)
+    for k in range(10):
+        if p + k >= e:
+            return v, p, False
+        c = b[p + k]
+        v |= np.uint64(c & 0x7F) << np.uint64(7 * k)
+        if c < 0x80:
+            return v, p + k + 1, True
+    return v, p, False
+
+
+@_inline
+def _body_check(b: Any, p: Any, n: Any) -> Any:
+    """The CBI1 body checksum of the frame ``b[p : p + n]`` (0 if shorter than its header)."""
+    if n < 48:
+        return np.uint64(0)
+    return xxh3_64_at(b, p + 48, n - 48) & _LO32
+
+
+@_inline
+def _same_bytes(b: Any, p: Any, q: Any, n: Any) -> bool:
+    k = 0
+    while k + 8 <= n:
+        if _u64(b, p + k) != _u64(b, q + k):
+            return False
+        k += 8
+    while k < n:
+        if b[p + k] != b[q + k]:
+            return False
+        k += 1
+    return True
+
+
+_RUN_SLOTS: Final = (5, 6)  # relay, producer
+_AHEAD: Final = 6  # rows prefetched ahead of the walk
+
+
+@_inline
+def _copy_head(b: Any, p: Any, n: Any, head: Any, i: Any) -> None:
+    """The first 64 bytes of a CBI1 frame (header and body prefix), zeros past its end."""
+    m = min(n, 64)
+    for k in range(m):
+        head[i, k] = b[p + k]
+    for k in range(m, 64):
+        head[i, k] = 0
+
+
+@_kernel
+def scan_filter_updates(
+    b: npt.NDArray[np.uint8],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    is_pb: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[Any], ...]:
+    """One pass over the messages ``b[start : end]``: the envelope fields, the CBI1 body
+    checksum, and runs of identical sub-messages.
+
+    Returns ``(value, present, offset, flags, checksum, run, head)``. The first three have shape
+    ``(9, n)`` with rows in ``FIELD_SLOTS`` order: a varint's value, a length-delimited
+    field's length (its bytes begin at ``offset``), the fixed32 marker's value. ``flags`` holds
+    ``UNKNOWN_FIELDS`` and ``MALFORMED`` (a malformed message keeps the fields before the
+    damage). ``checksum`` is the payload's CBI1 body checksum, computed while the walk is on
+    the payload's bytes; rows without ``is_pb`` are bare CBI1 frames and hash as a whole.
+    ``run`` numbers runs of rows whose relay and producer bytes equal the previous row's, so
+    that each sub-message is parsed once per run. ``head`` holds each payload's first 64
+    bytes (the CBI1 header and body prefix; zeros past the payload's end).
+    """
+    n = len(start)
+    value = np.zeros((9, n), dtype=np.uint64)
+    present = np.zeros((9, n), dtype=np.bool_)
+    offset = np.zeros((9, n), dtype=np.int64)
+    flags = np.zeros(n, dtype=np.uint8)
+    checksum = np.zeros(n, dtype=np.uint64)
+    run = np.zeros(n, dtype=np.int64)
+    head = np.zeros((n, 64), dtype=np.uint8)
+    runs = 0
+    for i in range(n):
+        if i + _AHEAD < n:  # the walk jumps over payloads: fetch where it lands next
+            _prefetch(b, start[i + _AHEAD])
+            _prefetch(b, start[i + _AHEAD] + 64)
+            _prefetch(b, end[i + _AHEAD] - 1)
+        p, e = start[i], end[i]
+        if not is_pb[i]:
+            checksum[i] = _body_check(b, p, e - p)
+            _copy_head(b, p, e - p, head, i)
+            p = e
+        while p < e:
+            tag, p, ok = _varint(b, p, e)
+            field, wt = tag >> np.uint64(3), tag & np.uint64(7)
+            if not ok or field == 0:
+                flags[i] |= MALFORMED
+                break
+            slot = -1
+            if field == 1:
+                slot = 0
+            elif field == 2:
+                slot = 5
+            elif field == 3:
+                slot = 6
+            elif 4 <= field <= 7:
+                slot = int(field) - 3
+            elif field == 8:
+                slot = 7
+            elif field == 127:
+                slot = 8
+            if wt == 0:
+                v, p, ok = _varint(b, p, e)
+                if not ok or (slot >= 5):
+                    flags[i] |= MALFORMED
+                    break
+            elif wt == 2:
+                v, q, ok = _varint(b, p, e)
+                if not ok or v > np.uint64(e - q) or (0 <= slot < 5 or slot == 8):
+                    flags[i] |= MALFORMED
+                    break
+                if slot >= 0:
+                    offset[slot, i] = q
+                if slot == 7:
+                    checksum[i] = _body_check(b, q, np.int64(v))
+                    _copy_head(b, q, np.int64(v), head, i)
+                p = q + np.int64(v)
+            elif wt == 5:
+                if p + 4 > e or (0 <= slot < 8):
+                    flags[i] |= MALFORMED
+                    break
+                v = _u32(b, p)
+                p += 4
+            elif wt == 1:
+                if p + 8 > e or slot >= 0:
+                    flags[i] |= MALFORMED
+                    break
+                p += 8
+                continue
+            else:  # groups (3, 4) and the invalid wire types 6, 7
+                flags[i] |= MALFORMED
+                break
+            if slot < 0:
+                flags[i] |= UNKNOWN_FIELDS
+            else:
+                value[slot, i] = v
+                present[slot, i] = True
+        if i > 0:
+            for k in _RUN_SLOTS:
+                if (
+                    present[k, i] != present[k, i - 1]
+                    or value[k, i] != value[k, i - 1]
+                    or not _same_bytes(b, offset[k, i], offset[k, i - 1], np.int64(value[k, i]))
+                ):
+                    runs += 1
+                    break
+        run[i] = runs
+    return value, present, offset, flags, checksum, run, head
