@@ -274,6 +274,10 @@ def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
 
 # rows of the output arrays, by field: varints (1, 4, 5, 6, 7), lengths (2, 3, 8), fixed32 (127)
 FIELD_SLOTS: Final = {1: 0, 4: 1, 5: 2, 6: 3, 7: 4, 2: 5, 3: 6, 8: 7, 127: 8}
+_SLOT_OF: Final = np.full(128, -1, dtype=np.int64)  # field number -> slot (-1: unknown)
+for _field, _slot in FIELD_SLOTS.items():
+    _SLOT_OF[_field] = _slot
+_WIRE_OF: Final = np.array([0, 0, 0, 0, 0, 2, 2, 2, 5], dtype=np.int64)  # slot -> wire type
 UNKNOWN_FIELDS: Final = 1
 MALFORMED: Final = 2
 
@@ -372,32 +376,32 @@ def scan_filter_updates(
             _copy_head(b, p, e - p, head, i)
             p = e
         while p < e:
-            tag, p, ok = _varint(b, p, e)
-            field, wt = tag >> np.uint64(3), tag & np.uint64(7)
-            if not ok or field == 0:
-                flags[i] |= MALFORMED
-                break
-            slot = -1
-            if field == 1:
-                slot = 0
-            elif field == 2:
-                slot = 5
-            elif field == 3:
-                slot = 6
-            elif 4 <= field <= 7:
-                slot = int(field) - 3
-            elif field == 8:
-                slot = 7
-            elif field == 127:
-                slot = 8
-            if wt == 0:
-                v, p, ok = _varint(b, p, e)
-                if not ok or (slot >= 5):
+            c = b[p]
+            if c < 0x80:  # every tag of the contract but the marker's is one byte
+                tag = np.uint64(c)
+                p += 1
+            else:
+                tag, p, ok = _varint(b, p, e)
+                if not ok:
                     flags[i] |= MALFORMED
                     break
+            field, wt = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+            slot = _SLOT_OF[field] if field < 128 else -1
+            if field == 0 or (slot >= 0 and wt != _WIRE_OF[slot]):
+                flags[i] |= MALFORMED
+                break
+            if wt == 0:
+                if p < e and b[p] < 0x80:
+                    v = np.uint64(b[p])
+                    p += 1
+                else:
+                    v, p, ok = _varint(b, p, e)
+                    if not ok:
+                        flags[i] |= MALFORMED
+                        break
             elif wt == 2:
                 v, q, ok = _varint(b, p, e)
-                if not ok or v > np.uint64(e - q) or (0 <= slot < 5 or slot == 8):
+                if not ok or v > np.uint64(e - q):
                     flags[i] |= MALFORMED
                     break
                 if slot >= 0:
@@ -407,17 +411,17 @@ def scan_filter_updates(
                     _copy_head(b, q, np.int64(v), head, i)
                 p = q + np.int64(v)
             elif wt == 5:
-                if p + 4 > e or (0 <= slot < 8):
+                if p + 4 > e:
                     flags[i] |= MALFORMED
                     break
                 v = _u32(b, p)
                 p += 4
             elif wt == 1:
-                if p + 8 > e or slot >= 0:
+                if p + 8 > e:
                     flags[i] |= MALFORMED
                     break
+                v = _u64(b, p)
                 p += 8
-                continue
             else:  # groups (3, 4) and the invalid wire types 6, 7
                 flags[i] |= MALFORMED
                 break

@@ -159,6 +159,22 @@ def test_malformed_encodings(raw: bytes) -> None:
     assert _scan_one(raw)[3] & MALFORMED
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _field(100, 0, _VarintBytes(2**63)),
+        _field(100, 1, bytes(8)),
+        _field(100, 2, _VarintBytes(3) + b"abc"),
+        _field(100, 5, bytes(4)),
+        _field(2**29 - 1, 0, b"\x01"),  # the largest field number: a five-byte tag
+    ],
+)
+def test_each_unknown_field_is_skipped_and_flagged(raw: bytes) -> None:
+    value, present, _, flags = _scan_one(raw + pb.FilterUpdate(sequence=7).SerializeToString())
+    assert flags == UNKNOWN_FIELDS
+    assert present[FIELD_SLOTS[5]] and int(value[FIELD_SLOTS[5]]) == 7
+
+
 def test_bare_frames_are_not_walked() -> None:
     raw = pb.FilterUpdate(sequence=5, kind=2).SerializeToString()
     value, present, _, flags, *_ = _scan([raw, raw], [False, True])
