@@ -21,7 +21,7 @@ import os
 import struct
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -335,7 +335,7 @@ class _CaptureScan:
         index = read_index(mm) if err is None else None
         if index is not None:
             mv = memoryview(mm)
-            released = 0
+            released = behind = 0
             try:
                 for group, whole in _checked_groups(mv, index.blocks):
                     good = self._blocks_rows(mm, arr, group, rows)
@@ -347,7 +347,7 @@ class _CaptureScan:
                         break
                     if rows.count >= batch_records:
                         yield from rows.batches()
-                        released = _release(mm, released, offset)
+                        released, behind = _release(mm, released, behind), offset
                 else:
                     offset, number = len(mm), index.trailer_index + 1
             finally:
@@ -448,7 +448,7 @@ class _CaptureScan:
                     c.clear()
 
         # ``offset`` is the first record or follows a verified INDEX: no records since one
-        released = offset
+        released = behind = offset
         for item in reader._scan(offset, number, structural=True, since_index=[]):
             if isinstance(item, CaptureDamage):
                 flush()
@@ -475,7 +475,8 @@ class _CaptureScan:
                     if len(stream_a) >= rows.size:
                         flush()
                         yield from rows.batches()
-                        released = _release(reader.buffer, released, item.offset)
+                        released = _release(reader.buffer, released, behind)
+                        behind = item.offset
             elif rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
                 self._control(int(rtype), item.stream_id, item.index, item.body)
         flush()
@@ -528,7 +529,8 @@ def _verified_prefix(mv: memoryview, blocks: list[IndexBlock]) -> int:
 
 def _release(mm: Any, start: int, end: int) -> int:
     """Drop the mapped pages of records already turned into rows: resident memory stays at
-    about one batch, not the whole file (the pages stay in the page cache)."""
+    about two batches, not the whole file (the pages stay in the page cache). Callers pass
+    the end of the batch before the last one: the last may still be in the envelope kernel."""
     page = mmap.PAGESIZE
     lo, hi = start - start % page, end - end % page
     if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
@@ -719,20 +721,28 @@ _RULES: Final = (
 _PRODUCER_RULE: Final = 5
 
 
+_Scanned = tuple[npt.NDArray[Any], ...]
+
+
+def _scan_batch(batch: _Batch) -> _Scanned:
+    """The compiled pass over a batch's messages (``scan_filter_updates``; releases the GIL)."""
+    from cbi1kit._envelope_scan import scan_filter_updates
+
+    return scan_filter_updates(batch.buf, batch.start, batch.start + batch.length, batch.is_pb)
+
+
 def _frames_df(batch: _Batch) -> pl.DataFrame:
-    from cbi1kit._envelope_scan import (
-        FIELD_SLOTS,
-        MALFORMED,
-        UNKNOWN_FIELDS,
-        scan_filter_updates,
-    )
+    return _frames_columns(batch, _scan_batch(batch))
+
+
+def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
+    """The batch's rows from the kernel's arrays: header fields, validation, columns."""
+    from cbi1kit._envelope_scan import FIELD_SLOTS, MALFORMED, UNKNOWN_FIELDS
 
     n = len(batch.index)
     buf = batch.buf
     pbm = batch.is_pb
-    value, present, offset, flags, checksum, run, head = scan_filter_updates(
-        buf, batch.start, batch.start + batch.length, pbm
-    )
+    value, present, offset, flags, checksum, run, head = scanned
     v = {f: value[FIELD_SLOTS[f]] for f in (1, 4, 5, 6, 7)}
     has = {f: present[FIELD_SLOTS[f]] for f in (2, 3)}
     marker = value[FIELD_SLOTS[127]]
@@ -891,6 +901,23 @@ def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
     return pl.DataFrame([row], schema=FRAMES_SCHEMA)
 
 
+def _pipelined(items: Iterator[_Batch | tuple[CaptureError, int]]) -> Iterator[pl.DataFrame]:
+    """Frames of a capture, two stages deep: while the envelope kernel (no GIL) scans a batch
+    on a worker thread, this thread reads the next one and turns the last into columns."""
+    with ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-envelopes") as pool:
+        pending: tuple[_Batch, Future[_Scanned]] | None = None
+        for item in items:
+            if pending is not None:
+                yield _frames_columns(pending[0], pending[1].result())
+                pending = None
+            if isinstance(item, _Batch):
+                pending = item, pool.submit(_scan_batch, item)
+            else:
+                yield _damage_df(*item)
+        if pending is not None:
+            yield _frames_columns(pending[0], pending[1].result())
+
+
 def frames_batches(source: Any, *, batch_records: int = 65536) -> Iterator[pl.DataFrame]:
     """The ``frames`` table as a sequence of DataFrames of at most ``batch_records`` rows.
 
@@ -900,12 +927,11 @@ def frames_batches(source: Any, *, batch_records: int = 65536) -> Iterator[pl.Da
     ``read_capture(..., damage="report")``), other sources' as the last row.
     """
     if _is_capture(source):
-        cap = _CaptureScan(source, (SUBSCRIBE_KV_POOL_METHOD,))
-        for item in cap.items(batch_records):
-            if isinstance(item, _Batch):
-                yield _frames_df(item)
-            else:
-                yield _damage_df(*item)
+        items = _CaptureScan(source, (SUBSCRIBE_KV_POOL_METHOD,)).items(batch_records)
+        try:
+            yield from _pipelined(items)
+        finally:
+            items.close()  # after the kernel thread has let go of the mapped file
         return
     damage: list[Any] = []
     try:
