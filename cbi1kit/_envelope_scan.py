@@ -382,20 +382,20 @@ def scan_filter_updates(
     """One pass over the messages ``b[start : end]``: the envelope fields, the CBI1 body
     checksum, and runs of identical sub-messages.
 
-    Returns ``(value, present, offset, flags, checksum, run, head)``. The first three have shape
-    ``(9, n)`` with rows in ``FIELD_SLOTS`` order: a varint's value, a length-delimited
-    field's length (its bytes begin at ``offset``), the fixed32 marker's value. ``flags`` holds
-    ``UNKNOWN_FIELDS`` and ``MALFORMED`` (a malformed message keeps the fields before the
-    damage). ``checksum`` is the payload's CBI1 body checksum, computed while the walk is on
-    the payload's bytes; rows without ``is_pb`` are bare CBI1 frames and hash as a whole.
-    ``run`` numbers runs of rows whose relay and producer bytes equal the previous row's, so
-    that each sub-message is parsed once per run. ``head`` holds each payload's first 64
-    bytes (the CBI1 header and body prefix; zeros past the payload's end).
+    Returns ``(value, present, offset, flags, checksum, run, head)``, a row per message. The
+    first three have shape ``(n, 9)``, columns in ``FIELD_SLOTS`` order: a varint's value, a
+    length-delimited field's length (its bytes begin at ``offset``), the fixed32 marker's
+    value. ``flags`` holds ``UNKNOWN_FIELDS`` and ``MALFORMED`` (a malformed message keeps the
+    fields before the damage). ``checksum`` is the payload's CBI1 body checksum, computed
+    while the walk is on the payload's bytes; rows without ``is_pb`` are bare CBI1 frames and
+    hash as a whole. ``run`` numbers runs of rows whose relay and producer bytes equal the
+    previous row's, so that each sub-message is parsed once per run. ``head`` holds each
+    payload's first 64 bytes (the CBI1 header and body prefix; zeros past the payload's end).
     """
     n = len(start)
-    value = np.zeros((9, n), dtype=np.uint64)
-    present = np.zeros((9, n), dtype=np.bool_)
-    offset = np.zeros((9, n), dtype=np.int64)
+    value = np.zeros((n, 9), dtype=np.uint64)
+    present = np.zeros((n, 9), dtype=np.bool_)
+    offset = np.zeros((n, 9), dtype=np.int64)
     flags = np.zeros(n, dtype=np.uint8)
     checksum = np.zeros(n, dtype=np.uint64)
     run = np.zeros(n, dtype=np.int64)
@@ -441,7 +441,7 @@ def scan_filter_updates(
                     flags[i] |= MALFORMED
                     break
                 if slot >= 0:
-                    offset[slot, i] = q
+                    offset[i, slot] = q
                 if slot == 7:
                     checksum[i] = _body_check(b, q, np.int64(v))
                     _copy_head(b, q, np.int64(v), head, i)
@@ -464,14 +464,14 @@ def scan_filter_updates(
             if slot < 0:
                 flags[i] |= UNKNOWN_FIELDS
             else:
-                value[slot, i] = v
-                present[slot, i] = True
+                value[i, slot] = v
+                present[i, slot] = True
         if i > 0:
             for k in _RUN_SLOTS:
                 if (
-                    present[k, i] != present[k, i - 1]
-                    or value[k, i] != value[k, i - 1]
-                    or not _same_bytes(b, offset[k, i], offset[k, i - 1], np.int64(value[k, i]))
+                    present[i, k] != present[i - 1, k]
+                    or value[i, k] != value[i - 1, k]
+                    or not _same_bytes(b, offset[i, k], offset[i - 1, k], np.int64(value[i, k]))
                 ):
                     runs += 1
                     break

@@ -20,7 +20,7 @@ import mmap
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +219,7 @@ class _Batch:
     mono: U64
     is_pb: Bool
     has_time: Bool
+    scanned: tuple[npt.NDArray[Any], ...] | None = None  # the envelope kernel's rows, if run
 
 
 def _empty_batch() -> _Batch:
@@ -236,37 +237,59 @@ def _is_capture(source: Any) -> bool:
 
 
 class _Rows:
-    """Row arrays of message records, cut into batches of at most ``size`` rows."""
-
-    _NAMES: Final = ("stream_id", "offset", "length", "wall", "mono")
+    """Row arrays of message records, cut into batches of at most ``size`` rows. Parts may
+    carry the envelope kernel's rows (from the block-check thread); a batch keeps them only if
+    all of its parts have them, otherwise the kernel runs again on the whole batch."""
 
     def __init__(self, buf: npt.NDArray[np.uint8], size: int) -> None:
         self.buf = buf
         self.size = size
-        self.parts: list[tuple[npt.NDArray[Any], ...]] = []
+        self.parts: list[tuple[tuple[npt.NDArray[Any], ...], tuple[npt.NDArray[Any], ...] | None]]
+        self.parts = []
         self.count = 0
         self.frame_index = 0  # the next frame's index
 
-    def add(self, *cols: npt.NDArray[Any]) -> None:
+    def add(
+        self, cols: tuple[npt.NDArray[Any], ...], scanned: tuple[npt.NDArray[Any], ...] | None
+    ) -> None:
         if len(cols[0]):
-            self.parts.append(cols)
+            self.parts.append((cols, scanned))
             self.count += len(cols[0])
 
     def batches(self, final: bool = False) -> Iterator[_Batch]:
         """Full batches (and with ``final`` the rest)."""
         if not self.parts or (self.count < self.size and not final):
             return
-        cols = [np.concatenate(c) for c in zip(*self.parts, strict=True)]
+        cols = [np.concatenate(c) for c in zip(*(p[0] for p in self.parts), strict=True)]
+        scans = [p[1] for p in self.parts]
+        scanned = (
+            [np.concatenate(c) for c in zip(*scans, strict=True)]
+            if all(x is not None for x in scans)
+            else None
+        )
         self.parts.clear()
         n, self.count = len(cols[0]), 0
         cut = n if final else n - n % self.size
         for lo in range(0, cut, self.size):
             hi = min(cut, lo + self.size)
-            yield self._batch(*(c[lo:hi] for c in cols))
+            part = None if scanned is None else tuple(c[lo:hi] for c in scanned)
+            yield self._batch(*(c[lo:hi] for c in cols), scanned=part)
         if cut < n:
-            self.add(*(c[cut:] for c in cols))
+            self.add(
+                tuple(c[cut:] for c in cols),
+                None if scanned is None else tuple(c[cut:] for c in scanned),
+            )
 
-    def _batch(self, stream: I64, offset: I64, length: I64, wall: I64, mono: U64) -> _Batch:
+    def _batch(
+        self,
+        stream: I64,
+        offset: I64,
+        length: I64,
+        wall: I64,
+        mono: U64,
+        *,
+        scanned: tuple[npt.NDArray[Any], ...] | None,
+    ) -> _Batch:
         n = len(stream)
         index = np.arange(self.frame_index, self.frame_index + n, dtype=np.int64)
         self.frame_index += n
@@ -282,6 +305,7 @@ class _Rows:
             mono,
             ones,
             ones,
+            scanned,
         )
 
 
@@ -308,7 +332,7 @@ class _CaptureScan:
         self.blocks_verified = 0
         self.records_walked = 0
 
-    def items(self, batch_records: int) -> Iterator[_Batch | tuple[CaptureError, int]]:
+    def items(self, batch_records: int) -> Generator[_Batch | tuple[CaptureError, int], None, None]:
         """Batches of message rows, and ``(error, frame index)`` where damage is."""
         reader = CaptureReader(self.path)
         try:
@@ -337,8 +361,8 @@ class _CaptureScan:
             mv = memoryview(mm)
             released = behind = 0
             try:
-                for group, whole in _checked_groups(mv, index.blocks):
-                    good = self._blocks_rows(mm, arr, group, rows)
+                for group, whole, scanned in _checked_groups(mv, arr, index.blocks):
+                    good = self._blocks_rows(mm, arr, group, rows, scanned)
                     self.blocks_verified += good
                     if good:
                         offset = group[good - 1].index_end
@@ -357,10 +381,16 @@ class _CaptureScan:
         yield from rows.batches(final=True)
 
     def _blocks_rows(
-        self, mm: Any, arr: npt.NDArray[np.uint8], blocks: list[IndexBlock], rows: _Rows
+        self,
+        mm: Any,
+        arr: npt.NDArray[np.uint8],
+        blocks: list[IndexBlock],
+        rows: _Rows,
+        scanned: tuple[npt.NDArray[Any], ...] | None = None,
     ) -> int:
         """Rows of consecutive verified blocks, checked together; the number of leading blocks
-        whose record headers agree with the index (the rest is left to the walk)."""
+        whose record headers agree with the index (the rest is left to the walk). ``scanned``:
+        the envelope kernel's rows for every record of these blocks, in order."""
         if not blocks:
             return 0
         offs = np.concatenate([b.offsets for b in blocks])
@@ -394,7 +424,7 @@ class _CaptureScan:
         )
         if not ok.all():
             bad_block = int(np.searchsorted(np.cumsum(sizes), np.argmin(ok), side="right"))
-            return self._blocks_rows(mm, arr, blocks[:bad_block], rows)
+            return self._blocks_rows(mm, arr, blocks[:bad_block], rows, scanned)
         sid = h["stream_id"].astype(np.int64)
         ends = offs + RECORD_HEADER_LEN + length
         for k in np.flatnonzero(
@@ -412,11 +442,14 @@ class _CaptureScan:
             opened = np.array([self.frame_streams.get(int(x), _NOT_OPEN) for x in u.tolist()])
             msg = msg[opened[inv] < numbers[msg]]
             rows.add(
-                sid[msg],
-                offs[msg],
-                length[msg],
-                h["recv_unix_ns"][msg].view(np.int64),
-                h["recv_mono_ns"][msg],
+                (
+                    sid[msg],
+                    offs[msg],
+                    length[msg],
+                    h["recv_unix_ns"][msg].view(np.int64),
+                    h["recv_mono_ns"][msg],
+                ),
+                None if scanned is None else tuple(a[msg] for a in scanned),
             )
         return len(blocks)
 
@@ -438,11 +471,14 @@ class _CaptureScan:
         def flush() -> None:
             if stream_a:
                 rows.add(
-                    np.array(stream_a, dtype=np.int64),
-                    np.array(offset_a, dtype=np.int64),
-                    np.array(len_a, dtype=np.int64),
-                    np.array(wall_a, dtype=np.uint64).view(np.int64),
-                    np.array(mono_a, dtype=np.uint64),
+                    (
+                        np.array(stream_a, dtype=np.int64),
+                        np.array(offset_a, dtype=np.int64),
+                        np.array(len_a, dtype=np.int64),
+                        np.array(wall_a, dtype=np.uint64).view(np.int64),
+                        np.array(mono_a, dtype=np.uint64),
+                    ),
+                    None,
                 )
                 for c in cols:
                     c.clear()
@@ -486,12 +522,13 @@ _GROUP_BYTES: Final = 32 << 20
 
 
 def _checked_groups(
-    mv: memoryview, blocks: Sequence[IndexBlock]
-) -> Iterator[tuple[list[IndexBlock], bool]]:
-    """Consecutive groups of index blocks (about ``_GROUP_BYTES`` each), block checks verified
-    two groups ahead on a worker thread: xxh3 releases the GIL, so hashing the file overlaps
-    with turning the previous groups into rows. Yields each group's verified leading blocks and
-    whether that was all of them; stops after the first group that was not."""
+    mv: memoryview, arr: npt.NDArray[np.uint8], blocks: Sequence[IndexBlock]
+) -> Iterator[tuple[list[IndexBlock], bool, tuple[npt.NDArray[Any], ...] | None]]:
+    """Consecutive groups of index blocks (about ``_GROUP_BYTES`` each), verified and scanned
+    two groups ahead on a worker thread: each block's check is hashed (xxh3 releases the GIL)
+    and its records go through the envelope kernel while they are still in cache. Yields each
+    group's verified leading blocks, whether that was all of them, and the kernel's rows for
+    their records; stops after the first group that was not whole."""
     groups: list[list[IndexBlock]] = []
     size = _GROUP_BYTES
     for block in blocks:
@@ -501,15 +538,15 @@ def _checked_groups(
         groups[-1].append(block)
         size += block.index_end - block.start
     with ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-block-check") as pool:
-        pending = deque((g, pool.submit(_verified_prefix, mv, g)) for g in groups[:2])
+        pending = deque((g, pool.submit(_verified_and_scanned, mv, arr, g)) for g in groups[:2])
         later = iter(groups[2:])
         try:
             while pending:
                 group, future = pending.popleft()
-                good = future.result()
+                good, scanned = future.result()
                 if (nxt := next(later, None)) is not None:
-                    pending.append((nxt, pool.submit(_verified_prefix, mv, nxt)))
-                yield group[:good], good == len(group)
+                    pending.append((nxt, pool.submit(_verified_and_scanned, mv, arr, nxt)))
+                yield group[:good], good == len(group), scanned
                 if good < len(group):
                     return
         finally:
@@ -517,14 +554,44 @@ def _checked_groups(
                 future.cancel()
 
 
-def _verified_prefix(mv: memoryview, blocks: list[IndexBlock]) -> int:
-    """How many leading blocks carry a block check that holds."""
+def _verified_and_scanned(
+    mv: memoryview, arr: npt.NDArray[np.uint8], blocks: list[IndexBlock]
+) -> tuple[int, tuple[npt.NDArray[Any], ...] | None]:
+    """How many leading blocks carry a block check that holds, and the envelope kernel's rows
+    for all their records (each record's body runs to the next record: they are back to back;
+    records that are not messages are dropped by the caller)."""
+    from cbi1kit._envelope_scan import scan_filter_updates
+
+    parts: list[tuple[npt.NDArray[Any], ...]] = []
     for k, block in enumerate(blocks):
         if block.block_check is None or block.block_check != (
             _XXH3(mv[block.start : block.index_offset]) & _MASK32
         ):
-            return k
-    return len(blocks)
+            return k, _joined(parts)
+        offs = block.offsets
+        if len(offs):
+            follow = np.append(offs[1:], block.index_offset)
+            parts.append(
+                scan_filter_updates(
+                    arr, offs + RECORD_HEADER_LEN, follow, np.ones(len(offs), dtype=bool)
+                )
+            )
+    return len(blocks), _joined(parts)
+
+
+def _joined(parts: list[tuple[npt.NDArray[Any], ...]]) -> tuple[npt.NDArray[Any], ...] | None:
+    """Kernel rows of consecutive calls as one; run ids stay increasing across the seams."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    runs, base = [], 0
+    for p in parts:
+        runs.append(p[5] + base)
+        base += int(p[5][-1]) + 1 if len(p[5]) else 0
+    out = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    out[5] = np.concatenate(runs)
+    return tuple(out)
 
 
 def _release(mm: Any, start: int, end: int) -> int:
@@ -743,14 +810,17 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
     buf = batch.buf
     pbm = batch.is_pb
     value, present, offset, flags, checksum, run, head = scanned
-    v = {f: value[FIELD_SLOTS[f]] for f in (1, 4, 5, 6, 7)}
-    has = {f: present[FIELD_SLOTS[f]] for f in (2, 3)}
-    marker = value[FIELD_SLOTS[127]]
+    run = np.cumsum(np.diff(run, prepend=-1) != 0) - 1  # dense ids: rows may have been dropped
+    v = {f: value[:, FIELD_SLOTS[f]] for f in (1, 4, 5, 6, 7)}
+    has = {f: present[:, FIELD_SLOTS[f]] for f in (2, 3)}
+    marker = value[:, FIELD_SLOTS[127]]
     malformed = (flags & MALFORMED) != 0
     unknown = (flags & UNKNOWN_FIELDS) != 0
-    p_len = np.where(pbm, value[FIELD_SLOTS[8]].astype(np.int64), batch.length)
+    p_len = np.where(pbm, value[:, FIELD_SLOTS[8]].astype(np.int64), batch.length)
     subs = [FIELD_SLOTS[2], FIELD_SLOTS[3]]
-    env = _Envelopes(buf, run, present[subs], offset[subs], value[subs].astype(np.int64))
+    env = _Envelopes(
+        buf, run, present[:, subs].T, offset[:, subs].T, value[:, subs].T.astype(np.int64)
+    )
 
     h = head.view(_CBI1)[:, 0]
     dp = head.view(_DELTA_PREFIX)[:, 0]
@@ -910,7 +980,9 @@ def _pipelined(items: Iterator[_Batch | tuple[CaptureError, int]]) -> Iterator[p
             if pending is not None:
                 yield _frames_columns(pending[0], pending[1].result())
                 pending = None
-            if isinstance(item, _Batch):
+            if isinstance(item, _Batch) and item.scanned is not None:
+                yield _frames_columns(item, item.scanned)
+            elif isinstance(item, _Batch):
                 pending = item, pool.submit(_scan_batch, item)
             else:
                 yield _damage_df(*item)
