@@ -56,6 +56,8 @@ def _intrinsic(f: Callable[..., Any]) -> Callable[..., Any]:
 
 # --------------------------------------------------------------------------------- byte loads
 
+_LITTLE: Final = sys.byteorder == "little"
+
 if sys.byteorder == "little":
 
     @_intrinsic
@@ -364,12 +366,16 @@ _AHEAD: Final = 6  # rows prefetched ahead of the walk
 
 @_inline
 def _copy_head(b: Any, p: Any, n: Any, head: Any, i: Any) -> None:
-    """The first 64 bytes of a CBI1 frame (header and body prefix), zeros past its end."""
-    m = min(n, 64)
-    for k in range(m):
-        head[i, k] = b[p + k]
-    for k in range(m, 64):
-        head[i, k] = 0
+    """The first 64 bytes of a CBI1 frame (header and body prefix), zeros past its end.
+    ``head`` is ``(rows, 8)`` u64 in native order: a whole frame's head is eight word copies
+    (on little-endian hosts; others copy bytes into the same memory image)."""
+    if n >= 64 and _LITTLE:
+        for k in range(8):
+            head[i, k] = _u64(b, p + 8 * k)
+        return
+    row = head[i].view(np.uint8)
+    for k in range(64):
+        row[k] = b[p + k] if k < n else 0
 
 
 @_kernel
@@ -399,7 +405,7 @@ def scan_filter_updates(
     flags = np.zeros(n, dtype=np.uint8)
     checksum = np.zeros(n, dtype=np.uint64)
     run = np.zeros(n, dtype=np.int64)
-    head = np.zeros((n, 64), dtype=np.uint8)
+    head = np.zeros((n, 8), dtype=np.uint64)
     runs = 0
     for i in range(n):
         if i + _AHEAD < n:  # the walk jumps over payloads: fetch where it lands next
@@ -476,4 +482,4 @@ def scan_filter_updates(
                     runs += 1
                     break
         run[i] = runs
-    return value, present, offset, flags, checksum, run, head
+    return value, present, offset, flags, checksum, run, head.view(np.uint8)

@@ -54,11 +54,13 @@ def _scan(raws: list[bytes], is_pb: list[bool]) -> tuple[np.ndarray, ...]:
 def test_checksums_cover_the_bytes_after_the_cbi1_header() -> None:
     """Bare frames hash as a whole; a message's payload is found by the walk."""
     rng = np.random.default_rng(7)
-    frames = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (0, 47, 48, 49, 300)]
+    frames = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (0, 47, 48, 63, 64, 300)]
     msgs = [pb.FilterUpdate(sequence=9, payload=f).SerializeToString() for f in frames]
-    checksum = _scan([*frames, *msgs], [False] * 5 + [True] * 5)[4]
+    scanned = _scan([*frames, *msgs], [False] * 6 + [True] * 6)
     want = [xxhash.xxh3_64_intdigest(f[48:]) & 0xFFFFFFFF if len(f) >= 48 else 0 for f in frames]
-    assert checksum.tolist() == want + want
+    assert scanned[4].tolist() == want + want
+    heads = [f[:64].ljust(64, b"\0") for f in frames]
+    assert [bytes(row) for row in scanned[6]] == heads + heads  # the payload's first 64 bytes
 
 
 @st.composite
