@@ -28,10 +28,15 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from cbi1kit._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
+
 __all__ = [
     "FIELD_SLOTS",
     "MALFORMED",
+    "PRODUCER_RULE",
+    "RULE_COUNT",
     "UNKNOWN_FIELDS",
+    "frame_rules",
     "scan_filter_updates",
     "xxh3_64_at",
 ]
@@ -483,3 +488,161 @@ def scan_filter_updates(
                     break
         run[i] = runs
     return value, present, offset, flags, checksum, run, head.view(np.uint8)
+
+
+# ------------------------------------------------------------------------- the consumer's rules
+
+_MARKER: Final = np.uint64(0x4B565231)
+_U64_MAX: Final = np.uint64(2**64 - 1)
+_CHUNK_BUCKETS: Final = np.uint64(SNAPSHOT_CHUNK_BUCKETS)
+_MAX_FRAME: Final = IMAGES_MAX_FRAME_BYTES
+_CBI1_MAGIC: Final = np.uint64(int.from_bytes(b"CBI1", "little"))
+_CKF1_MAGIC: Final = np.uint64(int.from_bytes(b"CKF1", "little"))
+RULE_COUNT: Final = 25  # the rules below, in the order a consumer checks them
+PRODUCER_RULE: Final = 5
+
+
+@_inline
+def _le(row: Any, at: int, width: int) -> Any:
+    v = np.uint64(0)
+    for k in range(width):
+        v |= np.uint64(row[at + k]) << np.uint64(8 * k)
+    return v
+
+
+@_kernel
+def frame_rules(
+    value: npt.NDArray[np.uint64],
+    present: npt.NDArray[np.bool_],
+    flags: npt.NDArray[np.uint8],
+    checksum: npt.NDArray[np.uint64],
+    head: npt.NDArray[np.uint8],
+    is_pb: npt.NDArray[np.bool_],
+    length: npt.NDArray[np.int64],
+    run: npt.NDArray[np.int64],
+    run_seed: npt.NDArray[np.uint64],
+    run_buckets: npt.NDArray[np.uint64],
+    run_dc: npt.NDArray[np.uint64],
+    run_error: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[Any], ...]:
+    """The derived columns and the first failing rule of every row, from the scan's arrays and
+    the per-run producer values: one pass instead of some sixty array operations.
+
+    Returns ``(rule, kind_code, kind_raw, base, sequence, payload_len, checksum_ok,
+    chunk_frame, delta_frame, word_count)``; ``rule`` is -1 for a valid row, else the index of
+    the first rule (``_tables._RULES``) that fails. Rows without ``is_pb`` are bare CBI1
+    frames: their kind, base and sequence come from the CBI1 header.
+    """
+    n = len(is_pb)
+    rule = np.full(n, -1, dtype=np.int64)
+    kind_code = np.zeros(n, dtype=np.int64)
+    kind_raw = np.zeros(n, dtype=np.int32)
+    base = np.zeros(n, dtype=np.uint64)
+    seq = np.zeros(n, dtype=np.uint64)
+    p_len = np.zeros(n, dtype=np.int64)
+    checksum_ok = np.zeros(n, dtype=np.bool_)
+    chunk_frame = np.zeros(n, dtype=np.bool_)
+    delta_frame = np.zeros(n, dtype=np.bool_)
+    word_count = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        h = head[i]
+        pb = is_pb[i]
+        plen = np.int64(value[i, 7]) if pb else length[i]
+        p_len[i] = plen
+        has_head = plen >= 48
+        magic = _le(h, 0, 4)
+        wire_version, hflags = _le(h, 4, 2), _le(h, 6, 2)
+        fp_bits, slots, format_version = np.uint64(h[8]), np.uint64(h[9]), _le(h, 10, 2)
+        seed, buckets, dc_id, epoch = _le(h, 12, 8), _le(h, 20, 8), _le(h, 28, 8), _le(h, 36, 8)
+        body_check = _le(h, 44, 4)
+        chunk_index, chunk_count, bucket_offset = _le(h, 48, 4), _le(h, 52, 4), _le(h, 56, 8)
+        base_epoch, image_count = _le(h, 48, 8), _le(h, 56, 4)
+        ok_sum = has_head and checksum[i] == body_check
+        checksum_ok[i] = ok_sum
+        is_chunk = has_head and hflags == 1 and plen >= 64
+        is_delta = has_head and hflags == 2 and plen >= 60
+        chunk_frame[i], delta_frame[i] = is_chunk, is_delta
+        words = (plen - 64) // 8 if is_chunk else 0
+        word_count[i] = words
+        if pb:
+            raw = np.int32(np.int64(value[i, 4]) & 0xFFFFFFFF)  # an int32 enum, as sent
+            code = 0 if raw == 1 else 1 if raw == 2 else 2 if raw == 3 else 3 if raw == 0 else 4
+            b, s = value[i, 1], value[i, 2]
+        else:
+            code = 0 if hflags == 1 else 1 if hflags == 2 else 4
+            raw = np.int32(1 if hflags == 1 else 2 if hflags == 2 else 0)
+            b = base_epoch if is_delta else epoch
+            s = epoch
+        kind_raw[i], kind_code[i], base[i], seq[i] = raw, code, b, s
+        chunk, delta, heartbeat = code == 0, code == 1, code == 2
+        carries = chunk or delta
+        r = run[i]
+        chunk_bad = is_chunk and (
+            chunk_count == 0
+            or chunk_index >= chunk_count
+            or (plen - 64) % 8 != 0
+            or bucket_offset + np.uint64(words) > buckets
+            or bucket_offset != chunk_index * _CHUNK_BUCKETS
+        )
+        if flags[i] & MALFORMED:
+            rule[i] = 0
+        elif pb and value[i, 8] != _MARKER:
+            rule[i] = 1
+        elif pb and value[i, 0] != 1:
+            rule[i] = 2
+        elif pb and not present[i, 5]:
+            rule[i] = 3
+        elif pb and not present[i, 6]:
+            rule[i] = 4
+        elif pb and run_error[r]:
+            rule[i] = PRODUCER_RULE
+        elif pb and code >= 3:
+            rule[i] = 6
+        elif pb and (chunk or heartbeat) and b != s:
+            rule[i] = 7
+        elif pb and delta and (b == _U64_MAX or s != b + np.uint64(1)):
+            rule[i] = 8
+        elif pb and carries and plen == 0:
+            rule[i] = 9
+        elif pb and heartbeat and plen > 0:
+            rule[i] = 10
+        elif carries and not has_head:
+            rule[i] = 11
+        elif carries and plen > _MAX_FRAME:
+            rule[i] = 12
+        elif carries and magic == _CKF1_MAGIC:
+            rule[i] = 13
+        elif carries and magic != _CBI1_MAGIC:
+            rule[i] = 14
+        elif carries and wire_version != 1:
+            rule[i] = 15
+        elif carries and not ok_sum:
+            rule[i] = 16
+        elif carries and (format_version != 1 or fp_bits != 16 or slots != 4):
+            rule[i] = 17
+        elif pb and carries and (seed != run_seed[r] or buckets != run_buckets[r]):
+            rule[i] = 18
+        elif carries and not (chunk and is_chunk) and not (delta and is_delta):
+            rule[i] = 19
+        elif pb and carries and dc_id != run_dc[r]:
+            rule[i] = 20
+        elif pb and carries and epoch != s:
+            rule[i] = 21
+        elif pb and delta and base_epoch != b:
+            rule[i] = 22
+        elif is_delta and delta and plen != 60 + 12 * np.int64(image_count):
+            rule[i] = 23
+        elif chunk_bad and chunk:
+            rule[i] = 24
+    return (
+        rule,
+        kind_code,
+        kind_raw,
+        base,
+        seq,
+        p_len,
+        checksum_ok,
+        chunk_frame,
+        delta_frame,
+        word_count,
+    )

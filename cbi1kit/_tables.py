@@ -48,7 +48,6 @@ from cbi1kit._capture import (
     decode_stream_open,
     read_index,
 )
-from cbi1kit._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._readers import SUBSCRIBE_KV_POOL_METHOD, FrameDamage, FrameRecord, read_frames
 from cbi1kit._relay import RelayWireError, validate_producer_identity
@@ -168,7 +167,6 @@ _PA: Final[dict[Any, pa.DataType]] = {
     pl.Float64: pa.float64(),
     pl.Utf8: pa.string(),
 }
-_MARKER: Final = 0x4B565231
 _XXH3: Final = xxhash.xxh3_64_intdigest
 _MASK32: Final = 0xFFFFFFFF
 _REC_HEADER: Final = struct.Struct("<4sBBHIIQQQII")
@@ -746,6 +744,11 @@ class _Envelopes:
         for j, name in enumerate(_PRODUCER_COLS):
             self.per_run[name] = [r[1][j] for r in runs]
 
+    def per_run_numbers(self, name: str) -> npt.NDArray[Any]:
+        """One value per run (0 where missing)."""
+        dtype = _np_of(FRAMES_SCHEMA[name])
+        return np.array([0 if x is None else x for x in self.per_run[name]], dtype=dtype)
+
     def numbers(self, name: str) -> tuple[npt.NDArray[Any], Bool]:
         """Per-row values (0 where missing) and where they are present."""
         values = self.per_run[name]
@@ -804,92 +807,52 @@ def _frames_df(batch: _Batch) -> pl.DataFrame:
 
 def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
     """The batch's rows from the kernel's arrays: header fields, validation, columns."""
-    from cbi1kit._envelope_scan import FIELD_SLOTS, MALFORMED, UNKNOWN_FIELDS
+    from cbi1kit._envelope_scan import FIELD_SLOTS, UNKNOWN_FIELDS, frame_rules
 
-    n = len(batch.index)
-    buf = batch.buf
     pbm = batch.is_pb
     value, present, offset, flags, checksum, run, head = scanned
     run = np.cumsum(np.diff(run, prepend=-1) != 0) - 1  # dense ids: rows may have been dropped
-    v = {f: value[:, FIELD_SLOTS[f]] for f in (1, 4, 5, 6, 7)}
-    has = {f: present[:, FIELD_SLOTS[f]] for f in (2, 3)}
-    marker = value[:, FIELD_SLOTS[127]]
-    malformed = (flags & MALFORMED) != 0
+    v = {f: value[:, FIELD_SLOTS[f]] for f in (1, 6, 127)}
     unknown = (flags & UNKNOWN_FIELDS) != 0
-    p_len = np.where(pbm, value[:, FIELD_SLOTS[8]].astype(np.int64), batch.length)
     subs = [FIELD_SLOTS[2], FIELD_SLOTS[3]]
     env = _Envelopes(
-        buf, run, present[:, subs].T, offset[:, subs].T, value[:, subs].T.astype(np.int64)
+        batch.buf, run, present[:, subs].T, offset[:, subs].T, value[:, subs].T.astype(np.int64)
     )
-
+    perr = env.per_run["_producer_error"]
+    (
+        code,
+        kind_code,
+        kind_raw,
+        base,
+        seq,
+        p_len,
+        checksum_ok,
+        is_chunk_frame,
+        is_delta_frame,
+        word_count,
+    ) = frame_rules(
+        value,
+        present,
+        flags,
+        checksum,
+        head,
+        pbm,
+        batch.length,
+        run,
+        env.per_run_numbers("ckf_seed"),
+        env.per_run_numbers("ckf_bucket_count"),
+        env.per_run_numbers("dc_id"),
+        np.array([x is not None for x in perr], dtype=bool),
+    )
     h = head.view(_CBI1)[:, 0]
     dp = head.view(_DELTA_PREFIX)[:, 0]
     has_head = p_len >= 48
-    checksum_ok = has_head & (checksum == h["checksum"])
     flags = h["flags"]
-    is_chunk_frame = has_head & (flags == 1) & (p_len >= 64)
-    is_delta_frame = has_head & (flags == 2) & (p_len >= 60)
-    word_count = np.where(is_chunk_frame, (p_len - 64) // 8, 0)
-
-    # kinds
-    kind_raw = v[7].astype(np.int64).astype(np.int32)
-    kind_code = np.select(
-        [kind_raw == 1, kind_raw == 2, kind_raw == 3, kind_raw == 0], [0, 1, 2, 3], 4
-    )
-    kind_code = np.where(pbm, kind_code, np.where(flags == 1, 0, np.where(flags == 2, 1, 4)))
-    kind_raw = np.where(pbm, kind_raw, np.where(flags == 1, 1, np.where(flags == 2, 2, 0)))
-    base = np.where(pbm, v[4], np.where(is_delta_frame, dp["base_epoch"], h["epoch"]))
-    seq = np.where(pbm, v[5], h["epoch"])
-
-    # validation: the first rule that fails, in the consumer's order
-    ck_seed, _ = env.numbers("ckf_seed")
-    ck_count, _ = env.numbers("ckf_bucket_count")
-    p_dc, _ = env.numbers("dc_id")
-    perr = env.per_run["_producer_error"]
-    has_perr = np.array([x is not None for x in perr], dtype=bool)[env.run]
-    k_chunk, k_delta, k_hb = kind_code == 0, kind_code == 1, kind_code == 2
-    carries = k_chunk | k_delta
-    magic = h["magic"]
-    chunk_bad = is_chunk_frame & (
-        (h["chunk_count"] == 0)
-        | (h["chunk_index"] >= h["chunk_count"])
-        | ((p_len - 64) % 8 != 0)
-        | (h["bucket_offset"] + word_count.astype(np.uint64) > h["bucket_count"])
-        | (h["bucket_offset"] != h["chunk_index"].astype(np.uint64) * SNAPSHOT_CHUNK_BUCKETS)
-    )
-    conds = [
-        malformed,
-        pbm & (marker != _MARKER),
-        pbm & (v[1] != 1),
-        pbm & ~has[2],
-        pbm & ~has[3],
-        pbm & has_perr,
-        pbm & (kind_code >= 3),
-        pbm & (k_chunk | k_hb) & (base != seq),
-        pbm & k_delta & ((base == np.uint64(2**64 - 1)) | (seq != base + np.uint64(1))),
-        pbm & carries & (p_len == 0),
-        pbm & k_hb & (p_len > 0),
-        carries & ~has_head,
-        carries & (p_len > IMAGES_MAX_FRAME_BYTES),
-        carries & (magic == b"CKF1"),
-        carries & (magic != b"CBI1"),
-        carries & (h["wire_version"] != 1),
-        carries & ~checksum_ok,
-        carries & ((h["format_version"] != 1) | (h["fingerprint_bits"] != 16) | (h["slots"] != 4)),
-        pbm & carries & ((h["seed"] != ck_seed) | (h["bucket_count"] != ck_count)),
-        carries & ~(k_chunk & is_chunk_frame) & ~(k_delta & is_delta_frame),
-        pbm & carries & (h["dc_id"] != p_dc),
-        pbm & carries & (h["epoch"] != seq),
-        pbm & k_delta & (dp["base_epoch"] != base),
-        is_delta_frame & k_delta & (p_len != 60 + 12 * dp["image_count"].astype(np.int64)),
-        chunk_bad & k_chunk,
-    ]
     # message index: a rule, "valid" (null), or the producer error of the row's run
-    code = np.full(n, len(_RULES), dtype=np.int64)
-    for i in range(len(conds) - 1, -1, -1):
-        code[conds[i]] = i
+    code = np.where(code < 0, len(_RULES), code)
     code = np.where(code == _PRODUCER_RULE, len(_RULES) + 1 + env.run, code)
     messages = pl.Series("validation_error", [*_RULES, None, *perr], dtype=pl.Utf8)
+    marker = v[127]
 
     def col(values: Any, dtype: Any, valid: Bool | None = None) -> pa.Array:
         return pa.array(

@@ -209,3 +209,12 @@ def test_runs_split_exactly_where_relay_or_producer_bytes_change(
     run = _scan(raws, [True] * len(raws))[5]
     want = np.cumsum([0] + [keys[i] != keys[i - 1] for i in range(1, len(keys))])
     assert run.tolist() == want.tolist()
+
+
+def test_the_rule_numbers_match_the_tables_messages() -> None:
+    """``frame_rules`` returns rule indices; the frames table turns them into its messages."""
+    from cbi1kit._envelope_scan import PRODUCER_RULE, RULE_COUNT
+    from cbi1kit._tables import _PRODUCER_RULE, _RULES
+
+    assert len(_RULES) == RULE_COUNT and _PRODUCER_RULE == PRODUCER_RULE
+    assert _RULES[PRODUCER_RULE] is None  # the producer's own error stands there
