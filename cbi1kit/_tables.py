@@ -436,18 +436,28 @@ class _CaptureScan:
             )
         msg = np.flatnonzero(rtype == RecordType.MESSAGE)
         if msg.size and self.frame_streams:
-            u, inv = np.unique(sid[msg], return_inverse=True)
-            opened = np.array([self.frame_streams.get(int(x), _NOT_OPEN) for x in u.tolist()])
-            msg = msg[opened[inv] < numbers[msg]]
+            ms = sid[msg]
+            lo, hi = int(ms.min()), int(ms.max())
+            if lo == hi:  # one stream: the usual capture
+                msg = msg[self.frame_streams.get(lo, _NOT_OPEN) < numbers[msg]]
+            else:
+                u, inv = np.unique(ms, return_inverse=True)
+                first = np.array([self.frame_streams.get(int(x), _NOT_OPEN) for x in u.tolist()])
+                msg = msg[first[inv] < numbers[msg]]
+            whole = len(msg) == len(offs)  # every record a frame: the arrays as they are
+
+            def pick(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+                return a if whole else a[msg]
+
             rows.add(
                 (
-                    sid[msg],
-                    offs[msg],
-                    length[msg],
-                    h["recv_unix_ns"][msg].view(np.int64),
-                    h["recv_mono_ns"][msg],
+                    pick(sid),
+                    pick(offs),
+                    pick(length),
+                    pick(h["recv_unix_ns"]).view(np.int64),
+                    pick(h["recv_mono_ns"]),
                 ),
-                None if scanned is None else tuple(a[msg] for a in scanned),
+                None if scanned is None else tuple(pick(a) for a in scanned),
             )
         return len(blocks)
 
