@@ -32,6 +32,7 @@ from cbi1kit._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
 
 __all__ = [
     "FIELD_SLOTS",
+    "HEADER_COLUMNS",
     "MALFORMED",
     "PRODUCER_RULE",
     "RULE_COUNT",
@@ -498,6 +499,12 @@ _CHUNK_BUCKETS: Final = np.uint64(SNAPSHOT_CHUNK_BUCKETS)
 _MAX_FRAME: Final = IMAGES_MAX_FRAME_BYTES
 _CBI1_MAGIC: Final = np.uint64(int.from_bytes(b"CBI1", "little"))
 _CKF1_MAGIC: Final = np.uint64(int.from_bytes(b"CKF1", "little"))
+HEADER_COLUMNS: Final = (
+    ("cbi1_fingerprint_bits", "cbi1_slots"),
+    ("cbi1_wire_version", "cbi1_flags", "cbi1_format_version"),
+    ("cbi1_checksum", "chunk_index", "chunk_count", "image_count"),
+    ("cbi1_seed", "cbi1_bucket_count", "cbi1_dc_id", "cbi1_epoch", "bucket_offset", "base_epoch"),
+)
 RULE_COUNT: Final = 25  # the rules below, in the order a consumer checks them
 PRODUCER_RULE: Final = 5
 
@@ -529,9 +536,10 @@ def frame_rules(
     the per-run producer values: one pass instead of some sixty array operations.
 
     Returns ``(rule, kind_code, kind_raw, base, sequence, payload_len, checksum_ok,
-    chunk_frame, delta_frame, word_count)``; ``rule`` is -1 for a valid row, else the index of
-    the first rule (``_tables._RULES``) that fails. Rows without ``is_pb`` are bare CBI1
-    frames: their kind, base and sequence come from the CBI1 header.
+    chunk_frame, delta_frame, word_count, u8, u16, u32, u64)``; ``rule`` is -1 for a valid row,
+    else the index of the first rule (``_tables._RULES``) that fails. The last four are the
+    CBI1 header fields as contiguous columns, in ``HEADER_COLUMNS`` order. Rows without
+    ``is_pb`` are bare CBI1 frames: their kind, base and sequence come from the CBI1 header.
     """
     n = len(is_pb)
     rule = np.full(n, -1, dtype=np.int64)
@@ -544,6 +552,10 @@ def frame_rules(
     chunk_frame = np.zeros(n, dtype=np.bool_)
     delta_frame = np.zeros(n, dtype=np.bool_)
     word_count = np.zeros(n, dtype=np.int64)
+    u8 = np.zeros((2, n), dtype=np.uint8)  # fingerprint_bits, slots
+    u16 = np.zeros((3, n), dtype=np.uint16)  # wire_version, flags, format_version
+    u32 = np.zeros((4, n), dtype=np.uint32)  # checksum, chunk_index, chunk_count, image_count
+    u64 = np.zeros((6, n), dtype=np.uint64)  # seed, bucket_count, dc_id, epoch, offset, base
     for i in range(n):
         h = head[i]
         pb = is_pb[i]
@@ -557,6 +569,16 @@ def frame_rules(
         body_check = _le(h, 44, 4)
         chunk_index, chunk_count, bucket_offset = _le(h, 48, 4), _le(h, 52, 4), _le(h, 56, 8)
         base_epoch, image_count = _le(h, 48, 8), _le(h, 56, 4)
+        u8[0, i], u8[1, i] = fp_bits, slots
+        u16[0, i], u16[1, i], u16[2, i] = wire_version, hflags, format_version
+        u32[0, i], u32[1, i], u32[2, i], u32[3, i] = (
+            body_check,
+            chunk_index,
+            chunk_count,
+            image_count,
+        )
+        u64[0, i], u64[1, i], u64[2, i], u64[3, i] = seed, buckets, dc_id, epoch
+        u64[4, i], u64[5, i] = bucket_offset, base_epoch
         ok_sum = has_head and checksum[i] == body_check
         checksum_ok[i] = ok_sum
         is_chunk = has_head and hflags == 1 and plen >= 64
@@ -645,4 +667,8 @@ def frame_rules(
         chunk_frame,
         delta_frame,
         word_count,
+        u8,
+        u16,
+        u32,
+        u64,
     )

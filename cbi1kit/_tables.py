@@ -763,12 +763,18 @@ class _Envelopes:
         """Per-row values (0 where missing) and where they are present."""
         values = self.per_run[name]
         dtype = _np_of(FRAMES_SCHEMA[name])
+        if len(values) == 1:  # one run: constant columns, no gather
+            n = len(self.run)
+            return np.full(n, values[0] or 0, dtype=dtype), np.full(n, values[0] is not None)
         per = np.array([0 if x is None else x for x in values], dtype=dtype)
         valid = np.array([x is not None for x in values], dtype=bool)
         return per[self.run], valid[self.run]
 
     def strings(self, name: str) -> pl.Series:
-        return pl.Series(name, self.per_run[name], dtype=pl.Utf8).gather(self.run)
+        values = self.per_run[name]
+        if len(values) == 1:  # one run: a constant column
+            return pl.repeat(values[0], len(self.run), dtype=pl.Utf8, eager=True).alias(name)
+        return pl.Series(name, values, dtype=pl.Utf8).gather(self.run)
 
 
 _RULES: Final = (
@@ -817,30 +823,19 @@ def _frames_df(batch: _Batch) -> pl.DataFrame:
 
 def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
     """The batch's rows from the kernel's arrays: header fields, validation, columns."""
-    from cbi1kit._envelope_scan import FIELD_SLOTS, UNKNOWN_FIELDS, frame_rules
+    from cbi1kit._envelope_scan import FIELD_SLOTS, HEADER_COLUMNS, UNKNOWN_FIELDS, frame_rules
 
     pbm = batch.is_pb
     value, present, offset, flags, checksum, run, head = scanned
     run = np.cumsum(np.diff(run, prepend=-1) != 0) - 1  # dense ids: rows may have been dropped
-    v = {f: value[:, FIELD_SLOTS[f]] for f in (1, 6, 127)}
+    v = {f: np.ascontiguousarray(value[:, FIELD_SLOTS[f]]) for f in (1, 6, 127)}
     unknown = (flags & UNKNOWN_FIELDS) != 0
     subs = [FIELD_SLOTS[2], FIELD_SLOTS[3]]
     env = _Envelopes(
         batch.buf, run, present[:, subs].T, offset[:, subs].T, value[:, subs].T.astype(np.int64)
     )
     perr = env.per_run["_producer_error"]
-    (
-        code,
-        kind_code,
-        kind_raw,
-        base,
-        seq,
-        p_len,
-        checksum_ok,
-        is_chunk_frame,
-        is_delta_frame,
-        word_count,
-    ) = frame_rules(
+    rules = frame_rules(
         value,
         present,
         flags,
@@ -854,15 +849,18 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
         env.per_run_numbers("dc_id"),
         np.array([x is not None for x in perr], dtype=bool),
     )
-    h = head.view(_CBI1)[:, 0]
-    dp = head.view(_DELTA_PREFIX)[:, 0]
+    code, kind_code, kind_raw, base, seq, p_len = rules[:6]
+    checksum_ok, is_chunk_frame, is_delta_frame, word_count = rules[6:10]
+    header = {
+        name: column
+        for names, columns in zip(HEADER_COLUMNS, rules[10:], strict=True)
+        for name, column in zip(names, columns, strict=True)
+    }
     has_head = p_len >= 48
-    flags = h["flags"]
     # message index: a rule, "valid" (null), or the producer error of the row's run
     code = np.where(code < 0, len(_RULES), code)
     code = np.where(code == _PRODUCER_RULE, len(_RULES) + 1 + env.run, code)
     messages = pl.Series("validation_error", [*_RULES, None, *perr], dtype=pl.Utf8)
-    marker = v[127]
 
     def col(values: Any, dtype: Any, valid: Bool | None = None) -> pa.Array:
         return pa.array(
@@ -887,27 +885,22 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
         "base_sequence": col(base, _U64, pbm | has_head),
         "sequence": col(seq, _U64, pbm | has_head),
         "protocol_version": col(v[1], _U32, pbm),
-        "contract_marker": col(marker, _U32, pbm),
+        "contract_marker": col(v[127], _U32, pbm),
         "payload_len": col(p_len, _U32),
         "has_unknown_fields": col(unknown, pl.Boolean),
-        "cbi1_wire_version": col(h["wire_version"], _U16, has_head),
-        "cbi1_flags": col(flags, _U16, has_head),
-        "cbi1_fingerprint_bits": col(h["fingerprint_bits"], _U8, has_head),
-        "cbi1_slots": col(h["slots"], _U8, has_head),
-        "cbi1_format_version": col(h["format_version"], _U16, has_head),
-        "cbi1_seed": col(h["seed"], _U64, has_head),
-        "cbi1_bucket_count": col(h["bucket_count"], _U64, has_head),
-        "cbi1_dc_id": col(h["dc_id"], _U64, has_head),
-        "cbi1_epoch": col(h["epoch"], _U64, has_head),
-        "cbi1_checksum": col(h["checksum"], _U32, has_head),
         "cbi1_checksum_ok": col(checksum_ok, pl.Boolean, has_head),
-        "chunk_index": col(h["chunk_index"], _U32, is_chunk_frame),
-        "chunk_count": col(h["chunk_count"], _U32, is_chunk_frame),
-        "bucket_offset": col(h["bucket_offset"], _U64, is_chunk_frame),
         "word_count": col(word_count, _U32, is_chunk_frame),
-        "base_epoch": col(dp["base_epoch"], _U64, is_delta_frame),
-        "image_count": col(dp["image_count"], _U32, is_delta_frame),
     }
+    chunk_fields = ("chunk_index", "chunk_count", "bucket_offset")
+    for name, column in header.items():
+        valid = (
+            is_chunk_frame
+            if name in chunk_fields
+            else is_delta_frame
+            if name in ("base_epoch", "image_count")
+            else has_head
+        )
+        cols[name] = col(column, FRAMES_SCHEMA[name], valid)
     strings = [
         pl.Series("kind", KINDS, dtype=_KIND_ENUM).gather(kind_code),
         messages.gather(code),
