@@ -39,6 +39,7 @@ __all__ = [
     "UNKNOWN_FIELDS",
     "frame_rules",
     "scan_filter_updates",
+    "verify_and_scan",
     "xxh3_64_at",
 ]
 
@@ -384,37 +385,34 @@ def _copy_head(b: Any, p: Any, n: Any, head: Any, i: Any) -> None:
         row[k] = b[p + k] if k < n else 0
 
 
-@_kernel
-def scan_filter_updates(
-    b: npt.NDArray[np.uint8],
-    start: npt.NDArray[np.int64],
-    end: npt.NDArray[np.int64],
-    is_pb: npt.NDArray[np.bool_],
-) -> tuple[npt.NDArray[Any], ...]:
-    """One pass over the messages ``b[start : end]``: the envelope fields, the CBI1 body
-    checksum, and runs of identical sub-messages.
+@_inline
+def _scan_outputs(n: int) -> Any:
+    return (
+        np.zeros((n, 9), dtype=np.uint64),
+        np.zeros((n, 9), dtype=np.bool_),
+        np.zeros((n, 9), dtype=np.int64),
+        np.zeros(n, dtype=np.uint8),
+        np.zeros(n, dtype=np.uint64),
+        np.zeros(n, dtype=np.int64),
+        np.zeros((n, 8), dtype=np.uint64),
+    )
 
-    Returns ``(value, present, offset, flags, checksum, run, head)``, a row per message. The
-    first three have shape ``(n, 9)``, columns in ``FIELD_SLOTS`` order: a varint's value, a
-    length-delimited field's length (its bytes begin at ``offset``), the fixed32 marker's
-    value. ``flags`` holds ``UNKNOWN_FIELDS`` and ``MALFORMED`` (a malformed message keeps the
-    fields before the damage). ``checksum`` is the payload's CBI1 body checksum, computed
-    while the walk is on the payload's bytes; rows without ``is_pb`` are bare CBI1 frames and
-    hash as a whole. ``run`` numbers runs of rows whose relay and producer bytes equal the
-    previous row's, so that each sub-message is parsed once per run. ``head`` holds each
-    payload's first 64 bytes (the CBI1 header and body prefix; zeros past the payload's end).
-    """
-    n = len(start)
-    value = np.zeros((n, 9), dtype=np.uint64)
-    present = np.zeros((n, 9), dtype=np.bool_)
-    offset = np.zeros((n, 9), dtype=np.int64)
-    flags = np.zeros(n, dtype=np.uint8)
-    checksum = np.zeros(n, dtype=np.uint64)
-    run = np.zeros(n, dtype=np.int64)
-    head = np.zeros((n, 8), dtype=np.uint64)
-    runs = 0
-    for i in range(n):
-        if i + _AHEAD < n:  # the walk jumps over payloads: fetch where it lands next
+
+@_inline
+def _scan_result(out: Any) -> Any:
+    value, present, offset, flags, checksum, run, head = out
+    return value, present, offset, flags, checksum, run, head.view(np.uint8)
+
+
+@_inline
+def _scan_rows(
+    b: Any, start: Any, end: Any, is_pb: Any, lo: Any, hi: Any, runs: Any, out: Any
+) -> Any:
+    """Rows ``lo`` to ``hi`` into ``out`` (``_scan_outputs``); run ids go on from ``runs``,
+    compared with the row before ``lo`` when there is one. Returns the last run id."""
+    value, present, offset, flags, checksum, run, head = out
+    for i in range(lo, hi):
+        if i + _AHEAD < hi:  # the walk jumps over payloads: fetch where it lands next
             _prefetch(b, start[i + _AHEAD])
             _prefetch(b, start[i + _AHEAD] + 64)
             _prefetch(b, end[i + _AHEAD] - 1)
@@ -488,7 +486,75 @@ def scan_filter_updates(
                     runs += 1
                     break
         run[i] = runs
-    return value, present, offset, flags, checksum, run, head.view(np.uint8)
+    return runs
+
+
+@_kernel
+def scan_filter_updates(
+    b: npt.NDArray[np.uint8],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    is_pb: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[Any], ...]:
+    """One pass over the messages ``b[start : end]``: the envelope fields, the CBI1 body
+    checksum, and runs of identical sub-messages.
+
+    Returns ``(value, present, offset, flags, checksum, run, head)``, a row per message. The
+    first three have shape ``(n, 9)``, columns in ``FIELD_SLOTS`` order: a varint's value, a
+    length-delimited field's length (its bytes begin at ``offset``), the fixed32 marker's
+    value. ``flags`` holds ``UNKNOWN_FIELDS`` and ``MALFORMED`` (a malformed message keeps the
+    fields before the damage). ``checksum`` is the payload's CBI1 body checksum, computed
+    while the walk is on the payload's bytes; rows without ``is_pb`` are bare CBI1 frames and
+    hash as a whole. ``run`` numbers runs of rows whose relay and producer bytes equal the
+    previous row's, so that each sub-message is parsed once per run. ``head`` holds each
+    payload's first 64 bytes (the CBI1 header and body prefix; zeros past the payload's end).
+    """
+    out = _scan_outputs(len(start))
+    _scan_rows(b, start, end, is_pb, 0, len(start), 0, out)
+    result: tuple[npt.NDArray[Any], ...] = _scan_result(out)
+    return result
+
+
+@_kernel
+def verify_and_scan(
+    b: npt.NDArray[np.uint8],
+    block_start: npt.NDArray[np.int64],
+    block_end: npt.NDArray[np.int64],
+    block_check: npt.NDArray[np.int64],
+    first_record: npt.NDArray[np.int64],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+) -> tuple[Any, ...]:
+    """Capture blocks checked and scanned in one call: block ``k`` (bytes ``block_start[k]``
+    to ``block_end[k]``, its records ``first_record[k]`` to ``first_record[k + 1]``) must hash
+    to ``block_check[k]`` (low 32 bits of xxh3; -1: none recorded, which fails); its records
+    then go through the field walk while the hash has them in cache.
+
+    Returns ``(good, value, present, offset, flags, checksum, run, head)``: how many leading
+    blocks hold, and ``scan_filter_updates``' arrays for their records.
+    """
+    n = len(start)
+    out = _scan_outputs(n)
+    is_pb = np.ones(n, dtype=np.bool_)
+    good, runs = 0, 0
+    for k in range(len(block_start)):
+        digest = xxh3_64_at(b, block_start[k], block_end[k] - block_start[k]) & _LO32
+        if block_check[k] < 0 or digest != np.uint64(block_check[k]):
+            break
+        runs = _scan_rows(b, start, end, is_pb, first_record[k], first_record[k + 1], runs, out)
+        good += 1
+    rows = first_record[good]
+    value, present, offset, flags, checksum, run, head = _scan_result(out)
+    return (
+        good,
+        value[:rows],
+        present[:rows],
+        offset[:rows],
+        flags[:rows],
+        checksum[:rows],
+        run[:rows],
+        head[:rows],
+    )
 
 
 # ------------------------------------------------------------------------- the consumer's rules

@@ -566,40 +566,29 @@ def _verified_and_scanned(
     mv: memoryview, arr: npt.NDArray[np.uint8], blocks: list[IndexBlock]
 ) -> tuple[int, tuple[npt.NDArray[Any], ...] | None]:
     """How many leading blocks carry a block check that holds, and the envelope kernel's rows
-    for all their records (each record's body runs to the next record: they are back to back;
-    records that are not messages are dropped by the caller)."""
-    from cbi1kit._envelope_scan import scan_filter_updates
+    for all their records: one compiled call (``verify_and_scan``) hashes each block and walks
+    its records while they are in cache. Each record's body runs to the next record (they are
+    back to back); records that are not messages are dropped by the caller."""
+    from cbi1kit._envelope_scan import verify_and_scan
 
-    parts: list[tuple[npt.NDArray[Any], ...]] = []
-    for k, block in enumerate(blocks):
-        if block.block_check is None or block.block_check != (
-            _XXH3(mv[block.start : block.index_offset]) & _MASK32
-        ):
-            return k, _joined(parts)
-        offs = block.offsets
-        if len(offs):
-            follow = np.append(offs[1:], block.index_offset)
-            parts.append(
-                scan_filter_updates(
-                    arr, offs + RECORD_HEADER_LEN, follow, np.ones(len(offs), dtype=bool)
-                )
-            )
-    return len(blocks), _joined(parts)
-
-
-def _joined(parts: list[tuple[npt.NDArray[Any], ...]]) -> tuple[npt.NDArray[Any], ...] | None:
-    """Kernel rows of consecutive calls as one; run ids stay increasing across the seams."""
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0]
-    runs, base = [], 0
-    for p in parts:
-        runs.append(p[5] + base)
-        base += int(p[5][-1]) + 1 if len(p[5]) else 0
-    out = [np.concatenate(c) for c in zip(*parts, strict=True)]
-    out[5] = np.concatenate(runs)
-    return tuple(out)
+    del mv  # the kernel reads the mapped file through ``arr``
+    counts = [len(b.offsets) for b in blocks]
+    first = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    offs = np.concatenate([b.offsets for b in blocks]) if blocks else _NO_ROWS
+    follow = np.concatenate(
+        [np.append(b.offsets[1:], b.index_offset) if len(b.offsets) else _NO_ROWS for b in blocks]
+    ).astype(np.int64)
+    good, *scanned = verify_and_scan(
+        arr,
+        np.array([b.start for b in blocks], dtype=np.int64),
+        np.array([b.index_offset for b in blocks], dtype=np.int64),
+        np.array([-1 if b.block_check is None else b.block_check for b in blocks], np.int64),
+        first,
+        offs + RECORD_HEADER_LEN,
+        follow,
+    )
+    return int(good), tuple(scanned) if good else None
 
 
 def _release(mm: Any, start: int, end: int) -> int:
