@@ -527,6 +527,8 @@ class _CaptureScan:
 
 
 _GROUP_BYTES: Final = 32 << 20
+_CHECKERS: Final = 1  # threads checking and scanning groups of blocks
+_AHEAD_GROUPS: Final = 2  # groups in flight
 
 
 def _checked_groups(
@@ -545,9 +547,11 @@ def _checked_groups(
             size = 0
         groups[-1].append(block)
         size += block.index_end - block.start
-    with ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-block-check") as pool:
-        pending = deque((g, pool.submit(_verified_and_scanned, mv, arr, g)) for g in groups[:2])
-        later = iter(groups[2:])
+    with ThreadPoolExecutor(_CHECKERS, thread_name_prefix="cbi1kit-block-check") as pool:
+        pending = deque(
+            (g, pool.submit(_verified_and_scanned, mv, arr, g)) for g in groups[:_AHEAD_GROUPS]
+        )
+        later = iter(groups[_AHEAD_GROUPS:])
         try:
             while pending:
                 group, future = pending.popleft()
