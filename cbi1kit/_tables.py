@@ -357,7 +357,7 @@ class _CaptureScan:
         index = read_index(mm) if err is None else None
         if index is not None:
             mv = memoryview(mm)
-            released = behind = 0
+            released = 0
             try:
                 for group, whole, scanned in _checked_groups(mv, arr, index.blocks):
                     good = self._blocks_rows(mm, arr, group, rows, scanned)
@@ -365,11 +365,12 @@ class _CaptureScan:
                     if good:
                         offset = group[good - 1].index_end
                         number = group[good - 1].first_index + len(group[good - 1].offsets) + 1
+                    # the group's records are rows now; the rows' bytes are the kernel's already
+                    released = _release(mm, released, offset)
                     if good < len(group) or not whole:
                         break
                     if rows.count >= batch_records:
                         yield from rows.batches()
-                        released, behind = _release(mm, released, behind), offset
                 else:
                     offset, number = len(mm), index.trailer_index + 1
             finally:
