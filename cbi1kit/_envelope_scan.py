@@ -1,13 +1,14 @@
-"""Compiled per-message kernels behind the ``frames`` table: the ``FilterUpdate`` field walk,
-xxh3 of each CBI1 body, and runs of identical producer and relay bytes.
+"""Compiled per-message kernels behind the ``frames`` table: capture block checks, the
+``FilterUpdate`` field walk, XXH3 of each CBI1 body, runs of identical producer and relay bytes,
+and the consumer's rules.
 
 Why compiled: a row of the table is worth about as much as the bytes it describes only if each
 message is visited once, in a loop that never returns to Python. A protobuf walk is sequential
 per message (every field's position depends on the lengths before it), so numpy can only take
-it a field position at a time across a batch, and the body checksum was one Python call per row.
-These kernels are numba ``nopython`` functions (compiled on first use, cached on disk, running
-without the GIL); everything around them — CBI1 header fields, validation rules, columns —
-stays vectorised numpy.
+it one field position at a time across a batch, and the body checksum was one Python call per
+row. These kernels are numba ``nopython`` functions: compiled on first use, cached on disk, and
+run without the GIL, so the block-check thread and the thread building columns overlap. Polars
+and pyarrow build the columns from their arrays.
 
 The walk follows protobuf's wire rules: varints of at most 10 bytes, lengths within the message,
 field number 0 and group wire types malformed, the last occurrence of a repeated scalar wins.

@@ -1,13 +1,14 @@
 """polars tables over a recorded stream: frames, delta images, snapshots, occupancy; Parquet.
 
-The ``frames`` table (one row per message) is built batch by batch and column-wise: a capture
-is read through its memory map and index (block checks verified ahead on a worker thread,
-record headers checked against the index with numpy), each message is visited once by the
-compiled kernel of :mod:`cbi1kit._envelope_scan` (protobuf field walk, CBI1 body checksum,
-payload head), the relay and producer sub-messages are parsed once per run of identical bytes,
-and the CBI1 header fields and validation rules are numpy over the whole batch. Memory stays at
-one batch; ``frames_table`` returns a ``LazyFrame`` whose batches are produced as polars pulls
-them, so ``sink_parquet`` and streaming ``collect`` work on captures larger than memory.
+The ``frames`` table (one row per message) is built batch by batch and column-wise. A capture
+is read through its memory map and index: a worker thread checks each group of blocks and runs
+the compiled envelope kernel of :mod:`cbi1kit._envelope_scan` over its records while they are
+in cache (protobuf field walk, CBI1 body checksum, payload head); this thread checks the record
+headers against the index with numpy, applies the consumer's rules (a second compiled pass),
+parses relay and producer sub-messages once per run of identical bytes and builds the columns.
+Memory stays at about one batch; ``frames_table`` returns a ``LazyFrame`` whose batches are
+produced as polars pulls them, so ``sink_parquet`` and streaming ``collect`` work on captures
+larger than memory.
 
 ``images`` and ``snapshots`` need the lane, so they come from :mod:`cbi1kit._replay` (only
 applied deltas and installed snapshots appear). Every 64-bit value is ``pl.UInt64``; digests
