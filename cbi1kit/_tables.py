@@ -199,6 +199,7 @@ assert _CBI1.itemsize == 64
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 Bool = npt.NDArray[np.bool_]
+_Scanned = tuple[npt.NDArray[Any], ...]  # the envelope kernel's arrays, a row per message
 
 
 # ------------------------------------------------------------------------------------ sources
@@ -218,14 +219,7 @@ class _Batch:
     mono: U64
     is_pb: Bool
     has_time: Bool
-    scanned: tuple[npt.NDArray[Any], ...] | None = None  # the envelope kernel's rows, if run
-
-
-def _empty_batch() -> _Batch:
-    z = np.zeros(0, dtype=np.int64)
-    return _Batch(
-        np.zeros(0, np.uint8), z, z, z, z, z, z, z.astype(np.uint64), z.astype(bool), z.astype(bool)
-    )
+    scanned: _Scanned | None = None  # the envelope kernel's rows, if it has run
 
 
 def _is_capture(source: Any) -> bool:
@@ -243,14 +237,11 @@ class _Rows:
     def __init__(self, buf: npt.NDArray[np.uint8], size: int) -> None:
         self.buf = buf
         self.size = size
-        self.parts: list[tuple[tuple[npt.NDArray[Any], ...], tuple[npt.NDArray[Any], ...] | None]]
-        self.parts = []
+        self.parts: list[tuple[tuple[npt.NDArray[Any], ...], _Scanned | None]] = []
         self.count = 0
         self.frame_index = 0  # the next frame's index
 
-    def add(
-        self, cols: tuple[npt.NDArray[Any], ...], scanned: tuple[npt.NDArray[Any], ...] | None
-    ) -> None:
+    def add(self, cols: tuple[npt.NDArray[Any], ...], scanned: _Scanned | None) -> None:
         if len(cols[0]):
             self.parts.append((cols, scanned))
             self.count += len(cols[0])
@@ -287,7 +278,7 @@ class _Rows:
         wall: I64,
         mono: U64,
         *,
-        scanned: tuple[npt.NDArray[Any], ...] | None,
+        scanned: _Scanned | None,
     ) -> _Batch:
         n = len(stream)
         index = np.arange(self.frame_index, self.frame_index + n, dtype=np.int64)
@@ -357,25 +348,21 @@ class _CaptureScan:
         offset, number = FILE_HEADER_LEN, 0
         index = read_index(mm) if err is None else None
         if index is not None:
-            mv = memoryview(mm)
             released = 0
-            try:
-                for group, whole, scanned in _checked_groups(mv, arr, index.blocks):
-                    good = self._blocks_rows(mm, arr, group, rows, scanned)
-                    self.blocks_verified += good
-                    if good:
-                        offset = group[good - 1].index_end
-                        number = group[good - 1].first_index + len(group[good - 1].offsets) + 1
-                    # the group's records are rows now; the rows' bytes are the kernel's already
-                    released = _release(mm, released, offset)
-                    if good < len(group) or not whole:
-                        break
-                    if rows.count >= batch_records:
-                        yield from rows.batches()
-                else:
-                    offset, number = len(mm), index.trailer_index + 1
-            finally:
-                del mv
+            for group, whole, scanned in _checked_groups(arr, index.blocks):
+                good = self._blocks_rows(mm, arr, group, rows, scanned)
+                self.blocks_verified += good
+                if good:
+                    offset = group[good - 1].index_end
+                    number = group[good - 1].first_index + len(group[good - 1].offsets) + 1
+                # the group's records are rows now, and their bytes the kernel's rows already
+                released = _release(mm, released, offset)
+                if good < len(group) or not whole:
+                    break
+                if rows.count >= batch_records:
+                    yield from rows.batches()
+            else:
+                offset, number = len(mm), index.trailer_index + 1
         if offset < len(mm):
             yield from self._walk(reader, rows, offset, number)
         yield from rows.batches(final=True)
@@ -386,25 +373,18 @@ class _CaptureScan:
         arr: npt.NDArray[np.uint8],
         blocks: list[IndexBlock],
         rows: _Rows,
-        scanned: tuple[npt.NDArray[Any], ...] | None = None,
+        scanned: _Scanned | None = None,
     ) -> int:
         """Rows of consecutive verified blocks, checked together; the number of leading blocks
         whose record headers agree with the index (the rest is left to the walk). ``scanned``:
         the envelope kernel's rows for every record of these blocks, in order."""
         if not blocks:
             return 0
-        offs = np.concatenate([b.offsets for b in blocks])
+        offs, follow = _block_records(blocks)
         sizes = [len(b.offsets) for b in blocks]
         numbers = np.concatenate(
             [np.arange(b.first_index, b.first_index + len(b.offsets)) for b in blocks]
         )
-        # where each record must end: the next record, or its block's INDEX
-        follow = np.concatenate(
-            [
-                np.append(b.offsets[1:], b.index_offset) if len(b.offsets) else _NO_ROWS
-                for b in blocks
-            ]
-        ).astype(np.int64)
         window = np.ndarray(
             (len(arr) - RECORD_HEADER_LEN + 1,),
             dtype=f"V{RECORD_HEADER_LEN}",
@@ -534,13 +514,13 @@ _AHEAD_GROUPS: Final = 2  # groups in flight
 
 
 def _checked_groups(
-    mv: memoryview, arr: npt.NDArray[np.uint8], blocks: Sequence[IndexBlock]
-) -> Iterator[tuple[list[IndexBlock], bool, tuple[npt.NDArray[Any], ...] | None]]:
-    """Consecutive groups of index blocks (about ``_GROUP_BYTES`` each), verified and scanned
-    two groups ahead on a worker thread: each block's check is hashed (xxh3 releases the GIL)
-    and its records go through the envelope kernel while they are still in cache. Yields each
-    group's verified leading blocks, whether that was all of them, and the kernel's rows for
-    their records; stops after the first group that was not whole."""
+    arr: npt.NDArray[np.uint8], blocks: Sequence[IndexBlock]
+) -> Iterator[tuple[list[IndexBlock], bool, _Scanned | None]]:
+    """Consecutive groups of index blocks (about ``_GROUP_BYTES`` each), checked and scanned
+    ``_AHEAD_GROUPS`` ahead on a worker thread (``_verified_and_scanned``; the kernel runs
+    without the GIL, beside this thread's columns). Yields each group's verified leading blocks,
+    whether that was all of them, and the kernel's rows for their records; stops after the first
+    group that was not whole."""
     groups: list[list[IndexBlock]] = []
     size = _GROUP_BYTES
     for block in blocks:
@@ -551,7 +531,7 @@ def _checked_groups(
         size += block.index_end - block.start
     with ThreadPoolExecutor(_CHECKERS, thread_name_prefix="cbi1kit-block-check") as pool:
         pending = deque(
-            (g, pool.submit(_verified_and_scanned, mv, arr, g)) for g in groups[:_AHEAD_GROUPS]
+            (g, pool.submit(_verified_and_scanned, arr, g)) for g in groups[:_AHEAD_GROUPS]
         )
         later = iter(groups[_AHEAD_GROUPS:])
         try:
@@ -559,7 +539,7 @@ def _checked_groups(
                 group, future = pending.popleft()
                 good, scanned = future.result()
                 if (nxt := next(later, None)) is not None:
-                    pending.append((nxt, pool.submit(_verified_and_scanned, mv, arr, nxt)))
+                    pending.append((nxt, pool.submit(_verified_and_scanned, arr, nxt)))
                 yield group[:good], good == len(group), scanned
                 if good < len(group):
                     return
@@ -568,23 +548,30 @@ def _checked_groups(
                 future.cancel()
 
 
-def _verified_and_scanned(
-    mv: memoryview, arr: npt.NDArray[np.uint8], blocks: list[IndexBlock]
-) -> tuple[int, tuple[npt.NDArray[Any], ...] | None]:
-    """How many leading blocks carry a block check that holds, and the envelope kernel's rows
-    for all their records: one compiled call (``verify_and_scan``) hashes each block and walks
-    its records while they are in cache. Each record's body runs to the next record (they are
-    back to back); records that are not messages are dropped by the caller."""
-    from cbi1kit._envelope_scan import verify_and_scan
-
-    del mv  # the kernel reads the mapped file through ``arr``
-    counts = [len(b.offsets) for b in blocks]
-    first = np.zeros(len(blocks) + 1, dtype=np.int64)
-    np.cumsum(counts, out=first[1:])
-    offs = np.concatenate([b.offsets for b in blocks]) if blocks else _NO_ROWS
+def _block_records(blocks: Sequence[IndexBlock]) -> tuple[I64, I64]:
+    """Where the blocks' records start, and where each must end: at the next record, or at its
+    block's INDEX (records are back to back)."""
+    if not blocks:
+        return _NO_ROWS, _NO_ROWS
+    offs = np.concatenate([b.offsets for b in blocks])
     follow = np.concatenate(
         [np.append(b.offsets[1:], b.index_offset) if len(b.offsets) else _NO_ROWS for b in blocks]
     ).astype(np.int64)
+    return offs, follow
+
+
+def _verified_and_scanned(
+    arr: npt.NDArray[np.uint8], blocks: list[IndexBlock]
+) -> tuple[int, _Scanned | None]:
+    """How many leading blocks carry a block check that holds, and the envelope kernel's rows
+    for all their records: one compiled call (``verify_and_scan``) hashes each block and walks
+    its records while they are in cache. Each record's body runs to where the next begins;
+    records that are not messages are dropped by the caller."""
+    from cbi1kit._envelope_scan import verify_and_scan
+
+    first = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum([len(b.offsets) for b in blocks], out=first[1:])
+    offs, follow = _block_records(blocks)
     good, *scanned = verify_and_scan(
         arr,
         np.array([b.start for b in blocks], dtype=np.int64),
@@ -598,9 +585,10 @@ def _verified_and_scanned(
 
 
 def _release(mm: Any, start: int, end: int) -> int:
-    """Drop the mapped pages of records already turned into rows: resident memory stays at
-    about two batches, not the whole file (the pages stay in the page cache). Callers pass
-    the end of the batch before the last one: the last may still be in the envelope kernel."""
+    """Drop the mapped pages of records already turned into rows, so that resident memory
+    stays near a batch, not the whole file (the pages stay in the page cache; reading them
+    again maps them again). The walk releases a batch late: the envelope kernel may still be
+    reading the last one."""
     page = mmap.PAGESIZE
     lo, hi = start - start % page, end - end % page
     if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
@@ -800,9 +788,6 @@ _RULES: Final = (
     "CBI1 snapshot chunk: chunk_index/chunk_count/bucket_offset/word count inconsistent",
 )
 _PRODUCER_RULE: Final = 5
-
-
-_Scanned = tuple[npt.NDArray[Any], ...]
 
 
 def _scan_batch(batch: _Batch) -> _Scanned:
