@@ -30,6 +30,19 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from cbi1kit._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
+from cbi1kit._xxh3 import (
+    PRIME32_1,
+    PRIME32_2,
+    PRIME32_3,
+    PRIME64_1,
+    PRIME64_2,
+    PRIME64_3,
+    PRIME64_4,
+    PRIME64_5,
+    PRIME_MX1,
+    PRIME_MX2,
+    SECRET,
+)
 
 __all__ = [
     "FIELD_SLOTS",
@@ -124,28 +137,7 @@ def _u32(b: Any, i: int) -> Any:
 
 # ------------------------------------------------------------------------------------- XXH3-64
 
-# XXH3's default 192-byte secret (xxhash.h, XXH3_kSecret)
-_SECRET: Final = np.frombuffer(
-    bytes.fromhex(
-        "b8fe6c3923a44bbe7c01812cf721ad1cded46de9839097db7240a4a4b7b3671f"
-        "cb79e64eccc0e578825ad07dccff7221b8084674f743248ee03590e6813a264c"
-        "3c2852bb91c300cb88d0658b1b532ea371644897a20df94e3819ef46a9deacd8"
-        "a8fa763fe39c343ff9dcbbc7c70b4f1d8a51e04bcdb45931c89f7ec9d9787364"
-        "eac5ac8334d3ebc3c581a0fffa1363eb170ddd51b7f0da49d316552629d4689e"
-        "2b16be587d47a1fc8ff8b8d17ad031ce45cb3a8f95160428afd7fbcabb4b407e"
-    ),
-    dtype=np.uint8,
-)
-_P32_1: Final = np.uint64(0x9E3779B1)
-_P32_2: Final = np.uint64(0x85EBCA77)
-_P32_3: Final = np.uint64(0xC2B2AE3D)
-_P64_1: Final = np.uint64(0x9E3779B185EBCA87)
-_P64_2: Final = np.uint64(0xC2B2AE3D27D4EB4F)
-_P64_3: Final = np.uint64(0x165667B19E3779F9)
-_P64_4: Final = np.uint64(0x85EBCA77C2B2AE63)
-_P64_5: Final = np.uint64(0x27D4EB2F165667C5)
-_MX1: Final = np.uint64(0x165667919E3779F9)
-_MX2: Final = np.uint64(0x9FB21C651E98DF25)
+_SECRET: Final = np.frombuffer(SECRET, dtype=np.uint8)  # as an array, for the kernels
 _LO32: Final = np.uint64(0xFFFFFFFF)
 
 
@@ -162,16 +154,16 @@ def _mul_fold(a: Any, b: Any) -> Any:
 @_inline
 def _avalanche(h: Any) -> Any:
     h ^= h >> np.uint64(37)
-    h *= _MX1
+    h *= PRIME_MX1
     return h ^ (h >> np.uint64(32))
 
 
 @_inline
 def _xxh64_avalanche(h: Any) -> Any:
     h ^= h >> np.uint64(33)
-    h *= _P64_2
+    h *= PRIME64_2
     h ^= h >> np.uint64(29)
-    h *= _P64_3
+    h *= PRIME64_3
     return h ^ (h >> np.uint64(32))
 
 
@@ -180,9 +172,9 @@ def _rrmxmx(h: Any, n: Any) -> Any:
     h ^= ((h << np.uint64(49)) | (h >> np.uint64(15))) ^ (
         (h << np.uint64(24)) | (h >> np.uint64(40))
     )
-    h *= _MX2
+    h *= PRIME_MX2
     h ^= (h >> np.uint64(35)) + np.uint64(n)
-    h *= _MX2
+    h *= PRIME_MX2
     return h ^ (h >> np.uint64(28))
 
 
@@ -247,8 +239,8 @@ else:  # pragma: no cover - big-endian hosts take the scalar stripe
 @_inline
 def _xxh3_long(b: Any, p: int, n: int, s: Any) -> Any:
     acc = np.empty(8, dtype=np.uint64)
-    acc[0], acc[1], acc[2], acc[3] = _P32_3, _P64_1, _P64_2, _P64_3
-    acc[4], acc[5], acc[6], acc[7] = _P64_4, _P32_2, _P64_5, _P32_1
+    acc[0], acc[1], acc[2], acc[3] = PRIME32_3, PRIME64_1, PRIME64_2, PRIME64_3
+    acc[4], acc[5], acc[6], acc[7] = PRIME64_4, PRIME32_2, PRIME64_5, PRIME32_1
     blocks = (n - 1) // 1024  # 16 stripes of 64 bytes per block with the 192-byte secret
     for blk in range(blocks):
         for st in range(16):
@@ -257,12 +249,12 @@ def _xxh3_long(b: Any, p: int, n: int, s: Any) -> Any:
             a = acc[i]
             a ^= a >> np.uint64(47)
             a ^= _u64(s, 128 + 8 * i)
-            acc[i] = a * _P32_1
+            acc[i] = a * PRIME32_1
     tail = p + blocks * 1024
     for st in range(((n - 1) - blocks * 1024) // 64):
         _stripe(acc, b, tail + st * 64, s, st * 8)
     _stripe(acc, b, p + n - 64, s, 121)  # the last stripe, secret offset 192 - 64 - 7
-    h = np.uint64(n) * _P64_1
+    h = np.uint64(n) * PRIME64_1
     for i in range(4):
         h += _mul_fold(acc[2 * i] ^ _u64(s, 11 + 16 * i), acc[2 * i + 1] ^ _u64(s, 19 + 16 * i))
     return _avalanche(h)
@@ -276,7 +268,7 @@ def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
     if n > 240:
         return _xxh3_long(b, p, n, s)
     if n > 128:
-        h = np.uint64(n) * _P64_1
+        h = np.uint64(n) * PRIME64_1
         for i in range(8):
             h += _mix16(b, p + 16 * i, s, 16 * i)
         h = _avalanche(h)
@@ -285,7 +277,7 @@ def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
         h += _mix16(b, p + n - 16, s, 119)  # 136 - 17
         return _avalanche(h)
     if n > 16:
-        h = np.uint64(n) * _P64_1
+        h = np.uint64(n) * PRIME64_1
         if n > 32:
             if n > 64:
                 if n > 96:

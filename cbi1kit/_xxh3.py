@@ -15,6 +15,17 @@ import numpy.typing as npt
 
 __all__ = [
     "BLOCK",
+    "PRIME32_1",
+    "PRIME32_2",
+    "PRIME32_3",
+    "PRIME64_1",
+    "PRIME64_2",
+    "PRIME64_3",
+    "PRIME64_4",
+    "PRIME64_5",
+    "PRIME_MX1",
+    "PRIME_MX2",
+    "SECRET",
     "u64_constant",
     "xxh3_64_u16",
     "xxh3_64_u64",
@@ -24,24 +35,35 @@ __all__ = [
 
 U64Array = npt.NDArray[np.uint64]
 
-# The first 56 bytes of XXH3's default secret (kSecret) are all the short paths read.
-_SECRET = bytes.fromhex(
+# XXH3's default 192-byte secret (xxhash.h, XXH3_kSecret) and its primes: the short paths here
+# read the first 56 bytes; the compiled long path (``_envelope_scan``) reads all of it.
+SECRET = bytes.fromhex(
     "b8fe6c3923a44bbe7c01812cf721ad1cded46de9839097db7240a4a4b7b3671f"
-    "cb79e64eccc0e578825ad07dccff7221b8084674f743248e"
+    "cb79e64eccc0e578825ad07dccff7221b8084674f743248ee03590e6813a264c"
+    "3c2852bb91c300cb88d0658b1b532ea371644897a20df94e3819ef46a9deacd8"
+    "a8fa763fe39c343ff9dcbbc7c70b4f1d8a51e04bcdb45931c89f7ec9d9787364"
+    "eac5ac8334d3ebc3c581a0fffa1363eb170ddd51b7f0da49d316552629d4689e"
+    "2b16be587d47a1fc8ff8b8d17ad031ce45cb3a8f95160428afd7fbcabb4b407e"
 )
-_PRIME_MX1 = np.uint64(0x165667919E3779F9)
-_PRIME_MX2 = np.uint64(0x9FB21C651E98DF25)
-_PRIME64_2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_PRIME64_3 = np.uint64(0x165667B19E3779F9)
+PRIME32_1 = np.uint64(0x9E3779B1)
+PRIME32_2 = np.uint64(0x85EBCA77)
+PRIME32_3 = np.uint64(0xC2B2AE3D)
+PRIME64_1 = np.uint64(0x9E3779B185EBCA87)
+PRIME64_2 = np.uint64(0xC2B2AE3D27D4EB4F)
+PRIME64_3 = np.uint64(0x165667B19E3779F9)
+PRIME64_4 = np.uint64(0x85EBCA77C2B2AE63)
+PRIME64_5 = np.uint64(0x27D4EB2F165667C5)
+PRIME_MX1 = np.uint64(0x165667919E3779F9)
+PRIME_MX2 = np.uint64(0x9FB21C651E98DF25)
 _MASK32 = np.uint64(0xFFFFFFFF)
 
 
 def _le32(offset: int) -> int:
-    return int.from_bytes(_SECRET[offset : offset + 4], "little")
+    return int.from_bytes(SECRET[offset : offset + 4], "little")
 
 
 def _le64(offset: int) -> int:
-    return int.from_bytes(_SECRET[offset : offset + 8], "little")
+    return int.from_bytes(SECRET[offset : offset + 8], "little")
 
 
 def _u(x: int) -> np.uint64:
@@ -83,15 +105,15 @@ def _mul128_fold64(a: U64Array, b: U64Array) -> U64Array:
 
 def _xxh64_avalanche(h: U64Array) -> U64Array:
     h = h ^ (h >> _sh(33))
-    h = h * _PRIME64_2
+    h = h * PRIME64_2
     h = h ^ (h >> _sh(29))
-    h = h * _PRIME64_3
+    h = h * PRIME64_3
     return h ^ (h >> _sh(32))
 
 
 def _xxh3_avalanche(h: U64Array) -> U64Array:
     h = h ^ (h >> _sh(37))
-    h = h * _PRIME_MX1
+    h = h * PRIME_MX1
     return h ^ (h >> _sh(32))
 
 
@@ -156,11 +178,11 @@ def xxh3_u64_into(v: U64Array, c: np.uint64, out: U64Array, tmp: U64Array) -> U6
     np.right_shift(v, _S8, out=t)
     h ^= t
     h ^= c
-    h *= _PRIME_MX2
+    h *= PRIME_MX2
     np.right_shift(h, _S35, out=t)
     t += _S8  # + len
     h ^= t
-    h *= _PRIME_MX2
+    h *= PRIME_MX2
     np.right_shift(h, _S28, out=t)
     h ^= t
     return h
