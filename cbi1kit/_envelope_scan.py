@@ -10,6 +10,11 @@ row. These kernels are numba ``nopython`` functions: compiled on first use, cach
 run without the GIL, so the block-check thread and the thread building columns overlap. Polars
 and pyarrow build the columns from their arrays.
 
+XXH3's secret, primes, 128-bit fold and avalanches come from :mod:`cbi1kit._xxh3`, whose
+numpy short paths use the same functions on arrays. numba keys its disk cache on this file
+only: after editing what the kernels take from ``_xxh3`` or ``_format``, delete
+``cbi1kit/__pycache__/*.nbi`` and ``*.nbc``.
+
 The walk follows protobuf's wire rules: varints of at most 10 bytes, lengths within the message,
 field number 0 and group wire types malformed, the last occurrence of a repeated scalar wins.
 A known field with a foreign wire type is reported as malformed (the relay contract is
@@ -39,9 +44,11 @@ from cbi1kit._xxh3 import (
     PRIME64_3,
     PRIME64_4,
     PRIME64_5,
-    PRIME_MX1,
     PRIME_MX2,
     SECRET,
+    mul128_fold64,
+    xxh3_avalanche,
+    xxh64_avalanche,
 )
 
 __all__ = [
@@ -141,30 +148,10 @@ _SECRET: Final = np.frombuffer(SECRET, dtype=np.uint8)  # as an array, for the k
 _LO32: Final = np.uint64(0xFFFFFFFF)
 
 
-@_inline
-def _mul_fold(a: Any, b: Any) -> Any:
-    """Low xor high half of the 128-bit product (from 32-bit halves; numba has no u128)."""
-    a_lo, a_hi, b_lo, b_hi = a & _LO32, a >> np.uint64(32), b & _LO32, b >> np.uint64(32)
-    ll, lh, hl, hh = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
-    cross = (ll >> np.uint64(32)) + (hl & _LO32) + lh
-    hi = hh + (hl >> np.uint64(32)) + (cross >> np.uint64(32))
-    return ((cross << np.uint64(32)) | (ll & _LO32)) ^ hi
-
-
-@_inline
-def _avalanche(h: Any) -> Any:
-    h ^= h >> np.uint64(37)
-    h *= PRIME_MX1
-    return h ^ (h >> np.uint64(32))
-
-
-@_inline
-def _xxh64_avalanche(h: Any) -> Any:
-    h ^= h >> np.uint64(33)
-    h *= PRIME64_2
-    h ^= h >> np.uint64(29)
-    h *= PRIME64_3
-    return h ^ (h >> np.uint64(32))
+# the vectorised short paths' own functions, compiled for scalars
+_mul_fold: Callable[..., Any] = _inline(mul128_fold64)
+_avalanche: Callable[..., Any] = _inline(xxh3_avalanche)
+_xxh64_avalanche: Callable[..., Any] = _inline(xxh64_avalanche)
 
 
 @_inline

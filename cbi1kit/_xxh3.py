@@ -26,11 +26,14 @@ __all__ = [
     "PRIME_MX1",
     "PRIME_MX2",
     "SECRET",
+    "mul128_fold64",
     "u64_constant",
     "xxh3_64_u16",
     "xxh3_64_u64",
     "xxh3_64_u64_pair",
+    "xxh3_avalanche",
     "xxh3_u64_into",
+    "xxh64_avalanche",
 ]
 
 U64Array = npt.NDArray[np.uint64]
@@ -88,33 +91,36 @@ def _bswap64(x: U64Array) -> U64Array:
     return out
 
 
-def _mul128_fold64(a: U64Array, b: U64Array) -> U64Array:
-    """Low ^ high half of the full 128-bit product, from four exact 32×32→64 products."""
-    a_lo, a_hi = a & _MASK32, a >> _sh(32)
-    b_lo, b_hi = b & _MASK32, b >> _sh(32)
+def mul128_fold64(a: U64Array, b: U64Array) -> U64Array:
+    """Low ^ high half of the full 128-bit product, from four exact 32×32→64 products.
+
+    These three run on uint64 arrays here and, compiled by numba, on scalars in the envelope
+    kernels (``_envelope_scan``): plain numpy expressions, no Python helpers."""
+    a_lo, a_hi = a & _MASK32, a >> np.uint64(32)
+    b_lo, b_hi = b & _MASK32, b >> np.uint64(32)
     lo_lo = a_lo * b_lo
     hi_lo = a_hi * b_lo
     lo_hi = a_lo * b_hi
     hi_hi = a_hi * b_hi
-    cross = (lo_lo >> _sh(32)) + (hi_lo & _MASK32) + lo_hi
-    upper = (hi_lo >> _sh(32)) + (cross >> _sh(32)) + hi_hi
-    lower = (cross << _sh(32)) | (lo_lo & _MASK32)
+    cross = (lo_lo >> np.uint64(32)) + (hi_lo & _MASK32) + lo_hi
+    upper = (hi_lo >> np.uint64(32)) + (cross >> np.uint64(32)) + hi_hi
+    lower = (cross << np.uint64(32)) | (lo_lo & _MASK32)
     folded: U64Array = lower ^ upper
     return folded
 
 
-def _xxh64_avalanche(h: U64Array) -> U64Array:
-    h = h ^ (h >> _sh(33))
+def xxh64_avalanche(h: U64Array) -> U64Array:
+    h = h ^ (h >> np.uint64(33))
     h = h * PRIME64_2
-    h = h ^ (h >> _sh(29))
+    h = h ^ (h >> np.uint64(29))
     h = h * PRIME64_3
-    return h ^ (h >> _sh(32))
+    return h ^ (h >> np.uint64(32))
 
 
-def _xxh3_avalanche(h: U64Array) -> U64Array:
-    h = h ^ (h >> _sh(37))
+def xxh3_avalanche(h: U64Array) -> U64Array:
+    h = h ^ (h >> np.uint64(37))
     h = h * PRIME_MX1
-    return h ^ (h >> _sh(32))
+    return h ^ (h >> np.uint64(32))
 
 
 def xxh3_64_u16(values: npt.ArrayLike, seed: int) -> U64Array:
@@ -125,7 +131,7 @@ def xxh3_64_u16(values: npt.ArrayLike, seed: int) -> U64Array:
     c3 = c2  # input[len - 1] == input[1]
     combined = (c1 << _sh(16)) | (c2 << _sh(24)) | c3 | _sh(2 << 8)
     bitflip = _u((_le32(0) ^ _le32(4)) + seed)
-    return _xxh64_avalanche(combined ^ bitflip)
+    return xxh64_avalanche(combined ^ bitflip)
 
 
 #: Elements per block in the fused kernels: three u64 arrays of this size (input slice, output
@@ -212,5 +218,5 @@ def xxh3_64_u64_pair(first: npt.ArrayLike, second: npt.ArrayLike, seed: int = 0)
     bitflip2 = _u((_le64(40) ^ _le64(48)) - seed)
     input_lo = lo_in ^ bitflip1
     input_hi = hi_in ^ bitflip2
-    acc = _sh(16) + _bswap64(input_lo) + input_hi + _mul128_fold64(input_lo, input_hi)
-    return _xxh3_avalanche(acc)
+    acc = _sh(16) + _bswap64(input_lo) + input_hi + mul128_fold64(input_lo, input_hi)
+    return xxh3_avalanche(acc)
