@@ -742,15 +742,16 @@ class _Envelopes:
         dtype = _np_of(FRAMES_SCHEMA[name])
         return np.array([0 if x is None else x for x in self.per_run[name]], dtype=dtype)
 
+    def per_run_present(self, name: str) -> Bool:
+        """Per run, whether the value is there."""
+        return np.array([x is not None for x in self.per_run[name]], dtype=bool)
+
     def numbers(self, name: str) -> tuple[npt.NDArray[Any], Bool]:
         """Per-row values (0 where missing) and where they are present."""
-        values = self.per_run[name]
-        dtype = _np_of(FRAMES_SCHEMA[name])
-        if len(values) == 1:  # one run: constant columns, no gather
+        per, valid = self.per_run_numbers(name), self.per_run_present(name)
+        if len(per) == 1:  # one run: constant columns, no gather
             n = len(self.run)
-            return np.full(n, values[0] or 0, dtype=dtype), np.full(n, values[0] is not None)
-        per = np.array([0 if x is None else x for x in values], dtype=dtype)
-        valid = np.array([x is not None for x in values], dtype=bool)
+            return np.full(n, per[0]), np.full(n, valid[0])
         return per[self.run], valid[self.run]
 
     def strings(self, name: str) -> pl.Series:
@@ -827,7 +828,7 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
         env.per_run_numbers("ckf_seed"),
         env.per_run_numbers("ckf_bucket_count"),
         env.per_run_numbers("dc_id"),
-        np.array([x is not None for x in perr], dtype=bool),
+        env.per_run_present("_producer_error"),
     )
     code, kind_code, kind_raw, base, seq, p_len = rules[:6]
     checksum_ok, is_chunk_frame, is_delta_frame, word_count = rules[6:10]
