@@ -69,10 +69,36 @@ def producer(generation: int) -> pb.ProducerIdentity:
     )
 
 
+def write_update(
+    w: CaptureWriter,
+    sid: int,
+    prod: pb.ProducerIdentity,
+    ts: int,
+    kind: int,
+    base: int,
+    seq: int,
+    payload: bytes = b"",
+) -> int:
+    """Write one FilterUpdate from the benchmark's relay; its record's size in the capture."""
+    msg = pb.FilterUpdate(
+        protocol_version=1,
+        relay=pb.RelayIdentity(drt_instance_id=3, relay_incarnation=4),
+        producer=prod,
+        base_sequence=base,
+        sequence=seq,
+        send_ts_us=ts,
+        kind=kind,
+        payload=payload,
+        contract_marker=0x4B565231,
+    )
+    data = msg.SerializeToString()
+    w.message(sid, data)
+    return len(data) + 48
+
+
 def generate(path: Path, size: int, snapshot_share: float, median_images: int) -> dict[str, int]:
     rng = np.random.default_rng(20240501)
     fmt = FilterFormat(SEED, BUCKETS)
-    relay = pb.RelayIdentity(drt_instance_id=3, relay_incarnation=4)
     chunk_bytes = 4 * (SNAPSHOT_CHUNK_BUCKETS * 8 + 64)
     sessions = max(1, round(size * snapshot_share / chunk_bytes))
     per_session = size // sessions
@@ -86,21 +112,9 @@ def generate(path: Path, size: int, snapshot_share: float, median_images: int) -
             lane = rng.integers(0, 1 << 63, size=BUCKETS, dtype=np.uint64)
             lane[rng.random(BUCKETS) < 0.5] = 0
             seq = int(rng.integers(0, 1000))
+
             for payload in encode_snapshot_chunks(fmt, DC, seq, lane):
-                msg = pb.FilterUpdate(
-                    protocol_version=1,
-                    relay=relay,
-                    producer=prod,
-                    base_sequence=seq,
-                    sequence=seq,
-                    send_ts_us=ts,
-                    kind=1,
-                    payload=payload,
-                    contract_marker=0x4B565231,
-                )
-                data = msg.SerializeToString()
-                w.message(sid, data)
-                written += len(data) + 48
+                written += write_update(w, sid, prod, ts, 1, seq, seq, payload)
                 counts["chunks"] += 1
             sizes = np.minimum(
                 4096, np.maximum(1, rng.lognormal(np.log(median_images), 1.0, 200_000))
@@ -113,34 +127,12 @@ def generate(path: Path, size: int, snapshot_share: float, median_images: int) -
                 images["bucket"] = _distinct(rng, n)
                 images["word"] = rng.integers(0, 1 << 63, size=n, dtype=np.uint64)
                 ts += 500
-                msg = pb.FilterUpdate(
-                    protocol_version=1,
-                    relay=relay,
-                    producer=prod,
-                    base_sequence=seq,
-                    sequence=seq + 1,
-                    send_ts_us=ts,
-                    kind=2,
-                    payload=encode_delta(fmt, DC, seq, seq + 1, images),
-                    contract_marker=0x4B565231,
-                )
+                delta = encode_delta(fmt, DC, seq, seq + 1, images)
+                written += write_update(w, sid, prod, ts, 2, seq, seq + 1, delta)
                 seq += 1
-                data = msg.SerializeToString()
-                w.message(sid, data)
-                written += len(data) + 48
                 counts["deltas"] += 1
                 if k % 64 == 0:
-                    hb = pb.FilterUpdate(
-                        protocol_version=1,
-                        relay=relay,
-                        producer=prod,
-                        base_sequence=seq,
-                        sequence=seq,
-                        send_ts_us=ts,
-                        kind=3,
-                        contract_marker=0x4B565231,
-                    )
-                    w.message(sid, hb.SerializeToString())
+                    write_update(w, sid, prod, ts, 3, seq, seq)
                     counts["heartbeats"] += 1
             w.close_stream(sid)
     return counts
