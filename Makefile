@@ -43,8 +43,8 @@ lab: $(STAMP_BASE)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab notebooks/
 
 lint: $(STAMP_DEV)
-	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks tools
-	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks notebooks tools
+	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks notebooks
 
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy cbi1kit
@@ -57,5 +57,7 @@ test: lint typecheck pytest
 bench: $(STAMP_DEV)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
+# everything a run leaves behind: the venv, tool caches, numba's kernel caches, the report
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache reports
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

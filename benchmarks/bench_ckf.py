@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from cbi1kit._ckf_addressing import CkfAddressing
-from cbi1kit._ckf_consumer import CkfLaneTable, find_prefix_depths, sequence_hashes
-from cbi1kit._ckf_producer import (
+from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths, sequence_hashes
+from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfSnapshot,
     DcCkfState,
@@ -24,7 +24,7 @@ from cbi1kit._ckf_producer import (
     KvStored,
     StoredBlock,
 )
-from cbi1kit._identity import (
+from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcId,
     IdentitySource,

@@ -28,19 +28,19 @@ from typing import Any
 import grpc
 import numpy as np
 
-from cbi1kit._capture import CaptureReader, RecordType, decode_stream_open
-from cbi1kit._grpc_recorder import SUBSCRIBE_METHOD, Recorder, RecorderConfig
-from cbi1kit._grpc_server import (
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_open
+from cbi1kit.hashing._identity import DcCkfFormatIdentity
+from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.relay._recorder import SUBSCRIBE_METHOD, Recorder, RecorderConfig
+from cbi1kit.sim._server import (
     MAX_MESSAGE_BYTES,
     FrameListFeed,
     RelayServer,
     ServerConfig,
     simulated_pool,
 )
-from cbi1kit._identity import DcCkfFormatIdentity
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._publication import HubSnapshot, PublicationFrame, encode_delta
-from cbi1kit._relay import RELAY_CONTRACT_MARKER
 
 
 @dataclass

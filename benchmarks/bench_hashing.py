@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from cbi1kit._hashing import (
+from cbi1kit.hashing._blocks import (
     compute_block_hash_for_seq,
     compute_seq_hash_batch,
     compute_seq_hash_for_block,

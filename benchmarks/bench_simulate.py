@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from cbi1kit._simrelay import RelayConfig, SimRelayConfig, sample_config, simulate_capture
-from cbi1kit._simulator import Simulator, SimulatorConfig
-from cbi1kit._workload import read_mooncake
+from cbi1kit.sim._simrelay import RelayConfig, SimRelayConfig, sample_config, simulate_capture
+from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+from cbi1kit.sim._workload import read_mooncake
 
 TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
 

@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cbi1kit._capture import CaptureWriter
-from cbi1kit._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._readers import SUBSCRIBE_KV_POOL_METHOD
-from cbi1kit._wire import IMAGE_DTYPE, encode_delta, encode_snapshot_chunks
+from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.wire._codec import IMAGE_DTYPE, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
 
 MiB = 1 << 20
 SEED = 0x5DEECE66D1B54A33
@@ -140,7 +140,7 @@ def generate(path: Path, size: int, snapshot_share: float, median_images: int) -
 
 def count_kinds(path: Path) -> dict[str, int]:
     """The message mix of an existing capture (for ``--keep``)."""
-    from cbi1kit._tables import frames_table
+    from cbi1kit.analysis._tables import frames_table
 
     kinds = frames_table(path).select("kind").collect()["kind"].value_counts()
     names = {"SNAPSHOT_CHUNK": "chunks", "DELTA": "deltas", "HEARTBEAT": "heartbeats"}
@@ -188,7 +188,7 @@ def _reset_peak_rss() -> int:
 
 
 def measure(path: Path, rounds: int) -> dict[str, float]:
-    from cbi1kit._tables import frames_batches
+    from cbi1kit.analysis._tables import frames_batches
 
     t = time.perf_counter()
     for _df in frames_batches(path):  # the first pass also loads the compiled kernels

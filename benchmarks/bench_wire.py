@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from cbi1kit._assembly import SnapshotAssembly
-from cbi1kit._format import MAX_BUCKET_COUNT, FilterFormat
-from cbi1kit._wire import IMAGE_DTYPE, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._assembly import SnapshotAssembly
+from cbi1kit.wire._codec import IMAGE_DTYPE, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._format import MAX_BUCKET_COUNT, FilterFormat
 
 
 def best_of(n: int, fn) -> float:  # type: ignore[no-untyped-def]

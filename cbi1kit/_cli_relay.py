@@ -56,7 +56,7 @@ def _on_signals(stop: Any) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from cbi1kit._grpc_recorder import (
+    from cbi1kit.relay._recorder import (
         PoolSelector,
         Recorder,
         RecorderConfig,
@@ -131,7 +131,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from cbi1kit._grpc_server import FaultPlan, ProducerFeed, RelayServer, ServerConfig
+    from cbi1kit.sim._server import FaultPlan, ProducerFeed, RelayServer, ServerConfig
 
     config = ServerConfig(
         host=args.host,

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from cbi1kit._cli_relay import register as register_relay
-from cbi1kit._format import FilterFormat
-from cbi1kit._inspect import inspect
-from cbi1kit._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 from cbi1kit.errors import Cbi1kitError
+from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._inspect import inspect
+from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 __all__ = ["main"]
 
@@ -66,7 +66,7 @@ def _expected_format(args: argparse.Namespace) -> FilterFormat | None:
 
 
 def _is_capture(path: Path) -> bool:
-    from cbi1kit._capture import FILE_MAGIC
+    from cbi1kit.capture._file import FILE_MAGIC
 
     try:
         with open(path, "rb") as f:
@@ -164,8 +164,8 @@ def _counted(records: Any, advance: Callable[[int], None]) -> Iterator[Any]:
 
 def _replay(path: Path, fmt: FilterFormat | None, progress: bool) -> Any:
     """Replay any frame source; unreadable sources raise CliError (exit 3)."""
-    from cbi1kit._readers import FrameSourceError, read_frames
-    from cbi1kit._replay import replay
+    from cbi1kit.analysis._replay import replay
+    from cbi1kit.capture._readers import FrameSourceError, read_frames
 
     if not path.exists():
         raise CliError(f"cannot read {path}: No such file or directory")
@@ -209,14 +209,14 @@ def _print_replay_summary(report: Any, limit: int) -> None:
 def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namespace) -> int:
     from google.protobuf.message import DecodeError
 
-    from cbi1kit._capture import (
+    from cbi1kit._proto import kvrelay_v1_pb2 as pb
+    from cbi1kit.capture._file import (
         CaptureError,
         CaptureReader,
         RecordType,
         decode_stream_close,
         decode_stream_open,
     )
-    from cbi1kit._proto import kvrelay_v1_pb2 as pb
 
     kinds = {1: "SNAPSHOT_CHUNK", 2: "DELTA", 3: "HEARTBEAT"}
     print(f"== {path} (kvrcap capture)")
@@ -342,7 +342,7 @@ _RELAY_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
 def _sim_config(args: argparse.Namespace) -> Any:
     import dataclasses
 
-    from cbi1kit._simrelay import SimRelayConfig, sample_config
+    from cbi1kit.sim._simrelay import SimRelayConfig, sample_config
 
     base = sample_config() if args.sample else SimRelayConfig()
     sim_kw = {f: getattr(args, f) for _, f, _, _ in _SIM_KNOBS if getattr(args, f) is not None}
@@ -365,8 +365,8 @@ def _sim_config(args: argparse.Namespace) -> Any:
 def _run_simulation(
     trace: Path, out: Path, config: Any, *, limit: int | None, force: bool, progress: bool
 ) -> Any:
-    from cbi1kit._simrelay import simulate_capture
-    from cbi1kit._workload import WorkloadError, read_mooncake
+    from cbi1kit.sim._simrelay import simulate_capture
+    from cbi1kit.sim._workload import WorkloadError, read_mooncake
 
     if out.exists() and not force:
         raise CliError(f"{out} exists (use --force to overwrite)", EXIT_USAGE)
@@ -484,10 +484,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     try:
-        from cbi1kit._tables import export_parquet
+        from cbi1kit.analysis._tables import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
-    from cbi1kit._readers import FrameSourceError, read_frames
+    from cbi1kit.capture._readers import FrameSourceError, read_frames
 
     if not args.capture.exists():
         raise CliError(f"cannot read {args.capture}: No such file or directory")
@@ -501,7 +501,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     for name, where in written.items():
         print(f"{name}: {where}")
     if _is_capture(args.capture):
-        from cbi1kit._capture import CaptureReader
+        from cbi1kit.capture._file import CaptureReader
 
         with CaptureReader(args.capture) as reader:
             for _ in reader.records(strict=False):
@@ -512,8 +512,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _lane_format(path: Path) -> FilterFormat:
-    from cbi1kit._readers import read_frames
-    from cbi1kit._wire import peek_format
+    from cbi1kit.capture._readers import read_frames
+    from cbi1kit.wire._codec import peek_format
 
     for rec in read_frames(path):
         if rec.payload:
@@ -522,9 +522,9 @@ def _lane_format(path: Path) -> FilterFormat:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from cbi1kit._ckf_addressing import CkfAddressing
-    from cbi1kit._ckf_stats import lane_stats
-    from cbi1kit._replay import SequenceNotReplayedError
+    from cbi1kit.analysis._replay import SequenceNotReplayedError
+    from cbi1kit.ckf._addressing import CkfAddressing
+    from cbi1kit.ckf._stats import lane_stats
 
     fmt = _expected_format(args)
     report = _replay(args.capture, fmt, not args.no_progress)
@@ -562,7 +562,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from cbi1kit._simrelay import sample_config
+    from cbi1kit.sim._simrelay import sample_config
 
     data: Path = args.data
     capture = data / "sample.kvrcap"
@@ -584,8 +584,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _print_replay_summary(report, 10)
     print("\n3. summary: the replayed lane at its final sequence")
     if report.final_lane is not None:
-        from cbi1kit._ckf_addressing import CkfAddressing
-        from cbi1kit._ckf_stats import lane_stats
+        from cbi1kit.ckf._addressing import CkfAddressing
+        from cbi1kit.ckf._stats import lane_stats
 
         fmt = _lane_format(capture)
         stats = lane_stats(
@@ -620,7 +620,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _build_report(
     capture: Path, out: Path, trace: Path | None, notebooks: Path | None, quiet: bool
 ) -> Any:
-    from cbi1kit._report import build_report
+    from cbi1kit.viz._report import build_report
 
     if not capture.exists():
         raise CliError(f"cannot read {capture}: no such file")
@@ -647,7 +647,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cbi1kit._simulator import POLICIES
+    from cbi1kit.sim._simulator import POLICIES
 
     parser = argparse.ArgumentParser(
         prog="cbi1kit",

@@ -38,10 +38,10 @@ block_hashes = ck.compute_block_hash_for_seq(tokens, 16)
 items = ck.compute_seq_hash_for_block(block_hashes)
 addressing = ck.CkfAddressing(bucket_count, seed)
 table = ck.CuckooTable(addressing)
-rng = ck.SplitMix64(ck.lane_rng_seed(seed))
+rng = ck.ckf.SplitMix64(ck.ckf.lane_rng_seed(seed))
 touched: dict[int, int] = {}
 for item in items.tolist():
-    for bucket, before in table.insert(item, rng, ck.DEFAULT_MAX_KICKS) or []:
+    for bucket, before in table.insert(item, rng, ck.ckf.DEFAULT_MAX_KICKS) or []:
         touched.setdefault(bucket, before)  # first-touch original, as the producer keeps it
 
 fp, bucket_a, bucket_b = addressing.prepare_many(items)
@@ -69,13 +69,13 @@ ck.inspect(delta_bytes).hexdump()
 # The field table is generated from the layout the codec itself runs on:
 
 # %%
-pl.DataFrame(ck.layout_rows())
+pl.DataFrame(ck.wire.layout_rows())
 
 # %% [markdown]
 # And the same layout as a picture: every header field to scale, then the whole frame.
 
 # %%
-ck.byte_map_chart(delta_bytes)
+ck.viz.byte_map_chart(delta_bytes)
 
 # %% [markdown]
 # ## 3. The checksum
@@ -85,7 +85,7 @@ ck.byte_map_chart(delta_bytes)
 
 # %%
 print(f"header says 0x{int.from_bytes(delta_bytes[44:48], 'little'):08x}")
-print(f"body hashes to 0x{ck.body_checksum(delta_bytes):08x}")
+print(f"body hashes to 0x{ck.wire.body_checksum(delta_bytes):08x}")
 
 # %% [markdown]
 # ## 4. Breaking frames on purpose
@@ -162,16 +162,16 @@ pl.DataFrame(
             "MAX_BUCKET_COUNT",
         ],
         "value": [
-            ck.IMAGES_MAX_FRAME_BYTES,
-            ck.max_delta_images(),
-            ck.SNAPSHOT_CHUNK_BUCKETS,
-            ck.MAX_BUCKET_COUNT,
+            ck.wire.IMAGES_MAX_FRAME_BYTES,
+            ck.wire.max_delta_images(),
+            ck.wire.SNAPSHOT_CHUNK_BUCKETS,
+            ck.wire.MAX_BUCKET_COUNT,
         ],
     }
 )
 
 # %%
 try:
-    ck.encode_delta(fmt, dc_id, 0, 1, [(0, 0)] * (ck.max_delta_images() + 1))
+    ck.encode_delta(fmt, dc_id, 0, 1, [(0, 0)] * (ck.wire.max_delta_images() + 1))
 except ck.errors.DeltaImageCountError as exc:
     print(exc)

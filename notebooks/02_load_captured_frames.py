@@ -79,15 +79,15 @@ print("snapshots and the deltas after them:", report.sequence_ranges)
 first, last = report.sequence_ranges[-1]
 middle = (first + last) // 2
 lane = report.lane_at(middle)
-print(f"sequence {middle}: {ck.lane_occupancy(lane)} occupied slots of {4 * lane.shape[0]}")
-ck.occupancy_chart(lane, bins=256)
+print(f"sequence {middle}: {ck.ckf.lane_occupancy(lane)} occupied slots of {4 * lane.shape[0]}")
+ck.viz.occupancy_chart(lane, bins=256)
 
 # %% [markdown]
 # The words of a bucket range (what a brush on the chart above selects), with their four
 # 16-bit fingerprints:
 
 # %%
-ck.bucket_words_table(lane, 0, 12)
+ck.viz.bucket_words_table(lane, 0, 12)
 
 # %% [markdown]
 # ## Your own files
@@ -99,7 +99,7 @@ ck.bucket_words_table(lane, 0, 12)
 records = list(itertools.islice(ck.read_capture(capture), 50))
 with tempfile.TemporaryDirectory() as tmp:
     dump = Path(tmp) / "subscribe.json"
-    ck.write_grpcurl_json(records, dump)
+    ck.capture.write_grpcurl_json(records, dump)
     print(dump.read_text()[:400], "...")
     again = list(ck.read_frames(dump))
 print("identical messages:", [r.update for r in again] == [r.update for r in records])

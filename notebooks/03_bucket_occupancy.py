@@ -36,16 +36,16 @@ pl.DataFrame([stats.as_dict()]).select(
 # listed below; executed headless (as in the report), the first buckets are listed instead.
 
 # %%
-chart = ck.occupancy_chart(lane, bins=512)
-words = ck.bucket_words_table(lane, 0, 16)
-if ck.interactive_charts():  # a live kernel with anywidget: the brush reaches Python
+chart = ck.viz.occupancy_chart(lane, bins=512)
+words = ck.viz.bucket_words_table(lane, 0, 16)
+if ck.viz.interactive_charts():  # a live kernel with anywidget: the brush reaches Python
     widget = alt.JupyterChart(chart)
 
     def show_brushed(change: dict) -> None:
         brushed = change["new"].value or {}
         if "bucket_start" in brushed:
             start, end = brushed["bucket_start"]
-            display(ck.bucket_words_table(lane, int(start), int(end) + 1))
+            display(ck.viz.bucket_words_table(lane, int(start), int(end) + 1))
 
     widget.selections.observe(show_brushed, ["range"])
     display(widget)
@@ -61,7 +61,7 @@ words
 # evicts, so the real histogram is where the filter's behaviour shows.
 
 # %%
-ck.slots_histogram_chart(lane)
+ck.viz.slots_histogram_chart(lane)
 
 # %% [markdown]
 # ## Fingerprint values
@@ -70,7 +70,7 @@ ck.slots_histogram_chart(lane)
 # maps to 1). A good hash spreads them evenly; a skew would raise the false-positive rate.
 
 # %%
-ck.fingerprint_chart(lane)
+ck.viz.fingerprint_chart(lane)
 
 # %% [markdown]
 # ## Load over the stream
@@ -81,10 +81,10 @@ ck.fingerprint_chart(lane)
 
 # %%
 seed = int(ck.frames_table(capture).collect()["cbi1_seed"].drop_nulls()[0])
-health = ck.filter_health_table(
+health = ck.viz.filter_health_table(
     ck.snapshots_table(capture), ck.images_table(capture), report=report, seed=seed
 )
-ck.filter_health_chart(health)
+ck.viz.filter_health_chart(health)
 
 # %% [markdown]
 # ## Watching a filter fill up and fail
@@ -113,7 +113,7 @@ for expected in (8192, 2048, 1024, 512):
         )
     )
 sweep = pl.concat(runs)
-ck.compare_runs_chart(
+ck.viz.compare_runs_chart(
     sweep, x="request", metrics=["load_factor", "resident_items", "capacity_failures"], by="filter"
 )
 

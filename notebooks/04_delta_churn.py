@@ -29,7 +29,7 @@ bucket_count = int(frames["cbi1_bucket_count"].drop_nulls()[0])
 # rewritten, and the snapshot's bytes against all the deltas'.
 
 # %%
-ck.churn_chart(frames, images, bucket_count=bucket_count)
+ck.viz.churn_chart(frames, images, bucket_count=bucket_count)
 
 # %% [markdown]
 # A rewrite does not always change occupancy: a kicked fingerprint moves between buckets, and a
@@ -56,7 +56,7 @@ def run(**knobs: int) -> dict[str, object]:
     sim = ck.SimulatorConfig(dcs=1, workers_per_dc=2, policy="exact", **knobs)
     with tempfile.TemporaryDirectory() as tmp:
         result = ck.simulate_capture(
-            workload, Path(tmp) / "run.kvrcap", ck.SimRelayConfig(simulator=sim)
+            workload, Path(tmp) / "run.kvrcap", ck.sim.SimRelayConfig(simulator=sim)
         )
         table = ck.frames_table(result.path).collect()
     by_kind = table.group_by("kind").agg(
@@ -86,7 +86,7 @@ pressure = pl.DataFrame([run(capacity_blocks=c) for c in (8192, 4096, 2048, 1024
 pressure
 
 # %%
-ck.compare_runs_chart(
+ck.viz.compare_runs_chart(
     pressure.with_columns(pl.lit("capacity sweep").alias("sweep")),
     x="capacity_blocks",
     metrics=["deltas", "delta_bytes", "images_per_delta"],

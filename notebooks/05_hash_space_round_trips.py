@@ -76,7 +76,7 @@ pl.DataFrame(
 # snapshot and again after the delta:
 
 # %%
-trip = ck.hash_space_round_trip(spaces, initial, expanded, block_size=block_size)
+trip = ck.sim.hash_space_round_trip(spaces, initial, expanded, block_size=block_size)
 trip.stages()
 
 # %% [markdown]

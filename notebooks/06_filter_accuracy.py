@@ -41,7 +41,7 @@ pl.DataFrame(
 
 # %%
 depths = ckf.depth_table()
-ck.prefix_depth_chart(depths)
+ck.viz.prefix_depth_chart(depths)
 
 # %%
 depths.select(
@@ -75,7 +75,7 @@ for expected in (16384, 8192, 4096, 3072):
         }
     )
 sweep = pl.DataFrame(runs)
-ck.fpr_vs_load_chart(sweep)
+ck.viz.fpr_vs_load_chart(sweep)
 
 # %% [markdown]
 # ## Capacity holes

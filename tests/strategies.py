@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from cbi1kit._format import U64_MAX, FilterFormat
-from cbi1kit._wire import IMAGE_DTYPE
+from cbi1kit.wire._codec import IMAGE_DTYPE
+from cbi1kit.wire._format import U64_MAX, FilterFormat
 
 u64 = st.integers(min_value=0, max_value=U64_MAX)
 u64_edges = st.one_of(u64, st.sampled_from([0, 1, U64_MAX, U64_MAX - 1, 1 << 63, (1 << 63) - 1]))

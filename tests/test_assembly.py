@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbi1kit import errors
-from cbi1kit._assembly import SnapshotAssembly
-from cbi1kit._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
-from cbi1kit._wire import Delta, SnapshotChunk, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._assembly import SnapshotAssembly
+from cbi1kit.wire._codec import Delta, SnapshotChunk, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
 
 FMT = FilterFormat(0xC0FFEE, 1 << 21)  # four chunks
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._capture import (
+from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     FILE_MAGIC,
     RECORD_HEADER_LEN,

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from test_capture import write_sample
 from test_stream_roundtrip import SUBSCRIBE_KV_POOL_METHOD, Stream, build_stream
 
-from cbi1kit._capture import (
+from cbi1kit.analysis._tables import _CaptureScan, frames_batches, frames_table
+from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     RECORD_HEADER_LEN,
     CaptureDamage,
@@ -21,8 +22,7 @@ from cbi1kit._capture import (
     RecordType,
     read_index,
 )
-from cbi1kit._readers import FrameDamage, read_capture
-from cbi1kit._tables import _CaptureScan, frames_batches, frames_table
+from cbi1kit.capture._readers import FrameDamage, read_capture
 
 
 def _check(data: bytes) -> int:
@@ -66,7 +66,7 @@ def indexed(stream: Stream, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _scan(path: Path, batch_records: int = 7) -> tuple[pl.DataFrame, _CaptureScan]:
     cap = _CaptureScan(path, (SUBSCRIBE_KV_POOL_METHOD,))
-    from cbi1kit._tables import _Batch, _damage_df, _frames_df
+    from cbi1kit.analysis._tables import _Batch, _damage_df, _frames_df
 
     parts = [
         _frames_df(x) if isinstance(x, _Batch) else _damage_df(*x) for x in cap.items(batch_records)
@@ -238,7 +238,7 @@ def test_index_offsets_that_disagree_with_the_records_fall_back_to_the_walk(
     """A block whose check holds but whose INDEX lists a position that is not a record: the
     blocks before it are read through the index, the rest is walked, the INDEX is reported
     and every frame row is as before."""
-    from cbi1kit._capture import _INDEX_HEAD
+    from cbi1kit.capture._file import _INDEX_HEAD
 
     data = bytearray(indexed.read_bytes())
     index = read_index(bytes(data))
@@ -272,7 +272,7 @@ def test_groups_of_blocks_and_batches_cut_anywhere_give_the_same_rows(
 ) -> None:
     """Every block a group of its own (so group seams, run ids across seams and batches that
     span groups all occur) reads the same rows as the record-by-record walk."""
-    import cbi1kit._tables as tables
+    import cbi1kit.analysis._tables as tables
 
     plain = _stream_capture(tmp_path / "plain.kvrcap", stream, index_every=0)
     walked, _ = _scan(plain, batch_records)

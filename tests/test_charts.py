@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from cbi1kit import _charts as C
-from cbi1kit._format import FilterFormat
-from cbi1kit._replay import replay
-from cbi1kit._tables import frames_table, images_table, snapshots_table
-from cbi1kit._wire import encode_delta
+from cbi1kit.analysis._replay import replay
+from cbi1kit.analysis._tables import frames_table, images_table, snapshots_table
+from cbi1kit.viz import _charts as C
+from cbi1kit.wire._codec import encode_delta
+from cbi1kit.wire._format import FilterFormat
 
 SAMPLE = Path(__file__).parents[1] / "data" / "sample.kvrcap"
 
@@ -144,8 +144,8 @@ def test_filter_health_measured_fpr_tracks_the_estimate(stream: dict[str, Any]) 
 
 
 def test_filter_health_over_a_simulation() -> None:
-    from cbi1kit._simulator import Simulator, SimulatorConfig
-    from cbi1kit._workload import read_mooncake
+    from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+    from cbi1kit.sim._workload import read_mooncake
 
     trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
     cfg = SimulatorConfig(workers_per_dc=2, capacity_blocks=2048, expected_blocks_per_dc=512)

@@ -8,8 +8,8 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._ckf_addressing import ALT_DOMAIN, CkfAddressing, CkfAddressingError, alt, prepare
-from cbi1kit._ckf_bucket import (
+from cbi1kit.ckf._addressing import ALT_DOMAIN, CkfAddressing, CkfAddressingError, alt, prepare
+from cbi1kit.ckf._bucket import (
     bucket_slot,
     bucket_with_slot,
     lane_contains,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._ckf_consumer import (
+from cbi1kit.ckf._consumer import (
     AwaitingSnapshotError,
     CkfLaneTable,
     IngestOutcome,
@@ -17,7 +17,7 @@ from cbi1kit._ckf_consumer import (
     linear_prefix_depths,
     sequence_hashes,
 )
-from cbi1kit._ckf_producer import (
+from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfDelta,
     DcCkfPublisher,
@@ -27,8 +27,8 @@ from cbi1kit._ckf_producer import (
     StoredBlock,
     canonical_chain,
 )
-from cbi1kit._ckf_stats import estimated_false_positive_rate, lane_stats, producer_stats
-from cbi1kit._identity import (
+from cbi1kit.ckf._stats import estimated_false_positive_rate, lane_stats, producer_stats
+from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     ConsumerDrainMarker,
     DcId,
@@ -39,7 +39,7 @@ from cbi1kit._identity import (
     ProducerIdentity,
     RoutingScopeId,
 )
-from cbi1kit._xxh3 import xxh3_64_u64_pair
+from cbi1kit.hashing._xxh3 import xxh3_64_u64_pair
 
 
 def pool(n: int) -> PoolId:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._ckf_producer import (
+from cbi1kit.ckf._producer import (
     CkfConfig,
     CkfConfigError,
     DcCkfDelta,
@@ -22,7 +22,7 @@ from cbi1kit._ckf_producer import (
     StoredBlock,
     canonical_chain,
 )
-from cbi1kit._identity import (
+from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcId,
     IdentitySource,

@@ -18,9 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cbi1kit._assembly import AssembledSnapshot, SnapshotAssembly
-from cbi1kit._ckf_consumer import CkfLaneTable, linear_prefix_depths, sequence_hashes
-from cbi1kit._ckf_producer import (
+from cbi1kit.ckf._consumer import CkfLaneTable, linear_prefix_depths, sequence_hashes
+from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfDelta,
     DcCkfPublisher,
@@ -29,8 +28,8 @@ from cbi1kit._ckf_producer import (
     KvStored,
     StoredBlock,
 )
-from cbi1kit._hashing import compute_block_hash_for_seq, compute_seq_hash_for_block
-from cbi1kit._identity import (
+from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
+from cbi1kit.hashing._identity import (
     CanonicalModelRegistration,
     IndexerDomainId,
     KvQueryHashFormat,
@@ -43,8 +42,9 @@ from cbi1kit._identity import (
     resolve_lora_name,
     stable_dc_id,
 )
-from cbi1kit._publication import filter_format
-from cbi1kit._wire import Delta, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.relay._publication import filter_format
+from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
+from cbi1kit.wire._codec import Delta, decode, encode_delta, encode_snapshot_chunks
 
 EXTERNAL_MASK = (1 << 63) - 1
 BLOCK_SIZE = 16

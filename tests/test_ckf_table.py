@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._ckf_addressing import CkfAddressing
-from cbi1kit._ckf_bucket import lane_occupancy, pack_slots, unpack_slots
-from cbi1kit._ckf_table import CuckooTable, FingerprintNotFoundError, SplitMix64
+from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.ckf._bucket import lane_occupancy, pack_slots, unpack_slots
+from cbi1kit.ckf._table import CuckooTable, FingerprintNotFoundError, SplitMix64
 
 SEED = 0x123456789ABCDEF0
 

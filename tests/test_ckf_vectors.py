@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from cbi1kit._ckf_addressing import CkfAddressing, CkfProbe
-from cbi1kit._ckf_bucket import (
+from cbi1kit.ckf._addressing import CkfAddressing, CkfProbe
+from cbi1kit.ckf._bucket import (
     bucket_contains,
     bucket_first,
     bucket_first_empty,
     bucket_with_slot,
     pack_slots,
 )
-from cbi1kit._ckf_consumer import (
+from cbi1kit.ckf._consumer import (
     SearchTraceEvent,
     find_prefix_depths,
     linear_prefix_depths,
     search_prefix_depths,
 )
-from cbi1kit._ckf_producer import (
+from cbi1kit.ckf._producer import (
     CkfConfig,
     CkfConfigError,
     DcCkfState,
@@ -27,7 +27,7 @@ from cbi1kit._ckf_producer import (
     bucket_count_for,
     canonical_chain,
 )
-from cbi1kit._ckf_table import SplitMix64, lane_rng_seed
+from cbi1kit.ckf._table import SplitMix64, lane_rng_seed
 
 TEST_SEED = 0x123456789ABCDEF0
 

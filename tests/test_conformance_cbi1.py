@@ -18,8 +18,17 @@ import pytest
 import xxhash
 
 from cbi1kit import errors
-from cbi1kit._assembly import AssembledSnapshot, SnapshotAssembly
-from cbi1kit._format import (
+from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
+from cbi1kit.wire._codec import (
+    Delta,
+    FrameHeader,
+    SnapshotChunk,
+    _decode_delta,
+    decode,
+    encode_delta,
+    encode_snapshot_chunks,
+)
+from cbi1kit.wire._format import (
     FINGERPRINT_BITS,
     FORMAT_VERSION,
     HEADER_LEN,
@@ -30,15 +39,6 @@ from cbi1kit._format import (
     WIRE_VERSION,
     FilterFormat,
     max_delta_images,
-)
-from cbi1kit._wire import (
-    Delta,
-    FrameHeader,
-    SnapshotChunk,
-    _decode_delta,
-    decode,
-    encode_delta,
-    encode_snapshot_chunks,
 )
 
 VECTORS = Path(__file__).parent / "vectors" / "cbi1"

@@ -14,14 +14,14 @@ from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._envelope_scan import (
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.analysis._kernels import (
     FIELD_SLOTS,
     MALFORMED,
     UNKNOWN_FIELDS,
     scan_filter_updates,
     xxh3_64_at,
 )
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -213,8 +213,8 @@ def test_runs_split_exactly_where_relay_or_producer_bytes_change(
 
 def test_the_rule_numbers_match_the_tables_messages() -> None:
     """``frame_rules`` returns rule indices; the frames table turns them into its messages."""
-    from cbi1kit._envelope_scan import PRODUCER_RULE, RULE_COUNT
-    from cbi1kit._tables import _PRODUCER_RULE, _RULES
+    from cbi1kit.analysis._kernels import PRODUCER_RULE, RULE_COUNT
+    from cbi1kit.analysis._tables import _PRODUCER_RULE, _RULES
 
     assert len(_RULES) == RULE_COUNT and _PRODUCER_RULE == PRODUCER_RULE
     assert _RULES[PRODUCER_RULE] is None  # the producer's own error stands there

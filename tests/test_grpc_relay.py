@@ -20,11 +20,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from cbi1kit._assembly import SnapshotAssembly
-from cbi1kit._capture import CaptureReader, RecordType, decode_stream_close, decode_stream_open
 from cbi1kit._cli_relay import main as relay_main
-from cbi1kit._format import FilterFormat
-from cbi1kit._grpc_recorder import (
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_close, decode_stream_open
+from cbi1kit.hashing._identity import DcCkfFormatIdentity
+from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.relay._recorder import (
     CATALOG_METHOD,
     SUBSCRIBE_METHOD,
     Action,
@@ -34,7 +36,7 @@ from cbi1kit._grpc_recorder import (
     StreamValidator,
     classify_close,
 )
-from cbi1kit._grpc_server import (
+from cbi1kit.sim._server import (
     ERROR_REASON_TRAILER,
     FaultPlan,
     FrameListFeed,
@@ -43,11 +45,9 @@ from cbi1kit._grpc_server import (
     ServerConfig,
     simulated_pool,
 )
-from cbi1kit._identity import DcCkfFormatIdentity
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._publication import HubSnapshot, PublicationFrame, encode_delta
-from cbi1kit._relay import RELAY_CONTRACT_MARKER
-from cbi1kit._wire import Delta, SnapshotChunk, decode
+from cbi1kit.wire._assembly import SnapshotAssembly
+from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
+from cbi1kit.wire._format import FilterFormat
 
 ROOT = Path(__file__).parents[1]
 FAST = ServerConfig(pace=0.005, heartbeat_interval=0.2)
@@ -135,8 +135,8 @@ def replay_stream(stream: Stream) -> Replayed:
 def replay_capture(path: Path) -> Replayed:
     """The last subscription's lane; ``_replay.replay`` checks the whole capture if present."""
     try:
-        from cbi1kit import _replay  # type: ignore[attr-defined]
-        from cbi1kit._readers import read_capture
+        from cbi1kit.analysis import _replay
+        from cbi1kit.capture._readers import read_capture
     except ImportError:
         _replay = None
     subs = subscriptions(path)
@@ -562,9 +562,9 @@ def test_validator_flags_a_gap() -> None:
     feed = ProducerFeed(steps=3, seed=2)
     producer = feed.descriptor().producer
     v = StreamValidator(producer, None)
-    from cbi1kit._identity import RelayIdentity
-    from cbi1kit._publication import encode_snapshot
-    from cbi1kit._relay import filter_update_from_frame
+    from cbi1kit.hashing._identity import RelayIdentity
+    from cbi1kit.relay._messages import filter_update_from_frame
+    from cbi1kit.relay._publication import encode_snapshot
 
     ri = RelayIdentity(1, 2)
     for frame in encode_snapshot(feed.snapshot()):

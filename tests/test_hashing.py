@@ -11,7 +11,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._hashing import (
+from cbi1kit.hashing._blocks import (
     BlockHashArgumentError,
     BlockSizeError,
     BlockSizeRangeError,

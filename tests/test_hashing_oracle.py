@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cbi1kit._hashing import (
+from cbi1kit.hashing._blocks import (
     BlockSizeError,
     BlockSizeRangeError,
     compute_block_hash_for_seq,
     compute_seq_hash_for_block,
     lora_name_to_id,
 )
-from cbi1kit._identity import (
+from cbi1kit.hashing._identity import (
     CanonicalModelId,
     CanonicalModelRegistration,
     KvQueryHashFormat,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit._hashing import compute_block_hash_for_seq, compute_seq_hash_for_block
-from cbi1kit._identity import (
+from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
+from cbi1kit.hashing._identity import (
     MAX_LANES,
     CacheSemanticsId,
     CanonicalModelId,

@@ -6,10 +6,10 @@ import struct
 
 import pytest
 
-from cbi1kit._format import FilterFormat, FrameKind
-from cbi1kit._inspect import inspect
-from cbi1kit._layout import HEADER
-from cbi1kit._wire import body_checksum, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._codec import body_checksum, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._format import FilterFormat, FrameKind
+from cbi1kit.wire._inspect import inspect
+from cbi1kit.wire._layout import HEADER
 
 FMT = FilterFormat(0x5EED, 1024)
 DELTA = encode_delta(FMT, 7, 4, 5, [(3, 0xAAAABBBBCCCCDDDD), (1000, 42)])

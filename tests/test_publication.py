@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cbi1kit._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
-from cbi1kit._identity import (
+from cbi1kit.errors import BucketCountError, BucketIndexError, DeltaImageCountError
+from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
     DcId,
@@ -18,7 +18,7 @@ from cbi1kit._identity import (
     ProducerIdentity,
     RoutingScopeId,
 )
-from cbi1kit._publication import (
+from cbi1kit.relay._publication import (
     BucketIndexOverflowError,
     HubSnapshot,
     PublicationFrame,
@@ -28,8 +28,8 @@ from cbi1kit._publication import (
     encode_delta,
     encode_snapshot,
 )
-from cbi1kit._wire import Delta, SnapshotChunk, decode
-from cbi1kit.errors import BucketCountError, BucketIndexError, DeltaImageCountError
+from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
+from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
 
 SEED = 0x5DEECE66D1B54A33
 DC = 0xAABBCCDDEEFF0011

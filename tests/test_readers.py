@@ -12,9 +12,18 @@ import numpy as np
 import pytest
 from google.protobuf import json_format
 
-from cbi1kit import _relay as r
-from cbi1kit._capture import CaptureTruncatedError, CaptureWriter
-from cbi1kit._identity import (
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._file import CaptureTruncatedError, CaptureWriter
+from cbi1kit.capture._readers import (
+    SUBSCRIBE_KV_POOL_METHOD,
+    FrameSourceError,
+    FrameSourceTruncatedError,
+    read_capture,
+    read_cbi1_files,
+    read_frames,
+    read_grpcurl_json,
+)
+from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
     DcId,
@@ -25,17 +34,8 @@ from cbi1kit._identity import (
     RelayIdentity,
     RoutingScopeId,
 )
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._publication import HubSnapshot, encode_delta, encode_snapshot
-from cbi1kit._readers import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    FrameSourceError,
-    FrameSourceTruncatedError,
-    read_capture,
-    read_cbi1_files,
-    read_frames,
-    read_grpcurl_json,
-)
+from cbi1kit.relay import _messages as r
+from cbi1kit.relay._publication import HubSnapshot, encode_delta, encode_snapshot
 
 SEED = 0x5EED
 RELAY = RelayIdentity((1 << 64) - 1, 9)
@@ -216,7 +216,7 @@ def test_random_bytes_and_legacy_frames(tmp_path: Path) -> None:
 
 
 def test_write_grpcurl_json_reads_back_identically(tmp_path: Path) -> None:
-    from cbi1kit._readers import read_capture, read_grpcurl_json, write_grpcurl_json
+    from cbi1kit.capture._readers import read_capture, read_grpcurl_json, write_grpcurl_json
 
     sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
     records = list(itertools.islice(read_capture(sample), 200))
@@ -228,7 +228,7 @@ def test_write_grpcurl_json_reads_back_identically(tmp_path: Path) -> None:
 
 
 def test_write_grpcurl_json_refuses_bare_frames(tmp_path: Path) -> None:
-    from cbi1kit._readers import FrameSourceError, read_cbi1_files, write_grpcurl_json
+    from cbi1kit.capture._readers import FrameSourceError, read_cbi1_files, write_grpcurl_json
 
     frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
     with pytest.raises(FrameSourceError, match="no FilterUpdate envelope"):

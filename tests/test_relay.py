@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from cbi1kit import _relay as r
-from cbi1kit._identity import (
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
     DcId,
@@ -19,9 +20,8 @@ from cbi1kit._identity import (
     RelayIdentity,
     RoutingScopeId,
 )
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._publication import PublicationFrame, PublicationFrameKind
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.relay import _messages as r
+from cbi1kit.relay._publication import PublicationFrame, PublicationFrameKind
 
 U64 = (1 << 64) - 1
 
@@ -335,9 +335,9 @@ def test_subscribe_request_and_relay_info() -> None:
 
 def test_producer_model_frames_convert_to_protobuf_and_back() -> None:
     """A frame built from the CKF producer's identity (a real PoolId) crosses the wire intact."""
-    from cbi1kit._ckf_producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
-    from cbi1kit._identity import LaneLease
-    from cbi1kit._publication import encode_delta
+    from cbi1kit.ckf._producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
+    from cbi1kit.hashing._identity import LaneLease
+    from cbi1kit.relay._publication import encode_delta
 
     state = DcCkfState(CkfConfig(64, seed=0x5EED))
     ident = ProducerIdentity(producer().pool_id, 3, 1, state.format)

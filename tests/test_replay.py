@@ -8,11 +8,17 @@ import numpy as np
 import pytest
 from test_stream_roundtrip import Stream, build_stream, heartbeat, wire_producer, write_capture
 
-from cbi1kit._capture import CaptureReader, RecordType
-from cbi1kit._format import FilterFormat
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._readers import FrameRecord, read_capture
-from cbi1kit._replay import EventKind, Replayer, SequenceNotReplayedError, Violation, replay
+from cbi1kit.analysis._replay import (
+    EventKind,
+    Replayer,
+    SequenceNotReplayedError,
+    Violation,
+    replay,
+)
+from cbi1kit.capture._file import CaptureReader, RecordType
+from cbi1kit.capture._readers import FrameRecord, read_capture
+from cbi1kit.wire._format import FilterFormat
 
 SNAP, DELTA, HB = 1, 2, 3
 

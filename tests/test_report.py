@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cbi1kit._report import CHART_KINDS, NOTEBOOKS, ReportError, build_report
+from cbi1kit.viz._report import CHART_KINDS, NOTEBOOKS, ReportError, build_report
 
 ROOT = Path(__file__).parents[1]
 SAMPLE = ROOT / "data" / "sample.kvrcap"

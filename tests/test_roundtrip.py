@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cbi1kit._identity import KvQueryHashFormat
-from cbi1kit._roundtrip import HashSpace, hash_space_round_trip
 from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._identity import KvQueryHashFormat
+from cbi1kit.sim._roundtrip import HashSpace, hash_space_round_trip
 
 SPACES = [
     HashSpace("standard"),

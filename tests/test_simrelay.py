@@ -7,19 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cbi1kit._capture import CaptureReader, RecordType, decode_stream_close
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._readers import read_capture
-from cbi1kit._replay import replay
-from cbi1kit._simrelay import (
+from cbi1kit.analysis._replay import replay
+from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_close
+from cbi1kit.capture._readers import read_capture
+from cbi1kit.sim._simrelay import (
     DEFAULT_EPOCH_UNIX_NS,
     RelayConfig,
     SimRelayConfig,
     sample_config,
     simulate_capture,
 )
-from cbi1kit._simulator import SimulatorConfig
-from cbi1kit._workload import Workload, read_mooncake, synthetic_chat
+from cbi1kit.sim._simulator import SimulatorConfig
+from cbi1kit.sim._workload import Workload, read_mooncake, synthetic_chat
 
 TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
 SMALL = SimulatorConfig(dcs=3, workers_per_dc=2, capacity_blocks=256, policy="ckf")
@@ -144,7 +144,7 @@ def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
 
 def test_bundled_sample_is_regenerated_byte_for_byte(tmp_path: Path) -> None:
     """`make sample` reproduces data/sample.kvrcap exactly: fixed seeds, simulated clock."""
-    from cbi1kit._workload import read_mooncake
+    from cbi1kit.sim._workload import read_mooncake
 
     root = Path(__file__).parents[1]
     out = tmp_path / "sample.kvrcap"

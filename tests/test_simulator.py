@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cbi1kit._ckf_stats import estimated_false_positive_rate
-from cbi1kit._simulator import Simulator, SimulatorConfig, SimulatorConfigError
-from cbi1kit._workload import Workload, read_mooncake, synthetic_chat
+from cbi1kit.ckf._stats import estimated_false_positive_rate
+from cbi1kit.sim._simulator import Simulator, SimulatorConfig, SimulatorConfigError
+from cbi1kit.sim._workload import Workload, read_mooncake, synthetic_chat
 
 TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
 

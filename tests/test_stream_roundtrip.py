@@ -15,8 +15,16 @@ import numpy as np
 import pytest
 from google.protobuf import json_format
 
-from cbi1kit._capture import CaptureWriter
-from cbi1kit._ckf_producer import (
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.analysis._replay import EventKind, replay
+from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.capture._readers import (
+    SUBSCRIBE_KV_POOL_METHOD,
+    read_capture,
+    read_frames,
+    read_grpcurl_json,
+)
+from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfPublisher,
     DcCkfState,
@@ -24,19 +32,11 @@ from cbi1kit._ckf_producer import (
     KvStored,
     StoredBlock,
 )
-from cbi1kit._format import SNAPSHOT_CHUNK_BUCKETS
-from cbi1kit._identity import LaneLease
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._publication import HubSnapshot, PublicationFrame, PublicationFrameKind
-from cbi1kit._publication import encode_delta as publish_delta
-from cbi1kit._publication import encode_snapshot as publish_snapshot
-from cbi1kit._readers import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    read_capture,
-    read_frames,
-    read_grpcurl_json,
-)
-from cbi1kit._replay import EventKind, replay
+from cbi1kit.hashing._identity import LaneLease
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, PublicationFrameKind
+from cbi1kit.relay._publication import encode_delta as publish_delta
+from cbi1kit.relay._publication import encode_snapshot as publish_snapshot
+from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS
 
 DC = 0xAABBCCDDEEFF0011
 MARKER = 0x4B565231

@@ -10,9 +10,8 @@ import pytest
 from test_stream_roundtrip import Stream, build_stream, write_capture
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._relay import check_filter_update
-from cbi1kit._replay import replay
-from cbi1kit._tables import (
+from cbi1kit.analysis._replay import replay
+from cbi1kit.analysis._tables import (
     FRAMES_SCHEMA,
     IMAGES_SCHEMA,
     OCCUPANCY_SCHEMA,
@@ -24,7 +23,8 @@ from cbi1kit._tables import (
     occupancy_table,
     snapshots_table,
 )
-from cbi1kit._wire import decode, peek_format
+from cbi1kit.relay._messages import check_filter_update
+from cbi1kit.wire._codec import decode, peek_format
 
 U64_MAX = (1 << 64) - 1
 

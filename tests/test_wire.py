@@ -11,17 +11,7 @@ from hypothesis import strategies as st
 from strategies import formats, images_for, lanes_for, u64_edges
 
 from cbi1kit import errors
-from cbi1kit._format import (
-    HEADER_LEN,
-    IMAGES_MAX_FRAME_BYTES,
-    SNAPSHOT_CHUNK_BUCKETS,
-    U64_MAX,
-    FilterFormat,
-    FrameKind,
-    max_delta_images,
-)
-from cbi1kit._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
-from cbi1kit._wire import (
+from cbi1kit.wire._codec import (
     IMAGE_DTYPE,
     Delta,
     FrameHeader,
@@ -33,6 +23,16 @@ from cbi1kit._wire import (
     encode_snapshot_chunks,
     peek_format,
 )
+from cbi1kit.wire._format import (
+    HEADER_LEN,
+    IMAGES_MAX_FRAME_BYTES,
+    SNAPSHOT_CHUNK_BUCKETS,
+    U64_MAX,
+    FilterFormat,
+    FrameKind,
+    max_delta_images,
+)
+from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 FMT = FilterFormat(0x5EED, 1024)
 
@@ -125,7 +125,7 @@ def test_u64_max_survives_everything() -> None:
     chunk = decode(fmt, next(iter(encode_snapshot_chunks(fmt, top, top, [top, top]))))
     assert isinstance(chunk, SnapshotChunk)
     assert [int(w) for w in chunk.words] == [top, top]
-    from cbi1kit._inspect import inspect
+    from cbi1kit.wire._inspect import inspect
 
     shown = str(inspect(data).hexdump())
     assert "0xffffffffffffffff (18446744073709551615)" in shown
@@ -313,7 +313,7 @@ def mutated_frames(draw: st.DrawFn) -> tuple[FilterFormat, bytes]:
 def test_mutated_frames_only_raise_cbi1_errors_and_inspect_agrees(
     case: tuple[FilterFormat, bytes],
 ) -> None:
-    from cbi1kit._inspect import inspect
+    from cbi1kit.wire._inspect import inspect
 
     fmt, data = case
     report = inspect(data, fmt)

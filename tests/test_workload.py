@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import xxhash
 
-from cbi1kit._hashing import block_hash_seed, compute_seq_hash_for_block
-from cbi1kit._identity import KvQueryHashFormat
-from cbi1kit._workload import (
+from cbi1kit.hashing._blocks import block_hash_seed, compute_seq_hash_for_block
+from cbi1kit.hashing._identity import KvQueryHashFormat
+from cbi1kit.sim._workload import (
     MOONCAKE_BLOCK_SIZE,
     WorkloadError,
     concat,

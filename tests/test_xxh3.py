@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xxhash
 
-from cbi1kit._xxh3 import xxh3_64_u16, xxh3_64_u64, xxh3_64_u64_pair
+from cbi1kit.hashing._xxh3 import xxh3_64_u16, xxh3_64_u64, xxh3_64_u64_pair
 
 EDGES = [0, 1, 2, 0xFF, 0xFFFF, 0xFFFFFFFF, 1 << 32, 1 << 63, (1 << 64) - 1, 0x5EED, 1337]
 SEEDS = [0, 1, 1337, 0x5EED, 0x9E3779B97F4A7C15, (1 << 64) - 1, 1 << 63]

@@ -1,0 +1,452 @@
+"""One frame stream from whatever a user recorded: a kvrcap capture, a grpcurl JSON dump, or
+bare CBI1 frame files.
+
+Every source yields :class:`FrameRecord` values in order. Damage is never silent and never
+loses what came before it: the reader yields every good record, then raises a
+:class:`FrameSourceError` naming the source, byte offset, record index and (where known) the
+field that is bad.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._file import (
+    FILE_MAGIC,
+    CaptureDamage,
+    CaptureError,
+    CaptureReader,
+    RecordType,
+    decode_stream_open,
+)
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.wire._format import (
+    HEADER_LEN,
+    IMAGES_MAX_FRAME_BYTES,
+    LEGACY_MAGIC,
+    MAGIC,
+    SNAPSHOT_CHUNK_BUCKETS,
+    FrameKind,
+)
+
+__all__ = [
+    "SUBSCRIBE_KV_POOL_METHOD",
+    "FrameDamage",
+    "FrameRecord",
+    "FrameSourceError",
+    "FrameSourceTruncatedError",
+    "read_capture",
+    "read_cbi1_files",
+    "read_frames",
+    "read_grpcurl_json",
+    "write_grpcurl_json",
+]
+
+SUBSCRIBE_KV_POOL_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
+_CHUNK_BODY_PREFIX: Final = 16
+_DELTA_BODY_PREFIX: Final = 12
+_CBI1_HEAD: Final = struct.Struct("<4sHH2BH QQQQI")
+_U32: Final = struct.Struct("<I")
+_B64: Final = re.compile(r"[A-Za-z0-9+/\-_]*={0,2}")
+
+
+class FrameSourceError(Cbi1kitError, ValueError):
+    """Input that cannot be read as frames, at ``offset`` (bytes) / ``record_index`` (0-based)."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        source: str,
+        offset: int,
+        record_index: int,
+        field: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.source = source
+        self.offset = offset
+        self.record_index = record_index
+        self.field = field
+        at = f" field {field}" if field else ""
+        super().__init__(f"{source}: record {record_index} at byte offset {offset}{at}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (type(self), self.reason, self.source, self.offset, self.record_index, self.field),
+        )
+
+
+def _rebuild(
+    cls: type[FrameSourceError],
+    reason: str,
+    source: str,
+    offset: int,
+    record_index: int,
+    field: str | None,
+) -> FrameSourceError:
+    return cls(reason, source=source, offset=offset, record_index=record_index, field=field)
+
+
+class FrameSourceTruncatedError(FrameSourceError, EOFError):
+    """The input ends in the middle of a record."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecord:
+    """One received message, whatever it was read from.
+
+    ``index`` counts frames from 0 within the source; ``source_offset`` is the byte offset of
+    the record in the file. Receive times are ``None`` where the source has none (grpcurl, bare
+    frames). ``update`` is the parsed ``FilterUpdate`` (``None`` for bare CBI1 frames); ``raw``
+    holds the serialized ``FilterUpdate`` bytes as received (captures) or the CBI1 frame bytes
+    (bare frames), and ``payload`` the CBI1 bytes in either case.
+    """
+
+    index: int
+    source_offset: int
+    recv_unix_ns: int | None
+    recv_mono_ns: int | None
+    update: pb.FilterUpdate | None
+    raw: bytes
+    stream_id: int = 0
+    source: str = ""
+
+    @property
+    def payload(self) -> bytes:
+        return self.raw if self.update is None else bytes(self.update.payload)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameDamage:
+    """Capture damage met between frames (``read_capture(..., damage="report")``).
+
+    ``index`` is the frame index the damage sits at; ``frames`` how many frame indexes it
+    uses up, so that later frames keep the numbers they have in the undamaged capture: 1 for a
+    MESSAGE record of a frame stream whose header was intact but whose body is damaged (exact),
+    the number of capture records lost (``damage.skipped``) for a damaged header while a frame
+    stream is open (an estimate: those records are assumed to be its messages), else 0.
+    ``error`` is the capture's own error (capture record index and byte offset).
+    """
+
+    index: int
+    frames: int
+    error: CaptureError
+    damage: CaptureDamage
+
+    @property
+    def consumed(self) -> bool:
+        return self.frames > 0
+
+    @property
+    def source_offset(self) -> int:
+        return self.error.offset
+
+
+# ------------------------------------------------------------------------------------ captures
+
+
+def read_capture(
+    path: str | os.PathLike[str],
+    *,
+    methods: Iterable[str] = (SUBSCRIBE_KV_POOL_METHOD,),
+    damage: Literal["raise", "report"] = "raise",
+) -> Iterator[Any]:
+    """``FilterUpdate`` messages of the capture's ``SubscribeKvPool`` streams, in file order.
+
+    Catalog and other streams are skipped (their method is in the stream-open record). With
+    ``damage="raise"`` capture damage is re-raised as the capture's own error (offset and
+    record index of the capture record) after every intact frame before it has been yielded;
+    with ``damage="report"`` each damaged stretch is yielded inline as a :class:`FrameDamage`
+    and reading goes on with the next intact record (so the iterator yields
+    ``FrameRecord | FrameDamage``).
+    """
+    source = str(path)
+    wanted = set(methods)
+    frame_streams: set[int] = set()
+    open_streams: set[int] = set()
+    index = 0
+    report = damage == "report"
+    with CaptureReader(path) as reader:
+        try:
+            for rec in reader.items():
+                if isinstance(rec, CaptureDamage):
+                    if not report:
+                        raise rec.error
+                    if rec.record_type is not None:
+                        frames = int(
+                            rec.record_type is RecordType.MESSAGE and rec.stream_id in open_streams
+                        )
+                    else:
+                        frames = len(rec.skipped) if open_streams and not rec.truncated else 0
+                    yield FrameDamage(index, frames, rec.error, rec)
+                    index += frames
+                    continue
+                if rec.type is RecordType.STREAM_CLOSE:
+                    open_streams.discard(rec.stream_id)
+                if rec.type is RecordType.STREAM_OPEN:
+                    if decode_stream_open(rec.body).method in wanted:
+                        frame_streams.add(rec.stream_id)
+                        open_streams.add(rec.stream_id)
+                elif rec.type is RecordType.MESSAGE and rec.stream_id in frame_streams:
+                    try:
+                        update = pb.FilterUpdate.FromString(rec.body)
+                    except DecodeError as exc:
+                        raise FrameSourceError(
+                            f"not a FilterUpdate message: {exc}",
+                            source=source,
+                            offset=rec.offset,
+                            record_index=rec.index,
+                            field="FilterUpdate",
+                        ) from None
+                    yield FrameRecord(
+                        index,
+                        rec.offset,
+                        rec.recv_unix_ns,
+                        rec.recv_mono_ns,
+                        update,
+                        rec.body,
+                        rec.stream_id,
+                        source,
+                    )
+                    index += 1
+        except CaptureError:
+            raise
+
+
+# ------------------------------------------------------------------------------ grpcurl JSON
+
+
+def _strict_b64(text: str) -> bytes:
+    """Proto3 JSON bytes: standard or URL-safe base64, padding optional; nothing else.
+
+    ``json_format`` itself silently drops invalid characters, which would turn a damaged dump
+    into wrong payload bytes, so the reader checks first.
+    """
+    if not isinstance(text, str) or not _B64.fullmatch(text) or len(text.rstrip("=")) % 4 == 1:
+        raise ValueError("not valid base64")
+    body = text.rstrip("=").replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"not valid base64: {exc}") from None
+
+
+def _iter_json_objects(data: str, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(character offset, object) for concatenated JSON values (pretty-printed or JSONL)."""
+    decoder = json.JSONDecoder()
+    pos, n, index = 0, len(data), 0
+    while True:
+        while pos < n and data[pos] in " \t\r\n":
+            pos += 1
+        if pos >= n:
+            return
+        try:
+            obj, end = decoder.raw_decode(data, pos)
+        except json.JSONDecodeError as exc:
+            # Running off the end (or an unterminated string) means the dump was cut short.
+            torn = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated")
+            cls = FrameSourceTruncatedError if torn else FrameSourceError
+            raise cls(
+                f"invalid JSON ({exc.msg} at offset {exc.pos})",
+                source=source,
+                offset=pos,
+                record_index=index,
+            ) from None
+        if not isinstance(obj, dict):
+            raise FrameSourceError(
+                f"expected a JSON object, got {type(obj).__name__}",
+                source=source,
+                offset=pos,
+                record_index=index,
+            )
+        yield pos, obj
+        pos = end
+        index += 1
+
+
+def write_grpcurl_json(records: Iterable[FrameRecord], path: str | os.PathLike[str]) -> int:
+    """Write ``FilterUpdate`` records as ``grpcurl`` prints them (pretty proto3 JSON objects).
+
+    Useful to hand a stream to tools that speak JSON, and to show what ``read_grpcurl_json``
+    accepts. Bare CBI1 records (no envelope) cannot be written. Returns the records written.
+    """
+    count = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for record in records:
+            if record.update is None:
+                raise FrameSourceError(
+                    "a bare CBI1 frame has no FilterUpdate envelope to write as JSON",
+                    source=record.source,
+                    offset=record.source_offset,
+                    record_index=record.index,
+                )
+            out.write(json_format.MessageToJson(record.update, indent=2))
+            out.write("\n")
+            count += 1
+    return count
+
+
+def read_grpcurl_json(
+    path_or_text: str | os.PathLike[str] | bytes, *, source: str | None = None
+) -> Iterator[FrameRecord]:
+    """``FilterUpdate`` objects as ``grpcurl ... SubscribeKvPool`` prints them.
+
+    Accepts a path, or the dump itself as ``bytes``. The objects are proto3 JSON (camelCase or
+    original field names, u64 as strings, ``payload`` base64), concatenated with any whitespace.
+    """
+    if isinstance(path_or_text, bytes):
+        raw, name = path_or_text, source or "<grpcurl json>"
+    else:
+        raw, name = Path(path_or_text).read_bytes(), source or str(path_or_text)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrameSourceError(
+            f"not UTF-8 text: {exc.reason}", source=name, offset=exc.start, record_index=0
+        ) from None
+    ascii_only = text.isascii()
+    for index, (pos, obj) in enumerate(_iter_json_objects(text, name)):
+        offset = pos if ascii_only else len(text[:pos].encode())
+        for key in ("payload",):
+            if key in obj:
+                try:
+                    _strict_b64(obj[key])
+                except ValueError as exc:
+                    raise FrameSourceError(
+                        str(exc),
+                        source=name,
+                        offset=offset,
+                        record_index=index,
+                        field="FilterUpdate.payload",
+                    ) from None
+        update = pb.FilterUpdate()
+        try:
+            json_format.ParseDict(obj, update)
+        except json_format.ParseError as exc:
+            raise FrameSourceError(
+                f"not a FilterUpdate: {exc}", source=name, offset=offset, record_index=index
+            ) from None
+        yield FrameRecord(index, offset, None, None, update, update.SerializeToString(), 0, name)
+
+
+# --------------------------------------------------------------------------- bare CBI1 frames
+
+
+def _cbi1_frame_length(buf: memoryview, offset: int, index: int, source: str) -> int:
+    """Length of the CBI1 frame at ``offset``, from its header and body prefix alone.
+
+    CBI1 has no length field, but a frame's length follows from what it holds: a delta is
+    ``48 + 12 + 12 * image_count``; a snapshot chunk carries ``min(524288, bucket_count -
+    bucket_offset)`` words. That lets frame files hold several frames back to back.
+    """
+    left = len(buf) - offset
+
+    def fail(reason: str, field: str | None = None, *, torn: bool = False) -> FrameSourceError:
+        cls = FrameSourceTruncatedError if torn else FrameSourceError
+        return cls(reason, source=source, offset=offset, record_index=index, field=field)
+
+    magic = bytes(buf[offset : offset + 4])
+    if magic == LEGACY_MAGIC:
+        raise fail(
+            "legacy CKF1 prototype frame, not CBI1 (a different, retired generation)",
+            "header.magic",
+        )
+    if left < 4 and MAGIC.startswith(magic):
+        raise fail(f"file ends {left} bytes into a CBI1 header", torn=True)
+    if magic != MAGIC:
+        raise fail(f"not a CBI1 frame (magic {magic!r})", "header.magic")
+    if left < HEADER_LEN:
+        raise fail(f"file ends {left} bytes into a {HEADER_LEN}-byte CBI1 header", torn=True)
+    (_m, _wv, flags, _fp, _slots, _fv, _seed, bucket_count, _dc, _epoch, _sum) = (
+        _CBI1_HEAD.unpack_from(buf, offset)
+    )
+    body = offset + HEADER_LEN
+    if flags == FrameKind.DELTA:
+        if left < HEADER_LEN + _DELTA_BODY_PREFIX:
+            raise fail("file ends inside the delta body prefix", torn=True)
+        (count,) = _U32.unpack_from(buf, body + 8)
+        length = HEADER_LEN + _DELTA_BODY_PREFIX + 12 * count
+    elif flags == FrameKind.SNAPSHOT_CHUNK:
+        if left < HEADER_LEN + _CHUNK_BODY_PREFIX:
+            raise fail("file ends inside the snapshot-chunk body prefix", torn=True)
+        _idx, _cnt, bucket_offset = struct.unpack_from("<IIQ", buf, body)
+        if bucket_offset >= bucket_count:
+            raise fail(
+                f"bucket_offset {bucket_offset} >= bucket_count {bucket_count}",
+                "chunk.bucket_offset",
+            )
+        words = min(SNAPSHOT_CHUNK_BUCKETS, bucket_count - bucket_offset)
+        length = HEADER_LEN + _CHUNK_BODY_PREFIX + 8 * words
+    else:
+        raise fail(f"unknown CBI1 flags {flags}", "header.flags")
+    if length > IMAGES_MAX_FRAME_BYTES:
+        raise fail(f"frame would be {length} bytes, above the CBI1 maximum", "header")
+    if length > left:
+        raise fail(f"file ends {left} bytes into a {length}-byte CBI1 frame", torn=True)
+    return int(length)
+
+
+def read_cbi1_files(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> Iterator[FrameRecord]:
+    """Bare CBI1 frames: each file holds one frame or several back to back.
+
+    Frames are split, not decoded: checksum and format checks stay with ``wire.decode``
+    so that replay can report them per frame. Indexes run across all files in order.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    index = 0
+    for path in paths:
+        data = Path(path).read_bytes()
+        view = memoryview(data)
+        offset = 0
+        while offset < len(data):
+            length = _cbi1_frame_length(view, offset, index, str(path))
+            yield FrameRecord(
+                index, offset, None, None, None, bytes(view[offset : offset + length]), 0, str(path)
+            )
+            offset += length
+            index += 1
+
+
+# --------------------------------------------------------------------------------- dispatcher
+
+
+def read_frames(
+    path: str | os.PathLike[str], *, damage: Literal["raise", "report"] = "raise"
+) -> Iterator[Any]:
+    """Pick the reader from the file's first bytes: kvrcap magic, CBI1/CKF1 magic, or JSON.
+
+    ``damage="report"`` makes a capture's damage :class:`FrameDamage` items inline (other
+    sources still raise at their first damage).
+    """
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(FILE_MAGIC[:6]):
+        return read_capture(path, damage=damage)
+    if head[:4] in (MAGIC, LEGACY_MAGIC):
+        return read_cbi1_files(path)
+    if head.lstrip()[:1] in (b"{", b""):
+        return read_grpcurl_json(path)
+    raise FrameSourceError(
+        f"unrecognised input (starts with {head[:8]!r}): not a kvrcap capture, CBI1 frames or "
+        "grpcurl JSON",
+        source=str(path),
+        offset=0,
+        record_index=0,
+    )

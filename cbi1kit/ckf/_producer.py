@@ -1,0 +1,781 @@
+"""The CKF producer (upstream ``DcCkfState``, ``dc.rs``) and its publisher (``publication.rs``).
+
+One filter per DC pool. Events from every (worker, dp_rank) *member* of the pool are turned into
+canonical sequence hashes (§1.2 of the spec: ``root = tokens_hash``, ``child = xxh3(parent ‖
+tokens_hash, 1337)``) through a per-member lineage keyed by the engine's opaque external block
+hash; only canonical hashes reach the table. Multiplicity lives outside the table: a canonical
+hash holds at most one physical fingerprint while it has owners and is resident.
+
+Every change to a word is recorded in a publication dirty window (first-touch original per
+bucket); a drain ships the buckets whose word differs from that original, in first-touch order,
+and ships nothing for a net reversion. The publisher numbers batches, not events.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.ckf._table import (
+    DEFAULT_MAX_KICKS,
+    MAX_KICKS,
+    CuckooTable,
+    FingerprintNotFoundError,
+    SplitMix64,
+    lane_rng_seed,
+)
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._blocks import CHAIN_XXH3_SEED
+from cbi1kit.hashing._identity import (
+    ConsumerDrainMarker,
+    DcCkfFormatIdentity,
+    LaneLease,
+    ProducerIdentity,
+)
+
+__all__ = [
+    "DEFAULT_SEED",
+    "DEFAULT_VERIFICATION_WINDOW",
+    "MAX_VERIFICATION_WINDOW",
+    "CapacityExhaustedError",
+    "CkfConfig",
+    "CkfConfigError",
+    "DcCkfDelta",
+    "DcCkfPublicationBatch",
+    "DcCkfPublisher",
+    "DcCkfSnapshot",
+    "DcCkfState",
+    "EventOutcome",
+    "IndexerInvariantViolationError",
+    "InvalidBlockSequenceError",
+    "KvCacheEventError",
+    "KvCleared",
+    "KvRemoved",
+    "KvStored",
+    "Ownership",
+    "OwnershipDegreeOverflowError",
+    "ParentBlockNotFoundError",
+    "PublisherFencedError",
+    "StorageTier",
+    "StoredBlock",
+    "UnsupportedResidencyDomainError",
+    "WorkerWithDpRank",
+    "bucket_count_for",
+    "canonical_chain",
+]
+
+DEFAULT_SEED = 0x5DEECE66D1B54A33
+DEFAULT_VERIFICATION_WINDOW = 2
+MAX_VERIFICATION_WINDOW = 8
+MAX_OWNERS = 0xFFFF_FFFF
+_U64 = 0xFFFF_FFFF_FFFF_FFFF
+
+WorkerWithDpRank = tuple[int, int]
+"""A pool member: ``(worker_id, dp_rank)``; ordered as a tuple (assumed upstream order)."""
+
+
+def _hx(v: int) -> str:
+    return f"0x{v:016x}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+
+class CkfConfigError(Cbi1kitError, ValueError):
+    """A ``CkfConfig`` upstream would reject (``variant`` names the upstream error)."""
+
+    def __init__(self, variant: str, field_name: str, value: int, reason: str) -> None:
+        self.variant = variant
+        self.field = field_name
+        self.value = value
+        super().__init__(f"invalid CkfConfig ({variant}): {field_name}={value}: {reason}")
+
+
+class KvCacheEventError(Cbi1kitError):
+    """An event outcome upstream reports as ``KvCacheEventError::<variant>``."""
+
+    variant = "KvCacheEventError"
+
+    def __init__(self, member: WorkerWithDpRank | None, message: str) -> None:
+        self.member = member
+        who = "" if member is None else f"worker {member[0]} dp_rank {member[1]}: "
+        super().__init__(f"{self.variant}: {who}{message}")
+
+
+class ParentBlockNotFoundError(KvCacheEventError, ValueError):
+    """A Stored event names a parent this member never stored (whole event dropped)."""
+
+    variant = "ParentBlockNotFound"
+
+    def __init__(self, member: WorkerWithDpRank, parent_hash: int) -> None:
+        self.parent_hash = parent_hash
+        super().__init__(member, f"parent block {_hx(parent_hash)} is not in this member's lineage")
+
+
+class InvalidBlockSequenceError(KvCacheEventError, ValueError):
+    """A Stored event contradicts the lineage or has a start position without a parent."""
+
+    variant = "InvalidBlockSequence"
+
+    def __init__(
+        self,
+        member: WorkerWithDpRank,
+        reason: str,
+        *,
+        block_hash: int | None = None,
+        existing: int | None = None,
+        computed: int | None = None,
+        start_position: int | None = None,
+    ) -> None:
+        self.block_hash = block_hash
+        self.existing = existing
+        self.computed = computed
+        self.start_position = start_position
+        super().__init__(member, reason)
+
+
+class OwnershipDegreeOverflowError(KvCacheEventError, ValueError):
+    """A canonical hash would get more than u32::MAX owners (checked before any mutation)."""
+
+    variant = "OwnershipDegreeOverflow"
+
+    def __init__(self, member: WorkerWithDpRank, canonical: int, owners: int) -> None:
+        self.canonical = canonical
+        self.owners = owners
+        super().__init__(
+            member, f"canonical {_hx(canonical)} would reach {owners} owners (> u32::MAX)"
+        )
+
+
+class CapacityExhaustedError(KvCacheEventError):
+    """Some new blocks of a Stored event found no slot; lineage and siblings stay applied."""
+
+    variant = "CapacityExhausted"
+
+    def __init__(self, member: WorkerWithDpRank, canonicals: Sequence[int]) -> None:
+        self.canonicals = tuple(canonicals)
+        shown = ", ".join(_hx(c) for c in self.canonicals[:4])
+        more = "" if len(self.canonicals) <= 4 else f", … ({len(self.canonicals)} in all)"
+        super().__init__(member, f"no slot for canonical {shown}{more} (omitted, counted)")
+
+
+class IndexerInvariantViolationError(KvCacheEventError):
+    """A resident item's fingerprint was not found when deleting it."""
+
+    variant = "IndexerInvariantViolation"
+
+    def __init__(self, member: WorkerWithDpRank, cause: FingerprintNotFoundError) -> None:
+        self.canonical = cause.item
+        super().__init__(member, str(cause))
+
+
+class UnsupportedResidencyDomainError(KvCacheEventError, ValueError):
+    """A Cleared event with a residency domain this model does not know (mutates nothing)."""
+
+    variant = "UnsupportedResidencyDomain"
+
+    def __init__(self, member: WorkerWithDpRank, domain: str) -> None:
+        self.domain = domain
+        super().__init__(member, f"unsupported residency domain {domain!r}")
+
+
+class PublisherFencedError(Cbi1kitError):
+    """The publisher is fenced (``DeliveryUncertain`` / ``SequenceExhausted``) until a barrier."""
+
+    def __init__(self, reason: str, last_sequence: int) -> None:
+        self.reason = reason
+        self.last_sequence = last_sequence
+        super().__init__(
+            f"publisher fenced ({reason}) at sequence {last_sequence}: "
+            "a new lease and barrier snapshot are needed"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------------
+
+
+def bucket_count_for(expected_blocks_per_dc: int) -> int:
+    """Buckets for ``n`` expected blocks: next_pow2(max(ceil(5n/16), 2)), i.e. 80 % load."""
+    n = expected_blocks_per_dc
+    if n <= 0:
+        raise CkfConfigError("ExpectedCapacityZero", "expected_blocks_per_dc", n, "must be >= 1")
+    if 5 * n + 15 > _U64:
+        raise CkfConfigError("CapacityOverflow", "expected_blocks_per_dc", n, "overflows usize")
+    required = max((5 * n + 15) // 16, 2)
+    count = 1 << (required - 1).bit_length()
+    if count > 1 << 63:
+        raise CkfConfigError("CapacityOverflow", "expected_blocks_per_dc", n, "overflows usize")
+    return count
+
+
+@dataclass(frozen=True, slots=True)
+class CkfConfig:
+    """Producer configuration (upstream ``CkfConfig``); validated on construction.
+
+    ``expected_blocks_per_dc`` is checked lazily by :meth:`bucket_count`, as upstream
+    (``CkfConfig::new(0)`` constructs; its ``bucket_count()`` errs).
+    """
+
+    expected_blocks_per_dc: int = 1
+    seed: int = DEFAULT_SEED
+    max_kicks: int = DEFAULT_MAX_KICKS
+    verification_window: int = DEFAULT_VERIFICATION_WINDOW
+    publish_every_n_events: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.seed <= _U64:
+            raise CkfConfigError("InvalidSeed", "seed", self.seed, "must be a u64")
+        if not 1 <= self.max_kicks <= MAX_KICKS:
+            raise CkfConfigError(
+                "InvalidMaxKicks", "max_kicks", self.max_kicks, f"must be in 1..={MAX_KICKS}"
+            )
+        if not 1 <= self.verification_window <= MAX_VERIFICATION_WINDOW:
+            raise CkfConfigError(
+                "InvalidVerificationWindow",
+                "verification_window",
+                self.verification_window,
+                f"must be in 1..={MAX_VERIFICATION_WINDOW}",
+            )
+        if self.publish_every_n_events < 1:
+            raise CkfConfigError(
+                "InvalidPublishCadence",
+                "publish_every_n_events",
+                self.publish_every_n_events,
+                "must be >= 1",
+            )
+
+    def bucket_count(self) -> int:
+        return bucket_count_for(self.expected_blocks_per_dc)
+
+    def format(self) -> DcCkfFormatIdentity:
+        return DcCkfFormatIdentity(seed=self.seed, bucket_count=self.bucket_count())
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------
+
+
+class StorageTier(enum.StrEnum):
+    """Where a stored block lives; only ``DEVICE`` (GPU) events target primary residency."""
+
+    DEVICE = "device"
+    HOST_PINNED = "host_pinned"
+    DISK = "disk"
+    EXTERNAL = "external"
+
+
+#: Cleared-event residency domains: ``None`` (legacy) and ``"primary"`` apply,
+#: ``"cache_owner"`` is ignored, anything else is ``UnsupportedResidencyDomain``.
+_RESIDENCY_APPLY = frozenset({"primary"})
+_RESIDENCY_IGNORE = frozenset({"cache_owner"})
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBlock:
+    """One stored block: the engine's opaque id and the token (local) block hash."""
+
+    block_hash: int
+    tokens_hash: int
+
+
+@dataclass(frozen=True, slots=True)
+class KvStored:
+    worker_id: int
+    blocks: tuple[StoredBlock, ...]
+    parent_hash: int | None = None
+    dp_rank: int = 0
+    start_position: int | None = None
+    storage_tier: StorageTier = StorageTier.DEVICE
+
+
+@dataclass(frozen=True, slots=True)
+class KvRemoved:
+    worker_id: int
+    block_hashes: tuple[int, ...]
+    dp_rank: int = 0
+    storage_tier: StorageTier = StorageTier.DEVICE
+
+
+@dataclass(frozen=True, slots=True)
+class KvCleared:
+    worker_id: int
+    dp_rank: int = 0
+    residency_domain: str | None = None
+
+
+KvEvent = KvStored | KvRemoved | KvCleared
+
+
+def canonical_chain(tokens_hashes: Iterable[int], parent: int | None = None) -> list[int]:
+    """Canonical sequence hashes of consecutive blocks (root = tokens hash, then chained)."""
+    out: list[int] = []
+    prev = parent
+    for t in tokens_hashes:
+        prev = t if prev is None else _child(prev, t)
+        out.append(prev)
+    return out
+
+
+def _child(parent: int, tokens_hash: int) -> int:
+    # Scalar twin of _xxh3.xxh3_64_u64_pair(parent, tokens_hash, 1337); the chain is sequential.
+    return xxhash.xxh3_64_intdigest(
+        parent.to_bytes(8, "little") + tokens_hash.to_bytes(8, "little"), CHAIN_XXH3_SEED
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Publication values
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DcCkfPublicationBatch:
+    """Absolute bucket images (bucket uint32, word uint64) in first-touch order."""
+
+    buckets: npt.NDArray[np.uint32]
+    values: npt.NDArray[np.uint64]
+
+    def __len__(self) -> int:
+        return len(self.buckets)
+
+    def images(self) -> list[tuple[int, int]]:
+        return list(zip(self.buckets.tolist(), self.values.tolist(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DcCkfPublicationBatch):
+            return NotImplemented
+        return self.images() == other.images()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DcCkfDelta:
+    """A sequenced batch: ``base_sequence → sequence`` under ``lease``."""
+
+    identity: ProducerIdentity
+    lease: LaneLease
+    base_sequence: int
+    sequence: int
+    buckets: npt.NDArray[np.uint32]
+    values: npt.NDArray[np.uint64]
+
+    def images(self) -> list[tuple[int, int]]:
+        return list(zip(self.buckets.tolist(), self.values.tolist(), strict=True))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DcCkfSnapshot:
+    """A full lane at ``sequence`` (every word, bucket order)."""
+
+    identity: ProducerIdentity
+    lease: LaneLease
+    sequence: int
+    buckets: npt.NDArray[np.uint64]
+
+
+@dataclass(slots=True)
+class Ownership:
+    """How many (member, external) mappings own a canonical hash, and whether it is stored."""
+
+    owners: int
+    resident: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EventOutcome:
+    """What ``DcCkfState.apply`` did: ``applied`` is False for ignored non-primary events."""
+
+    applied: bool
+    error: KvCacheEventError | None = None
+    batch: DcCkfPublicationBatch | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# The producer state
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Counters:
+    capacity_failures: int = 0
+    unknown_removals: int = 0
+    events_applied: int = 0
+    events_ignored: int = 0
+    batches_drained: int = 0
+    images_drained: int = 0
+
+
+class DcCkfState:
+    """One DC pool's filter, ownership and publication window (upstream ``DcCkfState``)."""
+
+    def __init__(self, config: CkfConfig) -> None:
+        bucket_count = config.bucket_count()
+        if bucket_count > 1 << 32:
+            # Batches carry uint32 bucket indices (the CBI1 image field); CBI1 caps at 2^24.
+            raise CkfConfigError(
+                "CapacityOverflow",
+                "expected_blocks_per_dc",
+                config.expected_blocks_per_dc,
+                "more than 2^32 buckets cannot be published",
+            )
+        self.config = config
+        self.format = config.format()
+        self.addressing = CkfAddressing(bucket_count, config.seed)
+        self.table = CuckooTable(self.addressing)
+        self.rng = SplitMix64(lane_rng_seed(config.seed, 0))
+        self._lineage: dict[WorkerWithDpRank, dict[int, int]] = {}
+        self._owners: dict[int, Ownership] = {}
+        self.resident_count = 0
+        self.counters = _Counters()
+        self._dirty: dict[int, int] = {}
+        self.pending_events = 0
+
+    # -- read side ---------------------------------------------------------------------------
+    @property
+    def bucket_count(self) -> int:
+        return self.addressing.bucket_count
+
+    @property
+    def capacity_failures(self) -> int:
+        return self.counters.capacity_failures
+
+    @property
+    def unknown_removals(self) -> int:
+        return self.counters.unknown_removals
+
+    def words(self) -> npt.NDArray[np.uint64]:
+        return self.table.words()
+
+    def members(self) -> list[WorkerWithDpRank]:
+        return sorted(self._lineage)
+
+    def lineage(self, member: WorkerWithDpRank) -> dict[int, int]:
+        """A copy of the member's ``external → canonical`` map."""
+        return dict(self._lineage.get(member, {}))
+
+    def ownership(self, canonical: int) -> Ownership | None:
+        own = self._owners.get(canonical)
+        return None if own is None else Ownership(own.owners, own.resident)
+
+    def resident_canonicals(self) -> npt.NDArray[np.uint64]:
+        """Every canonical hash that currently holds a fingerprint."""
+        return np.fromiter((c for c, o in self._owners.items() if o.resident), dtype=np.uint64)
+
+    def owner_count(self) -> int:
+        """Distinct canonical hashes with at least one owner."""
+        return len(self._owners)
+
+    def export_state(self) -> tuple[object, ...]:
+        """Everything but the event-cadence counter, as plain values (for exact comparisons)."""
+        return (
+            self.table.words_list(),
+            self.rng.state,
+            {m: dict(lin) for m, lin in self._lineage.items()},
+            {c: (o.owners, o.resident) for c, o in self._owners.items()},
+            self.resident_count,
+            self.counters.capacity_failures,
+            list(self._dirty.items()),
+        )
+
+    # -- events ------------------------------------------------------------------------------
+    def apply(self, event: KvEvent) -> EventOutcome:
+        """Apply one event the way ``DcCkfState`` does, then drain if the cadence is reached.
+
+        Validation errors are returned (not raised) in the outcome, after an all-or-nothing
+        rejection; they still count toward the cadence, as upstream.
+        """
+        member = (event.worker_id, event.dp_rank)
+        if isinstance(event, KvCleared):
+            domain = event.residency_domain
+            if domain is not None and domain not in _RESIDENCY_APPLY:
+                if domain in _RESIDENCY_IGNORE:
+                    self.counters.events_ignored += 1
+                    return EventOutcome(applied=False)
+                return EventOutcome(False, UnsupportedResidencyDomainError(member, domain))
+        elif event.storage_tier is not StorageTier.DEVICE:
+            self.counters.events_ignored += 1
+            return EventOutcome(applied=False)
+
+        self.pending_events += 1
+        self.counters.events_applied += 1
+        error: KvCacheEventError | None = None
+        try:
+            if isinstance(event, KvStored):
+                failed = self.store(
+                    member,
+                    [(b.block_hash, b.tokens_hash) for b in event.blocks],
+                    parent_hash=event.parent_hash,
+                    start_position=event.start_position,
+                )
+                if failed:
+                    error = CapacityExhaustedError(member, failed)
+            elif isinstance(event, KvRemoved):
+                self.remove(member, event.block_hashes)
+            else:
+                self.remove_member(member)
+        except KvCacheEventError as exc:
+            error = exc
+        batch = None
+        if self.pending_events >= self.config.publish_every_n_events:
+            batch = self.drain()
+        return EventOutcome(True, error, batch)
+
+    def store(
+        self,
+        member: WorkerWithDpRank,
+        blocks: Sequence[tuple[int, int]],
+        *,
+        parent_hash: int | None = None,
+        start_position: int | None = None,
+    ) -> tuple[int, ...]:
+        """Store ``(external block_hash, tokens_hash)`` blocks; all-or-nothing validation.
+
+        Raises ParentBlockNotFound / InvalidBlockSequence / OwnershipDegreeOverflow with nothing
+        changed. Returns the canonical hashes omitted for capacity (lineage and ownership of those
+        stay committed, siblings stay applied).
+        """
+        if not blocks:
+            return ()
+        lineage = self._lineage.get(member, {})
+        prev: int | None
+        if parent_hash is not None:
+            if parent_hash not in lineage:
+                raise ParentBlockNotFoundError(member, parent_hash)
+            prev = lineage[parent_hash]
+        else:
+            if start_position is not None and start_position != 0:
+                raise InvalidBlockSequenceError(
+                    member,
+                    f"start_position {start_position} without a parent block",
+                    start_position=start_position,
+                )
+            prev = None
+        new_map: dict[int, int] = {}
+        candidates: dict[int, None] = {}
+        reoffered: dict[int, None] = {}
+        for ext, tokens_hash in blocks:
+            c = tokens_hash if prev is None else _child(prev, tokens_hash)
+            existing = lineage.get(ext)
+            if existing is None:
+                existing = new_map.get(ext)
+            if existing is not None:
+                if existing != c:
+                    raise InvalidBlockSequenceError(
+                        member,
+                        f"block {_hx(ext)} is mapped to canonical {_hx(existing)}, "
+                        f"this event derives {_hx(c)}",
+                        block_hash=ext,
+                        existing=existing,
+                        computed=c,
+                    )
+                reoffered[c] = None
+            else:
+                new_map[ext] = c
+                candidates[c] = None
+            prev = c
+        for c in candidates:
+            reoffered.pop(c, None)
+
+        owners = self._owners
+        increments = Counter(new_map.values())
+        for c, k in increments.items():
+            own = owners.get(c)
+            total = (0 if own is None else own.owners) + k
+            if total > MAX_OWNERS:
+                raise OwnershipDegreeOverflowError(member, c, total)
+
+        # commit
+        for c, k in increments.items():
+            own = owners.get(c)
+            if own is None:
+                owners[c] = Ownership(k, False)
+            else:
+                own.owners += k
+        if new_map:
+            self._lineage.setdefault(member, {}).update(new_map)
+        failed: list[int] = []
+        table, rng, dirty = self.table, self.rng, self._dirty
+        for c in candidates:
+            own = owners[c]
+            if own.resident:
+                continue
+            touched = table.insert(c, rng, self.config.max_kicks)
+            if touched is None:
+                self.counters.capacity_failures += 1
+                failed.append(c)
+                continue
+            for bk, before in touched:
+                dirty.setdefault(bk, before)
+            own.resident = True
+            self.resident_count += 1
+        for c in reoffered:
+            own = owners[c]
+            if own.resident:
+                continue
+            touched = table.insert(c, rng, 0)  # relocation-free re-offer: one RNG draw
+            if touched is not None:
+                for bk, before in touched:
+                    dirty.setdefault(bk, before)
+                own.resident = True
+                self.resident_count += 1
+        return tuple(failed)
+
+    def remove(self, member: WorkerWithDpRank, block_hashes: Iterable[int]) -> None:
+        """Remove external blocks in order; unknown ones are counted no-ops."""
+        for ext in block_hashes:
+            self._remove_one(member, ext)
+
+    def _remove_one(self, member: WorkerWithDpRank, ext: int) -> None:
+        lineage = self._lineage.get(member)
+        if lineage is None or ext not in lineage:
+            self.counters.unknown_removals += 1
+            return
+        c = lineage[ext]
+        own = self._owners[c]
+        if own.owners == 1:
+            if own.resident:
+                try:
+                    bk, before = self.table.delete(c)
+                except FingerprintNotFoundError as exc:
+                    raise IndexerInvariantViolationError(member, exc) from exc
+                self._dirty.setdefault(bk, before)
+                self.resident_count -= 1
+            del self._owners[c]
+        else:
+            own.owners -= 1
+        del lineage[ext]
+        if not lineage:
+            del self._lineage[member]
+
+    def remove_member(self, member: WorkerWithDpRank) -> None:
+        """Forget every block of one member (a primary-targeting Cleared); no drain."""
+        lineage = self._lineage.get(member)
+        if lineage is None:
+            return
+        for ext in list(lineage):
+            self._remove_one(member, ext)
+
+    def remove_rank(self, member: WorkerWithDpRank) -> DcCkfPublicationBatch | None:
+        """``remove_member`` then drain immediately."""
+        self.remove_member(member)
+        return self.drain()
+
+    def remove_worker(self, worker_id: int) -> DcCkfPublicationBatch | None:
+        """Remove every dp_rank of one worker, then drain."""
+        for member in sorted(m for m in self._lineage if m[0] == worker_id):
+            self.remove_member(member)
+        return self.drain()
+
+    # -- publication -------------------------------------------------------------------------
+    def drain(self) -> DcCkfPublicationBatch | None:
+        """Ship changed dirty buckets in first-touch order; None if nothing net changed."""
+        if self.pending_events == 0 and not self._dirty:
+            return None
+        words = self.table._words
+        changed = [(bk, words[bk]) for bk, orig in self._dirty.items() if words[bk] != orig]
+        self._dirty.clear()
+        self.pending_events = 0
+        if not changed:
+            return None
+        self.counters.batches_drained += 1
+        self.counters.images_drained += len(changed)
+        return DcCkfPublicationBatch(
+            np.array([bk for bk, _ in changed], dtype=np.uint32),
+            np.array([w for _, w in changed], dtype=np.uint64),
+        )
+
+    flush = drain
+
+    def dirty_buckets(self) -> list[tuple[int, int]]:
+        """The open window: ``(bucket, original word)`` in first-touch order."""
+        return list(self._dirty.items())
+
+    def barrier_snapshot(self) -> tuple[DcCkfPublicationBatch | None, npt.NDArray[np.uint64]]:
+        """Copy every word first, then drain the pending tail (the copy includes its effect)."""
+        words = self.table.words()
+        return self.drain(), words
+
+
+# ---------------------------------------------------------------------------------------------
+# The publisher
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DcCkfPublisher:
+    """Numbers drained batches under a consumer lease (upstream ``DcCkfPublisher``).
+
+    ``sink``, if given, receives each delta; an exception from it fences the publisher
+    (``DeliveryUncertain``) without advancing the sequence.
+    """
+
+    identity: ProducerIdentity
+    last_sequence: int = 0
+    lease: LaneLease | None = None
+    sink: Callable[[DcCkfDelta], None] | None = None
+    fenced: str | None = None
+    dropped_batches: int = field(default=0)
+
+    def publish(self, batch: DcCkfPublicationBatch) -> DcCkfDelta | None:
+        """Sequence one batch; None (dropped, ``NoSubscriber``) when there is no lease."""
+        if self.fenced is not None:
+            raise PublisherFencedError(self.fenced, self.last_sequence)
+        if self.lease is None:
+            self.dropped_batches += 1
+            return None
+        if self.last_sequence >= _U64:
+            self.fenced = "SequenceExhausted"
+            raise PublisherFencedError(self.fenced, self.last_sequence)
+        delta = DcCkfDelta(
+            self.identity,
+            self.lease,
+            self.last_sequence,
+            self.last_sequence + 1,
+            batch.buckets,
+            batch.values,
+        )
+        if self.sink is not None:
+            try:
+                self.sink(delta)
+            except Exception as exc:
+                self.fenced = "DeliveryUncertain"
+                raise PublisherFencedError(self.fenced, self.last_sequence) from exc
+        self.last_sequence += 1
+        return delta
+
+    def snapshot_after_barrier(
+        self, state: DcCkfState, new_lease: LaneLease
+    ) -> tuple[DcCkfDelta | None, DcCkfSnapshot]:
+        """Barrier, ship the tail under the old lease, then snapshot at N under ``new_lease``."""
+        if state.format != self.identity.format:
+            raise ValueError(
+                f"state format {state.format} differs from the publisher's {self.identity.format}"
+            )
+        tail, words = state.barrier_snapshot()
+        tail_delta = None
+        if self.fenced is None and tail is not None:
+            try:
+                tail_delta = self.publish(tail)
+            except PublisherFencedError:
+                tail_delta = None
+        self.lease = new_lease
+        self.fenced = None
+        return tail_delta, DcCkfSnapshot(self.identity, new_lease, self.last_sequence, words)
+
+    def exact_drain_marker(self) -> ConsumerDrainMarker:
+        if self.lease is None:
+            raise PublisherFencedError("NoSubscriber", self.last_sequence)
+        return ConsumerDrainMarker(self.lease, self.last_sequence)

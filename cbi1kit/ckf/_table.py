@@ -1,0 +1,195 @@
+"""The producer's cuckoo table: SplitMix64 RNG, insert with bounded relocation, delete.
+
+Upstream ``mutator.rs`` (same algorithm in all three stored versions). Bit-exactness needs the
+RNG to advance exactly as upstream: one draw picks the kick start bucket (even with
+``max_kicks == 0``, the relocation-free re-offer), then one draw per kick picks the victim slot;
+a failed insert rolls every write back but keeps the RNG advanced by ``1 + max_kicks`` draws.
+
+The insert walk is inherently sequential (each kick depends on the last), so it is a tight loop
+over Python ints on a ``list[int]`` of words — faster per step than numpy scalar indexing.
+Everything whole-lane (occupancy, probes) goes through numpy via :meth:`CuckooTable.words`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.errors import Cbi1kitError
+
+__all__ = [
+    "DEFAULT_MAX_KICKS",
+    "MAX_KICKS",
+    "SPLITMIX_INCREMENT",
+    "CuckooTable",
+    "FingerprintNotFoundError",
+    "SplitMix64",
+    "lane_rng_seed",
+]
+
+SPLITMIX_INCREMENT = 0x9E3779B97F4A7C15
+DEFAULT_MAX_KICKS = 500
+MAX_KICKS = 4096
+_U64 = 0xFFFF_FFFF_FFFF_FFFF
+_SLOT = 0xFFFF
+
+
+class FingerprintNotFoundError(Cbi1kitError):
+    """A delete found no slot with the item's fingerprint (upstream IndexerInvariantViolation)."""
+
+    def __init__(self, item: int, fingerprint: int, bucket_a: int, bucket_b: int) -> None:
+        self.item = item
+        self.fingerprint = fingerprint
+        self.bucket_a = bucket_a
+        self.bucket_b = bucket_b
+        super().__init__(
+            f"fingerprint {fingerprint} of item 0x{item:016x} is in neither bucket "
+            f"{bucket_a} nor {bucket_b}: the table and its ownership records disagree"
+        )
+
+
+class SplitMix64:
+    """SplitMix64 with its state exposed (the producer's RNG is part of its state)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: int) -> None:
+        self.state = state & _U64
+
+    def __repr__(self) -> str:
+        return f"SplitMix64(state=0x{self.state:016x})"
+
+    def next(self) -> int:
+        """Advance and return the next 64-bit output."""
+        self.state = z = (self.state + SPLITMIX_INCREMENT) & _U64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _U64
+        return z ^ (z >> 31)
+
+
+def lane_rng_seed(seed: int, lane: int = 0) -> int:
+    """Initial RNG state for a lane: one SplitMix64 output from ``seed ^ (lane+1)·INC``.
+
+    The G3 producer uses lane 0; G2's per-lane relays used their lane index.
+    """
+    return SplitMix64(seed ^ (((lane + 1) * SPLITMIX_INCREMENT) & _U64)).next()
+
+
+def _first(word: int, value: int) -> int:
+    """Lowest slot holding ``value`` or -1 (inlined hot-path helper)."""
+    if word & _SLOT == value:
+        return 0
+    if (word >> 16) & _SLOT == value:
+        return 1
+    if (word >> 32) & _SLOT == value:
+        return 2
+    if (word >> 48) & _SLOT == value:
+        return 3
+    return -1
+
+
+class CuckooTable:
+    """One filter lane of packed bucket words plus the addressing that fills it.
+
+    ``insert`` / ``delete`` report every write as ``(bucket, word_before)`` in write order so a
+    caller (the producer's publication window) can keep the first "before" per bucket.
+    """
+
+    __slots__ = ("_alt", "_words", "addressing", "deletes", "insert_failures", "inserts")
+
+    def __init__(self, addressing: CkfAddressing, words: npt.ArrayLike | None = None) -> None:
+        self.addressing = addressing
+        if words is None:
+            self._words: list[int] = [0] * addressing.bucket_count
+        else:
+            arr = np.asarray(words, dtype=np.uint64)
+            if arr.shape != (addressing.bucket_count,):
+                raise ValueError(
+                    f"expected {addressing.bucket_count} words, got array of shape {arr.shape}"
+                )
+            self._words = arr.tolist()
+        self._alt = addressing._delta_list
+        self.inserts = 0
+        self.deletes = 0
+        self.insert_failures = 0
+
+    @property
+    def bucket_count(self) -> int:
+        return self.addressing.bucket_count
+
+    def word(self, bucket: int) -> int:
+        return self._words[bucket]
+
+    def words(self) -> npt.NDArray[np.uint64]:
+        """A copy of every word, bucket order, as uint64."""
+        return np.array(self._words, dtype=np.uint64)
+
+    def words_list(self) -> list[int]:
+        """A copy of every word as Python ints."""
+        return list(self._words)
+
+    def contains(self, item: int) -> bool:
+        """Whether the item's fingerprint is in either of its buckets (may be a false positive)."""
+        fp, a, b = self.addressing.prepare_ints(item)
+        return _first(self._words[a], fp) >= 0 or _first(self._words[b], fp) >= 0
+
+    def insert(self, item: int, rng: SplitMix64, max_kicks: int) -> list[tuple[int, int]] | None:
+        """Insert one item; return the writes ``[(bucket, before), ...]`` or None on failure.
+
+        On failure the words are restored exactly (reverse order) and nothing is reported, but
+        ``rng`` has advanced by ``1 + max_kicks`` draws, as upstream.
+        """
+        fp, a, b = self.addressing.prepare_ints(item)
+        return self.insert_prepared(fp, a, b, rng, max_kicks)
+
+    def insert_prepared(
+        self, fp: int, a: int, b: int, rng: SplitMix64, max_kicks: int
+    ) -> list[tuple[int, int]] | None:
+        """``insert`` for an already-prepared (fingerprint, bucket_a, bucket_b)."""
+        words = self._words
+        for bk in (a, b):
+            w = words[bk]
+            i = _first(w, 0)
+            if i >= 0:
+                words[bk] = w | (fp << (16 * i))
+                self.inserts += 1
+                return [(bk, w)]
+        delta = self._alt
+        bk = a if rng.next() & 1 == 0 else b
+        f = fp
+        touched: list[tuple[int, int]] = []
+        for _ in range(max_kicks):
+            before = words[bk]
+            shift = 16 * (rng.next() & 3)
+            touched.append((bk, before))
+            words[bk] = (before & ~(_SLOT << shift) & _U64) | (f << shift)
+            f = (before >> shift) & _SLOT
+            bk ^= delta[f]
+            w = words[bk]
+            i = _first(w, 0)
+            if i >= 0:
+                touched.append((bk, w))
+                words[bk] = w | (f << (16 * i))
+                self.inserts += 1
+                return touched
+        for bucket, before in reversed(touched):
+            words[bucket] = before
+        self.insert_failures += 1
+        return None
+
+    def delete(self, item: int) -> tuple[int, int]:
+        """Clear the lowest slot equal to the item's fingerprint, bucket a before b.
+
+        Returns the write ``(bucket, before)``; raises FingerprintNotFoundError if absent.
+        """
+        fp, a, b = self.addressing.prepare_ints(item)
+        words = self._words
+        for bk in (a, b):
+            w = words[bk]
+            i = _first(w, fp)
+            if i >= 0:
+                words[bk] = w & ~(_SLOT << (16 * i)) & _U64
+                self.deletes += 1
+                return (bk, w)
+        raise FingerprintNotFoundError(item, fp, a, b)

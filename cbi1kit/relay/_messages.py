@@ -1,0 +1,590 @@
+"""``dynamo.kvrelay.v1`` wire validation and conversion to native identity types.
+
+The relay's protobuf messages are permissive (proto3: every field optional, enums open), so a
+consumer has to re-check the contract itself before trusting a frame. These functions apply the
+rules of upstream's ``wan/grpc/protocol/wire/identity.rs`` and the per-kind envelope rules of the
+Global View consumer (relay.md §1.3, §3.1), and raise a :class:`RelayWireError` subclass that
+names the failing field by its dotted protobuf path (``FilterUpdate.producer.ckf_format.seed``),
+so a report over a whole capture can say exactly what was wrong with which message.
+
+Native identity types are those of :mod:`cbi1kit.hashing` (upstream's Rust types, relay.md
+§1.2); conversion from the wire validates first, so a converted value is always executable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.errors import Cbi1kitError, _show
+from cbi1kit.hashing._identity import (
+    CacheSemanticsId,
+    DcCkfFormatIdentity,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    PoolId,
+    ProducerIdentity,
+    RelayIdentity,
+    RoutingScopeId,
+)
+from cbi1kit.wire._format import (
+    FINGERPRINT_BITS,
+    FORMAT_VERSION,
+    MAX_BUCKET_COUNT,
+    SLOTS_PER_BUCKET,
+    U64_MAX,
+)
+
+if TYPE_CHECKING:
+    from cbi1kit.relay._publication import PublicationFrame
+
+__all__ = [
+    "ERROR_REASON_TRAILER",
+    "MAX_MESSAGE_BYTES",
+    "POOL_IDENTITY_VERSION",
+    "RELAY_CONTRACT_MARKER",
+    "RELAY_PROTOCOL_VERSION",
+    "CkfFormatError",
+    "ContractMarkerError",
+    "DescriptorError",
+    "DigestLengthError",
+    "IdentitySourceError",
+    "LayoutGenerationError",
+    "MissingFieldError",
+    "PayloadError",
+    "PoolIdentityVersionError",
+    "ProtocolVersionError",
+    "RelayWireError",
+    "SequenceError",
+    "SubscriberIdError",
+    "UpdateKindError",
+    "WireBucketCountError",
+    "check_filter_update",
+    "filter_update_from_frame",
+    "format_from_wire",
+    "format_to_wire",
+    "frame_from_filter_update",
+    "heartbeat_update",
+    "pool_id_from_wire",
+    "pool_id_to_wire",
+    "producer_from_wire",
+    "producer_key",
+    "producer_to_wire",
+    "relay_identity_from_wire",
+    "relay_identity_to_wire",
+    "validate_catalog_update",
+    "validate_ckf_format",
+    "validate_envelope",
+    "validate_filter_update",
+    "validate_pool_id",
+    "validate_producer_identity",
+    "validate_relay_info",
+    "validate_subscribe_request",
+]
+
+RELAY_CONTRACT_MARKER: Final = 0x4B565231  # "KVR1"
+#: Trailer naming the ``RelayErrorReason`` of a failed relay RPC (upstream ``protocol.rs``).
+ERROR_REASON_TRAILER: Final = "kv-relay-error-reason"
+#: Upstream ``max_message_bytes`` default; clients need the same receive limit.
+MAX_MESSAGE_BYTES: Final = 8 * 1024 * 1024
+RELAY_PROTOCOL_VERSION: Final = 1
+POOL_IDENTITY_VERSION: Final = 1
+DIGEST_LEN: Final = 16
+# The CKF format the relay carries is CBI1's: one set of constants, in _format.
+CKF_FORMAT_VERSION: Final = FORMAT_VERSION
+CKF_FINGERPRINT_BITS: Final = FINGERPRINT_BITS
+CKF_SLOTS_PER_BUCKET: Final = SLOTS_PER_BUCKET
+_U64_MAX: Final = U64_MAX
+_SOURCES: Final = frozenset(s.proto_value for s in IdentitySource)
+
+
+# --------------------------------------------------------------------------------------------
+# errors
+
+
+class RelayWireError(Cbi1kitError, ValueError):
+    """A relay message that breaks the v1 contract; ``field`` is the dotted protobuf path."""
+
+    summary = "relay message violates the v1 contract"
+
+    def __init__(
+        self, field: str, *, expected: Any = None, actual: Any = None, detail: str | None = None
+    ) -> None:
+        self.field = field
+        self.expected = expected
+        self.actual = actual
+        self.detail = detail
+        text = f"{self.summary} at {field}"
+        if detail:
+            text += f": {detail}"
+        elif expected is not None or actual is not None:
+            text += f": expected {_show(expected)}, got {_show(actual)}"
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.field, self.expected, self.actual, self.detail))
+
+
+def _rebuild(
+    cls: type[RelayWireError], field: str, expected: Any, actual: Any, detail: str | None
+) -> RelayWireError:
+    return cls(field, expected=expected, actual=actual, detail=detail)
+
+
+class ContractMarkerError(RelayWireError):
+    summary = "wrong relay contract marker"
+
+
+class ProtocolVersionError(RelayWireError):
+    summary = "unsupported relay protocol version"
+
+
+class PoolIdentityVersionError(RelayWireError):
+    summary = "unsupported pool identity version"
+
+
+class MissingFieldError(RelayWireError):
+    summary = "required message field is missing"
+
+
+class DigestLengthError(RelayWireError):
+    summary = "identity digest is not 16 bytes"
+
+
+class IdentitySourceError(RelayWireError):
+    summary = "identity source is unspecified or unknown"
+
+
+class LayoutGenerationError(RelayWireError):
+    summary = "layout generation must be nonzero"
+
+
+class CkfFormatError(RelayWireError):
+    """Format version / fingerprint width / slots other than CBI1's (1, 16, 4).
+
+    Carries all three values (``format_version``, ``fingerprint_bits``, ``slots_per_bucket``)
+    like upstream's ``UnsupportedCkfFormat``; ``field`` names the first one that is wrong.
+    """
+
+    summary = "unsupported CKF format"
+    format_version: int
+    fingerprint_bits: int
+    slots_per_bucket: int
+
+
+class WireBucketCountError(RelayWireError):
+    summary = "CKF bucket count is not a power of two in 2..=16777216"
+
+
+class UpdateKindError(RelayWireError):
+    summary = "unspecified or unknown FilterUpdate kind"
+
+
+class SequenceError(RelayWireError):
+    summary = "base_sequence/sequence break the rule for this kind"
+
+
+class PayloadError(RelayWireError):
+    summary = "payload presence breaks the rule for this kind"
+
+
+class SubscriberIdError(RelayWireError):
+    summary = "subscriber_id must be 1..128 bytes without control characters"
+
+
+class DescriptorError(RelayWireError):
+    summary = "pool descriptor metadata is invalid"
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+
+def validate_envelope(protocol_version: int, contract_marker: int, *, path: str) -> None:
+    """Marker first, then version, as upstream's ``validate_protocol_envelope`` does."""
+    if contract_marker != RELAY_CONTRACT_MARKER:
+        raise ContractMarkerError(
+            f"{path}.contract_marker", expected=RELAY_CONTRACT_MARKER, actual=contract_marker
+        )
+    if protocol_version != RELAY_PROTOCOL_VERSION:
+        raise ProtocolVersionError(
+            f"{path}.protocol_version", expected=RELAY_PROTOCOL_VERSION, actual=protocol_version
+        )
+
+
+def _require(message: Any, name: str, path: str) -> Any:
+    if not message.HasField(name):
+        raise MissingFieldError(f"{path}.{name}")
+    return getattr(message, name)
+
+
+def _validate_digest(parent: pb.IndexerDomainId, name: str, path: str) -> None:
+    digest = _require(parent, name, path)
+    if len(digest.digest) != DIGEST_LEN:
+        raise DigestLengthError(
+            f"{path}.{name}.digest", expected=DIGEST_LEN, actual=len(digest.digest)
+        )
+    if digest.source not in _SOURCES:
+        raise IdentitySourceError(f"{path}.{name}.source", expected="1 or 2", actual=digest.source)
+
+
+def validate_pool_id(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> None:
+    if pool_id.identity_version != POOL_IDENTITY_VERSION:
+        raise PoolIdentityVersionError(
+            f"{path}.identity_version",
+            expected=POOL_IDENTITY_VERSION,
+            actual=pool_id.identity_version,
+        )
+    domain = _require(pool_id, "indexer_domain", path)
+    _validate_digest(domain, "cache_semantics", f"{path}.indexer_domain")
+    _validate_digest(domain, "routing_scope", f"{path}.indexer_domain")
+
+
+def validate_ckf_format(fmt: pb.CkfFormat, *, path: str = "CkfFormat") -> None:
+    """Only the executable CBI1 shape ``(1, seed, 2^k ≤ 2^24, 16, 4)`` is accepted."""
+    for name, want in (
+        ("format_version", CKF_FORMAT_VERSION),
+        ("fingerprint_bits", CKF_FINGERPRINT_BITS),
+        ("slots_per_bucket", CKF_SLOTS_PER_BUCKET),
+    ):
+        got = getattr(fmt, name)
+        if got != want:
+            err = CkfFormatError(f"{path}.{name}", expected=want, actual=got)
+            err.format_version = fmt.format_version
+            err.fingerprint_bits = fmt.fingerprint_bits
+            err.slots_per_bucket = fmt.slots_per_bucket
+            raise err
+    count = fmt.bucket_count
+    if count < 2 or count > MAX_BUCKET_COUNT or count & (count - 1):
+        raise WireBucketCountError(f"{path}.bucket_count", actual=count)
+
+
+def validate_producer_identity(
+    identity: pb.ProducerIdentity, *, path: str = "ProducerIdentity"
+) -> None:
+    validate_pool_id(_require(identity, "pool_id", path), path=f"{path}.pool_id")
+    if identity.layout_generation == 0:
+        raise LayoutGenerationError(f"{path}.layout_generation", actual=0)
+    validate_ckf_format(_require(identity, "ckf_format", path), path=f"{path}.ckf_format")
+
+
+def validate_filter_update(update: pb.FilterUpdate) -> None:
+    """Raise on the first contract violation of one ``FilterUpdate`` taken on its own.
+
+    Per kind (relay.md §1.1, §2.4, §3.1): snapshot chunks have ``base_sequence == sequence`` and a
+    payload; deltas advance by exactly one and carry a payload; heartbeats have
+    ``base_sequence == sequence`` and no payload. Stream-level rules (relay identity constant,
+    producer equal to the subscribed one, contiguity) need state and belong to replay.
+    """
+    path = "FilterUpdate"
+    validate_envelope(update.protocol_version, update.contract_marker, path=path)
+    _require(update, "relay", path)
+    validate_producer_identity(_require(update, "producer", path), path=f"{path}.producer")
+    kind = update.kind
+    base, seq = update.base_sequence, update.sequence
+    if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
+        if base != seq:
+            raise SequenceError(
+                f"{path}.base_sequence",
+                detail=f"a snapshot chunk needs base_sequence == sequence, got {base} != {seq}",
+            )
+        if not update.payload:
+            raise PayloadError(f"{path}.payload", detail="a snapshot chunk needs a CBI1 payload")
+    elif kind == pb.FILTER_UPDATE_KIND_DELTA:
+        if base == _U64_MAX or seq != base + 1:
+            raise SequenceError(
+                f"{path}.sequence",
+                detail=f"a delta needs sequence == base_sequence + 1, got {base} -> {seq}",
+            )
+        if not update.payload:
+            raise PayloadError(f"{path}.payload", detail="a delta needs a CBI1 payload")
+    elif kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
+        if base != seq:
+            raise SequenceError(
+                f"{path}.base_sequence",
+                detail=f"a heartbeat needs base_sequence == sequence, got {base} != {seq}",
+            )
+        if update.payload:
+            raise PayloadError(
+                f"{path}.payload",
+                detail=f"a heartbeat has an empty payload, got {len(update.payload)} bytes",
+            )
+    else:
+        raise UpdateKindError(f"{path}.kind", actual=kind)
+
+
+def check_filter_update(update: pb.FilterUpdate) -> RelayWireError | None:
+    """The first violation as a value (``None`` if valid), for table columns and reports."""
+    try:
+        validate_filter_update(update)
+    except RelayWireError as err:
+        return err
+    return None
+
+
+def validate_relay_info(info: pb.RelayInfo) -> None:
+    validate_envelope(info.protocol_version, info.contract_marker, path="RelayInfo")
+    _require(info, "relay", "RelayInfo")
+
+
+def _validate_text(value: str, path: str) -> None:
+    if not value or value.strip() != value:
+        raise DescriptorError(path, detail=f"empty or surrounded by whitespace: {value!r}")
+
+
+def _validate_roles(roles: Any, path: str) -> None:
+    if not roles:
+        raise DescriptorError(path, detail="worker-role set must not be empty")
+    seen: set[int] = set()
+    for i, role in enumerate(roles):
+        if role not in pb.WorkerRole.values() or role == pb.WORKER_ROLE_UNSPECIFIED:
+            raise DescriptorError(f"{path}[{i}]", detail=f"unsupported worker role {role}")
+        if role in seen:
+            raise DescriptorError(f"{path}[{i}]", detail=f"worker role {role} repeated")
+        seen.add(role)
+
+
+def _validate_descriptor(desc: pb.KvPoolDescriptor, path: str) -> None:
+    validate_producer_identity(_require(desc, "producer", path), path=f"{path}.producer")
+    endpoint = _require(desc, "serving_endpoint", path)
+    for name in ("namespace", "component", "endpoint"):
+        _validate_text(getattr(endpoint, name), f"{path}.serving_endpoint.{name}")
+    semantics = _require(desc, "query_semantics", path)
+    if semantics.kv_block_size == 0:
+        raise DescriptorError(f"{path}.query_semantics.kv_block_size", detail="must be nonzero")
+    if semantics.hash_format not in (1, 2):
+        raise DescriptorError(
+            f"{path}.query_semantics.hash_format",
+            detail=f"unsupported KV query hash format {semantics.hash_format}",
+        )
+    for i, reg in enumerate(desc.registrations):
+        rpath = f"{path}.registrations[{i}]"
+        _validate_text(reg.canonical_model_id, f"{rpath}.canonical_model_id")
+        target = _require(reg, "target", rpath)
+        which = target.WhichOneof("target")
+        if which is None:
+            raise DescriptorError(f"{rpath}.target", detail="model target is missing or unknown")
+        if which == "base":
+            _validate_text(target.base.base_model, f"{rpath}.target.base.base_model")
+        else:
+            _validate_text(target.lora.base_model, f"{rpath}.target.lora.base_model")
+            _validate_text(target.lora.adapter, f"{rpath}.target.lora.adapter")
+        aliases: set[str] = set()
+        for j, alias in enumerate(reg.aliases):
+            _validate_text(alias, f"{rpath}.aliases[{j}]")
+            if alias in aliases:
+                raise DescriptorError(f"{rpath}.aliases[{j}]", detail=f"alias {alias!r} repeated")
+            aliases.add(alias)
+    _validate_roles(desc.pool_roles, f"{path}.pool_roles")
+
+
+def validate_catalog_update(update: pb.KvPoolCatalogUpdate) -> None:
+    """Envelope plus every pool descriptor (producer key, endpoint, semantics, registrations)."""
+    path = "KvPoolCatalogUpdate"
+    validate_envelope(update.protocol_version, update.contract_marker, path=path)
+    _require(update, "relay", path)
+    snapshot = _require(update, "snapshot", path)
+    for i, desc in enumerate(snapshot.pools):
+        _validate_descriptor(desc, f"{path}.snapshot.pools[{i}]")
+
+
+def validate_subscribe_request(request: pb.SubscribeKvPoolRequest) -> None:
+    path = "SubscribeKvPoolRequest"
+    if request.contract_marker != RELAY_CONTRACT_MARKER:
+        raise ContractMarkerError(
+            f"{path}.contract_marker",
+            expected=RELAY_CONTRACT_MARKER,
+            actual=request.contract_marker,
+        )
+    sid = request.subscriber_id
+    if not 1 <= len(sid.encode()) <= 128 or any(ch.isprintable() is False for ch in sid):
+        raise SubscriberIdError(f"{path}.subscriber_id", actual=sid)
+    validate_producer_identity(
+        _require(request, "expected_producer", path), path=f"{path}.expected_producer"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# conversion
+
+
+def producer_key(identity: pb.ProducerIdentity) -> tuple[Any, ...]:
+    """The frozen v1 ``ProducerKey``: every identity field, recursively (relay.md §1.3)."""
+    pool, fmt = identity.pool_id, identity.ckf_format
+    cs, rs = pool.indexer_domain.cache_semantics, pool.indexer_domain.routing_scope
+    return (
+        pool.identity_version,
+        (bytes(cs.digest), cs.source),
+        (bytes(rs.digest), rs.source),
+        pool.dc_id,
+        identity.producer_incarnation,
+        identity.layout_generation,
+        (
+            fmt.format_version,
+            fmt.seed,
+            fmt.bucket_count,
+            fmt.fingerprint_bits,
+            fmt.slots_per_bucket,
+        ),
+    )
+
+
+def relay_identity_to_wire(relay: RelayIdentity) -> pb.RelayIdentity:
+    return pb.RelayIdentity(
+        drt_instance_id=relay.drt_instance_id, relay_incarnation=relay.relay_incarnation
+    )
+
+
+def relay_identity_from_wire(relay: pb.RelayIdentity) -> RelayIdentity:
+    return RelayIdentity(relay.drt_instance_id, relay.relay_incarnation)
+
+
+def pool_id_to_wire(pool_id: PoolId) -> pb.KvPoolId:
+    domain = pool_id.indexer_domain
+    return pb.KvPoolId(
+        identity_version=POOL_IDENTITY_VERSION,
+        indexer_domain=pb.IndexerDomainId(
+            cache_semantics=pb.DigestIdentity(
+                digest=domain.cache_semantics.digest,
+                source=domain.cache_semantics.source.proto_value,  # type: ignore[arg-type]
+            ),
+            routing_scope=pb.DigestIdentity(
+                digest=domain.routing_scope.digest,
+                source=domain.routing_scope.source.proto_value,  # type: ignore[arg-type]
+            ),
+        ),
+        dc_id=pool_id.dc_id.value,
+    )
+
+
+def pool_id_from_wire(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> PoolId:
+    """Validate, then convert; the inverse of :func:`pool_id_to_wire`."""
+    validate_pool_id(pool_id, path=path)
+    domain = pool_id.indexer_domain
+    return PoolId(
+        IndexerDomainId(
+            CacheSemanticsId(
+                bytes(domain.cache_semantics.digest),
+                IdentitySource.from_proto(domain.cache_semantics.source),
+            ),
+            RoutingScopeId(
+                bytes(domain.routing_scope.digest),
+                IdentitySource.from_proto(domain.routing_scope.source),
+            ),
+        ),
+        DcId(pool_id.dc_id),
+    )
+
+
+def format_to_wire(fmt: DcCkfFormatIdentity) -> pb.CkfFormat:
+    return pb.CkfFormat(
+        format_version=fmt.format_version,
+        seed=fmt.seed,
+        bucket_count=fmt.bucket_count,
+        fingerprint_bits=fmt.fingerprint_bits,
+        slots_per_bucket=fmt.slots_per_bucket,
+    )
+
+
+def format_from_wire(fmt: pb.CkfFormat, *, path: str = "CkfFormat") -> DcCkfFormatIdentity:
+    validate_ckf_format(fmt, path=path)
+    return DcCkfFormatIdentity(
+        seed=fmt.seed,
+        bucket_count=fmt.bucket_count,
+        format_version=fmt.format_version,
+        fingerprint_bits=fmt.fingerprint_bits,
+        slots_per_bucket=fmt.slots_per_bucket,
+    )
+
+
+def producer_to_wire(identity: ProducerIdentity) -> pb.ProducerIdentity:
+    return pb.ProducerIdentity(
+        pool_id=pool_id_to_wire(identity.pool_id),
+        producer_incarnation=identity.producer_incarnation,
+        layout_generation=identity.layout_generation,
+        ckf_format=format_to_wire(identity.format),
+    )
+
+
+def producer_from_wire(
+    identity: pb.ProducerIdentity, *, path: str = "ProducerIdentity"
+) -> ProducerIdentity:
+    """Validate the whole key (relay.md §1.3), then convert; rejects what upstream rejects."""
+    validate_producer_identity(identity, path=path)
+    return ProducerIdentity(
+        pool_id=pool_id_from_wire(identity.pool_id, path=f"{path}.pool_id"),
+        producer_incarnation=identity.producer_incarnation,
+        layout_generation=identity.layout_generation,
+        format=format_from_wire(identity.ckf_format, path=f"{path}.ckf_format"),
+    )
+
+
+def filter_update_from_frame(
+    frame: PublicationFrame,
+    relay: RelayIdentity,
+    *,
+    send_ts_us: int,
+    producer: pb.ProducerIdentity | None = None,
+    payload: bytes | None = None,
+) -> pb.FilterUpdate:
+    """What upstream's gRPC driver sends for one publication frame (payload not re-encoded).
+
+    ``producer`` passes an already converted wire identity (a server sends the same one for
+    every frame); ``payload`` replaces the frame's bytes (fault injection in tests).
+    """
+    from cbi1kit.relay._publication import PublicationFrameKind
+
+    kind = (
+        pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
+        if frame.kind is PublicationFrameKind.SNAPSHOT_CHUNK
+        else pb.FILTER_UPDATE_KIND_DELTA
+    )
+    return pb.FilterUpdate(
+        protocol_version=RELAY_PROTOCOL_VERSION,
+        relay=relay_identity_to_wire(relay),
+        producer=producer_to_wire(frame.identity) if producer is None else producer,
+        base_sequence=frame.base_sequence,
+        sequence=frame.sequence,
+        send_ts_us=send_ts_us,
+        kind=kind,
+        payload=frame.payload if payload is None else payload,
+        contract_marker=RELAY_CONTRACT_MARKER,
+    )
+
+
+def heartbeat_update(
+    identity: ProducerIdentity, sequence: int, relay: RelayIdentity, *, send_ts_us: int
+) -> pb.FilterUpdate:
+    """A driver-synthesised heartbeat: same envelope, ``base == sequence``, empty payload."""
+    return pb.FilterUpdate(
+        protocol_version=RELAY_PROTOCOL_VERSION,
+        relay=relay_identity_to_wire(relay),
+        producer=producer_to_wire(identity),
+        base_sequence=sequence,
+        sequence=sequence,
+        send_ts_us=send_ts_us,
+        kind=pb.FILTER_UPDATE_KIND_HEARTBEAT,
+        contract_marker=RELAY_CONTRACT_MARKER,
+    )
+
+
+def frame_from_filter_update(update: pb.FilterUpdate) -> PublicationFrame | None:
+    """Validate and convert back to a publication frame; ``None`` for a (valid) heartbeat."""
+    from cbi1kit.relay._publication import PublicationFrame, PublicationFrameKind
+
+    validate_filter_update(update)
+    if update.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
+        return None
+    kind = (
+        PublicationFrameKind.SNAPSHOT_CHUNK
+        if update.kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
+        else PublicationFrameKind.DELTA
+    )
+    return PublicationFrame(
+        identity=producer_from_wire(update.producer, path="FilterUpdate.producer"),
+        base_sequence=update.base_sequence,
+        sequence=update.sequence,
+        kind=kind,
+        payload=bytes(update.payload),
+    )

@@ -1,0 +1,249 @@
+"""The relay's transport-independent publication envelope around CBI1 payloads.
+
+Mirrors upstream's relay adapter (``lib/llm/src/kv_dc_relay/publication/codec.rs``): a producer
+snapshot becomes an exact-size sequence of snapshot-chunk frames, a producer delta becomes one
+delta frame, and both pass a format-identity gate first, because CBI1 can only carry the
+``(format_version 1, 16-bit fingerprints, 4 slots)`` filter shape. Heartbeats are not
+publication frames; the gRPC driver makes them (see ``cbi1kit.relay._messages.heartbeat_update``).
+
+The inputs are duck-typed so the producer model's ``DcCkfSnapshot`` / ``DcCkfDelta`` and
+upstream-shaped ``HubSnapshot`` values all work: anything with an ``identity``
+(:class:`cbi1kit.hashing.ProducerIdentity`), ``sequence`` and the lane words or the images.
+The identity's format may be any shape (``DcCkfFormatIdentity.unchecked``), as upstream's
+struct may; the gate here is what refuses the ones CBI1 cannot carry.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._identity import DcCkfFormatIdentity, LaneLease, ProducerIdentity
+from cbi1kit.wire._codec import IMAGE_DTYPE, SnapshotChunks, encode_snapshot_chunks
+from cbi1kit.wire._codec import encode_delta as _encode_delta_payload
+from cbi1kit.wire._format import (
+    FINGERPRINT_BITS,
+    FORMAT_VERSION,
+    SLOTS_PER_BUCKET,
+    SNAPSHOT_CHUNK_BUCKETS,
+    FilterFormat,
+)
+
+__all__ = [
+    "ENVELOPE_HEADROOM_BYTES",
+    "BucketIndexOverflowError",
+    "HubSnapshot",
+    "PublicationError",
+    "PublicationFrame",
+    "PublicationFrameKind",
+    "SnapshotBucketCountMismatchError",
+    "SnapshotFrames",
+    "UnsupportedFormatIdentityError",
+    "encode_delta",
+    "encode_snapshot",
+    "filter_format",
+]
+
+#: Bytes reserved per queued frame on top of the payload, so per-subscriber byte budgets
+#: also bound the protobuf/gRPC framing around it (upstream ``queued_bytes``).
+ENVELOPE_HEADROOM_BYTES: Final = 256
+_U32_MAX: Final = (1 << 32) - 1
+
+
+class PublicationError(Cbi1kitError, ValueError):
+    """The relay adapter refused to turn a producer value into frames."""
+
+
+class UnsupportedFormatIdentityError(PublicationError):
+    """The CKF shape is not the one CBI1 carries (upstream ``UnsupportedFormatIdentity``)."""
+
+    def __init__(self, format_version: int, fingerprint_bits: int, slots_per_bucket: int) -> None:
+        self.format_version = format_version
+        self.fingerprint_bits = fingerprint_bits
+        self.slots_per_bucket = slots_per_bucket
+        super().__init__(
+            "unsupported CKF format identity: "
+            f"version={format_version}, fingerprint_bits={fingerprint_bits}, "
+            f"slots_per_bucket={slots_per_bucket} (CBI1 carries version={FORMAT_VERSION}, "
+            f"fingerprint_bits={FINGERPRINT_BITS}, slots_per_bucket={SLOTS_PER_BUCKET})"
+        )
+
+
+class SnapshotBucketCountMismatchError(PublicationError):
+    """The snapshot's lane length differs from its identity's bucket count."""
+
+    def __init__(self, expected: int, actual: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"snapshot has {actual} buckets, format declares {expected}")
+
+
+class BucketIndexOverflowError(PublicationError, OverflowError):
+    """A delta image's bucket index does not fit CBI1's u32 (upstream ``BucketIndexOverflow``)."""
+
+    def __init__(self, bucket: int, image_index: int) -> None:
+        self.bucket = bucket
+        self.image_index = image_index
+        super().__init__(
+            f"delta image {image_index}: bucket index {bucket} exceeds the CBI1 u32 address space"
+        )
+
+
+class PublicationFrameKind(enum.Enum):
+    """Snapshot bootstrap vs live delta, distinguishable without decoding CBI1."""
+
+    SNAPSHOT_CHUNK = "SnapshotChunk"
+    DELTA = "Delta"
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationFrame:
+    """One canonical frame for one producer generation; ``payload`` is opaque CBI1 bytes."""
+
+    identity: ProducerIdentity
+    base_sequence: int
+    sequence: int
+    kind: PublicationFrameKind
+    payload: bytes = field(repr=False)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Budget a subscriber queue charges for this frame: payload plus envelope headroom."""
+        return len(self.payload) + ENVELOPE_HEADROOM_BYTES
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HubSnapshot:
+    """The publication hub's full-lane mirror at ``sequence`` (upstream ``HubSnapshot``)."""
+
+    identity: ProducerIdentity
+    sequence: int
+    buckets: npt.NDArray[np.uint64]
+    lease: LaneLease | None = None
+
+
+def filter_format(fmt: DcCkfFormatIdentity) -> FilterFormat:
+    """The format gate: only CBI1's shape passes; the bucket count is checked by ``FilterFormat``.
+
+    Raises :class:`UnsupportedFormatIdentityError`, or ``cbi1kit.errors.BucketCountError`` for a
+    bucket count that is not a power of two in ``2..=2**24``.
+    """
+    if (
+        fmt.format_version != FORMAT_VERSION
+        or fmt.fingerprint_bits != FINGERPRINT_BITS
+        or fmt.slots_per_bucket != SLOTS_PER_BUCKET
+    ):
+        raise UnsupportedFormatIdentityError(
+            fmt.format_version, fmt.fingerprint_bits, fmt.slots_per_bucket
+        )
+    return FilterFormat(fmt.seed, fmt.bucket_count)
+
+
+class SnapshotFrames(Iterator[PublicationFrame]):
+    """Exact-size iterator of a snapshot's chunk frames, each encoded when it is pulled.
+
+    ``len()`` is the number of frames still to come (Rust's ``ExactSizeIterator``), so a driver
+    can count remaining chunks without encoding 4 MiB frames ahead of time.
+    """
+
+    __slots__ = ("_chunks", "_identity", "_next", "_sequence")
+
+    def __init__(self, identity: ProducerIdentity, sequence: int, chunks: SnapshotChunks) -> None:
+        self._identity = identity
+        self._sequence = sequence
+        self._chunks = chunks
+        self._next = 0
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self._chunks)
+
+    def __len__(self) -> int:
+        return len(self._chunks) - self._next
+
+    def __length_hint__(self) -> int:
+        return len(self)
+
+    def __iter__(self) -> SnapshotFrames:
+        return self
+
+    def __next__(self) -> PublicationFrame:
+        if self._next >= len(self._chunks):
+            raise StopIteration
+        payload = self._chunks[self._next]
+        self._next += 1
+        return PublicationFrame(
+            identity=self._identity,
+            base_sequence=self._sequence,
+            sequence=self._sequence,
+            kind=PublicationFrameKind.SNAPSHOT_CHUNK,
+            payload=payload,
+        )
+
+
+def encode_snapshot(hub_snapshot: Any) -> SnapshotFrames:
+    """A snapshot as ``ceil(bucket_count / 524288)`` chunk frames, all with ``base == sequence``.
+
+    Gate first, then the lane length (``SnapshotBucketCountMismatchError``); both are raised
+    here, before any frame is produced, as upstream does.
+    """
+    identity: ProducerIdentity = hub_snapshot.identity
+    fmt = filter_format(identity.format)
+    words = np.asarray(hub_snapshot.buckets)
+    if words.ndim != 1 or words.shape[0] != fmt.bucket_count:
+        raise SnapshotBucketCountMismatchError(fmt.bucket_count, int(words.size))
+    sequence = int(hub_snapshot.sequence)
+    chunks = encode_snapshot_chunks(fmt, int(identity.dc_id), sequence, words)
+    assert len(chunks) == -(-fmt.bucket_count // SNAPSHOT_CHUNK_BUCKETS)
+    return SnapshotFrames(hub_snapshot.identity, sequence, chunks)
+
+
+def _delta_images(delta: Any) -> npt.NDArray[np.void]:
+    """The delta's images as CBI1's packed dtype, refusing indices beyond u32 (not wrapping)."""
+    buckets = getattr(delta, "buckets", None)
+    values = getattr(delta, "values", None)
+    if buckets is not None and values is not None:
+        b = np.asarray(buckets)
+        if b.dtype.kind in "ui" and b.size:
+            over = np.flatnonzero((b > _U32_MAX) | (b < 0))
+            if over.size:
+                i = int(over[0])
+                raise BucketIndexOverflowError(int(b[i]), i)
+        out = np.empty(b.shape[0], dtype=IMAGE_DTYPE)
+        out["bucket"] = b
+        out["word"] = np.asarray(values, dtype=np.uint64)
+        return out
+    images = delta.images
+    pairs: Sequence[tuple[int, int]] = list(images() if callable(images) else images)
+    out = np.empty(len(pairs), dtype=IMAGE_DTYPE)
+    for i, (bucket, word) in enumerate(pairs):
+        if not 0 <= bucket <= _U32_MAX:
+            raise BucketIndexOverflowError(int(bucket), i)
+        out[i] = (bucket, word)
+    return out
+
+
+def encode_delta(delta: Any) -> PublicationFrame:
+    """One delta frame ``base_sequence -> sequence`` carrying the delta's absolute images.
+
+    Gate, then u32 overflow of any bucket index, then the CBI1 encoder's own checks
+    (``DeltaImageCountError``, ``BucketIndexError``), in upstream's order.
+    """
+    identity: ProducerIdentity = delta.identity
+    fmt = filter_format(identity.format)
+    images = _delta_images(delta)
+    base, seq = int(delta.base_sequence), int(delta.sequence)
+    payload = _encode_delta_payload(fmt, int(identity.dc_id), base, seq, images)
+    return PublicationFrame(
+        identity=delta.identity,
+        base_sequence=base,
+        sequence=seq,
+        kind=PublicationFrameKind.DELTA,
+        payload=payload,
+    )

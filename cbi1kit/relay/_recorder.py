@@ -1,0 +1,837 @@
+"""Record a live ``dynamo.kvrelay.v1`` relay into a kvrcap capture file.
+
+The recorder follows a consumer's lifecycle (relay.md §2, upstream ``grpc-contract.md``):
+``GetRelayInfo``, then a ``WatchKvPoolCatalog`` watch kept open for the whole session, a pool
+picked from the catalog (model name or alias, DC, producer key), and ``SubscribeKvPool`` with
+that exact ``expected_producer``. Every response message is appended to the capture **raw**,
+as the serialized bytes received (the subscribe stub has no deserializer), with wall-clock and
+monotonic receive times; catalog updates and the relay info go in as their own streams. Every
+stream close is recorded with its gRPC status, details and trailing metadata, including the
+``kv-relay-error-reason`` trailer.
+
+Resubscription (with equal-jitter backoff, 0.5 s doubling to 30 s, reset after a subscription
+that lasted 30 s, as the in-repo Global View consumer does) after everything the spec says
+forces one: a new producer generation in the catalog or ``PRODUCER_CHANGED``, the pool
+withdrawn or ``POOL_NOT_FOUND``, ``SUBSCRIBER_LAGGED``, ``SNAPSHOT_PROGRESS_TIMEOUT``,
+``PUBLICATION_UNAVAILABLE``, ``INVALID_PUBLICATION``, ``INTERNAL``, ``RESOURCE_LIMIT``, a
+transport failure, a clean EOF, a stalled stream (no message within ``stall_timeout``) and,
+with ``validate``, any consumer-side validation failure. ``CONTRACT_MISMATCH``,
+``INVALID_REQUEST`` and ``UNSUPPORTED_FEATURE`` are not retried. A relay that stays
+unreachable for ``give_up_after`` seconds ends the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal, TextIO
+
+import grpc
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._identity import DcId, stable_dc_id
+from cbi1kit.relay._messages import (
+    ERROR_REASON_TRAILER,
+    MAX_MESSAGE_BYTES,
+    RELAY_CONTRACT_MARKER,
+    producer_from_wire,
+    producer_key,
+    validate_filter_update,
+)
+from cbi1kit.wire._assembly import SnapshotAssembly
+from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
+from cbi1kit.wire._format import FilterFormat
+
+__all__ = [
+    "CATALOG_METHOD",
+    "RELAY_INFO_METHOD",
+    "SUBSCRIBE_METHOD",
+    "Action",
+    "CloseInfo",
+    "PoolSelector",
+    "RecordReport",
+    "Recorder",
+    "RecorderConfig",
+    "RecorderError",
+    "StreamValidator",
+    "classify_close",
+    "describe_pool",
+    "producer_key_text",
+]
+
+_SERVICE: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
+RELAY_INFO_METHOD: Final = _SERVICE + "GetRelayInfo"
+CATALOG_METHOD: Final = _SERVICE + "WatchKvPoolCatalog"
+SUBSCRIBE_METHOD: Final = _SERVICE + "SubscribeKvPool"
+
+
+class RecorderError(Cbi1kitError):
+    """A session that cannot go on; ``exit_code`` follows the CLI (1 invalid, 3 unreachable)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Action(enum.Enum):
+    """What a stream's end asks of the recorder."""
+
+    STOP = "stop"  # we ended it (duration, frames, Ctrl-C)
+    RESUBSCRIBE = "resubscribe"  # reopen from a fresh snapshot, with backoff
+    REFRESH = "refresh"  # wait for a newer catalog, then resubscribe to its key
+    FATAL = "fatal"  # do not retry unchanged
+
+
+_REFRESH_REASONS: Final = frozenset(
+    {
+        "RELAY_ERROR_REASON_PRODUCER_CHANGED",
+        "RELAY_ERROR_REASON_POOL_NOT_FOUND",
+        "RELAY_ERROR_REASON_INVALID_PUBLICATION",
+        "RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE",
+    }
+)
+_FATAL_REASONS: Final = frozenset(
+    {
+        "RELAY_ERROR_REASON_CONTRACT_MISMATCH",
+        "RELAY_ERROR_REASON_INVALID_REQUEST",
+        "RELAY_ERROR_REASON_UNSUPPORTED_FEATURE",
+    }
+)
+
+
+def classify_close(code: grpc.StatusCode | None, reason: str | None) -> Action:
+    """The spec's client action for a stream end (``grpc-contract.md`` reason table).
+
+    Unknown/absent reasons fall back to the status code: ``INVALID_ARGUMENT`` and
+    ``UNIMPLEMENTED`` are fatal, ``FAILED_PRECONDITION``/``NOT_FOUND`` refresh the catalog,
+    everything else (``UNAVAILABLE``, ``RESOURCE_EXHAUSTED``, clean EOF, ...) resubscribes.
+    """
+    if reason in _FATAL_REASONS:
+        return Action.FATAL
+    if reason in _REFRESH_REASONS:
+        return Action.REFRESH
+    if reason is not None and reason.startswith("RELAY_ERROR_REASON_"):
+        known = reason in pb.RelayErrorReason.keys()  # noqa: SIM118 - enum wrapper
+        if known and reason != "RELAY_ERROR_REASON_UNSPECIFIED":
+            return Action.RESUBSCRIBE
+    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED):
+        return Action.FATAL
+    if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
+        return Action.REFRESH
+    return Action.RESUBSCRIBE
+
+
+# --------------------------------------------------------------------------------------------
+# pool selection
+
+
+def producer_key_text(producer: pb.ProducerIdentity) -> str:
+    """``<cs>:<rs>/<dc>@<incarnation>.<generation>`` (hex digests, hex dc and incarnation)."""
+    d = producer.pool_id.indexer_domain
+    return (
+        f"{bytes(d.cache_semantics.digest).hex()}:{bytes(d.routing_scope.digest).hex()}"
+        f"/{producer.pool_id.dc_id:016x}@{producer.producer_incarnation:x}"
+        f".{producer.layout_generation}"
+    )
+
+
+def _names(desc: pb.KvPoolDescriptor) -> list[str]:
+    out: list[str] = []
+    for reg in desc.registrations:
+        out.append(reg.canonical_model_id)
+        out.extend(reg.aliases)
+    return out
+
+
+def describe_pool(desc: pb.KvPoolDescriptor) -> str:
+    """One line for ``--list``."""
+    p, sem = desc.producer, desc.query_semantics
+    ep = desc.serving_endpoint
+    names = ", ".join(_names(desc)) or "-"
+    fmt = pb.KvQueryHashFormat.Name(sem.hash_format).removeprefix("KV_QUERY_HASH_FORMAT_")
+    roles = ",".join(pb.WorkerRole.Name(r).removeprefix("WORKER_ROLE_") for r in desc.pool_roles)
+    return (
+        f"{names}  dc={p.pool_id.dc_id:016x}  buckets={p.ckf_format.bucket_count}  "
+        f"block={sem.kv_block_size} {fmt}  roles={roles}  "
+        f"endpoint={ep.namespace}/{ep.component}/{ep.endpoint}  key={producer_key_text(p)}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSelector:
+    """Which pool to record: every given criterion must match; exactly one pool may match.
+
+    ``model`` matches a canonical model id or alias; ``dc`` a DC name (hashed with
+    ``stable_dc_id``) or its 16-hex-digit id; ``producer`` a prefix of
+    :func:`producer_key_text` (so the pool part alone survives generation changes).
+    """
+
+    model: str | None = None
+    dc: str | None = None
+    producer: str | None = None
+
+    def _dc_ids(self) -> set[int]:
+        assert self.dc is not None
+        ids = {stable_dc_id(self.dc).value}
+        with contextlib.suppress(Cbi1kitError, ValueError):
+            ids.add(DcId.parse(self.dc).value)
+        return ids
+
+    def matches(self, desc: pb.KvPoolDescriptor) -> bool:
+        if self.model is not None and self.model not in _names(desc):
+            return False
+        if self.dc is not None and desc.producer.pool_id.dc_id not in self._dc_ids():
+            return False
+        return self.producer is None or producer_key_text(desc.producer).startswith(self.producer)
+
+    def select(self, catalog: pb.KvPoolCatalogUpdate) -> list[pb.KvPoolDescriptor]:
+        return [d for d in catalog.snapshot.pools if self.matches(d)]
+
+
+# --------------------------------------------------------------------------------------------
+# validation as it goes
+
+
+class StreamValidator:
+    """The in-repo consumer's per-update rules (relay.md §3.1) over one subscription.
+
+    ``check(update)`` returns the first violation as text, or ``None``. It decodes CBI1
+    payloads and assembles the snapshot but keeps no lane, so it costs one checksum per frame.
+    """
+
+    def __init__(self, expected: pb.ProducerIdentity, relay: pb.RelayIdentity | None) -> None:
+        self.expected_key = producer_key(expected)
+        native = producer_from_wire(expected)
+        self.format = FilterFormat(native.format.seed, native.format.bucket_count)
+        self.dc_id = expected.pool_id.dc_id
+        self.relay = None if relay is None else (relay.drt_instance_id, relay.relay_incarnation)
+        self.assembly = SnapshotAssembly(self.format)
+        self.installed: int | None = None
+
+    def check(self, u: pb.FilterUpdate) -> str | None:
+        try:
+            validate_filter_update(u)
+        except Cbi1kitError as exc:
+            return str(exc)
+        if producer_key(u.producer) != self.expected_key:
+            return "FilterUpdate.producer differs from the subscribed producer generation"
+        relay = (u.relay.drt_instance_id, u.relay.relay_incarnation)
+        if self.relay is None:
+            self.relay = relay
+        elif relay != self.relay:
+            return f"relay identity changed within the stream: {self.relay} -> {relay}"
+        if u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
+            if self.installed is None:
+                return "heartbeat before the snapshot completed"
+            if u.sequence != self.installed:
+                return f"heartbeat at sequence {u.sequence}, installed {self.installed}"
+            return None
+        try:
+            frame = decode(self.format, u.payload)
+        except Cbi1kitError as exc:
+            return f"CBI1 payload at sequence {u.sequence}: {exc}"
+        if frame.header.dc_id != self.dc_id:
+            return f"CBI1 dc_id {frame.header.dc_id:#x} is not the producer's {self.dc_id:#x}"
+        if frame.header.epoch != u.sequence:
+            return f"CBI1 epoch {frame.header.epoch} != envelope sequence {u.sequence}"
+        if u.kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
+            if not isinstance(frame, SnapshotChunk):
+                return "SNAPSHOT_CHUNK envelope around a CBI1 delta"
+            if self.installed is not None:
+                return "snapshot chunk after the snapshot was installed"
+            try:
+                done = self.assembly.absorb(frame)
+            except Cbi1kitError as exc:
+                return f"snapshot assembly: {exc}"
+            if done is not None:
+                self.installed = u.sequence
+            return None
+        if not isinstance(frame, Delta):
+            return "DELTA envelope around a CBI1 snapshot chunk"
+        if self.installed is None:
+            return "delta before the snapshot completed"
+        if frame.base_epoch != u.base_sequence:
+            return f"CBI1 base_epoch {frame.base_epoch} != base_sequence {u.base_sequence}"
+        if u.base_sequence != self.installed:
+            return f"gap: delta from {u.base_sequence}, installed {self.installed}"
+        self.installed = u.sequence
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# the recorder
+
+
+@dataclass(frozen=True, slots=True)
+class CloseInfo:
+    """How one recorded stream ended."""
+
+    method: str
+    status: str
+    details: str
+    reason: str | None
+    local_reason: str | None
+    messages: int
+    action: Action | None = None
+
+
+@dataclass(slots=True)
+class RecordReport:
+    """What a session did; ``exit_code`` is the CLI's."""
+
+    exit_code: int = 0
+    stop_reason: str = ""
+    messages: int = 0
+    payload_bytes: int = 0
+    subscriptions: int = 0
+    catalog_updates: int = 0
+    last_sequence: int | None = None
+    last_kind: str | None = None  # FilterUpdateKind name of the newest pool message
+    violations: list[str] = field(default_factory=list)
+    closes: list[CloseInfo] = field(default_factory=list)
+
+    @property
+    def subscribe_closes(self) -> list[CloseInfo]:
+        return [c for c in self.closes if c.method == SUBSCRIBE_METHOD]
+
+
+@dataclass(frozen=True, slots=True)
+class RecorderConfig:
+    """Session settings; times in seconds. ``on_message`` is called after each pool message
+    is written (tests use it to play a slow consumer)."""
+
+    target: str
+    capture: Path
+    selector: PoolSelector = PoolSelector()
+    subscriber_id: str = "cbi1kit-recorder"
+    tls: bool = False
+    root_certificates: bytes | None = None
+    duration: float | None = None
+    max_frames: int | None = None
+    validate: bool = False
+    status: bool | None = None  # None: only when stderr is a terminal
+    rpc_timeout: float = 10.0
+    stall_timeout: float = 30.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    backoff_reset_after: float = 30.0
+    give_up_after: float | None = 60.0
+    append: bool = False
+    seed: int | None = None
+    on_message: Callable[[pb.FilterUpdate], None] | None = None
+    channel_options: tuple[tuple[str, Any], ...] = ()
+
+
+class _StreamEnd(Exception):
+    def __init__(self, close: CloseInfo) -> None:
+        super().__init__(close.details)
+        self.close = close
+
+
+def _trailer_reason(md: Sequence[tuple[str, Any]] | None) -> str | None:
+    for key, value in md or ():
+        if key == ERROR_REASON_TRAILER:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None
+
+
+def _md(md: Sequence[tuple[str, Any]] | None) -> list[tuple[str, str]]:
+    out = []
+    for key, value in md or ():
+        out.append((key, value.hex() if isinstance(value, bytes) else str(value)))
+    return out
+
+
+class Recorder:
+    """One recording session. ``run()`` blocks; ``stop()`` (any thread) ends it cleanly."""
+
+    def __init__(self, config: RecorderConfig, *, status_stream: TextIO | None = None) -> None:
+        self.config = config
+        self.report = RecordReport()
+        self._stop = threading.Event()
+        self._lock = threading.RLock()  # the writer and the shared state
+        self._catalog_cond = threading.Condition(self._lock)
+        self._catalog: pb.KvPoolCatalogUpdate | None = None
+        self._catalog_error: CloseInfo | None = None
+        self._relay: pb.RelayIdentity | None = None
+        self._call: Any = None
+        self._call_reason: str | None = None
+        self._last_recv = time.monotonic()
+        self._current: pb.ProducerIdentity | None = None
+        self._rng = random.Random(config.seed)
+        self._writer: CaptureWriter | None = None
+        self._channel: grpc.Channel | None = None
+        self._status_out = status_stream or sys.stderr
+        show = config.status
+        self._show_status = self._status_out.isatty() if show is None else show
+        self._lag_ms: float | None = None
+        self._status_len = 0
+
+    # -- public
+    def stop(self, reason: str = "stopped") -> None:
+        with self._lock:
+            if not self._stop.is_set():
+                self.report.stop_reason = self.report.stop_reason or reason
+            self._stop.set()
+            self._catalog_cond.notify_all()
+            call = self._call
+        if call is not None:
+            call.cancel()
+
+    def catalog(self) -> pb.KvPoolCatalogUpdate | None:
+        with self._lock:
+            return self._catalog
+
+    def run(self, *, list_only: bool = False) -> RecordReport:
+        cfg = self.config
+        if cfg.duration is not None:
+            timer = threading.Timer(cfg.duration, self.stop, args=("duration reached",))
+            timer.daemon = True
+            timer.start()
+        else:
+            timer = None
+        self._channel = self._make_channel()
+        ticker = threading.Thread(target=self._tick, name="cbi1kit-recorder-tick", daemon=True)
+        try:
+            mode: Literal["x", "a"] = "a" if cfg.append and cfg.capture.exists() else "x"
+            with CaptureWriter(cfg.capture, mode=mode, flush_records=16, flush_seconds=0.2) as w:
+                self._writer = w
+                ticker.start()
+                try:
+                    self._session(list_only)
+                except RecorderError as exc:
+                    self.report.exit_code = exc.exit_code
+                    self.report.stop_reason = str(exc)
+                finally:
+                    self.stop(self.report.stop_reason or "done")
+                    self._join_catalog()
+                    with self._lock:
+                        self._writer = None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._channel.close()
+            self._clear_status()
+        return self.report
+
+    # -- plumbing
+    def _make_channel(self) -> grpc.Channel:
+        cfg = self.config
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.enable_retries", 0),
+            *cfg.channel_options,
+        ]
+        if cfg.tls:
+            creds = grpc.ssl_channel_credentials(root_certificates=cfg.root_certificates)
+            return grpc.secure_channel(cfg.target, creds, options=options)
+        return grpc.insecure_channel(cfg.target, options=options)
+
+    def _write_open(self, method: str, request: bytes, info: dict[str, Any]) -> int:
+        with self._lock:
+            assert self._writer is not None
+            return self._writer.open_stream(self.config.target, method, request, info=info)
+
+    def _write_message(self, stream: int, data: bytes, wall: int, mono: int) -> None:
+        with self._lock:
+            assert self._writer is not None
+            self._writer.message(stream, data, recv_unix_ns=wall, recv_mono_ns=mono)
+
+    def _write_close(self, stream: int, close: CloseInfo, trailers: list[tuple[str, str]]) -> None:
+        with self._lock:
+            self.report.closes.append(close)
+            if self._writer is None:
+                return
+            code = getattr(grpc.StatusCode, close.status, None)
+            self._writer.close_stream(
+                stream,
+                status_code=code.value[0] if code is not None else -1,
+                status_name=close.status,
+                details=close.details,
+                error_reason=close.reason,
+                local_reason=close.local_reason,
+                trailing_metadata=trailers,
+            )
+
+    def _tick(self) -> None:
+        """Flushes, stall watchdog and the status line, every 0.2 s."""
+        while not self._stop.wait(0.2):
+            with self._lock:
+                if self._writer is not None:
+                    self._writer.flush()
+                call = self._call
+                stalled = (
+                    call is not None
+                    and time.monotonic() - self._last_recv > self.config.stall_timeout
+                )
+                if stalled:
+                    self._call_reason = (
+                        f"stall deadline: no message within {self.config.stall_timeout} s"
+                    )
+            if stalled:
+                call.cancel()
+            self._print_status()
+
+    def _print_status(self) -> None:
+        if not self._show_status:
+            return
+        r = self.report
+        lag = "-" if self._lag_ms is None else f"{self._lag_ms:.1f} ms"
+        seq = "-" if r.last_sequence is None else str(r.last_sequence)
+        line = (
+            f"frames {r.messages}  bytes {r.payload_bytes / 1048576:.1f} MiB  seq {seq}  "
+            f"lag {lag}  subscriptions {r.subscriptions}"
+        )
+        pad = max(0, self._status_len - len(line))
+        self._status_out.write("\r" + line + " " * pad)
+        self._status_out.flush()
+        self._status_len = len(line)
+
+    def _clear_status(self) -> None:
+        if self._show_status and self._status_len:
+            self._status_out.write("\r" + " " * self._status_len + "\r")
+            self._status_out.flush()
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait unless stopped; True if the session should go on."""
+        return not self._stop.wait(seconds)
+
+    # -- the session
+    def _relay_info(self) -> pb.RelayInfo:
+        assert self._channel is not None
+        cfg = self.config
+        call = self._channel.unary_unary(
+            RELAY_INFO_METHOD,
+            request_serializer=pb.RelayInfoRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        request = pb.RelayInfoRequest(contract_marker=RELAY_CONTRACT_MARKER)
+        started = time.monotonic()
+        delay = cfg.backoff_initial
+        while True:
+            stream = self._write_open(RELAY_INFO_METHOD, request.SerializeToString(), {})
+            try:
+                raw, rpc = call.with_call(request, timeout=cfg.rpc_timeout)
+            except grpc.RpcError as err:
+                close = self._close_from_error(RELAY_INFO_METHOD, err, 0, None)
+                self._write_close(stream, close, _md(err.trailing_metadata()))
+                if close.action is Action.FATAL:
+                    raise RecorderError(f"GetRelayInfo: {close.details}", 1) from None
+                waited = time.monotonic() - started
+                if cfg.give_up_after is not None and waited >= cfg.give_up_after:
+                    raise RecorderError(
+                        f"relay {cfg.target} unreachable: {close.status} {close.details}", 3
+                    ) from None
+                if not self._sleep(self._jitter(delay)):
+                    raise RecorderError("stopped before the relay answered", 0) from None
+                delay = min(delay * 2, cfg.backoff_max)
+                continue
+            wall, mono = time.time_ns(), time.monotonic_ns()
+            self._write_message(stream, raw, wall, mono)
+            close = CloseInfo(RELAY_INFO_METHOD, "OK", "", None, None, 1)
+            self._write_close(stream, close, _md(rpc.trailing_metadata()))
+            info = pb.RelayInfo.FromString(raw)
+            if info.contract_marker != RELAY_CONTRACT_MARKER or info.protocol_version != 1:
+                raise RecorderError(
+                    f"relay speaks another contract (marker {info.contract_marker:#x}, "
+                    f"version {info.protocol_version})",
+                    1,
+                )
+            return info
+
+    def _jitter(self, delay: float) -> float:
+        """Equal jitter: half fixed, half random."""
+        return delay / 2 + self._rng.random() * delay / 2
+
+    def _session(self, list_only: bool) -> None:
+        cfg = self.config
+        info = self._relay_info()
+        self._relay = info.relay
+        self._catalog_thread = threading.Thread(
+            target=self._watch_catalog, name="cbi1kit-recorder-catalog", daemon=True
+        )
+        self._catalog_thread.start()
+        with self._catalog_cond:
+            deadline = time.monotonic() + cfg.rpc_timeout
+            while self._catalog is None and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._catalog_cond.wait(left)
+            catalog = self._catalog
+        if catalog is None:
+            if self._stop.is_set() and self.report.stop_reason:
+                return
+            raise RecorderError(f"no pool catalog from {cfg.target} within {cfg.rpc_timeout} s", 3)
+        if list_only:
+            self.report.stop_reason = "listed the catalog"
+            return
+        matches = cfg.selector.select(catalog)
+        if not matches:
+            raise RecorderError("no pool in the catalog matches the selection (try --list)", 1)
+        if len(matches) > 1:
+            raise RecorderError(
+                f"{len(matches)} pools match the selection; narrow it with --model, --dc "
+                "or --producer (try --list)",
+                2,
+            )
+        self._subscribe_loop()
+
+    def _pick(self, avoid: tuple[Any, ...] | None, wait: float) -> pb.ProducerIdentity | None:
+        """The selected pool's producer from the newest catalog; with ``avoid``, wait up to
+        ``wait`` seconds for a catalog that advertises another key."""
+        deadline = time.monotonic() + wait
+        with self._catalog_cond:
+            while True:
+                catalog = self._catalog
+                pools = [] if catalog is None else self.config.selector.select(catalog)
+                if len(pools) == 1 and producer_key(pools[0].producer) != avoid:
+                    return pools[0].producer
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return None
+                self._catalog_cond.wait(left)
+
+    def _subscribe_loop(self) -> None:
+        cfg = self.config
+        delay = cfg.backoff_initial
+        unreachable_since: float | None = None
+        avoid: tuple[Any, ...] | None = None
+        while not self._stop.is_set():
+            producer = self._pick(avoid, cfg.backoff_max if avoid is not None else 0.0)
+            if producer is None:
+                producer = self._pick(None, 0.0)
+            if producer is None:
+                # The pool is withdrawn; wait for it to come back, bounded by give_up_after.
+                producer = self._pick(None, cfg.backoff_max)
+                if producer is None:
+                    if self._stop.is_set():
+                        return
+                    raise RecorderError("the selected pool left the catalog", 3)
+            started = time.monotonic()
+            close = self._subscribe_once(producer)
+            if close.action is Action.STOP or self._stop.is_set():
+                return
+            if close.action is Action.FATAL:
+                raise RecorderError(f"SubscribeKvPool: {close.status} {close.details}", 1)
+            lasted = time.monotonic() - started
+            got_messages = close.messages > 0
+            if lasted >= cfg.backoff_reset_after:
+                delay = cfg.backoff_initial
+            if got_messages:
+                unreachable_since = None
+            elif unreachable_since is None:
+                unreachable_since = started
+            if (
+                cfg.give_up_after is not None
+                and unreachable_since is not None
+                and time.monotonic() - unreachable_since >= cfg.give_up_after
+            ):
+                raise RecorderError(
+                    f"relay {cfg.target} unreachable for {cfg.give_up_after} s: "
+                    f"{close.status} {close.details}",
+                    3,
+                )
+            avoid = producer_key(producer) if close.action is Action.REFRESH else None
+            if not self._sleep(self._jitter(delay)):
+                return
+            delay = min(delay * 2, cfg.backoff_max)
+
+    def _close_from_error(
+        self, method: str, err: grpc.RpcError, messages: int, local: str | None
+    ) -> CloseInfo:
+        code: grpc.StatusCode = err.code()
+        reason = _trailer_reason(err.trailing_metadata())
+        action = classify_close(code, reason)
+        return CloseInfo(
+            method, code.name, err.details() or "", reason, local, messages, action=action
+        )
+
+    def _subscribe_once(self, producer: pb.ProducerIdentity) -> CloseInfo:
+        assert self._channel is not None
+        cfg = self.config
+        request = pb.SubscribeKvPoolRequest(
+            subscriber_id=cfg.subscriber_id,
+            expected_producer=producer,
+            contract_marker=RELAY_CONTRACT_MARKER,
+        )
+        with self._lock:
+            revision = None if self._catalog is None else self._catalog.revision
+        info = {
+            "subscriber_id": cfg.subscriber_id,
+            "producer_key": producer_key_text(producer),
+            "catalog_revision": revision,
+        }
+        stream = self._write_open(SUBSCRIBE_METHOD, request.SerializeToString(), info)
+        stub = self._channel.unary_stream(
+            SUBSCRIBE_METHOD,
+            request_serializer=pb.SubscribeKvPoolRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        validator = StreamValidator(producer, self._relay) if cfg.validate else None
+        count = 0
+        local: str | None = None
+        with self._lock:
+            if self._stop.is_set():
+                close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, "stopped", 0)
+                self._write_close(stream, close, [])
+                return replace(close, action=Action.STOP)
+            call = stub(request, wait_for_ready=False)
+            self._call, self._call_reason = call, None
+            self._current = producer
+            self._last_recv = time.monotonic()
+            self.report.subscriptions += 1
+        try:
+            for raw in call:
+                wall, mono = time.time_ns(), time.monotonic_ns()
+                self._write_message(stream, raw, wall, mono)
+                count += 1
+                update = pb.FilterUpdate.FromString(raw)
+                with self._lock:
+                    self._last_recv = time.monotonic()
+                    r = self.report
+                    r.messages += 1
+                    r.payload_bytes += len(update.payload)
+                    r.last_sequence = update.sequence
+                    r.last_kind = pb.FilterUpdateKind.Name(update.kind)
+                    self._lag_ms = (wall / 1000 - update.send_ts_us) / 1000
+                if validator is not None:
+                    problem = validator.check(update)
+                    if problem is not None:
+                        self.report.violations.append(problem)
+                        local = f"validation: {problem}"
+                        call.cancel()
+                        break
+                if cfg.on_message is not None:
+                    cfg.on_message(update)
+                if cfg.max_frames is not None and self.report.messages >= cfg.max_frames:
+                    self.stop("frame limit reached")
+                    break
+            else:
+                close = CloseInfo(
+                    SUBSCRIBE_METHOD,
+                    "OK",
+                    "clean end of stream",
+                    _trailer_reason(call.trailing_metadata()),
+                    "EOF",
+                    count,
+                    action=Action.RESUBSCRIBE,
+                )
+                self._write_close(stream, close, _md(call.trailing_metadata()))
+                return close
+        except grpc.RpcError as err:
+            with self._lock:
+                local = local or self._call_reason
+            if err.code() == grpc.StatusCode.CANCELLED and local is None and self._stop.is_set():
+                local = self.report.stop_reason or "stopped"
+            close = self._close_from_error(SUBSCRIBE_METHOD, err, count, local)
+            if local is not None and local.startswith("stall"):
+                close = CloseInfo(
+                    SUBSCRIBE_METHOD,
+                    grpc.StatusCode.DEADLINE_EXCEEDED.name,
+                    local,
+                    None,
+                    local,
+                    count,
+                    action=Action.RESUBSCRIBE,
+                )
+            elif self._stop.is_set() and close.status == "CANCELLED":
+                close = replace(close, action=Action.STOP)
+            elif local is not None and close.status == "CANCELLED":
+                close = replace(close, action=Action.RESUBSCRIBE)
+            self._write_close(stream, close, _md(err.trailing_metadata()))
+            return close
+        finally:
+            with self._lock:
+                self._call = None
+        # left the loop ourselves: a validation failure or the frame limit
+        with self._lock:
+            reason_text = local or self.report.stop_reason or "stopped"
+        action = Action.STOP if self._stop.is_set() else Action.RESUBSCRIBE
+        close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, reason_text, count, action)
+        self._write_close(stream, close, [])
+        return close
+
+    # -- catalog watch (background thread)
+    def _watch_catalog(self) -> None:
+        assert self._channel is not None
+        cfg = self.config
+        stub = self._channel.unary_stream(
+            CATALOG_METHOD,
+            request_serializer=pb.WatchKvPoolCatalogRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        request = pb.WatchKvPoolCatalogRequest(
+            subscriber_id=cfg.subscriber_id, contract_marker=RELAY_CONTRACT_MARKER
+        )
+        delay = cfg.backoff_initial
+        while not self._stop.is_set():
+            stream = self._write_open(CATALOG_METHOD, request.SerializeToString(), {})
+            with self._lock:
+                if self._stop.is_set():
+                    self._write_close(
+                        stream, CloseInfo(CATALOG_METHOD, "CANCELLED", "", None, "stopped", 0), []
+                    )
+                    return
+                call = stub(request)
+                self._catalog_call = call
+            count = 0
+            try:
+                for raw in call:
+                    wall, mono = time.time_ns(), time.monotonic_ns()
+                    self._write_message(stream, raw, wall, mono)
+                    count += 1
+                    update = pb.KvPoolCatalogUpdate.FromString(raw)
+                    self._on_catalog(update)
+                close = CloseInfo(CATALOG_METHOD, "OK", "clean end of stream", None, "EOF", count)
+                self._write_close(stream, close, _md(call.trailing_metadata()))
+            except grpc.RpcError as err:
+                local = "stopped" if self._stop.is_set() else None
+                close = self._close_from_error(CATALOG_METHOD, err, count, local)
+                self._write_close(stream, close, _md(err.trailing_metadata()))
+            if count:
+                delay = cfg.backoff_initial
+            if not self._sleep(self._jitter(delay)):
+                return
+            delay = min(delay * 2, cfg.backoff_max)
+
+    def _join_catalog(self) -> None:
+        call = getattr(self, "_catalog_call", None)
+        if call is not None:
+            call.cancel()
+        thread = getattr(self, "_catalog_thread", None)
+        if thread is not None:
+            thread.join(5.0)
+
+    def _on_catalog(self, update: pb.KvPoolCatalogUpdate) -> None:
+        """Keep the newest catalog; end the subscription if its producer left or changed."""
+        cancel = None
+        with self._catalog_cond:
+            self._catalog = update
+            self.report.catalog_updates += 1
+            self._catalog_cond.notify_all()
+            current = self._current
+            if current is not None and self._call is not None:
+                key = producer_key(current)
+                pool = key[:4]
+                same_pool = [
+                    p for p in update.snapshot.pools if producer_key(p.producer)[:4] == pool
+                ]
+                if not same_pool:
+                    self._call_reason = "catalog: pool withdrawn"
+                    cancel = self._call
+                elif all(producer_key(p.producer) != key for p in same_pool):
+                    self._call_reason = "catalog: new producer generation"
+                    cancel = self._call
+        if cancel is not None:
+            cancel.cancel()

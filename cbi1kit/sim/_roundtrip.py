@@ -1,0 +1,208 @@
+"""Hash-space round trips: tokens to probes through every stage the relay uses.
+
+One pool per hash space (standard, EAGLE, LoRA, cache namespace...), each its own producer,
+publisher and consumer lane in one ``CkfLaneTable``: tokens -> block hashes -> canonical sequence
+hashes -> Stored event -> barrier snapshot -> CBI1 chunks -> assembly -> lane; then a child
+Stored event -> published delta -> CBI1 delta -> lane; then every space's query is searched in
+every lane. The depth matrix shows each space finding itself and none of the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from cbi1kit.ckf._consumer import CkfLaneTable
+from cbi1kit.ckf._producer import (
+    DEFAULT_SEED,
+    CkfConfig,
+    DcCkfDelta,
+    DcCkfPublisher,
+    DcCkfSnapshot,
+    DcCkfState,
+    KvStored,
+    StoredBlock,
+)
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
+from cbi1kit.hashing._identity import (
+    MAX_LANES,
+    ConsumerInstanceId,
+    IndexerDomainId,
+    KvQueryHashFormat,
+    LaneLease,
+    PoolId,
+    ProducerIdentity,
+    derive_cache_semantics_id,
+    derive_routing_scope_id,
+    stable_dc_id,
+)
+from cbi1kit.relay._publication import filter_format
+from cbi1kit.wire._assembly import SnapshotAssembly
+from cbi1kit.wire._codec import Delta, decode, encode_delta, encode_snapshot_chunks
+
+__all__ = ["HashSpace", "HashSpaceRoundTrip", "SpaceResult", "hash_space_round_trip"]
+
+U64Array = npt.NDArray[np.uint64]
+_EXTERNAL_MASK = (1 << 63) - 1  # engines' block ids: opaque, here the canonical hash masked
+
+
+@dataclass(frozen=True, slots=True)
+class HashSpace:
+    """What separates one pool's hashes from another's: format, LoRA salt, namespace salt."""
+
+    name: str
+    hash_format: KvQueryHashFormat = KvQueryHashFormat.DYNAMO_STANDARD_V1
+    lora_name: str | None = None
+    cache_namespace: str | None = None
+
+    def block_hashes(self, tokens: npt.ArrayLike, block_size: int) -> U64Array:
+        return compute_block_hash_for_seq(
+            tokens,
+            block_size,
+            lora_name=self.lora_name,
+            is_eagle=self.hash_format.is_eagle,
+            cache_namespace=self.cache_namespace,
+        )
+
+
+@dataclass
+class SpaceResult:
+    """One space's trip: its lane, its hashes, the frames it produced, and what checked out."""
+
+    space: HashSpace
+    lane: int
+    initial_blocks: U64Array
+    expanded_blocks: U64Array
+    sequence_hashes: U64Array
+    snapshot_frames: list[bytes] = field(repr=False)
+    delta_frame: bytes = field(repr=False)
+    snapshot_matches_producer: bool = False
+    delta_matches_producer: bool = False
+
+
+@dataclass
+class HashSpaceRoundTrip:
+    """All spaces' results and the consumer table they were installed into."""
+
+    results: list[SpaceResult]
+    table: CkfLaneTable
+    block_size: int
+
+    def depth_matrix(self) -> pl.DataFrame:
+        """Prefix depth of each space's expanded query (rows) in each space's lane (columns)."""
+        rows = []
+        for query in self.results:
+            depths = self.table.find_prefix_matches(query.expanded_blocks) or {}
+            rows.append(
+                {"query": query.space.name, "blocks": len(query.expanded_blocks)}
+                | {r.space.name: depths.get(r.lane, 0) for r in self.results}
+            )
+        return pl.DataFrame(rows)
+
+    def stages(self) -> pl.DataFrame:
+        """Per space: blocks, frames and bytes at each stage, and whether the lane matched."""
+        return pl.DataFrame(
+            [
+                {
+                    "space": r.space.name,
+                    "lane": r.lane,
+                    "initial_blocks": len(r.initial_blocks),
+                    "expanded_blocks": len(r.expanded_blocks),
+                    "first_sequence_hash": f"0x{int(r.sequence_hashes[0]):016x}",
+                    "snapshot_chunks": len(r.snapshot_frames),
+                    "snapshot_bytes": sum(len(f) for f in r.snapshot_frames),
+                    "delta_bytes": len(r.delta_frame),
+                    "snapshot_matches_producer": r.snapshot_matches_producer,
+                    "delta_matches_producer": r.delta_matches_producer,
+                }
+                for r in self.results
+            ]
+        )
+
+
+def _identity(space: HashSpace, config: CkfConfig, block_size: int) -> ProducerIdentity:
+    cache = derive_cache_semantics_id([f"/models/{space.name}"], block_size, space.hash_format)
+    scope = derive_routing_scope_id(["dynamo", "backend", "generate"])
+    pool = PoolId(IndexerDomainId(cache, scope), stable_dc_id(f"dc-{space.name}"))
+    return ProducerIdentity(pool, 1, 1, config.format())
+
+
+def hash_space_round_trip(
+    spaces: Sequence[HashSpace],
+    initial_tokens: npt.ArrayLike,
+    expanded_tokens: npt.ArrayLike,
+    *,
+    block_size: int = 16,
+    expected_blocks: int = 1024,
+    seed: int = DEFAULT_SEED,
+    worker_id: int = 1,
+) -> HashSpaceRoundTrip:
+    """Run each space's tokens through producer, CBI1 and consumer (see the module docstring).
+
+    ``expanded_tokens`` must extend ``initial_tokens`` (the child Stored event appends blocks).
+    """
+    if not 1 <= len(spaces) <= MAX_LANES:
+        raise Cbi1kitError(f"1..{MAX_LANES} spaces fit one lane table, got {len(spaces)}")
+    config = CkfConfig(expected_blocks, seed=seed)
+    table: CkfLaneTable | None = None
+    results = []
+    for lane, space in enumerate(spaces):
+        initial = space.block_hashes(initial_tokens, block_size)
+        expanded = space.block_hashes(expanded_tokens, block_size)
+        n = len(initial)
+        if not 0 < n < len(expanded) or expanded[:n].tolist() != initial.tolist():
+            raise Cbi1kitError(f"{space.name}: the expanded tokens must extend the initial ones")
+        canonical = compute_seq_hash_for_block(expanded)
+        external = (canonical & np.uint64(_EXTERNAL_MASK)).tolist()
+        identity = _identity(space, config, block_size)
+        fmt = filter_format(identity.format)
+        dc_id = int(identity.dc_id)
+        state = DcCkfState(config)
+        publisher = DcCkfPublisher(identity)
+        lease = LaneLease(ConsumerInstanceId(100 + lane), lane, 1)
+        if table is None:
+            table = CkfLaneTable(identity.format)
+
+        blocks = zip(external, expanded.tolist(), strict=True)
+        stored = [StoredBlock(e, t) for e, t in blocks]
+        state.apply(KvStored(worker_id, tuple(stored[:n]), dp_rank=0))
+        _, snapshot = publisher.snapshot_after_barrier(state, lease)
+        frames = list(encode_snapshot_chunks(fmt, dc_id, snapshot.sequence, snapshot.buckets))
+        assembly = SnapshotAssembly(fmt)
+        assembled = None
+        for frame in frames:
+            assembled = assembly.absorb(decode(fmt, frame))
+        assert assembled is not None
+        replica = table.replica(lane, pool_id=identity.pool_id, consumer_instance=100 + lane)
+        replica.assign(identity, lease)
+        replica.install_snapshot(DcCkfSnapshot(identity, lease, assembled.epoch, assembled.words))
+        snap_ok = bool(np.array_equal(table.lane_words(lane), state.words()))
+
+        child = state.apply(
+            KvStored(worker_id, tuple(stored[n:]), parent_hash=external[n - 1], dp_rank=0)
+        )
+        if child.error is not None or child.batch is None:
+            raise Cbi1kitError(f"{space.name}: child Stored event failed: {child.error}")
+        delta = publisher.publish(child.batch)
+        assert delta is not None
+        payload = encode_delta(fmt, dc_id, delta.base_sequence, delta.sequence, delta.images())
+        decoded = decode(fmt, payload)
+        assert isinstance(decoded, Delta)
+        replica.apply_delta(
+            DcCkfDelta(
+                identity, lease, decoded.base_epoch, decoded.epoch, decoded.buckets, decoded.words
+            )
+        )
+        delta_ok = bool(np.array_equal(table.lane_words(lane), state.words()))
+        results.append(
+            SpaceResult(
+                space, lane, initial, expanded, canonical, frames, payload, snap_ok, delta_ok
+            )
+        )
+    assert table is not None
+    return HashSpaceRoundTrip(results, table, block_size)

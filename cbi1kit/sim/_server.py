@@ -1,0 +1,1017 @@
+"""A **simulated** ``dynamo.kvrelay.v1`` relay server, for demos, teaching and tests.
+
+.. warning::
+   This is a simulator, not a relay. It serves frames that a :class:`PoolFeed` makes up (a
+   small synthetic CKF producer, or the trace-driven simulator), over plaintext gRPC meant for
+   loopback. It has no KV event plane, no authentication and no persistence; it exists so that
+   ``cbi1kit record`` can be demonstrated and tested against a real gRPC server, and so that a
+   reader can watch the upstream stream lifecycle happen. Never put it in front of consumers.
+
+What it reproduces of upstream's gRPC driver (``lib/llm/src/kv_dc_relay/wan/grpc/service.rs``,
+``publication/hub.rs``; relay.md §2):
+
+* ``GetRelayInfo``, ``WatchKvPoolCatalog`` (a complete catalog at once, then one on every
+  change) and ``SubscribeKvPool`` with the same admission order: contract marker
+  (``CONTRACT_MISMATCH``), subscriber id (``INVALID_REQUEST``), the expected producer key
+  (``INVALID_REQUEST`` / ``UNSUPPORTED_FEATURE``), unknown pool (``POOL_NOT_FOUND``), another
+  generation (``PRODUCER_CHANGED``), subscriber limits (``RESOURCE_LIMIT``).
+* One publication hub per pool generation, created lazily by the first subscriber; the feed
+  only advances while a hub exists (upstream enables materialisation only under a lease).
+* A new subscriber gets the hub's mirror as ``ceil(bucket_count / 512Ki)`` snapshot chunks,
+  then contiguous deltas from its own bounded queue; heartbeats start only after the complete
+  snapshot and are re-armed after every forwarded frame.
+* Per-subscriber queues bounded by 16 frames and 16 MiB, each frame charged
+  ``payload + 256`` bytes; fan-out never blocks: an overflowing subscriber is removed and its
+  stream ends ``RESOURCE_EXHAUSTED`` with ``SUBSCRIBER_LAGGED`` after what was queued.
+* A per-chunk snapshot progress timeout (``SNAPSHOT_PROGRESS_TIMEOUT``), a generation change
+  that retires the hub (subscribers end ``UNAVAILABLE``/``PUBLICATION_UNAVAILABLE``; the catalog
+  advertises the new key), and every error carries the ASCII trailer ``kv-relay-error-reason``
+  with the exact ``RelayErrorReason`` name.
+
+Faults for tests (:class:`FaultPlan`): drop a stream mid-snapshot, corrupt a delta payload,
+stall a stream, change the producer generation; "kill the process" is running
+``python -m cbi1kit._cli_relay serve`` in a subprocess and killing it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent import futures
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Protocol
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._proto import kvrelay_v1_pb2_grpc as pb_grpc
+from cbi1kit.ckf._producer import (
+    CkfConfig,
+    DcCkfPublisher,
+    DcCkfState,
+    KvRemoved,
+    KvStored,
+    StoredBlock,
+)
+from cbi1kit.hashing._identity import (
+    ConsumerInstanceId,
+    DcCkfFormatIdentity,
+    IndexerDomainId,
+    KvQueryHashFormat,
+    LaneLease,
+    PoolId,
+    ProducerIdentity,
+    RelayIdentity,
+    derive_cache_semantics_id,
+    derive_routing_scope_id,
+    stable_dc_id,
+)
+from cbi1kit.relay._messages import (
+    ERROR_REASON_TRAILER,
+    MAX_MESSAGE_BYTES,
+    RELAY_CONTRACT_MARKER,
+    RELAY_PROTOCOL_VERSION,
+    CkfFormatError,
+    RelayWireError,
+    WireBucketCountError,
+    filter_update_from_frame,
+    producer_key,
+    producer_to_wire,
+    relay_identity_to_wire,
+    validate_producer_identity,
+)
+from cbi1kit.relay._publication import (
+    ENVELOPE_HEADROOM_BYTES,
+    HubSnapshot,
+    PublicationFrame,
+    PublicationFrameKind,
+    encode_delta,
+    encode_snapshot,
+)
+from cbi1kit.wire._codec import Delta, decode
+from cbi1kit.wire._format import FilterFormat
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "QUEUE_BYTES",
+    "QUEUE_FRAMES",
+    "FaultPlan",
+    "FrameListFeed",
+    "PoolFeed",
+    "ProducerFeed",
+    "RelayServer",
+    "ServerConfig",
+    "SubscriberStats",
+    "reason_status",
+    "simulated_pool",
+    "trace_feed",
+]
+
+#: Upstream ``publication_queue_capacity`` / ``publication_queue_bytes`` defaults.
+QUEUE_FRAMES: Final = 16
+QUEUE_BYTES: Final = 16 * 1024 * 1024
+DEFAULT_HEARTBEAT_INTERVAL: Final = 10.0
+DEFAULT_SNAPSHOT_PROGRESS_TIMEOUT: Final = 60.0
+DEFAULT_MAX_SUBSCRIBERS_PER_POOL: Final = 64
+
+_R = pb.RelayErrorReason
+_REASON_CODES: Final[dict[int, grpc.StatusCode]] = {
+    _R.RELAY_ERROR_REASON_CONTRACT_MISMATCH: grpc.StatusCode.FAILED_PRECONDITION,
+    _R.RELAY_ERROR_REASON_PRODUCER_CHANGED: grpc.StatusCode.FAILED_PRECONDITION,
+    _R.RELAY_ERROR_REASON_INVALID_PUBLICATION: grpc.StatusCode.FAILED_PRECONDITION,
+    _R.RELAY_ERROR_REASON_UNSUPPORTED_FEATURE: grpc.StatusCode.FAILED_PRECONDITION,
+    _R.RELAY_ERROR_REASON_INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    _R.RELAY_ERROR_REASON_POOL_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    _R.RELAY_ERROR_REASON_RESOURCE_LIMIT: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    _R.RELAY_ERROR_REASON_SUBSCRIBER_LAGGED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    _R.RELAY_ERROR_REASON_SNAPSHOT_PROGRESS_TIMEOUT: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    _R.RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    _R.RELAY_ERROR_REASON_INTERNAL: grpc.StatusCode.INTERNAL,
+    _R.RELAY_ERROR_REASON_UNSPECIFIED: grpc.StatusCode.INTERNAL,
+}
+
+
+def reason_status(reason: int) -> tuple[grpc.StatusCode, str]:
+    """The gRPC code and trailer value upstream's ``RelayErrorReason::status`` uses."""
+    return _REASON_CODES[reason], pb.RelayErrorReason.Name(reason)
+
+
+def _pool_key(identity: pb.ProducerIdentity) -> tuple[Any, ...]:
+    return producer_key(identity)[:4]
+
+
+# --------------------------------------------------------------------------------------------
+# feeds
+
+
+class PoolFeed(Protocol):
+    """One pool's publication source: what backs a hub.
+
+    The server calls every method under the pool's lock, so a feed need not be thread-safe.
+    ``snapshot()`` is the hub mirror at the current sequence (its words a private copy);
+    ``advance()`` runs the producer one step and returns the delta frames it published (maybe
+    none), or ``None`` once the feed is exhausted (the stream then only heartbeats).
+    ``new_generation()`` re-attaches the pool under a new ``layout_generation``.
+    """
+
+    @property
+    def identity(self) -> ProducerIdentity: ...
+
+    def descriptor(self) -> pb.KvPoolDescriptor: ...
+
+    def snapshot(self) -> HubSnapshot: ...
+
+    def advance(self) -> Sequence[PublicationFrame] | None: ...
+
+    def new_generation(self) -> None: ...
+
+
+def _descriptor(
+    identity: ProducerIdentity,
+    *,
+    model: str,
+    aliases: Sequence[str],
+    endpoint: tuple[str, str, str],
+    kv_block_size: int,
+) -> pb.KvPoolDescriptor:
+    return pb.KvPoolDescriptor(
+        producer=producer_to_wire(identity),
+        serving_endpoint=pb.DynamoEndpointId(
+            namespace=endpoint[0], component=endpoint[1], endpoint=endpoint[2]
+        ),
+        registrations=[
+            pb.ModelRegistration(
+                canonical_model_id=model,
+                target=pb.ModelTarget(base=pb.BaseModelTarget(base_model=model)),
+                aliases=sorted(set(aliases) - {model}),
+            )
+        ],
+        query_semantics=pb.KvQuerySemantics(
+            kv_block_size=kv_block_size,
+            hash_format=pb.KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1,
+        ),
+        pool_roles=[pb.WORKER_ROLE_AGGREGATED],
+    )
+
+
+def _identity_for(
+    *,
+    model: str,
+    dc: str,
+    endpoint: tuple[str, str, str],
+    kv_block_size: int,
+    fmt: DcCkfFormatIdentity,
+    incarnation: int,
+    generation: int,
+) -> ProducerIdentity:
+    cs = derive_cache_semantics_id([model], kv_block_size, KvQueryHashFormat.DYNAMO_STANDARD_V1)
+    rs = derive_routing_scope_id(list(endpoint))
+    return ProducerIdentity(
+        PoolId(IndexerDomainId(cs, rs), stable_dc_id(dc)), incarnation, generation, fmt
+    )
+
+
+class ProducerFeed:
+    """A synthetic pool: ``DcCkfState`` + ``DcCkfPublisher`` driven by seeded random events.
+
+    Each step applies ``events_per_step`` stores/removes from a few workers, drains the dirty
+    window and publishes one delta (a step that nets no change publishes nothing). ``steps``
+    bounds the feed (``None`` runs forever). ``words()`` is the producer's lane: what a
+    violation-free replay of the stream must end with.
+    """
+
+    def __init__(
+        self,
+        *,
+        expected_blocks: int = 4096,
+        seed: int = 0,
+        events_per_step: int = 8,
+        steps: int | None = 100,
+        model: str = "sim/model",
+        aliases: Sequence[str] = ("sim",),
+        dc: str = "dc-sim",
+        endpoint: tuple[str, str, str] = ("sim", "backend", "generate"),
+        kv_block_size: int = 16,
+        incarnation: int = 0x5EED_0001,
+    ) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._config = CkfConfig(expected_blocks, publish_every_n_events=1 << 30)
+        self._state = DcCkfState(self._config)
+        self._model, self._aliases, self._dc = model, tuple(aliases), dc
+        self._endpoint, self._block_size = endpoint, kv_block_size
+        self._incarnation = incarnation
+        self._generation = 1
+        self._identity = self._make_identity()
+        self._publisher = self._make_publisher()
+        self.events_per_step = events_per_step
+        self.steps_left = steps
+        self._live: list[tuple[int, int]] = []  # (worker, external block hash)
+        self._next_hash = 1
+
+    def _make_identity(self) -> ProducerIdentity:
+        fmt = DcCkfFormatIdentity(self._config.seed, self._config.bucket_count())
+        return _identity_for(
+            model=self._model,
+            dc=self._dc,
+            endpoint=self._endpoint,
+            kv_block_size=self._block_size,
+            fmt=fmt,
+            incarnation=self._incarnation,
+            generation=self._generation,
+        )
+
+    def _make_publisher(self) -> DcCkfPublisher:
+        lease = LaneLease(ConsumerInstanceId(self._incarnation), 0, self._generation)
+        return DcCkfPublisher(self._identity, lease=lease)
+
+    @property
+    def identity(self) -> ProducerIdentity:
+        return self._identity
+
+    @property
+    def sequence(self) -> int:
+        return self._publisher.last_sequence
+
+    def words(self) -> npt.NDArray[np.uint64]:
+        return self._state.words().copy()
+
+    def descriptor(self) -> pb.KvPoolDescriptor:
+        return _descriptor(
+            self._identity,
+            model=self._model,
+            aliases=self._aliases,
+            endpoint=self._endpoint,
+            kv_block_size=self._block_size,
+        )
+
+    def snapshot(self) -> HubSnapshot:
+        return HubSnapshot(self._identity, self._publisher.last_sequence, self.words())
+
+    def advance(self) -> Sequence[PublicationFrame] | None:
+        if self.steps_left is not None:
+            if self.steps_left <= 0:
+                return None
+            self.steps_left -= 1
+        rng = self._rng
+        for _ in range(self.events_per_step):
+            worker = int(rng.integers(1, 4))
+            if self._live and rng.random() < 0.35:
+                i = int(rng.integers(len(self._live)))
+                w, ext = self._live.pop(i)
+                self._state.apply(KvRemoved(w, (ext,)))
+            else:
+                ext = self._next_hash
+                self._next_hash += 1
+                tokens = int(rng.integers(1, 1 << 63))
+                self._state.apply(KvStored(worker, (StoredBlock(ext, tokens),)))
+                self._live.append((worker, ext))
+        batch = self._state.drain()
+        if batch is None:
+            return ()
+        delta = self._publisher.publish(batch)
+        return () if delta is None else (encode_delta(delta),)
+
+    def new_generation(self) -> None:
+        self._generation += 1
+        self._identity = self._make_identity()
+        self._publisher = self._make_publisher()
+
+
+def simulated_pool(
+    fmt: DcCkfFormatIdentity,
+    *,
+    model: str = "sim/model",
+    aliases: Sequence[str] = ("sim",),
+    dc: str = "dc-sim",
+    endpoint: tuple[str, str, str] = ("sim", "backend", "generate"),
+    kv_block_size: int = 16,
+    incarnation: int = 0x5EED_0001,
+    generation: int = 1,
+) -> tuple[ProducerIdentity, pb.KvPoolDescriptor]:
+    """A made-up pool's identity (derived as the relay derives it) and its catalog entry."""
+    identity = _identity_for(
+        model=model,
+        dc=dc,
+        endpoint=endpoint,
+        kv_block_size=kv_block_size,
+        fmt=fmt,
+        incarnation=incarnation,
+        generation=generation,
+    )
+    desc = _descriptor(
+        identity, model=model, aliases=aliases, endpoint=endpoint, kv_block_size=kv_block_size
+    )
+    return identity, desc
+
+
+class FrameListFeed:
+    """A fixed script: a snapshot, then the given delta frames, ``per_step`` at a time.
+
+    Used by the benchmark (pre-encoded frames, so the server's send rate is not the encoder's)
+    and by tests that need exact payloads. With ``track_lane`` the feed applies each delta it
+    publishes to its own copy of the lane, so a late (re)subscriber gets a correct snapshot and
+    ``words()`` is the lane a replay must end with. ``new_generation`` simply ends the script.
+    """
+
+    def __init__(
+        self,
+        snapshot: HubSnapshot,
+        deltas: Sequence[PublicationFrame],
+        *,
+        descriptor: pb.KvPoolDescriptor,
+        per_step: int = 1,
+        track_lane: bool = True,
+    ) -> None:
+        self._identity: ProducerIdentity = snapshot.identity
+        self._words = np.array(snapshot.buckets, dtype=np.uint64, copy=True)
+        self._deltas = list(deltas)
+        self._descriptor = descriptor
+        self._next = 0
+        self._sequence = snapshot.sequence
+        self._format = FilterFormat(self._identity.format.seed, self._identity.format.bucket_count)
+        self.per_step = per_step
+        self.track_lane = track_lane
+
+    @property
+    def identity(self) -> ProducerIdentity:
+        return self._identity
+
+    @property
+    def sequence(self) -> int:
+        return self._sequence
+
+    def words(self) -> npt.NDArray[np.uint64]:
+        return self._words.copy()
+
+    def descriptor(self) -> pb.KvPoolDescriptor:
+        return self._descriptor
+
+    def snapshot(self) -> HubSnapshot:
+        return HubSnapshot(self._identity, self._sequence, self.words())
+
+    def advance(self) -> Sequence[PublicationFrame] | None:
+        if self._next >= len(self._deltas):
+            return None
+        out = self._deltas[self._next : self._next + self.per_step]
+        self._next += len(out)
+        for frame in out:
+            if self.track_lane:
+                delta = decode(self._format, frame.payload)
+                assert isinstance(delta, Delta)
+                self._words[delta.buckets] = delta.words
+            self._sequence = frame.sequence
+        return out
+
+    def new_generation(self) -> None:
+        self._deltas = self._deltas[: self._next]
+
+
+def trace_feed(
+    trace: str | os.PathLike[str],
+    sim_config: Any = None,
+    *,
+    dc: int = 0,
+    limit: int | None = None,
+    model: str = "mooncake/trace",
+) -> FrameListFeed:
+    """DC ``dc`` of the simulator run over a Mooncake trace, as a feed.
+
+    The same producer → publisher → envelope pipeline as ``cbi1kit.sim._simrelay`` (the
+    ``Simulator``'s ``on_snapshot`` / ``on_delta`` hooks, each delta through
+    ``_publication.encode_delta``), run once up front; the server then plays the publications
+    back at its own pace instead of the trace's clock. ``sim_config`` is a
+    ``cbi1kit.sim._simulator.SimulatorConfig`` (default: one DC).
+    """
+    from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+    from cbi1kit.sim._workload import read_workload
+
+    workload = read_workload(trace, limit=limit)
+    sim = Simulator(sim_config or SimulatorConfig())
+    first: list[Any] = []
+    frames: list[PublicationFrame] = []
+
+    def on_snapshot(_t: int, at: int, snapshot: Any) -> None:
+        if at == dc and not first:
+            first.append(snapshot)
+
+    def on_delta(_t: int, at: int, delta: Any) -> None:
+        if at == dc:
+            frames.append(encode_delta(delta))
+
+    sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
+    if not first:
+        raise ValueError(f"the simulation has no DC {dc}")
+    snap = first[0]
+    identity: ProducerIdentity = snap.identity
+    desc = _descriptor(
+        identity,
+        model=model,
+        aliases=(),
+        endpoint=("sim", "backend", f"dc{dc}"),
+        kv_block_size=workload.block_size,
+    )
+    start = HubSnapshot(identity, int(snap.sequence), np.asarray(snap.buckets, dtype=np.uint64))
+    return FrameListFeed(start, frames, descriptor=desc)
+
+
+# --------------------------------------------------------------------------------------------
+# faults
+
+
+@dataclass(slots=True)
+class FaultPlan:
+    """One-shot faults, each consumed by the first stream (or feed step) that reaches it.
+
+    * ``drop_after_chunks``: end a subscription ``UNAVAILABLE`` without a reason trailer after
+      this many snapshot chunks (a connection lost mid-snapshot).
+    * ``corrupt_delta``: flip a byte in the body of the n-th delta (1-based) a subscription
+      sends, so its CBI1 checksum fails.
+    * ``stall_after``: after this many messages a subscription sends nothing at all (not even
+      heartbeats) until the client gives up.
+    * ``change_generation_after``: after the feed has published this many deltas, re-attach
+      the pool under a new layout generation.
+    """
+
+    drop_after_chunks: int | None = None
+    corrupt_delta: int | None = None
+    stall_after: int | None = None
+    change_generation_after: int | None = None
+    fired: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self, name: str) -> int | None:
+        """The trigger of fault ``name`` if it is still armed, disarming it."""
+        with self._lock:
+            value: int | None = getattr(self, name)
+            if value is None:
+                return None
+            setattr(self, name, None)
+            self.fired.append(name)
+            return value
+
+
+# --------------------------------------------------------------------------------------------
+# hub and subscribers
+
+
+class _Terminal(Exception):
+    def __init__(self, reason: int | None, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.reason = reason
+        self.code = code
+        self.details = details
+
+
+@dataclass(slots=True)
+class SubscriberStats:
+    """What one subscription sent, for tests and the benchmark's server-side rate."""
+
+    subscriber_id: str
+    messages: int = 0
+    payload_bytes: int = 0
+    first_send: float | None = None
+    last_send: float | None = None
+    end: str | None = None
+
+
+class _Subscriber:
+    """A bounded queue: at most ``max_frames`` frames and ``max_bytes`` queued bytes."""
+
+    def __init__(self, subscriber_id: str, max_frames: int, max_bytes: int) -> None:
+        self.stats = SubscriberStats(subscriber_id)
+        self._frames: collections.deque[PublicationFrame] = collections.deque()
+        self._bytes = 0
+        self._max_frames = max_frames
+        self._max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._terminal: _Terminal | None = None
+
+    def offer(self, frame: PublicationFrame) -> bool:
+        """Queue without blocking; False if either budget would overflow (the caller lags us)."""
+        cost = frame.queued_bytes
+        with self._cond:
+            if self._terminal is not None:
+                return True
+            if len(self._frames) + 1 > self._max_frames or self._bytes + cost > self._max_bytes:
+                return False
+            self._frames.append(frame)
+            self._bytes += cost
+            self._cond.notify()
+            return True
+
+    def terminate(self, terminal: _Terminal) -> None:
+        with self._cond:
+            if self._terminal is None:
+                self._terminal = terminal
+            self._cond.notify()
+
+    def get(self, timeout: float) -> PublicationFrame | None:
+        """The next frame; None on timeout; raises the terminal error once the queue is empty."""
+        with self._cond:
+            if not self._frames and self._terminal is None:
+                self._cond.wait(timeout)
+            if self._frames:
+                frame = self._frames.popleft()
+                self._bytes -= len(frame.payload) + ENVELOPE_HEADROOM_BYTES
+                return frame
+            if self._terminal is not None:
+                raise self._terminal
+            return None
+
+    @property
+    def queued(self) -> tuple[int, int]:
+        with self._cond:
+            return len(self._frames), self._bytes
+
+
+class _Pool:
+    """A pool: its feed, the current generation's hub (if any) and the pump thread."""
+
+    def __init__(self, feed: PoolFeed, server: RelayServer) -> None:
+        self.feed = feed
+        self.server = server
+        self.lock = threading.RLock()
+        self.wire_producer = producer_to_wire(feed.identity)
+        self.descriptor = feed.descriptor()
+        self.subscribers: list[_Subscriber] = []
+        self.hub_alive = False
+        self.exhausted = False
+        self.deltas_published = 0
+        self._pump: threading.Thread | None = None
+
+    def subscribe(self, sub: _Subscriber) -> HubSnapshot:
+        with self.lock:
+            snap = self.feed.snapshot()
+            self.subscribers.append(sub)
+            if not self.hub_alive:
+                self.hub_alive = True
+                self._pump = threading.Thread(
+                    target=self._run_pump, name="cbi1kit-relay-pump", daemon=True
+                )
+                self._pump.start()
+            return snap
+
+    def unsubscribe(self, sub: _Subscriber) -> None:
+        with self.lock:
+            if sub in self.subscribers:
+                self.subscribers.remove(sub)
+
+    def _fan_out(self, frame: PublicationFrame) -> None:
+        for sub in list(self.subscribers):
+            if not sub.offer(frame):
+                self.subscribers.remove(sub)
+                self.server.lagged_total += 1
+                n, b = sub.queued
+                sub.terminate(
+                    _Terminal(
+                        _R.RELAY_ERROR_REASON_SUBSCRIBER_LAGGED,
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"subscriber lagged: queue holds {n} frames / {b} bytes "
+                        f"(limits {self.server.config.queue_frames} / "
+                        f"{self.server.config.queue_bytes}); resubscribe",
+                    )
+                )
+
+    def change_generation(self) -> None:
+        """Retire the hub: subscribers end PUBLICATION_UNAVAILABLE; the catalog gets the new key."""
+        with self.lock:
+            self.feed.new_generation()
+            self.wire_producer = producer_to_wire(self.feed.identity)
+            self.descriptor = self.feed.descriptor()
+            for sub in self.subscribers:
+                sub.terminate(
+                    _Terminal(
+                        _R.RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE,
+                        grpc.StatusCode.UNAVAILABLE,
+                        "producer generation retired; refresh the catalog and resubscribe",
+                    )
+                )
+            self.subscribers.clear()
+        self.server._bump_catalog()
+
+    def _run_pump(self) -> None:
+        cfg = self.server.config
+        stop = self.server._stopping
+        while not stop.is_set():
+            with self.lock:
+                if self.exhausted:
+                    break
+                frames = self.feed.advance()
+                if frames is None:
+                    self.exhausted = True
+                    break
+                for frame in frames:
+                    self._fan_out(frame)
+                    if frame.kind is PublicationFrameKind.DELTA:
+                        self.deltas_published += 1
+                after = self.server.faults.change_generation_after
+                change = after is not None and self.deltas_published >= after
+            if change and self.server.faults.take("change_generation_after") is not None:
+                self.change_generation()
+            if cfg.pace > 0:
+                stop.wait(cfg.pace)
+
+
+# --------------------------------------------------------------------------------------------
+# server
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Knobs, with upstream's defaults where upstream has one (relay.md §2.7)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    pace: float = 0.01
+    heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL
+    snapshot_progress_timeout: float = DEFAULT_SNAPSHOT_PROGRESS_TIMEOUT
+    queue_frames: int = QUEUE_FRAMES
+    queue_bytes: int = QUEUE_BYTES
+    max_subscribers_per_pool: int = DEFAULT_MAX_SUBSCRIBERS_PER_POOL
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_workers: int = 32
+    drt_instance_id: int = 0x0D7_0001
+    relay_incarnation: int = 0x5EED_0001
+    grpc_options: tuple[tuple[str, Any], ...] = ()
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class _Servicer(pb_grpc.KvEventRelayServicer):
+    def __init__(self, server: RelayServer) -> None:
+        self.s = server
+
+    # -- helpers
+    def _fail(self, context: grpc.ServicerContext, reason: int, details: str) -> None:
+        code, name = reason_status(reason)
+        context.set_trailing_metadata(((ERROR_REASON_TRAILER, name),))
+        context.abort(code, details)
+
+    def _contract(self, marker: int, context: grpc.ServicerContext) -> None:
+        if marker != RELAY_CONTRACT_MARKER:
+            self._fail(
+                context,
+                _R.RELAY_ERROR_REASON_CONTRACT_MISMATCH,
+                "unsupported Relay v1 wire contract",
+            )
+
+    def _subscriber_id(self, raw: str, context: grpc.ServicerContext) -> None:
+        why = None
+        if not raw:
+            why = "subscriber_id must not be empty"
+        elif len(raw.encode()) > 128:
+            why = "subscriber_id exceeds 128 bytes"
+        elif any(not ch.isprintable() for ch in raw):
+            why = "subscriber_id must not contain control characters"
+        if why is not None:
+            self._fail(context, _R.RELAY_ERROR_REASON_INVALID_REQUEST, why)
+
+    # -- RPCs
+    def GetRelayInfo(
+        self, request: pb.RelayInfoRequest, context: grpc.ServicerContext
+    ) -> pb.RelayInfo:
+        self._contract(request.contract_marker, context)
+        return pb.RelayInfo(
+            protocol_version=RELAY_PROTOCOL_VERSION,
+            relay=relay_identity_to_wire(self.s.relay),
+            contract_marker=RELAY_CONTRACT_MARKER,
+        )
+
+    def WatchKvPoolCatalog(
+        self, request: pb.WatchKvPoolCatalogRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.KvPoolCatalogUpdate]:
+        self._contract(request.contract_marker, context)
+        self._subscriber_id(request.subscriber_id, context)
+        seen = -1
+        while context.is_active() and not self.s._stopping.is_set():
+            with self.s._catalog_cond:
+                if self.s._catalog_revision == seen:
+                    self.s._catalog_cond.wait(0.25)
+                    continue
+                seen = self.s._catalog_revision
+                update = self.s.catalog_update()
+            yield update
+
+    def SubscribeKvPool(
+        self, request: pb.SubscribeKvPoolRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.FilterUpdate]:
+        s = self.s
+        self._contract(request.contract_marker, context)
+        self._subscriber_id(request.subscriber_id, context)
+        if not request.HasField("expected_producer"):
+            self._fail(
+                context,
+                _R.RELAY_ERROR_REASON_INVALID_REQUEST,
+                "SubscribeKvPool requires expected_producer",
+            )
+        expected = request.expected_producer
+        try:
+            validate_producer_identity(expected, path="SubscribeKvPoolRequest.expected_producer")
+        except (CkfFormatError, WireBucketCountError) as exc:
+            self._fail(context, _R.RELAY_ERROR_REASON_UNSUPPORTED_FEATURE, str(exc))
+        except RelayWireError as exc:
+            self._fail(context, _R.RELAY_ERROR_REASON_INVALID_REQUEST, str(exc))
+        pool = s._pools.get(_pool_key(expected))
+        if pool is None:
+            self._fail(context, _R.RELAY_ERROR_REASON_POOL_NOT_FOUND, "pool is not published")
+            return
+        with pool.lock:
+            if producer_key(pool.wire_producer) != producer_key(expected):
+                self._fail(
+                    context,
+                    _R.RELAY_ERROR_REASON_PRODUCER_CHANGED,
+                    "expected_producer is not the pool's current generation",
+                )
+            if len(pool.subscribers) >= s.config.max_subscribers_per_pool:
+                self._fail(
+                    context,
+                    _R.RELAY_ERROR_REASON_RESOURCE_LIMIT,
+                    f"Relay per-pool subscriber limit {s.config.max_subscribers_per_pool} reached",
+                )
+            sub = _Subscriber(request.subscriber_id, s.config.queue_frames, s.config.queue_bytes)
+            snap = pool.subscribe(sub)
+            wire = pool.wire_producer
+        s.subscriptions.append(sub.stats)
+        try:
+            yield from self._stream(pool, sub, snap, wire, context)
+        except _Terminal as term:
+            sub.stats.end = term.details
+            if term.reason is not None:
+                self._fail(context, term.reason, term.details)
+            context.abort(term.code, term.details)
+        finally:
+            pool.unsubscribe(sub)
+
+    def _update(
+        self, frame: PublicationFrame, wire: pb.ProducerIdentity, payload: bytes | None = None
+    ) -> pb.FilterUpdate:
+        return filter_update_from_frame(
+            frame, self.s.relay, send_ts_us=_now_us(), producer=wire, payload=payload
+        )
+
+    def _stream(
+        self,
+        pool: _Pool,
+        sub: _Subscriber,
+        snap: HubSnapshot,
+        wire: pb.ProducerIdentity,
+        context: grpc.ServicerContext,
+    ) -> Iterator[pb.FilterUpdate]:
+        s, cfg, faults = self.s, self.s.config, self.s.faults
+        stats = sub.stats
+        sent = 0
+        deltas = 0
+        stall_at = faults.take("stall_after")
+        drop_at = faults.take("drop_after_chunks")
+        corrupt_at = faults.take("corrupt_delta")
+
+        def emit(update: pb.FilterUpdate) -> pb.FilterUpdate:
+            nonlocal sent
+            sent += 1
+            now = time.monotonic()
+            stats.messages += 1
+            stats.payload_bytes += len(update.payload)
+            stats.first_send = now if stats.first_send is None else stats.first_send
+            stats.last_send = now
+            return update
+
+        def stall() -> None:
+            stats.end = "stalled (injected fault)"
+            while context.is_active() and not s._stopping.is_set():
+                time.sleep(0.02)
+            raise _Terminal(None, grpc.StatusCode.CANCELLED, "stalled stream ended")
+
+        # -- bootstrap: the mirror as chunk frames, each under a progress timeout
+        chunks = encode_snapshot(snap)
+        last = time.monotonic()
+        for i, frame in enumerate(chunks):
+            if drop_at is not None and i == drop_at:
+                stats.end = "dropped mid-snapshot (injected fault)"
+                raise _Terminal(
+                    None, grpc.StatusCode.UNAVAILABLE, "connection dropped (injected fault)"
+                )
+            if stall_at is not None and sent >= stall_at:
+                stall()
+            if time.monotonic() - last > cfg.snapshot_progress_timeout:
+                raise _Terminal(
+                    _R.RELAY_ERROR_REASON_SNAPSHOT_PROGRESS_TIMEOUT,
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"snapshot chunk {i} was not drained within {cfg.snapshot_progress_timeout} s",
+                )
+            yield emit(self._update(frame, wire))
+            last = time.monotonic()
+        sequence = snap.sequence
+        # -- live: deltas from the bounded queue, heartbeats when idle
+        next_heartbeat = time.monotonic() + cfg.heartbeat_interval
+        while not s._stopping.is_set():
+            if not context.is_active():
+                return
+            if stall_at is not None and sent >= stall_at:
+                stall()
+            wait = max(0.0, min(next_heartbeat - time.monotonic(), 0.25))
+            live = sub.get(wait)
+            if live is None:
+                if time.monotonic() >= next_heartbeat:
+                    yield emit(self._heartbeat(wire, sequence))
+                    next_heartbeat = time.monotonic() + cfg.heartbeat_interval
+                continue
+            payload = None
+            if live.kind is PublicationFrameKind.DELTA:
+                deltas += 1
+                if corrupt_at is not None and deltas == corrupt_at:
+                    body = bytearray(live.payload)
+                    body[-1] ^= 0xFF
+                    payload = bytes(body)
+            sequence = live.sequence
+            yield emit(self._update(live, wire, payload))
+            next_heartbeat = time.monotonic() + cfg.heartbeat_interval
+        raise _Terminal(
+            _R.RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE,
+            grpc.StatusCode.UNAVAILABLE,
+            "relay shutting down",
+        )
+
+    def _heartbeat(self, wire: pb.ProducerIdentity, sequence: int) -> pb.FilterUpdate:
+        return pb.FilterUpdate(
+            protocol_version=RELAY_PROTOCOL_VERSION,
+            relay=relay_identity_to_wire(self.s.relay),
+            producer=wire,
+            base_sequence=sequence,
+            sequence=sequence,
+            send_ts_us=_now_us(),
+            kind=pb.FILTER_UPDATE_KIND_HEARTBEAT,
+            contract_marker=RELAY_CONTRACT_MARKER,
+        )
+
+
+class RelayServer:
+    """The simulated relay: ``start()`` binds and serves; ``stop()`` ends every stream.
+
+    Use as a context manager. ``address`` is ``host:port`` after ``start()`` (port 0 picks a
+    free port). Streams and state are inspectable for tests: ``subscriptions`` (per-stream
+    send stats), ``lagged_total``, ``faults.fired``.
+    """
+
+    def __init__(
+        self,
+        feeds: PoolFeed | Sequence[PoolFeed],
+        config: ServerConfig | None = None,
+        *,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        self.config = config or ServerConfig()
+        self.faults = faults or FaultPlan()
+        self.relay = RelayIdentity(self.config.drt_instance_id, self.config.relay_incarnation)
+        self._stopping = threading.Event()
+        self._catalog_cond = threading.Condition()
+        self._catalog_revision = 1
+        feed_list = [feeds] if not isinstance(feeds, Sequence) else list(feeds)
+        self._pools: dict[tuple[Any, ...], _Pool] = {}
+        for feed in feed_list:
+            pool = _Pool(feed, self)
+            self._pools[_pool_key(pool.wire_producer)] = pool
+        self.subscriptions: list[SubscriberStats] = []
+        self.lagged_total = 0
+        self._server: grpc.Server | None = None
+        self.port = 0
+
+    @classmethod
+    def from_simulation(
+        cls,
+        trace: str | os.PathLike[str],
+        sim_config: Any = None,
+        *,
+        pace: float = 0.01,
+        dc: int = 0,
+        limit: int | None = None,
+        server_config: ServerConfig | None = None,
+        faults: FaultPlan | None = None,
+    ) -> RelayServer:
+        """A server whose pool is DC ``dc`` of the trace-driven simulator, one delta per step.
+
+        ``pace`` (seconds between steps) overrides ``server_config.pace``. See :func:`trace_feed`.
+        """
+        feed = trace_feed(trace, sim_config, dc=dc, limit=limit)
+        config = replace(server_config or ServerConfig(), pace=pace)
+        return cls(feed, config, faults=faults)
+
+    # -- catalog
+    def catalog_update(self) -> pb.KvPoolCatalogUpdate:
+        pools = []
+        for pool in self._pools.values():
+            with pool.lock:
+                pools.append(pool.descriptor)
+        return pb.KvPoolCatalogUpdate(
+            protocol_version=RELAY_PROTOCOL_VERSION,
+            relay=relay_identity_to_wire(self.relay),
+            revision=self._catalog_revision,
+            snapshot=pb.KvPoolCatalogSnapshot(pools=pools),
+            contract_marker=RELAY_CONTRACT_MARKER,
+        )
+
+    def _bump_catalog(self) -> None:
+        with self._catalog_cond:
+            self._catalog_revision += 1
+            self._catalog_cond.notify_all()
+
+    def change_generation(self, index: int = 0) -> None:
+        """Re-attach pool ``index`` under a new layout generation (a fault, or a demo step)."""
+        list(self._pools.values())[index].change_generation()
+
+    def pool_feed(self, index: int = 0) -> PoolFeed:
+        return list(self._pools.values())[index].feed
+
+    def pool_exhausted(self, index: int = 0) -> bool:
+        return list(self._pools.values())[index].exhausted
+
+    # -- lifecycle
+    @property
+    def address(self) -> str:
+        return f"{self.config.host}:{self.port}"
+
+    def start(self) -> RelayServer:
+        options = [
+            ("grpc.max_send_message_length", self.config.max_message_bytes),
+            ("grpc.max_receive_message_length", self.config.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+            *self.config.grpc_options,
+        ]
+        server = grpc.server(
+            futures.ThreadPoolExecutor(
+                max_workers=self.config.max_workers, thread_name_prefix="cbi1kit-relay"
+            ),
+            options=options,
+            maximum_concurrent_rpcs=self.config.max_workers,
+        )
+        pb_grpc.add_KvEventRelayServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
+        self.port = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind {self.config.host}:{self.config.port}")
+        server.start()
+        self._server = server
+        return self
+
+    def stop(self, grace: float | None = 0.5) -> None:
+        self._stopping.set()
+        with self._catalog_cond:
+            self._catalog_cond.notify_all()
+        if self._server is not None:
+            self._server.stop(grace).wait(5.0)
+            self._server = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped (or ``timeout``); True if stopped."""
+        return self._stopping.wait(timeout)
+
+    def __enter__(self) -> RelayServer:
+        return self.start() if self._server is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,378 @@
+"""A simulated KV DC relay writing what a subscriber would receive into a capture file.
+
+producer → publisher → relay hub → envelope frames → ``FilterUpdate`` messages → ``kvrcap``:
+
+- The :class:`cbi1kit.sim._simulator.Simulator` runs the DC producers; each drained batch is one
+  publication, one ``DcCkfDelta``, one delta frame (ckf.md §4.1–4.2).
+- For every recorded DC a hub keeps the mirror lane (relay.md §2.2). A subscriber opens a
+  ``SubscribeKvPool`` stream, receives the mirror as chunked snapshot frames at the hub's
+  sequence, then one delta frame per publication.
+- Heartbeats follow the simulated clock (relay.md §2.4): armed once the snapshot is complete,
+  every ``heartbeat_interval_ms`` without a forwarded frame, at the current sequence.
+- A delta with more than ``max_delta_images`` images forces a fresh snapshot as upstream's hub
+  does (ckf.md §4.5): the mirror is rebuilt, the stream closes ``UNAVAILABLE`` with reason
+  ``PUBLICATION_UNAVAILABLE``, and the subscriber resubscribes and gets a new snapshot.
+  ``resubscribe_every_ms`` forces a client-side resubscription (stream ``CANCELLED``) on the
+  simulated clock.
+- Every time in the file comes from the simulated clock: ``recv_unix_ns = epoch_unix_ns +
+  t_ms·10⁶``, ``recv_mono_ns = t_ms·10⁶`` (frames at the same ms get +1 ns each so receive order
+  is strict), ``send_ts_us`` likewise; the file header's creation time is ``epoch_unix_ns``.
+  The same trace and config therefore give the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._file import CaptureWriter, RecordType
+from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._identity import RelayIdentity
+from cbi1kit.relay._messages import (
+    RELAY_CONTRACT_MARKER,
+    filter_update_from_frame,
+    heartbeat_update,
+    producer_to_wire,
+)
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta, encode_snapshot
+from cbi1kit.sim._simulator import SimulationResult, Simulator, SimulatorConfig
+from cbi1kit.sim._workload import Workload
+from cbi1kit.wire._format import max_delta_images
+
+__all__ = [
+    "DEFAULT_EPOCH_UNIX_NS",
+    "SAMPLE_CAPTURE",
+    "SAMPLE_TRACE",
+    "RelayConfig",
+    "SimRelayConfig",
+    "SimRelayError",
+    "SimRelayResult",
+    "sample_config",
+    "simulate_capture",
+]
+
+DEFAULT_EPOCH_UNIX_NS: Final = 1_735_689_600 * 10**9
+"""2025-01-01T00:00:00Z: the wall clock a simulated capture starts at (never the real one)."""
+_MS: Final = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RelayConfig:
+    """The simulated relay's knobs (defaults are upstream's where upstream has one)."""
+
+    heartbeat_interval_ms: int = 10_000
+    max_delta_images: int = max_delta_images()
+    resubscribe_every_ms: int | None = None
+    record_dc: int = 0
+    subscriber_id: str = "cbi1kit-simrelay"
+    target: str = "sim://kv-dc-relay"
+    drt_instance_id: int = 0x5EED
+    relay_incarnation: int = 1
+    epoch_unix_ns: int = DEFAULT_EPOCH_UNIX_NS
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_interval_ms < 1:
+            raise ValueError("heartbeat_interval_ms must be >= 1")
+        if not 1 <= self.max_delta_images <= max_delta_images():
+            raise ValueError(f"max_delta_images must be in 1..={max_delta_images()}")
+        if self.resubscribe_every_ms is not None and self.resubscribe_every_ms < 1:
+            raise ValueError("resubscribe_every_ms must be >= 1 or None")
+
+
+@dataclass(frozen=True, slots=True)
+class SimRelayConfig:
+    """Simulator (incl. every ``CkfConfig`` field) and relay knobs together."""
+
+    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    relay: RelayConfig = field(default_factory=RelayConfig)
+
+    def __post_init__(self) -> None:
+        dc = self.relay.record_dc
+        if not 0 <= dc < self.simulator.dcs:
+            raise ValueError(f"record_dc: DC {dc} does not exist ({self.simulator.dcs} DCs)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"simulator": self.simulator.to_json(), "relay": dataclasses.asdict(self.relay)}
+
+
+@dataclass(slots=True)
+class SimRelayResult:
+    """The run's figures: simulator result plus what went into the capture."""
+
+    simulation: SimulationResult
+    path: Path
+    messages: int = 0
+    snapshot_frames: int = 0
+    delta_frames: int = 0
+    heartbeats: int = 0
+    streams: int = 0
+    forced_snapshots: int = 0
+    resubscriptions: int = 0
+    capture_bytes: int = 0
+    final_sequence: dict[int, int] = field(default_factory=dict)
+    #: per recorded DC, the producer's words at the end (the hub mirror is checked against them)
+    final_words: dict[int, npt.NDArray[np.uint64]] = field(default_factory=dict, repr=False)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": str(self.path),
+            "messages": self.messages,
+            "snapshot_frames": self.snapshot_frames,
+            "delta_frames": self.delta_frames,
+            "heartbeats": self.heartbeats,
+            "streams": self.streams,
+            "forced_snapshots": self.forced_snapshots,
+            "resubscriptions": self.resubscriptions,
+            "capture_bytes": self.capture_bytes,
+            "final_sequence": dict(self.final_sequence),
+            "simulation": self.simulation.as_dict(),
+        }
+
+
+class SimRelayError(Cbi1kitError, RuntimeError):
+    """The simulated hub saw something a real hub treats as terminal (a gap, identity change)."""
+
+
+@dataclass(slots=True)
+class _Hub:
+    dc: int
+    identity: Any
+    mirror: npt.NDArray[np.uint64]
+    sequence: int
+    stream: int | None = None
+    last_frame_ms: int = 0
+
+
+class _Relay:
+    def __init__(self, writer: CaptureWriter, cfg: SimRelayConfig, result: SimRelayResult) -> None:
+        self.w = writer
+        self.cfg = cfg.relay
+        self.info = cfg.to_json()
+        self.result = result
+        self.relay = RelayIdentity(self.cfg.drt_instance_id, self.cfg.relay_incarnation)
+        self.hubs: dict[int, _Hub] = {}
+        self.recorded = {self.cfg.record_dc}
+        self.now_ns = 0  # simulated monotonic clock, strictly increasing per record
+        self.next_resub: int | None = None
+
+    # -- clock --------------------------------------------------------------------------------
+    def stamp(self, t_ms: int) -> tuple[int, int]:
+        self.now_ns = max(self.now_ns + 1, t_ms * _MS)
+        return self.cfg.epoch_unix_ns + self.now_ns, self.now_ns
+
+    def send_us(self) -> int:
+        return (self.cfg.epoch_unix_ns + self.now_ns) // 1000
+
+    # -- stream ------------------------------------------------------------------------------
+    def subscribe(self, t: int, hub: _Hub, reason: str) -> None:
+        request = pb.SubscribeKvPoolRequest(
+            subscriber_id=self.cfg.subscriber_id,
+            expected_producer=producer_to_wire(hub.identity),
+            contract_marker=RELAY_CONTRACT_MARKER,
+        ).SerializeToString(deterministic=True)
+        wall, mono = self.stamp(t)
+        hub.stream = self.w.open_stream(
+            self.cfg.target,
+            SUBSCRIBE_KV_POOL_METHOD,
+            request,
+            info={"dc": hub.dc, "reason": reason, "config": self.info},
+            recv_unix_ns=wall,
+            recv_mono_ns=mono,
+        )
+        self.result.streams += 1
+        frames = encode_snapshot(HubSnapshot(hub.identity, hub.sequence, hub.mirror))
+        for frame in frames:
+            self.forward(t, hub, frame)
+            self.result.snapshot_frames += 1
+
+    def close(
+        self, t: int, hub: _Hub, code: int, name: str, reason: str | None, local: str | None
+    ) -> None:
+        assert hub.stream is not None
+        wall, mono = self.stamp(t)
+        self.w.close_stream(
+            hub.stream,
+            status_code=code,
+            status_name=name,
+            details=local or "",
+            error_reason=reason,
+            local_reason=local,
+            trailing_metadata=(("kv-relay-error-reason", reason),) if reason else (),
+            recv_unix_ns=wall,
+            recv_mono_ns=mono,
+        )
+        hub.stream = None
+
+    def forward(self, t: int, hub: _Hub, frame: PublicationFrame) -> None:
+        wall, mono = self.stamp(t)
+        update = filter_update_from_frame(frame, self.relay, send_ts_us=self.send_us())
+        assert hub.stream is not None
+        self.w.message(
+            hub.stream,
+            update.SerializeToString(deterministic=True),
+            recv_unix_ns=wall,
+            recv_mono_ns=mono,
+        )
+        self.result.messages += 1
+        hub.last_frame_ms = t
+
+    def heartbeats(self, t: int) -> None:
+        """Heartbeats due before ``t`` on every open stream (the timer resets on each frame)."""
+        interval = self.cfg.heartbeat_interval_ms
+        for hub in self.hubs.values():
+            while hub.stream is not None and hub.last_frame_ms + interval <= t:
+                at = hub.last_frame_ms + interval
+                wall, mono = self.stamp(at)
+                update = heartbeat_update(
+                    hub.identity, hub.sequence, self.relay, send_ts_us=self.send_us()
+                )
+                self.w.message(
+                    hub.stream,
+                    update.SerializeToString(deterministic=True),
+                    recv_unix_ns=wall,
+                    recv_mono_ns=mono,
+                )
+                self.result.messages += 1
+                self.result.heartbeats += 1
+                hub.last_frame_ms = at
+
+    def resubscriptions(self, t: int) -> None:
+        every = self.cfg.resubscribe_every_ms
+        if every is None or self.next_resub is None:
+            return
+        while self.next_resub <= t:
+            at = self.next_resub
+            self.next_resub += every
+            self.heartbeats(at)
+            for hub in self.hubs.values():
+                self.close(at, hub, 1, "CANCELLED", None, "forced resubscription")
+                self.result.resubscriptions += 1
+                self.subscribe(at, hub, "forced resubscription")
+
+    # -- simulator hooks -----------------------------------------------------------------------
+    def on_snapshot(self, t: int, dc: int, snap: DcCkfSnapshot) -> None:
+        if dc not in self.recorded:
+            return
+        hub = _Hub(dc, snap.identity, np.array(snap.buckets, dtype=np.uint64), snap.sequence)
+        self.hubs[dc] = hub
+        self.subscribe(t, hub, "subscribe")
+        if self.cfg.resubscribe_every_ms is not None and self.next_resub is None:
+            self.next_resub = t + self.cfg.resubscribe_every_ms
+
+    def on_delta(self, t: int, dc: int, delta: DcCkfDelta) -> None:
+        self.heartbeats(t)
+        self.resubscriptions(t)
+        hub = self.hubs.get(dc)
+        if hub is None:
+            return
+        if delta.base_sequence != hub.sequence or delta.identity != hub.identity:
+            raise SimRelayError(
+                f"hub for DC {dc} at sequence {hub.sequence} got delta "
+                f"{delta.base_sequence}→{delta.sequence}"
+            )
+        hub.mirror[delta.buckets.astype(np.intp)] = delta.values
+        hub.sequence = delta.sequence
+        if len(delta.buckets) > self.cfg.max_delta_images:
+            # recover_snapshot: fresh barrier snapshot into the mirror, every subscriber closed.
+            self.close(
+                t,
+                hub,
+                14,
+                "UNAVAILABLE",
+                "PUBLICATION_UNAVAILABLE",
+                f"delta of {len(delta.buckets)} images exceeds {self.cfg.max_delta_images}",
+            )
+            self.result.forced_snapshots += 1
+            self.subscribe(t, hub, "resubscribe after hub recovery")
+            return
+        self.forward(t, hub, encode_delta(delta))
+        self.result.delta_frames += 1
+
+    def finish(self, t: int) -> None:
+        self.heartbeats(t)
+        for hub in self.hubs.values():
+            if hub.stream is not None:
+                self.close(t, hub, 0, "OK", None, "end of simulation")
+            self.result.final_sequence[hub.dc] = hub.sequence
+            self.result.final_words[hub.dc] = hub.mirror.copy()
+
+
+def simulate_capture(
+    workload: Workload,
+    path: str | os.PathLike[str],
+    config: SimRelayConfig | None = None,
+    *,
+    overwrite: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> SimRelayResult:
+    """Simulate ``workload`` and write the recorded DC's relay stream to a capture at ``path``.
+
+    Every DC is simulated (the ckf policy routes across all of them); one DC's pool stream is
+    recorded (``RelayConfig.record_dc``), so a capture holds one producer, as one consumer lane
+    sees it. The capture holds a ``MARK`` with the configuration (JSON), then
+    ``SubscribeKvPool`` streams (more than one after a forced snapshot or resubscription).
+    """
+    cfg = config or SimRelayConfig()
+    out = Path(path)
+    if overwrite and out.exists():
+        out.unlink()
+    sim = Simulator(cfg.simulator)
+    result = SimRelayResult(sim.result, out)
+    t0 = int(workload.timestamps_ms[0]) if len(workload) else 0
+    clock_ns = [cfg.relay.epoch_unix_ns + t0 * _MS, t0 * _MS]
+
+    def clock() -> tuple[int, int]:
+        return clock_ns[0], clock_ns[1]
+
+    with CaptureWriter(out, clock=clock, flush_records=4096) as writer:
+        relay = _Relay(writer, cfg, result)
+        writer.write(
+            RecordType.MARK,
+            json.dumps(
+                {"simulation": cfg.to_json(), "workload": workload.summary()},
+                sort_keys=True,
+                separators=(",", ":"),
+                default=str,
+            ).encode(),
+            recv_unix_ns=clock_ns[0],
+            recv_mono_ns=clock_ns[1],
+        )
+        relay.now_ns = clock_ns[1]
+        sim.run(
+            workload,
+            on_snapshot=relay.on_snapshot,
+            on_delta=relay.on_delta,
+            progress=progress,
+        )
+        relay.finish(sim.result.end_ms)
+        for dc, mirror in result.final_words.items():
+            result.final_words[dc] = sim.states[dc].words()
+            if not np.array_equal(mirror, result.final_words[dc]):  # pragma: no cover
+                raise SimRelayError(f"hub mirror of DC {dc} differs from its producer's words")
+    result.capture_bytes = out.stat().st_size
+    return result
+
+
+SAMPLE_TRACE: Final = "data/mooncake/conversation_trace.jsonl"
+SAMPLE_CAPTURE: Final = "data/sample.kvrcap"
+
+
+def sample_config() -> SimRelayConfig:
+    """The bundled sample's configuration (``make sample``): the whole conversation trace on
+    4 DCs × 2 workers of 4,096 blocks, CKF-routed, DC 0 recorded, a forced resubscription every
+    20 simulated minutes. Fixed seeds throughout, so the bytes are reproducible."""
+    return SimRelayConfig(
+        SimulatorConfig(dcs=4, workers_per_dc=2, capacity_blocks=4096, policy="ckf", seed=0),
+        RelayConfig(resubscribe_every_ms=20 * 60 * 1000, record_dc=0),
+    )

@@ -1,0 +1,652 @@
+"""A KV-cache simulator: DC pools of workers with LRU block caches, a router, and engine events.
+
+The model, in Dynamo's terms:
+
+- ``dcs`` DC pools (at most 16, one CKF lane each for a global consumer), each with
+  ``workers_per_dc`` workers × ``dp_ranks`` data-parallel ranks. Every ``(worker, dp_rank)``
+  member holds up to ``capacity_blocks`` KV blocks in an LRU cache.
+- Each DC has one producer (:class:`cbi1kit.ckf._producer.DcCkfState`) that receives its
+  members' KV events, and one publisher numbering the drained batches.
+- A request is routed, then served instantly: the member's longest cached prefix is a hit, the
+  rest is stored (evicting least-recently-used blocks first), as an engine's prefix cache does.
+  Events are what an engine emits: ``Removed`` for the evicted blocks' engine ids, then
+  ``Stored`` for the new blocks with ``parent_hash`` = the engine id of the last hit block (or
+  none at the root). Engine ids are opaque per member (``canonical ^ member salt``), so the
+  producer's lineage mapping is exercised. ``Cleared`` comes from the optional periodic worker
+  restarts (``clear_every_ms``): one member at a time, round robin, loses its whole cache.
+- Touch order keeps every cache prefix-closed: a request's blocks are touched deepest first, so
+  a parent is always more recent than its children and is evicted after them (vLLM frees a
+  request's blocks tail first for the same reason).
+- Time is the trace's: events carry the request's timestamp (ms). Load is the number of blocks
+  of requests still decoding (``decode_ms_per_token`` × output tokens after arrival).
+
+Routing policies:
+
+- ``round_robin`` and ``random`` (seeded) pick a member directly, ignoring the caches.
+- ``exact`` and ``ckf`` pick a DC, then a member inside it. The DC's cost is Dynamo's router
+  cost ``overlap_weight × (blocks − prefix depth) + load per member``. ``exact`` uses the true
+  depth (the deepest member cache of the DC): the reference. ``ckf`` uses the depth a global
+  consumer would see: :func:`cbi1kit.ckf._consumer.find_prefix_depths` over a 16-lane
+  :class:`CkfLaneTable` fed by the DCs' published deltas. Inside the DC the local router knows
+  its members' caches exactly (same cost per member). Ties go to the lowest index.
+
+While every producer is fully published, the ckf policy also measures the filter's per-probe
+false-positive rate: every (position, lane) probe of an item absent from that lane's producer
+is counted, and hits among them are false positives; ``expected_false_positives`` sums the
+8α/65534 estimate at each probe's lane load α.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from cbi1kit.ckf._bucket import lane_occupancy
+from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths
+from cbi1kit.ckf._producer import (
+    DEFAULT_SEED,
+    DEFAULT_VERIFICATION_WINDOW,
+    CkfConfig,
+    DcCkfDelta,
+    DcCkfPublicationBatch,
+    DcCkfPublisher,
+    DcCkfSnapshot,
+    DcCkfState,
+    EventOutcome,
+    KvCleared,
+    KvEvent,
+    KvRemoved,
+    KvStored,
+    StoredBlock,
+)
+from cbi1kit.ckf._stats import estimated_false_positive_rate
+from cbi1kit.ckf._table import DEFAULT_MAX_KICKS
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._identity import (
+    MAX_LANES,
+    ConsumerInstanceId,
+    IndexerDomainId,
+    KvQueryHashFormat,
+    LaneLease,
+    PoolId,
+    ProducerIdentity,
+    derive_cache_semantics_id,
+    derive_routing_scope_id,
+    stable_dc_id,
+)
+from cbi1kit.sim._workload import Workload
+
+__all__ = [
+    "POLICIES",
+    "Member",
+    "RoutingPolicy",
+    "SimulationResult",
+    "Simulator",
+    "SimulatorConfig",
+    "SimulatorConfigError",
+    "producer_identity",
+]
+
+RoutingPolicy = Literal["round_robin", "random", "exact", "ckf"]
+POLICIES: tuple[RoutingPolicy, ...] = ("round_robin", "random", "exact", "ckf")
+_U64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+SnapshotHook = Callable[[int, int, DcCkfSnapshot], None]
+DeltaHook = Callable[[int, int, DcCkfDelta], None]
+EventHook = Callable[[int, int, KvEvent, EventOutcome], None]
+ProgressHook = Callable[[int], None]
+
+
+class SimulatorConfigError(Cbi1kitError, ValueError):
+    """A simulator knob out of range (``field``, ``value``)."""
+
+    def __init__(self, field_name: str, value: object, reason: str) -> None:
+        self.field = field_name
+        self.value = value
+        super().__init__(f"invalid simulator config: {field_name}={value!r}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatorConfig:
+    """Every simulator knob, and the producers' :class:`CkfConfig` fields.
+
+    ``expected_blocks_per_dc`` 0 (the default) sizes each DC's filter for its members' total
+    capacity (``workers_per_dc × dp_ranks × capacity_blocks``), as a deployment would.
+    """
+
+    dcs: int = 1
+    workers_per_dc: int = 4
+    dp_ranks: int = 1
+    capacity_blocks: int = 4096
+    policy: RoutingPolicy = "exact"
+    seed: int = 0
+    overlap_weight: float = 1.0
+    decode_ms_per_token: float = 20.0
+    clear_every_ms: int | None = None
+    publish_delay_ms: int | None = None
+    # CkfConfig
+    expected_blocks_per_dc: int = 0
+    ckf_seed: int = DEFAULT_SEED
+    max_kicks: int = DEFAULT_MAX_KICKS
+    verification_window: int = DEFAULT_VERIFICATION_WINDOW
+    publish_every_n_events: int = 1
+    # producer identity
+    model: str = "mooncake/conversation"
+    namespace: str = "dynamo"
+    component: str = "backend"
+    endpoint: str = "generate"
+    producer_incarnation: int = 1
+    layout_generation: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.dcs <= MAX_LANES:
+            raise SimulatorConfigError("dcs", self.dcs, f"must be in 1..={MAX_LANES}")
+        for name in ("workers_per_dc", "dp_ranks", "capacity_blocks"):
+            if getattr(self, name) < 1:
+                raise SimulatorConfigError(name, getattr(self, name), "must be >= 1")
+        if self.policy not in POLICIES:
+            raise SimulatorConfigError("policy", self.policy, f"must be one of {POLICIES}")
+        if self.expected_blocks_per_dc < 0:
+            raise SimulatorConfigError(
+                "expected_blocks_per_dc", self.expected_blocks_per_dc, "must be >= 0"
+            )
+        for name in ("clear_every_ms", "publish_delay_ms"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SimulatorConfigError(name, value, "must be >= 1 or None")
+        if self.overlap_weight < 0 or self.decode_ms_per_token < 0:
+            raise SimulatorConfigError(
+                "overlap_weight/decode_ms_per_token", self.overlap_weight, "must be >= 0"
+            )
+        self.ckf_config()  # validate the CKF knobs now, with upstream's errors
+
+    @property
+    def members_per_dc(self) -> int:
+        return self.workers_per_dc * self.dp_ranks
+
+    def ckf_config(self) -> CkfConfig:
+        expected = self.expected_blocks_per_dc or self.members_per_dc * self.capacity_blocks
+        return CkfConfig(
+            expected_blocks_per_dc=expected,
+            seed=self.ckf_seed,
+            max_kicks=self.max_kicks,
+            verification_window=self.verification_window,
+            publish_every_n_events=self.publish_every_n_events,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def producer_identity(
+    config: SimulatorConfig, dc: int, state: DcCkfState, hash_format: KvQueryHashFormat, bs: int
+) -> ProducerIdentity:
+    """The producer identity of DC ``dc``, derived as the relay derives it (relay.md §1.2)."""
+    domain = IndexerDomainId(
+        derive_cache_semantics_id([config.model], bs, hash_format),
+        derive_routing_scope_id([config.namespace, config.component, config.endpoint]),
+    )
+    return ProducerIdentity(
+        PoolId(domain, stable_dc_id(f"sim-dc-{dc}")),
+        config.producer_incarnation,
+        config.layout_generation,
+        state.format,
+    )
+
+
+def _mix(x: int) -> int:
+    """SplitMix64 finaliser: a member's engine-id salt."""
+    z = (x + _GOLDEN) & _U64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _U64
+    return z ^ (z >> 31)
+
+
+@dataclass(slots=True)
+class Member:
+    """One ``(worker, dp_rank)`` of one DC: an LRU cache ``canonical → engine block id``."""
+
+    index: int
+    dc: int
+    worker_id: int
+    dp_rank: int
+    salt: int
+    cache: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    inflight: list[tuple[float, int]] = field(default_factory=list)
+    load: int = 0
+    requests: int = 0
+
+    def depth(self, seq: list[int]) -> int:
+        cache = self.cache
+        d = 0
+        for h in seq:
+            if h not in cache:
+                break
+            d += 1
+        return d
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    """What a run did. ``hit_rate`` is hit blocks / requested blocks."""
+
+    config: SimulatorConfig
+    requests: int = 0
+    requested_blocks: int = 0
+    hit_blocks: int = 0
+    stored_blocks: int = 0
+    evicted_blocks: int = 0
+    events: dict[str, int] = field(
+        default_factory=lambda: {"stored": 0, "removed": 0, "cleared": 0}
+    )
+    event_errors: dict[str, int] = field(default_factory=dict)
+    deltas: list[int] = field(default_factory=list)
+    images: list[int] = field(default_factory=list)
+    requests_per_dc: list[int] = field(default_factory=list)
+    capacity_failures: list[int] = field(default_factory=list)
+    load_factors: list[float] = field(default_factory=list)
+    start_ms: int = 0
+    end_ms: int = 0
+    wall_seconds: float = 0.0
+    # ckf policy: filter accuracy on absent items
+    absent_probes: int = 0
+    false_positives: int = 0
+    expected_false_positives: float = 0.0
+    alpha_sum: float = 0.0
+    depth_overestimates: int = 0
+    depth_underestimates: int = 0
+    # per routed request and DC, ckf policy: (request, dc, exact depth, CKF depth)
+    depth_log: list[tuple[int, int, int, int]] = field(default_factory=list, repr=False)
+    # every ``health_every`` requests, per DC: (request, time_ms, dc, occupied slots,
+    # resident items, capacity failures)
+    health_log: list[tuple[int, int, int, int, int, int]] = field(default_factory=list, repr=False)
+
+    def depth_table(self) -> pl.DataFrame:
+        """CKF against exact prefix depth of every routed request and DC (ckf policy only)."""
+        return pl.DataFrame(
+            self.depth_log,
+            schema={
+                "request": pl.UInt32,
+                "dc": pl.UInt8,
+                "exact_depth": pl.UInt32,
+                "ckf_depth": pl.UInt32,
+            },
+            orient="row",
+        )
+
+    def health_table(self) -> pl.DataFrame:
+        """Each DC's filter over the run: load, resident items, capacity failures, estimate."""
+        slots = 4 * self.config.ckf_config().bucket_count()
+        return (
+            pl.DataFrame(
+                self.health_log,
+                schema={
+                    "request": pl.UInt32,
+                    "time_ms": pl.Int64,
+                    "dc": pl.UInt8,
+                    "occupied_slots": pl.UInt64,
+                    "resident_items": pl.UInt64,
+                    "capacity_failures": pl.UInt64,
+                },
+                orient="row",
+            )
+            .with_columns((pl.col("occupied_slots") / slots).alias("load_factor"))
+            .with_columns(
+                (pl.col("load_factor") * estimated_false_positive_rate(1.0)).alias("estimated_fpr")
+            )
+        )
+
+    @property
+    def total_events(self) -> int:
+        return sum(self.events.values())
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_blocks / self.requested_blocks if self.requested_blocks else 0.0
+
+    @property
+    def measured_fpr(self) -> float | None:
+        return self.false_positives / self.absent_probes if self.absent_probes else None
+
+    @property
+    def estimated_fpr(self) -> float | None:
+        """8α/65534 at the mean lane load seen by the absent probes."""
+        if not self.absent_probes:
+            return None
+        return estimated_false_positive_rate(self.alpha_sum / self.absent_probes)
+
+    @property
+    def mean_probe_load(self) -> float | None:
+        return self.alpha_sum / self.absent_probes if self.absent_probes else None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "requests": self.requests,
+            "events": dict(self.events),
+            "total_events": self.total_events,
+            "event_errors": dict(self.event_errors),
+            "requested_blocks": self.requested_blocks,
+            "hit_blocks": self.hit_blocks,
+            "hit_rate": self.hit_rate,
+            "stored_blocks": self.stored_blocks,
+            "evicted_blocks": self.evicted_blocks,
+            "deltas": list(self.deltas),
+            "images": list(self.images),
+            "requests_per_dc": list(self.requests_per_dc),
+            "capacity_failures": list(self.capacity_failures),
+            "load_factors": list(self.load_factors),
+            "simulated_ms": self.end_ms - self.start_ms,
+            "wall_seconds": self.wall_seconds,
+            "absent_probes": self.absent_probes,
+            "false_positives": self.false_positives,
+            "expected_false_positives": self.expected_false_positives,
+            "measured_fpr": self.measured_fpr,
+            "estimated_fpr": self.estimated_fpr,
+            "mean_probe_load": self.mean_probe_load,
+            "depth_overestimates": self.depth_overestimates,
+            "depth_underestimates": self.depth_underestimates,
+        }
+
+
+class Simulator:
+    """Runs a :class:`Workload` through DC pools; see the module docstring for the model.
+
+    Hooks: ``on_snapshot(time_ms, dc, snapshot)`` once per DC at the start (the barrier snapshot
+    a relay hub subscribes with), ``on_delta(time_ms, dc, delta)`` for every published batch,
+    ``on_event(time_ms, dc, event, outcome)`` for every engine event, ``progress(n)`` after
+    every ``n`` requests. A simulator runs once.
+    """
+
+    def __init__(self, config: SimulatorConfig | None = None) -> None:
+        self.config = config or SimulatorConfig()
+        cfg = self.config
+        ckf = cfg.ckf_config()
+        self.states = [DcCkfState(ckf) for _ in range(cfg.dcs)]
+        self.members: list[Member] = []
+        for dc in range(cfg.dcs):
+            for w in range(cfg.workers_per_dc):
+                for r in range(cfg.dp_ranks):
+                    idx = len(self.members)
+                    salt = _mix((cfg.seed << 16) ^ (dc << 8) ^ idx)
+                    self.members.append(Member(idx, dc, w + 1, r, salt))
+        self.by_dc = [[m for m in self.members if m.dc == dc] for dc in range(cfg.dcs)]
+        self.format = self.states[0].format
+        self.table = CkfLaneTable(self.format, (1 << cfg.dcs) - 1)
+        self.publishers: list[DcCkfPublisher] = []
+        self.identities: list[ProducerIdentity] = []
+        self._consumer_leases: list[LaneLease] = []
+        self._rng = np.random.default_rng(cfg.seed)
+        self._rr = 0
+        self._next_clear: int | None = None
+        self._clear_cursor = 0
+        self._pending_since: list[int | None] = [None] * cfg.dcs
+        self._ran = False
+        self.result = SimulationResult(cfg)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _setup(self, workload: Workload, t0: int, on_snapshot: SnapshotHook | None) -> None:
+        cfg = self.config
+        for dc, state in enumerate(self.states):
+            ident = producer_identity(cfg, dc, state, workload.hash_format, workload.block_size)
+            self.identities.append(ident)
+            # The relay hub's lease (relay.md §2.5): (producer_incarnation, lane 0, layout gen).
+            hub_lease = LaneLease(ConsumerInstanceId(cfg.producer_incarnation), 0, 1)
+            pub = DcCkfPublisher(ident)
+            _, snap = pub.snapshot_after_barrier(state, hub_lease)
+            self.publishers.append(pub)
+            lease = LaneLease(ConsumerInstanceId(0x53494D), dc, 1)  # "SIM", lane = dc
+            self._consumer_leases.append(lease)
+            rep = self.table.replica(dc)
+            rep.assign(ident, lease)
+            rep.install_snapshot(dataclasses.replace(snap, lease=lease))
+            if on_snapshot is not None:
+                on_snapshot(t0, dc, snap)
+        if cfg.clear_every_ms is not None:
+            self._next_clear = t0 + cfg.clear_every_ms
+
+    def _publish(
+        self, t: int, dc: int, batch: DcCkfPublicationBatch, on_delta: DeltaHook | None
+    ) -> None:
+        delta = self.publishers[dc].publish(batch)
+        self._pending_since[dc] = None
+        if delta is None:  # pragma: no cover - the publisher always has the hub's lease
+            return
+        self.result.deltas[dc] += 1
+        self.result.images[dc] += len(batch)
+        self.table.replicas[dc].apply_delta(
+            dataclasses.replace(delta, lease=self._consumer_leases[dc])
+        )
+        if on_delta is not None:
+            on_delta(t, dc, delta)
+
+    def _apply(
+        self,
+        t: int,
+        dc: int,
+        event: KvEvent,
+        on_delta: DeltaHook | None,
+        on_event: EventHook | None,
+    ) -> None:
+        state = self.states[dc]
+        outcome = state.apply(event)
+        res = self.result
+        kind = (
+            "stored"
+            if isinstance(event, KvStored)
+            else "removed"
+            if isinstance(event, KvRemoved)
+            else "cleared"
+        )
+        res.events[kind] += 1
+        if outcome.error is not None:
+            name = type(outcome.error).__name__
+            res.event_errors[name] = res.event_errors.get(name, 0) + 1
+        if on_event is not None:
+            on_event(t, dc, event, outcome)
+        if outcome.batch is not None:
+            self._publish(t, dc, outcome.batch, on_delta)
+        elif state.pending_events and self._pending_since[dc] is None:
+            self._pending_since[dc] = t
+
+    def _drain(self, t: int, dc: int, on_delta: DeltaHook | None) -> None:
+        batch = self.states[dc].drain()
+        self._pending_since[dc] = None
+        if batch is not None:
+            self._publish(t, dc, batch, on_delta)
+
+    def _advance(self, t: int, on_delta: DeltaHook | None, on_event: EventHook | None) -> None:
+        cfg = self.config
+        for m in self.members:
+            inflight = m.inflight
+            while inflight and inflight[0][0] <= t:
+                m.load -= heapq.heappop(inflight)[1]
+        if cfg.publish_delay_ms is not None:
+            for dc, since in enumerate(self._pending_since):
+                if since is not None and t - since >= cfg.publish_delay_ms:
+                    self._drain(since + cfg.publish_delay_ms, dc, on_delta)
+        while self._next_clear is not None and self._next_clear <= t:
+            m = self.members[self._clear_cursor % len(self.members)]
+            self._clear_cursor += 1
+            at = self._next_clear
+            self._next_clear += cfg.clear_every_ms or 0
+            if m.cache:
+                m.cache.clear()
+                self._apply(at, m.dc, KvCleared(m.worker_id, m.dp_rank), on_delta, on_event)
+
+    def _dc_cost(self, dc: int, depth: int, n: int) -> float:
+        load = sum(m.load for m in self.by_dc[dc]) / self.config.members_per_dc
+        return self.config.overlap_weight * (n - depth) + load
+
+    def _route(self, seq: list[int], seq_arr: npt.NDArray[np.uint64]) -> tuple[Member, int]:
+        """The chosen member and its exact prefix depth."""
+        cfg = self.config
+        n = len(seq)
+        if cfg.policy == "round_robin":
+            m = self.members[self._rr % len(self.members)]
+            self._rr += 1
+            return m, m.depth(seq)
+        if cfg.policy == "random":
+            m = self.members[int(self._rng.integers(len(self.members)))]
+            return m, m.depth(seq)
+        member_depths = [m.depth(seq) for m in self.members]
+        exact = [max(member_depths[m.index] for m in group) for group in self.by_dc]
+        if cfg.policy == "ckf":
+            seen = self._ckf_depths(seq, seq_arr)
+            request = self.result.requests
+            for dc in range(cfg.dcs):
+                self.result.depth_log.append((request, dc, exact[dc], seen[dc]))
+                if seen[dc] > exact[dc]:
+                    self.result.depth_overestimates += 1
+                elif seen[dc] < exact[dc]:
+                    self.result.depth_underestimates += 1
+        else:
+            seen = exact
+        best_dc = min(range(cfg.dcs), key=lambda d: (self._dc_cost(d, seen[d], n), d))
+        w = cfg.overlap_weight
+        m = min(
+            self.by_dc[best_dc],
+            key=lambda m: (w * (n - member_depths[m.index]) + m.load, m.index),
+        )
+        return m, member_depths[m.index]
+
+    def _ckf_depths(self, seq: list[int], seq_arr: npt.NDArray[np.uint64]) -> list[int]:
+        cfg = self.config
+        n = len(seq)
+        if n == 0:
+            return [0] * cfg.dcs
+        masks = self.table.probe_many(seq_arr).tolist()
+        ready = self.table.ready_mask()
+        depths = find_prefix_depths(n, ready, cfg.verification_window, masks.__getitem__)
+        # Filter accuracy, only while the lanes equal their producers (nothing unpublished).
+        if all(s.pending_events == 0 and not s.dirty_buckets() for s in self.states):
+            res = self.result
+            for dc, state in enumerate(self.states):
+                alpha = state.resident_count / (4 * state.bucket_count)
+                est = estimated_false_positive_rate(alpha)
+                bit = 1 << dc
+                for pos, h in enumerate(seq):
+                    own = state.ownership(h)
+                    if own is not None and own.resident:
+                        continue
+                    res.absent_probes += 1
+                    res.alpha_sum += alpha
+                    res.expected_false_positives += est
+                    if masks[pos] & bit:
+                        res.false_positives += 1
+        return depths[: cfg.dcs]
+
+    def _log_health(self, request: int, t: int) -> None:
+        for dc, state in enumerate(self.states):
+            self.result.health_log.append(
+                (
+                    request,
+                    t,
+                    dc,
+                    lane_occupancy(state.words()),
+                    state.resident_count,
+                    state.capacity_failures,
+                )
+            )
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(
+        self,
+        workload: Workload,
+        *,
+        on_snapshot: SnapshotHook | None = None,
+        on_delta: DeltaHook | None = None,
+        on_event: EventHook | None = None,
+        progress: ProgressHook | None = None,
+        progress_every: int = 256,
+        health_every: int = 64,
+    ) -> SimulationResult:
+        if self._ran:
+            raise RuntimeError("a Simulator runs once; make a new one")
+        self._ran = True
+        cfg = self.config
+        res = self.result
+        res.deltas = [0] * cfg.dcs
+        res.images = [0] * cfg.dcs
+        res.requests_per_dc = [0] * cfg.dcs
+        started = time.perf_counter()
+        ts = workload.timestamps_ms.tolist()
+        t0 = ts[0] if ts else 0
+        res.start_ms = res.end_ms = t0
+        self._setup(workload, t0, on_snapshot)
+        offsets = workload.offsets.tolist()
+        local_all = workload.local_hashes.tolist()
+        seq_all = workload.seq_hashes.tolist()
+        outputs = workload.output_tokens.tolist()
+        cap = cfg.capacity_blocks
+        ms_per_token = cfg.decode_ms_per_token
+        done = 0
+        for i, t in enumerate(ts):
+            self._advance(t, on_delta, on_event)
+            s, e = offsets[i], offsets[i + 1]
+            seq = seq_all[s:e]
+            n = len(seq)
+            m, depth = self._route(seq, workload.seq_hashes[s:e])
+            res.requests += 1
+            res.requests_per_dc[m.dc] += 1
+            m.requests += 1
+            res.requested_blocks += n
+            res.hit_blocks += depth
+            n_eff = min(n, cap)
+            cache = m.cache
+            for p in range(depth - 1, -1, -1):
+                cache.move_to_end(seq[p])
+            overflow = len(cache) + (n_eff - depth) - cap
+            if overflow > 0:
+                victims = [cache.popitem(last=False)[1] for _ in range(overflow)]
+                res.evicted_blocks += overflow
+                self._apply(
+                    t, m.dc, KvRemoved(m.worker_id, tuple(victims), m.dp_rank), on_delta, on_event
+                )
+            if n_eff > depth:
+                salt = m.salt
+                blocks = []
+                for p in range(depth, n_eff):
+                    blocks.append(StoredBlock(seq[p] ^ salt, local_all[s + p]))
+                for p in range(n_eff - 1, depth - 1, -1):
+                    cache[seq[p]] = seq[p] ^ salt
+                for p in range(depth - 1, -1, -1):
+                    cache.move_to_end(seq[p])
+                parent = cache[seq[depth - 1]] if depth else None
+                res.stored_blocks += n_eff - depth
+                self._apply(
+                    t,
+                    m.dc,
+                    KvStored(m.worker_id, tuple(blocks), parent, m.dp_rank),
+                    on_delta,
+                    on_event,
+                )
+            if n:
+                heapq.heappush(m.inflight, (t + ms_per_token * outputs[i], n))
+                m.load += n
+            res.end_ms = t
+            done += 1
+            if health_every and done % health_every == 0:
+                self._log_health(done, t)
+            if progress is not None and done % progress_every == 0:
+                progress(progress_every)
+        # End of run: publish every pending tail so lanes equal producers.
+        for dc in range(cfg.dcs):
+            self._drain(res.end_ms, dc, on_delta)
+        if health_every:
+            self._log_health(done, res.end_ms)
+        if progress is not None and done % progress_every:
+            progress(done % progress_every)
+        res.capacity_failures = [s.capacity_failures for s in self.states]
+        res.load_factors = [s.resident_count / (4 * s.bucket_count) for s in self.states]
+        res.wall_seconds = time.perf_counter() - started
+        return res

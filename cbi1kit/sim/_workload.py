@@ -1,0 +1,405 @@
+"""Workloads: request streams as canonical sequence hashes, from real traces or token-level chats.
+
+A :class:`Workload` is a list of requests laid end to end in flat ``uint64`` arrays: each request
+has an arrival time (ms), its token counts and its blocks' *local* hashes (an engine's
+``tokens_hash``) and *canonical sequence* hashes (what a CKF stores, ckf.md §1.2). Everything is
+vectorised; the chains run through :func:`cbi1kit.hashing._blocks.compute_seq_hash_ragged`.
+
+Two sources:
+
+- :func:`read_mooncake` reads a Mooncake-format JSONL trace (``timestamp`` ms, ``input_length``,
+  ``output_length``, ``hash_ids``; block size 512). Mooncake's hash ids are remapped *prefix*
+  block ids (equal ids ⇔ equal prefix), and raw tokens are not released, so each id stands for
+  one block: its local hash is ``xxh3_64(u64_le(hash_id), seed)`` with the block-hash seed of the
+  hash space (``block_hash_seed(lora_name, cache_namespace)``, 1337 unsalted). The chain over
+  those local hashes then gives canonical hashes exactly as for token blocks.
+- :func:`synthetic_chat` builds token-level multi-turn chat sessions that share a few system
+  prompts and hashes real token windows with :func:`compute_block_hash_for_seq` in the
+  standard, EAGLE (``kv_block_size + 1``-token windows) or LoRA (salted seed) hash space.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.hashing._blocks import (
+    block_count,
+    block_hash_seed,
+    compute_block_hash_for_seq,
+    compute_seq_hash_ragged,
+)
+from cbi1kit.hashing._identity import KvQueryHashFormat
+from cbi1kit.hashing._xxh3 import xxh3_64_u64
+
+__all__ = [
+    "MOONCAKE_BLOCK_SIZE",
+    "HashSpaceName",
+    "Workload",
+    "WorkloadError",
+    "concat",
+    "mooncake_local_hashes",
+    "read_mooncake",
+    "read_workload",
+    "synthetic_chat",
+]
+
+MOONCAKE_BLOCK_SIZE = 512
+"""Tokens per ``hash_ids`` entry in the Mooncake FAST'25 traces."""
+
+HashSpaceName = Literal["standard", "eagle", "lora"]
+U64Array = npt.NDArray[np.uint64]
+I64Array = npt.NDArray[np.int64]
+
+
+class WorkloadError(Cbi1kitError, ValueError):
+    """A trace that cannot be read as a workload (``source``, ``line`` 1-based, ``field``)."""
+
+    def __init__(
+        self, reason: str, *, source: str, line: int | None = None, field: str | None = None
+    ) -> None:
+        self.reason = reason
+        self.source = source
+        self.line = line
+        self.field = field
+        where = source + (f":{line}" if line is not None else "")
+        what = f" field {field}" if field else ""
+        super().__init__(f"{where}{what}: {reason}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Workload:
+    """Requests in arrival order, blocks laid end to end.
+
+    Request ``i`` owns blocks ``offsets[i]:offsets[i+1]`` of ``local_hashes`` / ``seq_hashes``
+    (and of ``hash_ids`` for a Mooncake trace). ``lora_names[i]`` is the adapter a request was
+    hashed under (None for base-model requests).
+    """
+
+    timestamps_ms: I64Array
+    input_tokens: I64Array
+    output_tokens: I64Array
+    offsets: I64Array
+    local_hashes: U64Array
+    seq_hashes: U64Array
+    block_size: int
+    hash_format: KvQueryHashFormat = KvQueryHashFormat.DYNAMO_STANDARD_V1
+    hash_ids: I64Array | None = None
+    lora_names: tuple[str | None, ...] = ()
+    source: str = ""
+    meta: dict[str, object] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.timestamps_ms.size)
+
+    @property
+    def block_counts(self) -> I64Array:
+        return np.diff(self.offsets)
+
+    @property
+    def total_blocks(self) -> int:
+        return int(self.offsets[-1])
+
+    def blocks(self, i: int) -> tuple[U64Array, U64Array]:
+        """``(local_hashes, seq_hashes)`` of request ``i`` (views)."""
+        s, e = int(self.offsets[i]), int(self.offsets[i + 1])
+        return self.local_hashes[s:e], self.seq_hashes[s:e]
+
+    def head(self, n: int) -> Workload:
+        """The first ``n`` requests (a trace prefix, for tests and quick runs)."""
+        n = max(0, min(n, len(self)))
+        end = int(self.offsets[n])
+        return Workload(
+            timestamps_ms=self.timestamps_ms[:n],
+            input_tokens=self.input_tokens[:n],
+            output_tokens=self.output_tokens[:n],
+            offsets=self.offsets[: n + 1],
+            local_hashes=self.local_hashes[:end],
+            seq_hashes=self.seq_hashes[:end],
+            block_size=self.block_size,
+            hash_format=self.hash_format,
+            hash_ids=None if self.hash_ids is None else self.hash_ids[:end],
+            lora_names=self.lora_names[:n],
+            source=self.source,
+            meta=dict(self.meta),
+        )
+
+    def unique_blocks(self) -> int:
+        return int(np.unique(self.seq_hashes).size)
+
+    def summary(self) -> dict[str, object]:
+        counts = self.block_counts
+        return {
+            "requests": len(self),
+            "blocks": self.total_blocks,
+            "unique_blocks": self.unique_blocks(),
+            "block_size": self.block_size,
+            "hash_format": self.hash_format.serde_name,
+            "duration_ms": int(self.timestamps_ms[-1] - self.timestamps_ms[0]) if len(self) else 0,
+            "mean_blocks_per_request": float(counts.mean()) if counts.size else 0.0,
+        }
+
+
+def mooncake_local_hashes(
+    hash_ids: npt.ArrayLike, *, lora_name: str | None = None, cache_namespace: str | None = None
+) -> U64Array:
+    """Stable local block hashes for Mooncake ``hash_ids``: ``xxh3_64(u64_le(id), seed)``.
+
+    ``seed`` is the block-hash seed of the hash space, so LoRA and namespace salts separate
+    workloads exactly as they separate token blocks. Negative ids are refused.
+    """
+    ids = np.asarray(hash_ids)
+    if ids.size and (ids.dtype.kind not in "iu" or int(ids.min()) < 0):
+        raise WorkloadError("hash ids must be non-negative integers", source="hash_ids")
+    return xxh3_64_u64(ids.astype(np.uint64), block_hash_seed(lora_name, cache_namespace))
+
+
+def _int_field(obj: dict[str, object], key: str, source: str, line: int) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise WorkloadError(
+            f"expected a non-negative integer, got {value!r}", source=source, line=line, field=key
+        )
+    return value
+
+
+def read_mooncake(
+    path: str | os.PathLike[str],
+    *,
+    limit: int | None = None,
+    lora_name: str | None = None,
+    cache_namespace: str | None = None,
+    block_size: int = MOONCAKE_BLOCK_SIZE,
+) -> Workload:
+    """A Mooncake JSONL trace as a :class:`Workload` (the first ``limit`` requests if given).
+
+    Requests are kept in file order; timestamps must not decrease. Raises
+    :class:`WorkloadError` naming the line and field of the first bad record.
+    """
+    source = str(path)
+    ts: list[int] = []
+    inp: list[int] = []
+    out: list[int] = []
+    lens: list[int] = []
+    ids: list[int] = []
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise WorkloadError(f"cannot read: {exc.strerror or exc}", source=source) from None
+    with fh:
+        for lineno, text in enumerate(fh, 1):
+            if limit is not None and len(ts) >= limit:
+                break
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise WorkloadError(f"not JSON: {exc.msg}", source=source, line=lineno) from None
+            if not isinstance(obj, dict):
+                raise WorkloadError("not a JSON object", source=source, line=lineno)
+            t = _int_field(obj, "timestamp", source, lineno)
+            if ts and t < ts[-1]:
+                raise WorkloadError(
+                    f"timestamp {t} is before the previous {ts[-1]}",
+                    source=source,
+                    line=lineno,
+                    field="timestamp",
+                )
+            hid = obj.get("hash_ids")
+            if not isinstance(hid, list) or any(
+                isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hid
+            ):
+                raise WorkloadError(
+                    "expected a list of non-negative integers",
+                    source=source,
+                    line=lineno,
+                    field="hash_ids",
+                )
+            ts.append(t)
+            inp.append(_int_field(obj, "input_length", source, lineno))
+            out.append(_int_field(obj, "output_length", source, lineno))
+            lens.append(len(hid))
+            ids.extend(hid)
+    if not ts:
+        raise WorkloadError("no requests", source=source)
+    hash_ids = np.array(ids, dtype=np.int64)
+    lengths = np.array(lens, dtype=np.int64)
+    # Hash each distinct id once, then scatter (the trace repeats shared prefixes a lot).
+    uniq, inverse = np.unique(hash_ids, return_inverse=True)
+    local = mooncake_local_hashes(uniq, lora_name=lora_name, cache_namespace=cache_namespace)[
+        inverse
+    ]
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Workload(
+        timestamps_ms=np.array(ts, dtype=np.int64),
+        input_tokens=np.array(inp, dtype=np.int64),
+        output_tokens=np.array(out, dtype=np.int64),
+        offsets=offsets,
+        local_hashes=local,
+        seq_hashes=compute_seq_hash_ragged(local, lengths),
+        block_size=block_size,
+        hash_ids=hash_ids,
+        lora_names=(lora_name,) * len(ts),
+        source=source,
+        meta={"kind": "mooncake", "lora_name": lora_name, "cache_namespace": cache_namespace},
+    )
+
+
+def _hash_space(space: HashSpaceName) -> KvQueryHashFormat:
+    if space == "eagle":
+        return KvQueryHashFormat.DYNAMO_EAGLE_V1
+    if space in ("standard", "lora"):
+        return KvQueryHashFormat.DYNAMO_STANDARD_V1
+    raise WorkloadError(f"unknown hash space {space!r}", source="synthetic_chat")
+
+
+def synthetic_chat(
+    n_sessions: int,
+    *,
+    hash_space: HashSpaceName = "standard",
+    block_size: int = 16,
+    n_system_prompts: int = 4,
+    system_prompt_tokens: int = 256,
+    turns: tuple[int, int] = (1, 6),
+    user_tokens: tuple[int, int] = (16, 128),
+    assistant_tokens: tuple[int, int] = (16, 256),
+    vocab_size: int = 32_000,
+    lora_names: Sequence[str] = ("adapter-a", "adapter-b"),
+    lora_fraction: float = 0.5,
+    session_rate_per_s: float = 2.0,
+    think_time_ms: tuple[int, int] = (1_000, 20_000),
+    seed: int = 0,
+) -> Workload:
+    """Token-level chat sessions sharing ``n_system_prompts`` system prompts.
+
+    Each session picks a system prompt and runs ``turns`` user/assistant turns; turn ``k``'s
+    request is the whole conversation so far (system prompt, earlier turns, the new user
+    message), so later turns extend earlier ones block for block. Sessions start as a Poisson
+    process (``session_rate_per_s``); turns follow after a think time. In the ``"lora"`` space a
+    ``lora_fraction`` of sessions runs under one of ``lora_names`` (the salt separates their
+    blocks from the base model's even where the tokens are equal); ``"eagle"`` hashes
+    ``block_size + 1``-token windows. Ranges are inclusive ``(low, high)``; fully seeded.
+    """
+    fmt = _hash_space(hash_space)
+    if n_sessions < 1 or n_system_prompts < 1 or block_size < 1:
+        raise WorkloadError(
+            "n_sessions, n_system_prompts and block_size must be >= 1", source="synthetic_chat"
+        )
+    rng = np.random.default_rng(seed)
+    eagle = fmt.is_eagle
+
+    def draw(bounds: tuple[int, int], size: int | None = None) -> npt.NDArray[np.int64]:
+        return rng.integers(bounds[0], bounds[1] + 1, size=size, dtype=np.int64)
+
+    prompts = [
+        rng.integers(0, vocab_size, size=system_prompt_tokens, dtype=np.uint32)
+        for _ in range(n_system_prompts)
+    ]
+    starts = np.cumsum(rng.exponential(1000.0 / session_rate_per_s, size=n_sessions))
+    # (time, session, turn, n_tokens, output, lora) rows, then each session's hashes once.
+    rows: list[tuple[int, int, int, int, int]] = []
+    session_hashes: list[U64Array] = []
+    session_lora: list[str | None] = []
+    for s in range(n_sessions):
+        prompt = prompts[int(rng.integers(0, n_system_prompts))]
+        lora = None
+        if hash_space == "lora" and lora_names and rng.random() < lora_fraction:
+            lora = lora_names[int(rng.integers(0, len(lora_names)))]
+        n_turns = int(draw(turns))
+        parts: list[npt.NDArray[np.uint32]] = [prompt]
+        t = float(starts[s])
+        length = system_prompt_tokens
+        for k in range(n_turns):
+            user = rng.integers(0, vocab_size, size=int(draw(user_tokens)), dtype=np.uint32)
+            answer = rng.integers(0, vocab_size, size=int(draw(assistant_tokens)), dtype=np.uint32)
+            parts.append(user)
+            length += user.size
+            rows.append((round(t), s, k, length, int(answer.size)))
+            parts.append(answer)
+            length += answer.size
+            t += float(draw(think_time_ms))
+        tokens = np.concatenate(parts)
+        session_hashes.append(
+            compute_block_hash_for_seq(tokens, block_size, lora_name=lora, is_eagle=eagle)
+        )
+        session_lora.append(lora)
+    order = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], rows[i][2]))
+    locals_: list[U64Array] = []
+    lengths = np.empty(len(order), dtype=np.int64)
+    for j, i in enumerate(order):
+        _, s, _, n_tokens, _ = rows[i]
+        n = block_count(n_tokens, block_size, eagle)
+        locals_.append(session_hashes[s][:n])
+        lengths[j] = n
+    local = np.concatenate(locals_) if locals_ else np.empty(0, dtype=np.uint64)
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Workload(
+        timestamps_ms=np.array([rows[i][0] for i in order], dtype=np.int64),
+        input_tokens=np.array([rows[i][3] for i in order], dtype=np.int64),
+        output_tokens=np.array([rows[i][4] for i in order], dtype=np.int64),
+        offsets=offsets,
+        local_hashes=local.astype(np.uint64, copy=False),
+        seq_hashes=compute_seq_hash_ragged(local, lengths),
+        block_size=block_size,
+        hash_format=fmt,
+        lora_names=tuple(session_lora[rows[i][1]] for i in order),
+        source=f"synthetic_chat(seed={seed}, space={hash_space})",
+        meta={"kind": "synthetic_chat", "hash_space": hash_space, "seed": seed},
+    )
+
+
+def concat(workloads: Iterable[Workload]) -> Workload:
+    """Merge workloads of one block size and hash format, re-sorted by arrival (stable)."""
+    items = list(workloads)
+    if not items:
+        raise WorkloadError("nothing to merge", source="concat")
+    first = items[0]
+    for w in items[1:]:
+        if w.block_size != first.block_size or w.hash_format != first.hash_format:
+            raise WorkloadError("block size or hash format differ", source="concat")
+    ts = np.concatenate([w.timestamps_ms for w in items])
+    order = np.argsort(ts, kind="stable")
+    counts = np.concatenate([w.block_counts for w in items])
+    starts = np.concatenate(
+        [w.offsets[:-1] + sum(int(v.offsets[-1]) for v in items[:k]) for k, w in enumerate(items)]
+    )
+    local_all = np.concatenate([w.local_hashes for w in items])
+    seq_all = np.concatenate([w.seq_hashes for w in items])
+    idx = np.concatenate(
+        [np.arange(starts[i], starts[i] + counts[i], dtype=np.int64) for i in order.tolist()]
+        or [np.empty(0, dtype=np.int64)]
+    )
+    offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(counts[order], out=offsets[1:])
+    loras = [name for w in items for name in (w.lora_names or (None,) * len(w))]
+    return Workload(
+        timestamps_ms=ts[order],
+        input_tokens=np.concatenate([w.input_tokens for w in items])[order],
+        output_tokens=np.concatenate([w.output_tokens for w in items])[order],
+        offsets=offsets,
+        local_hashes=local_all[idx],
+        seq_hashes=seq_all[idx],
+        block_size=first.block_size,
+        hash_format=first.hash_format,
+        lora_names=tuple(loras[i] for i in order.tolist()),
+        source="+".join(w.source for w in items),
+    )
+
+
+def read_workload(path: str | os.PathLike[str], *, limit: int | None = None) -> Workload:
+    """A trace file by extension (``.jsonl`` Mooncake); a convenience for the CLI."""
+    p = Path(path)
+    if p.suffix not in (".jsonl", ".json"):
+        raise WorkloadError("expected a Mooncake .jsonl trace", source=str(p))
+    return read_mooncake(p, limit=limit)

@@ -1,0 +1,326 @@
+"""The offline report: every chart kind from a capture (and its trace), plus the executed notebooks.
+
+Everything is embedded — charts as inline SVG rendered by vl-convert, notebook outputs as their
+own HTML/SVG/PNG — so the report opens with no network and no CDN. Key charts are also written as
+PNGs. Notebooks run through papermill with the capture as their parameter and
+``CBI1KIT_CHART_RENDERER=svg``, which makes ``cbi1kit``'s charts render statically.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from cbi1kit.analysis._replay import replay
+from cbi1kit.analysis._tables import frames_table, images_table, snapshots_table
+from cbi1kit.capture._readers import read_capture
+from cbi1kit.ckf._stats import lane_stats
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+from cbi1kit.sim._workload import read_mooncake
+from cbi1kit.viz._charts import (
+    byte_map_chart,
+    churn_chart,
+    filter_health_chart,
+    filter_health_table,
+    fingerprint_chart,
+    fpr_vs_load_chart,
+    occupancy_chart,
+    prefix_depth_chart,
+    slots_histogram_chart,
+)
+
+__all__ = [
+    "CHART_KINDS",
+    "NOTEBOOKS",
+    "ReportError",
+    "ReportResult",
+    "build_report",
+    "interactive_charts",
+    "report_charts",
+]
+
+#: Every chart kind the toolkit draws, in the order the report shows them.
+CHART_KINDS = (
+    "byte_map",
+    "occupancy",
+    "slots_histogram",
+    "fingerprints",
+    "filter_health",
+    "churn",
+    "prefix_depth",
+    "fpr_vs_load",
+)
+NOTEBOOKS = (
+    "01_wire_format_tour",
+    "02_load_captured_frames",
+    "03_bucket_occupancy",
+    "04_delta_churn",
+    "05_hash_space_round_trips",
+    "06_filter_accuracy",
+)
+STATIC_ENV = "CBI1KIT_CHART_RENDERER"
+
+
+class ReportError(Cbi1kitError, RuntimeError):
+    """The report could not be built (missing input, a notebook that failed)."""
+
+
+def interactive_charts() -> bool:
+    """Whether charts may be live widgets: not in a static report build, and anywidget present."""
+    if os.environ.get(STATIC_ENV):
+        return False
+    try:
+        import anywidget  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class ReportResult:
+    """Where everything went and how long it took."""
+
+    index: Path
+    pngs: dict[str, Path] = field(default_factory=dict)
+    notebooks: dict[str, Path] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+# ----------------------------------------------------------------------------------- charts
+
+
+def report_charts(
+    capture: Path, trace: Path | None, *, requests: int = 2000
+) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
+    """(kind, caption, chart) for every chart kind, from the capture and a short trace run."""
+    report = replay(capture)
+    if report.final_lane is None:
+        raise ReportError(f"{capture}: no snapshot was ever installed, nothing to chart")
+    lane = report.final_lane
+    first = next(r for r in read_capture(capture) if r.update is not None and r.payload)
+    frames = frames_table(capture).collect()
+    images = images_table(capture)
+    yield "byte_map", "The first frame of the capture, byte by byte", byte_map_chart(first.payload)
+    yield "occupancy", "Occupied slots per bucket range of the final lane", occupancy_chart(lane)
+    yield "slots_histogram", "Slots per bucket against Binomial(4, α)", slots_histogram_chart(lane)
+    yield "fingerprints", "Stored fingerprint values", fingerprint_chart(lane)
+    seed = int(frames["cbi1_seed"].drop_nulls()[0])
+    health = filter_health_table(snapshots_table(capture), images, report=report, seed=seed)
+    yield "filter_health", "Load and estimated FPR over the stream", filter_health_chart(health)
+    bucket_count = int(lane.shape[0])
+    yield "churn", "Delta churn", churn_chart(frames, images, bucket_count=bucket_count)
+    if trace is None:
+        return
+    workload = read_mooncake(trace, limit=requests)
+    base = {"dcs": 4, "workers_per_dc": 2, "capacity_blocks": 2048, "policy": "ckf"}
+    run = Simulator(SimulatorConfig(**base)).run(workload)  # type: ignore[arg-type]
+    yield "prefix_depth", "CKF vs exact prefix depth", prefix_depth_chart(run.depth_table())
+    rows = []
+    for expected in (16384, 8192, 4096):
+        cfg = SimulatorConfig(**base, expected_blocks_per_dc=expected)  # type: ignore[arg-type]
+        result = Simulator(cfg).run(workload, health_every=0)
+        rows.append(
+            {
+                "expected_blocks_per_dc": expected,
+                "load_factor": result.mean_probe_load,
+                "measured_fpr": result.measured_fpr,
+            }
+        )
+    yield "fpr_vs_load", "Measured FPR against load", fpr_vs_load_chart(pl.DataFrame(rows))
+
+
+def _summary(capture: Path) -> list[tuple[str, str]]:
+    report = replay(capture)
+    counts = report.counts()
+    rows = [("capture", str(capture)), ("violations", str(len(report.violations)))]
+    rows += [(k, str(v)) for k, v in sorted(counts.items())]
+    if report.final_lane is not None:
+        stats = lane_stats(report.final_lane)
+        rows += [
+            ("final sequence", str(report.final_sequence)),
+            ("buckets", str(stats.buckets)),
+            ("load factor", f"{stats.load_factor:.4f}"),
+            ("estimated FPR", f"{stats.estimated_fpr:.3e}"),
+        ]
+    return rows
+
+
+# -------------------------------------------------------------------------------- notebooks
+
+
+def _execute_notebook(source: Path, out: Path, parameters: dict[str, Any]) -> None:
+    import papermill
+
+    env = os.environ.copy()
+    os.environ[STATIC_ENV] = "svg"
+    # The kernel spec says `python`: put this interpreter first so it runs in this environment.
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    try:
+        papermill.execute_notebook(
+            str(source),
+            str(out),
+            parameters=parameters,
+            cwd=str(source.parent),
+            kernel_name="python3",
+            language="python",
+            progress_bar=False,
+            log_output=False,
+        )
+    except Exception as exc:  # papermill raises its own PapermillExecutionError
+        raise ReportError(f"{source.name} failed: {exc}") from exc
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+def _render_output(output: dict[str, Any]) -> str:
+    kind = output.get("output_type")
+    if kind == "stream":
+        return f"<pre class='stream'>{html.escape(''.join(output.get('text', '')))}</pre>"
+    if kind == "error":
+        return f"<pre class='error'>{html.escape(output.get('ename', ''))}</pre>"
+    data = output.get("data", {})
+    if "image/svg+xml" in data:
+        return "".join(data["image/svg+xml"])
+    if "text/html" in data:
+        return "".join(data["text/html"])
+    if "image/png" in data:
+        return f"<img src='data:image/png;base64,{''.join(data['image/png']).strip()}'>"
+    if "text/plain" in data:
+        return f"<pre>{html.escape(''.join(data['text/plain']))}</pre>"
+    return ""
+
+
+def _render_notebook(path: Path, title: str) -> str:
+    import nbformat
+    from markdown_it import MarkdownIt
+
+    nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
+    md = MarkdownIt("commonmark").enable("table")
+    parts = [_page_head(title), "<p><a href='../index.html'>← report</a></p>"]
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            parts.append(f"<div class='md'>{md.render(cell.source)}</div>")
+        elif cell.cell_type == "code":
+            parts.append(f"<pre class='code'><code>{html.escape(cell.source)}</code></pre>")
+            parts += [f"<div class='out'>{_render_output(o)}</div>" for o in cell.outputs]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------------- the page
+
+_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+pre { background: #f6f8fa; padding: .6em; overflow-x: auto; font-size: 12px; }
+pre.code { border-left: 3px solid #4c78a8; }
+pre.error { color: #b00; }
+table { border-collapse: collapse; font-size: 13px; }
+td, th { border: 1px solid #ddd; padding: 2px 8px; text-align: right; }
+figure { margin: 2em 0; } figcaption { font-weight: 600; margin-bottom: .5em; }
+.out { overflow-x: auto; margin: .4em 0 1.2em; }
+"""
+
+
+def _page_head(title: str) -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
+    )
+
+
+def build_report(
+    capture: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    trace: str | os.PathLike[str] | None = None,
+    notebooks_dir: str | os.PathLike[str] | None = None,
+    requests: int = 2000,
+    progress: Callable[[str], None] | None = None,
+) -> ReportResult:
+    """Write ``out_dir/index.html`` (every chart kind, inline SVG), ``out_dir/png/*.png`` and,
+    with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``."""
+    import vl_convert as vlc
+
+    started = time.perf_counter()
+    cap = Path(capture).resolve()
+    if not cap.exists():
+        raise ReportError(f"{cap}: no such capture")
+    out = Path(out_dir)
+    (out / "png").mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda _msg: None)
+    result = ReportResult(out / "index.html")
+
+    figures = []
+    for kind, caption, chart in report_charts(
+        cap, Path(trace).resolve() if trace else None, requests=requests
+    ):
+        say(f"chart {kind}")
+        spec = chart.to_json()
+        svg = vlc.vegalite_to_svg(spec)
+        png = out / "png" / f"{kind}.png"
+        png.write_bytes(vlc.vegalite_to_png(spec, scale=1.5))
+        result.pngs[kind] = png
+        figures.append(
+            f"<figure id='{kind}' data-chart='{kind}'><figcaption>{html.escape(caption)}"
+            f"</figcaption>{svg}</figure>"
+        )
+
+    notebook_links = []
+    if notebooks_dir is not None:
+        (out / "notebooks").mkdir(exist_ok=True)
+        source_dir = Path(notebooks_dir).resolve()
+        params = {"capture": str(cap)}
+        if trace:
+            params["trace"] = str(Path(trace).resolve())
+        for name in NOTEBOOKS:
+            source = source_dir / f"{name}.ipynb"
+            if not source.exists():
+                raise ReportError(f"{source}: notebook missing")
+            say(f"notebook {name}")
+            executed = out / "notebooks" / f"{name}.ipynb"
+            nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
+            _execute_notebook(source, executed, nb_params)
+            page = out / "notebooks" / f"{name}.html"
+            page.write_text(_render_notebook(executed, name.replace("_", " ")), encoding="utf-8")
+            executed.unlink()
+            result.notebooks[name] = page
+            notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
+
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in _summary(cap)
+    )
+    parts = [
+        _page_head("cbi1kit report"),
+        f"<p>Generated from <code>{html.escape(cap.name)}</code>; every chart is embedded, "
+        "nothing is fetched.</p>",
+        f"<h2>Replay</h2><table>{rows}</table>",
+        "<h2>Charts</h2>",
+        *figures,
+    ]
+    if notebook_links:
+        parts += ["<h2>Notebooks (executed)</h2><ul>", *notebook_links, "</ul>"]
+    parts.append("</body></html>")
+    result.index.write_text("\n".join(parts), encoding="utf-8")
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _has_parameter(notebook: Path, name: str) -> bool:
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]
+    for cell in nb.cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            return any(line.split("=")[0].strip() == name for line in cell.source.splitlines())
+    return False

@@ -1,0 +1,705 @@
+"""CBI1 frames: encode and decode with every check upstream makes, in upstream's order.
+
+Bodies are numpy views over the caller's buffer (no per-word Python work): a snapshot chunk's
+words are a read-only ``<u8`` array, a delta's images a packed 12-byte structured array. The
+decoder raises the exact upstream variant (see ``cbi1kit.errors``) with the byte offset and field
+path of what it rejected.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from cbi1kit.errors import (
+    BucketIndexError,
+    ChecksumError,
+    DeltaImageCountError,
+    FingerprintBitsError,
+    FlagsError,
+    FormatMismatchError,
+    FormatVersionError,
+    FrameTooLargeError,
+    InvalidImageError,
+    LegacyFrameError,
+    MagicError,
+    MalformedError,
+    SlotsPerBucketError,
+    SnapshotBucketCountError,
+    SnapshotChunkWordCountError,
+    TruncatedError,
+    WireVersionError,
+)
+from cbi1kit.wire._format import (
+    DELTA_BODY_PREFIX,
+    FINGERPRINT_BITS,
+    FORMAT_VERSION,
+    HEADER_LEN,
+    IMAGE_BYTES,
+    IMAGES_MAX_FRAME_BYTES,
+    LEGACY_MAGIC,
+    MAGIC,
+    SLOTS_PER_BUCKET,
+    SNAPSHOT_BODY_PREFIX,
+    SNAPSHOT_CHUNK_BUCKETS,
+    U32_MAX,
+    U64_MAX,
+    WIRE_VERSION,
+    WORD_BYTES,
+    FilterFormat,
+    FrameKind,
+    max_delta_images,
+)
+from cbi1kit.wire._layout import DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX
+
+__all__ = [
+    "IMAGE_DTYPE",
+    "Buffer",
+    "Delta",
+    "Frame",
+    "FrameHeader",
+    "SnapshotChunk",
+    "SnapshotChunks",
+    "body_checksum",
+    "decode",
+    "encode_delta",
+    "encode_snapshot_chunk",
+    "encode_snapshot_chunks",
+    "peek_format",
+]
+
+#: One delta image exactly as on the wire: bucket u32 LE then word u64 LE, 12 bytes, no padding.
+IMAGE_DTYPE: np.dtype[np.void] = np.dtype([("bucket", "<u4"), ("word", "<u8")])
+assert IMAGE_DTYPE.itemsize == IMAGE_BYTES
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+ImagesLike: TypeAlias = "npt.NDArray[np.void] | Sequence[tuple[int, int]]"
+
+_HEADER = HEADER.codec
+_DELTA_PREFIX = DELTA_PREFIX.codec
+_SNAPSHOT_PREFIX = SNAPSHOT_PREFIX.codec
+_OFF = {f.name: f.offset for f in HEADER}
+_CHECKSUM_OFFSET = _OFF["body_checksum"]
+_xxh3_64 = xxhash.xxh3_64_intdigest
+
+
+def body_checksum(frame: Buffer) -> int:
+    """Low 32 bits of ``xxh3_64(frame[48:])``, the value the header's last field must hold."""
+    return _xxh3_64(memoryview(frame)[HEADER_LEN:]) & 0xFFFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class FrameHeader:
+    """The variable header fields (upstream ``ImagesHeader``); the rest are format constants."""
+
+    seed: int
+    bucket_count: int
+    dc_id: int
+    epoch: int
+
+    @property
+    def format(self) -> FilterFormat:
+        return FilterFormat.unchecked(self.seed, self.bucket_count)
+
+
+class SnapshotChunk:
+    """One ordered chunk of a full-lane snapshot: dense bucket words from ``bucket_offset``."""
+
+    __slots__ = ("bucket_offset", "chunk_count", "chunk_index", "header", "words")
+    kind = FrameKind.SNAPSHOT_CHUNK
+
+    def __init__(
+        self,
+        header: FrameHeader,
+        chunk_index: int,
+        chunk_count: int,
+        bucket_offset: int,
+        words: npt.ArrayLike,
+    ) -> None:
+        self.header = header
+        self.chunk_index = chunk_index
+        self.chunk_count = chunk_count
+        self.bucket_offset = bucket_offset
+        self.words: npt.NDArray[np.uint64] = _as_words(words)
+
+    @property
+    def epoch(self) -> int:
+        return self.header.epoch
+
+    @property
+    def word_count(self) -> int:
+        return int(self.words.shape[0])
+
+    def serialize(self) -> bytes:
+        """The exact frame bytes (checksum computed), with no validation of the fields."""
+        return _encode_chunk(
+            self.header.format,
+            self.header.dc_id,
+            self.header.epoch,
+            self.chunk_index,
+            self.chunk_count,
+            self.bucket_offset,
+            self.words,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SnapshotChunk):
+            return NotImplemented
+        return (
+            self.header == other.header
+            and self.chunk_index == other.chunk_index
+            and self.chunk_count == other.chunk_count
+            and self.bucket_offset == other.bucket_offset
+            and np.array_equal(self.words, other.words)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"SnapshotChunk(index={self.chunk_index}, count={self.chunk_count}, "
+            f"epoch={self.header.epoch}, bucket_count={self.header.bucket_count}, "
+            f"offset={self.bucket_offset}, words={self.word_count})"
+        )
+
+
+class Delta:
+    """One publication's absolute bucket words, advancing ``base_epoch`` to ``header.epoch``."""
+
+    __slots__ = ("base_epoch", "header", "images")
+    kind = FrameKind.DELTA
+
+    def __init__(self, header: FrameHeader, base_epoch: int, images: ImagesLike) -> None:
+        self.header = header
+        self.base_epoch = base_epoch
+        self.images: npt.NDArray[np.void] = _as_images(images)
+
+    @property
+    def epoch(self) -> int:
+        return self.header.epoch
+
+    @property
+    def image_count(self) -> int:
+        return int(self.images.shape[0])
+
+    @property
+    def buckets(self) -> npt.NDArray[np.uint32]:
+        return self.images["bucket"]
+
+    @property
+    def words(self) -> npt.NDArray[np.uint64]:
+        return self.images["word"]
+
+    def serialize(self) -> bytes:
+        """The exact frame bytes (checksum computed), with no validation of the fields."""
+        return _encode_delta_bytes(
+            self.header.format, self.header.dc_id, self.base_epoch, self.header.epoch, self.images
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Delta):
+            return NotImplemented
+        return (
+            self.header == other.header
+            and self.base_epoch == other.base_epoch
+            and self.images.tobytes() == other.images.tobytes()
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Delta(base_epoch={self.base_epoch}, epoch={self.header.epoch}, "
+            f"bucket_count={self.header.bucket_count}, images={self.image_count})"
+        )
+
+
+Frame: TypeAlias = SnapshotChunk | Delta
+
+
+def _as_words(words: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+    arr = np.asarray(words)
+    if arr.dtype == np.dtype("<u8") and arr.ndim == 1:
+        return arr
+    if arr.size == 0:
+        return np.zeros(0, dtype="<u8")
+    if arr.dtype.kind not in "ui" and arr.dtype != object:
+        raise InvalidImageError(
+            f"words must be unsigned 64-bit integers, got dtype {arr.dtype}", field="words"
+        )
+    try:
+        out = np.asarray(words, dtype="<u8").reshape(-1)
+    except OverflowError as exc:
+        raise InvalidImageError(f"a word is outside u64: {exc}", field="words") from None
+    if arr.dtype.kind == "i" and bool((arr < 0).any()):
+        raise InvalidImageError("a word is negative", field="words")
+    return out
+
+
+def _as_images(images: ImagesLike) -> npt.NDArray[np.void]:
+    """Images as the packed wire dtype, from a structured array or (bucket, word) pairs."""
+    if isinstance(images, np.ndarray) and images.dtype.names is not None:
+        if images.dtype == IMAGE_DTYPE:
+            return images
+        return np.asarray(images, dtype=IMAGE_DTYPE)
+    pairs = list(images)
+    out = np.empty(len(pairs), dtype=IMAGE_DTYPE)
+    for i, pair in enumerate(pairs):
+        try:
+            bucket, word = pair
+        except (TypeError, ValueError):
+            raise InvalidImageError(
+                f"expected a (bucket, word) pair, got {pair!r}", field=f"images[{i}]"
+            ) from None
+        if not 0 <= bucket <= U32_MAX:
+            raise InvalidImageError(
+                f"bucket {bucket} does not fit in u32", field=f"images[{i}].bucket"
+            )
+        if not 0 <= word <= U64_MAX:
+            raise InvalidImageError(f"word {word} does not fit in u64", field=f"images[{i}].word")
+        out[i] = (bucket, word)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- encode
+
+
+def _header_bytes(flags: int, fmt: FilterFormat, dc_id: int, epoch: int) -> bytes:
+    return _HEADER.pack(
+        MAGIC,
+        WIRE_VERSION,
+        flags,
+        FINGERPRINT_BITS,
+        SLOTS_PER_BUCKET,
+        FORMAT_VERSION,
+        fmt.seed,
+        fmt.bucket_count,
+        dc_id,
+        epoch,
+        0,
+    )
+
+
+def _finish(out: bytearray) -> bytes:
+    struct.pack_into("<I", out, _CHECKSUM_OFFSET, body_checksum(out))
+    return bytes(out)
+
+
+def _encode_delta_bytes(
+    fmt: FilterFormat, dc_id: int, base_epoch: int, epoch: int, images: npt.NDArray[np.void]
+) -> bytes:
+    out = bytearray(_header_bytes(FrameKind.DELTA, fmt, dc_id, epoch))
+    out += _DELTA_PREFIX.pack(base_epoch, images.shape[0])
+    out += images.tobytes()
+    return _finish(out)
+
+
+def encode_delta(
+    fmt: FilterFormat, dc_id: int, base_epoch: int, epoch: int, images: ImagesLike
+) -> bytes:
+    """A delta frame carrying ``images`` (absolute words) for ``base_epoch -> epoch``.
+
+    Upstream's checks, in its order: more than ``max_delta_images()`` images is
+    ``DeltaImageCountError``; then the first image whose bucket is ``>= bucket_count`` is
+    ``BucketIndexError``. Images keep the caller's order (the producer's first-touch order).
+    """
+    if not isinstance(images, np.ndarray):
+        images = list(images)
+    maximum = max_delta_images()
+    if len(images) > maximum:
+        raise DeltaImageCountError(
+            f"delta has {len(images)} images, exceeding the CBI1 maximum {maximum}",
+            field="delta.image_count",
+            expected=maximum,
+            actual=len(images),
+        )
+    packed = _as_images(images)
+    buckets = packed["bucket"]
+    bad = np.flatnonzero(buckets >= fmt.bucket_count)
+    if bad.size:
+        i = int(bad[0])
+        bucket = int(buckets[i])
+        raise BucketIndexError(
+            f"bucket {bucket} is outside the declared {fmt.bucket_count}-bucket lane",
+            field=f"delta.images[{i}].bucket",
+            expected=fmt.bucket_count,
+            actual=bucket,
+        )
+    return _encode_delta_bytes(fmt, dc_id, base_epoch, epoch, packed)
+
+
+def _encode_chunk(
+    fmt: FilterFormat,
+    dc_id: int,
+    epoch: int,
+    chunk_index: int,
+    chunk_count: int,
+    bucket_offset: int,
+    words: npt.NDArray[np.uint64],
+) -> bytes:
+    out = bytearray(HEADER_LEN + SNAPSHOT_BODY_PREFIX + words.shape[0] * WORD_BYTES)
+    out[:HEADER_LEN] = _header_bytes(FrameKind.SNAPSHOT_CHUNK, fmt, dc_id, epoch)
+    _SNAPSHOT_PREFIX.pack_into(out, HEADER_LEN, chunk_index, chunk_count, bucket_offset)
+    np.frombuffer(out, dtype="<u8", offset=HEADER_LEN + SNAPSHOT_BODY_PREFIX)[:] = words
+    return _finish(out)
+
+
+def encode_snapshot_chunk(
+    fmt: FilterFormat,
+    dc_id: int,
+    epoch: int,
+    chunk_index: int,
+    chunk_count: int,
+    words: npt.ArrayLike,
+) -> bytes:
+    """One chunk frame; ``bucket_offset`` is ``chunk_index * 524,288`` as upstream writes it."""
+    return _encode_chunk(
+        fmt,
+        dc_id,
+        epoch,
+        chunk_index,
+        chunk_count,
+        chunk_index * SNAPSHOT_CHUNK_BUCKETS,
+        _as_words(words),
+    )
+
+
+class SnapshotChunks(Sequence[bytes]):
+    """A whole lane as chunk frames, each encoded only when asked for (4 MiB at a time)."""
+
+    __slots__ = ("_dc_id", "_epoch", "_format", "_words")
+
+    def __init__(
+        self, fmt: FilterFormat, dc_id: int, epoch: int, words: npt.NDArray[np.uint64]
+    ) -> None:
+        self._format = fmt
+        self._dc_id = dc_id
+        self._epoch = epoch
+        self._words = words
+
+    def __len__(self) -> int:
+        return (int(self._words.shape[0]) + SNAPSHOT_CHUNK_BUCKETS - 1) // SNAPSHOT_CHUNK_BUCKETS
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"chunk {index} out of range for {n} chunks")
+        start = index * SNAPSHOT_CHUNK_BUCKETS
+        chunk = self._words[start : start + SNAPSHOT_CHUNK_BUCKETS]
+        return _encode_chunk(self._format, self._dc_id, self._epoch, index, n, start, chunk)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+def encode_snapshot_chunks(
+    fmt: FilterFormat, dc_id: int, epoch: int, words: npt.ArrayLike
+) -> SnapshotChunks:
+    """The full lane ``words`` as ordered chunk frames (lazy, sized).
+
+    ``len(words) != bucket_count`` is ``SnapshotBucketCountError``, raised here, before any
+    frame is produced.
+    """
+    lane = _as_words(words)
+    if lane.shape[0] != fmt.bucket_count:
+        raise SnapshotBucketCountError(
+            f"snapshot has {lane.shape[0]} buckets, format declares {fmt.bucket_count}",
+            field="words",
+            expected=fmt.bucket_count,
+            actual=int(lane.shape[0]),
+        )
+    return SnapshotChunks(fmt, dc_id, epoch, lane)
+
+
+# ---------------------------------------------------------------------------------------- decode
+
+
+def _check_envelope(view: memoryview) -> None:
+    """Length, magic and wire version: what ``peek_format`` and ``decode`` share."""
+    n = len(view)
+    if n < HEADER_LEN:
+        raise TruncatedError(
+            f"{n} bytes, the header alone is {HEADER_LEN}",
+            offset=n,
+            field="header",
+            expected=HEADER_LEN,
+            actual=n,
+        )
+    if n > IMAGES_MAX_FRAME_BYTES:
+        raise FrameTooLargeError(
+            f"CBI1 frame has {n} bytes, exceeding the maximum {IMAGES_MAX_FRAME_BYTES}",
+            offset=IMAGES_MAX_FRAME_BYTES,
+            field="frame",
+            expected=IMAGES_MAX_FRAME_BYTES,
+            actual=n,
+        )
+    magic = bytes(view[0:4])
+    if magic != MAGIC:
+        cls = LegacyFrameError if magic == LEGACY_MAGIC else MagicError
+        raise cls(
+            f"first bytes are {magic!r}, expected {MAGIC!r}"
+            + (
+                " (prototype generation, flags and hashing differ)"
+                if cls is LegacyFrameError
+                else ""
+            ),
+            offset=0,
+            field="header.magic",
+            expected=MAGIC,
+            actual=magic,
+        )
+    version = int.from_bytes(view[4:6], "little")
+    if version != WIRE_VERSION:
+        raise WireVersionError(
+            f"unsupported CBI1 wire version {version}",
+            offset=4,
+            field="header.wire_version",
+            expected=WIRE_VERSION,
+            actual=version,
+        )
+
+
+def peek_format(data: Buffer) -> FilterFormat:
+    """The frame's (seed, bucket_count), read before a consumer has adopted a format.
+
+    Only length, magic and wire version are checked; the checksum and body are not, so adopt a
+    format from this and then ``decode`` with it.
+    """
+    view = memoryview(data).cast("B")
+    _check_envelope(view)
+    seed, bucket_count = struct.unpack_from("<QQ", view, _OFF["seed"])
+    return FilterFormat.unchecked(seed, bucket_count)
+
+
+def decode(expected_format: FilterFormat, data: Buffer) -> Frame:
+    """Decode one frame, checking it exactly as upstream ``cbi1::decode`` does.
+
+    Order: length (``Truncated``, ``FrameTooLarge``), magic, wire version, body checksum, format
+    (version, fingerprint bits, slots, seed and bucket count against ``expected_format``), flags,
+    then the body. The returned frame's arrays are read-only views over ``data``.
+    """
+    view = memoryview(data).cast("B")
+    _check_envelope(view)
+    (
+        _magic,
+        _version,
+        flags,
+        fingerprint_bits,
+        slots,
+        format_version,
+        seed,
+        bucket_count,
+        dc_id,
+        epoch,
+        checksum,
+    ) = _HEADER.unpack_from(view)
+    actual_checksum = _xxh3_64(view[HEADER_LEN:]) & 0xFFFFFFFF
+    if actual_checksum != checksum:
+        raise ChecksumError(
+            f"frame says 0x{checksum:08x}, body hashes to 0x{actual_checksum:08x}",
+            offset=_CHECKSUM_OFFSET,
+            field="header.body_checksum",
+            expected=checksum,
+            actual=actual_checksum,
+        )
+    _check_format(expected_format, format_version, fingerprint_bits, slots, seed, bucket_count)
+    header = FrameHeader(seed, bucket_count, dc_id, epoch)
+    if flags == FrameKind.DELTA:
+        return _decode_delta(header, view)
+    if flags == FrameKind.SNAPSHOT_CHUNK:
+        return _decode_chunk(header, view)
+    raise FlagsError(
+        f"unknown CBI1 frame flags 0x{flags:04x} (1 = snapshot chunk, 2 = delta)",
+        offset=_OFF["flags"],
+        field="header.flags",
+        expected=(1, 2),
+        actual=flags,
+    )
+
+
+def _check_format(
+    expected: FilterFormat,
+    format_version: int,
+    fingerprint_bits: int,
+    slots: int,
+    seed: int,
+    bucket_count: int,
+) -> None:
+    if format_version != FORMAT_VERSION:
+        raise FormatVersionError(
+            f"unsupported CKF format version {format_version} (expected {FORMAT_VERSION})",
+            offset=_OFF["format_version"],
+            field="header.format_version",
+            expected=FORMAT_VERSION,
+            actual=format_version,
+        )
+    if fingerprint_bits != FINGERPRINT_BITS:
+        raise FingerprintBitsError(
+            f"unsupported fingerprint width {fingerprint_bits} (expected {FINGERPRINT_BITS})",
+            offset=_OFF["fingerprint_bits"],
+            field="header.fingerprint_bits",
+            expected=FINGERPRINT_BITS,
+            actual=fingerprint_bits,
+        )
+    if slots != SLOTS_PER_BUCKET:
+        raise SlotsPerBucketError(
+            f"unsupported slots per bucket {slots} (expected {SLOTS_PER_BUCKET})",
+            offset=_OFF["slots_per_bucket"],
+            field="header.slots_per_bucket",
+            expected=SLOTS_PER_BUCKET,
+            actual=slots,
+        )
+    if seed != expected.seed or bucket_count != expected.bucket_count:
+        name = "seed" if seed != expected.seed else "bucket_count"
+        raise FormatMismatchError(
+            f"expected {expected!r}, frame says seed 0x{seed:x} buckets {bucket_count}",
+            offset=_OFF[name],
+            field=f"header.{name}",
+            expected=expected,
+            actual=(seed, bucket_count),
+        )
+
+
+@lru_cache(maxsize=512)
+def _bucket_reader(count: int) -> struct.Struct:
+    return struct.Struct("<" + "I8x" * count)
+
+
+_SMALL_DELTA = 64
+
+
+def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
+    body_len = len(view) - HEADER_LEN
+    if body_len < DELTA_BODY_PREFIX:
+        raise MalformedError(
+            f"delta body is {body_len} bytes, its fixed prefix alone is {DELTA_BODY_PREFIX}",
+            offset=HEADER_LEN + body_len,
+            field="delta.image_count",
+            expected=DELTA_BODY_PREFIX,
+            actual=body_len,
+        )
+    base_epoch, count = _DELTA_PREFIX.unpack_from(view, HEADER_LEN)
+    maximum = max_delta_images()
+    if count > maximum:
+        raise DeltaImageCountError(
+            f"delta has {count} images, exceeding the CBI1 maximum {maximum}",
+            offset=DELTA_PREFIX.field("image_count").offset,
+            field="delta.image_count",
+            expected=maximum,
+            actual=count,
+        )
+    expected_len = DELTA_BODY_PREFIX + IMAGE_BYTES * count
+    if body_len != expected_len:
+        raise MalformedError(
+            f"image_count {count} needs a {expected_len}-byte body, found {body_len}",
+            offset=HEADER_LEN + min(body_len, expected_len),
+            field="delta.images",
+            expected=expected_len,
+            actual=body_len,
+        )
+    start = HEADER_LEN + DELTA_BODY_PREFIX
+    images = np.frombuffer(view, dtype=IMAGE_DTYPE, count=count, offset=start)
+    images.flags.writeable = False
+    if count:
+        limit = header.bucket_count
+        if count <= _SMALL_DELTA:
+            over = max(_bucket_reader(count).unpack_from(view, start)) >= limit
+        else:
+            over = bool(images["bucket"].max() >= limit)
+        if over:
+            i = int(np.flatnonzero(images["bucket"] >= limit)[0])
+            bucket = int(images["bucket"][i])
+            raise MalformedError(
+                f"image {i} names bucket {bucket}, the lane has {limit}",
+                offset=start + i * IMAGE_BYTES,
+                field=f"delta.images[{i}].bucket",
+                expected=f"< {limit}",
+                actual=bucket,
+            )
+    frame = Delta.__new__(Delta)
+    frame.header = header
+    frame.base_epoch = base_epoch
+    frame.images = images
+    return frame
+
+
+def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
+    body_len = len(view) - HEADER_LEN
+    if body_len < SNAPSHOT_BODY_PREFIX:
+        raise MalformedError(
+            f"snapshot body is {body_len} bytes, its fixed prefix alone is {SNAPSHOT_BODY_PREFIX}",
+            offset=HEADER_LEN + body_len,
+            field="snapshot",
+            expected=SNAPSHOT_BODY_PREFIX,
+            actual=body_len,
+        )
+    chunk_index, chunk_count, bucket_offset = _SNAPSHOT_PREFIX.unpack_from(view, HEADER_LEN)
+    if chunk_count == 0:
+        raise MalformedError(
+            "chunk_count is 0",
+            offset=SNAPSHOT_PREFIX.field("chunk_count").offset,
+            field="snapshot.chunk_count",
+            expected=">= 1",
+            actual=0,
+        )
+    if chunk_index >= chunk_count:
+        raise MalformedError(
+            f"chunk_index {chunk_index} is not below chunk_count {chunk_count}",
+            offset=SNAPSHOT_PREFIX.field("chunk_index").offset,
+            field="snapshot.chunk_index",
+            expected=f"< {chunk_count}",
+            actual=chunk_index,
+        )
+    words_len = body_len - SNAPSHOT_BODY_PREFIX
+    start = HEADER_LEN + SNAPSHOT_BODY_PREFIX
+    if words_len % WORD_BYTES:
+        raise MalformedError(
+            f"{words_len} word bytes is not a whole number of u64 words",
+            offset=start + words_len - words_len % WORD_BYTES,
+            field="snapshot.words",
+            expected="a multiple of 8 bytes",
+            actual=words_len,
+        )
+    word_count = words_len // WORD_BYTES
+    if word_count > SNAPSHOT_CHUNK_BUCKETS:  # unreachable through FrameTooLarge; upstream keeps it
+        raise SnapshotChunkWordCountError(
+            f"snapshot chunk has {word_count} words, exceeding the CBI1 maximum "
+            f"{SNAPSHOT_CHUNK_BUCKETS}",
+            offset=start,
+            field="snapshot.words",
+            expected=SNAPSHOT_CHUNK_BUCKETS,
+            actual=word_count,
+        )
+    end = bucket_offset + word_count
+    if end > U64_MAX or end > header.bucket_count:
+        raise MalformedError(
+            f"bucket_offset {bucket_offset} + {word_count} words ends past the "
+            f"{header.bucket_count}-bucket lane",
+            offset=SNAPSHOT_PREFIX.field("bucket_offset").offset,
+            field="snapshot.bucket_offset",
+            expected=f"<= {header.bucket_count - word_count}"
+            if word_count <= header.bucket_count
+            else "no offset fits",
+            actual=bucket_offset,
+        )
+    frame = SnapshotChunk.__new__(SnapshotChunk)
+    frame.header = header
+    frame.chunk_index = chunk_index
+    frame.chunk_count = chunk_count
+    frame.bucket_offset = bucket_offset
+    words = np.frombuffer(view, dtype="<u8", count=word_count, offset=start)
+    words.flags.writeable = False
+    frame.words = words
+    return frame

@@ -1,0 +1,79 @@
+"""The tree shows the data flow: no module imports a stage that comes after its own.
+
+Stages, bottom up: errors and the generated protobuf, then hashing -> wire -> ckf -> capture ->
+relay -> analysis -> sim -> viz, then the front door and the CLI. A module may import its own
+stage or any stage below it (``TYPE_CHECKING`` imports included: they are the same arrow).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[1] / "cbi1kit"
+ORDER = [
+    "errors",
+    "_proto",
+    "hashing",
+    "wire",
+    "ckf",
+    "capture",
+    "relay",
+    "analysis",
+    "sim",
+    "viz",
+    "cli",
+]
+TOP = {"__init__": "cli", "__main__": "cli", "_cli_relay": "cli", "cli": "cli", "errors": "errors"}
+
+
+def _stage(module: str) -> str:
+    """``cbi1kit.wire._codec`` -> ``wire``; top-level modules by TOP."""
+    parts = module.split(".")
+    assert parts[0] == "cbi1kit"
+    if len(parts) == 1:
+        return "cli"
+    head = parts[1]
+    return TOP.get(head, head)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "cbi1kit":  # `from cbi1kit import errors, wire`
+                found.extend((node.lineno, f"cbi1kit.{a.name}") for a in node.names)
+            elif node.module.startswith("cbi1kit."):
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names if a.name.startswith("cbi1kit"))
+    return found
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "_pb2" not in p.name)
+
+
+def test_every_stage_folder_is_listed() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders <= set(ORDER), folders - set(ORDER)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_runs_against_the_stage_order(path: Path) -> None:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    own = _stage(".".join(["cbi1kit", *rel.parts]))
+    wrong = [
+        f"line {line}: {target} ({_stage(target)} comes after {own})"
+        for line, target in _imports(path)
+        if ORDER.index(_stage(target)) > ORDER.index(own)
+    ]
+    assert not wrong, wrong
+
+
+def test_the_checker_sees_a_wrong_way_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from cbi1kit.viz import churn_chart\n")
+    assert ORDER.index(_stage(_imports(bad)[0][1])) > ORDER.index("wire")
