@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cbi1kit._cli_relay import register as register_relay
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, SimulationError
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._inspect import inspect
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
@@ -165,13 +165,13 @@ def _counted(records: Any, advance: Callable[[int], None]) -> Iterator[Any]:
 def _replay(path: Path, fmt: FilterFormat | None, progress: bool) -> Any:
     """Replay any frame source; unreadable sources raise CliError (exit 3)."""
     from cbi1kit.analysis._replay import replay
-    from cbi1kit.capture._readers import FrameSourceError, read_frames
+    from cbi1kit.capture._readers import read_frames
 
     if not path.exists():
         raise CliError(f"cannot read {path}: No such file or directory")
     try:
         records = read_frames(path)
-    except (OSError, FrameSourceError) as exc:
+    except (OSError, CaptureError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
     with _progress(f"replay {path.name}", None, progress) as advance:
         return replay(_counted(records, advance), expected_format=fmt)
@@ -211,7 +211,6 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
 
     from cbi1kit._proto import kvrelay_v1_pb2 as pb
     from cbi1kit.capture._file import (
-        CaptureError,
         CaptureReader,
         RecordType,
         decode_stream_close,
@@ -366,7 +365,7 @@ def _run_simulation(
     trace: Path, out: Path, config: Any, *, limit: int | None, force: bool, progress: bool
 ) -> Any:
     from cbi1kit.sim._simrelay import simulate_capture
-    from cbi1kit.sim._workload import WorkloadError, read_mooncake
+    from cbi1kit.sim._workload import read_mooncake
 
     if out.exists() and not force:
         raise CliError(f"{out} exists (use --force to overwrite)", EXIT_USAGE)
@@ -374,8 +373,8 @@ def _run_simulation(
         raise CliError(f"cannot read {trace}: No such file or directory")
     try:
         workload = read_mooncake(trace, limit=limit)
-    except WorkloadError as exc:
-        code = EXIT_UNREADABLE if exc.line is None else EXIT_INVALID
+    except SimulationError as exc:
+        code = EXIT_UNREADABLE if exc.context.get("line") is None else EXIT_INVALID
         raise CliError(str(exc), code) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     with _progress(f"simulate {trace.name}", len(workload), progress) as advance:
@@ -487,13 +486,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         from cbi1kit.analysis._tables import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
-    from cbi1kit.capture._readers import FrameSourceError, read_frames
+    from cbi1kit.capture._readers import read_frames
 
     if not args.capture.exists():
         raise CliError(f"cannot read {args.capture}: No such file or directory")
     try:
         read_frames(args.capture)  # recognises the source (or says what it is not)
-    except (OSError, FrameSourceError) as exc:
+    except (OSError, CaptureError) as exc:
         raise CliError(f"cannot read {args.capture}: {exc}") from None
     args.output.mkdir(parents=True, exist_ok=True)
     with _progress(f"export {args.capture.name}", None, not args.no_progress):
@@ -522,7 +521,6 @@ def _lane_format(path: Path) -> FilterFormat:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from cbi1kit.analysis._replay import SequenceNotReplayedError
     from cbi1kit.ckf._addressing import CkfAddressing
     from cbi1kit.ckf._stats import lane_stats
 
@@ -536,7 +534,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     else:
         try:
             sequence, words = args.at, report.lane_at(args.at)
-        except SequenceNotReplayedError as exc:
+        except LaneError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
     stats = lane_stats(
         words,

@@ -1,40 +1,35 @@
-"""Every error cbi1kit raises, in one place.
+"""Every error cbi1kit raises: one root and a family per stage, each naming upstream's variant.
 
-``Cbi1kitError`` is the root. ``Cbi1Error`` and its subclasses mirror the upstream Rust
-``Cbi1Error`` variants one for one, so a test can ask for exactly the variant upstream would
-return; each also subclasses ``ValueError`` (bad bytes are bad values) and, for ``Truncated``,
-``EOFError``. Every instance carries where it was detected (``offset``, ``field``) and what was
-expected against what was found, and its message says all of it.
+A family is one class; which rule was broken is its ``variant`` (upstream's enum variant name
+where upstream has one, ``Checksum``, ``ContractMarker``, ``BucketIndexOverflow``), with an
+optional ``subvariant`` for upstream's nested enums (``Format(Mismatch)`` is variant ``Format``,
+subvariant ``Mismatch``). Callers catch a family and branch on ``variant``, as they would match
+upstream's enum. Families that are about bad input also subclass ``ValueError``.
+
+Every instance carries where it was detected (``offset``, ``field``, the dotted field path) and
+what was expected against what was found; the message says all of it. Extra context a family
+needs (``record_index``, ``lane``, ``bucket``, ...) is set as attributes from keyword arguments.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 __all__ = [
-    "BucketCountError",
-    "BucketIndexError",
+    "CaptureError",
     "Cbi1Error",
     "Cbi1kitError",
-    "ChecksumError",
-    "ChunkSequenceError",
-    "DeltaImageCountError",
-    "FingerprintBitsError",
-    "FlagsError",
-    "FormatError",
-    "FormatMismatchError",
-    "FormatVersionError",
-    "FrameTooLargeError",
-    "IncompleteCoverageError",
-    "InvalidImageError",
-    "LegacyFrameError",
-    "MagicError",
-    "MalformedError",
-    "SlotsPerBucketError",
-    "SnapshotBucketCountError",
-    "SnapshotChunkWordCountError",
-    "TruncatedError",
-    "WireVersionError",
+    "CkfError",
+    "HashingError",
+    "IdentityError",
+    "KvCacheEventError",
+    "LaneError",
+    "PublicationError",
+    "RecorderError",
+    "RelayWireError",
+    "SimulationError",
+    "VizError",
 ]
 
 
@@ -48,36 +43,144 @@ def _show(value: Any) -> str:
 
 
 class Cbi1kitError(Exception):
-    """Root of every error this package raises on purpose."""
+    """Root of every error this package raises on purpose.
 
-
-class Cbi1Error(Cbi1kitError, ValueError):
-    """A CBI1 frame (or an encoder input) that upstream's codec would reject.
-
-    ``variant`` is the upstream ``Cbi1Error`` variant name; ``offset`` the byte offset in the
-    frame where the problem was found (``None`` for encoder-side and assembly errors that are
-    not about one byte); ``field`` the dotted field path (``header.body_checksum``,
-    ``delta.images[3].bucket``); ``expected`` / ``actual`` the values compared.
+    ``variant`` may be given dotted (``"Format.Mismatch"``) to set ``subvariant`` too.
+    ``message`` replaces the generated text where a family words its own.
     """
 
-    variant: str = "Cbi1Error"
-    summary: str = "CBI1 error"
+    summaries: ClassVar[Mapping[str, str]] = {}
+    #: the detail alone is the message (families whose details are whole sentences)
+    plain: ClassVar[bool] = False
+    #: variants that are also a builtin error (``Truncated`` is an ``EOFError``), as the Python
+    #: binding and the standard library raise them; the instance's class mixes that in
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {}
+
+    def __new__(cls, variant: str, *args: Any, **kwargs: Any) -> Cbi1kitError:
+        extra = cls.builtins.get(variant.partition(".")[0])
+        mixed = cls if extra is None or issubclass(cls, extra) else _with_builtin(cls, extra)
+        return super().__new__(mixed)
 
     def __init__(
         self,
+        variant: str,
         detail: str | None = None,
         *,
         offset: int | None = None,
         field: str | None = None,
         expected: Any = None,
         actual: Any = None,
+        message: str | None = None,
+        **context: Any,
     ) -> None:
+        self.variant, _, sub = variant.partition(".")
+        self.subvariant: str | None = sub or None
+        self.detail = detail
         self.offset = offset
         self.field = field
         self.expected = expected
         self.actual = actual
-        self.detail = detail
-        super().__init__(self._message())
+        self.context = context
+        for name, value in context.items():
+            if not isinstance(getattr(type(self), name, None), property):
+                setattr(self, name, value)
+        self._text = message
+        super().__init__(message if message is not None else self._message())
+
+    @property
+    def name(self) -> str:
+        """``Family.Variant`` (``Cbi1Error.Checksum``): how reports and tables name the error."""
+        return f"{type(self).__name__}.{self.variant}"
+
+    @property
+    def summary(self) -> str:
+        key = f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
+        return self.summaries.get(key) or self.summaries.get(self.variant) or self.variant
+
+    def _where(self) -> str:
+        if self.field is not None:
+            where = f" at {self.field}"
+            if self.offset is not None:
+                where += f" (offset {self.offset})"
+            return where
+        return "" if self.offset is None else f" at offset {self.offset}"
+
+    def _message(self) -> str:
+        if self.plain and self.detail:
+            return self.detail
+        text = f"{self.summary}{self._where()}"
+        if self.detail:
+            text += f": {self.detail}"
+        elif self.expected is not None or self.actual is not None:
+            text += f": expected {_show(self.expected)}, got {_show(self.actual)}"
+        return text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        variant = f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
+        kwargs = {
+            "offset": self.offset,
+            "field": self.field,
+            "expected": self.expected,
+            "actual": self.actual,
+            "message": self._text,
+            **self.context,
+        }
+        family = type(self).__dict__.get("_family", type(self))
+        return (_rebuild, (family, variant, self.detail, kwargs))
+
+
+_MIXED: dict[tuple[type[Cbi1kitError], type[Exception]], type[Cbi1kitError]] = {}
+
+
+def _with_builtin(family: type[Cbi1kitError], extra: type[Exception]) -> type[Cbi1kitError]:
+    """The family's class for a variant that is also ``extra``: same name, same family."""
+    mixed = _MIXED.get((family, extra))
+    if mixed is None:
+        names = {"__module__": family.__module__, "__qualname__": family.__qualname__}
+        mixed = type(family.__name__, (family, extra), {**names, "_family": family})
+        _MIXED[family, extra] = mixed
+    return mixed
+
+
+def _rebuild(
+    cls: type[Cbi1kitError], variant: str, detail: str | None, kwargs: dict[str, Any]
+) -> Cbi1kitError:
+    return cls(variant, detail, **kwargs)
+
+
+class Cbi1Error(Cbi1kitError, ValueError):
+    """A CBI1 frame, or an encoder input, that upstream's codec rejects.
+
+    ``variant`` is upstream's ``ImagesWireError`` variant (``Format`` carries upstream's
+    ``FormatError`` variant as ``subvariant``); ``offset`` is the byte in the frame (``None``
+    for encoder-side and assembly errors); ``field`` the layout path (``delta.images[3].bucket``).
+    """
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Truncated": EOFError}
+
+    summaries: ClassVar[Mapping[str, str]] = {
+        "Truncated": "frame shorter than the CBI1 header",
+        "FrameTooLarge": "CBI1 frame exceeds the maximum size",
+        "Magic": "bad CBI1 magic",
+        "Magic.Legacy": "not a CBI1 frame: this is a legacy CKF1 prototype frame",
+        "WireVersion": "unsupported CBI1 wire version",
+        "Flags": "unknown CBI1 frame flags",
+        "Checksum": "checksum mismatch",
+        "Malformed": "CBI1 frame body is malformed",
+        "Format": "CKF format error",
+        "Format.Version": "unsupported CKF format version",
+        "Format.FingerprintBits": "unsupported fingerprint width",
+        "Format.SlotsPerBucket": "unsupported slots per bucket",
+        "Format.Mismatch": "format mismatch",
+        "Format.BucketCount": "bucket count is not a power of two in 2..=16777216",
+        "DeltaImageCount": "delta has more images than the CBI1 maximum",
+        "SnapshotChunkWordCount": "snapshot chunk has more words than the CBI1 maximum",
+        "BucketIndex": "bucket index outside the declared lane",
+        "InvalidImage": "delta image is not a (u32 bucket, u64 word) pair",
+        "SnapshotBucketCount": "snapshot lane length differs from the format's bucket count",
+        "ChunkSequence": "snapshot chunk sequence violation",
+        "IncompleteCoverage": "snapshot chunks do not cover the lane",
+    }
 
     @property
     def value(self) -> Any:
@@ -89,151 +192,24 @@ class Cbi1Error(Cbi1kitError, ValueError):
         """The bound that was exceeded, for the count and size variants."""
         return self.expected
 
-    def _message(self) -> str:
-        where = ""
-        if self.field is not None:
-            where = f" at {self.field}"
-            if self.offset is not None:
-                where += f" (offset {self.offset})"
-        elif self.offset is not None:
-            where = f" at offset {self.offset}"
-        text = f"{self.summary}{where}"
-        if self.detail:
-            text += f": {self.detail}"
-        elif self.expected is not None or self.actual is not None:
-            text += f": expected {_show(self.expected)}, got {_show(self.actual)}"
-        return text
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        kwargs = {
-            "offset": self.offset,
-            "field": self.field,
-            "expected": self.expected,
-            "actual": self.actual,
-        }
-        return (_rebuild, (type(self), self.detail, kwargs))
-
-
-def _rebuild(cls: type[Cbi1Error], detail: str | None, kwargs: dict[str, Any]) -> Cbi1Error:
-    return cls(detail, **kwargs)
-
-
-class TruncatedError(Cbi1Error, EOFError):
-    """Fewer bytes than the 48-byte header (upstream ``Truncated``)."""
-
-    variant = "Truncated"
-    summary = "frame shorter than the CBI1 header"
-
-
-class FrameTooLargeError(Cbi1Error):
-    """More bytes than ``IMAGES_MAX_FRAME_BYTES`` (upstream ``FrameTooLarge``)."""
-
-    variant = "FrameTooLarge"
-    summary = "CBI1 frame exceeds the maximum size"
-
-
-class MagicError(Cbi1Error):
-    """The first four bytes are not ``CBI1`` (upstream ``Magic``)."""
-
-    variant = "Magic"
-    summary = "bad CBI1 magic"
-
-
-class LegacyFrameError(MagicError):
-    """A prototype ``CKF1`` frame: a different generation, recognised so it is not misread."""
-
-    summary = "not a CBI1 frame: this is a legacy CKF1 prototype frame"
-
-
-class WireVersionError(Cbi1Error):
-    """Wire version other than 1 (upstream ``WireVersion``)."""
-
-    variant = "WireVersion"
-    summary = "unsupported CBI1 wire version"
-
-
-class FlagsError(Cbi1Error):
-    """Flags other than 1 (snapshot chunk) or 2 (delta) (upstream ``Flags``)."""
-
-    variant = "Flags"
-    summary = "unknown CBI1 frame flags"
-
-
-class ChecksumError(Cbi1Error):
-    """Body checksum differs from the header's (upstream ``Checksum``)."""
-
-    variant = "Checksum"
-    summary = "checksum mismatch"
-
-
-class MalformedError(Cbi1Error):
-    """A body whose lengths or indices do not add up (upstream ``Malformed``)."""
-
-    variant = "Malformed"
-    summary = "CBI1 frame body is malformed"
-
-
-class FormatError(Cbi1Error):
-    """The frame's filter format is not the one expected (upstream ``Format(..)``)."""
-
-    variant = "Format"
-    summary = "CKF format error"
-    format_variant: str = "Format"
-
-
-class FormatVersionError(FormatError):
-    format_variant = "Version"
-    summary = "unsupported CKF format version"
-
-
-class FingerprintBitsError(FormatError):
-    format_variant = "FingerprintBits"
-    summary = "unsupported fingerprint width"
-
-
-class SlotsPerBucketError(FormatError):
-    format_variant = "SlotsPerBucket"
-    summary = "unsupported slots per bucket"
-
-
-class FormatMismatchError(FormatError):
-    """``expected`` is the consumer's ``FilterFormat``; ``actual`` the frame's (seed, buckets)."""
-
-    format_variant = "Mismatch"
-    summary = "format mismatch"
+    @property
+    def format_variant(self) -> str | None:
+        """Upstream's ``FormatError`` variant, for ``Format`` errors."""
+        return self.subvariant if self.variant == "Format" else None
 
     @property
     def seed(self) -> int:
+        """``Format(Mismatch)``: the frame's seed (``actual`` is ``(seed, buckets)``)."""
         return int(self.actual[0])
 
     @property
     def buckets(self) -> int:
+        """``Format(Mismatch)``: the frame's bucket count."""
         return int(self.actual[1])
-
-
-class BucketCountError(FormatError):
-    format_variant = "BucketCount"
-    summary = "bucket count is not a power of two in 2..=16777216"
-
-
-class DeltaImageCountError(Cbi1Error):
-    variant = "DeltaImageCount"
-    summary = "delta has more images than the CBI1 maximum"
-
-
-class SnapshotChunkWordCountError(Cbi1Error):
-    variant = "SnapshotChunkWordCount"
-    summary = "snapshot chunk has more words than the CBI1 maximum"
-
-
-class BucketIndexError(Cbi1Error):
-    """Encoder input: ``actual`` is the bucket, ``expected`` the lane's bucket count."""
-
-    variant = "BucketIndex"
-    summary = "bucket index outside the declared lane"
 
     @property
     def bucket(self) -> int:
+        """``BucketIndex``: the bucket (``expected`` is the lane's bucket count)."""
         return int(self.actual)
 
     @property
@@ -241,23 +217,156 @@ class BucketIndexError(Cbi1Error):
         return int(self.expected)
 
 
-class InvalidImageError(Cbi1Error):
-    """Encoder input that no u32 bucket / u64 word can hold (Rust's types rule this out)."""
+class RelayWireError(Cbi1kitError, ValueError):
+    """A ``dynamo.kvrelay.v1`` message that breaks the v1 contract; ``field`` is its protobuf
+    path (``FilterUpdate.producer.ckf_format.seed``)."""
 
-    variant = "InvalidImage"
-    summary = "delta image is not a (u32 bucket, u64 word) pair"
+    summaries: ClassVar[Mapping[str, str]] = {
+        "ContractMarker": "wrong relay contract marker",
+        "ProtocolVersion": "unsupported relay protocol version",
+        "PoolIdentityVersion": "unsupported pool identity version",
+        "MissingField": "required message field is missing",
+        "DigestLength": "identity digest is not 16 bytes",
+        "IdentitySource": "identity source is unspecified or unknown",
+        "LayoutGeneration": "layout generation must be nonzero",
+        "UnsupportedCkfFormat": "unsupported CKF format",
+        "BucketCount": "CKF bucket count is not a power of two in 2..=16777216",
+        "UpdateKind": "unspecified or unknown FilterUpdate kind",
+        "Sequence": "base_sequence/sequence break the rule for this kind",
+        "Payload": "payload presence breaks the rule for this kind",
+        "SubscriberId": "subscriber_id must be 1..128 bytes without control characters",
+        "Descriptor": "pool descriptor metadata is invalid",
+    }
+
+    def __init__(
+        self,
+        variant: str,
+        field: str,
+        *,
+        expected: Any = None,
+        actual: Any = None,
+        detail: str | None = None,
+        **context: Any,
+    ) -> None:
+        super().__init__(variant, detail, field=field, expected=expected, actual=actual, **context)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        variant = f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
+        kwargs = {"expected": self.expected, "actual": self.actual, "detail": self.detail}
+        return (_rebuild_relay, (variant, self.field, kwargs, self.context))
 
 
-class SnapshotBucketCountError(Cbi1Error):
-    variant = "SnapshotBucketCount"
-    summary = "snapshot lane length differs from the format's bucket count"
+def _rebuild_relay(
+    variant: str, field: str, kwargs: dict[str, Any], context: dict[str, Any]
+) -> RelayWireError:
+    return RelayWireError(variant, field, **kwargs, **context)
 
 
-class ChunkSequenceError(Cbi1Error):
-    variant = "ChunkSequence"
-    summary = "snapshot chunk sequence violation"
+class HashingError(Cbi1kitError, ValueError):
+    """Tokens, block sizes or options that upstream's block hashing refuses."""
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {
+        "BlockSizeRange": OverflowError,
+        "TokenRange": OverflowError,
+        "MmHashRange": OverflowError,
+        "TokenType": TypeError,
+        "BlockHashArgument": TypeError,
+    }
+
+    plain = True
 
 
-class IncompleteCoverageError(Cbi1Error):
-    variant = "IncompleteCoverage"
-    summary = "snapshot chunks do not cover the lane"
+class IdentityError(Cbi1kitError, ValueError):
+    """A model, pool, producer or digest identity that upstream would not construct.
+
+    The detail is the whole message; ``field`` and ``value`` say what was refused.
+    """
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {"UnknownModel": LookupError}
+
+    plain = True
+
+
+class CkfError(Cbi1kitError, ValueError):
+    """The CKF model refused a configuration, an address or a table operation."""
+
+    plain = True
+
+
+class KvCacheEventError(Cbi1kitError):
+    """An event outcome upstream reports as ``KvCacheEventError::<variant>``."""
+
+    plain = True
+
+
+class LaneError(Cbi1kitError):
+    """The consumer side: a lane that cannot be assigned, a fault, a sequence not replayed."""
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {"SequenceNotReplayed": LookupError}
+
+    plain = True
+
+
+class PublicationError(Cbi1kitError, ValueError):
+    """Upstream's relay adapter refused a snapshot or delta (``Cbi1AdapterError``)."""
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {"BucketIndexOverflow": OverflowError}
+
+    plain = True
+
+
+class CaptureError(Cbi1kitError, ValueError):
+    """Input that cannot be read as records: a capture, a grpcurl dump, bare frames.
+
+    ``offset`` is the byte offset, ``record_index`` the 0-based record, ``source`` the file.
+    """
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Truncated": EOFError}
+
+    def _message(self) -> str:
+        source = self.context.get("source")
+        where = f"{source}: " if source else ""
+        at = f" field {self.field}" if self.field else ""
+        record = self.context.get("record_index")
+        return f"{where}record {record} at byte offset {self.offset}{at}: {self.detail}"
+
+    @property
+    def reason(self) -> str:
+        return self.detail or ""
+
+    @property
+    def record_index(self) -> int:
+        return int(self.context.get("record_index", -1))
+
+    @property
+    def at(self) -> int:
+        """The byte offset (always known for input errors)."""
+        return 0 if self.offset is None else self.offset
+
+    @property
+    def path(self) -> str | None:
+        source = self.context.get("source")
+        return None if source is None else str(source)
+
+
+class RecorderError(Cbi1kitError):
+    """A recording session that cannot go on; ``exit_code`` follows the CLI's contract."""
+
+    plain = True
+    exit_code: int = 1
+
+
+class SimulationError(Cbi1kitError, ValueError):
+    """A workload, simulator setting or simulated relay event the simulation cannot take."""
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Relay": RuntimeError}
+
+    plain = True
+
+
+class VizError(Cbi1kitError, ValueError):
+    """A chart given a table it cannot draw, or a report that could not be built."""
+
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Report": RuntimeError}
+
+    plain = True

@@ -110,7 +110,7 @@ for what, (data, expected) in broken.items():
         ck.decode(expected, data)
         outcome = "decoded"
     except ck.errors.Cbi1Error as exc:
-        outcome = f"{type(exc).__name__}: {exc}"
+        outcome = f"{exc.name}: {exc}"
     rows.append({"damage": what, "decode raises": outcome})
 pl.DataFrame(rows)
 
@@ -136,7 +136,7 @@ assembly = ck.SnapshotAssembly(big)
 for i in (0, 1, 3):
     try:
         print(i, assembly.absorb(ck.decode(big, chunks[i])))
-    except ck.errors.ChunkSequenceError as exc:
+    except ck.errors.Cbi1Error as exc:
         print(i, "->", exc)
 
 # %%
@@ -173,5 +173,5 @@ pl.DataFrame(
 # %%
 try:
     ck.encode_delta(fmt, dc_id, 0, 1, [(0, 0)] * (ck.wire.max_delta_images() + 1))
-except ck.errors.DeltaImageCountError as exc:
+except ck.errors.Cbi1Error as exc:
     print(exc)

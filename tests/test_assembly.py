@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit import errors
+from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._assembly import SnapshotAssembly
 from cbi1kit.wire._codec import Delta, SnapshotChunk, decode, encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
@@ -57,7 +58,7 @@ def test_any_disorder_fails_with_chunk_sequence(chunks, order: list[int]) -> Non
             completed = asm.absorb(frames[i])
             expected_next += 1
         else:
-            with pytest.raises(errors.ChunkSequenceError):
+            with raises_variant(Cbi1Error, "ChunkSequence"):
                 asm.absorb(frames[i])
             expected_next = 0  # the failure reset the assembly
     assert (completed is not None) == (list(order) == [0, 1, 2, 3])
@@ -69,7 +70,7 @@ def test_delta_mid_snapshot_fails_without_reset(chunks) -> None:  # type: ignore
     assert isinstance(delta, Delta)
     asm = SnapshotAssembly(FMT)
     asm.absorb(frames[0])
-    with pytest.raises(errors.ChunkSequenceError):
+    with raises_variant(Cbi1Error, "ChunkSequence"):
         asm.absorb(delta)
     assert asm.in_progress
     for f in frames[1:-1]:
@@ -85,7 +86,7 @@ def test_new_epoch_chunk0_restarts_silently(chunks) -> None:  # type: ignore[no-
     asm.absorb(frames[0])
     asm.absorb(frames[1])
     assert asm.absorb(other[0]) is None  # epoch 100 restarts
-    with pytest.raises(errors.ChunkSequenceError):
+    with raises_variant(Cbi1Error, "ChunkSequence"):
         asm.absorb(frames[1])  # epoch 99's chunk 1 no longer fits
 
 
@@ -96,7 +97,7 @@ def test_short_last_chunk_is_incomplete_coverage() -> None:
     ).header
     asm = SnapshotAssembly(fmt)
     asm.absorb(SnapshotChunk(header, 0, 2, 0, np.ones(SNAPSHOT_CHUNK_BUCKETS, np.uint64)))
-    with pytest.raises(errors.IncompleteCoverageError) as info:
+    with raises_variant(Cbi1Error, "IncompleteCoverage") as info:
         asm.absorb(SnapshotChunk(header, 1, 2, SNAPSHOT_CHUNK_BUCKETS, np.ones(10, np.uint64)))
     assert info.value.actual == SNAPSHOT_CHUNK_BUCKETS + 10
     assert not asm.in_progress
@@ -106,5 +107,5 @@ def test_overlong_constructed_chunk_cannot_complete() -> None:
     fmt = FilterFormat(1, 16)
     header = decode(fmt, encode_snapshot_chunks(fmt, 0, 5, np.zeros(16, np.uint64))[0]).header
     asm = SnapshotAssembly(fmt)
-    with pytest.raises(errors.IncompleteCoverageError):
+    with raises_variant(Cbi1Error, "IncompleteCoverage"):
         asm.absorb(SnapshotChunk(header, 0, 1, 0, np.ones(20, np.uint64)))

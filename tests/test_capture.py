@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from errorcheck import is_variant, raises_variant
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,16 +17,15 @@ from cbi1kit.capture._file import (
     FILE_MAGIC,
     RECORD_HEADER_LEN,
     STRUCTURAL,
-    CaptureCorruptError,
     CaptureDamage,
     CaptureReader,
     CaptureRecord,
-    CaptureTruncatedError,
     CaptureWriter,
     RecordType,
     decode_stream_close,
     decode_stream_open,
 )
+from cbi1kit.errors import CaptureError
 
 METHOD = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
 
@@ -137,10 +137,12 @@ def test_truncation_inside_every_record_is_a_torn_tail(tmp_path: Path) -> None:
                 got = list(reader.records(strict=False))
                 err = reader.damage
             assert len(got) == k
-            assert isinstance(err, CaptureTruncatedError), (k, cut)
+            assert is_variant(err, CaptureError, "Truncated"), (k, cut)
             assert (err.record_index, err.offset) == (k, start)
             assert isinstance(err, EOFError)
-            with pytest.raises(CaptureTruncatedError, match=f"record {k} at byte offset {start}"):
+            with raises_variant(
+                CaptureError, "Truncated", match=f"record {k} at byte offset {start}"
+            ):
                 all_records(path)
 
 
@@ -149,10 +151,10 @@ def test_short_file_header(tmp_path: Path) -> None:
     write_sample(path)
     data = path.read_bytes()
     path.write_bytes(data[:10])
-    with pytest.raises(CaptureTruncatedError):
+    with raises_variant(CaptureError, "Truncated"):
         all_records(path)
     path.write_bytes(b"garbage garbage garbage garbage garbage")
-    with pytest.raises(CaptureCorruptError, match="bad magic"):
+    with raises_variant(CaptureError, "Corrupt", match="bad magic"):
         all_records(path)
 
 
@@ -184,8 +186,8 @@ def test_single_bit_flip_is_reported_at_its_record(tmp_path: Path, bit: int) -> 
         assert len(got) == k
         assert [r.body for r in got] == [r.body for r in all_records(path)][:k]
         # a flip in a length field may look like a torn tail; anything else is corruption
-        if not isinstance(err, CaptureTruncatedError):
-            assert isinstance(err, CaptureCorruptError)
+        if not is_variant(err, CaptureError, "Truncated"):
+            assert is_variant(err, CaptureError, "Corrupt")
     assert path.read_bytes() == original
 
 
@@ -195,11 +197,11 @@ def test_missing_and_repeated_records_are_detected(tmp_path: Path) -> None:
     data = path.read_bytes()
     b = _boundaries(path)
     path.write_bytes(data[: b[2]] + data[b[3] :])  # drop record 2
-    with pytest.raises(CaptureCorruptError, match="missing or repeated") as info:
+    with raises_variant(CaptureError, "Corrupt", match="missing or repeated") as info:
         all_records(path)
     assert info.value.record_index == 2
     path.write_bytes(data[: b[3]] + data[b[2] : b[3]] + data[b[3] :])  # repeat record 2
-    with pytest.raises(CaptureCorruptError) as info:
+    with raises_variant(CaptureError, "Corrupt") as info:
         all_records(path)
     assert info.value.record_index == 3 and info.value.offset == b[3]
 
@@ -211,7 +213,7 @@ def test_append_mode_cuts_a_torn_tail_and_continues(tmp_path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[:-3])
     with CaptureWriter(path, mode="a") as w:
-        assert isinstance(w.recovered, CaptureTruncatedError)
+        assert is_variant(w.recovered, CaptureError, "Truncated")
         assert w.record_count == n - 1
         w.mark("resumed")
     recs = all_records(path)
@@ -318,7 +320,7 @@ def test_single_bit_flip_resync_reads_every_intact_record(indexed: Path, bit: in
     (d,) = damage
     assert (d.record_index, d.offset, d.end_offset) == (hit[0], hit[1], hit[2])
     assert list(d.skipped) == [hit[0]]
-    assert isinstance(d.error, CaptureCorruptError)
+    assert is_variant(d.error, CaptureError, "Corrupt")
 
 
 def test_body_len_flip_is_reported_and_reading_resumes(tmp_path: Path) -> None:
@@ -338,7 +340,9 @@ def test_body_len_flip_is_reported_and_reading_resumes(tmp_path: Path) -> None:
             ]
             assert "record header checksum mismatch" in damage[0].reason
             # the strict reader still stops there
-            with pytest.raises(CaptureCorruptError, match=f"record {k} at byte offset {start}"):
+            with raises_variant(
+                CaptureError, "Corrupt", match=f"record {k} at byte offset {start}"
+            ):
                 all_records(path)
 
 

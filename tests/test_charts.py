@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from errorcheck import raises_variant
 
 from cbi1kit.analysis._replay import replay
 from cbi1kit.analysis._tables import frames_table, images_table, snapshots_table
+from cbi1kit.errors import VizError
 from cbi1kit.viz import _charts as C
 from cbi1kit.wire._codec import encode_delta
 from cbi1kit.wire._format import FilterFormat
@@ -159,7 +161,7 @@ def test_filter_health_over_a_simulation() -> None:
 
 
 def test_filter_health_refuses_a_table_without_metrics() -> None:
-    with pytest.raises(C.ChartDataError, match="no filter-health metric"):
+    with raises_variant(VizError, "ChartData", match="no filter-health metric"):
         C.filter_health_chart(pl.DataFrame({"sequence": [1, 2]}))
 
 
@@ -200,7 +202,7 @@ def test_compare_runs_thins_each_run() -> None:
 
 def test_too_many_rows_is_refused() -> None:
     depths = pl.DataFrame({"exact_depth": range(6000), "ckf_depth": range(6000)})
-    with pytest.raises(C.ChartDataError, match="limit 5000"):
+    with raises_variant(VizError, "ChartData", match="limit 5000"):
         C.prefix_depth_chart(depths)
 
 

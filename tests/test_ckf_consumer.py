@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbi1kit.ckf._consumer import (
-    AwaitingSnapshotError,
     CkfLaneTable,
     IngestOutcome,
-    LaneAssignmentError,
-    LaneFaultError,
     find_prefix_depths,
     linear_prefix_depths,
     sequence_hashes,
@@ -28,6 +26,7 @@ from cbi1kit.ckf._producer import (
     canonical_chain,
 )
 from cbi1kit.ckf._stats import estimated_false_positive_rate, lane_stats, producer_stats
+from cbi1kit.errors import LaneError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     ConsumerDrainMarker,
@@ -146,28 +145,28 @@ def test_stale_snapshot_is_ignored() -> None:
 def test_delta_faults_clear_readiness(delta: DcCkfDelta, variant: str) -> None:
     table, rep = _ready()
     before = table.lane_words(2)
-    with pytest.raises(LaneFaultError) as info:
+    with raises_variant(LaneError, "Fault") as info:
         rep.apply_delta(delta)
-    assert info.value.variant == variant
+    assert info.value.subvariant == variant
     assert not rep.ready
     assert table.ready_mask() == 0
     assert table.lane_words(2).tolist() == before.tolist()
-    with pytest.raises(AwaitingSnapshotError):
+    with raises_variant(LaneError, "AwaitingSnapshot"):
         rep.apply_delta(_delta(4, 5, [(1, 1)]))
 
 
 def test_snapshot_faults() -> None:
     _, rep = _ready()
-    with pytest.raises(LaneFaultError) as info:
+    with raises_variant(LaneError, "Fault") as info:
         rep.install_snapshot(DcCkfSnapshot(IDENT, LEASE, 9, np.zeros(NB, dtype=np.uint64)))
-    assert info.value.variant == "SnapshotWhileReady"
+    assert info.value.subvariant == "SnapshotWhileReady"
     assert not rep.ready
     # recovery needs a new lease + snapshot; a wrong-length snapshot faults
     lease2 = LaneLease(7, 2, 2)
     rep.assign(IDENT, lease2)
-    with pytest.raises(LaneFaultError) as info:
+    with raises_variant(LaneError, "Fault") as info:
         rep.install_snapshot(DcCkfSnapshot(IDENT, lease2, 9, np.zeros(NB // 2, dtype=np.uint64)))
-    assert info.value.variant == "BucketCount"
+    assert info.value.subvariant == "BucketCount"
     ok = rep.install_snapshot(DcCkfSnapshot(IDENT, lease2, 9, np.zeros(NB, dtype=np.uint64)))
     assert ok is IngestOutcome.SNAPSHOT_INSTALLED
 
@@ -176,23 +175,23 @@ def test_assign_rules() -> None:
     table = CkfLaneTable(FORMAT)
     rep = table.replica(2, consumer_instance=7, pool_id=pool(3))
     rep.assign(IDENT, LEASE)
-    with pytest.raises(LaneAssignmentError):
+    with raises_variant(LaneError, "Assignment"):
         rep.assign(IDENT, LEASE)  # epoch must increase
-    with pytest.raises(LaneAssignmentError):
+    with raises_variant(LaneError, "Assignment"):
         rep.assign(IDENT, LaneLease(7, 3, 5))  # wrong lane
-    with pytest.raises(LaneAssignmentError):
+    with raises_variant(LaneError, "Assignment"):
         rep.assign(IDENT, LaneLease(8, 2, 5))  # wrong consumer
-    with pytest.raises(LaneAssignmentError):
+    with raises_variant(LaneError, "Assignment"):
         rep.assign(ProducerIdentity(pool(4), 1, 1, FORMAT), LaneLease(7, 2, 5))  # wrong pool
     other_format = CkfConfig(64, seed=1).format()
-    with pytest.raises(LaneAssignmentError):
+    with raises_variant(LaneError, "Assignment"):
         rep.assign(ProducerIdentity(pool(3), 1, 1, other_format), LaneLease(7, 2, 5))
 
 
 def test_drain_marker() -> None:
     _, rep = _ready()
     rep.check_drain_marker(ConsumerDrainMarker(LEASE, 4))
-    with pytest.raises(LaneFaultError):
+    with raises_variant(LaneError, "Fault"):
         rep.check_drain_marker(ConsumerDrainMarker(LEASE, 5))
     assert not rep.ready
 

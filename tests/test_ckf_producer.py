@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbi1kit.ckf._producer import (
     CkfConfig,
-    CkfConfigError,
     DcCkfDelta,
     DcCkfPublisher,
     DcCkfState,
@@ -17,11 +17,11 @@ from cbi1kit.ckf._producer import (
     KvRemoved,
     KvStored,
     Ownership,
-    PublisherFencedError,
     StorageTier,
     StoredBlock,
     canonical_chain,
 )
+from cbi1kit.errors import CkfError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcId,
@@ -56,9 +56,9 @@ def state(expected: int = 64, **kw: int) -> DcCkfState:
     ],
 )
 def test_config_validation(kwargs: dict[str, int], variant: str) -> None:
-    with pytest.raises(CkfConfigError) as info:
+    with raises_variant(CkfError, "Config") as info:
         CkfConfig(1, **kwargs)  # type: ignore[arg-type]
-    assert info.value.variant == variant
+    assert info.value.subvariant == variant
 
 
 def test_config_defaults() -> None:
@@ -355,11 +355,11 @@ def test_sink_failure_fences_until_barrier() -> None:
     s.apply(KvStored(1, blocks((10, 100))))
     batch = s.drain()
     assert batch is not None
-    with pytest.raises(PublisherFencedError) as info:
+    with raises_variant(CkfError, "PublisherFenced") as info:
         pub.publish(batch)
     assert info.value.reason == "DeliveryUncertain"
     assert pub.last_sequence == 0
-    with pytest.raises(PublisherFencedError):
+    with raises_variant(CkfError, "PublisherFenced"):
         pub.publish(batch)
     fail[0] = False
     _, snap = pub.snapshot_after_barrier(s, LaneLease(1, 0, 2))
@@ -373,6 +373,6 @@ def test_sequence_exhaustion_fences() -> None:
     pub = _publisher(s, last_sequence=2**64 - 1, lease=LaneLease(1, 0, 1))
     batch = s.apply(KvStored(1, blocks((10, 100)))).batch
     assert batch is not None
-    with pytest.raises(PublisherFencedError) as info:
+    with raises_variant(CkfError, "PublisherFenced") as info:
         pub.publish(batch)
     assert info.value.reason == "SequenceExhausted"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_occupancy, pack_slots, unpack_slots
-from cbi1kit.ckf._table import CuckooTable, FingerprintNotFoundError, SplitMix64
+from cbi1kit.ckf._table import CuckooTable, SplitMix64
+from cbi1kit.errors import CkfError
 
 SEED = 0x123456789ABCDEF0
 
@@ -132,7 +133,7 @@ def test_identical_representations_keep_separate_copies_and_delete_lowest_slot()
 
 def test_delete_absent_raises() -> None:
     table = CuckooTable(CkfAddressing(16, SEED))
-    with pytest.raises(FingerprintNotFoundError) as info:
+    with raises_variant(CkfError, "FingerprintNotFound") as info:
         table.delete(42)
     assert info.value.item == 42
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from errorcheck import raises_variant
 
 from cbi1kit.ckf._addressing import CkfAddressing, CkfProbe
 from cbi1kit.ckf._bucket import (
@@ -20,7 +21,6 @@ from cbi1kit.ckf._consumer import (
 )
 from cbi1kit.ckf._producer import (
     CkfConfig,
-    CkfConfigError,
     DcCkfState,
     KvStored,
     StoredBlock,
@@ -28,6 +28,7 @@ from cbi1kit.ckf._producer import (
     canonical_chain,
 )
 from cbi1kit.ckf._table import SplitMix64, lane_rng_seed
+from cbi1kit.errors import CkfError
 
 TEST_SEED = 0x123456789ABCDEF0
 
@@ -78,9 +79,9 @@ def test_bucket_count_values(expected: int, buckets: int) -> None:
 
 def test_bucket_count_zero_is_an_error() -> None:
     config = CkfConfig(0)  # constructs, as upstream
-    with pytest.raises(CkfConfigError) as info:
+    with raises_variant(CkfError, "Config") as info:
         config.bucket_count()
-    assert info.value.variant == "ExpectedCapacityZero"
+    assert info.value.subvariant == "ExpectedCapacityZero"
 
 
 def test_relay_config_format_bucket_count() -> None:

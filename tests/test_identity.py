@@ -8,39 +8,33 @@ from typing import Any
 import blake3
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cbi1kit.errors import IdentityError
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
     MAX_LANES,
     CacheSemanticsId,
     CanonicalModelId,
-    CanonicalModelIdError,
     CanonicalModelRegistration,
     ConsumerDrainMarker,
     ConsumerInstanceId,
     DcCkfFormatIdentity,
     DcId,
     ExplicitIdentityMap,
-    IdentityParseError,
-    IdentityRangeError,
     IdentitySource,
-    IdentitySpecError,
     IndexerDomainId,
     KvQueryHashFormat,
     KvQuerySemantics,
-    KvQuerySemanticsError,
     LaneLease,
     ModelAlias,
-    ModelAliasError,
     ModelTarget,
     PoolId,
     ProducerIdentity,
     RelayIdentity,
     RoutingScopeId,
-    UnknownHashFormatError,
-    UnknownModelError,
     derive_cache_semantics_id,
     derive_routing_scope_id,
     resolve_lora_name,
@@ -73,12 +67,12 @@ def test_hash_format_numbers_and_names() -> None:
 
 @pytest.mark.parametrize("bad", [0, 3, -1])
 def test_unknown_or_unspecified_format_is_rejected(bad: int) -> None:
-    with pytest.raises(UnknownHashFormatError):
+    with raises_variant(IdentityError, "UnknownHashFormat"):
         KvQueryHashFormat.from_identity_version(bad)
 
 
 def test_unknown_serde_name_is_rejected() -> None:
-    with pytest.raises(UnknownHashFormatError):
+    with raises_variant(IdentityError, "UnknownHashFormat"):
         KvQueryHashFormat.from_serde_name("DynamoEagleV1")
 
 
@@ -86,13 +80,13 @@ def test_query_semantics_json_and_validation() -> None:
     sem = KvQuerySemantics(128, EAGLE)
     assert sem.to_json() == {"kv_block_size": 128, "hash_format": "dynamo_eagle_v1"}
     assert KvQuerySemantics.from_json(sem.to_json()) == sem
-    with pytest.raises(KvQuerySemanticsError, match="nonzero"):
+    with raises_variant(IdentityError, "KvQuerySemantics", match="nonzero"):
         KvQuerySemantics(0, STD)
-    with pytest.raises(KvQuerySemanticsError):
+    with raises_variant(IdentityError, "KvQuerySemantics"):
         KvQuerySemantics.from_json({"kv_block_size": 0, "hash_format": "dynamo_standard_v1"})
-    with pytest.raises(UnknownHashFormatError):
+    with raises_variant(IdentityError, "UnknownHashFormat"):
         KvQuerySemantics.from_json({"kv_block_size": 4, "hash_format": "unspecified"})
-    with pytest.raises(KvQuerySemanticsError):
+    with raises_variant(IdentityError, "KvQuerySemantics"):
         KvQuerySemantics(2**32, STD)
 
 
@@ -101,13 +95,13 @@ def test_query_semantics_json_and_validation() -> None:
 
 @pytest.mark.parametrize("cls", [CanonicalModelId, ModelAlias])
 def test_identity_text_rejects_empty_and_every_unicode_white_space_edge(cls: Any) -> None:
-    error = CanonicalModelIdError if cls is CanonicalModelId else ModelAliasError
-    with pytest.raises(error) as err:
+    error = "CanonicalModelId" if cls is CanonicalModelId else "ModelAlias"
+    with raises_variant(IdentityError, error) as err:
         cls("")
     assert err.value.reason == "empty"
     for ws in UNICODE_WHITE_SPACE:
         for text in (ws + "llama", "llama" + ws, ws):
-            with pytest.raises(error) as err:
+            with raises_variant(IdentityError, error) as err:
                 cls(text)
             assert err.value.reason == "surrounding_whitespace"
             assert err.value.value == text
@@ -138,7 +132,7 @@ def test_model_target_and_registration_json() -> None:
     assert CanonicalModelRegistration.from_json(reg.to_json()) == reg
     with pytest.raises(ValueError, match="variant"):
         ModelTarget.from_json({"Adapter": {"base_model": "m"}})
-    with pytest.raises(CanonicalModelIdError):
+    with raises_variant(IdentityError, "CanonicalModelId"):
         ModelTarget.from_json({"Base": {"base_model": " m"}})
 
 
@@ -152,7 +146,7 @@ def test_resolution_by_model_or_alias() -> None:
     assert resolve_registration(regs, "tenant-a") is lora
     assert resolve_lora_name(regs, "tenant-chat") == "tenant-a"
     assert resolve_lora_name(regs, "llama") is None
-    with pytest.raises(UnknownModelError) as err:
+    with raises_variant(IdentityError, "UnknownModel") as err:
         resolve_registration(regs, "Llama")
     assert err.value.requested_model == "Llama"
     assert isinstance(err.value, LookupError)
@@ -245,9 +239,9 @@ def test_default_and_explicit_never_alias_and_framing_separates() -> None:
     ],
 )
 def test_explicit_map_limits(entries: dict[str, str], variant: str) -> None:
-    with pytest.raises(IdentitySpecError) as err:
+    with raises_variant(IdentityError, "IdentitySpec") as err:
         ExplicitIdentityMap.of(entries)
-    assert err.value.variant == variant
+    assert err.value.subvariant == variant
 
 
 def test_explicit_map_limits_are_inclusive() -> None:
@@ -256,7 +250,7 @@ def test_explicit_map_limits_are_inclusive() -> None:
 
 
 def test_explicit_map_rejects_duplicate_json_keys() -> None:
-    with pytest.raises(IdentitySpecError, match="duplicate explicit identity key"):
+    with raises_variant(IdentityError, "IdentitySpec", match="duplicate explicit identity key"):
         ExplicitIdentityMap.from_json_text('{"weights":"a","weights":"b"}')
 
 
@@ -282,12 +276,12 @@ def test_display_forms_and_parsing() -> None:
     assert parsed.indexer_domain.routing_scope.source is IdentitySource.EXPLICIT
     assert DcId.parse("00000000000000ff") == DcId(255)
     for bad in ["AB" * 16, "ab" * 15, "zz" * 16]:
-        with pytest.raises(IdentityParseError):
+        with raises_variant(IdentityError, "Parse"):
             CacheSemanticsId.parse(bad)
     for bad in ["a:b:c", "nocolon"]:
-        with pytest.raises(IdentityParseError):
+        with raises_variant(IdentityError, "Parse"):
             IndexerDomainId.parse(bad)
-    with pytest.raises(IdentityParseError):
+    with raises_variant(IdentityError, "Parse"):
         PoolId.parse(f"{'ab' * 16}:{'01' * 16}/0/1")
 
 
@@ -344,16 +338,16 @@ def test_json_forms_match_serde() -> None:
 )
 def test_format_identity_validation(kwargs: dict[str, int]) -> None:
     args = {"seed": 0, "bucket_count": 2, **kwargs}
-    with pytest.raises(IdentityRangeError):
+    with raises_variant(IdentityError, "Range"):
         DcCkfFormatIdentity(**args)
 
 
 def test_format_and_lease_bounds_are_inclusive() -> None:
     DcCkfFormatIdentity(seed=0, bucket_count=2**24)
     LaneLease(ConsumerInstanceId(0), 15, 2**64 - 1)
-    with pytest.raises(IdentityRangeError):
+    with raises_variant(IdentityError, "Range"):
         LaneLease(ConsumerInstanceId(0), 16, 0)
-    with pytest.raises(IdentityRangeError):
+    with raises_variant(IdentityError, "Range"):
         ConsumerInstanceId(-1)
 
 
@@ -374,9 +368,9 @@ def test_signed_unsigned_example_and_bounds() -> None:
     assert to_i64(15883719750896736839) == -2563024322812814777
     assert to_u64(-2563024322812814777) == 15883719750896736839
     assert (to_i64(2**63 - 1), to_i64(2**63), to_u64(-1)) == (2**63 - 1, -(2**63), 2**64 - 1)
-    with pytest.raises(IdentityRangeError):
+    with raises_variant(IdentityError, "Range"):
         to_u64(2**64)
-    with pytest.raises(IdentityRangeError):
+    with raises_variant(IdentityError, "Range"):
         to_i64(-1)
     arr = np.array([0, 2**63, 2**64 - 1], dtype=np.uint64)
     assert to_i64(arr).tolist() == [0, -(2**63), -1]
@@ -407,7 +401,7 @@ def test_unchecked_format_holds_any_shape_and_check_refuses_it(kwargs: dict[str,
     fmt = DcCkfFormatIdentity.unchecked(**args)
     assert {k: getattr(fmt, k) for k in args} == args
     assert not fmt.is_valid
-    with pytest.raises(IdentityRangeError) as info:
+    with raises_variant(IdentityError, "Range") as info:
         fmt.check()
     assert info.value.field == next(iter(kwargs))
     good = DcCkfFormatIdentity.unchecked(7, 1024)
@@ -420,9 +414,9 @@ def test_drain_marker_and_relay_identity() -> None:
     marker = ConsumerDrainMarker(lease, 2**64 - 1)
     assert ConsumerDrainMarker.from_json(marker.to_json()) == marker
     assert marker.to_json()["expected_sequence"] == 2**64 - 1
-    with pytest.raises(IdentityRangeError):
+    with raises_variant(IdentityError, "Range"):
         ConsumerDrainMarker(lease, 2**64)
     assert RelayIdentity(2**64 - 1, 0).drt_instance_id == 2**64 - 1
-    with pytest.raises(IdentityRangeError):
+    with raises_variant(IdentityError, "Range"):
         RelayIdentity(-1, 0)
     assert MAX_LANES == 16

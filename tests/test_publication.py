@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 
-from cbi1kit.errors import BucketCountError, BucketIndexError, DeltaImageCountError
+from cbi1kit.errors import Cbi1Error, PublicationError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
@@ -19,12 +20,9 @@ from cbi1kit.hashing._identity import (
     RoutingScopeId,
 )
 from cbi1kit.relay._publication import (
-    BucketIndexOverflowError,
     HubSnapshot,
     PublicationFrame,
     PublicationFrameKind,
-    SnapshotBucketCountMismatchError,
-    UnsupportedFormatIdentityError,
     encode_delta,
     encode_snapshot,
 )
@@ -90,7 +88,7 @@ def test_snapshot_at_sequence_zero_and_u64_max() -> None:
 
 
 def test_snapshot_bucket_count_mismatch_is_raised_before_any_frame() -> None:
-    with pytest.raises(SnapshotBucketCountMismatchError) as info:
+    with raises_variant(PublicationError, "SnapshotBucketCount") as info:
         encode_snapshot(HubSnapshot(identity(1024), 1, lane(512)))
     assert (info.value.expected, info.value.actual) == (1024, 512)
     assert "512" in str(info.value) and "1024" in str(info.value)
@@ -107,7 +105,7 @@ def test_snapshot_bucket_count_mismatch_is_raised_before_any_frame() -> None:
 )
 def test_format_gate_rejects_other_shapes(fmt: dict[str, int]) -> None:
     ident = identity(1024, **fmt)
-    with pytest.raises(UnsupportedFormatIdentityError) as info:
+    with raises_variant(PublicationError, "UnsupportedFormatIdentity") as info:
         encode_snapshot(HubSnapshot(ident, 1, lane(1024)))
     f = ident.format
     assert (info.value.format_version, info.value.fingerprint_bits) == (
@@ -116,13 +114,13 @@ def test_format_gate_rejects_other_shapes(fmt: dict[str, int]) -> None:
     )
     assert info.value.slots_per_bucket == f.slots_per_bucket
     delta = SimpleNamespace(identity=ident, base_sequence=1, sequence=2, images=[(1, 2)])
-    with pytest.raises(UnsupportedFormatIdentityError):
+    with raises_variant(PublicationError, "UnsupportedFormatIdentity"):
         encode_delta(delta)
 
 
 @pytest.mark.parametrize("bucket_count", [0, 3, 1000, (1 << 24) * 2])
 def test_format_gate_rejects_bad_bucket_counts(bucket_count: int) -> None:
-    with pytest.raises(BucketCountError):
+    with raises_variant(Cbi1Error, "Format.BucketCount"):
         encode_snapshot(HubSnapshot(identity(bucket_count), 1, lane(max(bucket_count, 1))))
 
 
@@ -155,7 +153,7 @@ def test_delta_from_array_fields_like_the_producer_model() -> None:
 def test_delta_bucket_index_overflow_of_u32() -> None:
     for images in ([(1, 1), (1 << 32, 5)], [(-1, 5)]):
         delta = SimpleNamespace(identity=identity(), base_sequence=0, sequence=1, images=images)
-        with pytest.raises(BucketIndexOverflowError) as info:
+        with raises_variant(PublicationError, "BucketIndexOverflow") as info:
             encode_delta(delta)
         assert info.value.bucket == images[-1][0]
     arr = SimpleNamespace(
@@ -165,14 +163,14 @@ def test_delta_bucket_index_overflow_of_u32() -> None:
         buckets=np.array([0, 1 << 32], dtype=np.uint64),
         values=np.array([1, 2], dtype=np.uint64),
     )
-    with pytest.raises(BucketIndexOverflowError) as info:
+    with raises_variant(PublicationError, "BucketIndexOverflow") as info:
         encode_delta(arr)
     assert info.value.image_index == 1
 
 
 def test_delta_codec_errors_pass_through() -> None:
     delta = SimpleNamespace(identity=identity(), base_sequence=0, sequence=1, images=[(1024, 1)])
-    with pytest.raises(BucketIndexError):
+    with raises_variant(Cbi1Error, "BucketIndex"):
         encode_delta(delta)
     many = SimpleNamespace(
         identity=identity(),
@@ -181,7 +179,7 @@ def test_delta_codec_errors_pass_through() -> None:
         buckets=np.zeros(349_526, dtype=np.uint32),
         values=np.zeros(349_526, dtype=np.uint64),
     )
-    with pytest.raises(DeltaImageCountError):
+    with raises_variant(Cbi1Error, "DeltaImageCount"):
         encode_delta(many)
 
 

@@ -9,20 +9,19 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
+from errorcheck import raises_variant
 from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureTruncatedError, CaptureWriter
+from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._readers import (
     SUBSCRIBE_KV_POOL_METHOD,
-    FrameSourceError,
-    FrameSourceTruncatedError,
     read_capture,
     read_cbi1_files,
     read_frames,
     read_grpcurl_json,
 )
+from cbi1kit.errors import CaptureError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
@@ -102,7 +101,7 @@ def test_capture_reader_yields_filter_updates_byte_exact(tmp_path: Path) -> None
     data = path.read_bytes()
     path.write_bytes(data[:-10])
     seen = []
-    with pytest.raises(CaptureTruncatedError):
+    with raises_variant(CaptureError, "Truncated"):
         for g in read_capture(path):
             seen.append(g.raw)
     assert seen == raws  # the torn record is the stream-close record
@@ -137,7 +136,7 @@ def test_grpcurl_bad_base64_names_record_and_field() -> None:
     objs[2]["payload"] = objs[2]["payload"][:10] + "!!" + objs[2]["payload"][12:]
     text = "\n".join(json.dumps(o, indent=2) for o in objs)
     seen = []
-    with pytest.raises(FrameSourceError) as info:
+    with raises_variant(CaptureError, "Unreadable") as info:
         for g in read_grpcurl_json(text.encode()):
             seen.append(g.update)
     assert seen == msgs[:2]
@@ -161,7 +160,7 @@ def test_grpcurl_truncated_json() -> None:
     text = _dump(msgs)
     cut = text[: len(text) - 40]
     seen = []
-    with pytest.raises(FrameSourceTruncatedError) as info:
+    with raises_variant(CaptureError, "Truncated") as info:
         for g in read_grpcurl_json(cut.encode()):
             seen.append(g.update)
     assert seen == msgs[:-1]
@@ -170,7 +169,7 @@ def test_grpcurl_truncated_json() -> None:
 
 
 def test_grpcurl_unknown_field_is_an_error() -> None:
-    with pytest.raises(FrameSourceError, match="record 0"):
+    with raises_variant(CaptureError, "Unreadable", match="record 0"):
         list(read_grpcurl_json(b'{"noSuchField": 1}'))
 
 
@@ -189,7 +188,7 @@ def test_bare_cbi1_files(tmp_path: Path) -> None:
     # truncation inside the third frame
     many.write_bytes(b"".join(payloads)[: len(payloads[0]) + len(payloads[1]) + 30])
     seen = []
-    with pytest.raises(FrameSourceTruncatedError) as info:
+    with raises_variant(CaptureError, "Truncated") as info:
         for g in read_cbi1_files(many):
             seen.append(g.raw)
     assert seen == payloads[:2] and info.value.record_index == 2
@@ -199,19 +198,19 @@ def test_random_bytes_and_legacy_frames(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     junk = tmp_path / "junk.bin"
     junk.write_bytes(rng.bytes(1000))
-    with pytest.raises(FrameSourceError, match="unrecognised input"):
+    with raises_variant(CaptureError, "Unreadable", match="unrecognised input"):
         list(read_frames(junk))
     payload = bytes(stream(1 << 12)[-2].payload)
     mixed = tmp_path / "mixed.bin"
     mixed.write_bytes(payload + rng.bytes(100))
     seen = []
-    with pytest.raises(FrameSourceError, match="not a CBI1 frame") as info:
+    with raises_variant(CaptureError, "Unreadable", match="not a CBI1 frame") as info:
         for g in read_cbi1_files(mixed):
             seen.append(g.raw)
     assert seen == [payload] and info.value.offset == len(payload)
     legacy = tmp_path / "legacy.bin"
     legacy.write_bytes(b"CKF1" + bytes(60))
-    with pytest.raises(FrameSourceError, match="CKF1 prototype frame"):
+    with raises_variant(CaptureError, "Unreadable", match="CKF1 prototype frame"):
         list(read_frames(legacy))
 
 
@@ -228,8 +227,8 @@ def test_write_grpcurl_json_reads_back_identically(tmp_path: Path) -> None:
 
 
 def test_write_grpcurl_json_refuses_bare_frames(tmp_path: Path) -> None:
-    from cbi1kit.capture._readers import FrameSourceError, read_cbi1_files, write_grpcurl_json
+    from cbi1kit.capture._readers import read_cbi1_files, write_grpcurl_json
 
     frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
-    with pytest.raises(FrameSourceError, match="no FilterUpdate envelope"):
+    with raises_variant(CaptureError, "Unreadable", match="no FilterUpdate envelope"):
         write_grpcurl_json(read_cbi1_files(frames), tmp_path / "x.json")

@@ -6,18 +6,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 from test_stream_roundtrip import Stream, build_stream, heartbeat, wire_producer, write_capture
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import (
     EventKind,
     Replayer,
-    SequenceNotReplayedError,
     Violation,
     replay,
 )
 from cbi1kit.capture._file import CaptureReader, RecordType
 from cbi1kit.capture._readers import FrameRecord, read_capture
+from cbi1kit.errors import LaneError
 from cbi1kit.wire._format import FilterFormat
 
 SNAP, DELTA, HB = 1, 2, 3
@@ -80,7 +81,7 @@ def test_snapshot_chunk_out_of_order(stream: Stream) -> None:
     msgs = [stream.messages[1], stream.messages[0], *stream.messages[2:]]
     report = replay(msgs)
     v = report.violations[0]
-    assert (v.record_index, v.rule) == (0, "ChunkSequenceError")
+    assert (v.record_index, v.rule) == (0, "Cbi1Error.ChunkSequence")
     # chunk 0 then starts a fresh assembly; the lone chunk 0 is followed by a delta
     assert report.events[1].kind is EventKind.SNAPSHOT_CHUNK
     assert report.violations[1].record_index == 2
@@ -130,10 +131,10 @@ def test_identity_and_envelope_rules(stream: Stream) -> None:
     cases["RelayChanged"] = m
     m = clone(stream.messages[i])
     m.contract_marker = 0
-    cases["ContractMarkerError"] = m
+    cases["RelayWireError.ContractMarker"] = m
     m = clone(stream.messages[i])
     m.kind = pb.FILTER_UPDATE_KIND_UNSPECIFIED
-    cases["UpdateKindError"] = m
+    cases["RelayWireError.UpdateKind"] = m
     m = clone(stream.messages[i])
     m.kind = pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
     m.base_sequence = m.sequence
@@ -180,10 +181,10 @@ def test_payload_bit_flips_are_reported_at_their_record(stream: Stream) -> None:
 
 def test_lane_at_unknown_sequence(stream: Stream) -> None:
     report = replay(stream.messages)
-    with pytest.raises(SequenceNotReplayedError) as info:
+    with raises_variant(LaneError, "SequenceNotReplayed") as info:
         report.lane_at(stream.final_sequence + 1)
     assert info.value.available == [(stream.snapshot_sequence, stream.final_sequence)]
-    with pytest.raises(SequenceNotReplayedError):
+    with raises_variant(LaneError, "SequenceNotReplayed"):
         report.lane_at(stream.snapshot_sequence - 1)
 
 
@@ -193,7 +194,7 @@ def test_incremental_replayer_matches_replay(stream: Stream) -> None:
     report = player.report()
     assert events == report.events == replay(stream.messages).events
     np.testing.assert_array_equal(report.final_lane, stream.final_words)  # type: ignore[arg-type]
-    with pytest.raises(SequenceNotReplayedError):
+    with raises_variant(LaneError, "SequenceNotReplayed"):
         report.lane_at(stream.final_sequence)
 
 

@@ -7,8 +7,10 @@ import struct
 from pathlib import Path
 
 import pytest
+from errorcheck import raises_variant
 
-from cbi1kit.viz._report import CHART_KINDS, NOTEBOOKS, ReportError, build_report
+from cbi1kit.errors import VizError
+from cbi1kit.viz._report import CHART_KINDS, NOTEBOOKS, build_report
 
 ROOT = Path(__file__).parents[1]
 SAMPLE = ROOT / "data" / "sample.kvrcap"
@@ -66,5 +68,5 @@ def test_charts_only_without_a_trace_skips_the_routing_charts(tmp_path: Path) ->
 
 
 def test_missing_capture_is_a_report_error(tmp_path: Path) -> None:
-    with pytest.raises(ReportError, match="no such capture"):
+    with raises_variant(VizError, "Report", match="no such capture"):
         build_report(tmp_path / "nope.kvrcap", tmp_path / "out")

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 
 from cbi1kit.ckf._stats import estimated_false_positive_rate
-from cbi1kit.sim._simulator import Simulator, SimulatorConfig, SimulatorConfigError
+from cbi1kit.errors import SimulationError
+from cbi1kit.sim._simulator import Simulator, SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake, synthetic_chat
 
 TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
@@ -118,11 +120,11 @@ def test_cleared_restarts_and_delayed_publication() -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(SimulatorConfigError):
+    with raises_variant(SimulationError, "Config"):
         SimulatorConfig(dcs=17)
-    with pytest.raises(SimulatorConfigError):
+    with raises_variant(SimulationError, "Config"):
         SimulatorConfig(policy="nope")  # type: ignore[arg-type]
-    with pytest.raises(SimulatorConfigError):
+    with raises_variant(SimulationError, "Config"):
         SimulatorConfig(capacity_blocks=0)
     with pytest.raises(ValueError, match="max_kicks"):
         SimulatorConfig(max_kicks=0)

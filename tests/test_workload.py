@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xxhash
+from errorcheck import raises_variant
 
+from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._blocks import block_hash_seed, compute_seq_hash_for_block
 from cbi1kit.hashing._identity import KvQueryHashFormat
 from cbi1kit.sim._workload import (
     MOONCAKE_BLOCK_SIZE,
-    WorkloadError,
     concat,
     mooncake_local_hashes,
     read_mooncake,
@@ -94,16 +95,16 @@ def test_bad_traces_name_line_and_field(
 ) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text(text)
-    with pytest.raises(WorkloadError) as err:
+    with raises_variant(SimulationError, "Workload") as err:
         read_mooncake(path)
     assert err.value.line == line and err.value.field == field
 
 
 def test_missing_and_empty_traces(tmp_path: Path) -> None:
-    with pytest.raises(WorkloadError, match="cannot read"):
+    with raises_variant(SimulationError, "Workload", match="cannot read"):
         read_mooncake(tmp_path / "missing.jsonl")
     (tmp_path / "e.jsonl").write_text("\n")
-    with pytest.raises(WorkloadError, match="no requests"):
+    with raises_variant(SimulationError, "Workload", match="no requests"):
         read_mooncake(tmp_path / "e.jsonl")
 
 
@@ -137,7 +138,7 @@ def test_synthetic_chat_is_seeded_and_concat_keeps_chains() -> None:
     m = concat([a, c])
     assert len(m) == len(a) + len(c) and np.all(np.diff(m.timestamps_ms) >= 0)
     _chains_ok(m)
-    with pytest.raises(WorkloadError):
+    with raises_variant(SimulationError, "Workload"):
         concat([a, synthetic_chat(5, hash_space="eagle")])
-    with pytest.raises(WorkloadError):
+    with raises_variant(SimulationError, "Workload"):
         synthetic_chat(0)

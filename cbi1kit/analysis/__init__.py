@@ -7,7 +7,6 @@ from cbi1kit.analysis._replay import (
     Replayer,
     ReplayEvent,
     ReplayReport,
-    SequenceNotReplayedError,
     Violation,
     replay,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "ReplayEvent",
     "ReplayReport",
     "Replayer",
-    "SequenceNotReplayedError",
     "Violation",
     "export_parquet",
     "frames_batches",

@@ -35,13 +35,11 @@ from google.protobuf.message import DecodeError
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._readers import FrameDamage, FrameRecord, read_frames
 from cbi1kit.ckf._consumer import (
-    AwaitingSnapshotError,
     IngestOutcome,
-    LaneFaultError,
     LaneReplica,
 )
 from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import Cbi1kitError, LaneError
 from cbi1kit.hashing._identity import ConsumerInstanceId, DcCkfFormatIdentity, LaneLease
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
@@ -53,7 +51,6 @@ __all__ = [
     "ReplayEvent",
     "ReplayReport",
     "Replayer",
-    "SequenceNotReplayedError",
     "Violation",
     "replay",
 ]
@@ -94,16 +91,6 @@ class Violation(ReplayEvent):
     """A broken rule. ``rule`` names it (upstream's variant where there is one)."""
 
     rule: str = ""
-
-
-class SequenceNotReplayedError(Cbi1kitError, LookupError):
-    """``lane_at`` for a sequence no replayed snapshot + deltas reached."""
-
-    def __init__(self, sequence: int, available: list[tuple[int, int]]) -> None:
-        self.sequence = sequence
-        self.available = available
-        spans = ", ".join(f"{a}..={b}" for a, b in available) or "none"
-        super().__init__(f"sequence {sequence} was not replayed (replayed ranges: {spans})")
 
 
 @dataclass(slots=True, eq=False)
@@ -170,7 +157,13 @@ class ReplayReport:
         for seg in reversed(self._segments):
             if seg.sequence <= sequence <= seg.last_sequence:
                 return _lane_at(seg, sequence)
-        raise SequenceNotReplayedError(sequence, self.sequence_ranges)
+        spans = ", ".join(f"{a}..={b}" for a, b in self.sequence_ranges) or "none"
+        raise LaneError(
+            "SequenceNotReplayed",
+            message=f"sequence {sequence} was not replayed (replayed ranges: {spans})",
+            sequence=sequence,
+            available=self.sequence_ranges,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +293,7 @@ class Replayer:
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
         index = self.records
-        reason = f"{type(error).__name__}: {error}"
+        reason = f"{_error_name(error)}: {error}"
         off = getattr(error, "offset", offset)
         return self._emit(
             Violation(
@@ -324,7 +317,7 @@ class Replayer:
                 damage.index,
                 EventKind.VIOLATION,
                 None,
-                f"{type(err).__name__}: {err}",
+                f"{_error_name(err)}: {err}",
                 None,
                 self._stream or 0,
                 err.offset,
@@ -338,7 +331,7 @@ class Replayer:
     def _feed_update(self, rec: _Rec, update: pb.FilterUpdate) -> ReplayEvent:
         err = check_filter_update(update)
         if err is not None:
-            return self._violation(rec, type(err).__name__, str(err))
+            return self._violation(rec, _error_name(err), str(err))
         kind = update.kind
         producer = update.producer.SerializeToString(deterministic=True)
         relay = update.relay.SerializeToString(deterministic=True)
@@ -417,7 +410,7 @@ class Replayer:
             try:
                 adopted = self.expected_format or peek_format(raw)
             except Cbi1kitError as exc:
-                return self._violation(rec, type(exc).__name__, str(exc))
+                return self._violation(rec, _error_name(exc), str(exc))
             self._format = adopted
         frame = self._decode(rec, raw)
         if frame is None:
@@ -435,7 +428,7 @@ class Replayer:
         try:
             frame = decode(self._format, payload)
         except Cbi1kitError as exc:
-            self._violation(rec, type(exc).__name__, str(exc))
+            self._violation(rec, _error_name(exc), str(exc))
             return None
         if rec.sequence is None:
             rec.sequence = frame.header.epoch
@@ -471,7 +464,7 @@ class Replayer:
             try:
                 done = self._assembly.absorb(frame)
             except Cbi1kitError as exc:
-                return self._violation(rec, type(exc).__name__, str(exc))
+                return self._violation(rec, _error_name(exc), str(exc))
             if done is None:
                 return self._event(
                     rec,
@@ -492,10 +485,12 @@ class Replayer:
             outcome = rep.apply_delta(
                 DcCkfDelta(key, lease, frame.base_epoch, frame.header.epoch, buckets, new_words)
             )
-        except AwaitingSnapshotError:
-            return self._violation(rec, "AwaitingSnapshot", "a delta arrived before any snapshot")
-        except LaneFaultError as exc:
-            return self._violation(rec, exc.variant, exc.detail)
+        except LaneError as exc:
+            if exc.variant == "AwaitingSnapshot":
+                return self._violation(
+                    rec, "AwaitingSnapshot", "a delta arrived before any snapshot"
+                )
+            return self._violation(rec, str(exc.subvariant), str(exc.detail))
         if outcome is not IngestOutcome.DELTA_APPLIED:
             installed = rep.installed_sequence
             return self._violation(
@@ -520,8 +515,8 @@ class Replayer:
         try:
             # in one session a lane that is ready ignores a stale snapshot and faults a newer one
             outcome = rep.install_snapshot(DcCkfSnapshot(key, lease, snap.epoch, snap.words))
-        except LaneFaultError as exc:
-            return self._violation(rec, exc.variant, exc.detail)
+        except LaneError as exc:
+            return self._violation(rec, str(exc.subvariant), str(exc.detail))
         if outcome is not IngestOutcome.SNAPSHOT_INSTALLED:
             return self._violation(
                 rec,
@@ -632,3 +627,8 @@ def replay(
         else:
             player.feed(record)
     return player.report()
+
+
+def _error_name(error: BaseException) -> str:
+    """A violation's rule: ``Family.Variant`` for our errors, the class name for any other."""
+    return error.name if isinstance(error, Cbi1kitError) else type(error).__name__

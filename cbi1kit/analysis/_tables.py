@@ -43,7 +43,6 @@ from cbi1kit.capture._file import (
     RECORD_HEADER_LEN,
     RECORD_MAGIC,
     CaptureDamage,
-    CaptureError,
     CaptureReader,
     IndexBlock,
     RecordType,
@@ -51,8 +50,8 @@ from cbi1kit.capture._file import (
     read_index,
 )
 from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD, FrameDamage, FrameRecord, read_frames
-from cbi1kit.errors import Cbi1kitError
-from cbi1kit.relay._messages import RelayWireError, validate_producer_identity
+from cbi1kit.errors import CaptureError, Cbi1kitError, RelayWireError
+from cbi1kit.relay._messages import validate_producer_identity
 from cbi1kit.wire._assembly import AssembledSnapshot
 
 __all__ = [
@@ -914,7 +913,8 @@ def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
     row["record_index"] = index
     row["source_offset"] = getattr(error, "offset", None)
     row["kind"] = "SOURCE_ERROR"
-    row["validation_error"] = f"{type(error).__name__}: {error}"
+    name = error.name if isinstance(error, Cbi1kitError) else type(error).__name__
+    row["validation_error"] = f"{name}: {error}"
     return pl.DataFrame([row], schema=FRAMES_SCHEMA)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CaptureError
 
 __all__ = [
     "FILE_HEADER_LEN",
@@ -38,13 +38,10 @@ __all__ = [
     "INDEX_FLAG_BLOCK_CHECK",
     "RECORD_HEADER_LEN",
     "RECORD_MAGIC",
-    "CaptureCorruptError",
     "CaptureDamage",
-    "CaptureError",
     "CaptureIndex",
     "CaptureReader",
     "CaptureRecord",
-    "CaptureTruncatedError",
     "CaptureWriter",
     "IndexBlock",
     "RecordType",
@@ -106,38 +103,6 @@ TRAILER_LEN: Final = RECORD_HEADER_LEN + _TRAILER_BODY.size
 DEFAULT_INDEX_EVERY: Final = 4096
 
 
-class CaptureError(Cbi1kitError, ValueError):
-    """A capture file is damaged at ``offset`` (record ``record_index``, 0-based)."""
-
-    def __init__(self, reason: str, *, offset: int, record_index: int, path: str | None) -> None:
-        self.reason = reason
-        self.offset = offset
-        self.record_index = record_index
-        self.path = path
-        where = f"{path}: " if path else ""
-        super().__init__(f"{where}record {record_index} at byte offset {offset}: {reason}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (type(self), self.reason, self.offset, self.record_index, self.path),
-        )
-
-
-def _rebuild(
-    cls: type[CaptureError], reason: str, offset: int, record_index: int, path: str | None
-) -> CaptureError:
-    return cls(reason, offset=offset, record_index=record_index, path=path)
-
-
-class CaptureTruncatedError(CaptureError, EOFError):
-    """The file ends inside a record: a torn tail (the writer stopped mid-record)."""
-
-
-class CaptureCorruptError(CaptureError):
-    """Bytes that are not a valid record: bad magic, checksum, index or type."""
-
-
 @dataclass(frozen=True, slots=True)
 class CaptureDamage:
     """A damaged stretch of a capture, reported inline by :meth:`CaptureReader.items`.
@@ -158,7 +123,7 @@ class CaptureDamage:
 
     @property
     def offset(self) -> int:
-        return self.error.offset
+        return self.error.at
 
     @property
     def record_index(self) -> int:
@@ -170,7 +135,7 @@ class CaptureDamage:
 
     @property
     def truncated(self) -> bool:
-        return isinstance(self.error, CaptureTruncatedError)
+        return self.error.variant == "Truncated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,10 +317,10 @@ class CaptureWriter:
                             self._pending.clear()
                         else:
                             self._pending.append(rec.offset)
-                except CaptureTruncatedError as err:
+                except CaptureError as err:
+                    if err.variant != "Truncated":
+                        raise
                     self.recovered = err
-                except CaptureCorruptError:
-                    raise
                 if self._pending:  # the block so far, for the next INDEX's block check
                     self._block.update(memoryview(reader.buffer)[self._pending[0] : end])
             self._file = open(self.path, "r+b")  # noqa: SIM115 - closed by close()
@@ -572,8 +537,8 @@ class CaptureReader:
     reported inline as a :class:`CaptureDamage` where it happens, reading going on after it (a
     body checksum mismatch skips the record by its trusted ``body_len``; a damaged header is
     skipped by searching for the next intact record header). ``records()`` yields the intact
-    records only: by default it raises :class:`CaptureTruncatedError` (torn tail) or
-    :class:`CaptureCorruptError` at the first damage (``strict=False``: stops there and leaves
+    records only: by default it raises :class:`CaptureError` ``Truncated`` (torn tail) or
+    ``Corrupt`` at the first damage (``strict=False``: stops there and leaves
     the error in ``damage``); ``resync=True`` reads past damage like ``items()`` and collects
     every report in ``damages``. Structural records (INDEX, TRAILER) are skipped unless
     ``structural=True``. ``follow()`` keeps polling a file that is still being written.
@@ -625,12 +590,14 @@ class CaptureReader:
         self._mapped = size
         return True
 
-    def _err(self, cls: type[CaptureError], reason: str, offset: int, index: int) -> CaptureError:
-        return cls(reason, offset=offset, record_index=index, path=str(self.path))
+    def _err(self, variant: str, reason: str, offset: int, index: int) -> CaptureError:
+        return CaptureError(
+            variant, reason, offset=offset, record_index=index, source=str(self.path)
+        )
 
     def _damage(
         self,
-        cls: type[CaptureError],
+        variant: str,
         reason: str,
         offset: int,
         index: int,
@@ -639,7 +606,7 @@ class CaptureReader:
         record_type: RecordType | None = None,
         stream_id: int | None = None,
     ) -> CaptureDamage:
-        err = self._err(cls, reason, offset, index)
+        err = self._err(variant, reason, offset, index)
         return CaptureDamage(err, end_offset, skipped, record_type, stream_id)
 
     def _check_file_header(self) -> tuple[CaptureError | None, bool]:
@@ -647,17 +614,17 @@ class CaptureReader:
         buf = self.buffer
         if len(buf) < FILE_HEADER_LEN:
             if FILE_MAGIC.startswith(bytes(buf[: len(FILE_MAGIC)])):
-                return self._err(CaptureTruncatedError, "file header is incomplete", 0, -1), True
-            return self._err(CaptureCorruptError, "not a kvrcap capture (bad magic)", 0, -1), True
+                return self._err("Truncated", "file header is incomplete", 0, -1), True
+            return self._err("Corrupt", "not a kvrcap capture (bad magic)", 0, -1), True
         magic, version, header_len, _flags, created, _res, check = _FILE_HEADER.unpack_from(buf)
         if magic != FILE_MAGIC:
-            return self._err(CaptureCorruptError, "not a kvrcap capture (bad magic)", 0, -1), True
+            return self._err("Corrupt", "not a kvrcap capture (bad magic)", 0, -1), True
         if check != _check(buf[: FILE_HEADER_LEN - 4]):
             self._header_checked = True
-            return self._err(CaptureCorruptError, "file header checksum mismatch", 0, -1), False
+            return self._err("Corrupt", "file header checksum mismatch", 0, -1), False
         if version != FORMAT_VERSION or header_len != FILE_HEADER_LEN:
             return self._err(
-                CaptureCorruptError,
+                "Corrupt",
                 f"unsupported capture version {version} (header length {header_len})",
                 0,
                 -1,
@@ -737,7 +704,7 @@ class CaptureReader:
                 head = bytes(buf[offset : offset + min(4, left)])
                 if left < RECORD_HEADER_LEN and RECORD_MAGIC.startswith(head):
                     yield self._damage(
-                        CaptureTruncatedError,
+                        "Truncated",
                         f"file ends {left} bytes into a {RECORD_HEADER_LEN}-byte record header",
                         offset,
                         index,
@@ -754,7 +721,7 @@ class CaptureReader:
                 since_index = None
                 if nxt is None:
                     yield self._damage(
-                        CaptureCorruptError,
+                        "Corrupt",
                         f"{reason}; no intact record follows ({end - offset} bytes lost)",
                         offset,
                         index,
@@ -766,7 +733,7 @@ class CaptureReader:
                 nidx = max(index, found[6]) if found is not None else index
                 lost = f", records {index}..{nidx - 1} lost" if nidx > index else ""
                 yield self._damage(
-                    CaptureCorruptError,
+                    "Corrupt",
                     f"{reason}; {nxt - offset} bytes skipped to the next record header at byte "
                     f"offset {nxt}{lost}",
                     offset,
@@ -786,13 +753,13 @@ class CaptureReader:
                 )
                 if rindex > index:
                     yield self._damage(
-                        CaptureCorruptError, reason, offset, index, offset, range(index, rindex)
+                        "Corrupt", reason, offset, index, offset, range(index, rindex)
                     )
                     index = rindex
                     since_index = None
                 else:
                     yield self._damage(
-                        CaptureCorruptError, reason, offset, index, min(body_end, end), range(0)
+                        "Corrupt", reason, offset, index, min(body_end, end), range(0)
                     )
                     if body_end > end:
                         return
@@ -801,7 +768,7 @@ class CaptureReader:
                     continue
             if body_end > end:
                 yield self._damage(
-                    CaptureTruncatedError,
+                    "Truncated",
                     f"file ends {end - body_start} bytes into a {body_len}-byte record body",
                     offset,
                     index,
@@ -819,7 +786,7 @@ class CaptureReader:
                 since_index.append(offset)
             if verify and bcheck != _check(body):
                 yield self._damage(
-                    CaptureCorruptError,
+                    "Corrupt",
                     "record body checksum mismatch",
                     offset,
                     index,
@@ -832,7 +799,7 @@ class CaptureReader:
                     since_index = []
             elif kind is None:
                 yield self._damage(
-                    CaptureCorruptError,
+                    "Corrupt",
                     f"unknown record type {rtype}",
                     offset,
                     index,
@@ -845,7 +812,7 @@ class CaptureReader:
                 listed = _index_offsets(body)
                 if since_index is not None and listed != since_index:
                     yield self._damage(
-                        CaptureCorruptError,
+                        "Corrupt",
                         "INDEX record disagrees with the record chain",
                         offset,
                         index,
@@ -930,7 +897,7 @@ class CaptureReader:
             grew = self._remap()
             if not self._header_checked:
                 err, _fatal = self._check_file_header()
-                if isinstance(err, CaptureCorruptError):
+                if err is not None and err.variant == "Corrupt":
                     self.damage = err
                     raise err
                 pending = err

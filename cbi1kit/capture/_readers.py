@@ -3,7 +3,7 @@ bare CBI1 frame files.
 
 Every source yields :class:`FrameRecord` values in order. Damage is never silent and never
 loses what came before it: the reader yields every good record, then raises a
-:class:`FrameSourceError` naming the source, byte offset, record index and (where known) the
+:class:`CaptureError` naming the source, byte offset, record index and (where known) the
 field that is bad.
 """
 
@@ -27,12 +27,11 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
     FILE_MAGIC,
     CaptureDamage,
-    CaptureError,
     CaptureReader,
     RecordType,
     decode_stream_open,
 )
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CaptureError
 from cbi1kit.wire._format import (
     HEADER_LEN,
     IMAGES_MAX_FRAME_BYTES,
@@ -46,8 +45,6 @@ __all__ = [
     "SUBSCRIBE_KV_POOL_METHOD",
     "FrameDamage",
     "FrameRecord",
-    "FrameSourceError",
-    "FrameSourceTruncatedError",
     "read_capture",
     "read_cbi1_files",
     "read_frames",
@@ -61,48 +58,6 @@ _DELTA_BODY_PREFIX: Final = 12
 _CBI1_HEAD: Final = struct.Struct("<4sHH2BH QQQQI")
 _U32: Final = struct.Struct("<I")
 _B64: Final = re.compile(r"[A-Za-z0-9+/\-_]*={0,2}")
-
-
-class FrameSourceError(Cbi1kitError, ValueError):
-    """Input that cannot be read as frames, at ``offset`` (bytes) / ``record_index`` (0-based)."""
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        source: str,
-        offset: int,
-        record_index: int,
-        field: str | None = None,
-    ) -> None:
-        self.reason = reason
-        self.source = source
-        self.offset = offset
-        self.record_index = record_index
-        self.field = field
-        at = f" field {field}" if field else ""
-        super().__init__(f"{source}: record {record_index} at byte offset {offset}{at}: {reason}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (type(self), self.reason, self.source, self.offset, self.record_index, self.field),
-        )
-
-
-def _rebuild(
-    cls: type[FrameSourceError],
-    reason: str,
-    source: str,
-    offset: int,
-    record_index: int,
-    field: str | None,
-) -> FrameSourceError:
-    return cls(reason, source=source, offset=offset, record_index=record_index, field=field)
-
-
-class FrameSourceTruncatedError(FrameSourceError, EOFError):
-    """The input ends in the middle of a record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +108,7 @@ class FrameDamage:
 
     @property
     def source_offset(self) -> int:
-        return self.error.offset
+        return self.error.at
 
 
 # ------------------------------------------------------------------------------------ captures
@@ -205,7 +160,8 @@ def read_capture(
                     try:
                         update = pb.FilterUpdate.FromString(rec.body)
                     except DecodeError as exc:
-                        raise FrameSourceError(
+                        raise CaptureError(
+                            "Unreadable",
                             f"not a FilterUpdate message: {exc}",
                             source=source,
                             offset=rec.offset,
@@ -259,15 +215,16 @@ def _iter_json_objects(data: str, source: str) -> Iterator[tuple[int, dict[str, 
         except json.JSONDecodeError as exc:
             # Running off the end (or an unterminated string) means the dump was cut short.
             torn = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated")
-            cls = FrameSourceTruncatedError if torn else FrameSourceError
-            raise cls(
+            raise CaptureError(
+                "Truncated" if torn else "Unreadable",
                 f"invalid JSON ({exc.msg} at offset {exc.pos})",
                 source=source,
                 offset=pos,
                 record_index=index,
             ) from None
         if not isinstance(obj, dict):
-            raise FrameSourceError(
+            raise CaptureError(
+                "Unreadable",
                 f"expected a JSON object, got {type(obj).__name__}",
                 source=source,
                 offset=pos,
@@ -288,7 +245,8 @@ def write_grpcurl_json(records: Iterable[FrameRecord], path: str | os.PathLike[s
     with open(path, "w", encoding="utf-8") as out:
         for record in records:
             if record.update is None:
-                raise FrameSourceError(
+                raise CaptureError(
+                    "Unreadable",
                     "a bare CBI1 frame has no FilterUpdate envelope to write as JSON",
                     source=record.source,
                     offset=record.source_offset,
@@ -315,8 +273,12 @@ def read_grpcurl_json(
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FrameSourceError(
-            f"not UTF-8 text: {exc.reason}", source=name, offset=exc.start, record_index=0
+        raise CaptureError(
+            "Unreadable",
+            f"not UTF-8 text: {exc.reason}",
+            source=name,
+            offset=exc.start,
+            record_index=0,
         ) from None
     ascii_only = text.isascii()
     for index, (pos, obj) in enumerate(_iter_json_objects(text, name)):
@@ -326,7 +288,8 @@ def read_grpcurl_json(
                 try:
                     _strict_b64(obj[key])
                 except ValueError as exc:
-                    raise FrameSourceError(
+                    raise CaptureError(
+                        "Unreadable",
                         str(exc),
                         source=name,
                         offset=offset,
@@ -337,8 +300,12 @@ def read_grpcurl_json(
         try:
             json_format.ParseDict(obj, update)
         except json_format.ParseError as exc:
-            raise FrameSourceError(
-                f"not a FilterUpdate: {exc}", source=name, offset=offset, record_index=index
+            raise CaptureError(
+                "Unreadable",
+                f"not a FilterUpdate: {exc}",
+                source=name,
+                offset=offset,
+                record_index=index,
             ) from None
         yield FrameRecord(index, offset, None, None, update, update.SerializeToString(), 0, name)
 
@@ -355,9 +322,15 @@ def _cbi1_frame_length(buf: memoryview, offset: int, index: int, source: str) ->
     """
     left = len(buf) - offset
 
-    def fail(reason: str, field: str | None = None, *, torn: bool = False) -> FrameSourceError:
-        cls = FrameSourceTruncatedError if torn else FrameSourceError
-        return cls(reason, source=source, offset=offset, record_index=index, field=field)
+    def fail(reason: str, field: str | None = None, *, torn: bool = False) -> CaptureError:
+        return CaptureError(
+            "Truncated" if torn else "Unreadable",
+            reason,
+            source=source,
+            offset=offset,
+            record_index=index,
+            field=field,
+        )
 
     magic = bytes(buf[offset : offset + 4])
     if magic == LEGACY_MAGIC:
@@ -443,7 +416,8 @@ def read_frames(
         return read_cbi1_files(path)
     if head.lstrip()[:1] in (b"{", b""):
         return read_grpcurl_json(path)
-    raise FrameSourceError(
+    raise CaptureError(
+        "Unreadable",
         f"unrecognised input (starts with {head[:8]!r}): not a kvrcap capture, CBI1 frames or "
         "grpcurl JSON",
         source=str(path),

@@ -18,13 +18,12 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CkfError
 from cbi1kit.hashing._xxh3 import BLOCK, u64_constant, xxh3_64_u16, xxh3_u64_into
 
 __all__ = [
     "ALT_DOMAIN",
     "CkfAddressing",
-    "CkfAddressingError",
     "CkfProbe",
     "alt",
     "prepare",
@@ -37,16 +36,15 @@ U64Array = npt.NDArray[np.uint64]
 U16Array = npt.NDArray[np.uint16]
 
 
-class CkfAddressingError(Cbi1kitError, ValueError):
-    """A bucket count or seed the CKF cannot address with."""
-
-    def __init__(self, bucket_count: int, seed: int, reason: str) -> None:
-        self.bucket_count = bucket_count
-        self.seed = seed
-        self.reason = reason
-        super().__init__(
-            f"invalid CKF addressing (bucket_count={bucket_count}, seed=0x{seed:x}): {reason}"
-        )
+def _addressing_error(bucket_count: int, seed: int, reason: str) -> CkfError:
+    """``Addressing``: a bucket count or seed the CKF cannot address with."""
+    return CkfError(
+        "Addressing",
+        message=f"invalid CKF addressing (bucket_count={bucket_count}, seed=0x{seed:x}): {reason}",
+        bucket_count=bucket_count,
+        seed=seed,
+        reason=reason,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +58,12 @@ class CkfProbe:
 
 def _validate(bucket_count: int, seed: int) -> None:
     if not 0 <= seed <= _U64:
-        raise CkfAddressingError(bucket_count, seed, "seed must be an unsigned 64-bit integer")
+        raise _addressing_error(bucket_count, seed, "seed must be an unsigned 64-bit integer")
     if bucket_count < 2 or bucket_count & (bucket_count - 1):
-        raise CkfAddressingError(bucket_count, seed, "bucket_count must be a power of two >= 2")
+        raise _addressing_error(bucket_count, seed, "bucket_count must be a power of two >= 2")
     if bucket_count > 1 << 48:
         # a and fp come from disjoint bits of one xxh3 value: at most 48 bits of bucket index.
-        raise CkfAddressingError(bucket_count, seed, "bucket_count needs more than 48 bits")
+        raise _addressing_error(bucket_count, seed, "bucket_count needs more than 48 bits")
 
 
 @lru_cache(maxsize=16)

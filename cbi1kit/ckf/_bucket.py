@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CkfError
 
 __all__ = [
     "SLOTS_PER_BUCKET",
-    "SlotError",
     "bucket_contains",
     "bucket_first",
     "bucket_first_empty",
@@ -37,19 +36,20 @@ U64Array = npt.NDArray[np.uint64]
 U16Array = npt.NDArray[np.uint16]
 
 
-class SlotError(Cbi1kitError, ValueError):
-    """A slot index outside 0..4 or a slot value outside u16."""
-
-    def __init__(self, slot: int, value: int | None = None) -> None:
-        self.slot = slot
-        self.value = value
-        what = f"slot {slot}" if value is None else f"slot {slot} value {value}"
-        super().__init__(f"invalid bucket {what}: slots are 0..3 and values are u16")
+def _slot_error(slot: int, value: int | None = None) -> CkfError:
+    """``Slot``: a slot index outside 0..4 or a slot value outside u16."""
+    what = f"slot {slot}" if value is None else f"slot {slot} value {value}"
+    return CkfError(
+        "Slot",
+        message=f"invalid bucket {what}: slots are 0..3 and values are u16",
+        slot=slot,
+        slot_value=value,
+    )
 
 
 def _check_slot(slot: int) -> None:
     if not 0 <= slot < SLOTS_PER_BUCKET:
-        raise SlotError(slot)
+        raise _slot_error(slot)
 
 
 def bucket_slot(word: int, slot: int) -> int:
@@ -62,7 +62,7 @@ def bucket_with_slot(word: int, slot: int, value: int) -> int:
     """``word`` with ``slot`` replaced by ``value`` (upstream ``with_slot``)."""
     _check_slot(slot)
     if not 0 <= value <= _SLOT_MASK:
-        raise SlotError(slot, value)
+        raise _slot_error(slot, value)
     shift = 16 * slot
     return (word & ~(_SLOT_MASK << shift) & _U64) | (value << shift)
 
@@ -80,11 +80,11 @@ def unpack_slots(word: int) -> tuple[int, int, int, int]:
 def pack_slots(slots: tuple[int, int, int, int] | list[int]) -> int:
     """The packed word of four slot values (slot 0 least significant)."""
     if len(slots) != SLOTS_PER_BUCKET:
-        raise SlotError(len(slots))
+        raise _slot_error(len(slots))
     word = 0
     for i, v in enumerate(slots):
         if not 0 <= v <= _SLOT_MASK:
-            raise SlotError(i, v)
+            raise _slot_error(i, v)
         word |= v << (16 * i)
     return word
 
@@ -105,7 +105,7 @@ def bucket_first_empty(word: int) -> int | None:
 def bucket_contains(word: int, fingerprint: int) -> bool:
     """Whether any slot equals ``fingerprint`` (a nonzero u16; asking for 0 is a misuse)."""
     if not 1 <= fingerprint <= _SLOT_MASK:
-        raise SlotError(-1, fingerprint)
+        raise _slot_error(-1, fingerprint)
     return bucket_first(word, fingerprint) is not None
 
 

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import LaneError
 from cbi1kit.hashing._blocks import compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
     MAX_LANES,
@@ -32,12 +32,9 @@ from cbi1kit.hashing._identity import (
 )
 
 __all__ = [
-    "AwaitingSnapshotError",
     "CkfLaneTable",
     "FallbackStats",
     "IngestOutcome",
-    "LaneAssignmentError",
-    "LaneFaultError",
     "LaneReplica",
     "PrefixSearchResult",
     "SearchTraceEvent",
@@ -63,32 +60,11 @@ class IngestOutcome(enum.Enum):
     IGNORED_STALE_OR_DUPLICATE = "ignored_stale_or_duplicate"
 
 
-class LaneAssignmentError(Cbi1kitError, ValueError):
-    """``assign`` with a lease or identity the manifest does not allow; nothing changes."""
-
-    def __init__(self, lane: int, reason: str) -> None:
-        self.lane = lane
-        self.reason = reason
-        super().__init__(f"lane {lane}: cannot assign: {reason}")
-
-
-class LaneFaultError(Cbi1kitError):
-    """A rule violation that deactivated the lane (readiness cleared); ``variant`` says which."""
-
-    def __init__(self, lane: int, variant: str, detail: str) -> None:
-        self.lane = lane
-        self.variant = variant
-        self.detail = detail
-        super().__init__(f"lane {lane} faulted ({variant}): {detail}; needs a new lease + snapshot")
-
-
-class AwaitingSnapshotError(Cbi1kitError):
-    """A delta for a lane that has no installed snapshot (not a fault: the lane is not ready)."""
-
-    def __init__(self, lane: int, sequence: int) -> None:
-        self.lane = lane
-        self.sequence = sequence
-        super().__init__(f"lane {lane}: delta {sequence} arrived before any snapshot")
+def _assignment_error(lane: int, reason: str) -> LaneError:
+    """``Assignment``: a lease or identity the manifest does not allow; nothing changes."""
+    return LaneError(
+        "Assignment", reason, message=f"lane {lane}: cannot assign: {reason}", lane=lane
+    )
 
 
 class LaneReplica:
@@ -107,7 +83,7 @@ class LaneReplica:
         consumer_instance: ConsumerInstanceId | int | None = None,
     ) -> None:
         if not 0 <= lane < MAX_LANES:
-            raise LaneAssignmentError(lane, "physical lane must be in 0..16")
+            raise _assignment_error(lane, "physical lane must be in 0..16")
         self.lane = lane
         self.format = format
         self.pool_id = pool_id
@@ -125,21 +101,21 @@ class LaneReplica:
         self.lease: LaneLease | None = None
         self.ready = False
         self.installed_sequence = 0
-        self.last_fault: LaneFaultError | None = None
+        self.last_fault: LaneError | None = None
 
     # -- control ----------------------------------------------------------------------------
     def assign(self, identity: ProducerIdentity, lease: LaneLease) -> None:
         """Take a new lease: clears readiness and ``installed_sequence``."""
         if self.consumer_instance is not None and lease.consumer_instance != self.consumer_instance:
-            raise LaneAssignmentError(self.lane, "lease belongs to another consumer instance")
+            raise _assignment_error(self.lane, "lease belongs to another consumer instance")
         if lease.physical_lane != self.lane:
-            raise LaneAssignmentError(self.lane, f"lease is for lane {lease.physical_lane}")
+            raise _assignment_error(self.lane, f"lease is for lane {lease.physical_lane}")
         if self.pool_id is not None and identity.pool_id != self.pool_id:
-            raise LaneAssignmentError(self.lane, "producer pool differs from the manifest's")
+            raise _assignment_error(self.lane, "producer pool differs from the manifest's")
         if identity.format != self.format:
-            raise LaneAssignmentError(self.lane, "producer format differs from the manifest's")
+            raise _assignment_error(self.lane, "producer format differs from the manifest's")
         if self.lease is not None and lease.assignment_epoch <= self.lease.assignment_epoch:
-            raise LaneAssignmentError(
+            raise _assignment_error(
                 self.lane,
                 f"assignment epoch {lease.assignment_epoch} is not after "
                 f"{self.lease.assignment_epoch}",
@@ -149,14 +125,19 @@ class LaneReplica:
         self.identity = identity
         self.lease = lease
 
-    def _fault(self, variant: str, detail: str) -> LaneFaultError:
+    def _fault(self, variant: str, detail: str) -> LaneError:
         self.ready = False
-        self.last_fault = LaneFaultError(self.lane, variant, detail)
+        self.last_fault = LaneError(
+            f"Fault.{variant}",
+            detail,
+            message=f"lane {self.lane} faulted ({variant}): {detail}; needs a new lease + snapshot",
+            lane=self.lane,
+        )
         return self.last_fault
 
     # -- data -------------------------------------------------------------------------------
     def install_snapshot(self, snapshot: DcCkfSnapshot) -> IngestOutcome:
-        """Install a full lane, by the ingestor rules (faults raise LaneFaultError)."""
+        """Install a full lane, by the ingestor rules (faults raise LaneError ``Fault``)."""
         if snapshot.lease != self.lease:
             return IngestOutcome.IGNORED_FOREIGN_LEASE
         if snapshot.identity != self.identity:
@@ -186,7 +167,12 @@ class LaneReplica:
         if delta.identity != self.identity:
             raise self._fault("IdentityMismatch", "delta from another producer identity")
         if not self.ready:
-            raise AwaitingSnapshotError(self.lane, delta.sequence)
+            raise LaneError(
+                "AwaitingSnapshot",
+                message=f"lane {self.lane}: delta {delta.sequence} arrived before any snapshot",
+                lane=self.lane,
+                sequence=delta.sequence,
+            )
         if delta.sequence <= self.installed_sequence:
             return IngestOutcome.IGNORED_STALE_OR_DUPLICATE
         if delta.base_sequence != self.installed_sequence:
@@ -247,7 +233,7 @@ class CkfLaneTable:
         """The lane's replica (created on first use) writing into this table's column."""
         if lane not in self.replicas:
             if not (self.configured_lanes >> lane) & 1:
-                raise LaneAssignmentError(lane, "lane is not configured in this table")
+                raise _assignment_error(lane, "lane is not configured in this table")
             self.replicas[lane] = LaneReplica(
                 lane,
                 self.format,

@@ -17,6 +17,7 @@ import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,11 +28,10 @@ from cbi1kit.ckf._table import (
     DEFAULT_MAX_KICKS,
     MAX_KICKS,
     CuckooTable,
-    FingerprintNotFoundError,
     SplitMix64,
     lane_rng_seed,
 )
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CkfError, KvCacheEventError
 from cbi1kit.hashing._blocks import CHAIN_XXH3_SEED
 from cbi1kit.hashing._identity import (
     ConsumerDrainMarker,
@@ -44,28 +44,19 @@ __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_VERIFICATION_WINDOW",
     "MAX_VERIFICATION_WINDOW",
-    "CapacityExhaustedError",
     "CkfConfig",
-    "CkfConfigError",
     "DcCkfDelta",
     "DcCkfPublicationBatch",
     "DcCkfPublisher",
     "DcCkfSnapshot",
     "DcCkfState",
     "EventOutcome",
-    "IndexerInvariantViolationError",
-    "InvalidBlockSequenceError",
-    "KvCacheEventError",
     "KvCleared",
     "KvRemoved",
     "KvStored",
     "Ownership",
-    "OwnershipDegreeOverflowError",
-    "ParentBlockNotFoundError",
-    "PublisherFencedError",
     "StorageTier",
     "StoredBlock",
-    "UnsupportedResidencyDomainError",
     "WorkerWithDpRank",
     "bucket_count_for",
     "canonical_chain",
@@ -90,114 +81,36 @@ def _hx(v: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-class CkfConfigError(Cbi1kitError, ValueError):
-    """A ``CkfConfig`` upstream would reject (``variant`` names the upstream error)."""
+def _config_error(variant: str, field_name: str, value: Any, reason: str) -> CkfError:
+    """``CkfError`` ``Config``: a ``CkfConfig`` upstream rejects (``subvariant`` is its
+    ``CkfConfigError`` variant)."""
+    return CkfError(
+        f"Config.{variant}",
+        message=f"invalid CkfConfig ({variant}): {field_name}={value}: {reason}",
+        field=field_name,
+        actual=value,
+    )
 
-    def __init__(self, variant: str, field_name: str, value: int, reason: str) -> None:
-        self.variant = variant
-        self.field = field_name
-        self.value = value
-        super().__init__(f"invalid CkfConfig ({variant}): {field_name}={value}: {reason}")
 
-
-class KvCacheEventError(Cbi1kitError):
+def _event_error(
+    variant: str, member: WorkerWithDpRank | None, message: str, **context: Any
+) -> KvCacheEventError:
     """An event outcome upstream reports as ``KvCacheEventError::<variant>``."""
-
-    variant = "KvCacheEventError"
-
-    def __init__(self, member: WorkerWithDpRank | None, message: str) -> None:
-        self.member = member
-        who = "" if member is None else f"worker {member[0]} dp_rank {member[1]}: "
-        super().__init__(f"{self.variant}: {who}{message}")
+    who = "" if member is None else f"worker {member[0]} dp_rank {member[1]}: "
+    return KvCacheEventError(
+        variant, message=f"{variant}: {who}{message}", member=member, **context
+    )
 
 
-class ParentBlockNotFoundError(KvCacheEventError, ValueError):
-    """A Stored event names a parent this member never stored (whole event dropped)."""
-
-    variant = "ParentBlockNotFound"
-
-    def __init__(self, member: WorkerWithDpRank, parent_hash: int) -> None:
-        self.parent_hash = parent_hash
-        super().__init__(member, f"parent block {_hx(parent_hash)} is not in this member's lineage")
-
-
-class InvalidBlockSequenceError(KvCacheEventError, ValueError):
-    """A Stored event contradicts the lineage or has a start position without a parent."""
-
-    variant = "InvalidBlockSequence"
-
-    def __init__(
-        self,
-        member: WorkerWithDpRank,
-        reason: str,
-        *,
-        block_hash: int | None = None,
-        existing: int | None = None,
-        computed: int | None = None,
-        start_position: int | None = None,
-    ) -> None:
-        self.block_hash = block_hash
-        self.existing = existing
-        self.computed = computed
-        self.start_position = start_position
-        super().__init__(member, reason)
-
-
-class OwnershipDegreeOverflowError(KvCacheEventError, ValueError):
-    """A canonical hash would get more than u32::MAX owners (checked before any mutation)."""
-
-    variant = "OwnershipDegreeOverflow"
-
-    def __init__(self, member: WorkerWithDpRank, canonical: int, owners: int) -> None:
-        self.canonical = canonical
-        self.owners = owners
-        super().__init__(
-            member, f"canonical {_hx(canonical)} would reach {owners} owners (> u32::MAX)"
-        )
-
-
-class CapacityExhaustedError(KvCacheEventError):
-    """Some new blocks of a Stored event found no slot; lineage and siblings stay applied."""
-
-    variant = "CapacityExhausted"
-
-    def __init__(self, member: WorkerWithDpRank, canonicals: Sequence[int]) -> None:
-        self.canonicals = tuple(canonicals)
-        shown = ", ".join(_hx(c) for c in self.canonicals[:4])
-        more = "" if len(self.canonicals) <= 4 else f", … ({len(self.canonicals)} in all)"
-        super().__init__(member, f"no slot for canonical {shown}{more} (omitted, counted)")
-
-
-class IndexerInvariantViolationError(KvCacheEventError):
-    """A resident item's fingerprint was not found when deleting it."""
-
-    variant = "IndexerInvariantViolation"
-
-    def __init__(self, member: WorkerWithDpRank, cause: FingerprintNotFoundError) -> None:
-        self.canonical = cause.item
-        super().__init__(member, str(cause))
-
-
-class UnsupportedResidencyDomainError(KvCacheEventError, ValueError):
-    """A Cleared event with a residency domain this model does not know (mutates nothing)."""
-
-    variant = "UnsupportedResidencyDomain"
-
-    def __init__(self, member: WorkerWithDpRank, domain: str) -> None:
-        self.domain = domain
-        super().__init__(member, f"unsupported residency domain {domain!r}")
-
-
-class PublisherFencedError(Cbi1kitError):
+def _publisher_fenced(reason: str, last_sequence: int) -> CkfError:
     """The publisher is fenced (``DeliveryUncertain`` / ``SequenceExhausted``) until a barrier."""
-
-    def __init__(self, reason: str, last_sequence: int) -> None:
-        self.reason = reason
-        self.last_sequence = last_sequence
-        super().__init__(
-            f"publisher fenced ({reason}) at sequence {last_sequence}: "
-            "a new lease and barrier snapshot are needed"
-        )
+    return CkfError(
+        f"PublisherFenced.{reason}",
+        message=f"publisher fenced ({reason}) at sequence {last_sequence}: "
+        "a new lease and barrier snapshot are needed",
+        reason=reason,
+        last_sequence=last_sequence,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,13 +122,13 @@ def bucket_count_for(expected_blocks_per_dc: int) -> int:
     """Buckets for ``n`` expected blocks: next_pow2(max(ceil(5n/16), 2)), i.e. 80 % load."""
     n = expected_blocks_per_dc
     if n <= 0:
-        raise CkfConfigError("ExpectedCapacityZero", "expected_blocks_per_dc", n, "must be >= 1")
+        raise _config_error("ExpectedCapacityZero", "expected_blocks_per_dc", n, "must be >= 1")
     if 5 * n + 15 > _U64:
-        raise CkfConfigError("CapacityOverflow", "expected_blocks_per_dc", n, "overflows usize")
+        raise _config_error("CapacityOverflow", "expected_blocks_per_dc", n, "overflows usize")
     required = max((5 * n + 15) // 16, 2)
     count = 1 << (required - 1).bit_length()
     if count > 1 << 63:
-        raise CkfConfigError("CapacityOverflow", "expected_blocks_per_dc", n, "overflows usize")
+        raise _config_error("CapacityOverflow", "expected_blocks_per_dc", n, "overflows usize")
     return count
 
 
@@ -235,20 +148,20 @@ class CkfConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.seed <= _U64:
-            raise CkfConfigError("InvalidSeed", "seed", self.seed, "must be a u64")
+            raise _config_error("InvalidSeed", "seed", self.seed, "must be a u64")
         if not 1 <= self.max_kicks <= MAX_KICKS:
-            raise CkfConfigError(
+            raise _config_error(
                 "InvalidMaxKicks", "max_kicks", self.max_kicks, f"must be in 1..={MAX_KICKS}"
             )
         if not 1 <= self.verification_window <= MAX_VERIFICATION_WINDOW:
-            raise CkfConfigError(
+            raise _config_error(
                 "InvalidVerificationWindow",
                 "verification_window",
                 self.verification_window,
                 f"must be in 1..={MAX_VERIFICATION_WINDOW}",
             )
         if self.publish_every_n_events < 1:
-            raise CkfConfigError(
+            raise _config_error(
                 "InvalidPublishCadence",
                 "publish_every_n_events",
                 self.publish_every_n_events,
@@ -425,7 +338,7 @@ class DcCkfState:
         bucket_count = config.bucket_count()
         if bucket_count > 1 << 32:
             # Batches carry uint32 bucket indices (the CBI1 image field); CBI1 caps at 2^24.
-            raise CkfConfigError(
+            raise _config_error(
                 "CapacityOverflow",
                 "expected_blocks_per_dc",
                 config.expected_blocks_per_dc,
@@ -504,7 +417,15 @@ class DcCkfState:
                 if domain in _RESIDENCY_IGNORE:
                     self.counters.events_ignored += 1
                     return EventOutcome(applied=False)
-                return EventOutcome(False, UnsupportedResidencyDomainError(member, domain))
+                return EventOutcome(
+                    False,
+                    _event_error(
+                        "UnsupportedResidencyDomain",
+                        member,
+                        f"unsupported residency domain {domain!r}",
+                        domain=domain,
+                    ),
+                )
         elif event.storage_tier is not StorageTier.DEVICE:
             self.counters.events_ignored += 1
             return EventOutcome(applied=False)
@@ -521,7 +442,15 @@ class DcCkfState:
                     start_position=event.start_position,
                 )
                 if failed:
-                    error = CapacityExhaustedError(member, failed)
+                    canonicals = tuple(failed)
+                    shown = ", ".join(_hx(c) for c in canonicals[:4])
+                    more = "" if len(canonicals) <= 4 else f", … ({len(canonicals)} in all)"
+                    error = _event_error(
+                        "CapacityExhausted",
+                        member,
+                        f"no slot for canonical {shown}{more} (omitted, counted)",
+                        canonicals=canonicals,
+                    )
             elif isinstance(event, KvRemoved):
                 self.remove(member, event.block_hashes)
             else:
@@ -553,11 +482,17 @@ class DcCkfState:
         prev: int | None
         if parent_hash is not None:
             if parent_hash not in lineage:
-                raise ParentBlockNotFoundError(member, parent_hash)
+                raise _event_error(
+                    "ParentBlockNotFound",
+                    member,
+                    f"parent block {_hx(parent_hash)} is not in this member's lineage",
+                    parent_hash=parent_hash,
+                )
             prev = lineage[parent_hash]
         else:
             if start_position is not None and start_position != 0:
-                raise InvalidBlockSequenceError(
+                raise _event_error(
+                    "InvalidBlockSequence",
                     member,
                     f"start_position {start_position} without a parent block",
                     start_position=start_position,
@@ -573,7 +508,8 @@ class DcCkfState:
                 existing = new_map.get(ext)
             if existing is not None:
                 if existing != c:
-                    raise InvalidBlockSequenceError(
+                    raise _event_error(
+                        "InvalidBlockSequence",
                         member,
                         f"block {_hx(ext)} is mapped to canonical {_hx(existing)}, "
                         f"this event derives {_hx(c)}",
@@ -595,7 +531,13 @@ class DcCkfState:
             own = owners.get(c)
             total = (0 if own is None else own.owners) + k
             if total > MAX_OWNERS:
-                raise OwnershipDegreeOverflowError(member, c, total)
+                raise _event_error(
+                    "OwnershipDegreeOverflow",
+                    member,
+                    f"canonical {_hx(c)} would reach {total} owners (> u32::MAX)",
+                    canonical=c,
+                    owners=total,
+                )
 
         # commit
         for c, k in increments.items():
@@ -649,8 +591,10 @@ class DcCkfState:
             if own.resident:
                 try:
                     bk, before = self.table.delete(c)
-                except FingerprintNotFoundError as exc:
-                    raise IndexerInvariantViolationError(member, exc) from exc
+                except CkfError as exc:
+                    raise _event_error(
+                        "IndexerInvariantViolation", member, str(exc), canonical=exc.context["item"]
+                    ) from exc
                 self._dirty.setdefault(bk, before)
                 self.resident_count -= 1
             del self._owners[c]
@@ -732,13 +676,13 @@ class DcCkfPublisher:
     def publish(self, batch: DcCkfPublicationBatch) -> DcCkfDelta | None:
         """Sequence one batch; None (dropped, ``NoSubscriber``) when there is no lease."""
         if self.fenced is not None:
-            raise PublisherFencedError(self.fenced, self.last_sequence)
+            raise _publisher_fenced(self.fenced, self.last_sequence)
         if self.lease is None:
             self.dropped_batches += 1
             return None
         if self.last_sequence >= _U64:
             self.fenced = "SequenceExhausted"
-            raise PublisherFencedError(self.fenced, self.last_sequence)
+            raise _publisher_fenced(self.fenced, self.last_sequence)
         delta = DcCkfDelta(
             self.identity,
             self.lease,
@@ -752,7 +696,7 @@ class DcCkfPublisher:
                 self.sink(delta)
             except Exception as exc:
                 self.fenced = "DeliveryUncertain"
-                raise PublisherFencedError(self.fenced, self.last_sequence) from exc
+                raise _publisher_fenced(self.fenced, self.last_sequence) from exc
         self.last_sequence += 1
         return delta
 
@@ -769,7 +713,9 @@ class DcCkfPublisher:
         if self.fenced is None and tail is not None:
             try:
                 tail_delta = self.publish(tail)
-            except PublisherFencedError:
+            except CkfError as exc:
+                if exc.variant != "PublisherFenced":
+                    raise
                 tail_delta = None
         self.lease = new_lease
         self.fenced = None
@@ -777,5 +723,5 @@ class DcCkfPublisher:
 
     def exact_drain_marker(self) -> ConsumerDrainMarker:
         if self.lease is None:
-            raise PublisherFencedError("NoSubscriber", self.last_sequence)
+            raise _publisher_fenced("NoSubscriber", self.last_sequence)
         return ConsumerDrainMarker(self.lease, self.last_sequence)

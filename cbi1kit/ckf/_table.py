@@ -16,14 +16,13 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit.ckf._addressing import CkfAddressing
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CkfError
 
 __all__ = [
     "DEFAULT_MAX_KICKS",
     "MAX_KICKS",
     "SPLITMIX_INCREMENT",
     "CuckooTable",
-    "FingerprintNotFoundError",
     "SplitMix64",
     "lane_rng_seed",
 ]
@@ -33,20 +32,6 @@ DEFAULT_MAX_KICKS = 500
 MAX_KICKS = 4096
 _U64 = 0xFFFF_FFFF_FFFF_FFFF
 _SLOT = 0xFFFF
-
-
-class FingerprintNotFoundError(Cbi1kitError):
-    """A delete found no slot with the item's fingerprint (upstream IndexerInvariantViolation)."""
-
-    def __init__(self, item: int, fingerprint: int, bucket_a: int, bucket_b: int) -> None:
-        self.item = item
-        self.fingerprint = fingerprint
-        self.bucket_a = bucket_a
-        self.bucket_b = bucket_b
-        super().__init__(
-            f"fingerprint {fingerprint} of item 0x{item:016x} is in neither bucket "
-            f"{bucket_a} nor {bucket_b}: the table and its ownership records disagree"
-        )
 
 
 class SplitMix64:
@@ -192,4 +177,12 @@ class CuckooTable:
                 words[bk] = w & ~(_SLOT << (16 * i)) & _U64
                 self.deletes += 1
                 return (bk, w)
-        raise FingerprintNotFoundError(item, fp, a, b)
+        raise CkfError(
+            "FingerprintNotFound",
+            message=f"fingerprint {fp} of item 0x{item:016x} is in neither bucket {a} nor {b}: "
+            "the table and its ownership records disagree",
+            item=item,
+            fingerprint=fp,
+            bucket_a=a,
+            bucket_b=b,
+        )

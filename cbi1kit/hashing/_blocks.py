@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import HashingError
 from cbi1kit.hashing._xxh3 import xxh3_64_u64_pair
 
 __all__ = [
@@ -35,15 +35,6 @@ __all__ = [
     "MM_PAD_HASH_MASK",
     "MM_PAD_SHIFT_VALUE",
     "XXH3_SEED",
-    "BlockHashArgumentError",
-    "BlockSizeError",
-    "BlockSizeRangeError",
-    "HashingError",
-    "MmHashRangeError",
-    "MultimodalInfoError",
-    "SequenceHashInputError",
-    "TokenRangeError",
-    "TokenTypeError",
     "block_count",
     "block_hash_seed",
     "cache_namespace_salt",
@@ -83,82 +74,74 @@ _U32_TYPECODE = "I" if array.array("I").itemsize == 4 else "L"
 # written against ``dynamo._core`` keeps catching what it caught.
 
 
-class HashingError(Cbi1kitError):
-    """Root of the errors raised while hashing tokens or chaining block hashes."""
-
-
-class BlockSizeError(HashingError, ValueError):
-    """``kv_block_size`` is 0: a block of no tokens hashes nothing (the binding's ValueError)."""
-
-    def __init__(self, kv_block_size: int, detail: str = "kv_block_size cannot be 0") -> None:
-        self.kv_block_size = kv_block_size
-        self.field = "kv_block_size"
-        super().__init__(f"{detail} (got {kv_block_size!r})")
-
-
-class BlockSizeRangeError(BlockSizeError, OverflowError):
-    """``kv_block_size`` outside ``u32``.
+def _block_size_error(
+    kv_block_size: Any, detail: str = "kv_block_size cannot be 0", *, variant: str = "BlockSize"
+) -> HashingError:
+    """``BlockSize``: 0 (the binding's ValueError); ``BlockSizeRange``: outside ``u32``.
 
     The binding raises OverflowError outside ``usize`` and silently truncates ``as u32`` in
     between (``2**32`` acts as 0 and returns ``[]``); a truncated block size is never what a
     caller meant, so we refuse all of it.
     """
-
-    def __init__(self, kv_block_size: int) -> None:
-        super().__init__(kv_block_size, "kv_block_size must be in 1..=4294967295 (u32)")
-
-
-class TokenRangeError(HashingError, ValueError, OverflowError):
-    """A token outside ``0..=u32::MAX`` (the binding's OverflowError)."""
-
-    def __init__(self, index: int, value: Any) -> None:
-        self.index = index
-        self.value = value
-        self.field = f"tokens[{index}]"
-        super().__init__(
-            f"token at index {index} is {value!r}, outside the u32 range 0..=4294967295"
-        )
+    return HashingError(
+        variant,
+        message=f"{detail} (got {kv_block_size!r})",
+        field="kv_block_size",
+        actual=kv_block_size,
+        kv_block_size=kv_block_size,
+    )
 
 
-class TokenTypeError(HashingError, TypeError):
-    """Tokens that are not integers (floats, strings, ...), the binding's TypeError."""
-
-    def __init__(self, detail: str, *, index: int | None = None, value: Any = None) -> None:
-        self.index = index
-        self.value = value
-        self.field = "tokens" if index is None else f"tokens[{index}]"
-        super().__init__(f"tokens must be integers: {detail}")
-
-
-class BlockHashArgumentError(HashingError, TypeError):
-    """A wrongly typed option (``lora_name``, ``cache_namespace``, ``is_eagle``, block size)."""
-
-    def __init__(self, field: str, value: Any, expected: str) -> None:
-        self.field = field
-        self.value = value
-        super().__init__(f"{field} must be {expected}, got {type(value).__name__} {value!r}")
+def _token_range_error(index: int, value: Any) -> HashingError:
+    """``TokenRange``: a token outside ``0..=u32::MAX`` (the binding's OverflowError)."""
+    return HashingError(
+        "TokenRange",
+        message=f"token at index {index} is {value!r}, outside the u32 range 0..=4294967295",
+        field=f"tokens[{index}]",
+        actual=value,
+        index=index,
+        value=value,
+    )
 
 
-class MultimodalInfoError(HashingError, ValueError):
-    """``block_mm_infos`` that the binding's deserializer rejects (it raises a bare Exception)."""
+def _token_type_error(detail: str, *, index: int | None = None, value: Any = None) -> HashingError:
+    """``TokenType``: tokens that are not integers (the binding's TypeError)."""
+    return HashingError(
+        "TokenType",
+        message=f"tokens must be integers: {detail}",
+        field="tokens" if index is None else f"tokens[{index}]",
+        actual=value,
+        index=index,
+        value=value,
+    )
 
-    def __init__(self, field: str, detail: str, value: Any = None) -> None:
-        self.field = field
-        self.value = value
-        super().__init__(f"invalid block_mm_infos at {field}: {detail}")
+
+def _argument_error(field: str, value: Any, expected: str) -> HashingError:
+    """``BlockHashArgument``: a wrongly typed option (``lora_name``, ``is_eagle``, ...)."""
+    return HashingError(
+        "BlockHashArgument",
+        message=f"{field} must be {expected}, got {type(value).__name__} {value!r}",
+        field=field,
+        expected=expected,
+        actual=value,
+    )
 
 
-class MmHashRangeError(MultimodalInfoError, OverflowError):
-    """An ``mm_hash`` or offset outside its unsigned range."""
+def _mm_info_error(
+    field: str, detail: str, value: Any = None, *, variant: str = "MultimodalInfo"
+) -> HashingError:
+    """``block_mm_infos`` the binding's deserializer rejects; ``MmHashRange`` for a number
+    outside its unsigned range."""
+    return HashingError(
+        variant, message=f"invalid block_mm_infos at {field}: {detail}", field=field, actual=value
+    )
 
 
-class SequenceHashInputError(HashingError, ValueError):
-    """Block hashes for a chain that are not a u64 vector / matrix, or ragged lengths that lie."""
-
-    def __init__(self, field: str, detail: str, value: Any = None) -> None:
-        self.field = field
-        self.value = value
-        super().__init__(f"{field}: {detail}")
+def _sequence_input_error(field: str, detail: str, value: Any = None) -> HashingError:
+    """``SequenceHashInput``: hashes that are not a u64 vector / matrix, or ragged lengths."""
+    return HashingError(
+        "SequenceHashInput", message=f"{field}: {detail}", field=field, actual=value
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,7 +151,7 @@ class SequenceHashInputError(HashingError, ValueError):
 def _check_optional_str(field: str, value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    raise BlockHashArgumentError(field, value, "a str or None")
+    raise _argument_error(field, value, "a str or None")
 
 
 def lora_salt(lora_name: str | None) -> int:
@@ -206,9 +189,9 @@ def _block_size(kv_block_size: Any) -> int:
         try:
             bs = _as_index(kv_block_size)
         except TypeError:
-            raise BlockHashArgumentError("kv_block_size", kv_block_size, "an integer") from None
+            raise _argument_error("kv_block_size", kv_block_size, "an integer") from None
     if not 0 <= bs <= _U32_MAX:
-        raise BlockSizeRangeError(bs)
+        raise _block_size_error(bs, "kv_block_size is outside u32", variant="BlockSizeRange")
     return bs
 
 
@@ -228,35 +211,35 @@ def _token_bytes(tokens: Any) -> tuple[bytes, int]:
     """Tokens as one little-endian u32 buffer (and their count), without per-token Python."""
     if isinstance(tokens, np.ndarray):
         if tokens.ndim != 1:
-            raise TokenTypeError(f"expected a 1-D array, got shape {tokens.shape}")
+            raise _token_type_error(f"expected a 1-D array, got shape {tokens.shape}")
         kind = tokens.dtype.kind
         if kind in "biu":
             if tokens.size and kind != "b" and not (kind == "u" and tokens.dtype.itemsize <= 4):
                 bad = (tokens < 0) | (tokens > _U32_MAX)
                 if bad.any():
                     i = int(np.flatnonzero(bad)[0])
-                    raise TokenRangeError(i, tokens[i].item())
+                    raise _token_range_error(i, tokens[i].item())
             return tokens.astype("<u4", copy=False).tobytes(), int(tokens.size)
         if kind != "O":
-            raise TokenTypeError(f"array of dtype {tokens.dtype} is not integral")
+            raise _token_type_error(f"array of dtype {tokens.dtype} is not integral")
         tokens = tokens.tolist()
     elif isinstance(tokens, str):
-        raise TokenTypeError("a str is not a token sequence", value=tokens)
+        raise _token_type_error("a str is not a token sequence", value=tokens)
     if not isinstance(tokens, (list, tuple)):
         try:
             tokens = list(tokens)
         except TypeError:
-            raise TokenTypeError(f"{type(tokens).__name__} is not a sequence") from None
+            raise _token_type_error(f"{type(tokens).__name__} is not a sequence") from None
     try:
         buf = array.array(_U32_TYPECODE, tokens)
     except OverflowError:
         i, v, _ = _bad_token(tokens)
-        raise TokenRangeError(i, v) from None
+        raise _token_range_error(i, v) from None
     except TypeError:
         i, v, not_int = _bad_token(tokens)
         if not not_int:  # pragma: no cover - array only raises TypeError for non-integers
-            raise TokenRangeError(i, v) from None
-        raise TokenTypeError(
+            raise _token_range_error(i, v) from None
+        raise _token_type_error(
             f"token at index {i} is {type(v).__name__} {v!r}", index=i, value=v
         ) from None
     if _BIG_ENDIAN_HOST:  # pragma: no cover - upstream forces LE bytes on every host
@@ -266,15 +249,13 @@ def _token_bytes(tokens: Any) -> tuple[bytes, int]:
 
 def _u64_field(value: Any, field: str) -> int:
     if isinstance(value, (float, str, bytes)):
-        raise MultimodalInfoError(field, f"{type(value).__name__} is not an integer", value)
+        raise _mm_info_error(field, f"{type(value).__name__} is not an integer", value)
     try:
         n = _as_index(value)
     except TypeError:
-        raise MultimodalInfoError(
-            field, f"{type(value).__name__} is not an integer", value
-        ) from None
+        raise _mm_info_error(field, f"{type(value).__name__} is not an integer", value) from None
     if not 0 <= n <= _U64_MASK:
-        raise MmHashRangeError(field, f"{n} is outside 0..=2**64-1", value)
+        raise _mm_info_error(field, f"{n} is outside 0..=2**64-1", value, variant="MmHashRange")
     return n
 
 
@@ -291,7 +272,7 @@ def _parse_mm_infos(block_mm_infos: Any) -> list[tuple[int, list[int]]]:
     if block_mm_infos is None:
         return []
     if not _is_sequence(block_mm_infos):
-        raise MultimodalInfoError(
+        raise _mm_info_error(
             "block_mm_infos", f"{type(block_mm_infos).__name__} is not a sequence", block_mm_infos
         )
     out: list[tuple[int, list[int]]] = []
@@ -300,30 +281,30 @@ def _parse_mm_infos(block_mm_infos: Any) -> list[tuple[int, list[int]]]:
         if entry is None:
             continue
         if not isinstance(entry, Mapping):
-            raise MultimodalInfoError(where, f"{type(entry).__name__} is not a mapping", entry)
+            raise _mm_info_error(where, f"{type(entry).__name__} is not a mapping", entry)
         if "mm_objects" not in entry:
-            raise MultimodalInfoError(where, "missing field `mm_objects`", entry)
+            raise _mm_info_error(where, "missing field `mm_objects`", entry)
         objects = entry["mm_objects"]
         if not _is_sequence(objects):
-            raise MultimodalInfoError(
+            raise _mm_info_error(
                 f"{where}.mm_objects", f"{type(objects).__name__} is not a sequence", objects
             )
         hashes: list[int] = []
         for j, obj in enumerate(objects):
             at = f"{where}.mm_objects[{j}]"
             if not isinstance(obj, Mapping):
-                raise MultimodalInfoError(at, f"{type(obj).__name__} is not a mapping", obj)
+                raise _mm_info_error(at, f"{type(obj).__name__} is not a mapping", obj)
             if "mm_hash" not in obj:
-                raise MultimodalInfoError(at, "missing field `mm_hash`", obj)
+                raise _mm_info_error(at, "missing field `mm_hash`", obj)
             if "offsets" not in obj:
-                raise MultimodalInfoError(at, "missing field `offsets`", obj)
+                raise _mm_info_error(at, "missing field `offsets`", obj)
             hashes.append(_u64_field(obj["mm_hash"], f"{at}.mm_hash"))
             offsets = obj["offsets"]
             if not _is_sequence(offsets):
-                raise MultimodalInfoError(f"{at}.offsets", "not a sequence of pairs", offsets)
+                raise _mm_info_error(f"{at}.offsets", "not a sequence of pairs", offsets)
             for k, pair in enumerate(offsets):
                 if not _is_sequence(pair) or len(pair) != 2:
-                    raise MultimodalInfoError(f"{at}.offsets[{k}]", "expected a pair", pair)
+                    raise _mm_info_error(f"{at}.offsets[{k}]", "expected a pair", pair)
                 for end in pair:
                     _u64_field(end, f"{at}.offsets[{k}]")
         if hashes:
@@ -364,10 +345,10 @@ def compute_block_hash_for_seq(
     bs = _block_size(kv_block_size)
     _check_optional_str("lora_name", lora_name)
     if is_eagle is not None and not isinstance(is_eagle, (bool, np.bool_)):
-        raise BlockHashArgumentError("is_eagle", is_eagle, "a bool or None")
+        raise _argument_error("is_eagle", is_eagle, "a bool or None")
     _check_optional_str("cache_namespace", cache_namespace)
     if bs == 0:
-        raise BlockSizeError(kv_block_size)
+        raise _block_size_error(kv_block_size)
     mm = _parse_mm_infos(block_mm_infos)
     seed = block_hash_seed(lora_name, cache_namespace)
     n = block_count(n_tokens, bs, bool(is_eagle))
@@ -397,17 +378,17 @@ def _u64_blocks(block_hashes: Any, field: str) -> U64Array:
         if arr.size and int(arr.min()) < 0:
             i = int(np.flatnonzero(arr.ravel() < 0)[0])
             v = arr.ravel()[i].item()
-            raise SequenceHashInputError(field, f"{v} at flat index {i} is not a u64 hash", v)
+            raise _sequence_input_error(field, f"{v} at flat index {i} is not a u64 hash", v)
         return arr.astype(np.uint64)
     if arr is not None and arr.dtype.kind != "O":
-        raise SequenceHashInputError(field, f"dtype {arr.dtype} is not an integer dtype")
+        raise _sequence_input_error(field, f"dtype {arr.dtype} is not an integer dtype")
     # Python sequences (or object arrays): check every value as an int, then convert.
     obj = np.empty(0, dtype=object) if arr is None and len(block_hashes) == 0 else None
     obj = obj if obj is not None else np.asarray(block_hashes, dtype=object)
     flat = obj.ravel().tolist()
     for v in flat:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= _U64_MASK:
-            raise SequenceHashInputError(field, f"{v!r} is not a u64 hash", v)
+            raise _sequence_input_error(field, f"{v!r} is not a u64 hash", v)
     return np.array(flat, dtype=np.uint64).reshape(obj.shape)
 
 
@@ -420,7 +401,7 @@ def compute_seq_hash_for_block(block_hashes: npt.ArrayLike | Sequence[int]) -> U
     """
     arr = _u64_blocks(block_hashes, "block_hashes")
     if arr.ndim != 1:
-        raise SequenceHashInputError("block_hashes", f"expected a 1-D vector, got {arr.shape}")
+        raise _sequence_input_error("block_hashes", f"expected a 1-D vector, got {arr.shape}")
     values = arr.tolist()
     if not values:
         return np.empty(0, dtype=np.uint64)
@@ -436,9 +417,7 @@ def compute_seq_hash_batch(block_hashes: npt.ArrayLike) -> U64Array:
     :func:`compute_seq_hash_for_block` of row ``r``. Vectorised across sequences."""
     arr = _u64_blocks(block_hashes, "block_hashes")
     if arr.ndim != 2:
-        raise SequenceHashInputError(
-            "block_hashes", f"expected (n_seqs, n_blocks), got {arr.shape}"
-        )
+        raise _sequence_input_error("block_hashes", f"expected (n_seqs, n_blocks), got {arr.shape}")
     out = np.empty(arr.shape, dtype=np.uint64)
     if arr.shape[1] == 0 or arr.shape[0] == 0:
         return out
@@ -456,16 +435,16 @@ def compute_seq_hash_ragged(block_hashes: npt.ArrayLike, lengths: npt.ArrayLike)
     """
     flat = _u64_blocks(block_hashes, "block_hashes")
     if flat.ndim != 1:
-        raise SequenceHashInputError("block_hashes", f"expected a flat vector, got {flat.shape}")
+        raise _sequence_input_error("block_hashes", f"expected a flat vector, got {flat.shape}")
     lens = np.asarray(lengths)
     if lens.ndim != 1 or (lens.size and lens.dtype.kind not in "ui"):
-        raise SequenceHashInputError("lengths", "expected a 1-D integer vector", lengths)
+        raise _sequence_input_error("lengths", "expected a 1-D integer vector", lengths)
     lens = lens.astype(np.int64)
     if lens.size and int(lens.min()) < 0:
-        raise SequenceHashInputError("lengths", "lengths must be non-negative", lengths)
+        raise _sequence_input_error("lengths", "lengths must be non-negative", lengths)
     total = int(lens.sum())
     if total != flat.size:
-        raise SequenceHashInputError(
+        raise _sequence_input_error(
             "lengths", f"sum to {total} but there are {flat.size} block hashes", lengths
         )
     out = flat.copy()
@@ -494,7 +473,7 @@ def lora_name_to_id(name: str) -> int:
     Not used in block hashing (that salts with the *name*), but engines report it.
     """
     if not isinstance(name, str):
-        raise BlockHashArgumentError("name", name, "a str")
+        raise _argument_error("name", name, "a str")
     value = int.from_bytes(blake3.blake3(name.encode("utf-8")).digest()[:8], "big") & 0x7FFFFFFF
     return value or 1
 

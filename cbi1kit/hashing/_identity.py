@@ -21,7 +21,7 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import IdentityError
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 
 __all__ = [
@@ -32,33 +32,23 @@ __all__ = [
     "CacheSemanticsId",
     "CanonicalIdentityMaterial",
     "CanonicalModelId",
-    "CanonicalModelIdError",
     "CanonicalModelRegistration",
     "ConsumerDrainMarker",
     "ConsumerInstanceId",
     "DcCkfFormatIdentity",
     "DcId",
     "ExplicitIdentityMap",
-    "IdentityError",
-    "IdentityJsonError",
-    "IdentityParseError",
-    "IdentityRangeError",
     "IdentitySource",
-    "IdentitySpecError",
     "IndexerDomainId",
     "KvQueryHashFormat",
     "KvQuerySemantics",
-    "KvQuerySemanticsError",
     "LaneLease",
     "ModelAlias",
-    "ModelAliasError",
     "ModelTarget",
     "PoolId",
     "ProducerIdentity",
     "RelayIdentity",
     "RoutingScopeId",
-    "UnknownHashFormatError",
-    "UnknownModelError",
     "derive_cache_semantics_id",
     "derive_routing_scope_id",
     "resolve_lora_name",
@@ -94,84 +84,26 @@ _WHITE_SPACE = frozenset(
 # Errors
 
 
-class IdentityError(Cbi1kitError, ValueError):
-    """Root of identity validation errors; ``field`` and ``value`` say what was refused."""
-
-    def __init__(self, message: str, *, field: str | None = None, value: Any = None) -> None:
-        self.field = field
-        self.value = value
-        super().__init__(message)
-
-
-class IdentityRangeError(IdentityError):
-    """An integer field outside its Rust type (u8, u16, u32, u64)."""
-
-
-class IdentityJsonError(IdentityError):
-    """JSON that upstream's serde would not deserialize into this type."""
+def _text_error(variant: str, kind: str, value: str, reason: str) -> IdentityError:
+    """Upstream ``CanonicalModelIdError`` / ``ModelAliasError``: ``reason`` is ``empty`` or
+    ``surrounding_whitespace``."""
+    what = (
+        "must not be empty"
+        if reason == "empty"
+        else "must not contain leading or trailing whitespace"
+    )
+    return IdentityError(
+        variant, f"{kind} {what}: {value!r}", field=kind, value=value, reason=reason
+    )
 
 
-class IdentityParseError(IdentityError):
-    """A display string (hex digest, ``cs:rs``, ``domain/dc``) that does not parse."""
-
-
-class UnknownHashFormatError(IdentityError):
-    """A hash format other than standard v1 / EAGLE v1; consumers must reject it, not guess."""
-
-
-class KvQuerySemanticsError(IdentityError):
-    """Upstream ``KvQuerySemanticsError::ZeroBlockSize`` (and a block size outside u32)."""
-
-
-class _TextIdentityError(IdentityError):
-    kind = "identity"
-
-    def __init__(self, value: str, reason: str) -> None:
-        self.reason = reason
-        what = (
-            "must not be empty"
-            if reason == "empty"
-            else "must not contain leading or trailing whitespace"
-        )
-        super().__init__(f"{self.kind} {what}: {value!r}", field=self.kind, value=value)
-
-
-class CanonicalModelIdError(_TextIdentityError):
-    """Upstream ``CanonicalModelIdError``; ``reason`` is ``empty`` or ``surrounding_whitespace``."""
-
-    kind = "canonical model ID"
-
-
-class ModelAliasError(_TextIdentityError):
-    """Upstream ``ModelAliasError``; ``reason`` is ``empty`` or ``surrounding_whitespace``."""
-
-    kind = "model alias"
-
-
-class IdentitySpecError(IdentityError):
-    """Upstream ``IdentitySpecError``: an explicit identity map outside its limits.
-
-    ``variant`` is the upstream variant name (``Empty``, ``TooManyEntries``, ``EmptyKey``,
-    ``EmptyValue``, ``KeyTooLong``, ``ValueTooLong``, or ``DuplicateKey`` for the serde check).
-    """
-
-    def __init__(self, variant: str, message: str, *, key: str | None = None) -> None:
-        self.variant = variant
-        self.key = key
-        super().__init__(message, field="explicit identity map", value=key)
-
-
-class UnknownModelError(IdentityError, LookupError):
-    """A requested model name that is neither a registration's model nor one of its aliases."""
-
-    def __init__(self, requested_model: str, known: Sequence[str]) -> None:
-        self.requested_model = requested_model
-        self.known = tuple(known)
-        super().__init__(
-            f"model {requested_model!r} matches no registration (known: {', '.join(known) or '-'})",
-            field="requested_model",
-            value=requested_model,
-        )
+def _spec_error(variant: str, message: str, *, key: str | None = None) -> IdentityError:
+    """Upstream ``IdentitySpecError``: an explicit identity map outside its limits (``Empty``,
+    ``TooManyEntries``, ``EmptyKey``, ``EmptyValue``, ``KeyTooLong``, ``ValueTooLong``, or
+    ``DuplicateKey`` for the serde check)."""
+    return IdentityError(
+        f"IdentitySpec.{variant}", message, field="explicit identity map", value=key, key=key
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,22 +112,27 @@ class UnknownModelError(IdentityError, LookupError):
 
 def _int_in(value: Any, bits: int, field: str, *, low: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise IdentityRangeError(
+        raise IdentityError(
+            "Range",
             f"{field} must be an integer, got {type(value).__name__} {value!r}",
             field=field,
             value=value,
         )
     n = int(value)
     if not low <= n < (1 << bits):
-        raise IdentityRangeError(
-            f"{field} = {n} is outside {low}..={(1 << bits) - 1} (u{bits})", field=field, value=n
+        raise IdentityError(
+            "Range",
+            f"{field} = {n} is outside {low}..={(1 << bits) - 1} (u{bits})",
+            field=field,
+            value=n,
         )
     return n
 
 
 def _json_obj(value: Any, type_name: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise IdentityJsonError(
+        raise IdentityError(
+            "Json",
             f"{type_name} JSON must be an object, got {type(value).__name__}",
             field=type_name,
             value=value,
@@ -205,23 +142,23 @@ def _json_obj(value: Any, type_name: str) -> Mapping[str, Any]:
 
 def _json_field(obj: Mapping[str, Any], key: str, type_name: str) -> Any:
     if key not in obj:
-        raise IdentityJsonError(f"{type_name}: missing field `{key}`", field=key, value=obj)
+        raise IdentityError("Json", f"{type_name}: missing field `{key}`", field=key, value=obj)
     return obj[key]
 
 
 def _json_uint(obj: Mapping[str, Any], key: str, bits: int, type_name: str) -> int:
     value = _json_field(obj, key, type_name)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise IdentityJsonError(
-            f"{type_name}.{key} must be an integer, got {value!r}", field=key, value=value
+        raise IdentityError(
+            "Json", f"{type_name}.{key} must be an integer, got {value!r}", field=key, value=value
         )
     return _int_in(value, bits, f"{type_name}.{key}")
 
 
 def _json_str(value: Any, field_name: str) -> str:
     if not isinstance(value, str):
-        raise IdentityJsonError(
-            f"{field_name} must be a string, got {value!r}", field=field_name, value=value
+        raise IdentityError(
+            "Json", f"{field_name} must be a string, got {value!r}", field=field_name, value=value
         )
     return value
 
@@ -239,7 +176,7 @@ def to_u64(value: int | npt.NDArray[np.int64]) -> int | npt.NDArray[np.uint64]:
         return value.astype(np.int64, copy=False).view(np.uint64)
     n = int(value)
     if not -(1 << 63) <= n <= _U64_MASK:
-        raise IdentityRangeError(f"{n} is neither an i64 nor a u64", field="value", value=n)
+        raise IdentityError("Range", f"{n} is neither an i64 nor a u64", field="value", value=n)
     return n & _U64_MASK
 
 
@@ -293,7 +230,8 @@ class KvQueryHashFormat(enum.IntEnum):
         try:
             return cls(version)
         except ValueError:
-            raise UnknownHashFormatError(
+            raise IdentityError(
+                "UnknownHashFormat",
                 f"unknown or unspecified KV query hash format {version!r}",
                 field="hash_format",
                 value=version,
@@ -304,8 +242,11 @@ class KvQueryHashFormat(enum.IntEnum):
         for member in cls:
             if member.serde_name == name:
                 return member
-        raise UnknownHashFormatError(
-            f"unknown KV query hash format {name!r}", field="hash_format", value=name
+        raise IdentityError(
+            "UnknownHashFormat",
+            f"unknown KV query hash format {name!r}",
+            field="hash_format",
+            value=name,
         )
 
     def to_json(self) -> str:
@@ -325,17 +266,22 @@ class KvQuerySemantics:
 
     def __post_init__(self) -> None:
         if isinstance(self.kv_block_size, bool) or not isinstance(self.kv_block_size, int):
-            raise KvQuerySemanticsError(
+            raise IdentityError(
+                "KvQuerySemantics",
                 f"kv_block_size must be an integer, got {self.kv_block_size!r}",
                 field="kv_block_size",
                 value=self.kv_block_size,
             )
         if self.kv_block_size == 0:
-            raise KvQuerySemanticsError(
-                "KV query block size must be nonzero", field="kv_block_size", value=0
+            raise IdentityError(
+                "KvQuerySemantics",
+                "KV query block size must be nonzero",
+                field="kv_block_size",
+                value=0,
             )
         if not 0 < self.kv_block_size < 1 << 32:
-            raise KvQuerySemanticsError(
+            raise IdentityError(
+                "KvQuerySemantics",
                 f"kv_block_size {self.kv_block_size} is outside 1..=4294967295 (u32)",
                 field="kv_block_size",
                 value=self.kv_block_size,
@@ -408,18 +354,18 @@ class _ModelName:
     """
 
     value: str
-    _error: ClassVar[type[_TextIdentityError]]
+    _variant: ClassVar[str]  # upstream's error type, the IdentityError variant
+    _kind: ClassVar[str]  # how messages name the value
 
     def __post_init__(self) -> None:
-        error = self._error
         if not isinstance(self.value, str):
-            raise IdentityJsonError(
-                f"{error.kind} must be a str, got {self.value!r}", value=self.value
+            raise IdentityError(
+                "Json", f"{self._kind} must be a str, got {self.value!r}", value=self.value
             )
         if not self.value:
-            raise error(self.value, "empty")
+            raise _text_error(self._variant, self._kind, self.value, "empty")
         if _surrounded_by_white_space(self.value):
-            raise error(self.value, "surrounding_whitespace")
+            raise _text_error(self._variant, self._kind, self.value, "surrounding_whitespace")
 
     def __str__(self) -> str:
         return self.value
@@ -429,21 +375,23 @@ class _ModelName:
 
     @classmethod
     def from_json(cls, value: Any) -> Self:
-        return cls(_json_str(value, cls._error.kind))
+        return cls(_json_str(value, cls._kind))
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class CanonicalModelId(_ModelName):
     """A model's canonical name (upstream ``CanonicalModelId``)."""
 
-    _error: ClassVar[type[_TextIdentityError]] = CanonicalModelIdError
+    _variant = "CanonicalModelId"
+    _kind = "canonical model ID"
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class ModelAlias(_ModelName):
     """Another name a request may use for a registration; validated like a canonical ID."""
 
-    _error: ClassVar[type[_TextIdentityError]] = ModelAliasError
+    _variant = "ModelAlias"
+    _kind = "model alias"
 
 
 def _model_id(value: CanonicalModelId | str) -> CanonicalModelId:
@@ -495,8 +443,11 @@ class ModelTarget:
     def from_json(cls, value: Any) -> ModelTarget:
         obj = _json_obj(value, "ModelTarget")
         if len(obj) != 1:
-            raise IdentityJsonError(
-                "ModelTarget JSON must have exactly one variant key", field="ModelTarget", value=obj
+            raise IdentityError(
+                "Json",
+                "ModelTarget JSON must have exactly one variant key",
+                field="ModelTarget",
+                value=obj,
             )
         ((variant, body),) = obj.items()
         inner = _json_obj(body, f"ModelTarget.{variant}")
@@ -505,7 +456,8 @@ class ModelTarget:
             return cls(base)
         if variant == "Lora":
             return cls(base, CanonicalModelId.from_json(_json_field(inner, "adapter", variant)))
-        raise IdentityJsonError(
+        raise IdentityError(
+            "Json",
             f"unknown ModelTarget variant {variant!r} (expected Base or Lora)",
             field="ModelTarget",
             value=variant,
@@ -572,7 +524,7 @@ class CanonicalModelRegistration:
         obj = _json_obj(value, "CanonicalModelRegistration")
         aliases = _json_field(obj, "aliases", "CanonicalModelRegistration")
         if not isinstance(aliases, list):
-            raise IdentityJsonError("aliases must be a list", field="aliases", value=aliases)
+            raise IdentityError("Json", "aliases must be a list", field="aliases", value=aliases)
         return cls.with_target(
             CanonicalModelId.from_json(_json_field(obj, "model", "CanonicalModelRegistration")),
             ModelTarget.from_json(_json_field(obj, "target", "CanonicalModelRegistration")),
@@ -595,7 +547,15 @@ def resolve_registration(
     for registration in regs:
         if registration.matches(requested_model):
             return registration
-    raise UnknownModelError(requested_model, [r.model.value for r in regs])
+    known = [r.model.value for r in regs]
+    raise IdentityError(
+        "UnknownModel",
+        f"model {requested_model!r} matches no registration (known: {', '.join(known) or '-'})",
+        field="requested_model",
+        value=requested_model,
+        requested_model=requested_model,
+        known=tuple(known),
+    )
 
 
 def resolve_lora_name(
@@ -636,7 +596,8 @@ class IdentitySource(enum.Enum):
             return cls.DEFAULT_DERIVED
         if value == 2:
             return cls.EXPLICIT
-        raise IdentityRangeError(
+        raise IdentityError(
+            "Range",
             f"identity source {value!r} is not DEFAULT_DERIVED (1) or EXPLICIT (2)",
             field="source",
             value=value,
@@ -650,8 +611,8 @@ class IdentitySource(enum.Enum):
         try:
             return cls(_json_str(value, "source"))
         except ValueError:
-            raise IdentityJsonError(
-                f"unknown identity source {value!r}", field="source", value=value
+            raise IdentityError(
+                "Json", f"unknown identity source {value!r}", field="source", value=value
             ) from None
 
 
@@ -673,12 +634,10 @@ class ExplicitIdentityMap:
         keys = [k for k, _ in items]
         if len(set(keys)) != len(keys):
             dup = next(k for k in keys if keys.count(k) > 1)
-            raise IdentitySpecError(
-                "DuplicateKey", f"duplicate explicit identity key `{dup}`", key=dup
-            )
+            raise _spec_error("DuplicateKey", f"duplicate explicit identity key `{dup}`", key=dup)
         for k, v in items:
             if not isinstance(k, str) or not isinstance(v, str):
-                raise IdentitySpecError(
+                raise _spec_error(
                     "NotString",
                     f"explicit identity entries must be strings: {k!r}: {v!r}",
                     key=str(k),
@@ -714,35 +673,35 @@ class ExplicitIdentityMap:
 
         raw = json.loads(text, object_pairs_hook=pairs)
         if not isinstance(raw, list):
-            raise IdentityJsonError("explicit identity map JSON must be an object", value=raw)
+            raise IdentityError("Json", "explicit identity map JSON must be an object", value=raw)
         return cls(tuple((k, _json_str(v, f"explicit identity value for `{k}`")) for k, v in raw))
 
 
 def _validate_entries(entries: tuple[tuple[str, str], ...]) -> None:
     if not entries:
-        raise IdentitySpecError("Empty", "explicit identity map must contain at least one entry")
+        raise _spec_error("Empty", "explicit identity map must contain at least one entry")
     if len(entries) > MAX_EXPLICIT_IDENTITY_ENTRIES:
-        raise IdentitySpecError(
+        raise _spec_error(
             "TooManyEntries",
             f"explicit identity map contains more than {MAX_EXPLICIT_IDENTITY_ENTRIES} entries "
             f"({len(entries)})",
         )
     for key, value in entries:
         if not key:
-            raise IdentitySpecError("EmptyKey", "explicit identity key must not be empty", key=key)
+            raise _spec_error("EmptyKey", "explicit identity key must not be empty", key=key)
         if len(key.encode("utf-8")) > MAX_EXPLICIT_IDENTITY_KEY_BYTES:
-            raise IdentitySpecError(
+            raise _spec_error(
                 "KeyTooLong",
                 f"explicit identity key exceeds {MAX_EXPLICIT_IDENTITY_KEY_BYTES} UTF-8 bytes: "
                 f"`{key}`",
                 key=key,
             )
         if not value:
-            raise IdentitySpecError(
+            raise _spec_error(
                 "EmptyValue", f"explicit identity value for `{key}` must not be empty", key=key
             )
         if len(value.encode("utf-8")) > MAX_EXPLICIT_IDENTITY_VALUE_BYTES:
-            raise IdentitySpecError(
+            raise _spec_error(
                 "ValueTooLong",
                 f"explicit identity value for `{key}` exceeds "
                 f"{MAX_EXPLICIT_IDENTITY_VALUE_BYTES} UTF-8 bytes",
@@ -823,11 +782,13 @@ class CanonicalIdentityMaterial:
 
 def _strs(values: Sequence[str]) -> list[str]:
     if isinstance(values, str):
-        raise IdentityJsonError("defaults must be a sequence of strings, not one str", value=values)
+        raise IdentityError(
+            "Json", "defaults must be a sequence of strings, not one str", value=values
+        )
     out = list(values)
     for v in out:
         if not isinstance(v, str):
-            raise IdentityJsonError(f"identity default {v!r} is not a str", value=v)
+            raise IdentityError("Json", f"identity default {v!r} is not a str", value=v)
     return out
 
 
@@ -837,7 +798,8 @@ def _parse_hex(value: str, n_bytes: int, what: str) -> bytes:
         or len(value) != 2 * n_bytes
         or any(c not in "0123456789abcdef" for c in value)
     ):
-        raise IdentityParseError(
+        raise IdentityError(
+            "Parse",
             f"{what} must be exactly {2 * n_bytes} lowercase hex digits, got {value!r}",
             field=what,
             value=value,
@@ -847,10 +809,10 @@ def _parse_hex(value: str, n_bytes: int, what: str) -> bytes:
 
 def _digest_from_json(value: Any, what: str) -> bytes:
     if not isinstance(value, list) or len(value) != 16:
-        raise IdentityJsonError(f"{what}.digest must be an array of 16 bytes", value=value)
+        raise IdentityError("Json", f"{what}.digest must be an array of 16 bytes", value=value)
     for b in value:
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 255:
-            raise IdentityJsonError(f"{what}.digest byte {b!r} is not a u8", value=value)
+            raise IdentityError("Json", f"{what}.digest byte {b!r} is not a u8", value=value)
     return bytes(value)
 
 
@@ -861,14 +823,15 @@ class _DigestIdentity:
 
     def __post_init__(self) -> None:
         if not isinstance(self.digest, (bytes, bytearray)) or len(self.digest) != 16:
-            raise IdentityRangeError(
+            raise IdentityError(
+                "Range",
                 f"{type(self).__name__} digest must be exactly 16 bytes",
                 field="digest",
                 value=self.digest,
             )
         object.__setattr__(self, "digest", bytes(self.digest))
         if not isinstance(self.source, IdentitySource):
-            raise IdentityJsonError(f"source must be an IdentitySource, got {self.source!r}")
+            raise IdentityError("Json", f"source must be an IdentitySource, got {self.source!r}")
 
     def __str__(self) -> str:
         return self.digest.hex()
@@ -958,7 +921,7 @@ class DcId:
     @classmethod
     def from_json(cls, value: Any) -> DcId:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise IdentityJsonError(f"dc_id must be an integer, got {value!r}", value=value)
+            raise IdentityError("Json", f"dc_id must be an integer, got {value!r}", value=value)
         return cls(value)
 
 
@@ -973,7 +936,9 @@ def _split_once(text: str, sep: str, field: str, what: str, form: str) -> tuple[
     """``text`` split at its only ``sep``, or the parse error upstream's ``FromStr`` gives."""
     left, found, right = text.partition(sep)
     if not found or sep in right:
-        raise IdentityParseError(f"{what} must be `{form}`, got {text!r}", field=field, value=text)
+        raise IdentityError(
+            "Parse", f"{what} must be `{form}`, got {text!r}", field=field, value=text
+        )
     return left, right
 
 
@@ -1092,11 +1057,12 @@ class DcCkfFormatIdentity:
         return self
 
     def check(self) -> None:
-        """Raise :class:`IdentityRangeError` unless this is the executable CBI1 shape."""
+        """Raise ``IdentityError`` ``Range`` unless this is the executable CBI1 shape."""
         _int_in(self.seed, 64, "seed")
         bc = _int_in(self.bucket_count, 64, "bucket_count")
         if bc < 2 or bc > _MAX_BUCKET_COUNT or bc & (bc - 1):
-            raise IdentityRangeError(
+            raise IdentityError(
+                "Range",
                 f"bucket_count {bc} is not a power of two in 2..=16777216",
                 field="bucket_count",
                 value=bc,
@@ -1108,8 +1074,11 @@ class DcCkfFormatIdentity:
         ):
             got = _int_in(getattr(self, name), bits, name)
             if got != want:
-                raise IdentityRangeError(
-                    f"unsupported CKF {name} {got} (expected {want})", field=name, value=got
+                raise IdentityError(
+                    "Range",
+                    f"unsupported CKF {name} {got} (expected {want})",
+                    field=name,
+                    value=got,
                 )
 
     @property
@@ -1202,7 +1171,7 @@ class ConsumerInstanceId:
     @classmethod
     def from_json(cls, value: Any) -> ConsumerInstanceId:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise IdentityJsonError(f"consumer_instance must be an integer, got {value!r}")
+            raise IdentityError("Json", f"consumer_instance must be an integer, got {value!r}")
         return cls(value)
 
 
@@ -1224,8 +1193,8 @@ class LaneLease:
             object.__setattr__(self, "consumer_instance", ConsumerInstanceId(consumer))
         lane = _int_in(self.physical_lane, 8, "physical_lane")
         if lane >= MAX_LANES:
-            raise IdentityRangeError(
-                f"physical_lane {lane} is outside 0..16", field="physical_lane", value=lane
+            raise IdentityError(
+                "Range", f"physical_lane {lane} is outside 0..16", field="physical_lane", value=lane
             )
         _int_in(self.assignment_epoch, 64, "assignment_epoch")
 
@@ -1257,7 +1226,7 @@ class ConsumerDrainMarker:
 
     def __post_init__(self) -> None:
         if not isinstance(self.lease, LaneLease):
-            raise IdentityJsonError(f"lease must be a LaneLease, got {self.lease!r}")
+            raise IdentityError("Json", f"lease must be a LaneLease, got {self.lease!r}")
         _int_in(self.expected_sequence, 64, "expected_sequence")
 
     def to_json(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.errors import Cbi1kitError, _show
+from cbi1kit.errors import RelayWireError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
@@ -45,21 +45,6 @@ __all__ = [
     "POOL_IDENTITY_VERSION",
     "RELAY_CONTRACT_MARKER",
     "RELAY_PROTOCOL_VERSION",
-    "CkfFormatError",
-    "ContractMarkerError",
-    "DescriptorError",
-    "DigestLengthError",
-    "IdentitySourceError",
-    "LayoutGenerationError",
-    "MissingFieldError",
-    "PayloadError",
-    "PoolIdentityVersionError",
-    "ProtocolVersionError",
-    "RelayWireError",
-    "SequenceError",
-    "SubscriberIdError",
-    "UpdateKindError",
-    "WireBucketCountError",
     "check_filter_update",
     "filter_update_from_frame",
     "format_from_wire",
@@ -103,100 +88,6 @@ _SOURCES: Final = frozenset(s.proto_value for s in IdentitySource)
 # errors
 
 
-class RelayWireError(Cbi1kitError, ValueError):
-    """A relay message that breaks the v1 contract; ``field`` is the dotted protobuf path."""
-
-    summary = "relay message violates the v1 contract"
-
-    def __init__(
-        self, field: str, *, expected: Any = None, actual: Any = None, detail: str | None = None
-    ) -> None:
-        self.field = field
-        self.expected = expected
-        self.actual = actual
-        self.detail = detail
-        text = f"{self.summary} at {field}"
-        if detail:
-            text += f": {detail}"
-        elif expected is not None or actual is not None:
-            text += f": expected {_show(expected)}, got {_show(actual)}"
-        super().__init__(text)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.field, self.expected, self.actual, self.detail))
-
-
-def _rebuild(
-    cls: type[RelayWireError], field: str, expected: Any, actual: Any, detail: str | None
-) -> RelayWireError:
-    return cls(field, expected=expected, actual=actual, detail=detail)
-
-
-class ContractMarkerError(RelayWireError):
-    summary = "wrong relay contract marker"
-
-
-class ProtocolVersionError(RelayWireError):
-    summary = "unsupported relay protocol version"
-
-
-class PoolIdentityVersionError(RelayWireError):
-    summary = "unsupported pool identity version"
-
-
-class MissingFieldError(RelayWireError):
-    summary = "required message field is missing"
-
-
-class DigestLengthError(RelayWireError):
-    summary = "identity digest is not 16 bytes"
-
-
-class IdentitySourceError(RelayWireError):
-    summary = "identity source is unspecified or unknown"
-
-
-class LayoutGenerationError(RelayWireError):
-    summary = "layout generation must be nonzero"
-
-
-class CkfFormatError(RelayWireError):
-    """Format version / fingerprint width / slots other than CBI1's (1, 16, 4).
-
-    Carries all three values (``format_version``, ``fingerprint_bits``, ``slots_per_bucket``)
-    like upstream's ``UnsupportedCkfFormat``; ``field`` names the first one that is wrong.
-    """
-
-    summary = "unsupported CKF format"
-    format_version: int
-    fingerprint_bits: int
-    slots_per_bucket: int
-
-
-class WireBucketCountError(RelayWireError):
-    summary = "CKF bucket count is not a power of two in 2..=16777216"
-
-
-class UpdateKindError(RelayWireError):
-    summary = "unspecified or unknown FilterUpdate kind"
-
-
-class SequenceError(RelayWireError):
-    summary = "base_sequence/sequence break the rule for this kind"
-
-
-class PayloadError(RelayWireError):
-    summary = "payload presence breaks the rule for this kind"
-
-
-class SubscriberIdError(RelayWireError):
-    summary = "subscriber_id must be 1..128 bytes without control characters"
-
-
-class DescriptorError(RelayWireError):
-    summary = "pool descriptor metadata is invalid"
-
-
 # --------------------------------------------------------------------------------------------
 # validation
 
@@ -204,34 +95,43 @@ class DescriptorError(RelayWireError):
 def validate_envelope(protocol_version: int, contract_marker: int, *, path: str) -> None:
     """Marker first, then version, as upstream's ``validate_protocol_envelope`` does."""
     if contract_marker != RELAY_CONTRACT_MARKER:
-        raise ContractMarkerError(
-            f"{path}.contract_marker", expected=RELAY_CONTRACT_MARKER, actual=contract_marker
+        raise RelayWireError(
+            "ContractMarker",
+            f"{path}.contract_marker",
+            expected=RELAY_CONTRACT_MARKER,
+            actual=contract_marker,
         )
     if protocol_version != RELAY_PROTOCOL_VERSION:
-        raise ProtocolVersionError(
-            f"{path}.protocol_version", expected=RELAY_PROTOCOL_VERSION, actual=protocol_version
+        raise RelayWireError(
+            "ProtocolVersion",
+            f"{path}.protocol_version",
+            expected=RELAY_PROTOCOL_VERSION,
+            actual=protocol_version,
         )
 
 
 def _require(message: Any, name: str, path: str) -> Any:
     if not message.HasField(name):
-        raise MissingFieldError(f"{path}.{name}")
+        raise RelayWireError("MissingField", f"{path}.{name}")
     return getattr(message, name)
 
 
 def _validate_digest(parent: pb.IndexerDomainId, name: str, path: str) -> None:
     digest = _require(parent, name, path)
     if len(digest.digest) != DIGEST_LEN:
-        raise DigestLengthError(
-            f"{path}.{name}.digest", expected=DIGEST_LEN, actual=len(digest.digest)
+        raise RelayWireError(
+            "DigestLength", f"{path}.{name}.digest", expected=DIGEST_LEN, actual=len(digest.digest)
         )
     if digest.source not in _SOURCES:
-        raise IdentitySourceError(f"{path}.{name}.source", expected="1 or 2", actual=digest.source)
+        raise RelayWireError(
+            "IdentitySource", f"{path}.{name}.source", expected="1 or 2", actual=digest.source
+        )
 
 
 def validate_pool_id(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> None:
     if pool_id.identity_version != POOL_IDENTITY_VERSION:
-        raise PoolIdentityVersionError(
+        raise RelayWireError(
+            "PoolIdentityVersion",
             f"{path}.identity_version",
             expected=POOL_IDENTITY_VERSION,
             actual=pool_id.identity_version,
@@ -250,14 +150,18 @@ def validate_ckf_format(fmt: pb.CkfFormat, *, path: str = "CkfFormat") -> None:
     ):
         got = getattr(fmt, name)
         if got != want:
-            err = CkfFormatError(f"{path}.{name}", expected=want, actual=got)
-            err.format_version = fmt.format_version
-            err.fingerprint_bits = fmt.fingerprint_bits
-            err.slots_per_bucket = fmt.slots_per_bucket
-            raise err
+            raise RelayWireError(
+                "UnsupportedCkfFormat",
+                f"{path}.{name}",
+                expected=want,
+                actual=got,
+                format_version=fmt.format_version,
+                fingerprint_bits=fmt.fingerprint_bits,
+                slots_per_bucket=fmt.slots_per_bucket,
+            )
     count = fmt.bucket_count
     if count < 2 or count > MAX_BUCKET_COUNT or count & (count - 1):
-        raise WireBucketCountError(f"{path}.bucket_count", actual=count)
+        raise RelayWireError("BucketCount", f"{path}.bucket_count", actual=count)
 
 
 def validate_producer_identity(
@@ -265,7 +169,7 @@ def validate_producer_identity(
 ) -> None:
     validate_pool_id(_require(identity, "pool_id", path), path=f"{path}.pool_id")
     if identity.layout_generation == 0:
-        raise LayoutGenerationError(f"{path}.layout_generation", actual=0)
+        raise RelayWireError("LayoutGeneration", f"{path}.layout_generation", actual=0)
     validate_ckf_format(_require(identity, "ckf_format", path), path=f"{path}.ckf_format")
 
 
@@ -285,33 +189,41 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
     base, seq = update.base_sequence, update.sequence
     if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
         if base != seq:
-            raise SequenceError(
+            raise RelayWireError(
+                "Sequence",
                 f"{path}.base_sequence",
                 detail=f"a snapshot chunk needs base_sequence == sequence, got {base} != {seq}",
             )
         if not update.payload:
-            raise PayloadError(f"{path}.payload", detail="a snapshot chunk needs a CBI1 payload")
+            raise RelayWireError(
+                "Payload", f"{path}.payload", detail="a snapshot chunk needs a CBI1 payload"
+            )
     elif kind == pb.FILTER_UPDATE_KIND_DELTA:
         if base == _U64_MAX or seq != base + 1:
-            raise SequenceError(
+            raise RelayWireError(
+                "Sequence",
                 f"{path}.sequence",
                 detail=f"a delta needs sequence == base_sequence + 1, got {base} -> {seq}",
             )
         if not update.payload:
-            raise PayloadError(f"{path}.payload", detail="a delta needs a CBI1 payload")
+            raise RelayWireError(
+                "Payload", f"{path}.payload", detail="a delta needs a CBI1 payload"
+            )
     elif kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
         if base != seq:
-            raise SequenceError(
+            raise RelayWireError(
+                "Sequence",
                 f"{path}.base_sequence",
                 detail=f"a heartbeat needs base_sequence == sequence, got {base} != {seq}",
             )
         if update.payload:
-            raise PayloadError(
+            raise RelayWireError(
+                "Payload",
                 f"{path}.payload",
                 detail=f"a heartbeat has an empty payload, got {len(update.payload)} bytes",
             )
     else:
-        raise UpdateKindError(f"{path}.kind", actual=kind)
+        raise RelayWireError("UpdateKind", f"{path}.kind", actual=kind)
 
 
 def check_filter_update(update: pb.FilterUpdate) -> RelayWireError | None:
@@ -330,18 +242,24 @@ def validate_relay_info(info: pb.RelayInfo) -> None:
 
 def _validate_text(value: str, path: str) -> None:
     if not value or value.strip() != value:
-        raise DescriptorError(path, detail=f"empty or surrounded by whitespace: {value!r}")
+        raise RelayWireError(
+            "Descriptor", path, detail=f"empty or surrounded by whitespace: {value!r}"
+        )
 
 
 def _validate_roles(roles: Any, path: str) -> None:
     if not roles:
-        raise DescriptorError(path, detail="worker-role set must not be empty")
+        raise RelayWireError("Descriptor", path, detail="worker-role set must not be empty")
     seen: set[int] = set()
     for i, role in enumerate(roles):
         if role not in pb.WorkerRole.values() or role == pb.WORKER_ROLE_UNSPECIFIED:
-            raise DescriptorError(f"{path}[{i}]", detail=f"unsupported worker role {role}")
+            raise RelayWireError(
+                "Descriptor", f"{path}[{i}]", detail=f"unsupported worker role {role}"
+            )
         if role in seen:
-            raise DescriptorError(f"{path}[{i}]", detail=f"worker role {role} repeated")
+            raise RelayWireError(
+                "Descriptor", f"{path}[{i}]", detail=f"worker role {role} repeated"
+            )
         seen.add(role)
 
 
@@ -352,9 +270,12 @@ def _validate_descriptor(desc: pb.KvPoolDescriptor, path: str) -> None:
         _validate_text(getattr(endpoint, name), f"{path}.serving_endpoint.{name}")
     semantics = _require(desc, "query_semantics", path)
     if semantics.kv_block_size == 0:
-        raise DescriptorError(f"{path}.query_semantics.kv_block_size", detail="must be nonzero")
+        raise RelayWireError(
+            "Descriptor", f"{path}.query_semantics.kv_block_size", detail="must be nonzero"
+        )
     if semantics.hash_format not in (1, 2):
-        raise DescriptorError(
+        raise RelayWireError(
+            "Descriptor",
             f"{path}.query_semantics.hash_format",
             detail=f"unsupported KV query hash format {semantics.hash_format}",
         )
@@ -364,7 +285,9 @@ def _validate_descriptor(desc: pb.KvPoolDescriptor, path: str) -> None:
         target = _require(reg, "target", rpath)
         which = target.WhichOneof("target")
         if which is None:
-            raise DescriptorError(f"{rpath}.target", detail="model target is missing or unknown")
+            raise RelayWireError(
+                "Descriptor", f"{rpath}.target", detail="model target is missing or unknown"
+            )
         if which == "base":
             _validate_text(target.base.base_model, f"{rpath}.target.base.base_model")
         else:
@@ -374,7 +297,9 @@ def _validate_descriptor(desc: pb.KvPoolDescriptor, path: str) -> None:
         for j, alias in enumerate(reg.aliases):
             _validate_text(alias, f"{rpath}.aliases[{j}]")
             if alias in aliases:
-                raise DescriptorError(f"{rpath}.aliases[{j}]", detail=f"alias {alias!r} repeated")
+                raise RelayWireError(
+                    "Descriptor", f"{rpath}.aliases[{j}]", detail=f"alias {alias!r} repeated"
+                )
             aliases.add(alias)
     _validate_roles(desc.pool_roles, f"{path}.pool_roles")
 
@@ -392,14 +317,15 @@ def validate_catalog_update(update: pb.KvPoolCatalogUpdate) -> None:
 def validate_subscribe_request(request: pb.SubscribeKvPoolRequest) -> None:
     path = "SubscribeKvPoolRequest"
     if request.contract_marker != RELAY_CONTRACT_MARKER:
-        raise ContractMarkerError(
+        raise RelayWireError(
+            "ContractMarker",
             f"{path}.contract_marker",
             expected=RELAY_CONTRACT_MARKER,
             actual=request.contract_marker,
         )
     sid = request.subscriber_id
     if not 1 <= len(sid.encode()) <= 128 or any(ch.isprintable() is False for ch in sid):
-        raise SubscriberIdError(f"{path}.subscriber_id", actual=sid)
+        raise RelayWireError("SubscriberId", f"{path}.subscriber_id", actual=sid)
     validate_producer_identity(
         _require(request, "expected_producer", path), path=f"{path}.expected_producer"
     )

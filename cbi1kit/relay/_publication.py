@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import PublicationError
 from cbi1kit.hashing._identity import DcCkfFormatIdentity, LaneLease, ProducerIdentity
 from cbi1kit.wire._codec import IMAGE_DTYPE, SnapshotChunks, encode_snapshot_chunks
 from cbi1kit.wire._codec import encode_delta as _encode_delta_payload
@@ -37,14 +37,10 @@ from cbi1kit.wire._format import (
 
 __all__ = [
     "ENVELOPE_HEADROOM_BYTES",
-    "BucketIndexOverflowError",
     "HubSnapshot",
-    "PublicationError",
     "PublicationFrame",
     "PublicationFrameKind",
-    "SnapshotBucketCountMismatchError",
     "SnapshotFrames",
-    "UnsupportedFormatIdentityError",
     "encode_delta",
     "encode_snapshot",
     "filter_format",
@@ -56,43 +52,32 @@ ENVELOPE_HEADROOM_BYTES: Final = 256
 _U32_MAX: Final = (1 << 32) - 1
 
 
-class PublicationError(Cbi1kitError, ValueError):
-    """The relay adapter refused to turn a producer value into frames."""
+def _unsupported_format(fmt: DcCkfFormatIdentity) -> PublicationError:
+    """Upstream ``UnsupportedFormatIdentity``: the CKF shape is not the one CBI1 carries."""
+    return PublicationError(
+        "UnsupportedFormatIdentity",
+        message="unsupported CKF format identity: "
+        f"version={fmt.format_version}, fingerprint_bits={fmt.fingerprint_bits}, "
+        f"slots_per_bucket={fmt.slots_per_bucket} (CBI1 carries version={FORMAT_VERSION}, "
+        f"fingerprint_bits={FINGERPRINT_BITS}, slots_per_bucket={SLOTS_PER_BUCKET})",
+        field="identity.format",
+        format_version=fmt.format_version,
+        fingerprint_bits=fmt.fingerprint_bits,
+        slots_per_bucket=fmt.slots_per_bucket,
+    )
 
 
-class UnsupportedFormatIdentityError(PublicationError):
-    """The CKF shape is not the one CBI1 carries (upstream ``UnsupportedFormatIdentity``)."""
-
-    def __init__(self, format_version: int, fingerprint_bits: int, slots_per_bucket: int) -> None:
-        self.format_version = format_version
-        self.fingerprint_bits = fingerprint_bits
-        self.slots_per_bucket = slots_per_bucket
-        super().__init__(
-            "unsupported CKF format identity: "
-            f"version={format_version}, fingerprint_bits={fingerprint_bits}, "
-            f"slots_per_bucket={slots_per_bucket} (CBI1 carries version={FORMAT_VERSION}, "
-            f"fingerprint_bits={FINGERPRINT_BITS}, slots_per_bucket={SLOTS_PER_BUCKET})"
-        )
-
-
-class SnapshotBucketCountMismatchError(PublicationError):
-    """The snapshot's lane length differs from its identity's bucket count."""
-
-    def __init__(self, expected: int, actual: int) -> None:
-        self.expected = expected
-        self.actual = actual
-        super().__init__(f"snapshot has {actual} buckets, format declares {expected}")
-
-
-class BucketIndexOverflowError(PublicationError, OverflowError):
-    """A delta image's bucket index does not fit CBI1's u32 (upstream ``BucketIndexOverflow``)."""
-
-    def __init__(self, bucket: int, image_index: int) -> None:
-        self.bucket = bucket
-        self.image_index = image_index
-        super().__init__(
-            f"delta image {image_index}: bucket index {bucket} exceeds the CBI1 u32 address space"
-        )
+def _bucket_index_overflow(bucket: int, image_index: int) -> PublicationError:
+    """Upstream ``BucketIndexOverflow``: a delta bucket index that does not fit CBI1's u32."""
+    return PublicationError(
+        "BucketIndexOverflow",
+        message=f"delta image {image_index}: bucket index {bucket} exceeds the CBI1 u32 "
+        "address space",
+        field=f"images[{image_index}].bucket",
+        actual=bucket,
+        bucket=bucket,
+        image_index=image_index,
+    )
 
 
 class PublicationFrameKind(enum.Enum):
@@ -131,7 +116,8 @@ class HubSnapshot:
 def filter_format(fmt: DcCkfFormatIdentity) -> FilterFormat:
     """The format gate: only CBI1's shape passes; the bucket count is checked by ``FilterFormat``.
 
-    Raises :class:`UnsupportedFormatIdentityError`, or ``cbi1kit.errors.BucketCountError`` for a
+    Raises ``PublicationError`` ``UnsupportedFormatIdentity``, or ``Cbi1Error``
+    ``Format(BucketCount)`` for a
     bucket count that is not a power of two in ``2..=2**24``.
     """
     if (
@@ -139,9 +125,7 @@ def filter_format(fmt: DcCkfFormatIdentity) -> FilterFormat:
         or fmt.fingerprint_bits != FINGERPRINT_BITS
         or fmt.slots_per_bucket != SLOTS_PER_BUCKET
     ):
-        raise UnsupportedFormatIdentityError(
-            fmt.format_version, fmt.fingerprint_bits, fmt.slots_per_bucket
-        )
+        raise _unsupported_format(fmt)
     return FilterFormat(fmt.seed, fmt.bucket_count)
 
 
@@ -190,14 +174,20 @@ class SnapshotFrames(Iterator[PublicationFrame]):
 def encode_snapshot(hub_snapshot: Any) -> SnapshotFrames:
     """A snapshot as ``ceil(bucket_count / 524288)`` chunk frames, all with ``base == sequence``.
 
-    Gate first, then the lane length (``SnapshotBucketCountMismatchError``); both are raised
+    Gate first, then the lane length (``SnapshotBucketCount``); both are raised
     here, before any frame is produced, as upstream does.
     """
     identity: ProducerIdentity = hub_snapshot.identity
     fmt = filter_format(identity.format)
     words = np.asarray(hub_snapshot.buckets)
     if words.ndim != 1 or words.shape[0] != fmt.bucket_count:
-        raise SnapshotBucketCountMismatchError(fmt.bucket_count, int(words.size))
+        raise PublicationError(
+            "SnapshotBucketCount",
+            message=f"snapshot has {words.size} buckets, format declares {fmt.bucket_count}",
+            field="buckets",
+            expected=fmt.bucket_count,
+            actual=int(words.size),
+        )
     sequence = int(hub_snapshot.sequence)
     chunks = encode_snapshot_chunks(fmt, int(identity.dc_id), sequence, words)
     assert len(chunks) == -(-fmt.bucket_count // SNAPSHOT_CHUNK_BUCKETS)
@@ -214,7 +204,7 @@ def _delta_images(delta: Any) -> npt.NDArray[np.void]:
             over = np.flatnonzero((b > _U32_MAX) | (b < 0))
             if over.size:
                 i = int(over[0])
-                raise BucketIndexOverflowError(int(b[i]), i)
+                raise _bucket_index_overflow(int(b[i]), i)
         out = np.empty(b.shape[0], dtype=IMAGE_DTYPE)
         out["bucket"] = b
         out["word"] = np.asarray(values, dtype=np.uint64)
@@ -224,7 +214,7 @@ def _delta_images(delta: Any) -> npt.NDArray[np.void]:
     out = np.empty(len(pairs), dtype=IMAGE_DTYPE)
     for i, (bucket, word) in enumerate(pairs):
         if not 0 <= bucket <= _U32_MAX:
-            raise BucketIndexOverflowError(int(bucket), i)
+            raise _bucket_index_overflow(int(bucket), i)
         out[i] = (bucket, word)
     return out
 
@@ -233,7 +223,7 @@ def encode_delta(delta: Any) -> PublicationFrame:
     """One delta frame ``base_sequence -> sequence`` carrying the delta's absolute images.
 
     Gate, then u32 overflow of any bucket index, then the CBI1 encoder's own checks
-    (``DeltaImageCountError``, ``BucketIndexError``), in upstream's order.
+    (``DeltaImageCount``, ``BucketIndex``), in upstream's order.
     """
     identity: ProducerIdentity = delta.identity
     fmt = filter_format(identity.format)

@@ -37,7 +37,7 @@ import grpc
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import Cbi1kitError, RecorderError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
 from cbi1kit.relay._messages import (
     ERROR_REASON_TRAILER,
@@ -61,7 +61,6 @@ __all__ = [
     "RecordReport",
     "Recorder",
     "RecorderConfig",
-    "RecorderError",
     "StreamValidator",
     "classify_close",
     "describe_pool",
@@ -74,12 +73,12 @@ CATALOG_METHOD: Final = _SERVICE + "WatchKvPoolCatalog"
 SUBSCRIBE_METHOD: Final = _SERVICE + "SubscribeKvPool"
 
 
-class RecorderError(Cbi1kitError):
-    """A session that cannot go on; ``exit_code`` follows the CLI (1 invalid, 3 unreachable)."""
+_SESSION_VARIANTS: Final = {0: "Stopped", 1: "Invalid", 2: "Usage", 3: "Unreachable"}
 
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+
+def _session_error(message: str, exit_code: int) -> RecorderError:
+    """A session that cannot go on; ``exit_code`` follows the CLI (1 invalid, 3 unreachable)."""
+    return RecorderError(_SESSION_VARIANTS[exit_code], message, exit_code=exit_code)
 
 
 class Action(enum.Enum):
@@ -526,14 +525,14 @@ class Recorder:
                 close = self._close_from_error(RELAY_INFO_METHOD, err, 0, None)
                 self._write_close(stream, close, _md(err.trailing_metadata()))
                 if close.action is Action.FATAL:
-                    raise RecorderError(f"GetRelayInfo: {close.details}", 1) from None
+                    raise _session_error(f"GetRelayInfo: {close.details}", 1) from None
                 waited = time.monotonic() - started
                 if cfg.give_up_after is not None and waited >= cfg.give_up_after:
-                    raise RecorderError(
+                    raise _session_error(
                         f"relay {cfg.target} unreachable: {close.status} {close.details}", 3
                     ) from None
                 if not self._sleep(self._jitter(delay)):
-                    raise RecorderError("stopped before the relay answered", 0) from None
+                    raise _session_error("stopped before the relay answered", 0) from None
                 delay = min(delay * 2, cfg.backoff_max)
                 continue
             wall, mono = time.time_ns(), time.monotonic_ns()
@@ -542,7 +541,7 @@ class Recorder:
             self._write_close(stream, close, _md(rpc.trailing_metadata()))
             info = pb.RelayInfo.FromString(raw)
             if info.contract_marker != RELAY_CONTRACT_MARKER or info.protocol_version != 1:
-                raise RecorderError(
+                raise _session_error(
                     f"relay speaks another contract (marker {info.contract_marker:#x}, "
                     f"version {info.protocol_version})",
                     1,
@@ -572,15 +571,15 @@ class Recorder:
         if catalog is None:
             if self._stop.is_set() and self.report.stop_reason:
                 return
-            raise RecorderError(f"no pool catalog from {cfg.target} within {cfg.rpc_timeout} s", 3)
+            raise _session_error(f"no pool catalog from {cfg.target} within {cfg.rpc_timeout} s", 3)
         if list_only:
             self.report.stop_reason = "listed the catalog"
             return
         matches = cfg.selector.select(catalog)
         if not matches:
-            raise RecorderError("no pool in the catalog matches the selection (try --list)", 1)
+            raise _session_error("no pool in the catalog matches the selection (try --list)", 1)
         if len(matches) > 1:
-            raise RecorderError(
+            raise _session_error(
                 f"{len(matches)} pools match the selection; narrow it with --model, --dc "
                 "or --producer (try --list)",
                 2,
@@ -617,13 +616,13 @@ class Recorder:
                 if producer is None:
                     if self._stop.is_set():
                         return
-                    raise RecorderError("the selected pool left the catalog", 3)
+                    raise _session_error("the selected pool left the catalog", 3)
             started = time.monotonic()
             close = self._subscribe_once(producer)
             if close.action is Action.STOP or self._stop.is_set():
                 return
             if close.action is Action.FATAL:
-                raise RecorderError(f"SubscribeKvPool: {close.status} {close.details}", 1)
+                raise _session_error(f"SubscribeKvPool: {close.status} {close.details}", 1)
             lasted = time.monotonic() - started
             got_messages = close.messages > 0
             if lasted >= cfg.backoff_reset_after:
@@ -637,7 +636,7 @@ class Recorder:
                 and unreachable_since is not None
                 and time.monotonic() - unreachable_since >= cfg.give_up_after
             ):
-                raise RecorderError(
+                raise _session_error(
                     f"relay {cfg.target} unreachable for {cfg.give_up_after} s: "
                     f"{close.status} {close.details}",
                     3,

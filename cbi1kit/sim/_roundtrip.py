@@ -27,7 +27,7 @@ from cbi1kit.ckf._producer import (
     KvStored,
     StoredBlock,
 )
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
     MAX_LANES,
@@ -147,7 +147,9 @@ def hash_space_round_trip(
     ``expanded_tokens`` must extend ``initial_tokens`` (the child Stored event appends blocks).
     """
     if not 1 <= len(spaces) <= MAX_LANES:
-        raise Cbi1kitError(f"1..{MAX_LANES} spaces fit one lane table, got {len(spaces)}")
+        raise SimulationError(
+            "RoundTrip", f"1..{MAX_LANES} spaces fit one lane table, got {len(spaces)}"
+        )
     config = CkfConfig(expected_blocks, seed=seed)
     table: CkfLaneTable | None = None
     results = []
@@ -156,7 +158,9 @@ def hash_space_round_trip(
         expanded = space.block_hashes(expanded_tokens, block_size)
         n = len(initial)
         if not 0 < n < len(expanded) or expanded[:n].tolist() != initial.tolist():
-            raise Cbi1kitError(f"{space.name}: the expanded tokens must extend the initial ones")
+            raise SimulationError(
+                "RoundTrip", f"{space.name}: the expanded tokens must extend the initial ones"
+            )
         canonical = compute_seq_hash_for_block(expanded)
         external = (canonical & np.uint64(_EXTERNAL_MASK)).tolist()
         identity = _identity(space, config, block_size)
@@ -187,7 +191,9 @@ def hash_space_round_trip(
             KvStored(worker_id, tuple(stored[n:]), parent_hash=external[n - 1], dp_rank=0)
         )
         if child.error is not None or child.batch is None:
-            raise Cbi1kitError(f"{space.name}: child Stored event failed: {child.error}")
+            raise SimulationError(
+                "RoundTrip", f"{space.name}: child Stored event failed: {child.error}"
+            )
         delta = publisher.publish(child.batch)
         assert delta is not None
         payload = encode_delta(fmt, dc_id, delta.base_sequence, delta.sequence, delta.images())

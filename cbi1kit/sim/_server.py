@@ -58,6 +58,7 @@ from cbi1kit.ckf._producer import (
     KvStored,
     StoredBlock,
 )
+from cbi1kit.errors import RelayWireError
 from cbi1kit.hashing._identity import (
     ConsumerInstanceId,
     DcCkfFormatIdentity,
@@ -76,9 +77,6 @@ from cbi1kit.relay._messages import (
     MAX_MESSAGE_BYTES,
     RELAY_CONTRACT_MARKER,
     RELAY_PROTOCOL_VERSION,
-    CkfFormatError,
-    RelayWireError,
-    WireBucketCountError,
     filter_update_from_frame,
     producer_key,
     producer_to_wire,
@@ -754,10 +752,10 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
         expected = request.expected_producer
         try:
             validate_producer_identity(expected, path="SubscribeKvPoolRequest.expected_producer")
-        except (CkfFormatError, WireBucketCountError) as exc:
-            self._fail(context, _R.RELAY_ERROR_REASON_UNSUPPORTED_FEATURE, str(exc))
         except RelayWireError as exc:
-            self._fail(context, _R.RELAY_ERROR_REASON_INVALID_REQUEST, str(exc))
+            unsupported = exc.variant in {"UnsupportedCkfFormat", "BucketCount"}
+            reason = "UNSUPPORTED_FEATURE" if unsupported else "INVALID_REQUEST"
+            self._fail(context, _R.Value(f"RELAY_ERROR_REASON_{reason}"), str(exc))
         pool = s._pools.get(_pool_key(expected))
         if pool is None:
             self._fail(context, _R.RELAY_ERROR_REASON_POOL_NOT_FOUND, "pool is not published")

@@ -37,7 +37,7 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
 from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import RelayIdentity
 from cbi1kit.relay._messages import (
     RELAY_CONTRACT_MARKER,
@@ -56,7 +56,6 @@ __all__ = [
     "SAMPLE_TRACE",
     "RelayConfig",
     "SimRelayConfig",
-    "SimRelayError",
     "SimRelayResult",
     "sample_config",
     "simulate_capture",
@@ -138,10 +137,6 @@ class SimRelayResult:
             "final_sequence": dict(self.final_sequence),
             "simulation": self.simulation.as_dict(),
         }
-
-
-class SimRelayError(Cbi1kitError, RuntimeError):
-    """The simulated hub saw something a real hub treats as terminal (a gap, identity change)."""
 
 
 @dataclass(slots=True)
@@ -277,9 +272,10 @@ class _Relay:
         if hub is None:
             return
         if delta.base_sequence != hub.sequence or delta.identity != hub.identity:
-            raise SimRelayError(
+            raise SimulationError(
+                "Relay",
                 f"hub for DC {dc} at sequence {hub.sequence} got delta "
-                f"{delta.base_sequence}→{delta.sequence}"
+                f"{delta.base_sequence}→{delta.sequence}",
             )
         hub.mirror[delta.buckets.astype(np.intp)] = delta.values
         hub.sequence = delta.sequence
@@ -359,7 +355,9 @@ def simulate_capture(
         for dc, mirror in result.final_words.items():
             result.final_words[dc] = sim.states[dc].words()
             if not np.array_equal(mirror, result.final_words[dc]):  # pragma: no cover
-                raise SimRelayError(f"hub mirror of DC {dc} differs from its producer's words")
+                raise SimulationError(
+                    "Relay", f"hub mirror of DC {dc} differs from its producer's words"
+                )
     result.capture_bytes = out.stat().st_size
     return result
 

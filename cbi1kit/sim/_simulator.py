@@ -70,7 +70,7 @@ from cbi1kit.ckf._producer import (
 )
 from cbi1kit.ckf._stats import estimated_false_positive_rate
 from cbi1kit.ckf._table import DEFAULT_MAX_KICKS
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import (
     MAX_LANES,
     ConsumerInstanceId,
@@ -92,7 +92,6 @@ __all__ = [
     "SimulationResult",
     "Simulator",
     "SimulatorConfig",
-    "SimulatorConfigError",
     "producer_identity",
 ]
 
@@ -107,13 +106,15 @@ EventHook = Callable[[int, int, KvEvent, EventOutcome], None]
 ProgressHook = Callable[[int], None]
 
 
-class SimulatorConfigError(Cbi1kitError, ValueError):
-    """A simulator knob out of range (``field``, ``value``)."""
-
-    def __init__(self, field_name: str, value: object, reason: str) -> None:
-        self.field = field_name
-        self.value = value
-        super().__init__(f"invalid simulator config: {field_name}={value!r}: {reason}")
+def _config_error(field_name: str, value: object, reason: str) -> SimulationError:
+    """``Config``: a simulator knob out of range."""
+    return SimulationError(
+        "Config",
+        reason,
+        message=f"invalid simulator config: {field_name}={value!r}: {reason}",
+        field=field_name,
+        value=value,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,22 +151,22 @@ class SimulatorConfig:
 
     def __post_init__(self) -> None:
         if not 1 <= self.dcs <= MAX_LANES:
-            raise SimulatorConfigError("dcs", self.dcs, f"must be in 1..={MAX_LANES}")
+            raise _config_error("dcs", self.dcs, f"must be in 1..={MAX_LANES}")
         for name in ("workers_per_dc", "dp_ranks", "capacity_blocks"):
             if getattr(self, name) < 1:
-                raise SimulatorConfigError(name, getattr(self, name), "must be >= 1")
+                raise _config_error(name, getattr(self, name), "must be >= 1")
         if self.policy not in POLICIES:
-            raise SimulatorConfigError("policy", self.policy, f"must be one of {POLICIES}")
+            raise _config_error("policy", self.policy, f"must be one of {POLICIES}")
         if self.expected_blocks_per_dc < 0:
-            raise SimulatorConfigError(
+            raise _config_error(
                 "expected_blocks_per_dc", self.expected_blocks_per_dc, "must be >= 0"
             )
         for name in ("clear_every_ms", "publish_delay_ms"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise SimulatorConfigError(name, value, "must be >= 1 or None")
+                raise _config_error(name, value, "must be >= 1 or None")
         if self.overlap_weight < 0 or self.decode_ms_per_token < 0:
-            raise SimulatorConfigError(
+            raise _config_error(
                 "overlap_weight/decode_ms_per_token", self.overlap_weight, "must be >= 0"
             )
         self.ckf_config()  # validate the CKF knobs now, with upstream's errors

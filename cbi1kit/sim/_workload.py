@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._blocks import (
     block_count,
     block_hash_seed,
@@ -44,7 +44,6 @@ __all__ = [
     "MOONCAKE_BLOCK_SIZE",
     "HashSpaceName",
     "Workload",
-    "WorkloadError",
     "concat",
     "mooncake_local_hashes",
     "read_mooncake",
@@ -60,19 +59,21 @@ U64Array = npt.NDArray[np.uint64]
 I64Array = npt.NDArray[np.int64]
 
 
-class WorkloadError(Cbi1kitError, ValueError):
-    """A trace that cannot be read as a workload (``source``, ``line`` 1-based, ``field``)."""
-
-    def __init__(
-        self, reason: str, *, source: str, line: int | None = None, field: str | None = None
-    ) -> None:
-        self.reason = reason
-        self.source = source
-        self.line = line
-        self.field = field
-        where = source + (f":{line}" if line is not None else "")
-        what = f" field {field}" if field else ""
-        super().__init__(f"{where}{what}: {reason}")
+def _workload_error(
+    reason: str, *, source: str, line: int | None = None, field: str | None = None
+) -> SimulationError:
+    """``Workload``: a trace that cannot be read (``source``, ``line`` 1-based, ``field``)."""
+    where = source + (f":{line}" if line is not None else "")
+    what = f" field {field}" if field else ""
+    return SimulationError(
+        "Workload",
+        reason,
+        message=f"{where}{what}: {reason}",
+        field=field,
+        source=source,
+        line=line,
+        reason=reason,
+    )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -158,14 +159,14 @@ def mooncake_local_hashes(
     """
     ids = np.asarray(hash_ids)
     if ids.size and (ids.dtype.kind not in "iu" or int(ids.min()) < 0):
-        raise WorkloadError("hash ids must be non-negative integers", source="hash_ids")
+        raise _workload_error("hash ids must be non-negative integers", source="hash_ids")
     return xxh3_64_u64(ids.astype(np.uint64), block_hash_seed(lora_name, cache_namespace))
 
 
 def _int_field(obj: dict[str, object], key: str, source: str, line: int) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise WorkloadError(
+        raise _workload_error(
             f"expected a non-negative integer, got {value!r}", source=source, line=line, field=key
         )
     return value
@@ -182,7 +183,7 @@ def read_mooncake(
     """A Mooncake JSONL trace as a :class:`Workload` (the first ``limit`` requests if given).
 
     Requests are kept in file order; timestamps must not decrease. Raises
-    :class:`WorkloadError` naming the line and field of the first bad record.
+    :class:`~cbi1kit.errors.SimulationError` naming the line and field of the first bad record.
     """
     source = str(path)
     ts: list[int] = []
@@ -193,7 +194,7 @@ def read_mooncake(
     try:
         fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as exc:
-        raise WorkloadError(f"cannot read: {exc.strerror or exc}", source=source) from None
+        raise _workload_error(f"cannot read: {exc.strerror or exc}", source=source) from None
     with fh:
         for lineno, text in enumerate(fh, 1):
             if limit is not None and len(ts) >= limit:
@@ -203,12 +204,12 @@ def read_mooncake(
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise WorkloadError(f"not JSON: {exc.msg}", source=source, line=lineno) from None
+                raise _workload_error(f"not JSON: {exc.msg}", source=source, line=lineno) from None
             if not isinstance(obj, dict):
-                raise WorkloadError("not a JSON object", source=source, line=lineno)
+                raise _workload_error("not a JSON object", source=source, line=lineno)
             t = _int_field(obj, "timestamp", source, lineno)
             if ts and t < ts[-1]:
-                raise WorkloadError(
+                raise _workload_error(
                     f"timestamp {t} is before the previous {ts[-1]}",
                     source=source,
                     line=lineno,
@@ -218,7 +219,7 @@ def read_mooncake(
             if not isinstance(hid, list) or any(
                 isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hid
             ):
-                raise WorkloadError(
+                raise _workload_error(
                     "expected a list of non-negative integers",
                     source=source,
                     line=lineno,
@@ -230,7 +231,7 @@ def read_mooncake(
             lens.append(len(hid))
             ids.extend(hid)
     if not ts:
-        raise WorkloadError("no requests", source=source)
+        raise _workload_error("no requests", source=source)
     hash_ids = np.array(ids, dtype=np.int64)
     lengths = np.array(lens, dtype=np.int64)
     # Hash each distinct id once, then scatter (the trace repeats shared prefixes a lot).
@@ -260,7 +261,7 @@ def _hash_space(space: HashSpaceName) -> KvQueryHashFormat:
         return KvQueryHashFormat.DYNAMO_EAGLE_V1
     if space in ("standard", "lora"):
         return KvQueryHashFormat.DYNAMO_STANDARD_V1
-    raise WorkloadError(f"unknown hash space {space!r}", source="synthetic_chat")
+    raise _workload_error(f"unknown hash space {space!r}", source="synthetic_chat")
 
 
 def synthetic_chat(
@@ -292,7 +293,7 @@ def synthetic_chat(
     """
     fmt = _hash_space(hash_space)
     if n_sessions < 1 or n_system_prompts < 1 or block_size < 1:
-        raise WorkloadError(
+        raise _workload_error(
             "n_sessions, n_system_prompts and block_size must be >= 1", source="synthetic_chat"
         )
     rng = np.random.default_rng(seed)
@@ -363,11 +364,11 @@ def concat(workloads: Iterable[Workload]) -> Workload:
     """Merge workloads of one block size and hash format, re-sorted by arrival (stable)."""
     items = list(workloads)
     if not items:
-        raise WorkloadError("nothing to merge", source="concat")
+        raise _workload_error("nothing to merge", source="concat")
     first = items[0]
     for w in items[1:]:
         if w.block_size != first.block_size or w.hash_format != first.hash_format:
-            raise WorkloadError("block size or hash format differ", source="concat")
+            raise _workload_error("block size or hash format differ", source="concat")
     ts = np.concatenate([w.timestamps_ms for w in items])
     order = np.argsort(ts, kind="stable")
     counts = np.concatenate([w.block_counts for w in items])
@@ -401,5 +402,5 @@ def read_workload(path: str | os.PathLike[str], *, limit: int | None = None) -> 
     """A trace file by extension (``.jsonl`` Mooncake); a convenience for the CLI."""
     p = Path(path)
     if p.suffix not in (".jsonl", ".json"):
-        raise WorkloadError("expected a Mooncake .jsonl trace", source=str(p))
+        raise _workload_error("expected a Mooncake .jsonl trace", source=str(p))
     return read_mooncake(p, limit=limit)

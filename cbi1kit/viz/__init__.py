@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cbi1kit.viz._charts import (
         MAX_ROWS,
-        ChartDataError,
         bucket_words_table,
         byte_map_chart,
         byte_map_table,
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from cbi1kit.viz._report import (
         CHART_KINDS,
         NOTEBOOKS,
-        ReportError,
         ReportResult,
         build_report,
         interactive_charts,
@@ -36,10 +34,8 @@ if TYPE_CHECKING:
 # heavy imports (altair, grpc) load on first use
 _LAZY = {
     "CHART_KINDS": "_report",
-    "ChartDataError": "_charts",
     "MAX_ROWS": "_charts",
     "NOTEBOOKS": "_report",
-    "ReportError": "_report",
     "ReportResult": "_report",
     "bucket_words_table": "_charts",
     "build_report": "_report",
@@ -63,8 +59,6 @@ __all__ = [
     "CHART_KINDS",
     "MAX_ROWS",
     "NOTEBOOKS",
-    "ChartDataError",
-    "ReportError",
     "ReportResult",
     "bucket_words_table",
     "build_report",

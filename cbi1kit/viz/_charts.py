@@ -23,14 +23,13 @@ from cbi1kit.analysis._tables import occupancy_table
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_slots
 from cbi1kit.ckf._stats import estimated_false_positive_rate, measured_false_positive_rate
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import VizError
 from cbi1kit.wire._codec import Buffer
 from cbi1kit.wire._format import HEADER_LEN, IMAGE_BYTES, SLOTS_PER_BUCKET, WORD_BYTES, FrameKind
 from cbi1kit.wire._inspect import Inspection, inspect
 
 __all__ = [
     "MAX_ROWS",
-    "ChartDataError",
     "bucket_words_table",
     "byte_map_chart",
     "byte_map_table",
@@ -65,10 +64,6 @@ _REGION_COLOURS = {
 }
 
 
-class ChartDataError(Cbi1kitError, ValueError):
-    """A chart was given a table it cannot draw (missing columns, too many rows)."""
-
-
 def hex64(values: npt.ArrayLike) -> list[str]:
     """Exact ``0x`` + 16 hex digits for each unsigned 64-bit value (never through float)."""
     arr = np.asarray(values, dtype=np.uint64)
@@ -77,14 +72,14 @@ def hex64(values: npt.ArrayLike) -> list[str]:
 
 def _bounded(df: pl.DataFrame, what: str) -> pl.DataFrame:
     if df.height > MAX_ROWS:
-        raise ChartDataError(f"{what}: {df.height} rows after aggregation, limit {MAX_ROWS}")
+        raise VizError("ChartData", f"{what}: {df.height} rows after aggregation, limit {MAX_ROWS}")
     return df
 
 
 def _require(df: pl.DataFrame, columns: list[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ChartDataError(f"{what} needs columns {missing}; has {df.columns}")
+        raise VizError("ChartData", f"{what} needs columns {missing}; has {df.columns}")
 
 
 def _int(value: object) -> int:
@@ -93,13 +88,13 @@ def _int(value: object) -> int:
         return 0
     if isinstance(value, int):
         return value
-    raise ChartDataError(f"expected an integer, got {value!r}")
+    raise VizError("ChartData", f"expected an integer, got {value!r}")
 
 
 def _lane(lane: npt.ArrayLike) -> Lane:
     arr = np.asarray(lane)
     if arr.dtype != np.uint64 or arr.ndim != 1:
-        raise ChartDataError(f"a lane is a 1-D uint64 array, got {arr.dtype} {arr.shape}")
+        raise VizError("ChartData", f"a lane is a 1-D uint64 array, got {arr.dtype} {arr.shape}")
     return arr
 
 
@@ -377,7 +372,7 @@ def filter_health_table(
     _require(snapshots, ["record_index", "sequence", "occupied_slots", "bucket_count"], "health")
     _require(images, ["record_index", "sequence", "occupied_before", "occupied_after"], "health")
     if snapshots.is_empty():
-        raise ChartDataError("filter health needs at least one installed snapshot")
+        raise VizError("ChartData", "filter health needs at least one installed snapshot")
     buckets = int(snapshots["bucket_count"][0])
     bases = snapshots.select(
         pl.col("record_index").alias("snapshot_record"),
@@ -455,7 +450,7 @@ def filter_health_chart(health: pl.DataFrame, *, x: str = "sequence") -> alt.Fac
         if c in health.columns
     ]
     if not metrics:
-        raise ChartDataError(f"no filter-health metric among {health.columns}")
+        raise VizError("ChartData", f"no filter-health metric among {health.columns}")
     _require(health, [x], "filter health")
     table = health
     if x == "sequence":

@@ -24,7 +24,7 @@ from cbi1kit.analysis._replay import replay
 from cbi1kit.analysis._tables import frames_table, images_table, snapshots_table
 from cbi1kit.capture._readers import read_capture
 from cbi1kit.ckf._stats import lane_stats
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import VizError
 from cbi1kit.sim._simulator import Simulator, SimulatorConfig
 from cbi1kit.sim._workload import read_mooncake
 from cbi1kit.viz._charts import (
@@ -42,7 +42,6 @@ from cbi1kit.viz._charts import (
 __all__ = [
     "CHART_KINDS",
     "NOTEBOOKS",
-    "ReportError",
     "ReportResult",
     "build_report",
     "interactive_charts",
@@ -69,10 +68,6 @@ NOTEBOOKS = (
     "06_filter_accuracy",
 )
 STATIC_ENV = "CBI1KIT_CHART_RENDERER"
-
-
-class ReportError(Cbi1kitError, RuntimeError):
-    """The report could not be built (missing input, a notebook that failed)."""
 
 
 def interactive_charts() -> bool:
@@ -105,7 +100,7 @@ def report_charts(
     """(kind, caption, chart) for every chart kind, from the capture and a short trace run."""
     report = replay(capture)
     if report.final_lane is None:
-        raise ReportError(f"{capture}: no snapshot was ever installed, nothing to chart")
+        raise VizError("Report", f"{capture}: no snapshot was ever installed, nothing to chart")
     lane = report.final_lane
     first = next(r for r in read_capture(capture) if r.update is not None and r.payload)
     frames = frames_table(capture).collect()
@@ -177,7 +172,7 @@ def _execute_notebook(source: Path, out: Path, parameters: dict[str, Any]) -> No
             log_output=False,
         )
     except Exception as exc:  # papermill raises its own PapermillExecutionError
-        raise ReportError(f"{source.name} failed: {exc}") from exc
+        raise VizError("Report", f"{source.name} failed: {exc}") from exc
     finally:
         os.environ.clear()
         os.environ.update(env)
@@ -255,7 +250,7 @@ def build_report(
     started = time.perf_counter()
     cap = Path(capture).resolve()
     if not cap.exists():
-        raise ReportError(f"{cap}: no such capture")
+        raise VizError("Report", f"{cap}: no such capture")
     out = Path(out_dir)
     (out / "png").mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _msg: None)
@@ -286,7 +281,7 @@ def build_report(
         for name in NOTEBOOKS:
             source = source_dir / f"{name}.ipynb"
             if not source.exists():
-                raise ReportError(f"{source}: notebook missing")
+                raise VizError("Report", f"{source}: notebook missing")
             say(f"notebook {name}")
             executed = out / "notebooks" / f"{name}.ipynb"
             nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}

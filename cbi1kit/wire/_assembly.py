@@ -2,8 +2,8 @@
 
 The rules are upstream ``SnapshotAssembly::absorb``'s, quirks included: chunk 0 always restarts
 (a repeated chunk 0 or a new epoch silently resets), any other out-of-sequence chunk resets and
-fails with ``ChunkSequenceError``, a delta fails *without* resetting, and a last chunk that leaves
-buckets uncovered resets and fails with ``IncompleteCoverageError``.
+fails with ``ChunkSequence``, a delta fails *without* resetting, and a last chunk that leaves
+buckets uncovered resets and fails with ``IncompleteCoverage``.
 
 Upstream accumulates the sparse list of nonzero images. Here the assembly keeps each chunk's
 word array (a zero-copy view when the frame bytes are immutable, a copy when the caller's buffer
@@ -18,7 +18,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import ChunkSequenceError, IncompleteCoverageError, MalformedError
+from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._codec import IMAGE_DTYPE, Frame, SnapshotChunk
 from cbi1kit.wire._format import U32_MAX, FilterFormat
 
@@ -104,9 +104,10 @@ class SnapshotAssembly:
     def in_progress(self) -> bool:
         return self.next_chunk != 0
 
-    def _fail_sequence(self, chunk: SnapshotChunk, why: str) -> ChunkSequenceError:
+    def _fail_sequence(self, chunk: SnapshotChunk, why: str) -> Cbi1Error:
         self.reset()
-        return ChunkSequenceError(
+        return Cbi1Error(
+            "ChunkSequence",
             f"chunk {chunk.chunk_index}/{chunk.chunk_count} at epoch {chunk.header.epoch}: {why}",
             field="snapshot.chunk_index",
         )
@@ -114,7 +115,8 @@ class SnapshotAssembly:
     def absorb(self, frame: Frame) -> AssembledSnapshot | None:
         """Take the next frame; ``None`` while chunks remain, the snapshot after the last."""
         if not isinstance(frame, SnapshotChunk):
-            raise ChunkSequenceError(
+            raise Cbi1Error(
+                "ChunkSequence",
                 "a delta arrived while assembling a snapshot (assembly kept)",
                 field="frame.kind",
                 expected="SnapshotChunk",
@@ -145,7 +147,9 @@ class SnapshotAssembly:
         end = self.next_bucket + frame.word_count
         if end > U32_MAX + 1 and bool(np.any(frame.words[U32_MAX + 1 - self.next_bucket :])):
             self.reset()  # upstream: a nonzero word past bucket u32::MAX is Malformed
-            raise MalformedError("a nonzero word lies beyond bucket u32::MAX", field="snapshot")
+            raise Cbi1Error(
+                "Malformed", "a nonzero word lies beyond bucket u32::MAX", field="snapshot"
+            )
         self._parts.append((self.next_bucket, _stable(frame.words)))
         self.next_bucket = end
         self.next_chunk += 1
@@ -154,7 +158,8 @@ class SnapshotAssembly:
         if self.next_bucket != self.bucket_count:
             covered = self.next_bucket
             self.reset()
-            raise IncompleteCoverageError(
+            raise Cbi1Error(
+                "IncompleteCoverage",
                 f"chunks covered {covered} of {self.bucket_count} buckets",
                 field="snapshot.words",
                 expected=self.bucket_count,

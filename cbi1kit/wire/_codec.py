@@ -18,25 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import (
-    BucketIndexError,
-    ChecksumError,
-    DeltaImageCountError,
-    FingerprintBitsError,
-    FlagsError,
-    FormatMismatchError,
-    FormatVersionError,
-    FrameTooLargeError,
-    InvalidImageError,
-    LegacyFrameError,
-    MagicError,
-    MalformedError,
-    SlotsPerBucketError,
-    SnapshotBucketCountError,
-    SnapshotChunkWordCountError,
-    TruncatedError,
-    WireVersionError,
-)
+from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
     FINGERPRINT_BITS,
@@ -231,15 +213,17 @@ def _as_words(words: npt.ArrayLike) -> npt.NDArray[np.uint64]:
     if arr.size == 0:
         return np.zeros(0, dtype="<u8")
     if arr.dtype.kind not in "ui" and arr.dtype != object:
-        raise InvalidImageError(
-            f"words must be unsigned 64-bit integers, got dtype {arr.dtype}", field="words"
+        raise Cbi1Error(
+            "InvalidImage",
+            f"words must be unsigned 64-bit integers, got dtype {arr.dtype}",
+            field="words",
         )
     try:
         out = np.asarray(words, dtype="<u8").reshape(-1)
     except OverflowError as exc:
-        raise InvalidImageError(f"a word is outside u64: {exc}", field="words") from None
+        raise Cbi1Error("InvalidImage", f"a word is outside u64: {exc}", field="words") from None
     if arr.dtype.kind == "i" and bool((arr < 0).any()):
-        raise InvalidImageError("a word is negative", field="words")
+        raise Cbi1Error("InvalidImage", "a word is negative", field="words")
     return out
 
 
@@ -255,15 +239,19 @@ def _as_images(images: ImagesLike) -> npt.NDArray[np.void]:
         try:
             bucket, word = pair
         except (TypeError, ValueError):
-            raise InvalidImageError(
-                f"expected a (bucket, word) pair, got {pair!r}", field=f"images[{i}]"
+            raise Cbi1Error(
+                "InvalidImage",
+                f"expected a (bucket, word) pair, got {pair!r}",
+                field=f"images[{i}]",
             ) from None
         if not 0 <= bucket <= U32_MAX:
-            raise InvalidImageError(
-                f"bucket {bucket} does not fit in u32", field=f"images[{i}].bucket"
+            raise Cbi1Error(
+                "InvalidImage", f"bucket {bucket} does not fit in u32", field=f"images[{i}].bucket"
             )
         if not 0 <= word <= U64_MAX:
-            raise InvalidImageError(f"word {word} does not fit in u64", field=f"images[{i}].word")
+            raise Cbi1Error(
+                "InvalidImage", f"word {word} does not fit in u64", field=f"images[{i}].word"
+            )
         out[i] = (bucket, word)
     return out
 
@@ -307,14 +295,15 @@ def encode_delta(
     """A delta frame carrying ``images`` (absolute words) for ``base_epoch -> epoch``.
 
     Upstream's checks, in its order: more than ``max_delta_images()`` images is
-    ``DeltaImageCountError``; then the first image whose bucket is ``>= bucket_count`` is
-    ``BucketIndexError``. Images keep the caller's order (the producer's first-touch order).
+    ``DeltaImageCount``; then the first image whose bucket is ``>= bucket_count`` is
+    ``BucketIndex``. Images keep the caller's order (the producer's first-touch order).
     """
     if not isinstance(images, np.ndarray):
         images = list(images)
     maximum = max_delta_images()
     if len(images) > maximum:
-        raise DeltaImageCountError(
+        raise Cbi1Error(
+            "DeltaImageCount",
             f"delta has {len(images)} images, exceeding the CBI1 maximum {maximum}",
             field="delta.image_count",
             expected=maximum,
@@ -326,7 +315,8 @@ def encode_delta(
     if bad.size:
         i = int(bad[0])
         bucket = int(buckets[i])
-        raise BucketIndexError(
+        raise Cbi1Error(
+            "BucketIndex",
             f"bucket {bucket} is outside the declared {fmt.bucket_count}-bucket lane",
             field=f"delta.images[{i}].bucket",
             expected=fmt.bucket_count,
@@ -409,12 +399,13 @@ def encode_snapshot_chunks(
 ) -> SnapshotChunks:
     """The full lane ``words`` as ordered chunk frames (lazy, sized).
 
-    ``len(words) != bucket_count`` is ``SnapshotBucketCountError``, raised here, before any
+    ``len(words) != bucket_count`` is ``SnapshotBucketCount``, raised here, before any
     frame is produced.
     """
     lane = _as_words(words)
     if lane.shape[0] != fmt.bucket_count:
-        raise SnapshotBucketCountError(
+        raise Cbi1Error(
+            "SnapshotBucketCount",
             f"snapshot has {lane.shape[0]} buckets, format declares {fmt.bucket_count}",
             field="words",
             expected=fmt.bucket_count,
@@ -430,7 +421,8 @@ def _check_envelope(view: memoryview) -> None:
     """Length, magic and wire version: what ``peek_format`` and ``decode`` share."""
     n = len(view)
     if n < HEADER_LEN:
-        raise TruncatedError(
+        raise Cbi1Error(
+            "Truncated",
             f"{n} bytes, the header alone is {HEADER_LEN}",
             offset=n,
             field="header",
@@ -438,7 +430,8 @@ def _check_envelope(view: memoryview) -> None:
             actual=n,
         )
     if n > IMAGES_MAX_FRAME_BYTES:
-        raise FrameTooLargeError(
+        raise Cbi1Error(
+            "FrameTooLarge",
             f"CBI1 frame has {n} bytes, exceeding the maximum {IMAGES_MAX_FRAME_BYTES}",
             offset=IMAGES_MAX_FRAME_BYTES,
             field="frame",
@@ -447,14 +440,11 @@ def _check_envelope(view: memoryview) -> None:
         )
     magic = bytes(view[0:4])
     if magic != MAGIC:
-        cls = LegacyFrameError if magic == LEGACY_MAGIC else MagicError
-        raise cls(
+        legacy = magic == LEGACY_MAGIC
+        raise Cbi1Error(
+            "Magic.Legacy" if legacy else "Magic",
             f"first bytes are {magic!r}, expected {MAGIC!r}"
-            + (
-                " (prototype generation, flags and hashing differ)"
-                if cls is LegacyFrameError
-                else ""
-            ),
+            + (" (prototype generation, flags and hashing differ)" if legacy else ""),
             offset=0,
             field="header.magic",
             expected=MAGIC,
@@ -462,7 +452,8 @@ def _check_envelope(view: memoryview) -> None:
         )
     version = int.from_bytes(view[4:6], "little")
     if version != WIRE_VERSION:
-        raise WireVersionError(
+        raise Cbi1Error(
+            "WireVersion",
             f"unsupported CBI1 wire version {version}",
             offset=4,
             field="header.wire_version",
@@ -507,7 +498,8 @@ def decode(expected_format: FilterFormat, data: Buffer) -> Frame:
     ) = _HEADER.unpack_from(view)
     actual_checksum = _xxh3_64(view[HEADER_LEN:]) & 0xFFFFFFFF
     if actual_checksum != checksum:
-        raise ChecksumError(
+        raise Cbi1Error(
+            "Checksum",
             f"frame says 0x{checksum:08x}, body hashes to 0x{actual_checksum:08x}",
             offset=_CHECKSUM_OFFSET,
             field="header.body_checksum",
@@ -520,7 +512,8 @@ def decode(expected_format: FilterFormat, data: Buffer) -> Frame:
         return _decode_delta(header, view)
     if flags == FrameKind.SNAPSHOT_CHUNK:
         return _decode_chunk(header, view)
-    raise FlagsError(
+    raise Cbi1Error(
+        "Flags",
         f"unknown CBI1 frame flags 0x{flags:04x} (1 = snapshot chunk, 2 = delta)",
         offset=_OFF["flags"],
         field="header.flags",
@@ -538,7 +531,8 @@ def _check_format(
     bucket_count: int,
 ) -> None:
     if format_version != FORMAT_VERSION:
-        raise FormatVersionError(
+        raise Cbi1Error(
+            "Format.Version",
             f"unsupported CKF format version {format_version} (expected {FORMAT_VERSION})",
             offset=_OFF["format_version"],
             field="header.format_version",
@@ -546,7 +540,8 @@ def _check_format(
             actual=format_version,
         )
     if fingerprint_bits != FINGERPRINT_BITS:
-        raise FingerprintBitsError(
+        raise Cbi1Error(
+            "Format.FingerprintBits",
             f"unsupported fingerprint width {fingerprint_bits} (expected {FINGERPRINT_BITS})",
             offset=_OFF["fingerprint_bits"],
             field="header.fingerprint_bits",
@@ -554,7 +549,8 @@ def _check_format(
             actual=fingerprint_bits,
         )
     if slots != SLOTS_PER_BUCKET:
-        raise SlotsPerBucketError(
+        raise Cbi1Error(
+            "Format.SlotsPerBucket",
             f"unsupported slots per bucket {slots} (expected {SLOTS_PER_BUCKET})",
             offset=_OFF["slots_per_bucket"],
             field="header.slots_per_bucket",
@@ -563,7 +559,8 @@ def _check_format(
         )
     if seed != expected.seed or bucket_count != expected.bucket_count:
         name = "seed" if seed != expected.seed else "bucket_count"
-        raise FormatMismatchError(
+        raise Cbi1Error(
+            "Format.Mismatch",
             f"expected {expected!r}, frame says seed 0x{seed:x} buckets {bucket_count}",
             offset=_OFF[name],
             field=f"header.{name}",
@@ -583,7 +580,8 @@ _SMALL_DELTA = 64
 def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
     body_len = len(view) - HEADER_LEN
     if body_len < DELTA_BODY_PREFIX:
-        raise MalformedError(
+        raise Cbi1Error(
+            "Malformed",
             f"delta body is {body_len} bytes, its fixed prefix alone is {DELTA_BODY_PREFIX}",
             offset=HEADER_LEN + body_len,
             field="delta.image_count",
@@ -593,7 +591,8 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
     base_epoch, count = _DELTA_PREFIX.unpack_from(view, HEADER_LEN)
     maximum = max_delta_images()
     if count > maximum:
-        raise DeltaImageCountError(
+        raise Cbi1Error(
+            "DeltaImageCount",
             f"delta has {count} images, exceeding the CBI1 maximum {maximum}",
             offset=DELTA_PREFIX.field("image_count").offset,
             field="delta.image_count",
@@ -602,7 +601,8 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
         )
     expected_len = DELTA_BODY_PREFIX + IMAGE_BYTES * count
     if body_len != expected_len:
-        raise MalformedError(
+        raise Cbi1Error(
+            "Malformed",
             f"image_count {count} needs a {expected_len}-byte body, found {body_len}",
             offset=HEADER_LEN + min(body_len, expected_len),
             field="delta.images",
@@ -621,7 +621,8 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
         if over:
             i = int(np.flatnonzero(images["bucket"] >= limit)[0])
             bucket = int(images["bucket"][i])
-            raise MalformedError(
+            raise Cbi1Error(
+                "Malformed",
                 f"image {i} names bucket {bucket}, the lane has {limit}",
                 offset=start + i * IMAGE_BYTES,
                 field=f"delta.images[{i}].bucket",
@@ -638,7 +639,8 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
 def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
     body_len = len(view) - HEADER_LEN
     if body_len < SNAPSHOT_BODY_PREFIX:
-        raise MalformedError(
+        raise Cbi1Error(
+            "Malformed",
             f"snapshot body is {body_len} bytes, its fixed prefix alone is {SNAPSHOT_BODY_PREFIX}",
             offset=HEADER_LEN + body_len,
             field="snapshot",
@@ -647,7 +649,8 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
         )
     chunk_index, chunk_count, bucket_offset = _SNAPSHOT_PREFIX.unpack_from(view, HEADER_LEN)
     if chunk_count == 0:
-        raise MalformedError(
+        raise Cbi1Error(
+            "Malformed",
             "chunk_count is 0",
             offset=SNAPSHOT_PREFIX.field("chunk_count").offset,
             field="snapshot.chunk_count",
@@ -655,7 +658,8 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
             actual=0,
         )
     if chunk_index >= chunk_count:
-        raise MalformedError(
+        raise Cbi1Error(
+            "Malformed",
             f"chunk_index {chunk_index} is not below chunk_count {chunk_count}",
             offset=SNAPSHOT_PREFIX.field("chunk_index").offset,
             field="snapshot.chunk_index",
@@ -665,7 +669,8 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
     words_len = body_len - SNAPSHOT_BODY_PREFIX
     start = HEADER_LEN + SNAPSHOT_BODY_PREFIX
     if words_len % WORD_BYTES:
-        raise MalformedError(
+        raise Cbi1Error(
+            "Malformed",
             f"{words_len} word bytes is not a whole number of u64 words",
             offset=start + words_len - words_len % WORD_BYTES,
             field="snapshot.words",
@@ -674,7 +679,8 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
         )
     word_count = words_len // WORD_BYTES
     if word_count > SNAPSHOT_CHUNK_BUCKETS:  # unreachable through FrameTooLarge; upstream keeps it
-        raise SnapshotChunkWordCountError(
+        raise Cbi1Error(
+            "SnapshotChunkWordCount",
             f"snapshot chunk has {word_count} words, exceeding the CBI1 maximum "
             f"{SNAPSHOT_CHUNK_BUCKETS}",
             offset=start,
@@ -684,7 +690,8 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
         )
     end = bucket_offset + word_count
     if end > U64_MAX or end > header.bucket_count:
-        raise MalformedError(
+        raise Cbi1Error(
+            "Malformed",
             f"bucket_offset {bucket_offset} + {word_count} words ends past the "
             f"{header.bucket_count}-bucket lane",
             offset=SNAPSHOT_PREFIX.field("bucket_offset").offset,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from cbi1kit.errors import BucketCountError
+from cbi1kit.errors import Cbi1Error
 
 __all__ = [
     "FINGERPRINT_BITS",
@@ -72,7 +72,8 @@ class FilterFormat:
     """The CKF a lane is built with: xxh3 ``seed`` and ``bucket_count`` (a power of two).
 
     Construction validates like upstream ``FilterFormat::new``: a power of two in
-    ``2..=2**24``, else ``BucketCountError``. ``FilterFormat.unchecked`` builds one without that
+    ``2..=2**24``, else ``Cbi1Error`` ``Format(BucketCount)``. ``FilterFormat.unchecked`` builds
+    one without that
     check, as upstream's struct literal can; ``decode`` never re-checks it.
     """
 
@@ -84,7 +85,8 @@ class FilterFormat:
         _check_u64("bucket_count", self.bucket_count)
         n = self.bucket_count
         if not (2 <= n <= MAX_BUCKET_COUNT and n & (n - 1) == 0):
-            raise BucketCountError(
+            raise Cbi1Error(
+                "Format.BucketCount",
                 f"got {n}",
                 field="FilterFormat.bucket_count",
                 expected=f"power of two in 2..={MAX_BUCKET_COUNT}",
