@@ -190,3 +190,24 @@ def test_frame_is_value_like() -> None:
     b = PublicationFrame(identity(), 1, 2, PublicationFrameKind.DELTA, b"x")
     assert a == b and hash(a) == hash(b)
     assert a.queued_bytes == 257
+
+
+@pytest.mark.parametrize("bucket_count", [1024, 2 * SNAPSHOT_CHUNK_BUCKETS])
+def test_snapshot_frames_do_not_follow_the_callers_buckets(bucket_count: int) -> None:
+    """Chunks are encoded when pulled; upstream's snapshot owns an immutable buffer, so the
+    caller mutating its array afterwards (before the first pull, or between pulls) must not
+    reach the frames."""
+    words = lane(bucket_count, seed=18)
+    pristine = words.copy()
+    frames = encode_snapshot(HubSnapshot(identity(bucket_count), 9, words))
+    words[:] = ~pristine  # every word changes, after encode_snapshot returned
+    first = next(frames)
+    words[::2] = 0  # and again, between pulls
+    payloads = [first.payload, *(f.payload for f in frames)]
+    expected = [
+        f.payload for f in encode_snapshot(HubSnapshot(identity(bucket_count), 9, pristine))
+    ]
+    assert payloads == expected
+    chunks = [decode(FilterFormat(SEED, bucket_count), p) for p in payloads]
+    assert all(isinstance(c, SnapshotChunk) for c in chunks)
+    np.testing.assert_array_equal(np.concatenate([c.words for c in chunks]), pristine)

@@ -192,12 +192,18 @@ def encode_snapshot(hub_snapshot: Any) -> SnapshotFrames:
 
     Gate first, then the lane length (``SnapshotBucketCountMismatchError``); both are raised
     here, before any frame is produced, as upstream does.
+
+    The frames hold a private read-only copy of the lane: chunks are encoded when pulled, and
+    upstream's ``HubSnapshot`` owns an immutable buffer, so a caller that reuses or mutates its
+    bucket array after this returns must not change what the frames carry.
     """
     identity: ProducerIdentity = hub_snapshot.identity
     fmt = filter_format(identity.format)
     words = np.asarray(hub_snapshot.buckets)
     if words.ndim != 1 or words.shape[0] != fmt.bucket_count:
         raise SnapshotBucketCountMismatchError(fmt.bucket_count, int(words.size))
+    words = words.copy()  # once, before any frame: the lazy chunks read this, never the caller's
+    words.flags.writeable = False
     sequence = int(hub_snapshot.sequence)
     chunks = encode_snapshot_chunks(fmt, int(identity.dc_id), sequence, words)
     assert len(chunks) == -(-fmt.bucket_count // SNAPSHOT_CHUNK_BUCKETS)
