@@ -9,7 +9,7 @@ from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbi1kit.ckf._addressing import ALT_DOMAIN, CkfAddressing, alt, prepare
+from cbi1kit.ckf._addressing import ALT_DOMAIN, CkfAddressing, CkfProbe, alt, prepare
 from cbi1kit.ckf._bucket import (
     bucket_slot,
     bucket_with_slot,
@@ -19,7 +19,9 @@ from cbi1kit.ckf._bucket import (
     pack_slots,
     unpack_slots,
 )
+from cbi1kit.ckf._producer import DEFAULT_SEED
 from cbi1kit.errors import CkfError
+from cbi1kit.hashing._xxh3 import BLOCK
 
 U64 = st.integers(0, 2**64 - 1)
 
@@ -113,3 +115,51 @@ def test_lane_views() -> None:
     assert got == [
         int(f) in unpack_slots(int(words[bk])) for bk, f in zip(buckets, fps, strict=False)
     ]
+
+
+def raw_fingerprint(h: int, seed: int) -> int:
+    """The spec's ``xxh3_64(le_u64(h), seed) & 0xFFFF`` before the nonzero rule (ckf.md §1.3)."""
+    return xxhash.xxh3_64_intdigest(h.to_bytes(8, "little"), seed) & 0xFFFF
+
+
+def zero_fingerprint_hashes(seed: int, start: int, count: int) -> list[int]:
+    """The first ``count`` hashes from ``start`` up whose raw fingerprint is 0 (~1 in 65,536)."""
+    found: list[int] = []
+    for h in range(start, start + 64 * (1 << 16)):
+        if raw_fingerprint(h, seed) == 0:
+            found.append(h)
+            if len(found) == count:
+                return found
+    raise AssertionError(f"no {count} zero raw fingerprints from {start} under seed {seed:#x}")
+
+
+@pytest.mark.parametrize(
+    ("bucket_count", "seed"),
+    [(1024, DEFAULT_SEED), (1024, 0x123456789ABCDEF0), (1 << 24, 0)],
+    ids=["default-seed", "spec-seed", "seed-0"],
+)
+def test_a_raw_fingerprint_of_zero_becomes_one(bucket_count: int, seed: int) -> None:
+    """0 marks an empty slot, so a hash whose low 16 mixed bits are 0 is stored as 1 (ckf.md
+    §1.3); random hashes meet this 1 time in 65,536, so the hashes here are searched for."""
+    rng = np.random.default_rng(18)
+    high = int(rng.integers(1 << 63, 2**64 - (1 << 23), dtype=np.uint64))
+    zeros = zero_fingerprint_hashes(seed, 0, 3) + zero_fingerprint_hashes(seed, high, 2)
+    addressing = CkfAddressing(bucket_count, seed)
+    mask = bucket_count - 1
+    expected = []
+    for h in zeros:
+        mixed = xxhash.xxh3_64_intdigest(h.to_bytes(8, "little"), seed)
+        assert mixed & 0xFFFF == 0  # the raw value really is 0
+        a = (mixed >> 16) & mask  # bucket a is unaffected by the rule
+        expected.append((1, a, a ^ addressing.delta(1)))
+    # scalar paths
+    assert [addressing.prepare_ints(h) for h in zeros] == expected
+    assert [addressing.prepare(h) for h in zeros] == [CkfProbe(*e) for e in expected]
+    # vectorised paths, with the hashes among others and on both sides of a block boundary
+    hashes = rng.integers(0, 2**64, size=BLOCK + 64, dtype=np.uint64)
+    where = [0, 17, BLOCK - 1, BLOCK, BLOCK + 63]
+    hashes[where] = zeros
+    for fp, a, b in (addressing.prepare_many(hashes), prepare(hashes, bucket_count, seed)):
+        got = list(zip(fp[where].tolist(), a[where].tolist(), b[where].tolist(), strict=True))
+        assert got == expected
+        assert fp.min() >= 1

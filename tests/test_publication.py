@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from errorcheck import raises_variant
+from errorcheck import is_variant, raises_variant
 
 from cbi1kit.errors import Cbi1Error, PublicationError
 from cbi1kit.hashing._identity import (
@@ -120,8 +120,9 @@ def test_format_gate_rejects_other_shapes(fmt: dict[str, int]) -> None:
 
 @pytest.mark.parametrize("bucket_count", [0, 3, 1000, (1 << 24) * 2])
 def test_format_gate_rejects_bad_bucket_counts(bucket_count: int) -> None:
-    with raises_variant(Cbi1Error, "Format.BucketCount"):
+    with raises_variant(PublicationError, "Format.BucketCount") as info:
         encode_snapshot(HubSnapshot(identity(bucket_count), 1, lane(max(bucket_count, 1))))
+    assert is_variant(info.value.__cause__, Cbi1Error, "Format.BucketCount")
 
 
 def test_delta_frame_and_payload() -> None:
@@ -168,10 +169,12 @@ def test_delta_bucket_index_overflow_of_u32() -> None:
     assert info.value.image_index == 1
 
 
-def test_delta_codec_errors_pass_through() -> None:
+def test_delta_codec_errors_come_wrapped_as_upstreams_wire_variant() -> None:
+    """Upstream's adapter returns ``Cbi1AdapterError::Wire(..)``; the codec error is the cause."""
     delta = SimpleNamespace(identity=identity(), base_sequence=0, sequence=1, images=[(1024, 1)])
-    with raises_variant(Cbi1Error, "BucketIndex"):
+    with raises_variant(PublicationError, "Wire.BucketIndex") as info:
         encode_delta(delta)
+    assert is_variant(info.value.__cause__, Cbi1Error, "BucketIndex")
     many = SimpleNamespace(
         identity=identity(),
         base_sequence=0,
@@ -179,7 +182,7 @@ def test_delta_codec_errors_pass_through() -> None:
         buckets=np.zeros(349_526, dtype=np.uint32),
         values=np.zeros(349_526, dtype=np.uint64),
     )
-    with raises_variant(Cbi1Error, "DeltaImageCount"):
+    with raises_variant(PublicationError, "Wire.DeltaImageCount"):
         encode_delta(many)
 
 
@@ -188,3 +191,24 @@ def test_frame_is_value_like() -> None:
     b = PublicationFrame(identity(), 1, 2, PublicationFrameKind.DELTA, b"x")
     assert a == b and hash(a) == hash(b)
     assert a.queued_bytes == 257
+
+
+@pytest.mark.parametrize("bucket_count", [1024, 2 * SNAPSHOT_CHUNK_BUCKETS])
+def test_snapshot_frames_do_not_follow_the_callers_buckets(bucket_count: int) -> None:
+    """Chunks are encoded when pulled; upstream's snapshot owns an immutable buffer, so the
+    caller mutating its array afterwards (before the first pull, or between pulls) must not
+    reach the frames."""
+    words = lane(bucket_count, seed=18)
+    pristine = words.copy()
+    frames = encode_snapshot(HubSnapshot(identity(bucket_count), 9, words))
+    words[:] = ~pristine  # every word changes, after encode_snapshot returned
+    first = next(frames)
+    words[::2] = 0  # and again, between pulls
+    payloads = [first.payload, *(f.payload for f in frames)]
+    expected = [
+        f.payload for f in encode_snapshot(HubSnapshot(identity(bucket_count), 9, pristine))
+    ]
+    assert payloads == expected
+    chunks = [decode(FilterFormat(SEED, bucket_count), p) for p in payloads]
+    assert all(isinstance(c, SnapshotChunk) for c in chunks)
+    np.testing.assert_array_equal(np.concatenate([c.words for c in chunks]), pristine)

@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import PublicationError
+from cbi1kit.errors import Cbi1Error, PublicationError
 from cbi1kit.hashing._identity import DcCkfFormatIdentity, LaneLease, ProducerIdentity
 from cbi1kit.wire._codec import IMAGE_DTYPE, SnapshotChunks, encode_snapshot_chunks
 from cbi1kit.wire._codec import encode_delta as _encode_delta_payload
@@ -64,6 +64,20 @@ def _unsupported_format(fmt: DcCkfFormatIdentity) -> PublicationError:
         format_version=fmt.format_version,
         fingerprint_bits=fmt.fingerprint_bits,
         slots_per_bucket=fmt.slots_per_bucket,
+    )
+
+
+def _wrapped(error: Cbi1Error) -> PublicationError:
+    """The codec's error as upstream's adapter returns it: ``Format(..)`` for the format,
+    ``Wire(..)`` for the encoder; the codec's error stays the ``__cause__``."""
+    outer = "Format" if error.variant == "Format" else "Wire"
+    inner = error.subvariant if outer == "Format" else error.variant
+    return PublicationError(
+        f"{outer}.{inner}",
+        message=str(error),
+        field=error.field,
+        expected=error.expected,
+        actual=error.actual,
     )
 
 
@@ -116,8 +130,7 @@ class HubSnapshot:
 def filter_format(fmt: DcCkfFormatIdentity) -> FilterFormat:
     """The format gate: only CBI1's shape passes; the bucket count is checked by ``FilterFormat``.
 
-    Raises ``PublicationError`` ``UnsupportedFormatIdentity``, or ``Cbi1Error``
-    ``Format(BucketCount)`` for a
+    Raises ``PublicationError`` ``UnsupportedFormatIdentity``, or ``Format(BucketCount)`` for a
     bucket count that is not a power of two in ``2..=2**24``.
     """
     if (
@@ -126,7 +139,10 @@ def filter_format(fmt: DcCkfFormatIdentity) -> FilterFormat:
         or fmt.slots_per_bucket != SLOTS_PER_BUCKET
     ):
         raise _unsupported_format(fmt)
-    return FilterFormat(fmt.seed, fmt.bucket_count)
+    try:
+        return FilterFormat(fmt.seed, fmt.bucket_count)
+    except Cbi1Error as exc:
+        raise _wrapped(exc) from exc
 
 
 class SnapshotFrames(Iterator[PublicationFrame]):
@@ -176,6 +192,10 @@ def encode_snapshot(hub_snapshot: Any) -> SnapshotFrames:
 
     Gate first, then the lane length (``SnapshotBucketCount``); both are raised
     here, before any frame is produced, as upstream does.
+
+    The frames hold a private read-only copy of the lane: chunks are encoded when pulled, and
+    upstream's ``HubSnapshot`` owns an immutable buffer, so a caller that reuses or mutates its
+    bucket array after this returns must not change what the frames carry.
     """
     identity: ProducerIdentity = hub_snapshot.identity
     fmt = filter_format(identity.format)
@@ -188,6 +208,8 @@ def encode_snapshot(hub_snapshot: Any) -> SnapshotFrames:
             expected=fmt.bucket_count,
             actual=int(words.size),
         )
+    words = words.copy()  # once, before any frame: the lazy chunks read this, never the caller's
+    words.flags.writeable = False
     sequence = int(hub_snapshot.sequence)
     chunks = encode_snapshot_chunks(fmt, int(identity.dc_id), sequence, words)
     assert len(chunks) == -(-fmt.bucket_count // SNAPSHOT_CHUNK_BUCKETS)
@@ -223,13 +245,16 @@ def encode_delta(delta: Any) -> PublicationFrame:
     """One delta frame ``base_sequence -> sequence`` carrying the delta's absolute images.
 
     Gate, then u32 overflow of any bucket index, then the CBI1 encoder's own checks
-    (``DeltaImageCount``, ``BucketIndex``), in upstream's order.
+    (``Wire(DeltaImageCount)``, ``Wire(BucketIndex)``), in upstream's order.
     """
     identity: ProducerIdentity = delta.identity
     fmt = filter_format(identity.format)
     images = _delta_images(delta)
     base, seq = int(delta.base_sequence), int(delta.sequence)
-    payload = _encode_delta_payload(fmt, int(identity.dc_id), base, seq, images)
+    try:
+        payload = _encode_delta_payload(fmt, int(identity.dc_id), base, seq, images)
+    except Cbi1Error as exc:
+        raise _wrapped(exc) from exc
     return PublicationFrame(
         identity=delta.identity,
         base_sequence=base,
