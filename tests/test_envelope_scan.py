@@ -211,10 +211,31 @@ def test_runs_split_exactly_where_relay_or_producer_bytes_change(
     assert run.tolist() == want.tolist()
 
 
-def test_the_rule_numbers_match_the_tables_messages() -> None:
-    """``frame_rules`` returns rule indices; the frames table turns them into its messages."""
-    from cbi1kit.analysis._kernels import PRODUCER_RULE, RULE_COUNT
-    from cbi1kit.analysis._tables import _PRODUCER_RULE, _RULES
+def test_the_kernel_numbers_rules_in_rulebook_order() -> None:
+    """``frame_rules`` returns indices into ``cbi1kit.wire.RULES``: each of its constants is the
+    index of the rule it names, the kernel names every rule once, in the rulebook's order."""
+    from cbi1kit.analysis import _kernels
+    from cbi1kit.wire import RULE_INDEX, RULES
 
-    assert len(_RULES) == RULE_COUNT and _PRODUCER_RULE == PRODUCER_RULE
-    assert _RULES[PRODUCER_RULE] is None  # the producer's own error stands there
+    assert tuple(r.id for r in RULES) == _kernels.KERNEL_RULES
+    assert len(RULES) == _kernels.RULE_COUNT
+    assert RULES[_kernels.PRODUCER_RULE].id == "relay-producer-identity"
+    constants = {
+        name: value
+        for name, value in vars(_kernels).items()
+        if name.isupper()
+        and name.startswith("_")
+        and isinstance(value, int)
+        and name not in ("_MAX_FRAME",)
+    }
+    named = {rule.id.split("-", 1)[1].replace("-", "_").upper(): rule.id for rule in RULES}
+    aliases = {
+        "IDENTITY_PRESENT": "_RELAY_PRESENT",
+        "PROTOBUF_DECODE": "_PROTOBUF",
+        "PRODUCER_IDENTITY": None,
+    }
+    for short, rid in named.items():
+        name = aliases.get(short, f"_{short}")
+        if name is None:
+            continue
+        assert constants[name] == RULE_INDEX[rid], (name, rid)

@@ -25,6 +25,7 @@ from cbi1kit.analysis._tables import (
 )
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._codec import decode, peek_format
+from cbi1kit.wire._rules import RULE_INDEX, rule_for
 
 U64_MAX = (1 << 64) - 1
 
@@ -118,9 +119,17 @@ def test_vectorised_validation_agrees_with_the_relay_validator(stream: Stream) -
         err = check_filter_update(m)
         if err is None:
             assert row["validation_error"] is None or row["validation_error"].startswith("CBI1")
-        else:
+            assert row["validation_rule"] is None or row["validation_rule"].startswith("cbi1-")
+            continue
+        # the relay validator's first error, or an earlier rule (upstream decodes the payload
+        # before the lane ingestor checks a delta's sequence)
+        rule, want = row["validation_rule"], rule_for(err)
+        assert rule is not None and RULE_INDEX[rule] <= RULE_INDEX[want], (rule, err)
+        if rule.startswith("relay-"):
             got = row["validation_error"]
-            assert got is not None and got.split(":")[0] in str(err), (got, err)
+            assert rule == want and got.split(":")[0] in str(err), (got, err)
+        else:
+            assert want == "relay-delta-contiguous", (rule, err)
 
 
 def test_cbi1_damage_is_flagged(stream: Stream) -> None:

@@ -11,9 +11,12 @@ run without the GIL, so the block-check thread and the thread building columns o
 and pyarrow build the columns from their arrays.
 
 XXH3's secret, primes, 128-bit fold and avalanches come from :mod:`cbi1kit.hashing._xxh3`, whose
-numpy short paths use the same functions on arrays. numba keys its disk cache on this file
-only: after editing what the kernels take from ``_xxh3`` or ``_format``, delete
-``cbi1kit/__pycache__/*.nbi`` and ``*.nbc``.
+numpy short paths use the same functions on arrays. The disk cache is keyed on every source the
+kernels compile (this file, ``_xxh3``, ``_format``, the rulebook ``_rules``) and on the numba
+version (:mod:`cbi1kit.analysis._cache`), so an edit or an upgrade recompiles. The kernels are
+plain numba code (no LLVM intrinsics): what numba supports stays all they need. When they cannot
+be loaded the frames table computes the same columns without them
+(:mod:`cbi1kit.analysis._reference`).
 
 The walk follows protobuf's wire rules: varints of at most 10 bytes, lengths within the message,
 field number 0 and group wire types malformed, the last occurrence of a repeated scalar wins.
@@ -30,10 +33,8 @@ from typing import Any, Final, TypeVar, cast
 import numba
 import numpy as np
 import numpy.typing as npt
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
+from cbi1kit.analysis._cache import keyed_cache
 from cbi1kit.hashing._xxh3 import (
     PRIME32_1,
     PRIME32_2,
@@ -49,7 +50,8 @@ from cbi1kit.hashing._xxh3 import (
     xxh3_avalanche,
     xxh64_avalanche,
 )
-from cbi1kit.wire._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS
+from cbi1kit.wire._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS, max_delta_images
+from cbi1kit.wire._rules import RULE_INDEX, RULES
 
 __all__ = [
     "FIELD_SLOTS",
@@ -68,68 +70,34 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _kernel(f: _F) -> _F:
-    """nopython, GIL released, no bounds checks (every index is checked in the code), cached."""
-    return cast(_F, numba.njit(cache=True, nogil=True, boundscheck=False)(f))
+    """nopython, GIL released, no bounds checks (every index is checked in the code), cached
+    under a key that covers every source the kernels inline (``_cache.keyed_cache``)."""
+    return cast(_F, keyed_cache(numba.njit(nogil=True, boundscheck=False)(f)))
 
 
 def _inline(f: _F) -> _F:
-    """Inlined into the calling kernel (at numba's IR level)."""
-    return cast(_F, numba.njit(inline="always", cache=True)(f))
-
-
-def _intrinsic(f: Callable[..., Any]) -> Callable[..., Any]:
-    """An LLVM-level helper; called from kernels without the ``typingctx`` argument."""
-    return cast(Callable[..., Any], intrinsic(f))
+    """Inlined into the calling kernel (at numba's IR level); cached with its caller."""
+    return cast(_F, numba.njit(inline="always")(f))
 
 
 # --------------------------------------------------------------------------------- byte loads
 
-_LITTLE: Final = sys.byteorder == "little"
 
-if sys.byteorder == "little":
-
-    @_intrinsic
-    def _native_u64(typingctx: Any, arr: Any, idx: Any) -> Any:
-        """One unaligned 8-byte load at ``arr.data + idx`` (the hash's inner loop lives on it)."""
-        sig = types.uint64(arr, idx)
-
-        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-            ary = context.make_array(signature.args[0])(context, builder, args[0])
-            ptr = builder.gep(ary.data, [args[1]])
-            return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
-
-        return sig, codegen
-
-    @_inline
-    def _u64(b: Any, i: int) -> Any:
-        return _native_u64(b, i)
-
-else:  # pragma: no cover - big-endian hosts assemble little-endian words byte by byte
-
-    @_inline
-    def _u64(b: Any, i: int) -> Any:
-        v = np.uint64(0)
-        for k in range(8):
-            v |= np.uint64(b[i + k]) << np.uint64(8 * k)
-        return v
-
-
-@_intrinsic
-def _prefetch(typingctx: Any, arr: Any, idx: Any) -> Any:
-    """Ask for the cache line at ``arr.data + idx`` ahead of use (no fault, no result)."""
-    sig = types.void(arr, idx)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0"
-        )
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
-        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])  # read, keep in all levels, data
-        return context.get_dummy_value()
-
-    return sig, codegen
+@_inline
+def _u64(b: Any, i: Any) -> Any:
+    """The little-endian u64 at ``b[i : i + 8]``, any alignment, on any host. An unsigned index
+    (no wraparound code) lets LLVM merge the eight loads into one."""
+    j = np.uint64(i)
+    return (
+        np.uint64(b[j])
+        | np.uint64(b[j + np.uint64(1)]) << np.uint64(8)
+        | np.uint64(b[j + np.uint64(2)]) << np.uint64(16)
+        | np.uint64(b[j + np.uint64(3)]) << np.uint64(24)
+        | np.uint64(b[j + np.uint64(4)]) << np.uint64(32)
+        | np.uint64(b[j + np.uint64(5)]) << np.uint64(40)
+        | np.uint64(b[j + np.uint64(6)]) << np.uint64(48)
+        | np.uint64(b[j + np.uint64(7)]) << np.uint64(56)
+    )
 
 
 @_inline
@@ -178,72 +146,70 @@ def _mix16(b: Any, p: int, s: Any, k: int) -> Any:
     return _mul_fold(_u64(b, p) ^ _u64(s, k), _u64(b, p + 8) ^ _u64(s, k + 8))
 
 
-if sys.byteorder == "little":
+# The secret as u64 words: a stripe's key words start at multiples of 8 bytes (word ``st``),
+# the last stripe's at byte 121 (its own copy), the scramble's at byte 128 (word 16).
+_KEY: Final = np.frombuffer(SECRET, dtype="<u8").astype(np.uint64)
+_LAST_KEY: Final = np.frombuffer(SECRET[121 : 121 + 64], dtype="<u8").astype(np.uint64)
 
-    @_intrinsic
-    def _stripe(typingctx: Any, acc: Any, b: Any, p: Any, s: Any, k: Any) -> Any:
-        """Accumulate one 64-byte stripe into ``acc`` as one 8 x u64 vector: load, xor the
-        secret, 32x32 products, swapped lanes added. Written as LLVM vector code because the
-        scalar loop was vectorised with gathers (16 GB/s; this runs at xxhash's own speed)."""
-        sig = types.void(acc, b, p, s, k)
 
-        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-            arrays = [
-                context.make_array(signature.args[j])(context, builder, args[j]) for j in (0, 1, 3)
-            ]
-            v8 = ir.VectorType(ir.IntType(64), 8)
-            accp = builder.bitcast(arrays[0].data, v8.as_pointer())
-            a = builder.load(accp, align=8)
-            d = builder.load(
-                builder.bitcast(builder.gep(arrays[1].data, [args[2]]), v8.as_pointer()), align=1
-            )
-            key = builder.load(
-                builder.bitcast(builder.gep(arrays[2].data, [args[4]]), v8.as_pointer()), align=1
-            )
-            dk = builder.xor(d, key)
-            prod = builder.mul(
-                builder.and_(dk, ir.Constant(v8, [0xFFFFFFFF] * 8)),
-                builder.lshr(dk, ir.Constant(v8, [32] * 8)),
-            )
-            swap = ir.Constant(ir.VectorType(ir.IntType(32), 8), [1, 0, 3, 2, 5, 4, 7, 6])
-            swapped = builder.shuffle_vector(d, d, swap)
-            builder.store(builder.add(builder.add(a, swapped), prod), accp, align=8)
-            return context.get_dummy_value()
+@_inline
+def _stripe(
+    acc: Any, b: Any, p: Any, key: Any, k: int
+) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
+    """One 64-byte stripe into the eight accumulators (locals, so that LLVM keeps them in
+    registers and vectorises the lanes): load, xor the key, 32x32 products, swapped lanes."""
+    a0, a1, a2, a3, a4, a5, a6, a7 = acc
+    d0, d1, d2, d3 = _u64(b, p), _u64(b, p + 8), _u64(b, p + 16), _u64(b, p + 24)
+    d4, d5, d6, d7 = _u64(b, p + 32), _u64(b, p + 40), _u64(b, p + 48), _u64(b, p + 56)
+    k0, k1, k2, k3 = d0 ^ key[k], d1 ^ key[k + 1], d2 ^ key[k + 2], d3 ^ key[k + 3]
+    k4, k5, k6, k7 = d4 ^ key[k + 4], d5 ^ key[k + 5], d6 ^ key[k + 6], d7 ^ key[k + 7]
+    s = np.uint64(32)
+    return (
+        a0 + d1 + (k0 & _LO32) * (k0 >> s),
+        a1 + d0 + (k1 & _LO32) * (k1 >> s),
+        a2 + d3 + (k2 & _LO32) * (k2 >> s),
+        a3 + d2 + (k3 & _LO32) * (k3 >> s),
+        a4 + d5 + (k4 & _LO32) * (k4 >> s),
+        a5 + d4 + (k5 & _LO32) * (k5 >> s),
+        a6 + d7 + (k6 & _LO32) * (k6 >> s),
+        a7 + d6 + (k7 & _LO32) * (k7 >> s),
+    )
 
-        return sig, codegen
 
-else:  # pragma: no cover - big-endian hosts take the scalar stripe
-
-    @_inline
-    def _stripe(acc: Any, b: Any, p: int, s: Any, k: int) -> None:
-        for i in range(8):
-            dv = _u64(b, p + 8 * i)
-            dk = dv ^ _u64(s, k + 8 * i)
-            acc[i ^ 1] += dv
-            acc[i] += (dk & _LO32) * (dk >> np.uint64(32))
+@_inline
+def _scramble(acc: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
+    a0, a1, a2, a3, a4, a5, a6, a7 = acc
+    k, r = _KEY, np.uint64(47)
+    return (
+        (a0 ^ (a0 >> r) ^ k[16]) * PRIME32_1,
+        (a1 ^ (a1 >> r) ^ k[17]) * PRIME32_1,
+        (a2 ^ (a2 >> r) ^ k[18]) * PRIME32_1,
+        (a3 ^ (a3 >> r) ^ k[19]) * PRIME32_1,
+        (a4 ^ (a4 >> r) ^ k[20]) * PRIME32_1,
+        (a5 ^ (a5 >> r) ^ k[21]) * PRIME32_1,
+        (a6 ^ (a6 >> r) ^ k[22]) * PRIME32_1,
+        (a7 ^ (a7 >> r) ^ k[23]) * PRIME32_1,
+    )
 
 
 @_inline
 def _xxh3_long(b: Any, p: int, n: int, s: Any) -> Any:
-    acc = np.empty(8, dtype=np.uint64)
-    acc[0], acc[1], acc[2], acc[3] = PRIME32_3, PRIME64_1, PRIME64_2, PRIME64_3
-    acc[4], acc[5], acc[6], acc[7] = PRIME64_4, PRIME32_2, PRIME64_5, PRIME32_1
+    acc = (PRIME32_3, PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME32_2, PRIME64_5, PRIME32_1)
     blocks = (n - 1) // 1024  # 16 stripes of 64 bytes per block with the 192-byte secret
     for blk in range(blocks):
         for st in range(16):
-            _stripe(acc, b, p + blk * 1024 + st * 64, s, st * 8)
-        for i in range(8):
-            a = acc[i]
-            a ^= a >> np.uint64(47)
-            a ^= _u64(s, 128 + 8 * i)
-            acc[i] = a * PRIME32_1
+            acc = _stripe(acc, b, p + blk * 1024 + st * 64, _KEY, st)
+        acc = _scramble(acc)
     tail = p + blocks * 1024
     for st in range(((n - 1) - blocks * 1024) // 64):
-        _stripe(acc, b, tail + st * 64, s, st * 8)
-    _stripe(acc, b, p + n - 64, s, 121)  # the last stripe, secret offset 192 - 64 - 7
+        acc = _stripe(acc, b, tail + st * 64, _KEY, st)
+    acc = _stripe(acc, b, p + n - 64, _LAST_KEY, 0)  # the last stripe, secret offset 121
+    a0, a1, a2, a3, a4, a5, a6, a7 = acc
     h = np.uint64(n) * PRIME64_1
-    for i in range(4):
-        h += _mul_fold(acc[2 * i] ^ _u64(s, 11 + 16 * i), acc[2 * i + 1] ^ _u64(s, 19 + 16 * i))
+    h += _mul_fold(a0 ^ _u64(s, 11), a1 ^ _u64(s, 19))
+    h += _mul_fold(a2 ^ _u64(s, 27), a3 ^ _u64(s, 35))
+    h += _mul_fold(a4 ^ _u64(s, 43), a5 ^ _u64(s, 51))
+    h += _mul_fold(a6 ^ _u64(s, 59), a7 ^ _u64(s, 67))
     return _avalanche(h)
 
 
@@ -316,7 +282,7 @@ def _body_check(b: Any, p: Any, n: Any) -> Any:
 
 
 _RUN_SLOTS: Final = (5, 6)  # relay, producer
-_AHEAD: Final = 6  # rows prefetched ahead of the walk
+_LITTLE: Final = sys.byteorder == "little"
 
 
 @_inline
@@ -334,6 +300,23 @@ def _copy_head(b: Any, p: Any, n: Any, head: Any, i: Any) -> None:
 
 
 @_inline
+def _payload(b: Any, p: Any, n: Any, checksum: Any, head: Any, top: Any, i: Any) -> None:
+    """What the rules need of the CBI1 frame ``b[p : p + n]``, read while it is in cache: its
+    body checksum, its head, and for a delta whose length matches its image count the largest
+    image bucket (upstream ``decode_delta`` rejects a bucket >= bucket_count)."""
+    checksum[i] = _body_check(b, p, n)
+    _copy_head(b, p, n, head, i)
+    top[i] = 0
+    if n >= 60 and b[p + 6] == 2 and b[p + 7] == 0:
+        count = np.int64(_u32(b, p + 56))
+        if n == 60 + 12 * count:
+            m = np.uint64(0)
+            for k in range(count):
+                m = max(m, _u32(b, p + 60 + 12 * k))
+            top[i] = m
+
+
+@_inline
 def _scan_outputs(n: int) -> Any:
     return (
         np.zeros((n, 9), dtype=np.uint64),
@@ -343,13 +326,14 @@ def _scan_outputs(n: int) -> Any:
         np.zeros(n, dtype=np.uint64),
         np.zeros(n, dtype=np.int64),
         np.zeros((n, 8), dtype=np.uint64),
+        np.zeros(n, dtype=np.uint64),
     )
 
 
 @_inline
 def _scan_result(out: Any) -> Any:
-    value, present, offset, flags, checksum, run, head = out
-    return value, present, offset, flags, checksum, run, head.view(np.uint8)
+    value, present, offset, flags, checksum, run, head, top = out
+    return value, present, offset, flags, checksum, run, head.view(np.uint8), top
 
 
 @_inline
@@ -358,16 +342,11 @@ def _scan_rows(
 ) -> Any:
     """Rows ``lo`` to ``hi`` into ``out`` (``_scan_outputs``); run ids go on from ``runs``,
     compared with the row before ``lo`` when there is one. Returns the last run id."""
-    value, present, offset, flags, checksum, run, head = out
+    value, present, offset, flags, checksum, run, head, top = out
     for i in range(lo, hi):
-        if i + _AHEAD < hi:  # the walk jumps over payloads: fetch where it lands next
-            _prefetch(b, start[i + _AHEAD])
-            _prefetch(b, start[i + _AHEAD] + 64)
-            _prefetch(b, end[i + _AHEAD] - 1)
         p, e = start[i], end[i]
         if not is_pb[i]:
-            checksum[i] = _body_check(b, p, e - p)
-            _copy_head(b, p, e - p, head, i)
+            _payload(b, p, e - p, checksum, head, top, i)
             p = e
         # The varint loops are written out here, not called: as a helper returning a tuple
         # the same loop made the walk six times slower (numba 0.68; measured in cache).
@@ -410,8 +389,7 @@ def _scan_rows(
                     if slot >= 0:
                         offset[i, slot] = p
                     if slot == 7:
-                        checksum[i] = _body_check(b, p, np.int64(v))
-                        _copy_head(b, p, np.int64(v), head, i)
+                        _payload(b, p, np.int64(v), checksum, head, top, i)
                     p += np.int64(v)
             elif wt == 5:
                 if p + 4 > e:
@@ -465,7 +443,7 @@ def scan_filter_updates(
     """One pass over the messages ``b[start : end]``: the envelope fields, the CBI1 body
     checksum, and runs of identical sub-messages.
 
-    Returns ``(value, present, offset, flags, checksum, run, head)``, a row per message. The
+    Returns ``(value, present, offset, flags, checksum, run, head, top)``, a row per message. The
     first three have shape ``(n, 9)``, columns in ``FIELD_SLOTS`` order: a varint's value, a
     length-delimited field's length (its bytes begin at ``offset``), the fixed32 marker's
     value. ``flags`` holds ``UNKNOWN_FIELDS`` and ``MALFORMED`` (a malformed message keeps the
@@ -474,6 +452,7 @@ def scan_filter_updates(
     hash as a whole. ``run`` numbers runs of rows whose relay and producer bytes equal the
     previous row's, so that each sub-message is parsed once per run. ``head`` holds each
     payload's first 64 bytes (the CBI1 header and body prefix; zeros past the payload's end).
+    ``top`` is a delta payload's largest image bucket (0 unless its length fits its count).
     """
     out = _scan_outputs(len(start))
     _scan_rows(b, start, end, is_pb, 0, len(start), 0, out)
@@ -496,7 +475,7 @@ def verify_and_scan(
     to ``block_check[k]`` (low 32 bits of xxh3; -1: none recorded, which fails); its records
     then go through the field walk while the hash has them in cache.
 
-    Returns ``(good, value, present, offset, flags, checksum, run, head)``: how many leading
+    Returns ``(good, value, present, offset, flags, checksum, run, head, top)``: how many leading
     blocks hold, and ``scan_filter_updates``' arrays for their records.
     """
     n = len(start)
@@ -510,7 +489,7 @@ def verify_and_scan(
         runs = _scan_rows(b, start, end, is_pb, first_record[k], first_record[k + 1], runs, out)
         good += 1
     rows = first_record[good]
-    value, present, offset, flags, checksum, run, head = _scan_result(out)
+    value, present, offset, flags, checksum, run, head, top = _scan_result(out)
     return (
         good,
         value[:rows],
@@ -520,6 +499,7 @@ def verify_and_scan(
         checksum[:rows],
         run[:rows],
         head[:rows],
+        top[:rows],
     )
 
 
@@ -527,8 +507,9 @@ def verify_and_scan(
 
 _MARKER: Final = np.uint64(0x4B565231)
 _U64_MAX: Final = np.uint64(2**64 - 1)
-_CHUNK_BUCKETS: Final = np.uint64(SNAPSHOT_CHUNK_BUCKETS)
+_MAX_WORDS: Final = np.int64(SNAPSHOT_CHUNK_BUCKETS)
 _MAX_FRAME: Final = IMAGES_MAX_FRAME_BYTES
+_MAX_IMAGES: Final = np.uint64(max_delta_images())
 _CBI1_MAGIC: Final = np.uint64(int.from_bytes(b"CBI1", "little"))
 _CKF1_MAGIC: Final = np.uint64(int.from_bytes(b"CKF1", "little"))
 HEADER_COLUMNS: Final = (
@@ -537,8 +518,64 @@ HEADER_COLUMNS: Final = (
     ("cbi1_checksum", "chunk_index", "chunk_count", "image_count"),
     ("cbi1_seed", "cbi1_bucket_count", "cbi1_dc_id", "cbi1_epoch", "bucket_offset", "base_epoch"),
 )
-RULE_COUNT: Final = 25  # the rules below, in the order a consumer checks them
-PRODUCER_RULE: Final = 5
+# ``frame_rules`` returns indices into the rulebook (cbi1kit.wire.RULES); each constant is looked
+# up by id, so a reordered rulebook renumbers the kernel (and, through the keyed cache, recompiles)
+RULE_COUNT: Final = len(RULES)
+PRODUCER_RULE: Final = RULE_INDEX["relay-producer-identity"]
+_PROTOBUF: Final = RULE_INDEX["relay-protobuf-decode"]
+_CONTRACT_MARKER: Final = RULE_INDEX["relay-contract-marker"]
+_PROTOCOL_VERSION: Final = RULE_INDEX["relay-protocol-version"]
+_PRODUCER_PRESENT: Final = RULE_INDEX["relay-producer-present"]
+_RELAY_PRESENT: Final = RULE_INDEX["relay-identity-present"]
+_UPDATE_KIND: Final = RULE_INDEX["relay-update-kind"]
+_BASE_EQUALS_SEQUENCE: Final = RULE_INDEX["relay-base-equals-sequence"]
+_PAYLOAD: Final = RULE_INDEX["relay-payload"]
+_TRUNCATED: Final = RULE_INDEX["cbi1-truncated"]
+_FRAME_TOO_LARGE: Final = RULE_INDEX["cbi1-frame-too-large"]
+_LEGACY_CKF1: Final = RULE_INDEX["cbi1-legacy-ckf1"]
+_MAGIC: Final = RULE_INDEX["cbi1-magic"]
+_WIRE_VERSION: Final = RULE_INDEX["cbi1-wire-version"]
+_CHECKSUM: Final = RULE_INDEX["cbi1-checksum"]
+_FORMAT_SHAPE: Final = RULE_INDEX["cbi1-format-shape"]
+_FORMAT_MISMATCH: Final = RULE_INDEX["cbi1-format-mismatch"]
+_FLAGS: Final = RULE_INDEX["cbi1-flags"]
+_DELTA_LENGTH: Final = RULE_INDEX["cbi1-delta-length"]
+_DELTA_BUCKET_RANGE: Final = RULE_INDEX["cbi1-delta-bucket-range"]
+_CHUNK_LAYOUT: Final = RULE_INDEX["cbi1-chunk-layout"]
+_KIND_MISMATCH: Final = RULE_INDEX["cbi1-kind-mismatch"]
+_DC_ID: Final = RULE_INDEX["cbi1-dc-id"]
+_EPOCH: Final = RULE_INDEX["cbi1-epoch"]
+_DELTA_BASE_EPOCH: Final = RULE_INDEX["cbi1-delta-base-epoch"]
+_DELTA_CONTIGUOUS: Final = RULE_INDEX["relay-delta-contiguous"]
+#: Rule ids in kernel order: every rule of the rulebook has exactly one constant above.
+KERNEL_RULES: Final = (
+    "relay-protobuf-decode",
+    "relay-contract-marker",
+    "relay-protocol-version",
+    "relay-producer-present",
+    "relay-producer-identity",
+    "relay-identity-present",
+    "relay-update-kind",
+    "relay-base-equals-sequence",
+    "relay-payload",
+    "cbi1-truncated",
+    "cbi1-frame-too-large",
+    "cbi1-legacy-ckf1",
+    "cbi1-magic",
+    "cbi1-wire-version",
+    "cbi1-checksum",
+    "cbi1-format-shape",
+    "cbi1-format-mismatch",
+    "cbi1-flags",
+    "cbi1-delta-length",
+    "cbi1-delta-bucket-range",
+    "cbi1-chunk-layout",
+    "cbi1-kind-mismatch",
+    "cbi1-dc-id",
+    "cbi1-epoch",
+    "cbi1-delta-base-epoch",
+    "relay-delta-contiguous",
+)
 
 
 @_inline
@@ -556,6 +593,7 @@ def frame_rules(
     flags: npt.NDArray[np.uint8],
     checksum: npt.NDArray[np.uint64],
     head: npt.NDArray[np.uint8],
+    top: npt.NDArray[np.uint64],
     is_pb: npt.NDArray[np.bool_],
     length: npt.NDArray[np.int64],
     run: npt.NDArray[np.int64],
@@ -563,14 +601,17 @@ def frame_rules(
     run_buckets: npt.NDArray[np.uint64],
     run_dc: npt.NDArray[np.uint64],
     run_error: npt.NDArray[np.bool_],
+    run_malformed: npt.NDArray[np.bool_],
 ) -> tuple[npt.NDArray[Any], ...]:
     """The derived columns and the first failing rule of every row, from the scan's arrays and
-    the per-run producer values: one pass instead of some sixty array operations.
+    the per-run producer values (``run_error``: the producer is invalid; ``run_malformed``: the
+    relay or producer sub-message does not parse): one pass instead of some sixty array
+    operations.
 
     Returns ``(rule, kind_code, kind_raw, base, sequence, payload_len, checksum_ok,
     chunk_frame, delta_frame, word_count, u8, u16, u32, u64)``; ``rule`` is -1 for a valid row,
-    else the index of the first rule (``_tables._RULES``) that fails. The last four are the
-    CBI1 header fields as contiguous columns, in ``HEADER_COLUMNS`` order. Rows without
+    else the index of the first failing rule of the rulebook (``cbi1kit.wire.RULES``). The last
+    four are the CBI1 header fields as contiguous columns, in ``HEADER_COLUMNS`` order. Rows without
     ``is_pb`` are bare CBI1 frames: their kind, base and sequence come from the CBI1 header.
     """
     n = len(is_pb)
@@ -629,65 +670,74 @@ def frame_rules(
             s = epoch
         kind_raw[i], kind_code[i], base[i], seq[i] = raw, code, b, s
         chunk, delta, heartbeat = code == 0, code == 1, code == 2
-        carries = chunk or delta
+        # a bare frame is a payload whatever its flags say; a message's only for these kinds
+        carries = (chunk or delta) if pb else True
         r = run[i]
-        chunk_bad = is_chunk and (
-            chunk_count == 0
-            or chunk_index >= chunk_count
-            or (plen - 64) % 8 != 0
-            or bucket_offset + np.uint64(words) > buckets
-            or bucket_offset != chunk_index * _CHUNK_BUCKETS
-        )
-        if flags[i] & MALFORMED:
-            rule[i] = 0
-        elif pb and value[i, 8] != _MARKER:
-            rule[i] = 1
-        elif pb and value[i, 0] != 1:
-            rule[i] = 2
-        elif pb and not present[i, 5]:
-            rule[i] = 3
+        nwords = plen - 64
+        if flags[i] & MALFORMED or (pb and run_malformed[r]):
+            rule[i] = _PROTOBUF
+        elif pb and np.uint32(value[i, 8]) != _MARKER:
+            rule[i] = _CONTRACT_MARKER
+        elif pb and np.uint32(value[i, 0]) != 1:  # uint32: prost keeps the low 32 bits
+            rule[i] = _PROTOCOL_VERSION
         elif pb and not present[i, 6]:
-            rule[i] = 4
+            rule[i] = _PRODUCER_PRESENT
         elif pb and run_error[r]:
             rule[i] = PRODUCER_RULE
+        elif pb and not present[i, 5]:
+            rule[i] = _RELAY_PRESENT
         elif pb and code >= 3:
-            rule[i] = 6
+            rule[i] = _UPDATE_KIND
         elif pb and (chunk or heartbeat) and b != s:
-            rule[i] = 7
-        elif pb and delta and (b == _U64_MAX or s != b + np.uint64(1)):
-            rule[i] = 8
-        elif pb and carries and plen == 0:
-            rule[i] = 9
-        elif pb and heartbeat and plen > 0:
-            rule[i] = 10
-        elif carries and not has_head:
-            rule[i] = 11
-        elif carries and plen > _MAX_FRAME:
-            rule[i] = 12
-        elif carries and magic == _CKF1_MAGIC:
-            rule[i] = 13
-        elif carries and magic != _CBI1_MAGIC:
-            rule[i] = 14
-        elif carries and wire_version != 1:
-            rule[i] = 15
-        elif carries and not ok_sum:
-            rule[i] = 16
-        elif carries and (format_version != 1 or fp_bits != 16 or slots != 4):
-            rule[i] = 17
-        elif pb and carries and (seed != run_seed[r] or buckets != run_buckets[r]):
-            rule[i] = 18
-        elif carries and not (chunk and is_chunk) and not (delta and is_delta):
-            rule[i] = 19
-        elif pb and carries and dc_id != run_dc[r]:
-            rule[i] = 20
-        elif pb and carries and epoch != s:
-            rule[i] = 21
+            rule[i] = _BASE_EQUALS_SEQUENCE
+        elif pb and (carries == (plen == 0)):  # chunk/delta without payload, heartbeat with
+            rule[i] = _PAYLOAD
+        elif not carries:
+            pass  # a valid heartbeat
+        elif not has_head:
+            rule[i] = _TRUNCATED
+        elif plen > _MAX_FRAME:
+            rule[i] = _FRAME_TOO_LARGE
+        elif magic == _CKF1_MAGIC:
+            rule[i] = _LEGACY_CKF1
+        elif magic != _CBI1_MAGIC:
+            rule[i] = _MAGIC
+        elif wire_version != 1:
+            rule[i] = _WIRE_VERSION
+        elif not ok_sum:
+            rule[i] = _CHECKSUM
+        elif format_version != 1 or fp_bits != 16 or slots != 4:
+            rule[i] = _FORMAT_SHAPE
+        elif pb and (seed != run_seed[r] or buckets != run_buckets[r]):
+            rule[i] = _FORMAT_MISMATCH
+        elif hflags != 1 and hflags != 2:  # noqa: PLR1714 - no sets in numba
+            rule[i] = _FLAGS
+        elif hflags == 2 and (
+            plen < 60 or image_count > _MAX_IMAGES or plen != 60 + 12 * np.int64(image_count)
+        ):
+            rule[i] = _DELTA_LENGTH
+        elif hflags == 2 and image_count > 0 and top[i] >= buckets:
+            rule[i] = _DELTA_BUCKET_RANGE
+        elif hflags == 1 and (
+            plen < 64
+            or chunk_count == 0
+            or chunk_index >= chunk_count
+            or nwords % 8 != 0
+            or nwords // 8 > _MAX_WORDS
+            or bucket_offset > buckets
+            or np.uint64(nwords // 8) > buckets - bucket_offset
+        ):
+            rule[i] = _CHUNK_LAYOUT
+        elif pb and (hflags == 1) != chunk:
+            rule[i] = _KIND_MISMATCH
+        elif pb and dc_id != run_dc[r]:
+            rule[i] = _DC_ID
+        elif pb and epoch != s:
+            rule[i] = _EPOCH
         elif pb and delta and base_epoch != b:
-            rule[i] = 22
-        elif is_delta and delta and plen != 60 + 12 * np.int64(image_count):
-            rule[i] = 23
-        elif chunk_bad and chunk:
-            rule[i] = 24
+            rule[i] = _DELTA_BASE_EPOCH
+        elif pb and delta and (b == _U64_MAX or s != b + np.uint64(1)):
+            rule[i] = _DELTA_CONTIGUOUS
     return (
         rule,
         kind_code,

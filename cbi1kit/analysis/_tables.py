@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,7 +31,6 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-import xxhash
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import Replayer
@@ -53,6 +51,7 @@ from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD, FrameDamage, Fram
 from cbi1kit.errors import CaptureError, Cbi1kitError, RelayWireError
 from cbi1kit.relay._messages import validate_producer_identity
 from cbi1kit.wire._assembly import AssembledSnapshot
+from cbi1kit.wire._rules import RULES
 
 __all__ = [
     "FRAMES_SCHEMA",
@@ -123,6 +122,7 @@ FRAMES_SCHEMA: Final[dict[str, Any]] = {
     "base_epoch": _U64,
     "image_count": _U32,
     "validation_error": pl.Utf8,
+    "validation_rule": pl.Utf8,
 }
 
 IMAGES_SCHEMA: Final[dict[str, Any]] = {
@@ -167,34 +167,7 @@ _PA: Final[dict[Any, pa.DataType]] = {
     pl.Float64: pa.float64(),
     pl.Utf8: pa.string(),
 }
-_XXH3: Final = xxhash.xxh3_64_intdigest
-_MASK32: Final = 0xFFFFFFFF
-_REC_HEADER: Final = struct.Struct("<4sBBHIIQQQII")
-_FILE_HEADER: Final = struct.Struct("<8sHHIQII")
 _SOURCES: Final = {0: "UNSPECIFIED", 1: "DEFAULT_DERIVED", 2: "EXPLICIT"}
-_CBI1: Final = np.dtype(
-    [
-        ("magic", "S4"),
-        ("wire_version", "<u2"),
-        ("flags", "<u2"),
-        ("fingerprint_bits", "u1"),
-        ("slots", "u1"),
-        ("format_version", "<u2"),
-        ("seed", "<u8"),
-        ("bucket_count", "<u8"),
-        ("dc_id", "<u8"),
-        ("epoch", "<u8"),
-        ("checksum", "<u4"),
-        ("chunk_index", "<u4"),
-        ("chunk_count", "<u4"),
-        ("bucket_offset", "<u8"),
-    ]
-)
-_DELTA_PREFIX: Final = np.dtype(
-    [("_h", "V48"), ("base_epoch", "<u8"), ("image_count", "<u4"), ("_pad", "V4")]
-)
-assert _CBI1.itemsize == 64
-
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 Bool = npt.NDArray[np.bool_]
@@ -313,8 +286,11 @@ class _CaptureScan:
     record by record, which locates and reports the damage exactly and reads on past it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], methods: Iterable[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], methods: Iterable[str], *, indexed: bool = True
+    ) -> None:
         self.path = str(path)
+        self.indexed = indexed  # read verified blocks through the index (the compiled kernel)
         self.methods = set(methods)
         self.frame_streams: dict[int, int] = {}  # stream id -> record number of its open
         self.open_streams: set[int] = set()
@@ -345,7 +321,7 @@ class _CaptureScan:
         arr = np.frombuffer(mm, dtype=np.uint8)
         rows = _Rows(arr, batch_records)
         offset, number = FILE_HEADER_LEN, 0
-        index = read_index(mm) if err is None else None
+        index = read_index(mm) if err is None and self.indexed else None
         if index is not None:
             released = 0
             for group, whole, scanned in _checked_groups(arr, index.blocks):
@@ -664,16 +640,17 @@ _PRODUCER_COLS: Final = (
     "ckf_slots_per_bucket",
     "producer_key",
     "_producer_error",
+    "_malformed",
 )
-_RELAY_COLS: Final = ("relay_drt_instance_id", "relay_incarnation")
+_RELAY_COLS: Final = ("relay_drt_instance_id", "relay_incarnation", "_malformed")
 _NO_PRODUCER: Final = (None,) * len(_PRODUCER_COLS)
 
 
 def _producer_summary(raw: bytes) -> tuple[Any, ...]:
     try:
         p = pb.ProducerIdentity.FromString(raw)
-    except Exception as exc:  # DecodeError
-        return (None,) * 14 + (f"FilterUpdate.producer: malformed protobuf: {exc}",)
+    except Exception:  # DecodeError: the whole message is malformed, as prost decodes it at once
+        return (None,) * 15 + (True,)
     error = None
     try:
         validate_producer_identity(p, path="FilterUpdate.producer")
@@ -699,15 +676,16 @@ def _producer_summary(raw: bytes) -> tuple[Any, ...]:
         f.slots_per_bucket,
         key,
         error,
+        None,
     )
 
 
-def _relay_summary(raw: bytes) -> tuple[int | None, int | None]:
+def _relay_summary(raw: bytes) -> tuple[int | None, int | None, bool | None]:
     try:
         r = pb.RelayIdentity.FromString(raw)
-    except Exception:  # DecodeError: the row's validation says "malformed"
-        return None, None
-    return r.drt_instance_id, r.relay_incarnation
+    except Exception:  # DecodeError: the whole message is malformed
+        return None, None, True
+    return r.drt_instance_id, r.relay_incarnation, None
 
 
 class _Envelopes:
@@ -726,15 +704,17 @@ class _Envelopes:
         self.per_run: dict[str, list[Any]] = {}
         runs = [
             (
-                _relay_summary(part(0, i)) if has[0, i] else (None, None),
+                _relay_summary(part(0, i)) if has[0, i] else (None, None, None),
                 _producer_summary(part(1, i)) if has[1, i] else _NO_PRODUCER,
             )
             for i in firsts
         ]
-        for j, name in enumerate(_RELAY_COLS):
+        for j, name in enumerate(_RELAY_COLS[:-1]):
             self.per_run[name] = [r[0][j] for r in runs]
-        for j, name in enumerate(_PRODUCER_COLS):
+        for j, name in enumerate(_PRODUCER_COLS[:-1]):
             self.per_run[name] = [r[1][j] for r in runs]
+        # a relay or producer sub-message that does not parse
+        self.per_run["_malformed"] = [r[0][-1] or r[1][-1] for r in runs]
 
     def per_run_numbers(self, name: str) -> npt.NDArray[Any]:
         """One value per run (0 where missing)."""
@@ -760,36 +740,6 @@ class _Envelopes:
         return pl.Series(name, values, dtype=pl.Utf8).gather(self.run)
 
 
-_RULES: Final = (
-    "FilterUpdate: malformed protobuf",
-    "FilterUpdate.contract_marker: wrong relay contract marker",
-    "FilterUpdate.protocol_version: unsupported relay protocol version",
-    "FilterUpdate.relay: required message field is missing",
-    "FilterUpdate.producer: required message field is missing",
-    None,  # 5: the producer's own validation error (per producer)
-    "FilterUpdate.kind: unspecified or unknown FilterUpdate kind",
-    "FilterUpdate.base_sequence: a snapshot chunk or heartbeat needs base_sequence == sequence",
-    "FilterUpdate.sequence: a delta needs sequence == base_sequence + 1",
-    "FilterUpdate.payload: a snapshot chunk or delta needs a CBI1 payload",
-    "FilterUpdate.payload: a heartbeat has an empty payload",
-    "CBI1: frame shorter than its 48-byte header",
-    "CBI1: frame larger than the CBI1 maximum",
-    "CBI1 header.magic: legacy CKF1 prototype frame, not CBI1",
-    "CBI1 header.magic: not a CBI1 frame",
-    "CBI1 header.wire_version: unsupported CBI1 wire version",
-    "CBI1 header.body_checksum: body checksum mismatch",
-    "CBI1 header: format version / fingerprint bits / slots are not (1, 16, 4)",
-    "CBI1 header: seed or bucket_count differ from the producer's CKF format",
-    "CBI1 header.flags: kind differs from the envelope's (or unknown flags)",
-    "CBI1 header.dc_id differs from the producer's dc_id",
-    "CBI1 header.epoch differs from the envelope sequence",
-    "CBI1 delta: base_epoch differs from the envelope base_sequence",
-    "CBI1 delta: body length is not 12 + 12 * image_count",
-    "CBI1 snapshot chunk: chunk_index/chunk_count/bucket_offset/word count inconsistent",
-)
-_PRODUCER_RULE: Final = 5
-
-
 def _scan_batch(batch: _Batch) -> _Scanned:
     """The compiled pass over a batch's messages (``scan_filter_updates``; releases the GIL)."""
     from cbi1kit.analysis._kernels import scan_filter_updates
@@ -797,16 +747,30 @@ def _scan_batch(batch: _Batch) -> _Scanned:
     return scan_filter_updates(batch.buf, batch.start, batch.start + batch.length, batch.is_pb)
 
 
-def _frames_df(batch: _Batch) -> pl.DataFrame:
+def _frames_df(batch: _Batch, engine: str = "compiled") -> pl.DataFrame:
+    if engine == "reference":
+        from cbi1kit.analysis._reference import reference_frames
+
+        return reference_frames(batch)
     return _frames_columns(batch, _scan_batch(batch))
+
+
+_MESSAGES: Final = pl.Series("validation_error", [r.message for r in RULES], dtype=pl.Utf8)
+_RULE_IDS: Final = pl.Series("validation_rule", [*(r.id for r in RULES), None], dtype=pl.Utf8)
 
 
 def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
     """The batch's rows from the kernel's arrays: header fields, validation, columns."""
-    from cbi1kit.analysis._kernels import FIELD_SLOTS, HEADER_COLUMNS, UNKNOWN_FIELDS, frame_rules
+    from cbi1kit.analysis._kernels import (
+        FIELD_SLOTS,
+        HEADER_COLUMNS,
+        PRODUCER_RULE,
+        UNKNOWN_FIELDS,
+        frame_rules,
+    )
 
     pbm = batch.is_pb
-    value, present, offset, flags, checksum, run, head = scanned
+    value, present, offset, flags, checksum, run, head, top = scanned
     run = np.cumsum(np.diff(run, prepend=-1) != 0) - 1  # dense ids: rows may have been dropped
     v = {f: np.ascontiguousarray(value[:, FIELD_SLOTS[f]]) for f in (1, 6, 127)}
     unknown = (flags & UNKNOWN_FIELDS) != 0
@@ -821,6 +785,7 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
         flags,
         checksum,
         head,
+        top,
         pbm,
         batch.length,
         run,
@@ -828,6 +793,7 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
         env.per_run_numbers("ckf_bucket_count"),
         env.per_run_numbers("dc_id"),
         env.per_run_present("_producer_error"),
+        env.per_run_present("_malformed"),
     )
     code, kind_code, kind_raw, base, seq, p_len = rules[:6]
     checksum_ok, is_chunk_frame, is_delta_frame, word_count = rules[6:10]
@@ -837,10 +803,11 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
         for name, column in zip(names, columns, strict=True)
     }
     has_head = p_len >= 48
-    # message index: a rule, "valid" (null), or the producer error of the row's run
-    code = np.where(code < 0, len(_RULES), code)
-    code = np.where(code == _PRODUCER_RULE, len(_RULES) + 1 + env.run, code)
-    messages = pl.Series("validation_error", [*_RULES, None, *perr], dtype=pl.Utf8)
+    # the rule id (null: valid), and its message; the producer rule shows the run's own error
+    rule_ids = _RULE_IDS.gather(np.where(code < 0, len(RULES), code))
+    message = np.where(code < 0, len(RULES), code)
+    message = np.where(code == PRODUCER_RULE, len(RULES) + 1 + env.run, message)
+    messages = pl.concat([_MESSAGES, pl.Series([None, *perr], dtype=pl.Utf8)])
 
     def col(values: Any, dtype: Any, valid: Bool | None = None) -> pa.Array:
         return pa.array(
@@ -883,9 +850,10 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
         cols[name] = col(column, FRAMES_SCHEMA[name], valid)
     strings = [
         pl.Series("kind", KINDS, dtype=_KIND_ENUM).gather(kind_code),
-        messages.gather(code),
+        messages.gather(message).alias("validation_error"),
+        rule_ids,
     ]
-    for name in (*_RELAY_COLS, *_PRODUCER_COLS[:-1]):
+    for name in (*_RELAY_COLS[:-1], *_PRODUCER_COLS[:-2]):
         if FRAMES_SCHEMA[name] == pl.Utf8:
             strings.append(env.strings(name))
         else:
@@ -918,9 +886,18 @@ def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
     return pl.DataFrame([row], schema=FRAMES_SCHEMA)
 
 
-def _pipelined(items: Iterator[_Batch | tuple[CaptureError, int]]) -> Iterator[pl.DataFrame]:
+def _pipelined(
+    items: Iterator[_Batch | tuple[CaptureError, int]], engine: str
+) -> Iterator[pl.DataFrame]:
     """Frames of a capture, two stages deep: while the envelope kernel (no GIL) scans a batch
-    on a worker thread, this thread reads the next one and turns the last into columns."""
+    on a worker thread, this thread reads the next one and turns the last into columns. The
+    reference engine builds each batch's rows in Python, in order."""
+    if engine == "reference":
+        from cbi1kit.analysis._reference import reference_frames
+
+        for item in items:
+            yield reference_frames(item) if isinstance(item, _Batch) else _damage_df(*item)
+        return
     with ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-envelopes") as pool:
         pending: tuple[_Batch, Future[_Scanned]] | None = None
         for item in items:
@@ -937,18 +914,41 @@ def _pipelined(items: Iterator[_Batch | tuple[CaptureError, int]]) -> Iterator[p
             yield _frames_columns(pending[0], pending[1].result())
 
 
-def frames_batches(source: Any, *, batch_records: int = 65536) -> Iterator[pl.DataFrame]:
+ENGINES: Final = ("auto", "compiled", "reference")
+
+
+def _engine(engine: str) -> str:
+    """``compiled`` or ``reference``: ``auto`` is the compiled kernels when they load (numba
+    importable, a kernel compiled or loaded from the cache), else the reference."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine == "auto":
+        from cbi1kit.analysis._reference import kernels_available
+
+        return "compiled" if kernels_available() else "reference"
+    return engine
+
+
+def frames_batches(
+    source: Any, *, batch_records: int = 65536, engine: str = "auto"
+) -> Iterator[pl.DataFrame]:
     """The ``frames`` table as a sequence of DataFrames of at most ``batch_records`` rows.
 
     ``source``: a capture / grpcurl JSON / CBI1 file path, or an iterable of ``FrameRecord`` or
     ``FilterUpdate`` values. Source damage becomes a ``SOURCE_ERROR`` row: a capture's damage
     where it is, reading going on past it (as ``CaptureReader.items``; frame numbers as
     ``read_capture(..., damage="report")``), other sources' as the last row.
+
+    ``engine``: ``compiled`` (the numba kernels), ``reference`` (protobuf, relay validation,
+    ``decode`` and the rulebook per message, in Python: the same table, slower) or ``auto``
+    (compiled, falling back to reference when the kernels cannot be loaded).
     """
+    engine = _engine(engine)
     if _is_capture(source):
-        items = _CaptureScan(source, (SUBSCRIBE_KV_POOL_METHOD,)).items(batch_records)
+        scan = _CaptureScan(source, (SUBSCRIBE_KV_POOL_METHOD,), indexed=engine == "compiled")
+        items = scan.items(batch_records)
         try:
-            yield from _pipelined(items)
+            yield from _pipelined(items, engine)
         finally:
             items.close()  # after the kernel thread has let go of the mapped file
         return
@@ -961,13 +961,14 @@ def frames_batches(source: Any, *, batch_records: int = 65536) -> Iterator[pl.Da
         yield _damage_df(exc, 0)
         return
     for batch in _record_batches(records, batch_records, damage):
-        yield _frames_df(batch)
+        yield _frames_df(batch, engine)
     if damage and damage[0][0] is not None:
         yield _damage_df(damage[0][0], damage[0][1])
 
 
-def frames_table(source: Any, *, batch_records: int = 65536) -> pl.LazyFrame:
-    """One row per message (schema ``FRAMES_SCHEMA``), produced lazily batch by batch."""
+def frames_table(source: Any, *, batch_records: int = 65536, engine: str = "auto") -> pl.LazyFrame:
+    """One row per message (schema ``FRAMES_SCHEMA``), produced lazily batch by batch
+    (``engine``: see :func:`frames_batches`)."""
     from polars.io.plugins import register_io_source
 
     def produce(
@@ -977,7 +978,7 @@ def frames_table(source: Any, *, batch_records: int = 65536) -> pl.LazyFrame:
         batch_size: int | None,
     ) -> Iterator[pl.DataFrame]:
         left = n_rows
-        for batch in frames_batches(source, batch_records=batch_records):
+        for batch in frames_batches(source, batch_records=batch_records, engine=engine):
             df = batch
             if left is not None:
                 df = df.head(left)

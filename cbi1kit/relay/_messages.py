@@ -177,14 +177,18 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
     """Raise on the first contract violation of one ``FilterUpdate`` taken on its own.
 
     Per kind (relay.md §1.1, §2.4, §3.1): snapshot chunks have ``base_sequence == sequence`` and a
-    payload; deltas advance by exactly one and carry a payload; heartbeats have
+    payload; deltas carry a payload and advance by exactly one; heartbeats have
     ``base_sequence == sequence`` and no payload. Stream-level rules (relay identity constant,
     producer equal to the subscribed one, contiguity) need state and belong to replay.
+
+    The order is the rulebook's (:data:`cbi1kit.wire.RULES`, upstream ``stream.rs``): envelope,
+    producer, relay, kind, then the kind's rules; a delta's sequence rule is the lane
+    ingestor's and comes after its payload (which upstream decodes first).
     """
     path = "FilterUpdate"
     validate_envelope(update.protocol_version, update.contract_marker, path=path)
-    _require(update, "relay", path)
     validate_producer_identity(_require(update, "producer", path), path=f"{path}.producer")
+    _require(update, "relay", path)
     kind = update.kind
     base, seq = update.base_sequence, update.sequence
     if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
@@ -199,15 +203,15 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
                 "Payload", f"{path}.payload", detail="a snapshot chunk needs a CBI1 payload"
             )
     elif kind == pb.FILTER_UPDATE_KIND_DELTA:
+        if not update.payload:
+            raise RelayWireError(
+                "Payload", f"{path}.payload", detail="a delta needs a CBI1 payload"
+            )
         if base == _U64_MAX or seq != base + 1:
             raise RelayWireError(
                 "Sequence",
                 f"{path}.sequence",
                 detail=f"a delta needs sequence == base_sequence + 1, got {base} -> {seq}",
-            )
-        if not update.payload:
-            raise RelayWireError(
-                "Payload", f"{path}.payload", detail="a delta needs a CBI1 payload"
             )
     elif kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
         if base != seq:

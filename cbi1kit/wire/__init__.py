@@ -1,5 +1,5 @@
 """CBI1 frames: the format constants, the byte layout as data, encode/decode, snapshot assembly and
-the annotated hex view.
+the annotated hex view, and the consumer's per-message rulebook.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from cbi1kit.wire._layout import (
     layout_markdown,
     layout_rows,
 )
+from cbi1kit.wire._rules import RULE_INDEX, RULES, Rule, rule_for
 
 __all__ = [
     "ALL_LAYOUTS",
@@ -74,6 +75,8 @@ __all__ = [
     "LEGACY_MAGIC",
     "MAGIC",
     "MAX_BUCKET_COUNT",
+    "RULES",
+    "RULE_INDEX",
     "SLOTS_PER_BUCKET",
     "SNAPSHOT_CHUNK_BUCKETS",
     "SNAPSHOT_PREFIX",
@@ -93,6 +96,7 @@ __all__ = [
     "Inspection",
     "Layout",
     "Problem",
+    "Rule",
     "SnapshotAssembly",
     "SnapshotChunk",
     "SnapshotChunks",
@@ -106,4 +110,5 @@ __all__ = [
     "layout_rows",
     "max_delta_images",
     "peek_format",
+    "rule_for",
 ]

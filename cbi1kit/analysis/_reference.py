@@ -1,0 +1,293 @@
+"""The frames table without numba: the same columns, per message, in Python.
+
+Each message is walked field by field (protobuf's wire rules, as strict as prost: a known field
+with a foreign wire type is malformed; the last occurrence of a field wins), its relay and
+producer parsed by protobuf, validated by :func:`cbi1kit.relay._messages.check_filter_update`,
+its payload decoded by :func:`cbi1kit.wire.decode` against the producer's format, and the
+decoded frame compared with its envelope. Each of those reports its first failure; the verdict
+is the earliest of them in the rulebook (:data:`cbi1kit.wire.RULES`), whose order every one of
+them follows. It is the compiled kernels' oracle (``tests/test_rulebook.py``) and the frames
+table's fallback when the kernels cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import polars as pl
+import xxhash
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.errors import Cbi1Error
+from cbi1kit.relay._messages import check_filter_update
+from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
+from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._rules import RULE_INDEX, RULES, rule_for
+
+if TYPE_CHECKING:
+    from cbi1kit.analysis._tables import _Batch
+
+__all__ = ["frame_verdict", "kernels_available", "reference_frames", "walk_filter_update"]
+
+_U64: Final = (1 << 64) - 1
+_KNOWN: Final = {1: 0, 4: 0, 5: 0, 6: 0, 7: 0, 2: 2, 3: 2, 8: 2, 127: 5}  # field -> wire type
+_HEAD: Final = struct.Struct("<4sHHBBHQQQQI")
+_KINDS: Final = {1: 0, 2: 1, 3: 2, 0: 3}  # kind -> index in _tables.KINDS (else 4, UNKNOWN)
+
+
+@lru_cache(maxsize=1)
+def kernels_available() -> bool:
+    """Whether the compiled kernels load and run (numba importable, a kernel compiled or read
+    from its cache). Checked once per process; any failure means the reference engine."""
+    try:
+        from cbi1kit.analysis import _kernels
+
+        raw = pb.FilterUpdate(sequence=1, payload=b"x" * 64).SerializeToString()
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        one = np.zeros(1, dtype=np.int64)
+        _kernels.scan_filter_updates(buf, one, one + len(raw), np.ones(1, dtype=np.bool_))
+        return True
+    except Exception:  # ImportError, numba errors, an unusable cache: fall back, never fail
+        return False
+
+
+def _varint(raw: bytes, p: int, e: int) -> tuple[int, int] | None:
+    v = shift = 0
+    while p < e and shift < 70:
+        c = raw[p]
+        p += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return v & _U64, p
+    return None
+
+
+def walk_filter_update(raw: bytes) -> tuple[dict[int, int], dict[int, bytes], bool, bool]:
+    """``(values, spans, malformed, unknown)``: the last value of each known scalar field (a
+    length for length-delimited fields), the last bytes of fields 2, 3 and 8, whether the walk
+    hit damage (fields before it are kept) and whether it skipped unknown fields."""
+    values: dict[int, int] = {}
+    spans: dict[int, bytes] = {}
+    unknown = False
+    p, e = 0, len(raw)
+    while p < e:
+        got = _varint(raw, p, e)
+        if got is None:
+            return values, spans, True, unknown
+        tag, p = got
+        field, wt = tag >> 3, tag & 7
+        known = _KNOWN.get(field)
+        if field == 0 or (known is not None and wt != known):
+            return values, spans, True, unknown
+        if wt in (0, 2):
+            got = _varint(raw, p, e)
+            if got is None:
+                return values, spans, True, unknown
+            v, p = got
+            if wt == 2:
+                if v > e - p:
+                    return values, spans, True, unknown
+                if known is not None:
+                    spans[field] = raw[p : p + v]
+                p += v
+        elif wt == 5:
+            if p + 4 > e:
+                return values, spans, True, unknown
+            v, p = int.from_bytes(raw[p : p + 4], "little"), p + 4
+        elif wt == 1:
+            if p + 8 > e:
+                return values, spans, True, unknown
+            v, p = int.from_bytes(raw[p : p + 8], "little"), p + 8
+        else:
+            return values, spans, True, unknown
+        if known is None:
+            unknown = True
+        else:
+            values[field] = v
+    return values, spans, False, unknown
+
+
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _earliest(*errors: BaseException | None) -> tuple[int, BaseException | None] | None:
+    found = [(RULE_INDEX[rule_for(e)], e) for e in errors if e is not None]
+    return min(found, key=lambda x: x[0]) if found else None
+
+
+def frame_verdict(update: pb.FilterUpdate | None, payload: bytes) -> tuple[int, str] | None:
+    """``(rule index, message)`` of the first rule that a message (``update``; ``None`` for a
+    bare CBI1 frame ``payload``) breaks, ``None`` if valid."""
+    relay_error = decode_error = None
+    consumer: int | None = None
+    frame = None
+    if update is None:
+        seed, buckets = struct.unpack_from("<QQ", payload, 12) if len(payload) >= 28 else (0, 0)
+        try:
+            decode(FilterFormat.unchecked(seed, buckets), payload)
+        except Cbi1Error as exc:
+            decode_error = exc
+    else:
+        relay_error = check_filter_update(update)
+        kind = update.kind
+        if update.HasField("producer") and kind in (1, 2) and update.payload:
+            fmt = update.producer.ckf_format
+            try:
+                frame = decode(FilterFormat.unchecked(fmt.seed, fmt.bucket_count), payload)
+            except Cbi1Error as exc:
+                decode_error = exc
+        if frame is not None:  # stream.rs: the kind, check_header, then the base epoch
+            if isinstance(frame, SnapshotChunk) != (kind == 1):
+                consumer = RULE_INDEX["cbi1-kind-mismatch"]
+            elif frame.header.dc_id != update.producer.pool_id.dc_id:
+                consumer = RULE_INDEX["cbi1-dc-id"]
+            elif frame.header.epoch != update.sequence:
+                consumer = RULE_INDEX["cbi1-epoch"]
+            elif isinstance(frame, Delta) and frame.base_epoch != update.base_sequence:
+                consumer = RULE_INDEX["cbi1-delta-base-epoch"]
+    first = _earliest(relay_error, decode_error)
+    if consumer is not None and (first is None or consumer < first[0]):
+        return consumer, RULES[consumer].message
+    if first is None:
+        return None
+    index, error = first
+    if index == RULE_INDEX["relay-producer-identity"]:
+        return index, str(error)  # the validator's own words, as the compiled table shows
+    return index, RULES[index].message
+
+
+def _message(values: dict[int, int], spans: dict[int, bytes]) -> pb.FilterUpdate:
+    """The message as the walk read it (sub-messages: their last occurrence, parsed alone)."""
+    m = pb.FilterUpdate(
+        protocol_version=values.get(1, 0) & 0xFFFFFFFF,
+        base_sequence=values.get(4, 0),
+        sequence=values.get(5, 0),
+        send_ts_us=values.get(6, 0),
+        kind=_int32(values.get(7, 0)),  # type: ignore[arg-type]
+        payload=spans.get(8, b""),
+        contract_marker=values.get(127, 0),
+    )
+    if 2 in spans:
+        m.relay.MergeFromString(spans[2])
+        m.relay.SetInParent()
+    if 3 in spans:
+        m.producer.MergeFromString(spans[3])
+        m.producer.SetInParent()
+    return m
+
+
+def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
+    """Every column of one message's row but the batch's own (index, offsets, times)."""
+    from cbi1kit.analysis._tables import (
+        _NO_PRODUCER,
+        _PRODUCER_COLS,
+        _RELAY_COLS,
+        KINDS,
+        _producer_summary,
+        _relay_summary,
+    )
+
+    values: dict[int, int] = {}
+    spans: dict[int, bytes] = {}
+    malformed = unknown = False
+    if is_pb:
+        values, spans, malformed, unknown = walk_filter_update(raw)
+        payload = spans.get(8, b"")
+    else:
+        payload = raw
+    relay = _relay_summary(spans[2]) if 2 in spans else (None, None, None)
+    producer = _producer_summary(spans[3]) if 3 in spans else _NO_PRODUCER
+    row: dict[str, Any] = dict(zip(_RELAY_COLS[:-1], relay, strict=False))
+    row.update(zip(_PRODUCER_COLS[:-2], producer, strict=False))
+    n = len(payload)
+    head = payload[:64].ljust(64, b"\0")
+    (_magic, wire_version, flags, fp_bits, slots, fversion, seed, buckets, dc_id, epoch, check) = (
+        _HEAD.unpack_from(head)
+    )
+    has_head = n >= 48
+    is_chunk = has_head and flags == 1 and n >= 64
+    is_delta = has_head and flags == 2 and n >= 60
+    chunk_index, chunk_count, bucket_offset = struct.unpack_from("<IIQ", head, 48)
+    base_epoch, image_count = struct.unpack_from("<QI", head, 48)
+    if is_pb:
+        kind_raw = _int32(values.get(7, 0))
+        code = _KINDS.get(kind_raw, 4)
+        base, seq = values.get(4, 0), values.get(5, 0)
+    else:
+        code = 0 if flags == 1 else 1 if flags == 2 else 4
+        kind_raw = 1 if flags == 1 else 2 if flags == 2 else 0
+        base, seq = (base_epoch if is_delta else epoch), epoch
+    body = xxhash.xxh3_64_intdigest(payload[48:]) & 0xFFFFFFFF if has_head else 0
+    if malformed or (is_pb and (relay[2] or producer[-1])):
+        verdict: tuple[int, str] | None = (0, RULES[0].message)
+    else:
+        verdict = frame_verdict(_message(values, spans) if is_pb else None, payload)
+    send = values.get(6, 0)
+    row.update(
+        send_ts_us=send if is_pb else None,
+        send_time=send if is_pb and send < 2**62 else None,
+        kind=KINDS[code],
+        kind_raw=kind_raw,
+        base_sequence=base if is_pb or has_head else None,
+        sequence=seq if is_pb or has_head else None,
+        protocol_version=values.get(1, 0) & 0xFFFFFFFF if is_pb else None,
+        contract_marker=values.get(127, 0) & 0xFFFFFFFF if is_pb else None,
+        payload_len=n,
+        has_unknown_fields=unknown,
+        cbi1_checksum_ok=(body == check) if has_head else None,
+        word_count=(n - 64) // 8 if is_chunk else None,
+        validation_error=None if verdict is None else verdict[1],
+        validation_rule=None if verdict is None else RULES[verdict[0]].id,
+    )
+    header = {
+        "cbi1_fingerprint_bits": fp_bits,
+        "cbi1_slots": slots,
+        "cbi1_wire_version": wire_version,
+        "cbi1_flags": flags,
+        "cbi1_format_version": fversion,
+        "cbi1_checksum": check,
+        "cbi1_seed": seed,
+        "cbi1_bucket_count": buckets,
+        "cbi1_dc_id": dc_id,
+        "cbi1_epoch": epoch,
+    }
+    row.update({k: v if has_head else None for k, v in header.items()})
+    for name, v in (("chunk_index", chunk_index), ("chunk_count", chunk_count)):
+        row[name] = v if is_chunk else None
+    row["bucket_offset"] = bucket_offset if is_chunk else None
+    row["base_epoch"] = base_epoch if is_delta else None
+    row["image_count"] = image_count if is_delta else None
+    return row
+
+
+def reference_frames(batch: _Batch) -> pl.DataFrame:
+    """The frames table rows of one batch, computed message by message without numba."""
+    from cbi1kit.analysis._tables import FRAMES_SCHEMA
+
+    rows = []
+    for i in range(len(batch.start)):
+        lo = int(batch.start[i])
+        raw = bytes(batch.buf[lo : lo + int(batch.length[i])])
+        row = _row(raw, bool(batch.is_pb[i]))
+        timed = bool(batch.has_time[i])
+        row.update(
+            record_index=int(batch.index[i]),
+            stream_id=int(batch.stream_id[i]) & 0xFFFFFFFF,
+            source_offset=int(batch.offset[i]),
+            raw_len=int(batch.length[i]) & 0xFFFFFFFF,
+            recv_time=int(batch.wall[i]) if timed else None,
+            recv_mono_ns=int(batch.mono[i]) if timed else None,
+        )
+        rows.append(row)
+    times = {"recv_time": pl.Int64, "send_time": pl.Int64}
+    df = pl.DataFrame(rows, schema={**FRAMES_SCHEMA, **times})
+    return df.with_columns(
+        pl.col("recv_time").cast(FRAMES_SCHEMA["recv_time"]),
+        pl.col("send_time").cast(FRAMES_SCHEMA["send_time"]),
+    ).select(list(FRAMES_SCHEMA))

@@ -1,0 +1,303 @@
+"""The consumer's per-message rulebook: every rule once, as data, in the order upstream checks it.
+
+One ``FilterUpdate`` (or one bare CBI1 frame) is valid when no rule fails; otherwise its verdict is
+the first failing rule of :data:`RULES`. The order is upstream's newest consumer
+(``lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs`` · ``CkfStreamSession::process_update``):
+the envelope, the producer, the relay, the kind and the per-kind sequence rule, then
+``cbi1::decode`` with its own variant order (length, magic, wire version, checksum, format, flags,
+then the body: delta length and bucket range, chunk layout), then the checks that compare the
+decoded frame with its envelope (kind, ``check_header``: dc_id and epoch, base_epoch), and last
+the lane ingestor's sequence rule for deltas (``GlobalCkfLaneIngestor::apply_delta``).
+
+Rules that need stream state (producer equal to the subscribed one, relay constant in a stream,
+snapshot assembly, heartbeats at the installed sequence, an empty or duplicate delta for the lane
+ingestor) are replay's, not per-message rules.
+
+Three users share this table: the compiled frames table (its kernel returns indices into
+``RULES``), the reference frames table, and the per-message Python paths (relay validation and
+``decode`` errors map to a rule id through :func:`rule_for`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from cbi1kit.errors import Cbi1kitError
+
+__all__ = ["RULES", "RULE_INDEX", "Rule", "rule_for"]
+
+_CBI1_RS: Final = "lib/llm/src/kv_dc_relay/publication/cbi1.rs"
+_STREAM_RS: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs"
+_IDENTITY_RS: Final = "lib/llm/src/kv_dc_relay/wan/grpc/protocol/wire/identity.rs"
+_CONVERT_RS: Final = "lib/llm/src/kv_dc_relay/wan/grpc/identity.rs"
+_GLOBAL_RS: Final = "lib/kv-router/src/indexer/cuckoo/global.rs"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One per-message consumer rule.
+
+    ``id`` is stable (tables and reports key on it); ``field`` the protobuf / CBI1 field path it
+    is about; ``message`` the text of the frames table's ``validation_error``; ``upstream`` the
+    upstream check it mirrors (``path · function → error``).
+    """
+
+    id: str
+    field: str
+    message: str
+    upstream: str
+
+
+RULES: Final[tuple[Rule, ...]] = (
+    Rule(
+        "relay-protobuf-decode",
+        "FilterUpdate",
+        "FilterUpdate: malformed protobuf",
+        f"{_STREAM_RS} · run_exact_aggregated_producer (`update?`): prost decode → tonic::Status",
+    ),
+    Rule(
+        "relay-contract-marker",
+        "FilterUpdate.contract_marker",
+        "FilterUpdate.contract_marker: wrong relay contract marker",
+        f"{_IDENTITY_RS} · validate_protocol_envelope → WireIdentityError::ContractMarker",
+    ),
+    Rule(
+        "relay-protocol-version",
+        "FilterUpdate.protocol_version",
+        "FilterUpdate.protocol_version: unsupported relay protocol version",
+        f"{_IDENTITY_RS} · validate_protocol_envelope → WireIdentityError::ProtocolVersion",
+    ),
+    Rule(
+        "relay-producer-present",
+        "FilterUpdate.producer",
+        "FilterUpdate.producer: required message field is missing",
+        f'{_STREAM_RS} · CkfStreamSession::process_update → bail "missing frame producer"',
+    ),
+    Rule(
+        "relay-producer-identity",
+        "FilterUpdate.producer.*",
+        "FilterUpdate.producer: invalid producer identity",  # the table shows the validator's
+        f"{_CONVERT_RS} · producer_from_wire → {_IDENTITY_RS} · validate_producer_identity → "
+        "WireConversionError::InvalidIdentity",
+    ),
+    Rule(
+        "relay-identity-present",
+        "FilterUpdate.relay",
+        "FilterUpdate.relay: required message field is missing",
+        f'{_STREAM_RS} · CkfStreamSession::process_update → bail "missing relay identity" '
+        "(after the producer checks)",
+    ),
+    Rule(
+        "relay-update-kind",
+        "FilterUpdate.kind",
+        "FilterUpdate.kind: unspecified or unknown FilterUpdate kind",
+        f"{_STREAM_RS} · CkfStreamSession::process_update → FilterUpdateKind::try_from "
+        '(UnknownEnumValue) / bail "unspecified CKF frame kind"',
+    ),
+    Rule(
+        "relay-base-equals-sequence",
+        "FilterUpdate.base_sequence",
+        "FilterUpdate.base_sequence: a snapshot chunk or heartbeat needs base_sequence == sequence",
+        f'{_STREAM_RS} · CkfStreamSession::process_update → bail "snapshot chunk has mismatched '
+        'base sequence" (before decode) / "CKF heartbeat has unexpected payload or sequence"',
+    ),
+    Rule(
+        "relay-payload",
+        "FilterUpdate.payload",
+        "FilterUpdate.payload: a snapshot chunk or delta needs a CBI1 payload; a heartbeat none",
+        f"chunk, delta: {_CBI1_RS} · decode → ImagesWireError::Truncated (this rule names the "
+        f'empty payload); heartbeat: {_STREAM_RS} · CkfStreamSession::process_update → bail "CKF '
+        'heartbeat has unexpected payload or sequence"',
+    ),
+    Rule(
+        "cbi1-truncated",
+        "header",
+        "CBI1: frame shorter than its 48-byte header",
+        f"{_CBI1_RS} · decode → ImagesWireError::Truncated",
+    ),
+    Rule(
+        "cbi1-frame-too-large",
+        "frame",
+        "CBI1: frame larger than the CBI1 maximum",
+        f"{_CBI1_RS} · decode → ImagesWireError::FrameTooLarge",
+    ),
+    Rule(
+        "cbi1-legacy-ckf1",
+        "header.magic",
+        "CBI1 header.magic: legacy CKF1 prototype frame, not CBI1",
+        f"{_CBI1_RS} · decode → ImagesWireError::Magic (named apart: a CKF1 prototype frame)",
+    ),
+    Rule(
+        "cbi1-magic",
+        "header.magic",
+        "CBI1 header.magic: not a CBI1 frame",
+        f"{_CBI1_RS} · decode → ImagesWireError::Magic",
+    ),
+    Rule(
+        "cbi1-wire-version",
+        "header.wire_version",
+        "CBI1 header.wire_version: unsupported CBI1 wire version",
+        f"{_CBI1_RS} · decode → ImagesWireError::WireVersion",
+    ),
+    Rule(
+        "cbi1-checksum",
+        "header.body_checksum",
+        "CBI1 header.body_checksum: body checksum mismatch",
+        f"{_CBI1_RS} · decode → ImagesWireError::Checksum",
+    ),
+    Rule(
+        "cbi1-format-shape",
+        "header.format_version",
+        "CBI1 header: format version / fingerprint bits / slots are not (1, 16, 4)",
+        f"{_CBI1_RS} · FilterFormat::validate → FormatError::{{Version, FingerprintBits, "
+        "SlotsPerBucket}",
+    ),
+    Rule(
+        "cbi1-format-mismatch",
+        "header.seed",
+        "CBI1 header: seed or bucket_count differ from the producer's CKF format",
+        f"{_CBI1_RS} · FilterFormat::validate → FormatError::Mismatch (expected: the "
+        f"subscribed producer's format, {_STREAM_RS} · CkfStreamSession::new)",
+    ),
+    Rule(
+        "cbi1-flags",
+        "header.flags",
+        "CBI1 header.flags: unknown frame flags (1 = snapshot chunk, 2 = delta)",
+        f"{_CBI1_RS} · decode → ImagesWireError::Flags",
+    ),
+    Rule(
+        "cbi1-delta-length",
+        "delta.image_count",
+        "CBI1 delta: body is not 12 + 12 * image_count bytes (or image_count over the maximum)",
+        f"{_CBI1_RS} · decode_delta → ImagesWireError::Malformed (body < 12, length) / "
+        "DeltaImageCount",
+    ),
+    Rule(
+        "cbi1-delta-bucket-range",
+        "delta.images[].bucket",
+        "CBI1 delta: an image's bucket is not below bucket_count",
+        f"{_CBI1_RS} · decode_delta → ImagesWireError::Malformed",
+    ),
+    Rule(
+        "cbi1-chunk-layout",
+        "snapshot",
+        "CBI1 snapshot chunk: chunk_index/chunk_count/word count/bucket range inconsistent",
+        f"{_CBI1_RS} · decode_snapshot_chunk → ImagesWireError::Malformed / "
+        "SnapshotChunkWordCount (bucket_offset is not tied to chunk_index: only the encoder "
+        "cuts at chunk_index * 524288)",
+    ),
+    Rule(
+        "cbi1-kind-mismatch",
+        "header.flags",
+        "CBI1 header.flags: frame kind differs from the envelope's kind",
+        f'{_STREAM_RS} · CkfStreamSession::process_update → bail "snapshot frame contains a '
+        'non-snapshot CBI1 payload" / "delta frame contains a non-delta CBI1 payload"',
+    ),
+    Rule(
+        "cbi1-dc-id",
+        "header.dc_id",
+        "CBI1 header.dc_id differs from the producer's dc_id",
+        f'{_STREAM_RS} · CkfStreamSession::check_header → bail "CBI1 header differs from CKF '
+        'frame envelope"',
+    ),
+    Rule(
+        "cbi1-epoch",
+        "header.epoch",
+        "CBI1 header.epoch differs from the envelope sequence",
+        f'{_STREAM_RS} · CkfStreamSession::check_header → bail "CBI1 header differs from CKF '
+        'frame envelope"',
+    ),
+    Rule(
+        "cbi1-delta-base-epoch",
+        "delta.base_epoch",
+        "CBI1 delta: base_epoch differs from the envelope base_sequence",
+        f'{_STREAM_RS} · CkfStreamSession::process_update → bail "delta CBI1 base sequence '
+        'differs from frame envelope"',
+    ),
+    Rule(
+        "relay-delta-contiguous",
+        "FilterUpdate.sequence",
+        "FilterUpdate.sequence: a delta needs sequence == base_sequence + 1",
+        f"{_GLOBAL_RS} · GlobalCkfLaneIngestor::apply_delta → GlobalCkfLaneFault::"
+        f'{{NonContiguousSequence, SequenceExhausted}} → {_STREAM_RS} bail "CKF delta rejected"',
+    ),
+)
+
+RULE_INDEX: Final[dict[str, int]] = {rule.id: i for i, rule in enumerate(RULES)}
+assert len(RULE_INDEX) == len(RULES)
+
+# ------------------------------------------------------------------ errors -> rule ids
+#
+# Keyed on (name, field prefix): ``name`` is ``Family.Variant.Subvariant``, then
+# ``Family.Variant`` (``cbi1kit.errors``), or the class name of a foreign error (protobuf's
+# ``DecodeError``); among the entries of the first name that has any, the longest field prefix
+# that the error's ``field`` starts with wins ("" is any field). The one place to update when
+# error families or variants change.
+_BY_ERROR: Final[dict[str, dict[str, str]]] = {
+    # protobuf (google.protobuf.message.DecodeError)
+    "DecodeError": {"": "relay-protobuf-decode"},
+    # relay validation (cbi1kit.relay._messages)
+    "RelayWireError.ContractMarker": {"": "relay-contract-marker"},
+    "RelayWireError.ProtocolVersion": {"": "relay-protocol-version"},
+    "RelayWireError.MissingField": {
+        "FilterUpdate.producer": "relay-producer-present",
+        "FilterUpdate.producer.": "relay-producer-identity",
+        "FilterUpdate.relay": "relay-identity-present",
+    },
+    "RelayWireError.PoolIdentityVersion": {"": "relay-producer-identity"},
+    "RelayWireError.DigestLength": {"": "relay-producer-identity"},
+    "RelayWireError.IdentitySource": {"": "relay-producer-identity"},
+    "RelayWireError.LayoutGeneration": {"": "relay-producer-identity"},
+    "RelayWireError.UnsupportedCkfFormat": {"": "relay-producer-identity"},
+    "RelayWireError.BucketCount": {"": "relay-producer-identity"},
+    "RelayWireError.UpdateKind": {"": "relay-update-kind"},
+    "RelayWireError.Sequence": {
+        "FilterUpdate.base_sequence": "relay-base-equals-sequence",
+        "FilterUpdate.sequence": "relay-delta-contiguous",
+    },
+    "RelayWireError.Payload": {"": "relay-payload"},
+    # CBI1 decode (cbi1kit.errors): class names first where a variant is shared
+    "Cbi1Error.Magic.Legacy": {"": "cbi1-legacy-ckf1"},
+    "Cbi1Error.Truncated": {"": "cbi1-truncated"},
+    "Cbi1Error.FrameTooLarge": {"": "cbi1-frame-too-large"},
+    "Cbi1Error.Magic": {"": "cbi1-magic"},
+    "Cbi1Error.WireVersion": {"": "cbi1-wire-version"},
+    "Cbi1Error.Checksum": {"": "cbi1-checksum"},
+    "Cbi1Error.Format": {
+        "header.format_version": "cbi1-format-shape",
+        "header.fingerprint_bits": "cbi1-format-shape",
+        "header.slots_per_bucket": "cbi1-format-shape",
+        "header.seed": "cbi1-format-mismatch",
+        "header.bucket_count": "cbi1-format-mismatch",
+    },
+    "Cbi1Error.Flags": {"": "cbi1-flags"},
+    "Cbi1Error.Malformed": {
+        "delta": "cbi1-delta-length",
+        "delta.images[": "cbi1-delta-bucket-range",
+        "snapshot": "cbi1-chunk-layout",
+    },
+    "Cbi1Error.DeltaImageCount": {"": "cbi1-delta-length"},
+    "Cbi1Error.SnapshotChunkWordCount": {"": "cbi1-chunk-layout"},
+}
+for _table in _BY_ERROR.values():
+    assert set(_table.values()) <= RULE_INDEX.keys(), _table
+
+
+def rule_for(error: BaseException) -> str:
+    """The id of the rule that ``error`` (a relay validation, protobuf or CBI1 decode error)
+    reports. ``LookupError`` for errors that are no per-message rule (encoder inputs, snapshot
+    assembly, stream state)."""
+    if isinstance(error, Cbi1kitError):
+        names = [f"{error.name}.{error.subvariant}", error.name]
+    else:
+        names = [cls.__name__ for cls in type(error).__mro__]
+    field = getattr(error, "field", None) or ""
+    for name in names:
+        table = _BY_ERROR.get(name)
+        if table is None:
+            continue
+        hits = [prefix for prefix in table if field.startswith(prefix)]
+        if hits:
+            return table[max(hits, key=len)]
+    raise LookupError(f"{type(error).__name__} ({field or 'no field'}) is no per-message rule")
