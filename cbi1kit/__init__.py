@@ -10,10 +10,10 @@ Errors are a few families in :mod:`cbi1kit.errors`, each naming upstream's varia
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cbi1kit import analysis, capture, ckf, errors, hashing, relay, sim, viz, wire
+from cbi1kit._lazy import lazy_getattr, lazy_names
 from cbi1kit.analysis import (
     export_parquet,
     frames_table,
@@ -129,12 +129,5 @@ __all__ = [
     "wire",
 ]
 
-_LAZY = {"build_report", "hex64"}  # altair loads on first use
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'cbi1kit' has no attribute {name!r}")
-    value = getattr(importlib.import_module("cbi1kit.viz"), name)
-    globals()[name] = value
-    return value
+_LAZY = lazy_names("viz", ("build_report", "hex64"))  # altair loads on first use
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -30,6 +30,7 @@ __all__ = [
     "RelayWireError",
     "SimulationError",
     "VizError",
+    "error_name",
 ]
 
 
@@ -93,9 +94,17 @@ class Cbi1kitError(Exception):
         return f"{type(self).__name__}.{self.variant}"
 
     @property
+    def variant_path(self) -> str:
+        """``Variant`` or ``Variant.Subvariant``, as given to the constructor."""
+        return f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
+
+    @property
     def summary(self) -> str:
-        key = f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
-        return self.summaries.get(key) or self.summaries.get(self.variant) or self.variant
+        return (
+            self.summaries.get(self.variant_path)
+            or self.summaries.get(self.variant)
+            or self.variant
+        )
 
     def _where(self) -> str:
         if self.field is not None:
@@ -116,8 +125,8 @@ class Cbi1kitError(Exception):
         return text
 
     def __reduce__(self) -> tuple[Any, ...]:
-        variant = f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
         kwargs = {
+            "detail": self.detail,
             "offset": self.offset,
             "field": self.field,
             "expected": self.expected,
@@ -126,10 +135,15 @@ class Cbi1kitError(Exception):
             **self.context,
         }
         family = type(self).__dict__.get("_family", type(self))
-        return (_rebuild, (family, variant, self.detail, kwargs))
+        return (_rebuild, (family, self.variant_path, kwargs))
 
 
 _MIXED: dict[tuple[type[Cbi1kitError], type[Exception]], type[Cbi1kitError]] = {}
+
+
+def error_name(error: BaseException) -> str:
+    """How reports and tables name an error: ``Family.Variant`` for ours, else the class name."""
+    return error.name if isinstance(error, Cbi1kitError) else type(error).__name__
 
 
 def _with_builtin(family: type[Cbi1kitError], extra: type[Exception]) -> type[Cbi1kitError]:
@@ -142,10 +156,9 @@ def _with_builtin(family: type[Cbi1kitError], extra: type[Exception]) -> type[Cb
     return mixed
 
 
-def _rebuild(
-    cls: type[Cbi1kitError], variant: str, detail: str | None, kwargs: dict[str, Any]
-) -> Cbi1kitError:
-    return cls(variant, detail, **kwargs)
+def _rebuild(cls: type[Cbi1kitError], variant: str, kwargs: dict[str, Any]) -> Cbi1kitError:
+    """Every argument by keyword, so families with their own positional order rebuild too."""
+    return cls(variant, **kwargs)
 
 
 class Cbi1Error(Cbi1kitError, ValueError):
@@ -249,17 +262,6 @@ class RelayWireError(Cbi1kitError, ValueError):
         **context: Any,
     ) -> None:
         super().__init__(variant, detail, field=field, expected=expected, actual=actual, **context)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        variant = f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
-        kwargs = {"expected": self.expected, "actual": self.actual, "detail": self.detail}
-        return (_rebuild_relay, (variant, self.field, kwargs, self.context))
-
-
-def _rebuild_relay(
-    variant: str, field: str, kwargs: dict[str, Any], context: dict[str, Any]
-) -> RelayWireError:
-    return RelayWireError(variant, field, **kwargs, **context)
 
 
 class HashingError(Cbi1kitError, ValueError):

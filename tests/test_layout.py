@@ -26,7 +26,14 @@ ORDER = [
     "viz",
     "cli",
 ]
-TOP = {"__init__": "cli", "__main__": "cli", "_cli_relay": "cli", "cli": "cli", "errors": "errors"}
+TOP = {
+    "__init__": "cli",
+    "__main__": "cli",
+    "_cli_relay": "cli",
+    "cli": "cli",
+    "errors": "errors",
+    "_lazy": "errors",
+}
 
 
 def _stage(module: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -30,6 +31,24 @@ def test_each_stage_exports_what_it_lists(stage: str) -> None:
     module = getattr(cbi1kit, stage)
     for name in module.__all__:
         assert getattr(module, name) is not None, f"{stage}.{name}"
+
+
+@pytest.mark.parametrize(
+    ("stage", "module"),
+    [("relay", "_recorder"), ("sim", "_server"), ("viz", "_charts"), ("viz", "_report")],
+)
+def test_lazily_loaded_names_are_the_modules_whole_surface(stage: str, module: str) -> None:
+    """A stage lists the names of its heavy modules so they load on first use; the list and the
+    module's ``__all__`` must not drift apart."""
+    package = getattr(cbi1kit, stage)
+    listed = {name for name, home in package._LAZY.items() if home == module}
+    assert listed == set(importlib.import_module(f"cbi1kit.{stage}.{module}").__all__)
+
+
+def test_each_stage_lists_a_name_once() -> None:
+    for stage in STAGES:
+        names = getattr(cbi1kit, stage).__all__
+        assert len(names) == len(set(names)), stage
 
 
 def test_no_private_name_leaks_through_a_stage() -> None:

@@ -2,44 +2,10 @@
 
 from __future__ import annotations
 
-from cbi1kit.analysis._replay import (
-    EventKind,
-    Replayer,
-    ReplayEvent,
-    ReplayReport,
-    Violation,
-    replay,
-)
-from cbi1kit.analysis._tables import (
-    FRAMES_SCHEMA,
-    IMAGES_SCHEMA,
-    KINDS,
-    OCCUPANCY_SCHEMA,
-    SNAPSHOTS_SCHEMA,
-    export_parquet,
-    frames_batches,
-    frames_table,
-    images_table,
-    occupancy_table,
-    snapshots_table,
-)
+from cbi1kit.analysis import _replay, _tables
+from cbi1kit.analysis._replay import *  # noqa: F403
+from cbi1kit.analysis._tables import *  # noqa: F403
 
-__all__ = [
-    "FRAMES_SCHEMA",
-    "IMAGES_SCHEMA",
-    "KINDS",
-    "OCCUPANCY_SCHEMA",
-    "SNAPSHOTS_SCHEMA",
-    "EventKind",
-    "ReplayEvent",
-    "ReplayReport",
-    "Replayer",
-    "Violation",
-    "export_parquet",
-    "frames_batches",
-    "frames_table",
-    "images_table",
-    "occupancy_table",
-    "replay",
-    "snapshots_table",
-]
+__all__: list[str] = []
+__all__ += _replay.__all__
+__all__ += _tables.__all__

@@ -39,7 +39,7 @@ from cbi1kit.ckf._consumer import (
     LaneReplica,
 )
 from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import Cbi1kitError, LaneError
+from cbi1kit.errors import Cbi1kitError, LaneError, error_name
 from cbi1kit.hashing._identity import ConsumerInstanceId, DcCkfFormatIdentity, LaneLease
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
@@ -293,7 +293,7 @@ class Replayer:
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
         index = self.records
-        reason = f"{_error_name(error)}: {error}"
+        reason = f"{error_name(error)}: {error}"
         off = getattr(error, "offset", offset)
         return self._emit(
             Violation(
@@ -317,7 +317,7 @@ class Replayer:
                 damage.index,
                 EventKind.VIOLATION,
                 None,
-                f"{_error_name(err)}: {err}",
+                f"{error_name(err)}: {err}",
                 None,
                 self._stream or 0,
                 err.offset,
@@ -331,7 +331,7 @@ class Replayer:
     def _feed_update(self, rec: _Rec, update: pb.FilterUpdate) -> ReplayEvent:
         err = check_filter_update(update)
         if err is not None:
-            return self._violation(rec, _error_name(err), str(err))
+            return self._violation(rec, error_name(err), str(err))
         kind = update.kind
         producer = update.producer.SerializeToString(deterministic=True)
         relay = update.relay.SerializeToString(deterministic=True)
@@ -410,7 +410,7 @@ class Replayer:
             try:
                 adopted = self.expected_format or peek_format(raw)
             except Cbi1kitError as exc:
-                return self._violation(rec, _error_name(exc), str(exc))
+                return self._violation(rec, error_name(exc), str(exc))
             self._format = adopted
         frame = self._decode(rec, raw)
         if frame is None:
@@ -428,7 +428,7 @@ class Replayer:
         try:
             frame = decode(self._format, payload)
         except Cbi1kitError as exc:
-            self._violation(rec, _error_name(exc), str(exc))
+            self._violation(rec, error_name(exc), str(exc))
             return None
         if rec.sequence is None:
             rec.sequence = frame.header.epoch
@@ -464,7 +464,7 @@ class Replayer:
             try:
                 done = self._assembly.absorb(frame)
             except Cbi1kitError as exc:
-                return self._violation(rec, _error_name(exc), str(exc))
+                return self._violation(rec, error_name(exc), str(exc))
             if done is None:
                 return self._event(
                     rec,
@@ -627,8 +627,3 @@ def replay(
         else:
             player.feed(record)
     return player.report()
-
-
-def _error_name(error: BaseException) -> str:
-    """A violation's rule: ``Family.Variant`` for our errors, the class name for any other."""
-    return error.name if isinstance(error, Cbi1kitError) else type(error).__name__

@@ -48,7 +48,7 @@ from cbi1kit.capture._file import (
     read_index,
 )
 from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD, FrameDamage, FrameRecord, read_frames
-from cbi1kit.errors import CaptureError, Cbi1kitError, RelayWireError
+from cbi1kit.errors import CaptureError, Cbi1kitError, RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
 from cbi1kit.wire._assembly import AssembledSnapshot
 from cbi1kit.wire._rules import RULES
@@ -881,8 +881,7 @@ def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
     row["record_index"] = index
     row["source_offset"] = getattr(error, "offset", None)
     row["kind"] = "SOURCE_ERROR"
-    name = error.name if isinstance(error, Cbi1kitError) else type(error).__name__
-    row["validation_error"] = f"{name}: {error}"
+    row["validation_error"] = f"{error_name(error)}: {error}"
     return pl.DataFrame([row], schema=FRAMES_SCHEMA)
 
 

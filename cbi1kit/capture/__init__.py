@@ -2,66 +2,10 @@
 
 from __future__ import annotations
 
-from cbi1kit.capture._file import (
-    FILE_HEADER_LEN,
-    FILE_MAGIC,
-    FORMAT_VERSION,
-    HEADER_DTYPE,
-    INDEX_FLAG_BLOCK_CHECK,
-    RECORD_HEADER_LEN,
-    RECORD_MAGIC,
-    CaptureDamage,
-    CaptureIndex,
-    CaptureReader,
-    CaptureRecord,
-    CaptureWriter,
-    IndexBlock,
-    RecordType,
-    StreamClose,
-    StreamOpen,
-    decode_stream_close,
-    decode_stream_open,
-    read_index,
-    schema_bytes,
-)
-from cbi1kit.capture._readers import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    FrameDamage,
-    FrameRecord,
-    read_capture,
-    read_cbi1_files,
-    read_frames,
-    read_grpcurl_json,
-    write_grpcurl_json,
-)
+from cbi1kit.capture import _file, _readers
+from cbi1kit.capture._file import *  # noqa: F403
+from cbi1kit.capture._readers import *  # noqa: F403
 
-__all__ = [
-    "FILE_HEADER_LEN",
-    "FILE_MAGIC",
-    "FORMAT_VERSION",
-    "HEADER_DTYPE",
-    "INDEX_FLAG_BLOCK_CHECK",
-    "RECORD_HEADER_LEN",
-    "RECORD_MAGIC",
-    "SUBSCRIBE_KV_POOL_METHOD",
-    "CaptureDamage",
-    "CaptureIndex",
-    "CaptureReader",
-    "CaptureRecord",
-    "CaptureWriter",
-    "FrameDamage",
-    "FrameRecord",
-    "IndexBlock",
-    "RecordType",
-    "StreamClose",
-    "StreamOpen",
-    "decode_stream_close",
-    "decode_stream_open",
-    "read_capture",
-    "read_cbi1_files",
-    "read_frames",
-    "read_grpcurl_json",
-    "read_index",
-    "schema_bytes",
-    "write_grpcurl_json",
-]
+__all__: list[str] = []
+__all__ += _file.__all__
+__all__ += _readers.__all__

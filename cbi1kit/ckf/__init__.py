@@ -4,130 +4,18 @@ and consumer (lane table), and CF.INFO-style stats.
 
 from __future__ import annotations
 
-from cbi1kit.ckf._addressing import (
-    ALT_DOMAIN,
-    CkfAddressing,
-    CkfProbe,
-    alt,
-    prepare,
-)
-from cbi1kit.ckf._bucket import (
-    SLOTS_PER_BUCKET,
-    bucket_contains,
-    bucket_first,
-    bucket_first_empty,
-    bucket_slot,
-    bucket_with_slot,
-    lane_contains,
-    lane_occupancy,
-    lane_slots,
-    pack_slots,
-    unpack_slots,
-)
-from cbi1kit.ckf._consumer import (
-    CkfLaneTable,
-    FallbackStats,
-    IngestOutcome,
-    LaneReplica,
-    PrefixSearchResult,
-    SearchTraceEvent,
-    find_prefix_depths,
-    linear_prefix_depths,
-    search_prefix_depths,
-    sequence_hashes,
-)
-from cbi1kit.ckf._producer import (
-    DEFAULT_SEED,
-    DEFAULT_VERIFICATION_WINDOW,
-    MAX_VERIFICATION_WINDOW,
-    CkfConfig,
-    DcCkfDelta,
-    DcCkfPublicationBatch,
-    DcCkfPublisher,
-    DcCkfSnapshot,
-    DcCkfState,
-    EventOutcome,
-    KvCleared,
-    KvRemoved,
-    KvStored,
-    Ownership,
-    StorageTier,
-    StoredBlock,
-    WorkerWithDpRank,
-    bucket_count_for,
-    canonical_chain,
-)
-from cbi1kit.ckf._stats import (
-    CkfStats,
-    estimated_false_positive_rate,
-    lane_stats,
-    measured_false_positive_rate,
-    producer_stats,
-)
-from cbi1kit.ckf._table import (
-    DEFAULT_MAX_KICKS,
-    MAX_KICKS,
-    SPLITMIX_INCREMENT,
-    CuckooTable,
-    SplitMix64,
-    lane_rng_seed,
-)
+from cbi1kit.ckf import _addressing, _bucket, _consumer, _producer, _stats, _table
+from cbi1kit.ckf._addressing import *  # noqa: F403
+from cbi1kit.ckf._bucket import *  # noqa: F403
+from cbi1kit.ckf._consumer import *  # noqa: F403
+from cbi1kit.ckf._producer import *  # noqa: F403
+from cbi1kit.ckf._stats import *  # noqa: F403
+from cbi1kit.ckf._table import *  # noqa: F403
 
-__all__ = [
-    "ALT_DOMAIN",
-    "DEFAULT_MAX_KICKS",
-    "DEFAULT_SEED",
-    "DEFAULT_VERIFICATION_WINDOW",
-    "MAX_KICKS",
-    "MAX_VERIFICATION_WINDOW",
-    "SLOTS_PER_BUCKET",
-    "SPLITMIX_INCREMENT",
-    "CkfAddressing",
-    "CkfConfig",
-    "CkfLaneTable",
-    "CkfProbe",
-    "CkfStats",
-    "CuckooTable",
-    "DcCkfDelta",
-    "DcCkfPublicationBatch",
-    "DcCkfPublisher",
-    "DcCkfSnapshot",
-    "DcCkfState",
-    "EventOutcome",
-    "FallbackStats",
-    "IngestOutcome",
-    "KvCleared",
-    "KvRemoved",
-    "KvStored",
-    "LaneReplica",
-    "Ownership",
-    "PrefixSearchResult",
-    "SearchTraceEvent",
-    "SplitMix64",
-    "StorageTier",
-    "StoredBlock",
-    "WorkerWithDpRank",
-    "alt",
-    "bucket_contains",
-    "bucket_count_for",
-    "bucket_first",
-    "bucket_first_empty",
-    "bucket_slot",
-    "bucket_with_slot",
-    "canonical_chain",
-    "estimated_false_positive_rate",
-    "find_prefix_depths",
-    "lane_contains",
-    "lane_occupancy",
-    "lane_rng_seed",
-    "lane_slots",
-    "lane_stats",
-    "linear_prefix_depths",
-    "measured_false_positive_rate",
-    "pack_slots",
-    "prepare",
-    "producer_stats",
-    "search_prefix_depths",
-    "sequence_hashes",
-    "unpack_slots",
-]
+__all__: list[str] = []
+__all__ += _addressing.__all__
+__all__ += _bucket.__all__
+__all__ += _table.__all__
+__all__ += _producer.__all__
+__all__ += _consumer.__all__
+__all__ += _stats.__all__

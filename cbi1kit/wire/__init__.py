@@ -4,111 +4,18 @@ the annotated hex view, and the consumer's per-message rulebook.
 
 from __future__ import annotations
 
-from cbi1kit.wire._assembly import (
-    AssembledSnapshot,
-    SnapshotAssembly,
-)
-from cbi1kit.wire._codec import (
-    IMAGE_DTYPE,
-    Buffer,
-    Delta,
-    Frame,
-    FrameHeader,
-    SnapshotChunk,
-    SnapshotChunks,
-    body_checksum,
-    decode,
-    encode_delta,
-    encode_snapshot_chunk,
-    encode_snapshot_chunks,
-    peek_format,
-)
-from cbi1kit.wire._format import (
-    FINGERPRINT_BITS,
-    FORMAT_VERSION,
-    HEADER_LEN,
-    IMAGE_BYTES,
-    IMAGES_MAX_FRAME_BYTES,
-    LEGACY_MAGIC,
-    MAGIC,
-    MAX_BUCKET_COUNT,
-    SLOTS_PER_BUCKET,
-    SNAPSHOT_CHUNK_BUCKETS,
-    U64_MAX,
-    WIRE_VERSION,
-    FilterFormat,
-    FrameKind,
-    max_delta_images,
-)
-from cbi1kit.wire._inspect import (
-    AnnotatedHexdump,
-    HexRow,
-    InspectedField,
-    Inspection,
-    Problem,
-    inspect,
-)
-from cbi1kit.wire._layout import (
-    ALL_LAYOUTS,
-    DELTA_IMAGE,
-    DELTA_PREFIX,
-    HEADER,
-    SNAPSHOT_PREFIX,
-    FieldSpec,
-    Layout,
-    layout_markdown,
-    layout_rows,
-)
-from cbi1kit.wire._rules import RULE_INDEX, RULES, Rule, rule_for
+from cbi1kit.wire import _assembly, _codec, _format, _inspect, _layout, _rules
+from cbi1kit.wire._assembly import *  # noqa: F403
+from cbi1kit.wire._codec import *  # noqa: F403
+from cbi1kit.wire._format import *  # noqa: F403
+from cbi1kit.wire._inspect import *  # noqa: F403
+from cbi1kit.wire._layout import *  # noqa: F403
+from cbi1kit.wire._rules import *  # noqa: F403
 
-__all__ = [
-    "ALL_LAYOUTS",
-    "DELTA_IMAGE",
-    "DELTA_PREFIX",
-    "FINGERPRINT_BITS",
-    "FORMAT_VERSION",
-    "HEADER",
-    "HEADER_LEN",
-    "IMAGES_MAX_FRAME_BYTES",
-    "IMAGE_BYTES",
-    "IMAGE_DTYPE",
-    "LEGACY_MAGIC",
-    "MAGIC",
-    "MAX_BUCKET_COUNT",
-    "RULES",
-    "RULE_INDEX",
-    "SLOTS_PER_BUCKET",
-    "SNAPSHOT_CHUNK_BUCKETS",
-    "SNAPSHOT_PREFIX",
-    "U64_MAX",
-    "WIRE_VERSION",
-    "AnnotatedHexdump",
-    "AssembledSnapshot",
-    "Buffer",
-    "Delta",
-    "FieldSpec",
-    "FilterFormat",
-    "Frame",
-    "FrameHeader",
-    "FrameKind",
-    "HexRow",
-    "InspectedField",
-    "Inspection",
-    "Layout",
-    "Problem",
-    "Rule",
-    "SnapshotAssembly",
-    "SnapshotChunk",
-    "SnapshotChunks",
-    "body_checksum",
-    "decode",
-    "encode_delta",
-    "encode_snapshot_chunk",
-    "encode_snapshot_chunks",
-    "inspect",
-    "layout_markdown",
-    "layout_rows",
-    "max_delta_images",
-    "peek_format",
-    "rule_for",
-]
+__all__: list[str] = []
+__all__ += _format.__all__
+__all__ += _layout.__all__
+__all__ += _codec.__all__
+__all__ += _assembly.__all__
+__all__ += _inspect.__all__
+__all__ += _rules.__all__
