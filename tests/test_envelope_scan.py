@@ -217,8 +217,8 @@ def test_the_kernel_numbers_rules_in_rulebook_order() -> None:
     from cbi1kit.analysis import _kernels
     from cbi1kit.wire import RULE_INDEX, RULES
 
-    assert _kernels.KERNEL_RULES == tuple(r.id for r in RULES)
-    assert _kernels.RULE_COUNT == len(RULES)
+    assert tuple(r.id for r in RULES) == _kernels.KERNEL_RULES
+    assert len(RULES) == _kernels.RULE_COUNT
     assert RULES[_kernels.PRODUCER_RULE].id == "relay-producer-identity"
     constants = {
         name: value
