@@ -131,14 +131,14 @@ def test_identity_and_envelope_rules(stream: Stream) -> None:
     cases["RelayChanged"] = m
     m = clone(stream.messages[i])
     m.contract_marker = 0
-    cases["RelayWireError.ContractMarker"] = m
+    cases["relay-contract-marker"] = m
     m = clone(stream.messages[i])
     m.kind = pb.FILTER_UPDATE_KIND_UNSPECIFIED
-    cases["RelayWireError.UpdateKind"] = m
+    cases["relay-update-kind"] = m
     m = clone(stream.messages[i])
     m.kind = pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
     m.base_sequence = m.sequence
-    cases["KindMismatch"] = m
+    cases["cbi1-kind-mismatch"] = m
     m = clone(stream.messages[i])
     m.producer.CopyFrom(wire_producer(FilterFormat(m.producer.ckf_format.seed, 1 << 20), dc_id=5))
     cases["ProducerChanged "] = m
@@ -154,7 +154,7 @@ def test_cbi1_header_must_match_the_envelope(stream: Stream) -> None:
     m.sequence += 1
     m.base_sequence += 1
     report = replay([*stream.messages[:i], m])
-    assert report.violations[0].rule == "EpochMismatch"
+    assert report.violations[0].rule == "cbi1-epoch"
 
 
 def test_expected_format_is_enforced(stream: Stream) -> None:

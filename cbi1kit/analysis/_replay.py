@@ -39,12 +39,13 @@ from cbi1kit.ckf._consumer import (
     LaneReplica,
 )
 from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import Cbi1kitError, LaneError, error_name
+from cbi1kit.errors import Cbi1kitError, LaneError
 from cbi1kit.hashing._identity import ConsumerInstanceId, DcCkfFormatIdentity, LaneLease
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
 from cbi1kit.wire._codec import Delta, SnapshotChunk, decode, peek_format
 from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._rules import rule_id, rule_of
 
 __all__ = [
     "EventKind",
@@ -62,6 +63,13 @@ _KIND_NAMES: Final = {
     pb.FILTER_UPDATE_KIND_DELTA: "delta",
     pb.FILTER_UPDATE_KIND_HEARTBEAT: "heartbeat",
 }
+
+# the envelope-against-header rules replay checks itself, named as the rulebook names them
+_KIND_MISMATCH: Final = rule_id("cbi1-kind-mismatch")
+_DC_ID: Final = rule_id("cbi1-dc-id")
+_EPOCH: Final = rule_id("cbi1-epoch")
+_BASE_EPOCH: Final = rule_id("cbi1-delta-base-epoch")
+_CONTIGUOUS: Final = rule_id("relay-delta-contiguous")
 
 
 class EventKind(enum.StrEnum):
@@ -293,7 +301,7 @@ class Replayer:
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
         index = self.records
-        reason = f"{error_name(error)}: {error}"
+        reason = f"{rule_of(error)}: {error}"
         off = getattr(error, "offset", offset)
         return self._emit(
             Violation(
@@ -317,7 +325,7 @@ class Replayer:
                 damage.index,
                 EventKind.VIOLATION,
                 None,
-                f"{error_name(err)}: {err}",
+                f"{rule_of(err)}: {err}",
                 None,
                 self._stream or 0,
                 err.offset,
@@ -330,8 +338,13 @@ class Replayer:
 
     def _feed_update(self, rec: _Rec, update: pb.FilterUpdate) -> ReplayEvent:
         err = check_filter_update(update)
+        # upstream checks a delta's contiguity last (the lane ingestor, after decode and the
+        # header checks), so that rule waits for the others, as in the rulebook's order
+        contiguity = None
         if err is not None:
-            return self._violation(rec, error_name(err), str(err))
+            if rule_of(err) != _CONTIGUOUS:
+                return self._violation(rec, rule_of(err), str(err))
+            contiguity = err
         kind = update.kind
         producer = update.producer.SerializeToString(deterministic=True)
         relay = update.relay.SerializeToString(deterministic=True)
@@ -373,26 +386,28 @@ class Replayer:
         want = "snapshot chunk" if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK else "delta"
         got = "snapshot chunk" if isinstance(frame, SnapshotChunk) else "delta"
         if want != got:
-            return self._violation(rec, "KindMismatch", f"envelope says {want}, CBI1 says {got}")
+            return self._violation(rec, _KIND_MISMATCH, f"envelope says {want}, CBI1 says {got}")
         if frame.header.dc_id != self._dc_id:
             return self._violation(
                 rec,
-                "DcMismatch",
+                _DC_ID,
                 f"CBI1 dc_id 0x{frame.header.dc_id:016x} != producer dc_id 0x{self._dc_id:016x}",
             )
         if frame.header.epoch != update.sequence:
             return self._violation(
                 rec,
-                "EpochMismatch",
+                _EPOCH,
                 f"CBI1 epoch {frame.header.epoch} != envelope sequence {update.sequence}",
             )
         if isinstance(frame, Delta) and frame.base_epoch != update.base_sequence:
             return self._violation(
                 rec,
-                "DeltaSequenceMismatch",
+                _BASE_EPOCH,
                 f"CBI1 base_epoch {frame.base_epoch} != envelope base_sequence "
                 f"{update.base_sequence}",
             )
+        if contiguity is not None:
+            return self._violation(rec, _CONTIGUOUS, str(contiguity))
         return self._apply(rec, frame)
 
     def _feed_bare(self, rec: _Rec, raw: bytes) -> ReplayEvent:
@@ -410,7 +425,7 @@ class Replayer:
             try:
                 adopted = self.expected_format or peek_format(raw)
             except Cbi1kitError as exc:
-                return self._violation(rec, error_name(exc), str(exc))
+                return self._violation(rec, rule_of(exc), str(exc))
             self._format = adopted
         frame = self._decode(rec, raw)
         if frame is None:
@@ -419,7 +434,7 @@ class Replayer:
             self._dc_id = frame.header.dc_id
         elif frame.header.dc_id != self._dc_id:
             return self._violation(
-                rec, "DcMismatch", f"CBI1 dc_id changed to 0x{frame.header.dc_id:016x}"
+                rec, _DC_ID, f"CBI1 dc_id changed to 0x{frame.header.dc_id:016x}"
             )
         return self._apply(rec, frame)
 
@@ -428,7 +443,7 @@ class Replayer:
         try:
             frame = decode(self._format, payload)
         except Cbi1kitError as exc:
-            self._violation(rec, error_name(exc), str(exc))
+            self._violation(rec, rule_of(exc), str(exc))
             return None
         if rec.sequence is None:
             rec.sequence = frame.header.epoch
@@ -464,7 +479,7 @@ class Replayer:
             try:
                 done = self._assembly.absorb(frame)
             except Cbi1kitError as exc:
-                return self._violation(rec, error_name(exc), str(exc))
+                return self._violation(rec, rule_of(exc), str(exc))
             if done is None:
                 return self._event(
                     rec,

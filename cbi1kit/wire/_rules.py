@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import Cbi1kitError, error_name
 
-__all__ = ["RULES", "RULE_INDEX", "Rule", "rule_for"]
+__all__ = ["RULES", "RULE_INDEX", "Rule", "rule_for", "rule_id", "rule_of"]
 
 _CBI1_RS: Final = "lib/llm/src/kv_dc_relay/publication/cbi1.rs"
 _STREAM_RS: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs"
@@ -284,6 +284,13 @@ for _table in _BY_ERROR.values():
     assert set(_table.values()) <= RULE_INDEX.keys(), _table
 
 
+def rule_id(rule: str) -> str:
+    """``rule`` itself, once it is known to be a rule of :data:`RULES` (``KeyError`` if not), so
+    a module that names a rule by id fails at import on a typo."""
+    RULE_INDEX[rule]
+    return rule
+
+
 def rule_for(error: BaseException) -> str:
     """The id of the rule that ``error`` (a relay validation, protobuf or CBI1 decode error)
     reports. ``LookupError`` for errors that are no per-message rule (encoder inputs, snapshot
@@ -301,3 +308,12 @@ def rule_for(error: BaseException) -> str:
         if hits:
             return table[max(hits, key=len)]
     raise LookupError(f"{type(error).__name__} ({field or 'no field'}) is no per-message rule")
+
+
+def rule_of(error: BaseException) -> str:
+    """What a report names a violation by: the rule id for a per-message rule, else the error's
+    ``Family.Variant`` (stream rules: snapshot assembly, lane faults)."""
+    try:
+        return rule_for(error)
+    except LookupError:
+        return error_name(error)
