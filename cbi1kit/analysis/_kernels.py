@@ -11,10 +11,12 @@ run without the GIL, so the block-check thread and the thread building columns o
 and pyarrow build the columns from their arrays.
 
 XXH3's secret, primes, 128-bit fold and avalanches come from :mod:`cbi1kit.hashing._xxh3`, whose
-numpy short paths use the same functions on arrays. The disk cache is keyed on every source the
+numpy short paths use the same functions on arrays; inputs over 240 bytes go to the xxHash C
+library python-xxhash ships. The disk cache is keyed on every source the
 kernels compile (this file, ``_xxh3``, ``_format``, the rulebook ``_rules``) and on the numba
 version (:mod:`cbi1kit.analysis._cache`), so an edit or an upgrade recompiles. The kernels are
-plain numba code (no LLVM intrinsics): what numba supports stays all they need. When they cannot
+plain numba code (no LLVM intrinsics) plus that one C function: what numba supports stays all
+they need. When they cannot
 be loaded the frames table computes the same columns without them
 (:mod:`cbi1kit.analysis._reference`).
 
@@ -36,14 +38,7 @@ import numpy.typing as npt
 
 from cbi1kit.analysis._cache import keyed_cache
 from cbi1kit.hashing._xxh3 import (
-    PRIME32_1,
-    PRIME32_2,
-    PRIME32_3,
     PRIME64_1,
-    PRIME64_2,
-    PRIME64_3,
-    PRIME64_4,
-    PRIME64_5,
     PRIME_MX2,
     SECRET,
     mul128_fold64,
@@ -146,71 +141,35 @@ def _mix16(b: Any, p: int, s: Any, k: int) -> Any:
     return _mul_fold(_u64(b, p) ^ _u64(s, k), _u64(b, p + 8) ^ _u64(s, k + 8))
 
 
-# The secret as u64 words: a stripe's key words start at multiples of 8 bytes (word ``st``),
-# the last stripe's at byte 121 (its own copy), the scramble's at byte 128 (word 16).
-_KEY: Final = np.frombuffer(SECRET, dtype="<u8").astype(np.uint64)
-_LAST_KEY: Final = np.frombuffer(SECRET[121 : 121 + 64], dtype="<u8").astype(np.uint64)
+# Inputs over 240 bytes (CBI1 bodies of more than 19 images, capture blocks) go to the xxHash C
+# library that python-xxhash ships: its runtime-dispatched SIMD loop runs at memory speed, where
+# numba's scalar stripe loop ran at a third of it. The kernels call it by a fixed symbol name
+# that each process binds to the library's address, so the compiled code caches like the rest.
+_C_XXH3: Final = "cbi1kit_xxh3_64"
 
 
-@_inline
-def _stripe(
-    acc: Any, b: Any, p: Any, key: Any, k: int
-) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
-    """One 64-byte stripe into the eight accumulators (locals, so that LLVM keeps them in
-    registers and vectorises the lanes): load, xor the key, 32x32 products, swapped lanes."""
-    a0, a1, a2, a3, a4, a5, a6, a7 = acc
-    d0, d1, d2, d3 = _u64(b, p), _u64(b, p + 8), _u64(b, p + 16), _u64(b, p + 24)
-    d4, d5, d6, d7 = _u64(b, p + 32), _u64(b, p + 40), _u64(b, p + 48), _u64(b, p + 56)
-    k0, k1, k2, k3 = d0 ^ key[k], d1 ^ key[k + 1], d2 ^ key[k + 2], d3 ^ key[k + 3]
-    k4, k5, k6, k7 = d4 ^ key[k + 4], d5 ^ key[k + 5], d6 ^ key[k + 6], d7 ^ key[k + 7]
-    s = np.uint64(32)
-    return (
-        a0 + d1 + (k0 & _LO32) * (k0 >> s),
-        a1 + d0 + (k1 & _LO32) * (k1 >> s),
-        a2 + d3 + (k2 & _LO32) * (k2 >> s),
-        a3 + d2 + (k3 & _LO32) * (k3 >> s),
-        a4 + d5 + (k4 & _LO32) * (k4 >> s),
-        a5 + d4 + (k5 & _LO32) * (k5 >> s),
-        a6 + d7 + (k6 & _LO32) * (k6 >> s),
-        a7 + d6 + (k7 & _LO32) * (k7 >> s),
-    )
+def _bind_c_xxh3() -> None:
+    """Bind ``_C_XXH3`` to ``XXH3_64bits`` (``_dispatch``: the AVX2/AVX-512 variant where the
+    wheel has it). ``ImportError`` if the library does not export it: the table then falls back
+    to its reference path."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+    import xxhash._xxhash as c_xxhash
+
+    lib = ctypes.CDLL(c_xxhash.__file__)
+    for name in ("XXH3_64bits_dispatch", "XXH3_64bits"):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            llvm.add_symbol(_C_XXH3, ctypes.cast(fn, ctypes.c_void_p).value)
+            return
+    raise ImportError(f"{c_xxhash.__file__} exports no XXH3_64bits")
 
 
-@_inline
-def _scramble(acc: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
-    a0, a1, a2, a3, a4, a5, a6, a7 = acc
-    k, r = _KEY, np.uint64(47)
-    return (
-        (a0 ^ (a0 >> r) ^ k[16]) * PRIME32_1,
-        (a1 ^ (a1 >> r) ^ k[17]) * PRIME32_1,
-        (a2 ^ (a2 >> r) ^ k[18]) * PRIME32_1,
-        (a3 ^ (a3 >> r) ^ k[19]) * PRIME32_1,
-        (a4 ^ (a4 >> r) ^ k[20]) * PRIME32_1,
-        (a5 ^ (a5 >> r) ^ k[21]) * PRIME32_1,
-        (a6 ^ (a6 >> r) ^ k[22]) * PRIME32_1,
-        (a7 ^ (a7 >> r) ^ k[23]) * PRIME32_1,
-    )
-
-
-@_inline
-def _xxh3_long(b: Any, p: int, n: int, s: Any) -> Any:
-    acc = (PRIME32_3, PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME32_2, PRIME64_5, PRIME32_1)
-    blocks = (n - 1) // 1024  # 16 stripes of 64 bytes per block with the 192-byte secret
-    for blk in range(blocks):
-        for st in range(16):
-            acc = _stripe(acc, b, p + blk * 1024 + st * 64, _KEY, st)
-        acc = _scramble(acc)
-    tail = p + blocks * 1024
-    for st in range(((n - 1) - blocks * 1024) // 64):
-        acc = _stripe(acc, b, tail + st * 64, _KEY, st)
-    acc = _stripe(acc, b, p + n - 64, _LAST_KEY, 0)  # the last stripe, secret offset 121
-    a0, a1, a2, a3, a4, a5, a6, a7 = acc
-    h = np.uint64(n) * PRIME64_1
-    h += _mul_fold(a0 ^ _u64(s, 11), a1 ^ _u64(s, 19))
-    h += _mul_fold(a2 ^ _u64(s, 27), a3 ^ _u64(s, 35))
-    h += _mul_fold(a4 ^ _u64(s, 43), a5 ^ _u64(s, 51))
-    h += _mul_fold(a6 ^ _u64(s, 59), a7 ^ _u64(s, 67))
-    return _avalanche(h)
+_bind_c_xxh3()
+_c_xxh3 = numba.types.ExternalFunction(
+    _C_XXH3, numba.types.uint64(numba.types.voidptr, numba.types.uintp)
+)
 
 
 @_kernel
@@ -219,7 +178,7 @@ def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
     ``xxhash.xxh3_64_intdigest``, without a Python call per message."""
     s = _SECRET
     if n > 240:
-        return _xxh3_long(b, p, n, s)
+        return _c_xxh3(b[p:].ctypes.data, n)
     if n > 128:
         h = np.uint64(n) * PRIME64_1
         for i in range(8):
