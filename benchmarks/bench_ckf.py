@@ -16,14 +16,8 @@ import xxhash
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths, sequence_hashes
-from cbi1kit.ckf._producer import (
-    CkfConfig,
-    DcCkfSnapshot,
-    DcCkfState,
-    KvRemoved,
-    KvStored,
-    StoredBlock,
-)
+from cbi1kit.ckf._lane import DcCkfSnapshot
+from cbi1kit.ckf._producer import CkfConfig, DcCkfState, KvRemoved, KvStored, StoredBlock
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcId,

@@ -10,16 +10,14 @@ from hypothesis import strategies as st
 
 from cbi1kit.ckf._consumer import (
     CkfLaneTable,
-    IngestOutcome,
     find_prefix_depths,
     linear_prefix_depths,
     sequence_hashes,
 )
+from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot, IngestOutcome
 from cbi1kit.ckf._producer import (
     CkfConfig,
-    DcCkfDelta,
     DcCkfPublisher,
-    DcCkfSnapshot,
     DcCkfState,
     KvStored,
     StoredBlock,

@@ -8,9 +8,9 @@ from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cbi1kit.ckf._lane import DcCkfDelta
 from cbi1kit.ckf._producer import (
     CkfConfig,
-    DcCkfDelta,
     DcCkfPublisher,
     DcCkfState,
     KvCleared,

@@ -19,15 +19,8 @@ import numpy as np
 import pytest
 
 from cbi1kit.ckf._consumer import CkfLaneTable, linear_prefix_depths, sequence_hashes
-from cbi1kit.ckf._producer import (
-    CkfConfig,
-    DcCkfDelta,
-    DcCkfPublisher,
-    DcCkfSnapshot,
-    DcCkfState,
-    KvStored,
-    StoredBlock,
-)
+from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
+from cbi1kit.ckf._producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
     CanonicalModelRegistration,

@@ -33,9 +33,9 @@ from cbi1kit.relay._recorder import (
     PoolSelector,
     Recorder,
     RecorderConfig,
-    StreamValidator,
     classify_close,
 )
+from cbi1kit.relay._stream import StepKind, StreamChecker
 from cbi1kit.sim._server import (
     ERROR_REASON_TRAILER,
     FaultPlan,
@@ -558,21 +558,37 @@ def test_killed_server_process_capture_is_intact_and_recorder_gives_up(tmp_path:
             proc.wait(10)
 
 
-def test_validator_flags_a_gap() -> None:
+def test_validator_is_the_replay_engine_and_flags_a_gap() -> None:
+    """``--validate`` runs the stream engine replay runs: a gap is the lane's fault, named by
+    upstream's variant; the relay identity is the stream's own (a restart may change it)."""
     feed = ProducerFeed(steps=3, seed=2)
     producer = feed.descriptor().producer
-    v = StreamValidator(producer, None)
     from cbi1kit.hashing._identity import RelayIdentity
     from cbi1kit.relay._messages import filter_update_from_frame
     from cbi1kit.relay._publication import encode_snapshot
 
-    ri = RelayIdentity(1, 2)
-    for frame in encode_snapshot(feed.snapshot()):
-        assert v.check(filter_update_from_frame(frame, ri, send_ts_us=0)) is None
+    snapshot = list(encode_snapshot(feed.snapshot()))
     deltas = [f for _ in range(3) for f in (feed.advance() or ())]
-    assert v.check(filter_update_from_frame(deltas[0], ri, send_ts_us=0)) is None
-    problem = v.check(filter_update_from_frame(deltas[2], ri, send_ts_us=0))
-    assert problem is not None and "gap" in problem
+
+    def stream(relay: RelayIdentity, frames: list[PublicationFrame]) -> list[str | None]:
+        checker = StreamChecker(expected_producer=producer)
+        steps = [checker.check(filter_update_from_frame(f, relay, send_ts_us=0)) for f in frames]
+        return [s.rule if s.kind is StepKind.VIOLATION else s.kind for s in steps]
+
+    kinds = stream(RelayIdentity(1, 2), [*snapshot, deltas[0], deltas[2]])
+    assert kinds[-3:] == [
+        StepKind.SNAPSHOT_INSTALLED,
+        StepKind.DELTA_APPLIED,
+        "BaseSequenceMismatch",
+    ]
+    # a restarted relay (new incarnation) on the next subscription is a clean stream
+    assert StepKind.VIOLATION not in stream(RelayIdentity(1, 3), [*snapshot, deltas[0]])
+    assert "relay-delta-contiguous" not in kinds
+    # ... while a relay identity that changes within one stream is a violation
+    checker = StreamChecker(expected_producer=producer)
+    checker.check(filter_update_from_frame(snapshot[0], RelayIdentity(1, 2), send_ts_us=0))
+    step = checker.check(filter_update_from_frame(deltas[0], RelayIdentity(1, 3), send_ts_us=0))
+    assert step.rule == "RelayChanged"
 
 
 def test_serve_backed_by_the_trace_simulator(

@@ -11,8 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
+import xxhash
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -395,3 +397,36 @@ def test_the_kernel_cache_is_keyed_on_every_inlined_source() -> None:
     imported.discard("analysis/_cache.py")  # the cache itself compiles nothing
     assert imported | {"analysis/_kernels.py"} == set(_cache.INLINED_SOURCES)
     assert len(_cache.sources_digest()) == 64
+
+
+ASSEMBLED = [
+    c
+    for c in CASES
+    if c["kind"] == "assembly"
+    and all(s["action"] == "decode_then_absorb" for s in c["steps"])
+    and all("ok" in s["absorb_expected"] for s in c["steps"])
+    and (c["steps"][-1]["absorb_expected"]["ok"] or {}).get("epoch") is not None
+]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in ASSEMBLED])
+def test_replay_installs_every_chunking_upstream_assembles(
+    case: dict[str, Any], tmp_path: Path
+) -> None:
+    """A chunked lane upstream's SnapshotAssembly completes, wrapped in FilterUpdates, replays
+    without a violation and installs exactly the lane upstream assembles."""
+    fmt = case["decode_format"]
+    frames = [_frame_bytes(s["file"]) for s in case["steps"]]
+    messages = [wrap(int(fmt["seed"]), int(fmt["bucket_count"]), f) for f in frames]
+    path = write_capture(tmp_path / "asm.kvrcap", [m.SerializeToString() for m in messages])
+    report = replay(path)
+    assert report.violations == []
+    assert report.events[-1].kind == "snapshot_installed"
+    ok = case["steps"][-1]["absorb_expected"]["ok"]
+    assert report.final_sequence == int(ok["epoch"])
+    lane = report.final_lane
+    assert lane is not None
+    buckets = np.flatnonzero(lane)
+    images = np.empty(buckets.size, dtype=[("bucket", "<u4"), ("word", "<u8")])
+    images["bucket"], images["word"] = buckets, lane[buckets]
+    assert xxhash.xxh3_64_intdigest(images.tobytes()) == int(ok["images_xxh3_64"])

@@ -8,9 +8,10 @@ event — snapshot chunk absorbed, snapshot installed, delta applied, heartbeat 
 the consumer would do next: forget the session and wait for the next snapshot (messages in
 between are reported as ``skipped``). A new capture stream (``stream_id``) is a new session.
 
-The lane rules themselves are :class:`cbi1kit.ckf._consumer.LaneReplica`'s; this module adds
-the stream rules around them (envelope, producer and relay identity constant in a session,
-CBI1 header against the envelope, snapshot assembly, heartbeats at the installed sequence).
+Every rule, per message and per stream, is the stream engine's (:class:`cbi1kit.relay.
+StreamChecker`, over the thin :class:`cbi1kit.ckf.Lane`), the same engine the recorder
+validates with; this module adds what a whole capture needs around it: sessions, recovery,
+events, history and the tables' hooks.
 
 Damage in the source (a torn capture tail, a corrupt record, bad JSON) arrives as an exception
 from the record iterator after every intact record; it becomes the last event, a violation.
@@ -26,7 +27,7 @@ import enum
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,18 +35,20 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._readers import FrameDamage, FrameRecord, read_frames
-from cbi1kit.ckf._consumer import (
-    IngestOutcome,
-    LaneReplica,
-)
-from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
+from cbi1kit.ckf._lane import Lane
 from cbi1kit.errors import Cbi1kitError, LaneError
-from cbi1kit.hashing._identity import ConsumerInstanceId, DcCkfFormatIdentity, LaneLease
-from cbi1kit.relay._messages import check_filter_update
-from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
-from cbi1kit.wire._codec import Delta, SnapshotChunk, decode, peek_format
+from cbi1kit.relay._stream import (
+    Step,
+    StepKind,
+    StreamChecker,
+    bare_starts_snapshot,
+    message_violation,
+    starts_snapshot,
+)
+from cbi1kit.wire._assembly import AssembledSnapshot
+from cbi1kit.wire._codec import Delta
 from cbi1kit.wire._format import FilterFormat
-from cbi1kit.wire._rules import rule_id, rule_of
+from cbi1kit.wire._rules import rule_of
 
 __all__ = [
     "EventKind",
@@ -57,19 +60,6 @@ __all__ = [
 ]
 
 Words = npt.NDArray[np.uint64]
-_CONSUMER: Final = ConsumerInstanceId(0x5245504C4159)  # "REPLAY"
-_KIND_NAMES: Final = {
-    pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK: "snapshot chunk",
-    pb.FILTER_UPDATE_KIND_DELTA: "delta",
-    pb.FILTER_UPDATE_KIND_HEARTBEAT: "heartbeat",
-}
-
-# the envelope-against-header rules replay checks itself, named as the rulebook names them
-_KIND_MISMATCH: Final = rule_id("cbi1-kind-mismatch")
-_DC_ID: Final = rule_id("cbi1-dc-id")
-_EPOCH: Final = rule_id("cbi1-epoch")
-_BASE_EPOCH: Final = rule_id("cbi1-delta-base-epoch")
-_CONTIGUOUS: Final = rule_id("relay-delta-contiguous")
 
 
 class EventKind(enum.StrEnum):
@@ -174,15 +164,6 @@ class ReplayReport:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
-    """The lane ingestor compares identities by equality only: the producer's wire bytes do."""
-
-    producer: bytes
-    format: Any
-    pool_id: Any = None
-
-
 SnapshotHook = Callable[[int, int, AssembledSnapshot, int], None]
 DeltaHook = Callable[[int, int, npt.NDArray[np.uint32], Words, Words], None]
 
@@ -217,38 +198,41 @@ class Replayer:
         self.events: list[ReplayEvent] = []
         self.records = 0
         self._segments: list[_Segment] = []
-        self._replica: LaneReplica | None = None
-        self._lease_epoch = 0
+        self._lane: Lane | None = None  # one lane across sessions; each session resets it
         self._ever_installed = False
         self._stream: int | None = None
         self._reset_session(recovering=False)
 
     # -- session state ------------------------------------------------------------------------
     def _reset_session(self, *, recovering: bool) -> None:
+        """A new session: the stream engine starts over (a new lease on the same lane)."""
         self._recovering = recovering
         self._recover_from: int | None = None
-        self._producer: bytes | None = None
-        self._relay: bytes | None = None
-        self._format: FilterFormat | None = None
-        self._dc_id: int | None = None
-        self._assembly: SnapshotAssembly | None = None
+        self._checker: StreamChecker | None = None
         self._assembly_start = 0
-        self._key: _Key | None = None
-        self._lease: LaneLease | None = None
+
+    def _session(self) -> StreamChecker:
+        if self._checker is None:
+            self._checker = StreamChecker(
+                expected_format=self.expected_format,
+                lane=self._lane,
+                keep_previous=self.on_delta is not None,
+            )
+        return self._checker
 
     @property
     def installed_sequence(self) -> int | None:
-        rep = self._replica
-        return rep.installed_sequence if rep is not None and self._ever_installed else None
+        lane = self._lane
+        return lane.installed_sequence if lane is not None and self._ever_installed else None
 
     @property
     def ready(self) -> bool:
-        return self._replica is not None and self._replica.ready
+        return self._lane is not None and self._lane.ready
 
     @property
     def lane(self) -> Words | None:
-        """The replica's words (a live view; copy it to keep it)."""
-        return self._replica.words if self._replica is not None and self._ever_installed else None
+        """The lane's words (a live view; copy it to keep it)."""
+        return self._lane.words if self._lane is not None and self._ever_installed else None
 
     # -- events -------------------------------------------------------------------------------
     def _emit(self, event: ReplayEvent) -> ReplayEvent:
@@ -260,8 +244,8 @@ class Replayer:
     ) -> ReplayEvent:
         self._reset_session(recovering=True)
         self._recover_from = rec.index
-        if self._replica is not None:
-            self._replica.ready = False
+        if self._lane is not None:
+            self._lane.ready = False
         return self._emit(
             Violation(
                 rec.index,
@@ -337,207 +321,62 @@ class Replayer:
         return event
 
     def _feed_update(self, rec: _Rec, update: pb.FilterUpdate) -> ReplayEvent:
-        err = check_filter_update(update)
-        # upstream checks a delta's contiguity last (the lane ingestor, after decode and the
-        # header checks), so that rule waits for the others, as in the rulebook's order
-        contiguity = None
-        if err is not None:
-            if rule_of(err) != _CONTIGUOUS:
-                return self._violation(rec, rule_of(err), str(err))
-            contiguity = err
-        kind = update.kind
-        producer = update.producer.SerializeToString(deterministic=True)
-        relay = update.relay.SerializeToString(deterministic=True)
-        starts_snapshot = kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK and _chunk_index(
-            update.payload
-        ) in (0, None)
         if self._recovering:
-            if not starts_snapshot:
-                return self._event(
-                    rec,
-                    EventKind.SKIPPED,
-                    f"awaiting a new snapshot after the violation at record {self._recover_from}",
-                )
+            broken = message_violation(update)
+            if broken is not None:
+                return self._violation(rec, broken[0], str(broken[1]))
+            if not starts_snapshot(update):
+                return self._skip(rec)
             self._reset_session(recovering=False)
-        if self._producer is None:
-            fmt = update.producer.ckf_format
-            adopted = FilterFormat(fmt.seed, fmt.bucket_count)
-            if self.expected_format is not None and adopted != self.expected_format:
-                return self._violation(
-                    rec,
-                    "FormatMismatch",
-                    f"producer format {adopted!r} differs from the expected "
-                    f"{self.expected_format!r}",
-                )
-            self._producer, self._relay = producer, relay
-            self._format = adopted
-            self._dc_id = update.producer.pool_id.dc_id
-        elif producer != self._producer:
-            return self._violation(
-                rec, "ProducerChanged", "different producer generation within one session"
-            )
-        elif relay != self._relay:
-            return self._violation(rec, "RelayChanged", "relay identity changed within one session")
-        if kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
-            return self._heartbeat(rec)
-        frame = self._decode(rec, update.payload)
-        if frame is None:
-            return self.events[-1]
-        want = "snapshot chunk" if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK else "delta"
-        got = "snapshot chunk" if isinstance(frame, SnapshotChunk) else "delta"
-        if want != got:
-            return self._violation(rec, _KIND_MISMATCH, f"envelope says {want}, CBI1 says {got}")
-        if frame.header.dc_id != self._dc_id:
-            return self._violation(
-                rec,
-                _DC_ID,
-                f"CBI1 dc_id 0x{frame.header.dc_id:016x} != producer dc_id 0x{self._dc_id:016x}",
-            )
-        if frame.header.epoch != update.sequence:
-            return self._violation(
-                rec,
-                _EPOCH,
-                f"CBI1 epoch {frame.header.epoch} != envelope sequence {update.sequence}",
-            )
-        if isinstance(frame, Delta) and frame.base_epoch != update.base_sequence:
-            return self._violation(
-                rec,
-                _BASE_EPOCH,
-                f"CBI1 base_epoch {frame.base_epoch} != envelope base_sequence "
-                f"{update.base_sequence}",
-            )
-        if contiguity is not None:
-            return self._violation(rec, _CONTIGUOUS, str(contiguity))
-        return self._apply(rec, frame)
+        return self._record(rec, self._session().check(update))
 
     def _feed_bare(self, rec: _Rec, raw: bytes) -> ReplayEvent:
-        """A bare CBI1 frame: no envelope, so the CBI1 header is all there is."""
-        starts_snapshot = _bare_chunk_index(raw) in (0, None)
         if self._recovering:
-            if not starts_snapshot:
-                return self._event(
-                    rec,
-                    EventKind.SKIPPED,
-                    f"awaiting a new snapshot after the violation at record {self._recover_from}",
-                )
+            if not bare_starts_snapshot(raw):
+                return self._skip(rec)
             self._reset_session(recovering=False)
-        if self._format is None:
-            try:
-                adopted = self.expected_format or peek_format(raw)
-            except Cbi1kitError as exc:
-                return self._violation(rec, rule_of(exc), str(exc))
-            self._format = adopted
-        frame = self._decode(rec, raw)
-        if frame is None:
-            return self.events[-1]
-        if self._dc_id is None:
-            self._dc_id = frame.header.dc_id
-        elif frame.header.dc_id != self._dc_id:
-            return self._violation(
-                rec, _DC_ID, f"CBI1 dc_id changed to 0x{frame.header.dc_id:016x}"
-            )
-        return self._apply(rec, frame)
+        return self._record(rec, self._session().check_frame(raw))
 
-    def _decode(self, rec: _Rec, payload: bytes) -> SnapshotChunk | Delta | None:
-        assert self._format is not None
-        try:
-            frame = decode(self._format, payload)
-        except Cbi1kitError as exc:
-            self._violation(rec, rule_of(exc), str(exc))
-            return None
+    def _skip(self, rec: _Rec) -> ReplayEvent:
+        return self._event(
+            rec,
+            EventKind.SKIPPED,
+            f"awaiting a new snapshot after the violation at record {self._recover_from}",
+        )
+
+    def _record(self, rec: _Rec, step: Step) -> ReplayEvent:
+        """The engine's step as replay's event; history and hooks on installs and deltas."""
+        checker = self._checker
+        assert checker is not None
+        self._lane = checker.lane
         if rec.sequence is None:
-            rec.sequence = frame.header.epoch
-            if isinstance(frame, Delta):
-                rec.base_sequence = frame.base_epoch
-        return frame
+            rec.sequence, rec.base_sequence = step.sequence, step.base_sequence
+        if step.chunk is not None and step.chunk.chunk_index == 0:
+            self._assembly_start = rec.index
+        if step.kind is StepKind.VIOLATION:
+            assert step.rule is not None and step.reason is not None
+            return self._violation(rec, step.rule, step.reason)
+        if step.kind is StepKind.SNAPSHOT_INSTALLED:
+            assert step.snapshot is not None
+            return self._installed(rec, step.snapshot)
+        if step.kind is StepKind.DELTA_APPLIED:
+            assert step.delta is not None
+            self._applied(rec, step.delta, step.previous)
+            return self._event(rec, EventKind.DELTA_APPLIED)
+        kind = EventKind.HEARTBEAT if step.kind is StepKind.HEARTBEAT else EventKind.SNAPSHOT_CHUNK
+        return self._event(rec, kind, step.reason)
 
-    def _ensure_lane(self) -> LaneReplica:
-        assert self._format is not None
-        # The lane ingestor only compares identities, formats and leases for equality, so the
-        # values handed to it are typed loosely (the producer's wire bytes are the identity).
-        fmt: Any = DcCkfFormatIdentity(self._format.seed, self._format.bucket_count)
-        rep = self._replica
-        if rep is None or rep.format != fmt:
-            rep = self._replica = LaneReplica(0, fmt)
-        if self._key is None:
-            self._key = _Key(self._producer or b"", rep.format)
-            self._lease_epoch += 1
-            self._lease = LaneLease(_CONSUMER, 0, self._lease_epoch)
-            key: Any = self._key
-            lease: Any = self._lease
-            rep.assign(key, lease)
-        return rep
-
-    def _apply(self, rec: _Rec, frame: SnapshotChunk | Delta) -> ReplayEvent:
-        rep = self._ensure_lane()
-        if isinstance(frame, SnapshotChunk):
-            if self._assembly is None:
-                assert self._format is not None
-                self._assembly = SnapshotAssembly(self._format)
-            if frame.chunk_index == 0:
-                self._assembly_start = rec.index
-            try:
-                done = self._assembly.absorb(frame)
-            except Cbi1kitError as exc:
-                return self._violation(rec, rule_of(exc), str(exc))
-            if done is None:
-                return self._event(
-                    rec,
-                    EventKind.SNAPSHOT_CHUNK,
-                    f"chunk {frame.chunk_index + 1} of {frame.chunk_count}",
-                )
-            return self._install(rec, rep, done)
-        if self._assembly is not None and self._assembly.in_progress:
-            return self._violation(
-                rec, "ChunkSequence", "a delta arrived while a snapshot was being assembled"
-            )
-        buckets = frame.buckets
-        new_words = frame.words
-        previous = rep.words[buckets.astype(np.intp)] if self.on_delta is not None else None
-        key: Any = self._key
-        lease: Any = self._lease
-        try:
-            outcome = rep.apply_delta(
-                DcCkfDelta(key, lease, frame.base_epoch, frame.header.epoch, buckets, new_words)
-            )
-        except LaneError as exc:
-            if exc.variant == "AwaitingSnapshot":
-                return self._violation(
-                    rec, "AwaitingSnapshot", "a delta arrived before any snapshot"
-                )
-            return self._violation(rec, str(exc.subvariant), str(exc.detail))
-        if outcome is not IngestOutcome.DELTA_APPLIED:
-            installed = rep.installed_sequence
-            return self._violation(
-                rec,
-                "StaleOrDuplicateDelta",
-                f"delta {frame.base_epoch} -> {frame.header.epoch} ignored by the lane "
-                f"(installed {installed}); the consumer requires DeltaApplied",
-            )
+    def _applied(self, rec: _Rec, delta: Delta, previous: Words | None) -> None:
         if self.keep_history and self._segments:
             seg = self._segments[-1]
-            seg.delta_sequences.append(frame.header.epoch)
-            seg.delta_buckets.append(np.array(buckets, dtype=np.uint32))
-            seg.delta_words.append(np.array(new_words, dtype=np.uint64))
+            seg.delta_sequences.append(delta.header.epoch)
+            seg.delta_buckets.append(np.array(delta.buckets, dtype=np.uint32))
+            seg.delta_words.append(np.array(delta.words, dtype=np.uint64))
         if self.on_delta is not None:
             assert previous is not None
-            self.on_delta(rec.index, frame.header.epoch, buckets, new_words, previous)
-        return self._event(rec, EventKind.DELTA_APPLIED)
+            self.on_delta(rec.index, delta.header.epoch, delta.buckets, delta.words, previous)
 
-    def _install(self, rec: _Rec, rep: LaneReplica, snap: AssembledSnapshot) -> ReplayEvent:
-        key: Any = self._key
-        lease: Any = self._lease
-        try:
-            # in one session a lane that is ready ignores a stale snapshot and faults a newer one
-            outcome = rep.install_snapshot(DcCkfSnapshot(key, lease, snap.epoch, snap.words))
-        except LaneError as exc:
-            return self._violation(rec, str(exc.subvariant), str(exc.detail))
-        if outcome is not IngestOutcome.SNAPSHOT_INSTALLED:
-            return self._violation(
-                rec,
-                "SnapshotNotInstalled",
-                f"snapshot {snap.epoch} ignored by the lane ({outcome.value})",
-            )
+    def _installed(self, rec: _Rec, snap: AssembledSnapshot) -> ReplayEvent:
         self._ever_installed = True
         if self.keep_history:
             words = snap.words
@@ -551,18 +390,6 @@ class Replayer:
             EventKind.SNAPSHOT_INSTALLED,
             f"{len(snap.parts)} chunk(s) from record {self._assembly_start}",
         )
-
-    def _heartbeat(self, rec: _Rec) -> ReplayEvent:
-        rep = self._replica
-        if rep is None or not rep.ready or self._key is None:
-            return self._violation(rec, "HeartbeatBeforeSnapshot", "heartbeat before a snapshot")
-        if rec.sequence != rep.installed_sequence:
-            return self._violation(
-                rec,
-                "HeartbeatSequence",
-                f"heartbeat at {rec.sequence}, installed {rep.installed_sequence}",
-            )
-        return self._event(rec, EventKind.HEARTBEAT)
 
     # -- results ------------------------------------------------------------------------------
     def report(self) -> ReplayReport:
@@ -592,19 +419,6 @@ class _Rec:
         return cls(
             record.index, record.stream_id, record.source_offset, u.sequence, u.base_sequence
         )
-
-
-def _chunk_index(payload: bytes) -> int | None:
-    """The CBI1 chunk index of a snapshot-chunk payload, without decoding (None if unreadable)."""
-    if len(payload) < 52:
-        return None
-    return int.from_bytes(payload[48:52], "little")
-
-
-def _bare_chunk_index(raw: bytes) -> int | None:
-    if len(raw) < 52 or raw[6:8] != b"\x01\x00":
-        return None
-    return int.from_bytes(raw[48:52], "little")
 
 
 def _records(source: Any) -> Iterator[FrameRecord | FrameDamage | pb.FilterUpdate]:

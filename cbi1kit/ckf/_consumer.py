@@ -10,7 +10,6 @@ provenance skips) comparable to upstream's.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit.ckf._addressing import CkfAddressing
-from cbi1kit.ckf._producer import DcCkfDelta, DcCkfSnapshot
+from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot, IngestOutcome, Lane
 from cbi1kit.errors import LaneError
 from cbi1kit.hashing._blocks import compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
@@ -34,7 +33,6 @@ from cbi1kit.hashing._identity import (
 __all__ = [
     "CkfLaneTable",
     "FallbackStats",
-    "IngestOutcome",
     "LaneReplica",
     "PrefixSearchResult",
     "SearchTraceEvent",
@@ -53,13 +51,6 @@ _ALL_LANES = (1 << MAX_LANES) - 1
 # ---------------------------------------------------------------------------------------------
 
 
-class IngestOutcome(enum.Enum):
-    SNAPSHOT_INSTALLED = "snapshot_installed"
-    DELTA_APPLIED = "delta_applied"
-    IGNORED_FOREIGN_LEASE = "ignored_foreign_lease"
-    IGNORED_STALE_OR_DUPLICATE = "ignored_stale_or_duplicate"
-
-
 def _assignment_error(lane: int, reason: str) -> LaneError:
     """``Assignment``: a lease or identity the manifest does not allow; nothing changes."""
     return LaneError(
@@ -67,8 +58,9 @@ def _assignment_error(lane: int, reason: str) -> LaneError:
     )
 
 
-class LaneReplica:
-    """One consumer lane (upstream ``GlobalCkfLaneIngestor``) writing into a words column.
+class LaneReplica(Lane):
+    """One consumer lane (upstream ``GlobalCkfLaneIngestor``) writing into a words column: the
+    thin :class:`Lane` plus what the consumer protocol adds above it, leases and identities.
 
     The manifest constraints are ``format`` and, if given, ``pool_id`` and ``consumer_instance``.
     """
@@ -84,7 +76,7 @@ class LaneReplica:
     ) -> None:
         if not 0 <= lane < MAX_LANES:
             raise _assignment_error(lane, "physical lane must be in 0..16")
-        self.lane = lane
+        super().__init__(format.bucket_count, words, lane=lane)
         self.format = format
         self.pool_id = pool_id
         self.consumer_instance = (
@@ -92,16 +84,8 @@ class LaneReplica:
             if consumer_instance is None or isinstance(consumer_instance, ConsumerInstanceId)
             else ConsumerInstanceId(consumer_instance)
         )
-        if words is None:
-            words = np.zeros(format.bucket_count, dtype=np.uint64)
-        if words.shape != (format.bucket_count,) or words.dtype != np.uint64:
-            raise ValueError(f"lane words must be uint64[{format.bucket_count}]")
-        self.words = words
         self.identity: ProducerIdentity | None = None
         self.lease: LaneLease | None = None
-        self.ready = False
-        self.installed_sequence = 0
-        self.last_fault: LaneError | None = None
 
     # -- control ----------------------------------------------------------------------------
     def assign(self, identity: ProducerIdentity, lease: LaneLease) -> None:
@@ -120,87 +104,33 @@ class LaneReplica:
                 f"assignment epoch {lease.assignment_epoch} is not after "
                 f"{self.lease.assignment_epoch}",
             )
-        self.ready = False
-        self.installed_sequence = 0
+        self.reset()
         self.identity = identity
         self.lease = lease
 
-    def _fault(self, variant: str, detail: str) -> LaneError:
-        self.ready = False
-        self.last_fault = LaneError(
-            f"Fault.{variant}",
-            detail,
-            message=f"lane {self.lane} faulted ({variant}): {detail}; needs a new lease + snapshot",
-            lane=self.lane,
-        )
-        return self.last_fault
-
     # -- data -------------------------------------------------------------------------------
     def install_snapshot(self, snapshot: DcCkfSnapshot) -> IngestOutcome:
-        """Install a full lane, by the ingestor rules (faults raise LaneError ``Fault``)."""
+        """Install a full lane: lease and identity first, then :meth:`Lane.install`."""
         if snapshot.lease != self.lease:
             return IngestOutcome.IGNORED_FOREIGN_LEASE
         if snapshot.identity != self.identity:
-            raise self._fault("IdentityMismatch", "snapshot from another producer identity")
-        seq = snapshot.sequence
-        if self.ready and seq <= self.installed_sequence:
-            return IngestOutcome.IGNORED_STALE_OR_DUPLICATE
-        buckets = np.asarray(snapshot.buckets)
-        if buckets.shape != (self.format.bucket_count,):
-            raise self._fault(
-                "BucketCount",
-                f"snapshot has {buckets.size} words, lane has {self.format.bucket_count}",
-            )
-        if self.ready:
-            raise self._fault(
-                "SnapshotWhileReady", f"snapshot {seq} while ready at {self.installed_sequence}"
-            )
-        self.words[:] = buckets.astype(np.uint64, copy=False)
-        self.installed_sequence = seq
-        self.ready = True
-        return IngestOutcome.SNAPSHOT_INSTALLED
+            raise self.fault("IdentityMismatch", "snapshot from another producer identity")
+        return self.install(snapshot.sequence, snapshot.buckets)
 
     def apply_delta(self, delta: DcCkfDelta) -> IngestOutcome:
-        """Apply absolute images, by the ingestor rules (no buffering across gaps)."""
+        """Apply a delta: lease and identity first, then :meth:`Lane.apply`."""
         if delta.lease != self.lease:
             return IngestOutcome.IGNORED_FOREIGN_LEASE
         if delta.identity != self.identity:
-            raise self._fault("IdentityMismatch", "delta from another producer identity")
-        if not self.ready:
-            raise LaneError(
-                "AwaitingSnapshot",
-                message=f"lane {self.lane}: delta {delta.sequence} arrived before any snapshot",
-                lane=self.lane,
-                sequence=delta.sequence,
-            )
-        if delta.sequence <= self.installed_sequence:
-            return IngestOutcome.IGNORED_STALE_OR_DUPLICATE
-        if delta.base_sequence != self.installed_sequence:
-            raise self._fault(
-                "BaseSequenceMismatch",
-                f"delta base {delta.base_sequence} != installed {self.installed_sequence}",
-            )
-        if delta.sequence != delta.base_sequence + 1:
-            raise self._fault(
-                "SequenceStep", f"delta {delta.base_sequence} → {delta.sequence} is not one step"
-            )
-        buckets = np.asarray(delta.buckets).astype(np.int64, copy=False)
-        if buckets.size == 0:
-            raise self._fault("EmptyDelta", f"delta {delta.sequence} has no images")
-        if int(buckets.min()) < 0 or int(buckets.max()) >= self.format.bucket_count:
-            raise self._fault("BucketIndex", "image bucket index outside the lane")
-        if np.unique(buckets).size != buckets.size:
-            raise self._fault("DuplicateBucket", "a bucket appears twice in one delta")
-        self.words[buckets] = np.asarray(delta.values, dtype=np.uint64)
-        self.installed_sequence = delta.sequence
-        return IngestOutcome.DELTA_APPLIED
+            raise self.fault("IdentityMismatch", "delta from another producer identity")
+        return self.apply(delta.base_sequence, delta.sequence, delta.buckets, delta.values)
 
     def check_drain_marker(self, marker: ConsumerDrainMarker) -> None:
         """OK only when ready and caught up to ``expected_sequence`` exactly."""
         if marker.lease != self.lease:
             return
         if not self.ready or self.installed_sequence != marker.expected_sequence:
-            raise self._fault(
+            raise self.fault(
                 "DrainMarker",
                 f"expected sequence {marker.expected_sequence}, installed "
                 f"{self.installed_sequence} (ready={self.ready})",

@@ -24,6 +24,7 @@ import numpy.typing as npt
 import xxhash
 
 from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._table import (
     DEFAULT_MAX_KICKS,
     MAX_KICKS,
@@ -45,10 +46,8 @@ __all__ = [
     "DEFAULT_VERIFICATION_WINDOW",
     "MAX_VERIFICATION_WINDOW",
     "CkfConfig",
-    "DcCkfDelta",
     "DcCkfPublicationBatch",
     "DcCkfPublisher",
-    "DcCkfSnapshot",
     "DcCkfState",
     "EventOutcome",
     "KvCleared",
@@ -272,31 +271,6 @@ class DcCkfPublicationBatch:
         return self.images() == other.images()
 
     __hash__ = None  # type: ignore[assignment]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class DcCkfDelta:
-    """A sequenced batch: ``base_sequence → sequence`` under ``lease``."""
-
-    identity: ProducerIdentity
-    lease: LaneLease
-    base_sequence: int
-    sequence: int
-    buckets: npt.NDArray[np.uint32]
-    values: npt.NDArray[np.uint64]
-
-    def images(self) -> list[tuple[int, int]]:
-        return list(zip(self.buckets.tolist(), self.values.tolist(), strict=True))
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class DcCkfSnapshot:
-    """A full lane at ``sequence`` (every word, bucket order)."""
-
-    identity: ProducerIdentity
-    lease: LaneLease
-    sequence: int
-    buckets: npt.NDArray[np.uint64]
 
 
 @dataclass(slots=True)

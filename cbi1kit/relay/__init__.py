@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cbi1kit._lazy import lazy_getattr, lazy_names
-from cbi1kit.relay import _messages, _publication
+from cbi1kit.relay import _messages, _publication, _stream
 from cbi1kit.relay._messages import *  # noqa: F403
 from cbi1kit.relay._publication import *  # noqa: F403
+from cbi1kit.relay._stream import *  # noqa: F403
 
 if TYPE_CHECKING:
     from cbi1kit.relay._recorder import *  # noqa: F403
@@ -25,7 +26,6 @@ _RECORDER = (
     "RecordReport",
     "Recorder",
     "RecorderConfig",
-    "StreamValidator",
     "classify_close",
     "describe_pool",
     "producer_key_text",
@@ -35,6 +35,7 @@ _LAZY = {**lazy_names("_recorder", _RECORDER)}
 __all__: list[str] = []
 __all__ += _publication.__all__
 __all__ += _messages.__all__
+__all__ += _stream.__all__
 __all__ += _RECORDER  # noqa: PLE0605 (a tuple of str, defined above)
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -43,13 +43,9 @@ from cbi1kit.relay._messages import (
     ERROR_REASON_TRAILER,
     MAX_MESSAGE_BYTES,
     RELAY_CONTRACT_MARKER,
-    producer_from_wire,
     producer_key,
-    validate_filter_update,
 )
-from cbi1kit.wire._assembly import SnapshotAssembly
-from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
-from cbi1kit.wire._format import FilterFormat
+from cbi1kit.relay._stream import StepKind, StreamChecker
 
 __all__ = [
     "CATALOG_METHOD",
@@ -61,7 +57,6 @@ __all__ = [
     "RecordReport",
     "Recorder",
     "RecorderConfig",
-    "StreamValidator",
     "classify_close",
     "describe_pool",
     "producer_key_text",
@@ -198,72 +193,6 @@ class PoolSelector:
 
 # --------------------------------------------------------------------------------------------
 # validation as it goes
-
-
-class StreamValidator:
-    """The in-repo consumer's per-update rules (relay.md §3.1) over one subscription.
-
-    ``check(update)`` returns the first violation as text, or ``None``. It decodes CBI1
-    payloads and assembles the snapshot but keeps no lane, so it costs one checksum per frame.
-    """
-
-    def __init__(self, expected: pb.ProducerIdentity, relay: pb.RelayIdentity | None) -> None:
-        self.expected_key = producer_key(expected)
-        native = producer_from_wire(expected)
-        self.format = FilterFormat(native.format.seed, native.format.bucket_count)
-        self.dc_id = expected.pool_id.dc_id
-        self.relay = None if relay is None else (relay.drt_instance_id, relay.relay_incarnation)
-        self.assembly = SnapshotAssembly(self.format)
-        self.installed: int | None = None
-
-    def check(self, u: pb.FilterUpdate) -> str | None:
-        try:
-            validate_filter_update(u)
-        except Cbi1kitError as exc:
-            return str(exc)
-        if producer_key(u.producer) != self.expected_key:
-            return "FilterUpdate.producer differs from the subscribed producer generation"
-        relay = (u.relay.drt_instance_id, u.relay.relay_incarnation)
-        if self.relay is None:
-            self.relay = relay
-        elif relay != self.relay:
-            return f"relay identity changed within the stream: {self.relay} -> {relay}"
-        if u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
-            if self.installed is None:
-                return "heartbeat before the snapshot completed"
-            if u.sequence != self.installed:
-                return f"heartbeat at sequence {u.sequence}, installed {self.installed}"
-            return None
-        try:
-            frame = decode(self.format, u.payload)
-        except Cbi1kitError as exc:
-            return f"CBI1 payload at sequence {u.sequence}: {exc}"
-        if frame.header.dc_id != self.dc_id:
-            return f"CBI1 dc_id {frame.header.dc_id:#x} is not the producer's {self.dc_id:#x}"
-        if frame.header.epoch != u.sequence:
-            return f"CBI1 epoch {frame.header.epoch} != envelope sequence {u.sequence}"
-        if u.kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
-            if not isinstance(frame, SnapshotChunk):
-                return "SNAPSHOT_CHUNK envelope around a CBI1 delta"
-            if self.installed is not None:
-                return "snapshot chunk after the snapshot was installed"
-            try:
-                done = self.assembly.absorb(frame)
-            except Cbi1kitError as exc:
-                return f"snapshot assembly: {exc}"
-            if done is not None:
-                self.installed = u.sequence
-            return None
-        if not isinstance(frame, Delta):
-            return "DELTA envelope around a CBI1 snapshot chunk"
-        if self.installed is None:
-            return "delta before the snapshot completed"
-        if frame.base_epoch != u.base_sequence:
-            return f"CBI1 base_epoch {frame.base_epoch} != base_sequence {u.base_sequence}"
-        if u.base_sequence != self.installed:
-            return f"gap: delta from {u.base_sequence}, installed {self.installed}"
-        self.installed = u.sequence
-        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -677,7 +606,9 @@ class Recorder:
             request_serializer=pb.SubscribeKvPoolRequest.SerializeToString,
             response_deserializer=None,
         )
-        validator = StreamValidator(producer, self._relay) if cfg.validate else None
+        # --validate: the replay engine's rules over this stream (its relay identity is the
+        # stream's own: a restarted relay answers the next subscription with a new one)
+        checker = StreamChecker(expected_producer=producer) if cfg.validate else None
         count = 0
         local: str | None = None
         with self._lock:
@@ -704,9 +635,10 @@ class Recorder:
                     r.last_sequence = update.sequence
                     r.last_kind = pb.FilterUpdateKind.Name(update.kind)
                     self._lag_ms = (wall / 1000 - update.send_ts_us) / 1000
-                if validator is not None:
-                    problem = validator.check(update)
-                    if problem is not None:
+                if checker is not None:
+                    step = checker.check(update)
+                    if step.kind is StepKind.VIOLATION:
+                        problem = f"{step.rule}: {step.reason}"
                         self.report.violations.append(problem)
                         local = f"validation: {problem}"
                         call.cancel()

@@ -17,12 +17,11 @@ import numpy.typing as npt
 import polars as pl
 
 from cbi1kit.ckf._consumer import CkfLaneTable
+from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._producer import (
     DEFAULT_SEED,
     CkfConfig,
-    DcCkfDelta,
     DcCkfPublisher,
-    DcCkfSnapshot,
     DcCkfState,
     KvStored,
     StoredBlock,

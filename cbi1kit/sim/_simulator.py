@@ -52,14 +52,13 @@ import polars as pl
 
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths
+from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._producer import (
     DEFAULT_SEED,
     DEFAULT_VERIFICATION_WINDOW,
     CkfConfig,
-    DcCkfDelta,
     DcCkfPublicationBatch,
     DcCkfPublisher,
-    DcCkfSnapshot,
     DcCkfState,
     EventOutcome,
     KvCleared,
