@@ -140,7 +140,7 @@ def generate(path: Path, size: int, snapshot_share: float, median_images: int) -
 
 def count_kinds(path: Path) -> dict[str, int]:
     """The message mix of an existing capture (for ``--keep``)."""
-    from cbi1kit.analysis._tables import frames_table
+    from cbi1kit.analysis._frames import frames_table
 
     kinds = frames_table(path).select("kind").collect()["kind"].value_counts()
     names = {"SNAPSHOT_CHUNK": "chunks", "DELTA": "deltas", "HEARTBEAT": "heartbeats"}
@@ -188,7 +188,7 @@ def _reset_peak_rss() -> int:
 
 
 def measure(path: Path, rounds: int) -> dict[str, float]:
-    from cbi1kit.analysis._tables import frames_batches
+    from cbi1kit.analysis._frames import frames_batches
 
     t = time.perf_counter()
     for _df in frames_batches(path):  # the first pass also loads the compiled kernels

@@ -483,7 +483,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     try:
-        from cbi1kit.analysis._tables import export_parquet
+        from cbi1kit.analysis._export import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
     from cbi1kit.capture._readers import read_frames

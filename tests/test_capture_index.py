@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from test_capture import write_sample
 from test_stream_roundtrip import SUBSCRIBE_KV_POOL_METHOD, Stream, build_stream
 
-from cbi1kit.analysis._tables import _CaptureScan, frames_batches, frames_table
+from cbi1kit.analysis._frames import frames_batches, frames_table
+from cbi1kit.analysis._sources import _CaptureScan
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     RECORD_HEADER_LEN,
@@ -66,7 +67,8 @@ def indexed(stream: Stream, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _scan(path: Path, batch_records: int = 7) -> tuple[pl.DataFrame, _CaptureScan]:
     cap = _CaptureScan(path, (SUBSCRIBE_KV_POOL_METHOD,))
-    from cbi1kit.analysis._tables import _Batch, _damage_df, _frames_df
+    from cbi1kit.analysis._frames import _damage_df, _frames_df
+    from cbi1kit.analysis._sources import _Batch
 
     parts = [
         _frames_df(x) if isinstance(x, _Batch) else _damage_df(*x) for x in cap.items(batch_records)
@@ -272,7 +274,7 @@ def test_groups_of_blocks_and_batches_cut_anywhere_give_the_same_rows(
 ) -> None:
     """Every block a group of its own (so group seams, run ids across seams and batches that
     span groups all occur) reads the same rows as the record-by-record walk."""
-    import cbi1kit.analysis._tables as tables
+    import cbi1kit.analysis._sources as tables
 
     plain = _stream_capture(tmp_path / "plain.kvrcap", stream, index_every=0)
     walked, _ = _scan(plain, batch_records)

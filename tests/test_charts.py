@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 from errorcheck import raises_variant
 
+from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._replay import replay
-from cbi1kit.analysis._tables import frames_table, images_table, snapshots_table
+from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.errors import VizError
 from cbi1kit.viz import _charts as C
 from cbi1kit.wire._codec import encode_delta

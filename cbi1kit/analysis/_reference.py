@@ -28,14 +28,14 @@ from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._rules import RULE_INDEX, RULES, rule_for
 
 if TYPE_CHECKING:
-    from cbi1kit.analysis._tables import _Batch
+    from cbi1kit.analysis._sources import _Batch
 
 __all__ = ["frame_verdict", "kernels_available", "reference_frames", "walk_filter_update"]
 
 _U64: Final = (1 << 64) - 1
 _KNOWN: Final = {1: 0, 4: 0, 5: 0, 6: 0, 7: 0, 2: 2, 3: 2, 8: 2, 127: 5}  # field -> wire type
 _HEAD: Final = struct.Struct("<4sHHBBHQQQQI")
-_KINDS: Final = {1: 0, 2: 1, 3: 2, 0: 3}  # kind -> index in _tables.KINDS (else 4, UNKNOWN)
+_KINDS: Final = {1: 0, 2: 1, 3: 2, 0: 3}  # kind -> index in KINDS (else 4, UNKNOWN)
 
 
 @lru_cache(maxsize=1)
@@ -184,14 +184,14 @@ def _message(values: dict[int, int], spans: dict[int, bytes]) -> pb.FilterUpdate
 
 def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
     """Every column of one message's row but the batch's own (index, offsets, times)."""
-    from cbi1kit.analysis._tables import (
+    from cbi1kit.analysis._frames import (
         _NO_PRODUCER,
         _PRODUCER_COLS,
         _RELAY_COLS,
-        KINDS,
         _producer_summary,
         _relay_summary,
     )
+    from cbi1kit.analysis._schema import KINDS
 
     values: dict[int, int] = {}
     spans: dict[int, bytes] = {}
@@ -268,7 +268,7 @@ def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
 
 def reference_frames(batch: _Batch) -> pl.DataFrame:
     """The frames table rows of one batch, computed message by message without numba."""
-    from cbi1kit.analysis._tables import FRAMES_SCHEMA
+    from cbi1kit.analysis._schema import FRAMES_SCHEMA
 
     rows = []
     for i in range(len(batch.start)):

@@ -20,8 +20,9 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._replay import replay
-from cbi1kit.analysis._tables import frames_table, images_table, snapshots_table
+from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import read_capture
 from cbi1kit.ckf._stats import lane_stats
 from cbi1kit.errors import VizError

@@ -1,0 +1,127 @@
+"""The tables' schemas, stated once: column names and polars types (every 64-bit value
+``pl.UInt64``), their Arrow types, and the frame kinds. ``docs/tables.md`` documents them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import pyarrow as pa
+
+__all__ = [
+    "FRAMES_SCHEMA",
+    "IMAGES_SCHEMA",
+    "KINDS",
+    "OCCUPANCY_SCHEMA",
+    "SNAPSHOTS_SCHEMA",
+]
+
+
+KINDS: Final = ("SNAPSHOT_CHUNK", "DELTA", "HEARTBEAT", "UNSPECIFIED", "UNKNOWN", "SOURCE_ERROR")
+_KIND_ENUM: Final = pl.Enum(list(KINDS))
+_U64, _U32, _U16, _U8 = pl.UInt64, pl.UInt32, pl.UInt16, pl.UInt8
+
+FRAMES_SCHEMA: Final[dict[str, Any]] = {
+    "record_index": _U64,
+    "stream_id": _U32,
+    "source_offset": _U64,
+    "raw_len": _U32,
+    "recv_time": pl.Datetime("ns", "UTC"),
+    "recv_mono_ns": _U64,
+    "send_ts_us": _U64,
+    "send_time": pl.Datetime("us", "UTC"),
+    "kind": _KIND_ENUM,
+    "kind_raw": pl.Int32,
+    "base_sequence": _U64,
+    "sequence": _U64,
+    "protocol_version": _U32,
+    "contract_marker": _U32,
+    "relay_drt_instance_id": _U64,
+    "relay_incarnation": _U64,
+    "pool_identity_version": _U32,
+    "cache_semantics": pl.Utf8,
+    "cache_semantics_source": pl.Utf8,
+    "routing_scope": pl.Utf8,
+    "routing_scope_source": pl.Utf8,
+    "dc_id": _U64,
+    "producer_incarnation": _U64,
+    "layout_generation": _U64,
+    "ckf_format_version": _U32,
+    "ckf_seed": _U64,
+    "ckf_bucket_count": _U64,
+    "ckf_fingerprint_bits": _U32,
+    "ckf_slots_per_bucket": _U32,
+    "producer_key": pl.Utf8,
+    "payload_len": _U32,
+    "has_unknown_fields": pl.Boolean,
+    "cbi1_wire_version": _U16,
+    "cbi1_flags": _U16,
+    "cbi1_fingerprint_bits": _U8,
+    "cbi1_slots": _U8,
+    "cbi1_format_version": _U16,
+    "cbi1_seed": _U64,
+    "cbi1_bucket_count": _U64,
+    "cbi1_dc_id": _U64,
+    "cbi1_epoch": _U64,
+    "cbi1_checksum": _U32,
+    "cbi1_checksum_ok": pl.Boolean,
+    "chunk_index": _U32,
+    "chunk_count": _U32,
+    "bucket_offset": _U64,
+    "word_count": _U32,
+    "base_epoch": _U64,
+    "image_count": _U32,
+    "validation_error": pl.Utf8,
+    "validation_rule": pl.Utf8,
+}
+
+IMAGES_SCHEMA: Final[dict[str, Any]] = {
+    "record_index": _U64,
+    "sequence": _U64,
+    "bucket": _U32,
+    "new_word": _U64,
+    "previous_word": _U64,
+    "occupied_before": _U8,
+    "occupied_after": _U8,
+}
+
+SNAPSHOTS_SCHEMA: Final[dict[str, Any]] = {
+    "record_index": _U64,
+    "stream_id": _U32,
+    "sequence": _U64,
+    "bucket_count": _U64,
+    "chunk_count": _U32,
+    "nonzero_buckets": _U64,
+    "occupied_slots": _U64,
+    "load_factor": pl.Float64,
+}
+
+OCCUPANCY_SCHEMA: Final[dict[str, Any]] = {
+    "bin": _U32,
+    "bucket_start": _U64,
+    "bucket_end": _U64,
+    "buckets": _U64,
+    "nonzero_buckets": _U64,
+    "full_buckets": _U64,
+    "occupied_slots": _U64,
+    "load_factor": pl.Float64,
+}
+
+_PA: Final[dict[Any, pa.DataType]] = {
+    _U64: pa.uint64(),
+    _U32: pa.uint32(),
+    _U16: pa.uint16(),
+    _U8: pa.uint8(),
+    pl.Int32: pa.int32(),
+    pl.Boolean: pa.bool_(),
+    pl.Float64: pa.float64(),
+    pl.Utf8: pa.string(),
+}
+_SOURCES: Final = {0: "UNSPECIFIED", 1: "DEFAULT_DERIVED", 2: "EXPLICIT"}
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+Bool = npt.NDArray[np.bool_]
+_Scanned = tuple[npt.NDArray[Any], ...]  # the envelope kernel's arrays, a row per message
