@@ -84,3 +84,34 @@ def test_the_checker_sees_a_wrong_way_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from cbi1kit.viz import churn_chart\n")
     assert ORDER.index(_stage(_imports(bad)[0][1])) > ORDER.index("wire")
+
+
+def _contributing_rows() -> dict[str, set[str]]:
+    """CONTRIBUTING's layout table: the first cell's folders or files, the modules the row
+    names (backticked ``_name`` / ``name`` words of the first two cells)."""
+    import re
+
+    text = (PACKAGE.parent / "CONTRIBUTING.md").read_text()
+    table = text.split("## Layout: the data flow", 1)[1].split("\n\n", 2)[2]
+    rows: dict[str, set[str]] = {}
+    for line in table.splitlines():
+        if not line.startswith("| `") and not line.startswith("| top"):
+            continue
+        first, second = line.split("|")[1:3]
+        folders = re.findall(r"`(\w+)/`", first)
+        key = "errors" if "errors.py" in first else folders[0] if folders else "top"
+        names = set(re.findall(r"`(_?\w+)(?:\.py|/)?`", first + " " + second))
+        rows[key] = {n for n in names if n.startswith("_") or n in {"cli", "errors"}}
+    return rows
+
+
+def test_contributing_layout_table_equals_the_tree() -> None:
+    rows = _contributing_rows()
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} - {"_proto"}
+    assert set(rows) - {"top", "errors"} == folders
+    for folder in folders:
+        modules = {p.stem for p in (PACKAGE / folder).glob("*.py")} - {"__init__"}
+        assert rows[folder] == modules, folder
+    top = {p.stem for p in PACKAGE.glob("*.py")} | {"_proto"}
+    listed = rows["top"] | rows.get("errors", set())
+    assert listed == top, listed ^ top
