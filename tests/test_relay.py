@@ -9,7 +9,7 @@ import pytest
 from errorcheck import raises_variant
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.errors import Cbi1kitError, RelayWireError
+from cbi1kit.errors import Cbi1Error, Cbi1kitError, RelayWireError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcCkfFormatIdentity,
@@ -168,7 +168,6 @@ CASES: list[tuple[str, Callable[[pb.FilterUpdate], None], type[r.RelayWireError]
     ("kind 9", _set("kind", 9), "UpdateKind", "kind"),
     ("delta gap", _set("sequence", 10), "Sequence", "sequence"),
     ("delta same", _set("sequence", 7), "Sequence", "sequence"),
-    ("delta empty", _set("payload", b""), "Payload", "payload"),
 ]
 
 
@@ -212,10 +211,24 @@ def test_marker_is_checked_before_version() -> None:
 
 
 @pytest.mark.parametrize(
+    "kind", [pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, pb.FILTER_UPDATE_KIND_DELTA]
+)
+def test_an_empty_chunk_or_delta_payload_decodes_truncated(kind: int) -> None:
+    """Upstream has no envelope rule for it: ``decode`` of no bytes is ``Truncated``."""
+    from cbi1kit.wire import FilterFormat, decode, rule_for
+
+    msg = update(kind)
+    msg.base_sequence, msg.sequence, msg.payload = 7, 7 + (kind == pb.FILTER_UPDATE_KIND_DELTA), b""
+    assert r.check_filter_update(msg) is None
+    with raises_variant(Cbi1Error, "Truncated") as info:
+        decode(FilterFormat(1, 1024), msg.payload)
+    assert rule_for(info.value) == "cbi1-truncated"
+
+
+@pytest.mark.parametrize(
     ("kind", "base", "seq", "payload", "cls"),
     [
         (pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, 6, 7, b"x", "Sequence"),
-        (pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK, 7, 7, b"", "Payload"),
         (pb.FILTER_UPDATE_KIND_HEARTBEAT, 6, 7, b"", "Sequence"),
         (pb.FILTER_UPDATE_KIND_HEARTBEAT, 7, 7, b"x", "Payload"),
         (pb.FILTER_UPDATE_KIND_DELTA, U64, 0, b"x", "Sequence"),

@@ -229,10 +229,6 @@ def test_every_manifest_case_wrapped_in_a_filter_update(
             # decode takes any expected bucket count; the relay contract's CkfFormat does not
             # (upstream validate_ckf_format): such a producer is invalid before any decoding
             want = "relay-producer-identity"
-        elif not frame:
-            # upstream decodes an empty payload as Truncated; the rulebook names it at the
-            # same place (the rule before cbi1-truncated), as the relay validator reports it
-            want = "relay-payload"
         elif want is None and m.kind == 2 and m.sequence != (m.base_sequence + 1) % 2**64:
             # a delta that decodes but does not advance by one (base_epoch >= epoch): no
             # envelope carries it validly; the lane ingestor's contiguity rule rejects it

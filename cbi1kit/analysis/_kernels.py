@@ -649,7 +649,7 @@ def frame_rules(
             rule[i] = _UPDATE_KIND
         elif pb and (chunk or heartbeat) and b != s:
             rule[i] = _BASE_EQUALS_SEQUENCE
-        elif pb and (carries == (plen == 0)):  # chunk/delta without payload, heartbeat with
+        elif pb and heartbeat and plen > 0:  # empty chunk/delta payloads: decode's Truncated
             rule[i] = _PAYLOAD
         elif not carries:
             pass  # a valid heartbeat

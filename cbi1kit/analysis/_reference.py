@@ -136,7 +136,7 @@ def frame_verdict(update: pb.FilterUpdate | None, payload: bytes) -> tuple[int, 
     else:
         relay_error = check_filter_update(update)
         kind = update.kind
-        if update.HasField("producer") and kind in (1, 2) and update.payload:
+        if update.HasField("producer") and kind in (1, 2):
             fmt = update.producer.ckf_format
             try:
                 frame = decode(FilterFormat.unchecked(fmt.seed, fmt.bucket_count), payload)

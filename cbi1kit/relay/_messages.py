@@ -198,15 +198,8 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
                 f"{path}.base_sequence",
                 detail=f"a snapshot chunk needs base_sequence == sequence, got {base} != {seq}",
             )
-        if not update.payload:
-            raise RelayWireError(
-                "Payload", f"{path}.payload", detail="a snapshot chunk needs a CBI1 payload"
-            )
     elif kind == pb.FILTER_UPDATE_KIND_DELTA:
-        if not update.payload:
-            raise RelayWireError(
-                "Payload", f"{path}.payload", detail="a delta needs a CBI1 payload"
-            )
+        # an empty chunk or delta payload is upstream's CBI1 ``Truncated``, from decode
         if base == _U64_MAX or seq != base + 1:
             raise RelayWireError(
                 "Sequence",

@@ -105,10 +105,9 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "relay-payload",
         "FilterUpdate.payload",
-        "FilterUpdate.payload: a snapshot chunk or delta needs a CBI1 payload; a heartbeat none",
-        f"chunk, delta: {_CBI1_RS} · decode → ImagesWireError::Truncated (this rule names the "
-        f'empty payload); heartbeat: {_STREAM_RS} · CkfStreamSession::process_update → bail "CKF '
-        'heartbeat has unexpected payload or sequence"',
+        "FilterUpdate.payload: a heartbeat carries no payload",
+        f'{_STREAM_RS} · CkfStreamSession::process_update → bail "CKF heartbeat has unexpected '
+        "payload or sequence\" (an empty chunk or delta payload is decode's Truncated)",
     ),
     Rule(
         "cbi1-truncated",
