@@ -96,6 +96,18 @@ def _u64(b: Any, i: Any) -> Any:
 
 
 @_inline
+def _u32u(b: Any, j: Any) -> Any:
+    """The little-endian u32 at ``b[j : j + 4]`` for an unsigned ``j``, which lets LLVM merge
+    the four loads into one (as in ``_u64``)."""
+    return (
+        np.uint64(b[j])
+        | np.uint64(b[j + np.uint64(1)]) << np.uint64(8)
+        | np.uint64(b[j + np.uint64(2)]) << np.uint64(16)
+        | np.uint64(b[j + np.uint64(3)]) << np.uint64(24)
+    )
+
+
+@_inline
 def _u32(b: Any, i: int) -> Any:
     return (
         np.uint64(b[i])
@@ -145,31 +157,46 @@ def _mix16(b: Any, p: int, s: Any, k: int) -> Any:
 # library that python-xxhash ships: its runtime-dispatched SIMD loop runs at memory speed, where
 # numba's scalar stripe loop ran at a third of it. The kernels call it by a fixed symbol name
 # that each process binds to the library's address, so the compiled code caches like the rest.
-_C_XXH3: Final = "cbi1kit_xxh3_64"
+# The functions bound, by the fixed names the kernels call: one-shot XXH3 and the streaming
+# trio a capture block is hashed with as the walk goes (each library name: its dispatching
+# variant where the wheel has one, else the plain one).
+_C_FUNCTIONS: Final = {
+    "cbi1kit_xxh3_64": ("XXH3_64bits_dispatch", "XXH3_64bits"),
+    "cbi1kit_xxh3_reset": ("XXH3_64bits_reset",),
+    "cbi1kit_xxh3_update": ("XXH3_64bits_update_dispatch", "XXH3_64bits_update"),
+    "cbi1kit_xxh3_digest": ("XXH3_64bits_digest",),
+}
 
 
 def _bind_c_xxh3() -> None:
-    """Bind ``_C_XXH3`` to ``XXH3_64bits`` (``_dispatch``: the AVX2/AVX-512 variant where the
-    wheel has it). ``ImportError`` if the library does not export it: the table then falls back
-    to its reference path."""
+    """Bind each of ``_C_FUNCTIONS`` in the xxHash library python-xxhash ships. ``ImportError``
+    if it does not export one: the table then falls back to its reference path."""
     import ctypes
 
     import llvmlite.binding as llvm
     import xxhash._xxhash as c_xxhash
 
     lib = ctypes.CDLL(c_xxhash.__file__)
-    for name in ("XXH3_64bits_dispatch", "XXH3_64bits"):
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            llvm.add_symbol(_C_XXH3, ctypes.cast(fn, ctypes.c_void_p).value)
-            return
-    raise ImportError(f"{c_xxhash.__file__} exports no XXH3_64bits")
+    for symbol, names in _C_FUNCTIONS.items():
+        fn = next((f for f in (getattr(lib, n, None) for n in names) if f is not None), None)
+        if fn is None:
+            raise ImportError(f"{c_xxhash.__file__} exports none of {names}")
+        llvm.add_symbol(symbol, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
 _bind_c_xxh3()
-_c_xxh3 = numba.types.ExternalFunction(
-    _C_XXH3, numba.types.uint64(numba.types.voidptr, numba.types.uintp)
-)
+_T = numba.types
+_c_xxh3 = _T.ExternalFunction("cbi1kit_xxh3_64", _T.uint64(_T.uintp, _T.uintp))
+_c_reset = _T.ExternalFunction("cbi1kit_xxh3_reset", _T.int32(_T.uintp))
+_c_update = _T.ExternalFunction("cbi1kit_xxh3_update", _T.int32(_T.uintp, _T.uintp, _T.uintp))
+_c_digest = _T.ExternalFunction("cbi1kit_xxh3_digest", _T.uint64(_T.uintp))
+_STATE_BYTES: Final = 576  # sizeof(XXH3_state_t), 64-byte aligned (xxHash 0.8)
+_STEP: Final = 64 << 10  # bytes of a block hashed before the walk reads them: stays in L2
+
+
+@_inline
+def _address(b: Any, p: Any) -> Any:
+    return np.uint64(b.ctypes.data) + np.uint64(p)
 
 
 @_kernel
@@ -178,7 +205,7 @@ def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
     ``xxhash.xxh3_64_intdigest``, without a Python call per message."""
     s = _SECRET
     if n > 240:
-        return _c_xxh3(b[p:].ctypes.data, n)
+        return _c_xxh3(_address(b, p), n)
     if n > 128:
         h = np.uint64(n) * PRIME64_1
         for i in range(8):
@@ -270,8 +297,9 @@ def _payload(b: Any, p: Any, n: Any, checksum: Any, head: Any, top: Any, i: Any)
         count = np.int64(_u32(b, p + 56))
         if n == 60 + 12 * count:
             m = np.uint64(0)
+            q = np.uint64(p + 60)
             for k in range(count):
-                m = max(m, _u32(b, p + 60 + 12 * k))
+                m = max(m, _u32u(b, q + np.uint64(12 * k)))
             top[i] = m
 
 
@@ -431,8 +459,8 @@ def verify_and_scan(
 ) -> tuple[Any, ...]:
     """Capture blocks checked and scanned in one call: block ``k`` (bytes ``block_start[k]``
     to ``block_end[k]``, its records ``first_record[k]`` to ``first_record[k + 1]``) must hash
-    to ``block_check[k]`` (low 32 bits of xxh3; -1: none recorded, which fails); its records
-    then go through the field walk while the hash has them in cache.
+    to ``block_check[k]`` (low 32 bits of xxh3; -1: none recorded, which fails); its records go
+    through the field walk as the streaming hash passes them, while they are in cache.
 
     Returns ``(good, value, present, offset, flags, checksum, run, head, top)``: how many leading
     blocks hold, and ``scan_filter_updates``' arrays for their records.
@@ -440,12 +468,30 @@ def verify_and_scan(
     n = len(start)
     out = _scan_outputs(n)
     is_pb = np.ones(n, dtype=np.bool_)
+    memory = np.empty(_STATE_BYTES + 64, dtype=np.uint8)
+    state = (_address(memory, 0) + np.uint64(63)) & ~np.uint64(63)
     good, runs = 0, 0
     for k in range(len(block_start)):
-        digest = xxh3_64_at(b, block_start[k], block_end[k] - block_start[k]) & _LO32
+        # the block is hashed a step at a time, and its records walked right after their bytes
+        # went through the hash, so they come from memory once; a block whose check fails is
+        # dropped whole (its rows are past ``good``)
+        _c_reset(state)
+        pos, i, last = block_start[k], first_record[k], first_record[k + 1]
+        while pos < block_end[k]:
+            step = min(_STEP, block_end[k] - pos)
+            _c_update(state, _address(b, pos), step)
+            pos += step
+            j = i
+            while j < last and end[j] <= pos:
+                j += 1
+            if j > i:
+                runs = _scan_rows(b, start, end, is_pb, i, j, runs, out)
+                i = j
+        if i < last:
+            runs = _scan_rows(b, start, end, is_pb, i, last, runs, out)
+        digest = _c_digest(state) & _LO32
         if block_check[k] < 0 or digest != np.uint64(block_check[k]):
             break
-        runs = _scan_rows(b, start, end, is_pb, first_record[k], first_record[k + 1], runs, out)
         good += 1
     rows = first_record[good]
     value, present, offset, flags, checksum, run, head, top = _scan_result(out)
