@@ -232,10 +232,17 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
     }
     has_head = p_len >= 48
     # the rule id (null: valid), and its message; the producer rule shows the run's own error
-    rule_ids = _RULE_IDS.gather(np.where(code < 0, len(RULES), code))
-    message = np.where(code < 0, len(RULES), code)
-    message = np.where(code == PRODUCER_RULE, len(RULES) + 1 + env.run, message)
-    messages = pl.concat([_MESSAGES, pl.Series([None, *perr], dtype=pl.Utf8)])
+    if (code < 0).all():  # the common batch: every row valid, two null columns
+        nulls = pl.repeat(None, len(code), dtype=pl.Utf8, eager=True)
+        verdict = [nulls.alias("validation_error"), nulls.alias("validation_rule")]
+    else:
+        message = np.where(code < 0, len(RULES), code)
+        message = np.where(code == PRODUCER_RULE, len(RULES) + 1 + env.run, message)
+        messages = pl.concat([_MESSAGES, pl.Series([None, *perr], dtype=pl.Utf8)])
+        verdict = [
+            messages.gather(message).alias("validation_error"),
+            _RULE_IDS.gather(np.where(code < 0, len(RULES), code)),
+        ]
 
     def col(values: Any, dtype: Any, valid: Bool | None = None) -> pa.Array:
         return pa.array(
@@ -276,11 +283,7 @@ def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
             else has_head
         )
         cols[name] = col(column, FRAMES_SCHEMA[name], valid)
-    strings = [
-        pl.Series("kind", KINDS, dtype=_KIND_ENUM).gather(kind_code),
-        messages.gather(message).alias("validation_error"),
-        rule_ids,
-    ]
+    strings = [pl.Series("kind", KINDS, dtype=_KIND_ENUM).gather(kind_code), *verdict]
     for name in (*_RELAY_COLS[:-1], *_PRODUCER_COLS[:-2]):
         if FRAMES_SCHEMA[name] == pl.Utf8:
             strings.append(env.strings(name))
