@@ -31,7 +31,7 @@ $(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
 
 # simulate (or reuse data/sample.kvrcap) → replay → summary
 demo: $(STAMP_BASE)
-	$(PY) -m cbi1kit demo
+	$(PY) -m cbi1kit demo --force
 
 # the bundled capture, byte-identical from the trace (fixed seeds, simulated clock)
 sample: $(STAMP_BASE)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cbi1kit._cli_relay import register as register_relay
-from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, SimulationError
+from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, OutputError, SimulationError
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._inspect import inspect
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
@@ -494,9 +494,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         read_frames(args.capture)  # recognises the source (or says what it is not)
     except (OSError, CaptureError) as exc:
         raise CliError(f"cannot read {args.capture}: {exc}") from None
-    args.output.mkdir(parents=True, exist_ok=True)
     with _progress(f"export {args.capture.name}", None, not args.no_progress):
-        written = export_parquet(args.capture, args.output)
+        written = export_parquet(args.capture, args.output, overwrite=args.force)
     for name, where in written.items():
         print(f"{name}: {where}")
     if _is_capture(args.capture):
@@ -506,7 +505,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             for _ in reader.records(strict=False):
                 pass
             if reader.damage is not None:
-                raise CliError(f"tables hold the intact part only: {reader.damage}", EXIT_INVALID)
+                raise CliError(
+                    f"damaged capture: {reader.damage}; the tables hold every intact record "
+                    "(reading went on after the damage)",
+                    EXIT_INVALID,
+                )
     return EXIT_OK
 
 
@@ -606,7 +609,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     if not args.no_report:
         print(f"\n4. report: every chart and the executed notebooks → {args.report}/")
-        built = _build_report(capture, args.report, trace, Path("notebooks"), args.no_progress)
+        built = _build_report(
+            capture, args.report, trace, Path("notebooks"), args.no_progress, force=args.force
+        )
         print(
             f"   wrote {built.index} ({len(built.pngs)} chart PNGs, "
             f"{len(built.notebooks)} notebooks) in {built.seconds:.0f} s"
@@ -616,7 +621,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _build_report(
-    capture: Path, out: Path, trace: Path | None, notebooks: Path | None, quiet: bool
+    capture: Path,
+    out: Path,
+    trace: Path | None,
+    notebooks: Path | None,
+    quiet: bool,
+    *,
+    force: bool,
 ) -> Any:
     from cbi1kit.viz._report import build_report
 
@@ -629,12 +640,16 @@ def _build_report(
         if not quiet:
             print(f"   {msg}", file=sys.stderr, flush=True)
 
-    return build_report(capture, out, trace=trace, notebooks_dir=notebooks, progress=say)
+    return build_report(
+        capture, out, trace=trace, notebooks_dir=notebooks, progress=say, overwrite=force
+    )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     notebooks = None if args.no_notebooks else args.notebooks
-    built = _build_report(args.capture, args.output, args.trace, notebooks, args.no_progress)
+    built = _build_report(
+        args.capture, args.output, args.trace, notebooks, args.no_progress, force=args.force
+    )
     print(f"{built.index}: {len(built.pngs)} charts, {len(built.notebooks)} notebooks")
     for kind, png in built.pngs.items():
         print(f"  {kind:<16} {png}")
@@ -712,11 +727,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "export",
-        help="capture → Parquet tables (frames, images, snapshots, occupancy)",
-        description="Write the capture's tables as Parquet files into a directory.",
+        help="capture → Parquet tables (frames, images, snapshots)",
+        description="Write the capture's frames, images and snapshots tables as Parquet files "
+        "into a directory.",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    p.add_argument("--force", action="store_true", help="overwrite existing table files")
     quiet(p)
     p.set_defaults(handler=cmd_export)
 
@@ -748,6 +765,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resimulate", action="store_true", help="simulate even if the sample exists")
     p.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
     p.add_argument("--no-report", action="store_true", help="stop after the summary")
+    p.add_argument("--force", action="store_true", help="overwrite an existing report")
     quiet(p)
     p.set_defaults(handler=cmd_demo)
 
@@ -760,6 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", type=Path, help="Mooncake trace for the routing-accuracy charts")
     p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
     p.add_argument("--no-notebooks", action="store_true", help="charts only, no notebooks")
+    p.add_argument("--force", action="store_true", help="overwrite an existing report")
     quiet(p)
     p.set_defaults(handler=cmd_report)
     return parser
@@ -774,6 +793,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
+    except OutputError as exc:
+        print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except Cbi1kitError as exc:
         print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_INVALID

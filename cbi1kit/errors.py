@@ -25,6 +25,7 @@ __all__ = [
     "IdentityError",
     "KvCacheEventError",
     "LaneError",
+    "OutputError",
     "PublicationError",
     "RecorderError",
     "RelayWireError",
@@ -349,6 +350,14 @@ class CaptureError(Cbi1kitError, ValueError):
     def path(self) -> str | None:
         source = self.context.get("source")
         return None if source is None else str(source)
+
+
+class OutputError(Cbi1kitError):
+    """A file a command would write: ``Exists`` (not written by this run; overwrite only when
+    asked), ``SourceInside`` (the output would land on an input, such as the notebooks a report
+    executes)."""
+
+    plain = True
 
 
 class RecorderError(Cbi1kitError):

@@ -243,3 +243,41 @@ def test_report_on_a_missing_capture_is_exit_3(tmp_path: Path) -> None:
     res = run("report", str(tmp_path / "nope.kvrcap"), "-o", str(tmp_path / "out"))
     assert res.returncode == 3
     assert res.stderr.count("\n") == 1
+
+
+def test_export_never_writes_over_existing_tables_without_force(
+    capture: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "tables"
+    assert run("export", str(capture), "-o", str(out)).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    res = run("export", str(capture), "-o", str(out))
+    assert res.returncode == 2 and "use --force" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert run("export", str(capture), "-o", str(out), "--force").returncode == 0
+
+
+def test_report_in_a_checkout_refuses_to_touch_its_notebooks(tmp_path: Path) -> None:
+    """``cbi1kit report CAPTURE -o .`` run where ``notebooks/`` holds the sources."""
+    import shutil
+
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()}
+    res = run("report", str(ROOT / "data" / "sample.kvrcap"), "-o", ".", cwd=tmp_path)
+    assert res.returncode == 2 and "notebooks" in res.stderr and "Traceback" not in res.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks"]
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\t \n" * 20_000], ids=["empty", "whitespace"])
+def test_an_empty_or_blank_file_is_no_valid_stream(content: bytes, tmp_path: Path) -> None:
+    """It used to replay as "valid: no violations" with exit 0."""
+    path = tmp_path / "blank.json"
+    path.write_bytes(content)
+    for command in ("replay", "stats", "export"):
+        extra = ["-o", str(tmp_path / "out")] if command == "export" else []
+        res = run(command, str(path), *extra)
+        assert res.returncode == 3, (command, res.stdout, res.stderr)
+        assert "empty input" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()

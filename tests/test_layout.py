@@ -33,6 +33,7 @@ TOP = {
     "cli": "cli",
     "errors": "errors",
     "_lazy": "errors",
+    "_files": "errors",
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from errorcheck import raises_variant
 
-from cbi1kit.errors import VizError
+from cbi1kit.errors import OutputError, VizError
 from cbi1kit.viz._report import CHART_KINDS, NOTEBOOKS, build_report
 
 ROOT = Path(__file__).parents[1]
@@ -70,3 +70,30 @@ def test_charts_only_without_a_trace_skips_the_routing_charts(tmp_path: Path) ->
 def test_missing_capture_is_a_report_error(tmp_path: Path) -> None:
     with raises_variant(VizError, "Report", match="no such capture"):
         build_report(tmp_path / "nope.kvrcap", tmp_path / "out")
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_report_refuses_the_folder_of_the_notebooks_it_runs(tmp_path: Path) -> None:
+    """``report -o .`` in a checkout: out/notebooks would be the sources. Refused before
+    anything is written; the notebooks are untouched."""
+    import shutil
+
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    before = _digests(tmp_path / "notebooks")
+    with raises_variant(OutputError, "SourceInside", match="notebooks"):
+        build_report(SAMPLE, tmp_path, notebooks_dir=tmp_path / "notebooks", overwrite=True)
+    assert _digests(tmp_path / "notebooks") == before
+    assert not (tmp_path / "index.html").exists() and not (tmp_path / "png").exists()
+
+
+def test_report_never_writes_over_an_existing_file_unasked(tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text("mine")
+    with raises_variant(OutputError, "Exists", match="use --force"):
+        build_report(SAMPLE, tmp_path)
+    assert (tmp_path / "index.html").read_text() == "mine"
+    assert not (tmp_path / "png").exists()  # refused before anything was written

@@ -10,6 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_batches
 from cbi1kit.analysis._schema import FRAMES_SCHEMA, IMAGES_SCHEMA, SNAPSHOTS_SCHEMA
 from cbi1kit.analysis._tables import _replay_batches
@@ -29,15 +30,18 @@ def export_parquet(
     *,
     expected_format: Any = None,
     batch_records: int = 65536,
+    overwrite: bool = False,
 ) -> dict[str, Path]:
     """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet`` batch by batch.
 
     Unsigned columns stay unsigned in Parquet (``UINT_64`` etc. logical types), so
-    ``pl.read_parquet`` gives back ``pl.UInt64`` with values up to ``2**64 - 1``.
+    ``pl.read_parquet`` gives back ``pl.UInt64`` with values up to ``2**64 - 1``. Existing
+    files are refused (``OutputError`` ``Exists``) unless ``overwrite``, before any is written.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / f"{name}.parquet" for name in ("frames", "images", "snapshots")}
+    claim_outputs(paths.values(), overwrite=overwrite)
+    out.mkdir(parents=True, exist_ok=True)
     with pq.ParquetWriter(paths["frames"], _arrow_schema(FRAMES_SCHEMA)) as w:
         for df in frames_batches(source, batch_records=batch_records):
             w.write_table(df.to_arrow().cast(w.schema))

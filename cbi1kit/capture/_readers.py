@@ -410,6 +410,18 @@ def read_frames(
     """
     with open(path, "rb") as f:
         head = f.read(16)
+        blank = not head.strip()
+        while blank and (more := f.read(1 << 16)):  # whitespace so far: is that all there is?
+            blank = not more.strip()
+    if blank:
+        raise CaptureError(
+            "Unreadable",
+            "empty input (no bytes, or only whitespace): not a kvrcap capture, CBI1 frames or "
+            "grpcurl JSON",
+            source=str(path),
+            offset=0,
+            record_index=0,
+        )
     if head.startswith(FILE_MAGIC[:6]):
         return read_capture(path, damage=damage)
     if head[:4] in (MAGIC, LEGACY_MAGIC):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,12 +21,13 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._replay import replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import read_capture
 from cbi1kit.ckf._stats import lane_stats
-from cbi1kit.errors import VizError
+from cbi1kit.errors import OutputError, VizError
 from cbi1kit.sim._simulator import Simulator, SimulatorConfig
 from cbi1kit.sim._workload import read_mooncake
 from cbi1kit.viz._charts import (
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 #: Every chart kind the toolkit draws, in the order the report shows them.
+TRACE_CHART_KINDS = ("prefix_depth", "fpr_vs_load")  # drawn only with a trace
 CHART_KINDS = (
     "byte_map",
     "occupancy",
@@ -57,8 +60,7 @@ CHART_KINDS = (
     "fingerprints",
     "filter_health",
     "churn",
-    "prefix_depth",
-    "fpr_vs_load",
+    *TRACE_CHART_KINDS,
 )
 NOTEBOOKS = (
     "01_wire_format_tour",
@@ -243,9 +245,15 @@ def build_report(
     notebooks_dir: str | os.PathLike[str] | None = None,
     requests: int = 2000,
     progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> ReportResult:
     """Write ``out_dir/index.html`` (every chart kind, inline SVG), ``out_dir/png/*.png`` and,
-    with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``."""
+    with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``.
+
+    Nothing is written over an existing file unless ``overwrite`` (``OutputError`` ``Exists``,
+    raised before anything is written), and never into the folder of the notebooks it runs
+    (``SourceInside``); a notebook is executed into a temporary folder, not beside its source.
+    """
     import vl_convert as vlc
 
     started = time.perf_counter()
@@ -253,6 +261,26 @@ def build_report(
     if not cap.exists():
         raise VizError("Report", f"{cap}: no such capture")
     out = Path(out_dir)
+    source_dir = None if notebooks_dir is None else Path(notebooks_dir).resolve()
+    if source_dir is not None and (out / "notebooks").resolve() == source_dir:
+        raise OutputError(
+            "SourceInside",
+            f"{out}: its notebooks/ folder is {source_dir}, the notebooks this report runs; "
+            "choose another output folder",
+            field=str(out),
+        )
+    claim_outputs(
+        [
+            out / "index.html",
+            *(
+                out / "png" / f"{kind}.png"
+                for kind in CHART_KINDS
+                if trace is not None or kind not in TRACE_CHART_KINDS
+            ),
+            *((out / "notebooks" / f"{n}.html" for n in NOTEBOOKS) if source_dir else ()),
+        ],
+        overwrite=overwrite,
+    )
     (out / "png").mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _msg: None)
     result = ReportResult(out / "index.html")
@@ -273,25 +301,27 @@ def build_report(
         )
 
     notebook_links = []
-    if notebooks_dir is not None:
+    if source_dir is not None:
         (out / "notebooks").mkdir(exist_ok=True)
-        source_dir = Path(notebooks_dir).resolve()
         params = {"capture": str(cap)}
         if trace:
             params["trace"] = str(Path(trace).resolve())
-        for name in NOTEBOOKS:
-            source = source_dir / f"{name}.ipynb"
-            if not source.exists():
-                raise VizError("Report", f"{source}: notebook missing")
-            say(f"notebook {name}")
-            executed = out / "notebooks" / f"{name}.ipynb"
-            nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
-            _execute_notebook(source, executed, nb_params)
-            page = out / "notebooks" / f"{name}.html"
-            page.write_text(_render_notebook(executed, name.replace("_", " ")), encoding="utf-8")
-            executed.unlink()
-            result.notebooks[name] = page
-            notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
+        with tempfile.TemporaryDirectory(prefix="cbi1kit-report-") as scratch_dir:
+            scratch = Path(scratch_dir)
+            for name in NOTEBOOKS:
+                source = source_dir / f"{name}.ipynb"
+                if not source.exists():
+                    raise VizError("Report", f"{source}: notebook missing")
+                say(f"notebook {name}")
+                executed = scratch / f"{name}.ipynb"
+                nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
+                _execute_notebook(source, executed, nb_params)
+                page = out / "notebooks" / f"{name}.html"
+                page.write_text(
+                    _render_notebook(executed, name.replace("_", " ")), encoding="utf-8"
+                )
+                result.notebooks[name] = page
+                notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
 
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in _summary(cap)
