@@ -163,14 +163,15 @@ def _counted(records: Any, advance: Callable[[int], None]) -> Iterator[Any]:
 
 
 def _replay(path: Path, fmt: FilterFormat | None, progress: bool) -> Any:
-    """Replay any frame source; unreadable sources raise CliError (exit 3)."""
+    """Replay any frame source as the library does: a capture's damage is reported where it is
+    and reading goes on after it; unreadable sources raise CliError (exit 3)."""
     from cbi1kit.analysis._replay import replay
     from cbi1kit.capture._readers import read_frames
 
     if not path.exists():
         raise CliError(f"cannot read {path}: No such file or directory")
     try:
-        records = read_frames(path)
+        records = read_frames(path, damage="report")
     except (OSError, CaptureError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
     with _progress(f"replay {path.name}", None, progress) as advance:
@@ -228,7 +229,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     with reader:
-        for rec in reader.records(strict=False):
+        for rec in reader.records(strict=False, resync=True):
             by_type[rec.type.name] = by_type.get(rec.type.name, 0) + 1
             if rec.type is RecordType.STREAM_OPEN:
                 streams[rec.stream_id] = [
@@ -274,6 +275,11 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
                     ("records", sum(by_type.values())),
                     *((f"records.{k}", v) for k, v in sorted(by_type.items())),
                     ("damage", "none" if damage is None else str(damage)),
+                    *(
+                        (f"damage {i + 1}", str(d.error))
+                        for i, d in enumerate(reader.damages[1:8], start=1)
+                    ),
+                    ("damaged ranges", len(reader.damages)),
                 ],
                 ("field", "value"),
             )
@@ -502,7 +508,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from cbi1kit.capture._file import CaptureReader
 
         with CaptureReader(args.capture) as reader:
-            for _ in reader.records(strict=False):
+            for _ in reader.records(strict=False, resync=True):
                 pass
             if reader.damage is not None:
                 raise CliError(
@@ -514,11 +520,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _lane_format(path: Path) -> FilterFormat:
-    from cbi1kit.capture._readers import read_frames
+    from cbi1kit.capture._readers import FrameDamage, read_frames
     from cbi1kit.wire._codec import peek_format
 
-    for rec in read_frames(path):
-        if rec.payload:
+    for rec in read_frames(path, damage="report"):
+        if not isinstance(rec, FrameDamage) and rec.payload:
             return peek_format(rec.payload)
     raise CliError(f"{path} holds no CBI1 frame", EXIT_INVALID)
 

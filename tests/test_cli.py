@@ -281,3 +281,28 @@ def test_an_empty_or_blank_file_is_no_valid_stream(content: bytes, tmp_path: Pat
         assert res.returncode == 3, (command, res.stdout, res.stderr)
         assert "empty input" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("at", [200_000, 20], ids=["record-body", "file-header"])
+def test_the_cli_reads_on_past_damage_as_the_library_does(at: int, tmp_path: Path) -> None:
+    """One flipped bit must not hide the rest of the capture from replay, stats or inspect:
+    the damage is named with its record and offset, and every intact record after it is read."""
+    import cbi1kit as ck
+
+    data = bytearray((ROOT / "data" / "sample.kvrcap").read_bytes())
+    data[at] ^= 0x10
+    path = tmp_path / "flipped.kvrcap"
+    path.write_bytes(bytes(data))
+    library = ck.replay(path)
+    assert library.records > 5000
+    replayed = json.loads(run("replay", str(path), "--json").stdout)
+    assert replayed["records"] == library.records
+    assert run("replay", str(path)).returncode == (0 if library.ok else 1)
+    inspected = run("inspect", str(path))
+    assert f"records: {library.records}" in inspected.stdout
+    if at > 1000:  # a record body: named, at its record and offset
+        assert "record body checksum mismatch" in inspected.stdout
+        assert inspected.returncode == 1
+    stats = run("stats", str(path), "--fpr-probes", "0")
+    assert stats.returncode in (0, 1) and "Traceback" not in stats.stderr
+    assert "sequence" in stats.stdout
