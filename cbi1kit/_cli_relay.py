@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cbi1kit._cli_args import U64, OneLineParser, at_least, ranged, real_above, real_at_least
 from cbi1kit.errors import Cbi1kitError
 
 __all__ = ["main", "register"]
@@ -28,20 +29,6 @@ EXIT_UNREADABLE = 3
 
 def _err(command: str, message: str) -> None:
     print(f"cbi1kit {command}: error: {message}", file=sys.stderr)
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text, 0)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return value
 
 
 def _on_signals(stop: Any) -> None:
@@ -145,6 +132,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stall_after=args.stall_after,
         change_generation_after=args.change_generation_after,
     )
+    if args.trace is not None and not args.trace.is_file():
+        _err("serve", f"cannot read {args.trace}: no such file")
+        return EXIT_UNREADABLE
     try:
         if args.trace is not None:
             server = RelayServer.from_simulation(
@@ -204,20 +194,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--subscriber-id", default="cbi1kit-recorder", help="subscriber id sent")
     p.add_argument("--tls", action="store_true", help="use TLS (system roots)")
     p.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS")
-    p.add_argument("--duration", type=_positive, help="stop after this many seconds")
-    p.add_argument("--frames", type=_count, help="stop after this many pool messages")
+    p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
+    p.add_argument("--frames", type=at_least(1), help="stop after this many pool messages")
     p.add_argument("--validate", action="store_true", help="check every frame as it arrives")
     p.add_argument("--quiet", action="store_true", help="no status line or summary")
-    p.add_argument("--timeout", type=_positive, default=10.0, help="RPC deadline, seconds")
+    p.add_argument("--timeout", type=real_above(0), default=10.0, help="RPC deadline, seconds")
     p.add_argument(
         "--stall-timeout",
-        type=_positive,
+        type=real_above(0),
         default=30.0,
         help="resubscribe when a stream is silent this long (seconds)",
     )
     p.add_argument(
         "--give-up-after",
-        type=_positive,
+        type=real_above(0),
         default=60.0,
         help="exit 3 after the relay is unreachable this long (seconds)",
     )
@@ -230,29 +220,33 @@ def register(subparsers: Any) -> None:
         "CKF frames with upstream's stream lifecycle. Not a relay; never expose it.",
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
-    p.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
+    p.add_argument("--port", type=ranged(0, 65535), default=0, help="port (0 picks a free one)")
     p.add_argument("--trace", type=Path, help="drive the simulator with this Mooncake trace")
-    p.add_argument("--limit", type=_count, help="read only this many trace requests")
-    p.add_argument("--pace", type=float, default=0.01, help="seconds between producer steps")
-    p.add_argument("--heartbeat", type=_positive, default=10.0, help="heartbeat interval, s")
-    p.add_argument("--steps", type=_count, help="producer steps before going quiet")
-    p.add_argument("--events-per-step", type=_count, default=8, help="events per step")
-    p.add_argument("--expected-blocks", type=_count, default=4096, help="CKF capacity")
-    p.add_argument("--seed", type=int, default=0, help="event RNG seed")
+    p.add_argument("--limit", type=at_least(1), help="read only this many trace requests")
+    p.add_argument(
+        "--pace", type=real_at_least(0), default=0.01, help="seconds between producer steps"
+    )
+    p.add_argument("--heartbeat", type=real_above(0), default=10.0, help="heartbeat interval, s")
+    p.add_argument("--steps", type=at_least(1), help="producer steps before going quiet")
+    p.add_argument("--events-per-step", type=at_least(1), default=8, help="events per step")
+    p.add_argument("--expected-blocks", type=at_least(1), default=4096, help="CKF capacity")
+    p.add_argument("--seed", type=U64, default=0, help="event RNG seed")
     p.add_argument("--model", default="sim/model", help="model name in the catalog")
     p.add_argument("--dc", default="dc-sim", help="DC name (hashed into the pool id)")
-    p.add_argument("--duration", type=_positive, help="stop after this many seconds")
-    p.add_argument("--drop-after-chunks", type=int, help="fault: drop a stream mid-snapshot")
-    p.add_argument("--corrupt-delta", type=_count, help="fault: corrupt the n-th delta")
-    p.add_argument("--stall-after", type=int, help="fault: stall a stream after n messages")
+    p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
     p.add_argument(
-        "--change-generation-after", type=_count, help="fault: new generation after n deltas"
+        "--drop-after-chunks", type=at_least(1), help="fault: drop a stream mid-snapshot"
+    )
+    p.add_argument("--corrupt-delta", type=at_least(1), help="fault: corrupt the n-th delta")
+    p.add_argument("--stall-after", type=at_least(1), help="fault: stall a stream after n messages")
+    p.add_argument(
+        "--change-generation-after", type=at_least(1), help="fault: new generation after n deltas"
     )
     p.set_defaults(handler=cmd_serve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cbi1kit")
+    parser = OneLineParser(prog="cbi1kit")
     register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     args = parser.parse_args(argv)
     code: int = args.handler(args)

@@ -14,11 +14,12 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from cbi1kit._cli_args import U64, U64_MAX, OneLineParser, at_least, ranged, real_at_least
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, OutputError, SimulationError
-from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._format import FilterFormat, max_delta_images
 from cbi1kit.wire._inspect import inspect
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
@@ -45,13 +46,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _u64(text: str) -> int:
-    value = int(text, 0)
-    if not 0 <= value < 1 << 64:
-        raise argparse.ArgumentTypeError(f"{text} is outside the unsigned 64-bit range")
-    return value
 
 
 def _expected_format(args: argparse.Namespace) -> FilterFormat | None:
@@ -318,29 +312,40 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
 
 # ---------------------------------------------------------------------------------- simulate
 
+_DAY_MS: Final = 86_400_000
 _SIM_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
-    ("--dcs", "dcs", int, "DC pools, one CKF lane each (1..16)"),
-    ("--workers", "workers_per_dc", int, "workers per DC"),
-    ("--dp-ranks", "dp_ranks", int, "data-parallel ranks per worker"),
-    ("--capacity", "capacity_blocks", int, "KV blocks per (worker, dp_rank), LRU evicted"),
-    ("--seed", "seed", int, "simulator seed (random routing, engine ids)"),
-    ("--overlap-weight", "overlap_weight", float, "router cost weight of blocks to prefill"),
-    ("--decode-ms-per-token", "decode_ms_per_token", float, "in-flight time per output token"),
-    ("--clear-every-ms", "clear_every_ms", int, "restart one worker (Cleared) every N ms"),
-    ("--publish-delay-ms", "publish_delay_ms", int, "drain a pending window after N ms"),
-    ("--expected-blocks", "expected_blocks_per_dc", _u64, "CkfConfig.expected_blocks_per_dc"),
-    ("--ckf-seed", "ckf_seed", _u64, "CkfConfig.seed (addressing and RNG)"),
-    ("--max-kicks", "max_kicks", int, "CkfConfig.max_kicks (1..4096)"),
-    ("--verification-window", "verification_window", int, "CkfConfig verification window"),
-    ("--publish-every", "publish_every_n_events", int, "CkfConfig.publish_every_n_events"),
-    ("--producer-incarnation", "producer_incarnation", _u64, "ProducerIdentity incarnation"),
-    ("--layout-generation", "layout_generation", _u64, "ProducerIdentity layout generation"),
+    ("--dcs", "dcs", ranged(1, 16), "DC pools, one CKF lane each (1..16)"),
+    ("--workers", "workers_per_dc", ranged(1, 1 << 16), "workers per DC"),
+    ("--dp-ranks", "dp_ranks", ranged(1, 1 << 16), "data-parallel ranks per worker"),
+    ("--capacity", "capacity_blocks", ranged(1, 1 << 32), "KV blocks per worker, LRU evicted"),
+    ("--seed", "seed", U64, "simulator seed (random routing, engine ids)"),
+    ("--overlap-weight", "overlap_weight", real_at_least(0), "router weight of prefill blocks"),
+    ("--decode-ms-per-token", "decode_ms_per_token", real_at_least(0), "ms in flight per token"),
+    ("--clear-every-ms", "clear_every_ms", ranged(1, _DAY_MS), "restart a worker every N ms"),
+    ("--publish-delay-ms", "publish_delay_ms", ranged(0, _DAY_MS), "drain a window after N ms"),
+    ("--expected-blocks", "expected_blocks_per_dc", U64, "CkfConfig.expected_blocks_per_dc"),
+    ("--ckf-seed", "ckf_seed", U64, "CkfConfig.seed (addressing and RNG)"),
+    ("--max-kicks", "max_kicks", ranged(1, 4096), "CkfConfig.max_kicks (1..4096)"),
+    ("--verification-window", "verification_window", at_least(0), "CkfConfig window"),
+    ("--publish-every", "publish_every_n_events", at_least(1), "CkfConfig.publish_every_n_events"),
+    ("--producer-incarnation", "producer_incarnation", U64, "ProducerIdentity incarnation"),
+    ("--layout-generation", "layout_generation", ranged(1, U64_MAX), "layout generation (>= 1)"),
 )
 _RELAY_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
-    ("--heartbeat-ms", "heartbeat_interval_ms", int, "heartbeat interval on the simulated clock"),
-    ("--max-delta-images", "max_delta_images", int, "a bigger delta forces a fresh snapshot"),
-    ("--resubscribe-every-ms", "resubscribe_every_ms", int, "force a resubscription every N ms"),
-    ("--epoch-unix-ns", "epoch_unix_ns", int, "wall clock at simulated time 0"),
+    ("--heartbeat-ms", "heartbeat_interval_ms", ranged(1, _DAY_MS), "heartbeat interval, ms"),
+    ("--max-delta-images", "max_delta_images", ranged(1, max_delta_images()), "bigger: a snapshot"),
+    (
+        "--resubscribe-every-ms",
+        "resubscribe_every_ms",
+        ranged(1, _DAY_MS),
+        "resubscribe every N ms",
+    ),
+    (
+        "--epoch-unix-ns",
+        "epoch_unix_ns",
+        ranged(0, (1 << 63) - 1),
+        "wall clock at simulated time 0",
+    ),
 )
 
 
@@ -359,10 +364,13 @@ def _sim_config(args: argparse.Namespace) -> Any:
     if args.record_dc is not None:
         relay_kw["record_dc"] = args.record_dc
     try:
-        return SimRelayConfig(
+        config = SimRelayConfig(
             dataclasses.replace(base.simulator, **sim_kw),
             dataclasses.replace(base.relay, **relay_kw),
         )
+        ckf = config.simulator.ckf_config()
+        FilterFormat(ckf.seed, ckf.bucket_count())  # a lane CBI1 carries, or a usage error now
+        return config
     except (Cbi1kitError, ValueError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
 
@@ -668,7 +676,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from cbi1kit.sim._simulator import POLICIES
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="cbi1kit",
         description="See inside NVIDIA Dynamo's KV-cache filter stream (CBI1 frames).",
         epilog="exit codes: 0 ok, 1 invalid input, 2 usage error, 3 unreadable input",
@@ -676,8 +684,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def fmt_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--seed", type=_u64, help="expected CKF seed (checks the format)")
-        p.add_argument("--buckets", type=_u64, help="expected bucket count (with --seed)")
+        p.add_argument("--seed", type=U64, help="expected CKF seed (checks the format)")
+        p.add_argument("--buckets", type=U64, help="expected bucket count (with --seed)")
 
     def quiet(p: argparse.ArgumentParser) -> None:
         p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -690,13 +698,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("trace", type=Path, help="Mooncake JSONL trace")
     p.add_argument("-o", "--output", type=Path, required=True, help="capture file to write")
-    p.add_argument("--limit", type=int, help="only the first N requests")
+    p.add_argument("--limit", type=at_least(1), help="only the first N requests")
     p.add_argument("--force", action="store_true", help="overwrite an existing capture")
     p.add_argument("--sample", action="store_true", help="start from the bundled sample's knobs")
     p.add_argument("--policy", choices=POLICIES, help="routing policy (default exact)")
     for flag, dest, typ, text in _SIM_KNOBS + _RELAY_KNOBS:
         p.add_argument(flag, dest=dest, type=typ, help=text)
-    p.add_argument("--record-dc", type=int, help="the DC whose pool stream is recorded")
+    p.add_argument("--record-dc", type=ranged(0, 15), help="the DC whose pool stream is recorded")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     quiet(p)
     p.set_defaults(handler=cmd_simulate)
@@ -710,11 +718,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("files", nargs="+", type=Path, help="bare CBI1 frame files or kvrcap captures")
     fmt_args(p)
-    p.add_argument("--head", type=int, default=8, help="body rows shown before the gap")
-    p.add_argument("--tail", type=int, default=4, help="body rows shown after the gap")
-    p.add_argument("--rows", type=int, default=20, help="capture: frames listed in the table")
-    p.add_argument("--frame", type=int, help="capture: frame to hexdump (default: first delta)")
-    p.add_argument("--max-violations", type=int, default=20, help="violations listed")
+    p.add_argument("--head", type=at_least(0), default=8, help="body rows shown before the gap")
+    p.add_argument("--tail", type=at_least(0), default=4, help="body rows shown after the gap")
+    p.add_argument(
+        "--rows", type=at_least(0), default=20, help="capture: frames listed in the table"
+    )
+    p.add_argument(
+        "--frame", type=at_least(0), help="capture: frame to hexdump (default: first delta)"
+    )
+    p.add_argument("--max-violations", type=at_least(0), default=20, help="violations listed")
     quiet(p)
     p.set_defaults(handler=cmd_inspect)
 
@@ -726,7 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
     fmt_args(p)
-    p.add_argument("--max-violations", type=int, default=20, help="violations listed")
+    p.add_argument("--max-violations", type=at_least(0), default=20, help="violations listed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     quiet(p)
     p.set_defaults(handler=cmd_replay)
@@ -749,9 +761,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay, then report CF.INFO-style figures of the lane.",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
-    p.add_argument("--at", type=_u64, help="the lane right after this sequence")
-    p.add_argument("--fpr-probes", type=int, default=100_000, help="random probes for FPR")
-    p.add_argument("--probe-seed", type=int, default=0, help="seed of the FPR probes")
+    p.add_argument("--at", type=U64, help="the lane right after this sequence")
+    p.add_argument(
+        "--fpr-probes",
+        type=ranged(0, 10_000_000),
+        default=100_000,
+        help="random absent probes for the measured FPR (0..=10^7)",
+    )
+    p.add_argument("--probe-seed", type=U64, default=0, help="seed of the FPR probes")
     fmt_args(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     quiet(p)

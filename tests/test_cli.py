@@ -306,3 +306,38 @@ def test_the_cli_reads_on_past_damage_as_the_library_does(at: int, tmp_path: Pat
     stats = run("stats", str(path), "--fpr-probes", "0")
     assert stats.returncode in (0, 1) and "Traceback" not in stats.stderr
     assert "sequence" in stats.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", str(TRACE), "-o", "{out}", "--seed", "-1"],
+        ["simulate", str(TRACE), "-o", "{out}", "--epoch-unix-ns", "-1"],
+        ["simulate", str(TRACE), "-o", "{out}", "--limit", "0"],
+        ["simulate", str(TRACE), "-o", "{out}", "--layout-generation", "0"],
+        ["simulate", str(TRACE), "-o", "{out}", "--expected-blocks", str(1 << 40)],
+        ["simulate", str(TRACE), "-o", "{out}", "--dcs", "17"],
+        ["simulate", str(TRACE), "-o", "{out}", "--overlap-weight", "nan"],
+        ["stats", str(ROOT / "data" / "sample.kvrcap"), "--probe-seed", "-1"],
+        ["stats", str(ROOT / "data" / "sample.kvrcap"), "--fpr-probes", "-1"],
+        ["stats", str(ROOT / "data" / "sample.kvrcap"), "--fpr-probes", "1000000000"],
+        ["inspect", str(ROOT / "data" / "sample.kvrcap"), "--rows", "-3"],
+        ["serve", "--port", "70000"],
+        ["serve", "--port", "-1"],
+        ["serve", "--pace", "inf"],
+        ["record", "127.0.0.1:1", "-o", "{out}", "--timeout", "0"],
+    ],
+    ids=lambda a: " ".join(a[0:1] + a[-2:]),
+)
+def test_every_number_is_range_checked_before_any_output(args: list[str], tmp_path: Path) -> None:
+    """Out-of-range numbers are usage errors (exit 2) with one line, and nothing is created."""
+    out = tmp_path / "out.kvrcap"
+    res = run(*(a.replace("{out}", str(out)) for a in args))
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "Traceback" not in res.stderr and not out.exists()
+
+
+def test_serving_a_missing_trace_is_unreadable_input() -> None:
+    res = run("serve", "--trace", "/nonexistent/trace.jsonl")
+    assert res.returncode == 3 and "cannot read" in res.stderr

@@ -30,6 +30,7 @@ TOP = {
     "__init__": "cli",
     "__main__": "cli",
     "_cli_relay": "cli",
+    "_cli_args": "cli",
     "cli": "cli",
     "errors": "errors",
     "_lazy": "errors",
