@@ -208,6 +208,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     from cbi1kit.capture._file import (
         CaptureReader,
         RecordType,
+        at_record,
         decode_stream_close,
         decode_stream_open,
     )
@@ -218,6 +219,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     streams: dict[int, list[object]] = {}
     messages: list[tuple[object, ...]] = []
     payloads: list[bytes] = []
+    unreadable: list[CaptureError] = []  # control records whose bodies do not decode
     try:
         reader = CaptureReader(path)
     except OSError as exc:
@@ -225,19 +227,18 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     with reader:
         for rec in reader.records(strict=False, resync=True):
             by_type[rec.type.name] = by_type.get(rec.type.name, 0) + 1
-            if rec.type is RecordType.STREAM_OPEN:
-                streams[rec.stream_id] = [
-                    rec.stream_id,
-                    decode_stream_open(rec.body).method,
-                    0,
-                    "open",
-                    "",
-                ]
-            elif rec.type is RecordType.STREAM_CLOSE and rec.stream_id in streams:
-                close = decode_stream_close(rec.body)
-                streams[rec.stream_id][3] = close.status_name
-                streams[rec.stream_id][4] = close.error_reason or close.local_reason or ""
-            elif rec.type is RecordType.MESSAGE:
+            try:
+                if rec.type is RecordType.STREAM_OPEN:
+                    method = decode_stream_open(rec.body).method
+                    streams[rec.stream_id] = [rec.stream_id, method, 0, "open", ""]
+                elif rec.type is RecordType.STREAM_CLOSE and rec.stream_id in streams:
+                    close = decode_stream_close(rec.body)
+                    streams[rec.stream_id][3] = close.status_name
+                    streams[rec.stream_id][4] = close.error_reason or close.local_reason or ""
+            except CaptureError as exc:
+                unreadable.append(at_record(exc, rec, str(path)))
+                continue
+            if rec.type is RecordType.MESSAGE:
                 if rec.stream_id in streams:
                     row = streams[rec.stream_id]
                     row[2] = int(str(row[2])) + 1
@@ -274,6 +275,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
                         for i, d in enumerate(reader.damages[1:8], start=1)
                     ),
                     ("damaged ranges", len(reader.damages)),
+                    *((f"unreadable {e.context.get('record_index')}", str(e)) for e in unreadable),
                 ],
                 ("field", "value"),
             )
@@ -307,7 +309,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     print("\n-- validation (replay with the consumer's rules)")
     report = _replay(path, fmt, not args.no_progress)
     _print_replay_summary(report, args.max_violations)
-    return EXIT_OK if report.ok and damage is None else EXIT_INVALID
+    return EXIT_OK if report.ok and damage is None and not unreadable else EXIT_INVALID
 
 
 # ---------------------------------------------------------------------------------- simulate

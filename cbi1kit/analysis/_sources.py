@@ -159,6 +159,7 @@ class _CaptureScan:
         self.open_streams: set[int] = set()
         self.blocks_verified = 0
         self.records_walked = 0
+        self.control_damage: list[CaptureError] = []  # unreadable STREAM_OPENs, not yet yielded
 
     def items(self, batch_records: int) -> Generator[_Batch | tuple[CaptureError, int], None, None]:
         """Batches of message rows, and ``(error, frame index)`` where damage is."""
@@ -204,6 +205,8 @@ class _CaptureScan:
         if offset < len(mm):
             yield from self._walk(reader, rows, offset, number)
         yield from rows.batches(final=True)
+        for damage in self.control_damage:  # after the rows: they are not in frame order
+            yield damage, rows.frame_index
 
     def _blocks_rows(
         self,
@@ -252,6 +255,7 @@ class _CaptureScan:
                 int(rtype[k]),
                 int(sid[k]),
                 int(numbers[k]),
+                int(offs[k]),
                 bytes(mm[int(offs[k]) + RECORD_HEADER_LEN : int(ends[k])]),
             )
         msg = np.flatnonzero(rtype == RecordType.MESSAGE)
@@ -281,11 +285,27 @@ class _CaptureScan:
             )
         return len(blocks)
 
-    def _control(self, rtype: int, sid: int, number: int, body: bytes) -> None:
-        """A stream open or close, as ``read_capture`` tracks them."""
+    def _control(self, rtype: int, sid: int, number: int, offset: int, body: bytes) -> None:
+        """A stream open or close, as ``read_capture`` tracks them; an open that does not decode
+        is damage at its record (its stream's messages belong to no known method)."""
         if rtype == RecordType.STREAM_CLOSE:
             self.open_streams.discard(sid)
-        elif decode_stream_open(body).method in self.methods:
+            return
+        try:
+            method = decode_stream_open(body).method
+        except CaptureError as exc:
+            self.control_damage.append(
+                CaptureError(
+                    exc.variant,
+                    exc.detail,
+                    source=self.path,
+                    offset=offset,
+                    record_index=number,
+                    field=exc.field,
+                )
+            )
+            return
+        if method in self.methods:
             self.frame_streams.setdefault(sid, number)
             self.open_streams.add(sid)
 
@@ -342,7 +362,7 @@ class _CaptureScan:
                         released = _release(reader.buffer, released, behind)
                         behind = item.offset
             elif rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
-                self._control(int(rtype), item.stream_id, item.index, item.body)
+                self._control(int(rtype), item.stream_id, item.index, item.offset, item.body)
         flush()
 
 

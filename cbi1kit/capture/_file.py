@@ -47,6 +47,7 @@ __all__ = [
     "RecordType",
     "StreamClose",
     "StreamOpen",
+    "at_record",
     "decode_stream_close",
     "decode_stream_open",
     "read_index",
@@ -194,16 +195,72 @@ def _encode_stream_open(open_: StreamOpen) -> bytes:
     return _U32.pack(len(text)) + text + open_.request
 
 
+def _malformed(what: str, reason: str, field: str) -> CaptureError:
+    """A control record whose body does not decode; the reader adds where it sits."""
+    return CaptureError("Malformed", f"{what} body: {reason}", field=field)
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    """A control record's JSON object: any parse failure (bad UTF-8, syntax, nesting past the
+    parser's depth, an integer of thousands of digits) is a typed error, never a crash."""
+    try:
+        meta = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError too
+        raise _malformed(what, f"not JSON ({type(exc).__name__}: {exc})", what) from None
+    if not isinstance(meta, dict):
+        raise _malformed(what, f"expected a JSON object, got {type(meta).__name__}", what)
+    return meta
+
+
+def _field(meta: dict[str, Any], key: str, kind: type, what: str) -> Any:
+    value = meta.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        got = "missing" if key not in meta else type(value).__name__
+        raise _malformed(what, f"{key} must be {kind.__name__}, got {got}", f"{what}.{key}")
+    return value
+
+
+def _pairs(meta: dict[str, Any], key: str, what: str) -> tuple[tuple[str, str], ...]:
+    items = meta.get(key, [])
+    if not isinstance(items, list) or not all(
+        isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)
+        for kv in items
+    ):
+        raise _malformed(what, f"{key} must be a list of [str, str] pairs", f"{what}.{key}")
+    return tuple((k, v) for k, v in items)
+
+
+def at_record(error: CaptureError, record: CaptureRecord, source: str) -> CaptureError:
+    """``error`` (from decoding ``record``'s body) placed at the record: offset and index."""
+    return CaptureError(
+        error.variant,
+        error.detail,
+        source=source,
+        offset=record.offset,
+        record_index=record.index,
+        field=error.field,
+    )
+
+
 def decode_stream_open(body: bytes) -> StreamOpen:
-    """Body layout: u32 JSON length, UTF-8 JSON metadata, then the raw request message bytes."""
+    """Body layout: u32 JSON length, UTF-8 JSON metadata, then the raw request message bytes.
+    A body that does not decode is ``CaptureError`` ``Malformed`` (field path included)."""
+    what = "STREAM_OPEN"
+    if len(body) < 4:
+        raise _malformed(what, f"{len(body)} bytes, shorter than its u32 JSON length", what)
     (n,) = _U32.unpack_from(body, 0)
-    meta = json.loads(body[4 : 4 + n])
+    if 4 + n > len(body):
+        raise _malformed(what, f"JSON length {n} runs past the {len(body)}-byte body", what)
+    meta = _json_object(body[4 : 4 + n], what)
+    info = meta.get("info") or {}
+    if not isinstance(info, dict):
+        raise _malformed(what, "info must be a JSON object", f"{what}.info")
     return StreamOpen(
-        target=meta["target"],
-        method=meta["method"],
+        target=_field(meta, "target", str, what),
+        method=_field(meta, "method", str, what),
         request=bytes(body[4 + n :]),
-        metadata=tuple((str(k), str(v)) for k, v in meta.get("metadata", [])),
-        info=meta.get("info") or {},
+        metadata=_pairs(meta, "metadata", what),
+        info=info,
     )
 
 
@@ -221,16 +278,23 @@ def _encode_stream_close(close: StreamClose) -> bytes:
 
 
 def decode_stream_close(body: bytes) -> StreamClose:
-    """Body layout: UTF-8 JSON object (status_code, status_name, details, message_count, ...)."""
-    meta = json.loads(body)
+    """Body layout: UTF-8 JSON object (status_code, status_name, details, message_count, ...).
+    A body that does not decode is ``CaptureError`` ``Malformed`` (field path included)."""
+    what = "STREAM_CLOSE"
+    meta = _json_object(body, what)
+    optional = {}
+    for key in ("error_reason", "local_reason"):
+        value = meta.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _malformed(what, f"{key} must be str or null", f"{what}.{key}")
+        optional[key] = value
     return StreamClose(
-        status_code=int(meta["status_code"]),
-        status_name=str(meta["status_name"]),
-        details=str(meta["details"]),
-        message_count=int(meta["message_count"]),
-        error_reason=meta.get("error_reason"),
-        local_reason=meta.get("local_reason"),
-        trailing_metadata=tuple((str(k), str(v)) for k, v in meta.get("trailing_metadata", [])),
+        status_code=_field(meta, "status_code", int, what),
+        status_name=_field(meta, "status_name", str, what),
+        details=_field(meta, "details", str, what),
+        message_count=_field(meta, "message_count", int, what),
+        trailing_metadata=_pairs(meta, "trailing_metadata", what),
+        **optional,
     )
 
 

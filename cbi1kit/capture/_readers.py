@@ -29,6 +29,7 @@ from cbi1kit.capture._file import (
     CaptureDamage,
     CaptureReader,
     RecordType,
+    at_record,
     decode_stream_open,
 )
 from cbi1kit.errors import CaptureError
@@ -153,7 +154,18 @@ def read_capture(
                 if rec.type is RecordType.STREAM_CLOSE:
                     open_streams.discard(rec.stream_id)
                 if rec.type is RecordType.STREAM_OPEN:
-                    if decode_stream_open(rec.body).method in wanted:
+                    try:
+                        method = decode_stream_open(rec.body).method
+                    except CaptureError as exc:
+                        # an unreadable stream open: damage at its record; the stream's
+                        # messages belong to no known method and are passed over
+                        err = at_record(exc, rec, source)
+                        if not report:
+                            raise err from None
+                        lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
+                        yield FrameDamage(index, 0, err, lost)
+                        continue
+                    if method in wanted:
                         frame_streams.add(rec.stream_id)
                         open_streams.add(rec.stream_id)
                 elif rec.type is RecordType.MESSAGE and rec.stream_id in frame_streams:

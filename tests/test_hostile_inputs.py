@@ -1,0 +1,125 @@
+"""Hostile and unlucky input (#13): whatever a capture's control records hold, every reader and
+the CLI answer with a typed error or a report, never a crash.
+
+STREAM_OPEN / STREAM_CLOSE records are written with a valid record checksum around arbitrary
+bodies (empty, short, wrong JSON types, deep nesting, thousand-digit integers, bytes), between
+the messages of an otherwise valid stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import struct
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_stream_roundtrip import Stream, build_stream
+
+from cbi1kit import cli
+from cbi1kit.analysis import export_parquet, frames_table, replay
+from cbi1kit.capture import CaptureReader, CaptureWriter, RecordType, read_capture
+from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.errors import CaptureError, Cbi1kitError
+
+STREAM = build_stream(deltas=6)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=8,
+)
+open_meta = st.fixed_dictionaries(
+    {},
+    optional={
+        "target": json_values,
+        "method": json_values,
+        "metadata": json_values,
+        "info": json_values,
+    },
+)
+SPECIAL = [
+    b"",
+    b"\x01",
+    b"{}",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"status_code": ' + b"9" * 5000 + b"}",
+    b"\xff\xfe\x00",
+]
+
+
+def _open_body(meta: object) -> bytes:
+    raw = json.dumps(meta).encode()
+    return struct.pack("<I", len(raw)) + raw
+
+
+bodies = (
+    st.sampled_from(SPECIAL)
+    | st.binary(max_size=64)
+    | open_meta.map(_open_body)
+    | json_values.map(lambda v: json.dumps(v).encode())
+)
+
+
+def _capture(path: Path, stream: Stream, open_body: bytes, close_body: bytes) -> Path:
+    with CaptureWriter(path) as w:
+        sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
+        half = len(stream.messages) // 2
+        for m in stream.messages[:half]:
+            w.message(sid, m.SerializeToString())
+        w.write(RecordType.STREAM_OPEN, open_body, stream_id=90)
+        w.write(RecordType.STREAM_CLOSE, close_body, stream_id=90)
+        for m in stream.messages[half:]:
+            w.message(sid, m.SerializeToString())
+        w.close_stream(sid)
+    return path
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(list(argv))
+    return code, err.getvalue()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(open_body=bodies, close_body=bodies)
+def test_control_records_with_any_body_never_crash_a_reader(
+    open_body: bytes, close_body: bytes
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _capture(Path(tmp) / "c.kvrcap", STREAM, open_body, close_body)
+        # every intact message of the stream is read, whatever the foreign stream's records say
+        items = list(read_capture(path, damage="report"))
+        frames = [i for i in items if not hasattr(i, "damage")]
+        assert len(frames) == len(STREAM.messages)
+        with contextlib.suppress(CaptureError):  # raise mode: only the typed error
+            list(read_capture(path))
+        assert replay(path).records >= len(STREAM.messages)
+        assert frames_table(path).collect().height >= len(STREAM.messages)
+        export_parquet(path, Path(tmp) / "tables")
+        for command in ("replay", "inspect", "stats"):
+            code, err = _cli(command, str(path), "--no-progress")
+            assert code in (0, 1), (command, err)
+            assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
+
+
+@pytest.mark.parametrize("body", SPECIAL, ids=lambda b: repr(b[:12]))
+def test_an_unreadable_stream_open_is_damage_at_its_record(body: bytes, tmp_path: Path) -> None:
+    path = _capture(tmp_path / "c.kvrcap", STREAM, body, b"{}")
+    damages = [i for i in read_capture(path, damage="report") if hasattr(i, "damage")]
+    with CaptureReader(path) as reader:
+        opened = next(
+            r for r in reader.records() if r.type is RecordType.STREAM_OPEN and r.stream_id == 90
+        )
+    assert damages and damages[0].error.variant == "Malformed"
+    err = damages[0].error
+    assert (err.record_index, err.offset) == (opened.index, opened.offset)
+    assert "STREAM_OPEN" in str(err)
+    with pytest.raises(CaptureError) as info:
+        list(read_capture(path))
+    assert isinstance(info.value, Cbi1kitError) and info.value.offset is not None
