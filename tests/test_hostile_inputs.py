@@ -123,3 +123,24 @@ def test_an_unreadable_stream_open_is_damage_at_its_record(body: bytes, tmp_path
     with pytest.raises(CaptureError) as info:
         list(read_capture(path))
     assert isinstance(info.value, Cbi1kitError) and info.value.offset is not None
+
+
+@pytest.mark.parametrize("jump", [2**63 - 1, 2**63, 2**64 - 16])
+def test_a_huge_record_number_jump_is_bounded_damage(jump: int, tmp_path: Path) -> None:
+    """A checksum-valid record claiming number 2**63 or more: damage at that record, and no
+    more records "lost" than the file could hold; no OverflowError anywhere."""
+    path = tmp_path / "jump.kvrcap"
+    with CaptureWriter(path) as w:
+        sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
+        for m in STREAM.messages[:3]:
+            w.message(sid, m.SerializeToString())
+        w._next_index = jump  # the writer numbers the next record as the hostile file does
+        for m in STREAM.messages[3:]:
+            w.message(sid, m.SerializeToString())
+    damages = [i for i in read_capture(path, damage="report") if hasattr(i, "damage")]
+    assert damages and f"record says it is number {jump}" in str(damages[0].error)
+    assert 0 <= damages[0].frames <= path.stat().st_size // 48 + 1
+    assert replay(path).records < path.stat().st_size
+    frames_table(path).collect()
+    code, err = _cli("replay", str(path), "--no-progress")
+    assert code == 1 and "Traceback" not in err

@@ -671,6 +671,11 @@ class CaptureReader:
         stream_id: int | None = None,
     ) -> CaptureDamage:
         err = self._err(variant, reason, offset, index)
+        # A record number can claim any jump (2**64 - 1 included), but no more records can be
+        # lost than a file this size holds: that bounds ``skipped`` (and every count of it).
+        most = len(self.buffer) // RECORD_HEADER_LEN + 1
+        if skipped.stop - skipped.start > most:
+            skipped = range(skipped.start, skipped.start + most)
         return CaptureDamage(err, end_offset, skipped, record_type, stream_id)
 
     def _check_file_header(self) -> tuple[CaptureError | None, bool]:
