@@ -43,12 +43,6 @@ def _on_signals(stop: Any) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from cbi1kit.relay._recorder import (
-        PoolSelector,
-        Recorder,
-        RecorderConfig,
-        describe_pool,
-    )
 
     if not args.list and args.output is None:
         _err("record", "an output capture (-o/--output) is needed unless --list is given")
@@ -64,10 +58,22 @@ def cmd_record(args: argparse.Namespace) -> int:
             _err("record", f"cannot read {args.ca_cert}: {exc.strerror or exc}")
             return EXIT_UNREADABLE
     capture = args.output
-    if args.list and capture is None:
+    scratch = None
+    if args.list and capture is None:  # the catalog is recorded somewhere, then thrown away
         import tempfile
 
-        capture = Path(tempfile.mkdtemp(prefix="cbi1kit-list-")) / "catalog.kvrcap"
+        scratch = tempfile.TemporaryDirectory(prefix="cbi1kit-list-")
+        capture = Path(scratch.name) / "catalog.kvrcap"
+    try:
+        return _record(args, capture, root)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+
+
+def _record(args: argparse.Namespace, capture: Path, root: bytes | None) -> int:
+    from cbi1kit.relay._recorder import PoolSelector, Recorder, RecorderConfig, describe_pool
+
     config = RecorderConfig(
         target=args.target,
         capture=capture,
@@ -91,6 +97,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     except OSError as exc:
         _err("record", f"cannot write {capture}: {exc.strerror or exc}")
         return EXIT_UNREADABLE
+    except Cbi1kitError as exc:  # e.g. --append to a file that is no capture
+        _err("record", str(exc))
+        return EXIT_INVALID
     if args.list:
         catalog = recorder.catalog()
         if catalog is not None:
@@ -111,6 +120,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"{len(report.violations)} validation failure(s):", file=sys.stderr)
         for v in report.violations:
             print(f"  - {v}", file=sys.stderr)
+        return EXIT_INVALID
     return EXIT_OK
 
 

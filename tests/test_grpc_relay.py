@@ -269,10 +269,33 @@ def test_heartbeats_only_after_the_snapshot_and_at_the_current_sequence(
     assert rec.report.violations == []
 
 
-def test_list_shows_the_catalog(tmp_path: Path, serve: Callable[..., RelayServer]) -> None:
+def test_list_shows_the_catalog_and_leaves_nothing_behind(
+    tmp_path: Path, serve: Callable[..., RelayServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where --list's scratch goes
     srv = serve(ProducerFeed(steps=1))
     code = relay_main(["record", srv.address, "--list", "--quiet", "--timeout", "5"])
     assert code == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_append_to_an_empty_or_foreign_file_is_refused(tmp_path: Path) -> None:
+    """It used to report success and write records behind a zeroed header."""
+    from cbi1kit.capture._file import CaptureWriter
+    from cbi1kit.errors import CaptureError
+
+    for content in (b"", b"not a capture at all, but long enough"):
+        path = tmp_path / "target.kvrcap"
+        path.write_bytes(content)
+        with pytest.raises(CaptureError, match="nothing to append to"):
+            CaptureWriter(path, mode="a")
+        assert path.read_bytes() == content
+        code = relay_main(
+            ["record", "127.0.0.1:1", "-o", str(path), "--append", "--quiet", "--timeout", "1"]
+        )
+        assert code == 1 and path.read_bytes() == content
 
 
 def test_selection_errors(tmp_path: Path, serve: Callable[..., RelayServer]) -> None:
@@ -610,3 +633,14 @@ def test_serve_backed_by_the_trace_simulator(
         assert np.array_equal(out.lane, feed.words())
     finally:
         srv.stop(0)
+
+
+def test_record_validate_exits_1_after_a_validation_failure(
+    tmp_path: Path, serve: Callable[..., RelayServer]
+) -> None:
+    """It used to exit 0 having printed the failures."""
+    srv = serve(ProducerFeed(steps=6, seed=6), faults=FaultPlan(corrupt_delta=2))
+    path = tmp_path / "v.kvrcap"
+    argv = ["record", srv.address, "-o", str(path), "--validate", "--quiet", "--timeout", "5"]
+    assert relay_main([*argv, "--frames", "12"]) == 1
+    assert path.stat().st_size > 0  # what was received is kept, the bad message included

@@ -368,6 +368,18 @@ class CaptureWriter:
             else:
                 self.flush()
         elif mode == "a":
+            with open(self.path, "rb") as f:
+                head = f.read(FILE_HEADER_LEN)
+            if len(head) < FILE_HEADER_LEN or not head.startswith(FILE_MAGIC):
+                # an empty or foreign file has no header to continue: appending would write
+                # records behind a zeroed one that no reader accepts
+                raise CaptureError(
+                    "Unreadable",
+                    f"not a kvrcap capture ({len(head)} header bytes): nothing to append to",
+                    offset=0,
+                    record_index=-1,
+                    source=str(self.path),
+                )
             with CaptureReader(self.path) as reader:
                 count = 0
                 end = FILE_HEADER_LEN
