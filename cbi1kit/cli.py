@@ -514,18 +514,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         written = export_parquet(args.capture, args.output, overwrite=args.force)
     for name, where in written.items():
         print(f"{name}: {where}")
-    if _is_capture(args.capture):
-        from cbi1kit.capture._file import CaptureReader
+    import polars as pl
 
-        with CaptureReader(args.capture) as reader:
-            for _ in reader.records(strict=False, resync=True):
-                pass
-            if reader.damage is not None:
-                raise CliError(
-                    f"damaged capture: {reader.damage}; the tables hold every intact record "
-                    "(reading went on after the damage)",
-                    EXIT_INVALID,
-                )
+    damaged = (
+        pl.scan_parquet(written["frames"])
+        .filter(pl.col("kind") == "SOURCE_ERROR")
+        .select("validation_error")
+        .collect()
+    )
+    if damaged.height:  # any source: a damaged capture, a dump that stops parsing, ...
+        raise CliError(
+            f"damaged input ({damaged.height} damaged range(s)), first: {damaged.item(0, 0)}; "
+            "the tables hold every intact record",
+            EXIT_INVALID,
+        )
     return EXIT_OK
 
 

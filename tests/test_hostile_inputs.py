@@ -144,3 +144,49 @@ def test_a_huge_record_number_jump_is_bounded_damage(jump: int, tmp_path: Path) 
     frames_table(path).collect()
     code, err = _cli("replay", str(path), "--no-progress")
     assert code == 1 and "Traceback" not in err
+
+
+GRPCURL_HOSTILE = {
+    "huge-integer": b'{"sequence": ' + b"9" * 5000 + b"}",
+    "deep-nesting": b'{"relay": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "binary": bytes(range(256)),
+}
+
+
+@pytest.mark.parametrize("content", GRPCURL_HOSTILE.values(), ids=GRPCURL_HOSTILE)
+def test_hostile_json_dumps_give_typed_errors(content: bytes, tmp_path: Path) -> None:
+    from cbi1kit.capture import read_frames, read_grpcurl_json
+
+    path = tmp_path / "dump.json"
+    path.write_bytes(content)
+    with pytest.raises(CaptureError):
+        list(read_frames(path))
+    with pytest.raises(CaptureError):
+        list(read_grpcurl_json(content))
+    for command, extra in (("replay", []), ("export", ["-o", str(tmp_path / "out")])):
+        code, err = _cli(command, str(path), "--no-progress", *extra)
+        assert code in (1, 3), (command, err)  # invalid or unreadable, never 0
+        assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
+
+
+TRACE_HOSTILE = {
+    "png": b"\x89PNG\r\n\x1a\n" + bytes(range(256)),
+    "deep-line": b'{"timestamp": 0}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+    "huge-integer": b'{"timestamp": ' + b"9" * 5000 + b"}\n",
+}
+
+
+@pytest.mark.parametrize("content", TRACE_HOSTILE.values(), ids=TRACE_HOSTILE)
+def test_hostile_traces_name_their_line_and_create_nothing(content: bytes, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(content)
+    out = tmp_path / "sim.kvrcap"
+    code, err = _cli("simulate", str(trace), "-o", str(out), "--no-progress")
+    assert code == 1 and f"{trace}:" in err and "Traceback" not in err, err
+    assert not out.exists()
+    report = tmp_path / "report"
+    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    code, err = _cli(
+        "report", str(sample), "-o", str(report), "--trace", str(trace), "--no-notebooks"
+    )
+    assert code == 1 and "Traceback" not in err and not report.exists()

@@ -234,6 +234,14 @@ def _iter_json_objects(data: str, source: str) -> Iterator[tuple[int, dict[str, 
                 offset=pos,
                 record_index=index,
             ) from None
+        except (ValueError, RecursionError) as exc:  # a huge integer, nesting past the parser
+            raise CaptureError(
+                "Unreadable",
+                f"JSON value the parser refuses ({type(exc).__name__}: {str(exc)[:80]})",
+                source=source,
+                offset=pos,
+                record_index=index,
+            ) from None
         if not isinstance(obj, dict):
             raise CaptureError(
                 "Unreadable",

@@ -192,19 +192,34 @@ def read_mooncake(
     lens: list[int] = []
     ids: list[int] = []
     try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise _workload_error(f"cannot read: {exc.strerror or exc}", source=source) from None
     with fh:
-        for lineno, text in enumerate(fh, 1):
+        for lineno, raw in enumerate(fh, 1):
             if limit is not None and len(ts) >= limit:
                 break
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _workload_error(
+                    f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line); "
+                    "expected a Mooncake .jsonl trace",
+                    source=source,
+                    line=lineno,
+                ) from None
             if not text.strip():
                 continue
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise _workload_error(f"not JSON: {exc.msg}", source=source, line=lineno) from None
+            except (ValueError, RecursionError) as exc:  # a huge integer, nesting too deep
+                raise _workload_error(
+                    f"a JSON value the parser refuses ({type(exc).__name__})",
+                    source=source,
+                    line=lineno,
+                ) from None
             if not isinstance(obj, dict):
                 raise _workload_error("not a JSON object", source=source, line=lineno)
             t = _int_field(obj, "timestamp", source, lineno)

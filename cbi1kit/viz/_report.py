@@ -29,7 +29,7 @@ from cbi1kit.capture._readers import read_capture
 from cbi1kit.ckf._stats import lane_stats
 from cbi1kit.errors import OutputError, VizError
 from cbi1kit.sim._simulator import Simulator, SimulatorConfig
-from cbi1kit.sim._workload import read_mooncake
+from cbi1kit.sim._workload import Workload, read_mooncake
 from cbi1kit.viz._charts import (
     byte_map_chart,
     churn_chart,
@@ -98,7 +98,7 @@ class ReportResult:
 
 
 def report_charts(
-    capture: Path, trace: Path | None, *, requests: int = 2000
+    capture: Path, workload: Workload | None
 ) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
     """(kind, caption, chart) for every chart kind, from the capture and a short trace run."""
     report = replay(capture)
@@ -117,9 +117,8 @@ def report_charts(
     yield "filter_health", "Load and estimated FPR over the stream", filter_health_chart(health)
     bucket_count = int(lane.shape[0])
     yield "churn", "Delta churn", churn_chart(frames, images, bucket_count=bucket_count)
-    if trace is None:
+    if workload is None:
         return
-    workload = read_mooncake(trace, limit=requests)
     base = {"dcs": 4, "workers_per_dc": 2, "capacity_blocks": 2048, "policy": "ckf"}
     run = Simulator(SimulatorConfig(**base)).run(workload)  # type: ignore[arg-type]
     yield "prefix_depth", "CKF vs exact prefix depth", prefix_depth_chart(run.depth_table())
@@ -260,6 +259,8 @@ def build_report(
     cap = Path(capture).resolve()
     if not cap.exists():
         raise VizError("Report", f"{cap}: no such capture")
+    # the inputs first: a trace that does not read stops the report before any output
+    workload = None if trace is None else read_mooncake(Path(trace).resolve(), limit=requests)
     out = Path(out_dir)
     source_dir = None if notebooks_dir is None else Path(notebooks_dir).resolve()
     if source_dir is not None and (out / "notebooks").resolve() == source_dir:
@@ -286,9 +287,7 @@ def build_report(
     result = ReportResult(out / "index.html")
 
     figures = []
-    for kind, caption, chart in report_charts(
-        cap, Path(trace).resolve() if trace else None, requests=requests
-    ):
+    for kind, caption, chart in report_charts(cap, workload):
         say(f"chart {kind}")
         spec = chart.to_json()
         svg = vlc.vegalite_to_svg(spec)
