@@ -190,3 +190,24 @@ def test_hostile_traces_name_their_line_and_create_nothing(content: bytes, tmp_p
         "report", str(sample), "-o", str(report), "--trace", str(trace), "--no-notebooks"
     )
     assert code == 1 and "Traceback" not in err and not report.exists()
+
+
+def test_replay_reads_on_past_a_message_that_is_no_filter_update(tmp_path: Path) -> None:
+    """It used to stop at the first intact message that does not parse, damage="report" or not;
+    now that message is the rulebook's relay-protobuf-decode violation, and the stream's next
+    snapshot starts a new session."""
+    path = tmp_path / "junk.kvrcap"
+    with CaptureWriter(path) as w:
+        sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
+        for m in STREAM.messages[:3]:
+            w.message(sid, m.SerializeToString())
+        w.message(sid, b"\xff\xff\xff")  # a truncated varint: no protobuf message
+        for m in STREAM.messages:
+            w.message(sid, m.SerializeToString())
+    report = replay(path)
+    assert report.records == 3 + 1 + len(STREAM.messages)
+    assert [v.rule for v in report.violations] == ["relay-protobuf-decode"]
+    assert report.violations[0].record_index == 3
+    assert report.final_sequence == STREAM.final_sequence  # the second stream replayed whole
+    table = frames_table(path).collect()
+    assert table["validation_rule"].to_list()[3] == "relay-protobuf-decode"

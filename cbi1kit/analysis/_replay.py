@@ -48,7 +48,7 @@ from cbi1kit.relay._stream import (
 from cbi1kit.wire._assembly import AssembledSnapshot
 from cbi1kit.wire._codec import Delta
 from cbi1kit.wire._format import FilterFormat
-from cbi1kit.wire._rules import rule_of
+from cbi1kit.wire._rules import RULE_INDEX, rule_of
 
 __all__ = [
     "EventKind",
@@ -304,6 +304,14 @@ class Replayer:
         """Capture damage met between frames: a violation at the frame index it sits at; a
         damaged frame (``consumed``) uses up its index, and replay goes on with the next."""
         err = damage.error
+        if damage.frames:
+            self.records = max(self.records, damage.index + damage.frames)
+        rule = rule_of(err)
+        if rule in RULE_INDEX:  # an intact record that breaks a message rule: the stream ends
+            stream = damage.damage.stream_id
+            sid = self._stream or 0 if stream is None else stream
+            rec = _Rec(damage.index, sid, err.offset, None, None)
+            return self._violation(rec, rule, str(err))
         event = self._emit(
             Violation(
                 damage.index,
@@ -316,8 +324,6 @@ class Replayer:
                 "SourceDamaged",
             )
         )
-        if damage.frames:
-            self.records = max(self.records, damage.index + damage.frames)
         return event
 
     def _feed_update(self, rec: _Rec, update: pb.FilterUpdate) -> ReplayEvent:

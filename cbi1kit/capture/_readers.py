@@ -172,14 +172,22 @@ def read_capture(
                     try:
                         update = pb.FilterUpdate.FromString(rec.body)
                     except DecodeError as exc:
-                        raise CaptureError(
+                        err = CaptureError(
                             "Unreadable",
                             f"not a FilterUpdate message: {exc}",
                             source=source,
                             offset=rec.offset,
                             record_index=rec.index,
                             field="FilterUpdate",
-                        ) from None
+                        )
+                        if not report:
+                            raise err from None
+                        # an intact record whose bytes are no message: it uses up its frame
+                        # index, and reading goes on (the table shows it as a row, too)
+                        lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
+                        yield FrameDamage(index, 1, err, lost)
+                        index += 1
+                        continue
                     yield FrameRecord(
                         index,
                         rec.offset,

@@ -236,6 +236,7 @@ assert len(RULE_INDEX) == len(RULES)
 _BY_ERROR: Final[dict[str, dict[str, str]]] = {
     # protobuf (google.protobuf.message.DecodeError)
     "DecodeError": {"": "relay-protobuf-decode"},
+    "CaptureError.Unreadable": {"FilterUpdate": "relay-protobuf-decode"},  # a reader's word
     # relay validation (cbi1kit.relay._messages)
     "RelayWireError.ContractMarker": {"": "relay-contract-marker"},
     "RelayWireError.ProtocolVersion": {"": "relay-protocol-version"},
