@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
@@ -468,7 +469,11 @@ class Recorder:
             self._write_message(stream, raw, wall, mono)
             close = CloseInfo(RELAY_INFO_METHOD, "OK", "", None, None, 1)
             self._write_close(stream, close, _md(rpc.trailing_metadata()))
-            info = pb.RelayInfo.FromString(raw)
+            try:
+                info = pb.RelayInfo.FromString(raw)
+            except DecodeError as exc:
+                detail = f"GetRelayInfo answered bytes that are no RelayInfo: {exc}"
+                raise _session_error(detail, 1) from None
             if info.contract_marker != RELAY_CONTRACT_MARKER or info.protocol_version != 1:
                 raise _session_error(
                     f"relay speaks another contract (marker {info.contract_marker:#x}, "
@@ -626,7 +631,16 @@ class Recorder:
                 wall, mono = time.time_ns(), time.monotonic_ns()
                 self._write_message(stream, raw, wall, mono)
                 count += 1
-                update = pb.FilterUpdate.FromString(raw)
+                try:
+                    update = pb.FilterUpdate.FromString(raw)
+                except DecodeError as exc:
+                    # relay.md: a message that does not decode ends the stream; resubscribe
+                    # (the bytes are kept in the capture as received)
+                    local = f"malformed FilterUpdate: {exc}"
+                    if checker is not None:
+                        self.report.violations.append(f"relay-protobuf-decode: {exc}")
+                    call.cancel()
+                    break
                 with self._lock:
                     self._last_recv = time.monotonic()
                     r = self.report
@@ -722,7 +736,11 @@ class Recorder:
                     wall, mono = time.time_ns(), time.monotonic_ns()
                     self._write_message(stream, raw, wall, mono)
                     count += 1
-                    update = pb.KvPoolCatalogUpdate.FromString(raw)
+                    try:
+                        update = pb.KvPoolCatalogUpdate.FromString(raw)
+                    except DecodeError:  # ends this watch; the next one starts after backoff
+                        call.cancel()
+                        continue  # the cancelled call ends the loop with an RpcError
                     self._on_catalog(update)
                 close = CloseInfo(CATALOG_METHOD, "OK", "clean end of stream", None, "EOF", count)
                 self._write_close(stream, close, _md(call.trailing_metadata()))
