@@ -217,8 +217,11 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     print(f"== {path} (kvrcap capture)")
     by_type: dict[str, int] = {}
     streams: dict[int, list[object]] = {}
-    messages: list[tuple[object, ...]] = []
-    payloads: list[bytes] = []
+    # memory stays at the rows shown plus one payload, whatever the capture's size
+    shown: list[tuple[object, ...]] = []
+    count = 0
+    pick: tuple[int, str, bytes] | None = None  # the frame to hexdump: --frame, or 1st delta
+    first: tuple[int, str, bytes] | None = None
     unreadable: list[CaptureError] = []  # control records whose bodies do not decode
     try:
         reader = CaptureReader(path)
@@ -246,19 +249,27 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
                     up = pb.FilterUpdate.FromString(rec.body)
                 except DecodeError:
                     continue
-                payloads.append(bytes(up.payload))
-                messages.append(
-                    (
-                        len(messages),
-                        rec.index,
-                        rec.offset,
-                        rec.stream_id,
-                        kinds.get(up.kind, f"kind {up.kind}"),
-                        f"{up.base_sequence}→{up.sequence}",
-                        len(up.payload),
-                        up.send_ts_us,
+                kind = kinds.get(up.kind, f"kind {up.kind}")
+                if count < args.rows:
+                    shown.append(
+                        (
+                            count,
+                            rec.index,
+                            rec.offset,
+                            rec.stream_id,
+                            kind,
+                            f"{up.base_sequence}→{up.sequence}",
+                            len(up.payload),
+                            up.send_ts_us,
+                        )
                     )
-                )
+                this = (count, kind, bytes(up.payload))
+                first = first or this
+                if args.frame is None:
+                    pick = pick or (this if kind == "DELTA" else None)
+                elif count == args.frame:
+                    pick = this
+                count += 1
         damage: CaptureError | None = reader.damage
         size = path.stat().st_size
         print(
@@ -283,26 +294,22 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     print()
     print(_table(list(streams.values()), ("stream", "method", "messages", "status", "reason")))
     print()
-    shown = messages[: args.rows]
     print(
         _table(
             shown,
             ("frame", "record", "offset", "stream", "kind", "base→seq", "payload", "send_ts_us"),
         )
     )
-    if len(messages) > len(shown):
-        print(f"… {len(messages) - len(shown)} more frames (--rows)")
-    if payloads:
-        k = (
-            args.frame
-            if args.frame is not None
-            else next((i for i, m in enumerate(messages) if m[4] == "DELTA"), 0)
-        )
-        if not 0 <= k < len(payloads):
-            raise CliError(f"--frame {k} is outside 0..{len(payloads) - 1}", EXIT_USAGE)
-        print(f"\n-- frame {k}: annotated CBI1 payload ({messages[k][4]})")
-        if payloads[k]:
-            ins = inspect(payloads[k], fmt)
+    if count > len(shown):
+        print(f"… {count - len(shown)} more frames (--rows)")
+    if count:
+        pick = pick or (first if args.frame is None else None)
+        if pick is None:
+            raise CliError(f"--frame {args.frame} is outside 0..{count - 1}", EXIT_USAGE)
+        k, kind, payload = pick
+        print(f"\n-- frame {k}: annotated CBI1 payload ({kind})")
+        if payload:
+            ins = inspect(payload, fmt)
             print(ins.hexdump(head=args.head, tail=args.tail))
         else:
             print("(empty payload: a heartbeat)")

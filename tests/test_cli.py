@@ -341,3 +341,14 @@ def test_every_number_is_range_checked_before_any_output(args: list[str], tmp_pa
 def test_serving_a_missing_trace_is_unreadable_input() -> None:
     res = run("serve", "--trace", "/nonexistent/trace.jsonl")
     assert res.returncode == 3 and "cannot read" in res.stderr
+
+
+def test_inspect_picks_a_frame_without_holding_every_payload() -> None:
+    sample = str(ROOT / "data" / "sample.kvrcap")
+    res = run("inspect", sample, "--frame", "3", "--rows", "2")
+    assert res.returncode == 0 and "-- frame 3: annotated CBI1 payload (DELTA)" in res.stdout
+    assert "more frames (--rows)" in res.stdout
+    default = run("inspect", sample)
+    assert "-- frame 1: annotated CBI1 payload (DELTA)" in default.stdout  # the first delta
+    res = run("inspect", sample, "--frame", "99999")
+    assert res.returncode == 2 and "outside 0..5582" in res.stderr
