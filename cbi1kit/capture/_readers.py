@@ -309,8 +309,13 @@ def read_grpcurl_json(
             record_index=0,
         ) from None
     ascii_only = text.isascii()
+    seen, seen_bytes = 0, 0  # byte offsets move on from the last object: linear, not quadratic
     for index, (pos, obj) in enumerate(_iter_json_objects(text, name)):
-        offset = pos if ascii_only else len(text[:pos].encode())
+        if ascii_only:
+            offset = pos
+        else:
+            seen_bytes += len(text[seen:pos].encode())
+            seen, offset = pos, seen_bytes
         for key in ("payload",):
             if key in obj:
                 try:
