@@ -836,5 +836,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:
-        print(f"cbi1kit {args.command}: error: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"cbi1kit {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNREADABLE

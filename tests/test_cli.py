@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -352,3 +355,60 @@ def test_inspect_picks_a_frame_without_holding_every_payload() -> None:
     assert "-- frame 1: annotated CBI1 payload (DELTA)" in default.stdout  # the first delta
     res = run("inspect", sample, "--frame", "99999")
     assert res.returncode == 2 and "outside 0..5582" in res.stderr
+
+
+NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+
+
+def _as_nobody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*NOBODY, sys.executable, "-m", "cbi1kit", *args, "--no-progress"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+    )
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="drops to an unprivileged user: needs root and setpriv (CI runs as root)",
+)
+def test_permission_denied_as_a_user_is_one_line_and_exit_3() -> None:
+    """As root nothing is denied, so this runs the CLI as ``nobody``: an unreadable input and an
+    unwritable output folder are exit 3, one line naming the path, and nothing is written."""
+    work = Path(tempfile.mkdtemp(prefix="cbi1kit-perm-"))  # pytest's tmp_path is root's only
+    try:
+        work.chmod(0o777)
+        _permission_cases(work)
+    finally:
+        for p in work.rglob("*"):
+            p.chmod(0o777)
+        shutil.rmtree(work)
+
+
+def _permission_cases(work: Path) -> None:
+    ok = _as_nobody("replay", str(ROOT / "data" / "sample.kvrcap"), cwd=work)
+    assert ok.returncode == 0, ok.stderr  # nobody can run the CLI here and read the sample
+    locked = work / "locked.kvrcap"
+    shutil.copy(ROOT / "data" / "sample.kvrcap", locked)
+    locked.chmod(0o000)
+    readonly = work / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    sample = str(ROOT / "data" / "sample.kvrcap")
+    cases = [
+        (["replay", str(locked)], str(locked)),
+        (["stats", str(locked)], str(locked)),
+        (["inspect", str(locked)], str(locked)),
+        (["export", sample, "-o", str(readonly / "tables")], str(readonly / "tables")),
+        (["simulate", str(TRACE), "-o", str(readonly / "x.kvrcap"), "--limit", "20"], "ro"),
+        (["report", sample, "-o", str(readonly / "rep"), "--no-notebooks"], "ro"),
+    ]
+    for argv, named in cases:
+        res = _as_nobody(*argv, cwd=work)
+        assert res.returncode == 3, (argv, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and named in res.stderr, res.stderr
+    assert list(readonly.iterdir()) == []
