@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import base64
+import io
 import itertools
 import json
+import struct
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
+import pytest
 from errorcheck import raises_variant
 from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture import _readers
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._readers import (
     SUBSCRIBE_KV_POOL_METHOD,
@@ -232,3 +239,148 @@ def test_write_grpcurl_json_refuses_bare_frames(tmp_path: Path) -> None:
     frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
     with raises_variant(CaptureError, "Unreadable", match="no FilterUpdate envelope"):
         write_grpcurl_json(read_cbi1_files(frames), tmp_path / "x.json")
+
+
+# ------------------------------------------------------------- streaming: a block at a time
+
+
+def _split(data: bytes, block: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], Any]:
+    """(offset, object) pairs and the error (variant, offset, record, message) or None, reading
+    ``block`` bytes at a time."""
+    monkeypatch.setattr(_readers, "_JSON_BLOCK", block)
+    got: list[Any] = []
+    try:
+        for item in _readers._iter_json_objects(io.BytesIO(data), "dump"):
+            got.append(item)
+    except CaptureError as exc:
+        return got, (exc.variant, exc.offset, exc.record_index, str(exc))
+    return got, None
+
+
+def _json_dumps() -> dict[str, bytes]:
+    rng = np.random.default_rng(13)
+    values = [
+        {"a": "äöü €", "n": [1, 2.5e-3, None, True], "s": "\\u00e9\\ud83d\\ude00"},
+        {"nested": {"x": ["ü" * 40, {"y": -12345678901234567890}]}},
+        *({"payload": base64.b64encode(rng.bytes(int(n))).decode()} for n in (0, 5, 3000)),
+    ]
+    pretty = "\n".join(json.dumps(v, indent=2, ensure_ascii=False) for v in values).encode()
+    dumps = {"pretty": pretty, "jsonl": b"".join(json.dumps(v).encode() + b"\r\n" for v in values)}
+    for cut in (1, 7, len(pretty) // 3, len(pretty) - 2):
+        dumps[f"cut-{cut}"] = pretty[:-cut]
+    split_char = pretty.index("ä".encode()) + 1
+    dumps["split-utf8"] = pretty[:split_char]
+    dumps["bad-utf8"] = pretty[: len(pretty) // 2] + b"\xff" + pretty[len(pretty) // 2 :]
+    dumps["not-json"] = pretty[:40] + b" @ " + pretty[40:]
+    dumps["array"] = pretty + b"\n[1, 2]"
+    return dumps
+
+
+@pytest.mark.parametrize("name", list(_json_dumps()))
+def test_grpcurl_splitter_reads_in_blocks_as_it_reads_at_once(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever block size the dump is read in, the objects, their byte offsets and the error
+    (variant, offset, record, message) are those of reading the whole dump in one block."""
+    data = _json_dumps()[name]
+    whole = _split(data, len(data) + 1, monkeypatch)
+    for block in (1, 3, 64, 1000):
+        assert _split(data, block, monkeypatch) == whole, block
+    objects, error = whole
+    for offset, obj in objects:  # offsets are bytes, non-ASCII text before them included
+        assert data[offset : offset + 1] == b"{"
+        assert json.JSONDecoder().raw_decode(data[offset:].decode("utf-8", "ignore"))[0] == obj
+    if name in ("pretty", "jsonl"):
+        assert len(objects) == 5 and error is None
+    elif name.startswith("cut-") or name == "split-utf8":
+        assert error is not None and error[0] in ("Truncated", "Unreadable")
+    else:
+        assert error is not None and error[0] == "Unreadable"
+    if name == "bad-utf8":
+        assert error is not None and "not UTF-8" in error[3]
+        assert error[1] == data.index(b"\xff") and error[2] == len(objects)
+
+
+class _Counting(io.BytesIO):
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.served = 0
+
+    def read(self, n: int | None = -1) -> bytes:
+        out = super().read(n)
+        self.served += len(out)
+        return out
+
+
+def test_grpcurl_a_value_that_never_ends_is_refused_without_reading_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_readers, "_JSON_BLOCK", 1024)
+    monkeypatch.setattr(_readers, "_JSON_OBJECT_MAX", 8192)
+    endless = _Counting(b'{"sequence": "1"}\n{"payload": "' + b"A" * 1_000_000)
+    with raises_variant(CaptureError, "Unreadable", match="still open after 8192") as info:
+        list(_readers._iter_json_objects(endless, "dump"))
+    assert (info.value.offset, info.value.record_index) == (18, 1)
+    assert endless.served < 64 * 1024
+    # a plain syntax error in a long value is still named as one
+    bad = b'{"a": x' + b" " * 100_000 + b"}"
+    with raises_variant(CaptureError, "Unreadable", match="Expecting value at offset 6"):
+        list(_readers._iter_json_objects(io.BytesIO(bad), "dump"))
+
+
+def _peak(records: Iterator[Any]) -> int:
+    """Peak traced memory while iterating, one record held at a time."""
+    tracemalloc.start()
+    try:
+        for _ in records:
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _frame_files(tmp_path: Path, frames: int) -> tuple[Path, Path, int]:
+    """``frames`` 1 MiB snapshot chunks as a bare-frame file and as a grpcurl dump."""
+    from cbi1kit.wire._codec import encode_snapshot_chunks
+    from cbi1kit.wire._format import FilterFormat
+
+    rng = np.random.default_rng(frames)
+    fmt = FilterFormat(SEED, 1 << 17)
+    bare, dump = tmp_path / f"{frames}.cbi1", tmp_path / f"{frames}.json"
+    with open(bare, "wb") as b, open(dump, "w") as j:
+        for i in range(frames):
+            words = rng.integers(0, 1 << 63, size=1 << 17, dtype=np.uint64)
+            (frame,) = encode_snapshot_chunks(fmt, 7, i + 1, words)
+            b.write(frame)
+            j.write(json_format.MessageToJson(pb.FilterUpdate(sequence=i + 1, payload=frame)))
+    return bare, dump, len(frame)
+
+
+def test_readers_hold_a_frame_at_a_time_not_the_file(tmp_path: Path) -> None:
+    """Peak memory stays under a few frames (bare) or a few JSON objects (grpcurl, ~1.4 MB of
+    base64 per frame) for a file of 2 frames and of 24, a file several times that bound."""
+    for n in (2, 24):
+        bare, dump, frame = _frame_files(tmp_path, n)
+        bare_bound, json_bound = 3 * frame + (64 << 10), 16 * frame
+        assert _peak(read_cbi1_files(bare)) < bare_bound
+        assert _peak(read_grpcurl_json(dump)) < json_bound
+    assert bare.stat().st_size > 6 * bare_bound and dump.stat().st_size > 2 * json_bound
+
+
+def test_a_bare_frame_too_large_is_refused_before_its_body_is_read(tmp_path: Path) -> None:
+    from cbi1kit.wire._codec import encode_delta
+    from cbi1kit.wire._format import FilterFormat
+
+    frame = bytearray(encode_delta(FilterFormat(SEED, 1024), 7, 1, 2, [(3, 4)]))
+    struct.pack_into("<I", frame, 56, 1 << 30)  # image_count: a 12 GiB frame
+    path = tmp_path / "huge.cbi1"
+    path.write_bytes(bytes(frame) + bytes(16 << 20))
+    tracemalloc.start()
+    try:
+        with raises_variant(CaptureError, "Unreadable", match="above the CBI1 maximum") as info:
+            list(read_frames(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (info.value.offset, info.value.field) == (0, "header")
+    assert peak < 1 << 20

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
+import io
 import json
 import os
 import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import IO, Any, Final, Literal
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -34,11 +35,16 @@ from cbi1kit.capture._file import (
 )
 from cbi1kit.errors import CaptureError
 from cbi1kit.wire._format import (
+    DELTA_BODY_PREFIX,
+    FRAME_HEAD_BYTES,
     HEADER_LEN,
+    IMAGE_BYTES,
     IMAGES_MAX_FRAME_BYTES,
     LEGACY_MAGIC,
     MAGIC,
+    SNAPSHOT_BODY_PREFIX,
     SNAPSHOT_CHUNK_BUCKETS,
+    WORD_BYTES,
     FrameKind,
 )
 
@@ -54,8 +60,6 @@ __all__ = [
 ]
 
 SUBSCRIBE_KV_POOL_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
-_CHUNK_BODY_PREFIX: Final = 16
-_DELTA_BODY_PREFIX: Final = 12
 _CBI1_HEAD: Final = struct.Struct("<4sHH2BH QQQQI")
 _U32: Final = struct.Struct("<I")
 _B64: Final = re.compile(r"[A-Za-z0-9+/\-_]*={0,2}")
@@ -221,46 +225,105 @@ def _strict_b64(text: str) -> bytes:
         raise ValueError(f"not valid base64: {exc}") from None
 
 
-def _iter_json_objects(data: str, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(character offset, object) for concatenated JSON values (pretty-printed or JSONL)."""
+_JSON_BLOCK: Final = 1 << 20
+#: No FilterUpdate's JSON is longer: its payload (at most ``IMAGES_MAX_FRAME_BYTES``) is 4/3 as
+#: long in base64, and the rest leaves room for the envelope and any pretty-printing. A value
+#: still open after this many characters is refused rather than read into memory to its end.
+_JSON_OBJECT_MAX: Final = 2 * IMAGES_MAX_FRAME_BYTES
+_JSON_SPACE: Final = re.compile(r"[ \t\r\n]*")
+
+
+def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(byte offset, object) for concatenated JSON values (pretty-printed or JSONL).
+
+    The dump is read a block at a time and parsed where it stands, so memory holds the value
+    being parsed and a block, whatever the dump's size. A value cut by the end of what is read
+    so far is parsed again with more (reads double, so that costs linear time); bytes that are
+    not UTF-8 end the text where they are, and are the error once the parser reaches them.
+    """
     decoder = json.JSONDecoder()
-    pos, n, index = 0, len(data), 0
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    text, pos, index = "", 0, 0
+    ascii_text = True
+    mark, mark_bytes = 0, 0  # text[mark] is at byte offset mark_bytes: offsets move forward
+    read = 0
+    eof = False
+    bad: tuple[int, str] | None = None  # invalid UTF-8 further on: (byte offset, reason)
+
+    def byte_at(p: int) -> int:
+        nonlocal mark, mark_bytes
+        mark_bytes += p - mark if ascii_text else len(text[mark:p].encode())
+        mark = p
+        return mark_bytes
+
+    def fail(variant: str, detail: str, offset: int) -> CaptureError:
+        return CaptureError(variant, detail, source=source, offset=offset, record_index=index)
+
     while True:
-        while pos < n and data[pos] in " \t\r\n":
-            pos += 1
-        if pos >= n:
+        match = _JSON_SPACE.match(text, pos)
+        pos = match.end() if match else pos
+        if pos < len(text):
+            try:
+                obj, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as exc:
+                at = byte_at(pos)
+                if bad is not None:  # the value runs into bytes that are no text
+                    raise fail("Unreadable", f"not UTF-8 text: {bad[1]}", bad[0]) from None
+                where = at + len(text[pos : exc.pos].encode())
+                if eof:
+                    # Running off the end (or an unterminated string): the dump was cut short.
+                    torn = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
+                    raise fail(
+                        "Truncated" if torn else "Unreadable",
+                        f"invalid JSON ({exc.msg} at offset {where})",
+                        at,
+                    ) from None
+                if len(text) - pos >= _JSON_OBJECT_MAX:
+                    if exc.pos < len(text) - 64 and not exc.msg.startswith("Unterminated"):
+                        detail = f"invalid JSON ({exc.msg} at offset {where})"
+                        raise fail("Unreadable", detail, at) from None
+                    raise fail(
+                        "Unreadable",
+                        f"a JSON value still open after {_JSON_OBJECT_MAX} characters: no "
+                        "FilterUpdate is that long",
+                        at,
+                    ) from None
+            except (ValueError, RecursionError) as exc:  # a huge integer, nesting past the parser
+                raise fail(
+                    "Unreadable",
+                    f"JSON value the parser refuses ({type(exc).__name__}: {str(exc)[:80]})",
+                    byte_at(pos),
+                ) from None
+            else:
+                at = byte_at(pos)
+                if not isinstance(obj, dict):
+                    raise fail(
+                        "Unreadable", f"expected a JSON object, got {type(obj).__name__}", at
+                    )
+                yield at, obj
+                del obj  # the caller has it: a payload's base64 is not held twice
+                pos = end
+                index += 1
+                continue
+        elif eof:
+            if bad is not None:
+                raise fail("Unreadable", f"not UTF-8 text: {bad[1]}", bad[0])
             return
+        # more text: keep what is not parsed yet, read at least as much again
+        start = byte_at(pos)
+        text, pos, mark, mark_bytes = text[pos:], 0, 0, start
+        ascii_text = ascii_text or text.isascii()
+        chunk = stream.read(max(_JSON_BLOCK, len(text)))
+        eof = not chunk
         try:
-            obj, end = decoder.raw_decode(data, pos)
-        except json.JSONDecodeError as exc:
-            # Running off the end (or an unterminated string) means the dump was cut short.
-            torn = exc.pos >= len(data.rstrip()) or exc.msg.startswith("Unterminated")
-            raise CaptureError(
-                "Truncated" if torn else "Unreadable",
-                f"invalid JSON ({exc.msg} at offset {exc.pos})",
-                source=source,
-                offset=pos,
-                record_index=index,
-            ) from None
-        except (ValueError, RecursionError) as exc:  # a huge integer, nesting past the parser
-            raise CaptureError(
-                "Unreadable",
-                f"JSON value the parser refuses ({type(exc).__name__}: {str(exc)[:80]})",
-                source=source,
-                offset=pos,
-                record_index=index,
-            ) from None
-        if not isinstance(obj, dict):
-            raise CaptureError(
-                "Unreadable",
-                f"expected a JSON object, got {type(obj).__name__}",
-                source=source,
-                offset=pos,
-                record_index=index,
-            )
-        yield pos, obj
-        pos = end
-        index += 1
+            more = utf8.decode(chunk, final=eof)
+        except UnicodeDecodeError as exc:
+            held = len(exc.object) - len(chunk)  # bytes the decoder kept from the last block
+            bad = (read - held + exc.start, exc.reason)
+            more, eof = exc.object[: exc.start].decode("utf-8"), True
+        read += len(chunk)
+        ascii_text = ascii_text and more.isascii()
+        text += more
 
 
 def write_grpcurl_json(records: Iterable[FrameRecord], path: str | os.PathLike[str]) -> int:
@@ -294,66 +357,55 @@ def read_grpcurl_json(
     Accepts a path, or the dump itself as ``bytes``. The objects are proto3 JSON (camelCase or
     original field names, u64 as strings, ``payload`` base64), concatenated with any whitespace.
     """
+    stream: IO[bytes]
     if isinstance(path_or_text, bytes):
-        raw, name = path_or_text, source or "<grpcurl json>"
+        stream, name = io.BytesIO(path_or_text), source or "<grpcurl json>"
     else:
-        raw, name = Path(path_or_text).read_bytes(), source or str(path_or_text)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CaptureError(
-            "Unreadable",
-            f"not UTF-8 text: {exc.reason}",
-            source=name,
-            offset=exc.start,
-            record_index=0,
-        ) from None
-    ascii_only = text.isascii()
-    seen, seen_bytes = 0, 0  # byte offsets move on from the last object: linear, not quadratic
-    for index, (pos, obj) in enumerate(_iter_json_objects(text, name)):
-        if ascii_only:
-            offset = pos
-        else:
-            seen_bytes += len(text[seen:pos].encode())
-            seen, offset = pos, seen_bytes
-        for key in ("payload",):
-            if key in obj:
-                try:
-                    _strict_b64(obj[key])
-                except ValueError as exc:
-                    raise CaptureError(
-                        "Unreadable",
-                        str(exc),
-                        source=name,
-                        offset=offset,
-                        record_index=index,
-                        field="FilterUpdate.payload",
-                    ) from None
-        update = pb.FilterUpdate()
-        try:
-            json_format.ParseDict(obj, update)
-        except json_format.ParseError as exc:
-            raise CaptureError(
-                "Unreadable",
-                f"not a FilterUpdate: {exc}",
-                source=name,
-                offset=offset,
-                record_index=index,
-            ) from None
-        yield FrameRecord(index, offset, None, None, update, update.SerializeToString(), 0, name)
+        stream, name = open(path_or_text, "rb"), source or str(path_or_text)  # noqa: SIM115
+    with stream:
+        for index, (offset, obj) in enumerate(_iter_json_objects(stream, name)):
+            for key in ("payload",):
+                if key in obj:
+                    try:
+                        _strict_b64(obj[key])
+                    except ValueError as exc:
+                        raise CaptureError(
+                            "Unreadable",
+                            str(exc),
+                            source=name,
+                            offset=offset,
+                            record_index=index,
+                            field="FilterUpdate.payload",
+                        ) from None
+            update = pb.FilterUpdate()
+            try:
+                json_format.ParseDict(obj, update)
+            except json_format.ParseError as exc:
+                raise CaptureError(
+                    "Unreadable",
+                    f"not a FilterUpdate: {exc}",
+                    source=name,
+                    offset=offset,
+                    record_index=index,
+                ) from None
+            del obj
+            raw = update.SerializeToString()
+            yield FrameRecord(index, offset, None, None, update, raw, 0, name)
 
 
 # --------------------------------------------------------------------------- bare CBI1 frames
 
 
-def _cbi1_frame_length(buf: memoryview, offset: int, index: int, source: str) -> int:
+def _cbi1_frame_length(head: bytes, offset: int, index: int, source: str) -> int:
     """Length of the CBI1 frame at ``offset``, from its header and body prefix alone.
 
+    ``head`` holds the frame's first ``FRAME_HEAD_BYTES`` (fewer only where the file ends).
     CBI1 has no length field, but a frame's length follows from what it holds: a delta is
     ``48 + 12 + 12 * image_count``; a snapshot chunk carries ``min(524288, bucket_count -
-    bucket_offset)`` words. That lets frame files hold several frames back to back.
+    bucket_offset)`` words. That lets frame files hold several frames back to back, and a
+    frame above the maximum is refused before its body is read.
     """
-    left = len(buf) - offset
+    left = len(head)
 
     def fail(reason: str, field: str | None = None, *, torn: bool = False) -> CaptureError:
         return CaptureError(
@@ -365,7 +417,7 @@ def _cbi1_frame_length(buf: memoryview, offset: int, index: int, source: str) ->
             field=field,
         )
 
-    magic = bytes(buf[offset : offset + 4])
+    magic = head[:4]
     if magic == LEGACY_MAGIC:
         raise fail(
             "legacy CKF1 prototype frame, not CBI1 (a different, retired generation)",
@@ -378,31 +430,28 @@ def _cbi1_frame_length(buf: memoryview, offset: int, index: int, source: str) ->
     if left < HEADER_LEN:
         raise fail(f"file ends {left} bytes into a {HEADER_LEN}-byte CBI1 header", torn=True)
     (_m, _wv, flags, _fp, _slots, _fv, _seed, bucket_count, _dc, _epoch, _sum) = (
-        _CBI1_HEAD.unpack_from(buf, offset)
+        _CBI1_HEAD.unpack_from(head)
     )
-    body = offset + HEADER_LEN
     if flags == FrameKind.DELTA:
-        if left < HEADER_LEN + _DELTA_BODY_PREFIX:
+        if left < HEADER_LEN + DELTA_BODY_PREFIX:
             raise fail("file ends inside the delta body prefix", torn=True)
-        (count,) = _U32.unpack_from(buf, body + 8)
-        length = HEADER_LEN + _DELTA_BODY_PREFIX + 12 * count
+        (count,) = _U32.unpack_from(head, HEADER_LEN + 8)
+        length = HEADER_LEN + DELTA_BODY_PREFIX + IMAGE_BYTES * count
     elif flags == FrameKind.SNAPSHOT_CHUNK:
-        if left < HEADER_LEN + _CHUNK_BODY_PREFIX:
+        if left < HEADER_LEN + SNAPSHOT_BODY_PREFIX:
             raise fail("file ends inside the snapshot-chunk body prefix", torn=True)
-        _idx, _cnt, bucket_offset = struct.unpack_from("<IIQ", buf, body)
+        _idx, _cnt, bucket_offset = struct.unpack_from("<IIQ", head, HEADER_LEN)
         if bucket_offset >= bucket_count:
             raise fail(
                 f"bucket_offset {bucket_offset} >= bucket_count {bucket_count}",
                 "chunk.bucket_offset",
             )
         words = min(SNAPSHOT_CHUNK_BUCKETS, bucket_count - bucket_offset)
-        length = HEADER_LEN + _CHUNK_BODY_PREFIX + 8 * words
+        length = HEADER_LEN + SNAPSHOT_BODY_PREFIX + WORD_BYTES * words
     else:
         raise fail(f"unknown CBI1 flags {flags}", "header.flags")
     if length > IMAGES_MAX_FRAME_BYTES:
         raise fail(f"frame would be {length} bytes, above the CBI1 maximum", "header")
-    if length > left:
-        raise fail(f"file ends {left} bytes into a {length}-byte CBI1 frame", torn=True)
     return int(length)
 
 
@@ -412,22 +461,31 @@ def read_cbi1_files(
     """Bare CBI1 frames: each file holds one frame or several back to back.
 
     Frames are split, not decoded: checksum and format checks stay with ``wire.decode``
-    so that replay can report them per frame. Indexes run across all files in order.
+    so that replay can report them per frame. Indexes run across all files in order. A file is
+    read a frame at a time: memory holds one frame (at most ``IMAGES_MAX_FRAME_BYTES``).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     index = 0
     for path in paths:
-        data = Path(path).read_bytes()
-        view = memoryview(data)
-        offset = 0
-        while offset < len(data):
-            length = _cbi1_frame_length(view, offset, index, str(path))
-            yield FrameRecord(
-                index, offset, None, None, None, bytes(view[offset : offset + length]), 0, str(path)
-            )
-            offset += length
-            index += 1
+        source = str(path)
+        with open(path, "rb") as f:
+            offset = 0
+            while head := f.read(FRAME_HEAD_BYTES):
+                length = _cbi1_frame_length(head, offset, index, source)
+                f.seek(offset)  # within the read buffer: the frame is read in one piece
+                frame = f.read(length)
+                if len(frame) < length:
+                    raise CaptureError(
+                        "Truncated",
+                        f"file ends {len(frame)} bytes into a {length}-byte CBI1 frame",
+                        source=source,
+                        offset=offset,
+                        record_index=index,
+                    )
+                yield FrameRecord(index, offset, None, None, None, frame, 0, source)
+                offset += length
+                index += 1
 
 
 # --------------------------------------------------------------------------------- dispatcher

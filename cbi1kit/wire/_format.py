@@ -15,6 +15,7 @@ from cbi1kit.errors import Cbi1Error
 __all__ = [
     "FINGERPRINT_BITS",
     "FORMAT_VERSION",
+    "FRAME_HEAD_BYTES",
     "HEADER_LEN",
     "IMAGES_MAX_FRAME_BYTES",
     "IMAGE_BYTES",
@@ -44,6 +45,8 @@ SNAPSHOT_BODY_PREFIX = 16
 IMAGE_BYTES = 12
 WORD_BYTES = 8
 IMAGES_MAX_FRAME_BYTES = HEADER_LEN + SNAPSHOT_BODY_PREFIX + SNAPSHOT_CHUNK_BUCKETS * WORD_BYTES
+#: A frame's header and longer body prefix: CBI1 has no length field, its length follows from these
+FRAME_HEAD_BYTES = HEADER_LEN + max(DELTA_BODY_PREFIX, SNAPSHOT_BODY_PREFIX)
 U64_MAX = (1 << 64) - 1
 U32_MAX = (1 << 32) - 1
 
