@@ -19,8 +19,13 @@ from typing import Any, Final
 from cbi1kit._cli_args import U64, U64_MAX, OneLineParser, at_least, ranged, real_at_least
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, OutputError, SimulationError
-from cbi1kit.wire._format import FilterFormat, max_delta_images
-from cbi1kit.wire._inspect import inspect
+from cbi1kit.wire._format import (
+    FRAME_HEAD_BYTES,
+    IMAGES_MAX_FRAME_BYTES,
+    FilterFormat,
+    max_delta_images,
+)
+from cbi1kit.wire._inspect import Inspection, inspect
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 __all__ = ["main"]
@@ -39,13 +44,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_UNREADABLE) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _expected_format(args: argparse.Namespace) -> FilterFormat | None:
@@ -69,6 +67,19 @@ def _is_capture(path: Path) -> bool:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
+    """A file as one CBI1 frame; a file too large to be one is answered from its header
+    alone, without reading the rest."""
+    try:
+        size = path.stat().st_size
+        if size <= IMAGES_MAX_FRAME_BYTES:
+            return inspect(path.read_bytes(), fmt)
+        with open(path, "rb") as f:
+            return inspect(f.read(FRAME_HEAD_BYTES), fmt, length=size)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     fmt = _expected_format(args)
     worst = EXIT_OK
@@ -76,7 +87,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if _is_capture(path):
             worst = max(worst, _inspect_capture(path, fmt, args))
             continue
-        report = inspect(_read(path), fmt)
+        report = _inspect_frame_file(path, fmt)
         print(f"== {path}")
         print(report.hexdump(head=args.head, tail=args.tail))
         if report.problems:

@@ -412,3 +412,25 @@ def _permission_cases(work: Path) -> None:
         assert res.returncode == 3, (argv, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and named in res.stderr, res.stderr
     assert list(readonly.iterdir()) == []
+
+
+def test_inspect_of_a_file_too_large_to_be_a_frame_reads_its_head_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tracemalloc
+
+    from cbi1kit.cli import main
+
+    path = tmp_path / "big.cbi1"
+    path.write_bytes((VECTORS / "valid" / "delta-empty.bin").read_bytes() + bytes(32 << 20))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        code = main(["inspect", str(path)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    out = capsys.readouterr().out
+    assert code == 1 and f"CBI1 DELTA, {size} bytes" in out
+    assert f"FrameTooLarge at offset {size}: {size} bytes" in out
+    assert peak < 1 << 20  # the file is 32 MiB

@@ -7,7 +7,12 @@ import struct
 import pytest
 
 from cbi1kit.wire._codec import body_checksum, encode_delta, encode_snapshot_chunks
-from cbi1kit.wire._format import FilterFormat, FrameKind
+from cbi1kit.wire._format import (
+    FRAME_HEAD_BYTES,
+    IMAGES_MAX_FRAME_BYTES,
+    FilterFormat,
+    FrameKind,
+)
 from cbi1kit.wire._inspect import inspect
 from cbi1kit.wire._layout import HEADER
 
@@ -92,3 +97,34 @@ def test_hexdump_labels_every_header_byte() -> None:
     header_rows = [r for r in dump.rows if r.region == "header"]
     assert b"".join(r.raw for r in header_rows) == DELTA[:48]
     assert [r.label for r in header_rows] == [f.path for f in HEADER]
+
+
+def _oversized() -> dict[str, bytes]:
+    """Frames too large to be frames, each with other problems the header or length shows."""
+    import numpy as np
+
+    (chunk,) = encode_snapshot_chunks(FMT, 1, 2, np.arange(1024, dtype=np.uint64))
+    delta = bytearray(DELTA)
+    delta[4] = 9  # wire version
+    struct.pack_into("<I", delta, 56, 7)  # image_count says 7
+    junk = bytearray(chunk)
+    junk[:4] = b"CKF1"
+    struct.pack_into("<I", junk, 52, 0)  # chunk_count 0
+    pad = bytes(IMAGES_MAX_FRAME_BYTES)
+    return {"delta": bytes(delta) + pad, "chunk": chunk + pad, "legacy": bytes(junk) + pad}
+
+
+@pytest.mark.parametrize("name", ["delta", "chunk", "legacy"])
+def test_a_frame_too_large_is_judged_from_its_head_as_from_all_of_it(name: str) -> None:
+    """``length`` with only the head: every problem of the whole bytes but the checksum (and the
+    image scan), which need the body; the same fields, and a dump of the head alone."""
+    data = _oversized()[name]
+    whole = inspect(data, FilterFormat(1, 1024))
+    head = inspect(data[:FRAME_HEAD_BYTES], FilterFormat(1, 1024), length=len(data))
+    assert head.problems == tuple(p for p in whole.problems if p.variant != "Checksum")
+    assert head.problems[0].variant == "FrameTooLarge" and len(head.problems) >= 3
+    assert [f.path for f in head.fields] == [f.path for f in whole.fields]
+    assert head.length == len(data) and head.frame is None
+    dump = head.hexdump()
+    assert {r.region for r in dump.rows} <= {"header", "prefix"}
+    assert f"{len(data)} bytes" in dump.title

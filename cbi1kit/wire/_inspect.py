@@ -143,14 +143,20 @@ def _read_layout(data: bytes, layout: Layout) -> list[InspectedField]:
     return out
 
 
-def inspect(data: Buffer, expected_format: FilterFormat | None = None) -> Inspection:
+def inspect(
+    data: Buffer, expected_format: FilterFormat | None = None, *, length: int | None = None
+) -> Inspection:
     """Read a frame as far as its bytes allow and report every problem, in upstream order.
 
     Without ``expected_format`` the frame's own (seed, bucket_count) is taken as expected, so
-    only an explicit format can produce a ``Format`` mismatch problem.
+    only an explicit format can produce a ``Format`` mismatch problem. ``length`` is the whole
+    frame's length when ``data`` holds only its first bytes (the header and body prefix of a
+    file too large to be a frame, so that saying so does not read the file): the problems the
+    header shows are listed, ``FrameTooLarge`` first; the checksum and the body are not checked.
     """
     buf = bytes(data)
-    n = len(buf)
+    n = len(buf) if length is None else length
+    whole = n <= len(buf)
     problems: list[Problem] = []
     fields = _read_layout(buf, HEADER)
     hv = {f.path.split(".", 1)[1]: f.value for f in fields}
@@ -176,7 +182,7 @@ def inspect(data: Buffer, expected_format: FilterFormat | None = None) -> Inspec
         add("Magic", HEADER.field("magic"), f"found {magic!r}, expected {MAGIC!r}{legacy}")
     if hv["wire_version"] is not None and hv["wire_version"] != WIRE_VERSION:
         add("WireVersion", HEADER.field("wire_version"), f"version {_int(hv['wire_version'])}")
-    if n >= HEADER_LEN:
+    if n >= HEADER_LEN and whole:
         actual = xxhash.xxh3_64_intdigest(buf[HEADER_LEN:]) & 0xFFFFFFFF
         if actual != hv["body_checksum"]:
             add(
@@ -213,12 +219,14 @@ def inspect(data: Buffer, expected_format: FilterFormat | None = None) -> Inspec
         else:
             add("Flags", HEADER.field("flags"), f"0x{flags:04x} (1 = snapshot chunk, 2 = delta)")
     if kind is FrameKind.DELTA and n >= HEADER_LEN:
-        fields += _inspect_delta(buf, bucket_count, add)
+        fields += _inspect_delta(buf, n, bucket_count, add)
     elif kind is FrameKind.SNAPSHOT_CHUNK and n >= HEADER_LEN:
-        fields += _inspect_chunk(buf, bucket_count, add)
+        fields += _inspect_chunk(buf, n, bucket_count, add)
+    if not whole:  # the dump shows the bytes that were read, and no partial item
+        buf = buf[: max(f.offset + len(f.raw) for f in fields)]
 
     frame: Frame | None = None
-    if not problems:
+    if not problems and whole:
         fmt = expected_format or FilterFormat.unchecked(_int(hv["seed"]), bucket_count)
         try:
             frame = decode(fmt, buf)
@@ -227,8 +235,8 @@ def inspect(data: Buffer, expected_format: FilterFormat | None = None) -> Inspec
     return Inspection(n, kind, tuple(fields), tuple(problems), frame, buf)
 
 
-def _inspect_delta(buf: bytes, bucket_count: int, add: _Adder) -> list[InspectedField]:
-    n = len(buf)
+def _inspect_delta(buf: bytes, n: int, bucket_count: int, add: _Adder) -> list[InspectedField]:
+    """The body checks of a delta ``n`` bytes long; images are scanned as far as ``buf`` goes."""
     fields = _read_layout(buf, DELTA_PREFIX)
     body_len = n - HEADER_LEN
     if body_len < DELTA_BODY_PREFIX:
@@ -247,7 +255,9 @@ def _inspect_delta(buf: bytes, bucket_count: int, add: _Adder) -> list[Inspected
             offset=HEADER_LEN + min(body_len, expected_len),
         )
     start = HEADER_LEN + DELTA_BODY_PREFIX
-    whole = min(count, (n - start) // IMAGE_BYTES)
+    whole = min(count, (min(n, len(buf)) - start) // IMAGE_BYTES)
+    if whole <= 0:
+        return fields
     buckets = np.frombuffer(buf, dtype="<u4", count=whole * 3, offset=start)[::3]
     bad = np.flatnonzero(buckets >= bucket_count)
     for i in bad[:_MAX_LISTED].tolist():
@@ -262,8 +272,8 @@ def _inspect_delta(buf: bytes, bucket_count: int, add: _Adder) -> list[Inspected
     return fields
 
 
-def _inspect_chunk(buf: bytes, bucket_count: int, add: _Adder) -> list[InspectedField]:
-    n = len(buf)
+def _inspect_chunk(buf: bytes, n: int, bucket_count: int, add: _Adder) -> list[InspectedField]:
+    """The body checks of a snapshot chunk ``n`` bytes long (its prefix and length alone)."""
     fields = _read_layout(buf, SNAPSHOT_PREFIX)
     body_len = n - HEADER_LEN
     if body_len < SNAPSHOT_BODY_PREFIX:
