@@ -6,7 +6,6 @@ source, all as batches of message spans.
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
@@ -31,6 +30,7 @@ from cbi1kit.capture._file import (
     RecordType,
     decode_stream_open,
     read_index,
+    release_pages,
 )
 from cbi1kit.capture._readers import FrameRecord
 from cbi1kit.errors import CaptureError, Cbi1kitError
@@ -195,7 +195,7 @@ class _CaptureScan:
                     offset = group[good - 1].index_end
                     number = group[good - 1].first_index + len(group[good - 1].offsets) + 1
                 # the group's records are rows now, and their bytes the kernel's rows already
-                released = _release(mm, released, offset)
+                released = release_pages(mm, released, offset)
                 if good < len(group) or not whole:
                     break
                 if rows.count >= batch_records:
@@ -359,7 +359,7 @@ class _CaptureScan:
                     if len(stream_a) >= rows.size:
                         flush()
                         yield from rows.batches()
-                        released = _release(reader.buffer, released, behind)
+                        released = release_pages(reader.buffer, released, behind)
                         behind = item.offset
             elif rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
                 self._control(int(rtype), item.stream_id, item.index, item.offset, item.body)
@@ -440,19 +440,6 @@ def _verified_and_scanned(
         follow,
     )
     return int(good), tuple(scanned) if good else None
-
-
-def _release(mm: Any, start: int, end: int) -> int:
-    """Drop the mapped pages of records already turned into rows, so that resident memory
-    stays near a batch, not the whole file (the pages stay in the page cache; reading them
-    again maps them again). The walk releases a batch late: the envelope kernel may still be
-    reading the last one."""
-    page = mmap.PAGESIZE
-    lo, hi = start - start % page, end - end % page
-    if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-        return hi
-    return start
 
 
 def _record_batches(

@@ -604,6 +604,20 @@ class CaptureWriter:
 
 _SEARCH_WINDOW: Final = 1 << 22
 _K, _R, _E, _C = RECORD_MAGIC
+#: ``items()`` gives back the mapped pages it has read every this many bytes
+_RELEASE_BYTES: Final = 32 << 20
+
+
+def release_pages(mm: Any, start: int, end: int) -> int:
+    """Drop the mapped pages of ``mm[start:end]``, bytes already read, so that resident memory
+    stays near a batch, not the whole file (the pages stay in the page cache; reading them
+    again maps them again). Returns where the released pages end (``start`` if none were)."""
+    page = mmap.PAGESIZE
+    lo, hi = start - start % page, end - end % page
+    if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        return hi
+    return start
 
 
 class CaptureReader:
@@ -932,12 +946,16 @@ class CaptureReader:
             yield item
             if fatal:
                 return
+        released = 0
         for rec in self._scan(FILE_HEADER_LEN, 0, structural=structural):
             if isinstance(rec, CaptureDamage):
                 self.damages.append(rec)
                 if self.damage is None:
                     self.damage = rec.error
             yield rec
+            # a record's body is a copy: the pages it was read from can go once it is handed on
+            if rec.end_offset - released >= _RELEASE_BYTES and self._map is not None:
+                released = release_pages(self._map, released, rec.end_offset)
 
     def records(
         self, *, strict: bool = True, resync: bool = False, structural: bool = False
