@@ -167,9 +167,11 @@ def _counted(records: Any, advance: Callable[[int], None]) -> Iterator[Any]:
         yield rec
 
 
-def _replay(path: Path, fmt: FilterFormat | None, progress: bool) -> Any:
+def _replay(path: Path, fmt: FilterFormat | None, progress: bool, *, history: bool = False) -> Any:
     """Replay any frame source as the library does: a capture's damage is reported where it is
-    and reading goes on after it; unreadable sources raise CliError (exit 3)."""
+    and reading goes on after it; unreadable sources raise CliError (exit 3). Per-record events
+    are counted, not kept, and the history ``lane_at`` reads is kept only for ``stats --at``:
+    memory stays at the lanes in play, whatever the capture's length."""
     from cbi1kit.analysis._replay import replay
     from cbi1kit.capture._readers import read_frames
 
@@ -180,7 +182,9 @@ def _replay(path: Path, fmt: FilterFormat | None, progress: bool) -> Any:
     except (OSError, CaptureError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
     with _progress(f"replay {path.name}", None, progress) as advance:
-        return replay(_counted(records, advance), expected_format=fmt)
+        return replay(
+            _counted(records, advance), expected_format=fmt, keep_history=history, keep_events=False
+        )
 
 
 def _violation_lines(report: Any, limit: int) -> list[str]:
@@ -564,7 +568,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from cbi1kit.ckf._stats import lane_stats
 
     fmt = _expected_format(args)
-    report = _replay(args.capture, fmt, not args.no_progress)
+    report = _replay(args.capture, fmt, not args.no_progress, history=args.at is not None)
     if report.final_lane is None:
         raise CliError(f"{args.capture}: no snapshot was ever installed", EXIT_INVALID)
     lane_fmt = fmt or _lane_format(args.capture)

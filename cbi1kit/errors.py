@@ -305,7 +305,10 @@ class KvCacheEventError(Cbi1kitError):
 class LaneError(Cbi1kitError):
     """The consumer side: a lane that cannot be assigned, a fault, a sequence not replayed."""
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {"SequenceNotReplayed": LookupError}
+    builtins: ClassVar[Mapping[str, type[Exception]]] = {
+        "SequenceNotReplayed": LookupError,
+        "HistoryNotKept": LookupError,
+    }
 
     plain = True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -194,8 +195,12 @@ def test_incremental_replayer_matches_replay(stream: Stream) -> None:
     report = player.report()
     assert events == report.events == replay(stream.messages).events
     np.testing.assert_array_equal(report.final_lane, stream.final_words)  # type: ignore[arg-type]
-    with raises_variant(LaneError, "SequenceNotReplayed"):
+    # without history the sessions are still known: a replayed sequence is not rebuilt
+    assert report.sequence_ranges == [(stream.snapshot_sequence, stream.final_sequence)]
+    with raises_variant(LaneError, "HistoryNotKept"):
         report.lane_at(stream.final_sequence)
+    with raises_variant(LaneError, "SequenceNotReplayed"):
+        report.lane_at(stream.final_sequence + 1)
 
 
 # ------------------------------------------------------------------------------ capture damage
@@ -276,3 +281,109 @@ def test_random_bytes_and_empty_inputs(tmp_path: Path) -> None:
     assert report.records == 0 and report.violations[0].rule == "SourceDamaged"
     report = replay([])
     assert report.ok and report.final_lane is None and report.final_sequence is None
+
+
+# ------------------------------------------------------------------ memory: history on disk
+
+LANE = 1 << 19  # 4 MiB of words: one snapshot chunk
+
+
+def _sessions_capture(path: Path, sessions: int) -> dict[int, np.ndarray]:
+    """``sessions`` streams, each a fresh snapshot of a 2^19-bucket lane and 3 deltas; the
+    lanes expected at a few sequences (the first and last session's middle delta)."""
+    from test_stream_roundtrip import MARKER, RELAY
+
+    from cbi1kit.capture._file import CaptureWriter
+    from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+    from cbi1kit.wire._codec import encode_delta, encode_snapshot_chunks
+
+    fmt = FilterFormat(0x5EED, LANE)
+    producer = wire_producer(fmt)
+    rng = np.random.default_rng(sessions)
+    expected: dict[int, np.ndarray] = {}
+
+    def update(kind: int, base: int, seq: int, payload: bytes) -> bytes:
+        return pb.FilterUpdate(
+            protocol_version=1,
+            relay=RELAY,
+            producer=producer,
+            base_sequence=base,
+            sequence=seq,
+            send_ts_us=seq,
+            kind=kind,
+            payload=payload,
+            contract_marker=MARKER,
+        ).SerializeToString()
+
+    with CaptureWriter(path) as w:
+        for s in range(sessions):
+            sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
+            seq = 1000 * (s + 1)
+            lane = rng.integers(0, 1 << 63, size=LANE, dtype=np.uint64)
+            for chunk in encode_snapshot_chunks(fmt, producer.pool_id.dc_id, seq, lane):
+                w.message(sid, update(SNAP, seq, seq, chunk))
+            for d in range(3):
+                buckets = rng.choice(LANE, size=50, replace=False)
+                words = rng.integers(0, 1 << 63, size=50, dtype=np.uint64)
+                lane[buckets] = words
+                images = list(zip(buckets.tolist(), words.tolist(), strict=True))
+                delta = encode_delta(fmt, producer.pool_id.dc_id, seq, seq + 1, images)
+                w.message(sid, update(DELTA, seq, seq + 1, delta))
+                seq += 1
+                if d == 1 and s in (0, sessions - 1):
+                    expected[seq] = lane.copy()
+            w.close_stream(sid)
+    return expected
+
+
+def test_replay_memory_does_not_grow_with_the_snapshots(tmp_path: Path) -> None:
+    """Replaying 12 snapshots of a lane takes no more memory than replaying 2 (the history
+    ``lane_at`` reads is on disk), and ``lane_at`` still rebuilds any session's lanes."""
+    peaks = []
+    for sessions in (2, 12):
+        path = tmp_path / f"{sessions}.kvrcap"
+        expected = _sessions_capture(path, sessions)
+        tracemalloc.start()
+        try:
+            report = replay(path)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert report.ok and len(report.sequence_ranges) == sessions
+        for seq, lane in expected.items():
+            np.testing.assert_array_equal(report.lane_at(seq), lane)
+    assert peaks[1] < peaks[0] + 8 * LANE // 2, peaks  # half a lane's bytes
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_lane_at_from_history_read_in_small_batches(
+    stream: Stream, spill: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """History written and read back a few rows at a time (or kept in memory where no
+    temporary file can be made) rebuilds every sequence's lane."""
+    from cbi1kit.analysis import _replay
+
+    monkeypatch.setattr(_replay, "_READ_ROWS", 3)
+    monkeypatch.setattr(_replay, "_SPILL_BYTES", 100)
+    if not spill:
+
+        def no_temp_dir(*args: object, **kwargs: object) -> None:
+            raise FileNotFoundError("no usable temporary directory")
+
+        monkeypatch.setattr(_replay.tempfile, "TemporaryFile", no_temp_dir)
+    report = replay(stream.messages)
+    for seq, words in stream.lanes.items():
+        np.testing.assert_array_equal(report.lane_at(seq), words)
+
+
+def test_without_events_the_counts_and_violations_stay(stream: Stream) -> None:
+    i = first_index(stream, DELTA, 2)
+    msgs = [*stream.messages[: i + 1], stream.messages[i], *stream.messages[i + 1 :]]
+    full = replay(msgs)
+    lean = replay(msgs, keep_events=False, keep_history=False)
+    assert lean.events == [] and len(full.events) == len(msgs)
+    assert lean.counts() == full.counts() and sum(lean.counts().values()) == len(msgs)
+    assert lean.violations == full.violations and len(lean.violations) == 1 and not lean.ok
+    assert lean.sequence_ranges == full.sequence_ranges
+    assert lean.final_sequence == full.final_sequence
+    np.testing.assert_array_equal(lean.final_lane, full.final_lane)  # type: ignore[arg-type]

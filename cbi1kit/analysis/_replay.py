@@ -17,17 +17,21 @@ Damage in the source (a torn capture tail, a corrupt record, bad JSON) arrives a
 from the record iterator after every intact record; it becomes the last event, a violation.
 
 ``lane_at(sequence)`` rebuilds the lane at any replayed sequence from the nearest snapshot point
-plus the deltas after it (last write per bucket wins), without replaying the stream again.
+plus the deltas after it (last write per bucket wins), without replaying the stream again. That
+history is kept in an unlinked temporary file, not in memory: memory stays at the lanes in play
+(the lane, a snapshot being assembled) however many snapshots the capture holds.
 """
 
 from __future__ import annotations
 
-import bisect
+import dataclasses
 import enum
+import io
 import os
-from collections.abc import Callable, Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -93,57 +97,140 @@ class Violation(ReplayEvent):
 
 @dataclass(slots=True, eq=False)
 class _Segment:
-    """A snapshot point and the deltas applied on top of it, for ``lane_at``."""
+    """A snapshot point and the deltas applied on top of it: the sequences it covers, and where
+    its history is (``lane_offset`` is None when no history is kept)."""
 
     record_index: int
     sequence: int
-    words: Words
-    delta_sequences: list[int] = field(default_factory=list)
-    delta_buckets: list[npt.NDArray[np.uint32]] = field(default_factory=list)
-    delta_words: list[Words] = field(default_factory=list)
-
-    @property
-    def last_sequence(self) -> int:
-        return self.delta_sequences[-1] if self.delta_sequences else self.sequence
+    last_sequence: int
+    bucket_count: int
+    lane_offset: int | None = None
+    rows: int = 0
 
 
-def _lane_at(segment: _Segment, sequence: int) -> Words:
-    lane = segment.words.copy()
-    upto = bisect.bisect_right(segment.delta_sequences, sequence)
-    if upto:
-        buckets = np.concatenate(segment.delta_buckets[:upto])
-        words = np.concatenate(segment.delta_words[:upto])
-        # last write per bucket wins: the first occurrence in the reversed order
-        rb = buckets[::-1]
-        uniq, first = np.unique(rb, return_index=True)
-        lane[uniq] = words[::-1][first]
-    return lane
+#: one applied image in the history: the delta's sequence, the bucket, the new word (packed)
+_ROW: Final = np.dtype([("sequence", "<u8"), ("bucket", "<u4"), ("word", "<u8")])
+_SPILL_BYTES: Final = 4 << 20  # delta rows gathered in memory before they are written
+_READ_ROWS: Final = 1 << 18  # rows ``lane_at`` reads back at a time (5 MiB)
+
+
+def _bytes(array: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+class _History:
+    """What ``lane_at`` rebuilds lanes from, in an unlinked temporary file: each installed
+    snapshot's words, then the images of the deltas applied on top of it as ``_ROW`` rows (a
+    segment's rows follow its words). A capture's snapshots add up to many times a lane (16
+    snapshots of a 2^22-bucket lane are 512 MiB); on disk they cost memory nothing. Where no
+    temporary file can be made the history is kept in memory: slower to fill, never a failure.
+    """
+
+    def __init__(self) -> None:
+        self._file: io.BufferedIOBase | None = None
+        self._size = 0
+        self._pending: list[npt.NDArray[np.void]] = []
+        self._pending_bytes = 0
+
+    def _open(self) -> io.BufferedIOBase:
+        if self._file is None:
+            try:  # unlinked at once; closed (and its space freed) with the history
+                made = tempfile.TemporaryFile(prefix="cbi1kit-history-")  # noqa: SIM115
+                self._file = cast(io.BufferedIOBase, made)
+            except OSError:  # no writable temporary directory
+                self._file = io.BytesIO()
+        return self._file
+
+    def _write(self, array: npt.NDArray[Any]) -> None:
+        f = self._open()
+        f.seek(self._size)
+        data = _bytes(array)
+        f.write(data.data)
+        self._size += data.nbytes
+
+    def _read(self, offset: int, array: npt.NDArray[Any]) -> None:
+        f = self._open()
+        f.seek(offset)
+        got = f.readinto(_bytes(array).data)
+        if got != array.nbytes:  # pragma: no cover - only if the file is cut under us
+            raise OSError(f"replay history ends {got} bytes into {array.nbytes} at {offset}")
+
+    def flush(self) -> None:
+        if self._pending:
+            self._write(np.concatenate(self._pending))
+            self._pending.clear()
+            self._pending_bytes = 0
+
+    def add_lane(self, parts: Sequence[tuple[int, Words]]) -> int:
+        """Write a snapshot's words (its chunks in order); their offset in the file."""
+        self.flush()
+        at = self._size
+        for _offset, words in parts:
+            self._write(np.asarray(words, dtype="<u8"))
+        return at
+
+    def add_rows(self, sequence: int, buckets: npt.ArrayLike, words: npt.ArrayLike) -> int:
+        """Keep a delta's images; how many rows that added."""
+        b = np.asarray(buckets)
+        rows = np.empty(b.shape[0], dtype=_ROW)
+        rows["sequence"] = sequence
+        rows["bucket"] = b
+        rows["word"] = np.asarray(words)
+        self._pending.append(rows)
+        self._pending_bytes += rows.nbytes
+        if self._pending_bytes >= _SPILL_BYTES:
+            self.flush()
+        return int(rows.shape[0])
+
+    def lane_at(self, segment: _Segment, sequence: int) -> Words:
+        """The segment's snapshot words, then its rows up to ``sequence`` a batch at a time, in
+        order (the last write of a bucket wins): one lane and one batch in memory."""
+        assert segment.lane_offset is not None
+        self.flush()
+        lane = np.empty(segment.bucket_count, dtype=np.uint64)
+        self._read(segment.lane_offset, lane)
+        offset, left = segment.lane_offset + lane.nbytes, segment.rows
+        while left:
+            rows = np.empty(min(left, _READ_ROWS), dtype=_ROW)
+            self._read(offset, rows)
+            upto = int(np.searchsorted(rows["sequence"], sequence, side="right"))
+            # last write per bucket wins: the first occurrence in the reversed order
+            reverse = rows[:upto][::-1]
+            uniq, first = np.unique(reverse["bucket"], return_index=True)
+            lane[uniq] = reverse["word"][first]
+            if upto < rows.shape[0]:
+                break
+            offset += rows.nbytes
+            left -= rows.shape[0]
+        return lane
 
 
 @dataclass(slots=True, eq=False)
 class ReplayReport:
     """Everything replay saw. ``final_lane`` is the lane at ``final_sequence`` (None if no
-    snapshot was ever installed); a lane faulted later keeps its last consistent words."""
+    snapshot was ever installed); a lane faulted later keeps its last consistent words.
+    ``events`` is empty when replay kept none (``keep_events=False``); the counts, the
+    violations and the snapshot sessions are there either way."""
 
     events: list[ReplayEvent]
     final_lane: Words | None
     final_sequence: int | None
     records: int
     _segments: list[_Segment] = field(default_factory=list, repr=False)
+    _history: _History | None = field(default=None, repr=False)
+    _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    _violations: list[Violation] = field(default_factory=list, repr=False)
 
     @property
     def violations(self) -> list[Violation]:
-        return [e for e in self.events if isinstance(e, Violation)]
+        return list(self._violations)
 
     @property
     def ok(self) -> bool:
-        return not any(isinstance(e, Violation) for e in self.events)
+        return not self._violations
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for e in self.events:
-            out[e.kind.value] = out.get(e.kind.value, 0) + 1
-        return out
+        return dict(self._counts)
 
     @property
     def sequence_ranges(self) -> list[tuple[int, int]]:
@@ -151,10 +238,18 @@ class ReplayReport:
         return [(s.sequence, s.last_sequence) for s in self._segments]
 
     def lane_at(self, sequence: int) -> Words:
-        """The lane right after ``sequence`` was applied (latest snapshot point covering it)."""
+        """The lane right after ``sequence`` was applied (latest snapshot point covering it),
+        read back from the replay's history."""
         for seg in reversed(self._segments):
             if seg.sequence <= sequence <= seg.last_sequence:
-                return _lane_at(seg, sequence)
+                if self._history is None or seg.lane_offset is None:
+                    raise LaneError(
+                        "HistoryNotKept",
+                        message=f"sequence {sequence} was replayed without its history "
+                        "(replay with keep_history=True to rebuild lanes)",
+                        sequence=sequence,
+                    )
+                return self._history.lane_at(seg, sequence)
         spans = ", ".join(f"{a}..={b}" for a, b in self.sequence_ranges) or "none"
         raise LaneError(
             "SequenceNotReplayed",
@@ -173,10 +268,12 @@ class Replayer:
 
     ``expected_format`` (a ``FilterFormat`` or anything with ``seed``/``bucket_count``) pins
     the format the way a catalog-selected producer would; otherwise each session adopts the
-    format of its first message. ``keep_history=False`` drops the snapshot points and deltas
-    ``lane_at`` needs (memory then stays at one lane). ``on_snapshot(record_index, sequence,
-    snapshot, stream_id)`` and ``on_delta(record_index, sequence, buckets, new_words,
-    previous_words)`` observe installs and applied deltas (the tables use them).
+    format of its first message. ``keep_history`` keeps what ``lane_at`` needs in a temporary
+    file (False: nothing, and no file); ``keep_events=False`` keeps no per-record events, only
+    their counts and the violations. Either way memory stays at the lanes in play, however long
+    the stream. ``on_snapshot(record_index, sequence, snapshot, stream_id)`` and
+    ``on_delta(record_index, sequence, buckets, new_words, previous_words)`` observe installs
+    and applied deltas (the tables use them).
     """
 
     def __init__(
@@ -184,6 +281,7 @@ class Replayer:
         *,
         expected_format: Any = None,
         keep_history: bool = True,
+        keep_events: bool = True,
         on_snapshot: SnapshotHook | None = None,
         on_delta: DeltaHook | None = None,
     ) -> None:
@@ -193,11 +291,15 @@ class Replayer:
             else FilterFormat(int(expected_format.seed), int(expected_format.bucket_count))
         )
         self.keep_history = keep_history
+        self.keep_events = keep_events
         self.on_snapshot = on_snapshot
         self.on_delta = on_delta
         self.events: list[ReplayEvent] = []
         self.records = 0
+        self._counts: dict[str, int] = {}
+        self._violations: list[Violation] = []
         self._segments: list[_Segment] = []
+        self._history = _History() if keep_history else None
         self._lane: Lane | None = None  # one lane across sessions; each session resets it
         self._ever_installed = False
         self._stream: int | None = None
@@ -236,7 +338,11 @@ class Replayer:
 
     # -- events -------------------------------------------------------------------------------
     def _emit(self, event: ReplayEvent) -> ReplayEvent:
-        self.events.append(event)
+        self._counts[event.kind.value] = self._counts.get(event.kind.value, 0) + 1
+        if isinstance(event, Violation):
+            self._violations.append(event)
+        if self.keep_events:
+            self.events.append(event)
         return event
 
     def _violation(
@@ -373,22 +479,19 @@ class Replayer:
         return self._event(rec, kind, step.reason)
 
     def _applied(self, rec: _Rec, delta: Delta, previous: Words | None) -> None:
-        if self.keep_history and self._segments:
+        if self._segments:  # the lane was installed in this session: the last segment
             seg = self._segments[-1]
-            seg.delta_sequences.append(delta.header.epoch)
-            seg.delta_buckets.append(np.array(delta.buckets, dtype=np.uint32))
-            seg.delta_words.append(np.array(delta.words, dtype=np.uint64))
+            seg.last_sequence = delta.header.epoch
+            if self._history is not None:
+                seg.rows += self._history.add_rows(delta.header.epoch, delta.buckets, delta.words)
         if self.on_delta is not None:
             assert previous is not None
             self.on_delta(rec.index, delta.header.epoch, delta.buckets, delta.words, previous)
 
     def _installed(self, rec: _Rec, snap: AssembledSnapshot) -> ReplayEvent:
         self._ever_installed = True
-        if self.keep_history:
-            words = snap.words
-            if words.base is not None or not words.flags.owndata:
-                words = words.copy()
-            self._segments.append(_Segment(rec.index, snap.epoch, words))
+        at = None if self._history is None else self._history.add_lane(snap.parts)
+        self._segments.append(_Segment(rec.index, snap.epoch, snap.epoch, snap.bucket_count, at))
         if self.on_snapshot is not None:
             self.on_snapshot(rec.index, snap.epoch, snap, rec.stream_id)
         return self._event(
@@ -405,7 +508,10 @@ class Replayer:
             None if lane is None else lane.copy(),
             self.installed_sequence,
             self.records,
-            list(self._segments),
+            [dataclasses.replace(s) for s in self._segments],  # as they stand now
+            self._history,
+            dict(self._counts),
+            list(self._violations),
         )
 
 
@@ -438,12 +544,16 @@ def replay(
     *,
     expected_format: Any = None,
     keep_history: bool = True,
+    keep_events: bool = True,
 ) -> ReplayReport:
     """Replay a whole stream (records, ``FilterUpdate`` messages, or a path for
     ``read_frames``). Capture damage (``FrameDamage`` items; a capture path is read with
     ``damage="report"``) is a violation at its frame index and replay goes on after it; a
-    reader's exception (other sources) becomes the last event, a violation."""
-    player = Replayer(expected_format=expected_format, keep_history=keep_history)
+    reader's exception (other sources) becomes the last event, a violation.
+    ``keep_history`` and ``keep_events`` are :class:`Replayer`'s."""
+    player = Replayer(
+        expected_format=expected_format, keep_history=keep_history, keep_events=keep_events
+    )
     try:
         it = _records(records)
     except (Cbi1kitError, OSError) as exc:
