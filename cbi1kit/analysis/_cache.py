@@ -7,14 +7,21 @@ numba stamps a cached kernel with a hash of the file that defines it. The kernel
 cache whose stamp hashes all of :data:`INLINED_SOURCES` (and the numba version), so that editing
 any of them, or upgrading numba, recompiles instead of loading stale code.
 
-Caching is an optimisation: when no cache directory can be used, the kernel compiles in memory
-on every run rather than failing.
+Caching is an optimisation, and never a failure. The cache goes where numba would put it
+(``NUMBA_CACHE_DIR``, the package's ``__pycache__``, the user's cache directory) or, when none of
+those is writable (a service account with a read-only package and home), in a directory of the
+user's own under the temporary directory; with none at all the kernels compile in memory on
+every run. An entry that cannot be read (damaged, half written, not ours) is a miss, and one that
+cannot be written leaves the kernel compiled for this run only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import stat
+import tempfile
 from pathlib import Path
 from typing import Any, ClassVar, Final, TypeVar
 
@@ -59,14 +66,57 @@ def _keyed(base: type[CacheLocator]) -> type[CacheLocator]:
     return Keyed
 
 
+def _user_id() -> int:
+    return int(getattr(os, "getuid", lambda: 0)())
+
+
+class _TempDirLocator(UserWideCacheLocator):  # type: ignore[misc]
+    """``<temp dir>/cbi1kit-kernels-<uid>``: the last resort before compiling every run. The
+    directory is made ``0700`` and used only while it is this user's and no one else can write
+    to it, since a cache entry is unpickled: it must be ours."""
+
+    def __init__(self, py_func: Any, py_file: str) -> None:
+        super().__init__(py_func, py_file)
+        self._root = os.path.join(tempfile.gettempdir(), f"cbi1kit-kernels-{_user_id()}")
+        self._cache_path = os.path.join(self._root, self.get_suitable_cache_subpath(py_file))
+
+    def ensure_cache_path(self) -> None:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self._root, 0o700)
+        st = os.lstat(self._root)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != _user_id() or st.st_mode & 0o022:
+            raise PermissionError(f"{self._root} is not a private directory of this user")
+        super().ensure_cache_path()
+
+
 class _KeyedImpl(CompileResultCacheImpl):  # type: ignore[misc]
     _locator_classes: ClassVar[list[type[CacheLocator]]] = [
-        _keyed(cls) for cls in (UserProvidedCacheLocator, InTreeCacheLocator, UserWideCacheLocator)
+        _keyed(cls)
+        for cls in (
+            UserProvidedCacheLocator,
+            InTreeCacheLocator,
+            UserWideCacheLocator,
+            _TempDirLocator,
+        )
     ]
 
 
 class _KeyedCache(FunctionCache):  # type: ignore[misc]
     _impl_class = _KeyedImpl
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        """A cached kernel that cannot be read back (a damaged or unreadable entry) is a miss:
+        numba compiles it again."""
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception:
+            return None
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        """A kernel that cannot be saved (the directory went away, a full disk) stays compiled
+        in memory for this run."""
+        with contextlib.suppress(Exception):
+            super().save_overload(sig, data)
 
 
 def keyed_cache(dispatcher: _F) -> _F:

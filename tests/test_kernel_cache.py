@@ -1,0 +1,135 @@
+"""The compiled kernels' disk cache is an optimisation, never a failure (#13): a damaged entry
+is a miss, a cache that cannot be written leaves the kernel compiled in memory, and a service
+account whose package directory and home are read-only gets a private cache under the
+temporary directory, with the same tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numba
+import polars as pl
+import pytest
+
+from cbi1kit.analysis import _cache
+from cbi1kit.analysis._cache import keyed_cache
+
+ROOT = Path(__file__).parents[1]
+SAMPLE = ROOT / "data" / "sample.kvrcap"
+
+
+def _probe(tmp_path: Path) -> ModuleType:
+    """A module of one small function, in a folder of its own (its ``__pycache__`` is the
+    in-tree cache numba picks)."""
+    path = tmp_path / "cache_probe.py"
+    path.write_text("def twice_plus(x):\n    return 2 * x + 1\n")
+    spec = importlib.util.spec_from_file_location(f"cache_probe_{tmp_path.name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _kernel(module: ModuleType) -> Any:
+    return keyed_cache(numba.njit(module.twice_plus))
+
+
+def test_a_damaged_cache_entry_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    module = _probe(tmp_path)
+    assert _kernel(module)(20) == 41
+    cached = sorted((tmp_path / "__pycache__").glob("cache_probe.twice_plus-*"))
+    assert {p.suffix for p in cached} == {".nbi", ".nbc"}  # the entry numba wrote
+    for p in cached:
+        p.write_bytes(b"\x80\x05 not a pickle")
+    assert _kernel(module)(20) == 41  # compiled again instead of failing to unpickle
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_kernel_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    module = _probe(tmp_path)
+    kernel = _kernel(module)  # the in-tree cache directory is usable when the cache is made
+    shutil.rmtree(tmp_path / "__pycache__", ignore_errors=True)
+    (tmp_path / "__pycache__").write_text("a file where the cache directory was")
+    assert kernel(3) == 7
+
+
+def test_the_temp_dir_cache_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made ``0700`` when missing; refused when someone else could write to it (its entries
+    are unpickled)."""
+    module = _probe(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = tmp_path / f"cbi1kit-kernels-{os.getuid()}"
+    source = str(tmp_path / "cache_probe.py")
+    assert _cache._TempDirLocator.from_function(module.twice_plus, source) is not None
+    assert root.is_dir() and root.stat().st_mode & 0o777 == 0o700
+    root.chmod(0o777)
+    assert _cache._TempDirLocator.from_function(module.twice_plus, source) is None
+
+
+NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+_AS_SERVICE = """
+import sys
+from cbi1kit import cli
+from cbi1kit.analysis import frames_table
+frames_table(sys.argv[1]).collect().write_parquet(sys.argv[2])
+sys.exit(cli.main(["export", sys.argv[1], "-o", sys.argv[3], "--no-progress"]))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="drops to an unprivileged user: needs root and setpriv (CI runs as root)",
+)
+def test_a_read_only_package_and_home_still_make_every_table() -> None:
+    """As ``nobody``, with the package's ``__pycache__`` and ``$HOME`` read-only and no
+    ``NUMBA_CACHE_DIR``: the frames table and ``export`` work and give root's tables, and the
+    kernels are cached in the user's private directory under ``$TMPDIR``."""
+    from cbi1kit.analysis import export_parquet, frames_table
+
+    work = Path(tempfile.mkdtemp(prefix="cbi1kit-ro-"))  # pytest's tmp_path is root's only
+    try:
+        work.chmod(0o777)
+        home = work / "home"
+        home.mkdir(mode=0o555)
+        package = os.stat(ROOT / "cbi1kit" / "analysis")
+        assert package.st_uid != 65534 and not package.st_mode & 0o002  # read-only to nobody
+        res = subprocess.run(
+            [
+                *NOBODY,
+                sys.executable,
+                "-c",
+                _AS_SERVICE,
+                str(SAMPLE),
+                str(work / "frames.parquet"),
+                str(work / "tables"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(work)},
+        )
+        assert res.returncode == 0, res.stderr
+        assert pl.read_parquet(work / "frames.parquet").equals(frames_table(SAMPLE).collect())
+        mine = export_parquet(SAMPLE, work / "root-tables")
+        for name, path in mine.items():
+            assert pl.read_parquet(work / "tables" / f"{name}.parquet").equals(
+                pl.read_parquet(path)
+            ), name
+        cache = work / "cbi1kit-kernels-65534"
+        assert cache.stat().st_uid == 65534 and cache.stat().st_mode & 0o777 == 0o700
+        assert list(cache.rglob("_kernels.*.nbi")), "the kernels were not cached there"
+    finally:
+        shutil.rmtree(work)
