@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from pathlib import Path
@@ -439,3 +440,41 @@ def test_append_to_an_indexed_capture(indexed: Path, tmp_path: Path) -> None:
     recs, damage = _read_items(path)
     assert damage == [] and recs[-1].type is RecordType.TRAILER
     assert [r.body for r in all_records(path)] == [r.body for r in before] + [b"more"]
+
+
+def _mapped_kib(path: Path) -> int | None:
+    """Resident KiB of this process's mappings of ``path`` (Linux ``smaps``), None elsewhere."""
+    try:
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+    except OSError:
+        return None
+    total, inside = 0, False
+    for line in lines:
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's first line
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_reading_gives_back_the_mapped_pages_it_has_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resident memory of the mapped capture stays near the release step, not the file."""
+    from cbi1kit.capture import _file
+
+    monkeypatch.setattr(_file, "_RELEASE_BYTES", 1 << 20)
+    path = tmp_path / "big.kvrcap"
+    body = random.Random(5).randbytes(256 << 10)
+    with CaptureWriter(path, clock=_clock) as w:
+        sid = w.open_stream("t", METHOD, b"")
+        for _ in range(64):  # 16 MiB of records
+            w.message(sid, body)
+    with CaptureReader(path) as reader:
+        resident = []
+        for item in reader.items():
+            assert not isinstance(item, CaptureDamage)
+            resident.append(_mapped_kib(path))
+    if resident[-1] is None:
+        pytest.skip("no /proc/self/smaps")
+    assert max(r or 0 for r in resident) < 4 << 10  # KiB: the file is 16 MiB
