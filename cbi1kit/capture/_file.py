@@ -604,8 +604,8 @@ class CaptureWriter:
 
 _SEARCH_WINDOW: Final = 1 << 22
 _K, _R, _E, _C = RECORD_MAGIC
-#: ``items()`` gives back the mapped pages it has read every this many bytes
-_RELEASE_BYTES: Final = 32 << 20
+#: ``items()`` gives back the mapped pages it has read every this many bytes (a batch)
+_RELEASE_BYTES: Final = 8 << 20
 
 
 def release_pages(mm: Any, start: int, end: int) -> int:
