@@ -46,7 +46,7 @@ DC = 0x0123456789ABCDEF
 BUCKETS = 1 << 21
 
 
-def producer(generation: int) -> pb.ProducerIdentity:
+def producer(generation: int, buckets: int = BUCKETS) -> pb.ProducerIdentity:
     d = pb.DigestIdentity
     return pb.ProducerIdentity(
         pool_id=pb.KvPoolId(
@@ -62,7 +62,7 @@ def producer(generation: int) -> pb.ProducerIdentity:
         ckf_format=pb.CkfFormat(
             format_version=1,
             seed=SEED,
-            bucket_count=BUCKETS,
+            bucket_count=buckets,
             fingerprint_bits=16,
             slots_per_bucket=4,
         ),
@@ -96,11 +96,15 @@ def write_update(
     return len(data) + 48
 
 
-def generate(path: Path, size: int, snapshot_share: float, median_images: int) -> dict[str, int]:
+def generate(
+    path: Path, size: int, snapshot_share: float, median_images: int, buckets: int = BUCKETS
+) -> dict[str, int]:
+    """Sessions of one ``buckets``-word snapshot, then deltas, until ``size`` bytes, about
+    ``snapshot_share`` of them in snapshot chunks; the message counts."""
     rng = np.random.default_rng(20240501)
-    fmt = FilterFormat(SEED, BUCKETS)
-    chunk_bytes = 4 * (SNAPSHOT_CHUNK_BUCKETS * 8 + 64)
-    sessions = max(1, round(size * snapshot_share / chunk_bytes))
+    fmt = FilterFormat(SEED, buckets)
+    snapshot_bytes = -(-buckets // SNAPSHOT_CHUNK_BUCKETS) * 64 + buckets * 8
+    sessions = max(1, round(size * snapshot_share / snapshot_bytes))
     per_session = size // sessions
     counts = {"chunks": 0, "deltas": 0, "heartbeats": 0}
     ts = 1_700_000_000_000_000
@@ -108,9 +112,9 @@ def generate(path: Path, size: int, snapshot_share: float, median_images: int) -
         for s in range(sessions):
             sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
             written = 0
-            prod = producer(s + 1)
-            lane = rng.integers(0, 1 << 63, size=BUCKETS, dtype=np.uint64)
-            lane[rng.random(BUCKETS) < 0.5] = 0
+            prod = producer(s + 1, buckets)
+            lane = rng.integers(0, 1 << 63, size=buckets, dtype=np.uint64)
+            lane[rng.random(buckets) < 0.5] = 0
             seq = int(rng.integers(0, 1000))
 
             for payload in encode_snapshot_chunks(fmt, DC, seq, lane):
@@ -124,7 +128,7 @@ def generate(path: Path, size: int, snapshot_share: float, median_images: int) -
                 n = int(sizes[k % len(sizes)])
                 k += 1
                 images = np.empty(n, dtype=IMAGE_DTYPE)
-                images["bucket"] = _distinct(rng, n)
+                images["bucket"] = _distinct(rng, n, buckets)
                 images["word"] = rng.integers(0, 1 << 63, size=n, dtype=np.uint64)
                 ts += 500
                 delta = encode_delta(fmt, DC, seq, seq + 1, images)
@@ -151,10 +155,10 @@ def count_kinds(path: Path) -> dict[str, int]:
     return counts
 
 
-def _distinct(rng: np.random.Generator, n: int) -> np.ndarray:
-    b = np.unique(rng.integers(0, BUCKETS, size=n + 8))
+def _distinct(rng: np.random.Generator, n: int, buckets: int) -> np.ndarray:
+    b = np.unique(rng.integers(0, buckets, size=n + 8))
     while b.size < n:
-        b = np.unique(np.concatenate([b, rng.integers(0, BUCKETS, size=n)]))
+        b = np.unique(np.concatenate([b, rng.integers(0, buckets, size=n)]))
     return rng.permutation(b)[:n]
 
 
