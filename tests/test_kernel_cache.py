@@ -92,9 +92,10 @@ sys.exit(cli.main(["export", sys.argv[1], "-o", sys.argv[3], "--no-progress"]))
     reason="drops to an unprivileged user: needs root and setpriv (CI runs as root)",
 )
 def test_a_read_only_package_and_home_still_make_every_table() -> None:
-    """As ``nobody``, with the package's ``__pycache__`` and ``$HOME`` read-only and no
-    ``NUMBA_CACHE_DIR``: the frames table and ``export`` work and give root's tables, and the
-    kernels are cached in the user's private directory under ``$TMPDIR``."""
+    """As ``nobody``, with the package's ``__pycache__`` and ``$HOME`` read-only and
+    ``NUMBA_CACHE_DIR`` a path that cannot be made: the frames table and ``export`` work and
+    give root's tables, and the kernels are cached in the user's private directory under
+    ``$TMPDIR``."""
     from cbi1kit.analysis import export_parquet, frames_table
 
     work = Path(tempfile.mkdtemp(prefix="cbi1kit-ro-"))  # pytest's tmp_path is root's only
@@ -102,6 +103,7 @@ def test_a_read_only_package_and_home_still_make_every_table() -> None:
         work.chmod(0o777)
         home = work / "home"
         home.mkdir(mode=0o555)
+        (work / "a-file").write_text("the cache directory would have to be inside this")
         package = os.stat(ROOT / "cbi1kit" / "analysis")
         assert package.st_uid != 65534 and not package.st_mode & 0o002  # read-only to nobody
         res = subprocess.run(
@@ -119,7 +121,12 @@ def test_a_read_only_package_and_home_still_make_every_table() -> None:
             text=True,
             timeout=600,
             check=False,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(work)},
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(home),
+                "TMPDIR": str(work),
+                "NUMBA_CACHE_DIR": str(work / "a-file" / "numba"),
+            },
         )
         assert res.returncode == 0, res.stderr
         assert pl.read_parquet(work / "frames.parquet").equals(frames_table(SAMPLE).collect())
