@@ -445,10 +445,12 @@ def _verified_and_scanned(
 def _record_batches(
     records: Iterable[FrameRecord | pb.FilterUpdate], batch_records: int, damage: list[Any]
 ) -> Iterator[_Batch]:
-    """Batches from any record iterator (grpcurl, bare CBI1, messages); damage is kept."""
+    """Batches from any record iterator (grpcurl, bare CBI1, messages); damage is kept. A batch
+    ends at ``batch_records`` records or ``_GROUP_BYTES`` of them, so that a file of large frames
+    is not held whole."""
     it = iter(records)
     pending: list[FrameRecord] = []
-    count = 0
+    count = size = 0
 
     def flush() -> _Batch:
         raws = [r.raw for r in pending]
@@ -483,9 +485,11 @@ def _record_batches(
             rec = FrameRecord(count, 0, None, None, rec, rec.SerializeToString())
         pending.append(rec)
         count += 1
-        if len(pending) >= batch_records:
+        size += len(rec.raw)
+        if len(pending) >= batch_records or size >= _GROUP_BYTES:
             yield flush()
             pending.clear()
+            size = 0
     damage.append((None, count))
     if pending:
         yield flush()
