@@ -239,7 +239,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
                     streams[rec.stream_id][3] = close.status_name
                     streams[rec.stream_id][4] = close.error_reason or close.local_reason or ""
             except CaptureError as exc:
-                unreadable.append(at_record(exc, rec, str(path)))
+                unreadable.append(at_record(exc, str(path), rec.offset, rec.index))
                 continue
             if rec.type is RecordType.MESSAGE:
                 if rec.stream_id in streams:

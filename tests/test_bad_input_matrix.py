@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import math
 import tempfile
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cliutil import cli_run, one_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stream_roundtrip import build_stream
@@ -33,6 +33,7 @@ from cbi1kit._cli_common import Number
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import frames_table, replay
 from cbi1kit.capture import (
+    SUBSCRIBE_KV_POOL_METHOD,
     CaptureWriter,
     RecordType,
     read_capture,
@@ -41,7 +42,6 @@ from cbi1kit.capture import (
     read_grpcurl_json,
 )
 from cbi1kit.capture._file import FILE_MAGIC
-from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.relay._messages import (
     frame_from_filter_update,
@@ -58,22 +58,6 @@ STREAM = build_stream(deltas=4)
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
 
 relaxed = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def cli_run(*argv: str) -> tuple[int, str]:
-    """``cbi1kit ARGV`` in-process: (exit code, stderr). An exception escaping ``main`` is a
-    traceback for the user, so it fails the test here."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as exc:  # argparse: usage errors and --help
-            code = exc.code if isinstance(exc.code, int) else 2
-    return code, err.getvalue()
-
-
-def one_line(err: str) -> bool:
-    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def snapshot_tree(root: Path) -> dict[str, bytes | None]:
@@ -126,7 +110,7 @@ def _outside(number: Number) -> st.SearchStrategy[str]:
 def test_a_number_outside_its_range_is_a_usage_error(data: st.DataObject) -> None:
     command, flag, number = data.draw(st.sampled_from(NUMERIC))
     value = data.draw(_outside(number))
-    code, err = cli_run(command, f"{flag}={value}")
+    code, _, err = cli_run(command, f"{flag}={value}")
     assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
 
 
@@ -189,7 +173,7 @@ def test_a_missing_directory_or_empty_input(
     path = _bad(kind, tmp_path, b"")
     before = snapshot_tree(tmp_path)
     out = tmp_path / "out"
-    code, err = cli_run(*(a.replace("{in}", str(path)).replace("{out}", str(out)) for a in argv))
+    code, _, err = cli_run(*(a.replace("{in}", str(path)).replace("{out}", str(out)) for a in argv))
     assert code == 3 and one_line(err), (kind, err)
     assert str(path) in err or path.name in err, err
     assert snapshot_tree(tmp_path) == before  # nothing created, nothing touched
@@ -219,7 +203,7 @@ def test_foreign_bytes(argv_id: str, argv: list[str], foreign_code: int, foreign
         before = snapshot_tree(root)
         out = root / "out"
         argv = [a.replace("{in}", str(path)).replace("{out}", str(out)) for a in argv]
-        code, err = cli_run(*argv)
+        code, _, err = cli_run(*argv)
         assert code == foreign_code, (argv_id, foreign, code, err)
         if argv_id == "inspect":  # the problems are its report, on stdout
             assert err == ""
@@ -250,7 +234,7 @@ def test_an_existing_output_is_left_alone(
         (out / "frames.parquet").write_bytes(b"precious")
         (out / "index.html").write_bytes(b"precious")
     before = snapshot_tree(tmp_path)
-    code, err = cli_run(*(a.replace("{out}", str(out)) for a in argv))
+    code, _, err = cli_run(*(a.replace("{out}", str(out)) for a in argv))
     assert code in (2, 3) and one_line(err), err
     assert snapshot_tree(tmp_path) == before
 
@@ -396,5 +380,5 @@ def test_capture_records_of_every_type_with_any_body(
         assert sum(not hasattr(i, "damage") for i in items) >= 2  # what lay before is kept
         _typed_only(lambda: replay(path))
         _typed_only(lambda: frames_table(path).collect())
-        code, err = cli_run("replay", str(path), "--no-progress")
+        code, _, err = cli_run("replay", str(path), "--no-progress")
         assert code in (0, 1) and "Traceback" not in err
