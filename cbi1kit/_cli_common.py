@@ -13,6 +13,7 @@ from typing import Final, NoReturn
 from cbi1kit.errors import CaptureError, Cbi1kitError, OutputError, SimulationError
 
 __all__ = [
+    "EXIT_INTERRUPTED",
     "EXIT_INVALID",
     "EXIT_OK",
     "EXIT_UNREADABLE",
@@ -35,6 +36,7 @@ EXIT_OK: Final = 0
 EXIT_INVALID: Final = 1  # a recognised input that breaks a rule: problems, violations, damage
 EXIT_USAGE: Final = 2  # bad arguments, an output that exists
 EXIT_UNREADABLE: Final = 3  # missing, a directory, empty, unrecognised, denied, unwritable
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C, as a shell reports SIGINT
 
 U64_MAX: Final = (1 << 64) - 1
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from cbi1kit._cli_common import (
+    EXIT_INTERRUPTED,
     EXIT_INVALID,
     EXIT_OK,
     EXIT_UNREADABLE,
@@ -812,6 +813,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's convention, no traceback
+        print(f"cbi1kit {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (CliError, Cbi1kitError) as exc:
         print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
         return exit_code(exc)
