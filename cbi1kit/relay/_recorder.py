@@ -45,13 +45,15 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
-from cbi1kit.errors import Cbi1kitError, RecorderError
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.errors import Cbi1kitError, RecorderError, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
 from cbi1kit.relay._messages import (
     ERROR_REASON_TRAILER,
     MAX_MESSAGE_BYTES,
     RELAY_CONTRACT_MARKER,
     producer_key,
+    validate_relay_info,
 )
 from cbi1kit.relay._stream import StepKind, StreamChecker
 
@@ -73,7 +75,7 @@ __all__ = [
 _SERVICE: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
 RELAY_INFO_METHOD: Final = _SERVICE + "GetRelayInfo"
 CATALOG_METHOD: Final = _SERVICE + "WatchKvPoolCatalog"
-SUBSCRIBE_METHOD: Final = _SERVICE + "SubscribeKvPool"
+SUBSCRIBE_METHOD: Final = SUBSCRIBE_KV_POOL_METHOD  # the name the capture readers look for
 
 
 _SESSION_VARIANTS: Final = {0: "Stopped", 1: "Invalid", 2: "Usage", 3: "Unreachable"}
@@ -302,7 +304,6 @@ class Recorder:
         self._lock = threading.RLock()  # the writer and the shared state
         self._catalog_cond = threading.Condition(self._lock)
         self._catalog: pb.KvPoolCatalogUpdate | None = None
-        self._catalog_error: CloseInfo | None = None
         self._call: Any = None
         self._call_reason: str | None = None
         self._last_recv = time.monotonic()
@@ -486,12 +487,10 @@ class Recorder:
                 else:
                     close = CloseInfo(RELAY_INFO_METHOD, "OK", "", None, None, 1)
                     self._write_close(stream, close, _md(rpc.trailing_metadata()))
-                    if info.contract_marker != RELAY_CONTRACT_MARKER or info.protocol_version != 1:
-                        raise _session_error(
-                            f"relay speaks another contract (marker {info.contract_marker:#x}, "
-                            f"version {info.protocol_version})",
-                            1,
-                        )
+                    try:
+                        validate_relay_info(info)  # the contract's envelope rules, once
+                    except RelayWireError as exc:
+                        raise _session_error(f"relay speaks another contract: {exc}", 1) from None
                     return
             waited = time.monotonic() - started
             if cfg.give_up_after is not None and waited >= cfg.give_up_after:
