@@ -3,6 +3,7 @@ wiring (a brush reaching Python, a slider moving the lane) by setting what the f
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -105,7 +106,7 @@ def test_byte_spans_tile_the_frame_and_name_every_byte(name: str) -> None:
     data = (VECTORS / name).read_bytes()
     spans = W.byte_spans(data)
     assert spans[0].start == 0 and spans[-1].end == len(data)
-    assert all(a.end == b.start for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(spans))
     html = W.byte_explorer(data, shown=96)._repr_html_()
     assert html.count('data-offset="') == min(96, len(data))
     assert 'data-field="header.magic" data-offset="0"' in html
