@@ -16,15 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cbi1kit._cli_args import U64, OneLineParser, at_least, ranged, real_above, real_at_least
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit._cli_common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    EXIT_USAGE,
+    U64,
+    OneLineParser,
+    at_least,
+    exit_code,
+    ranged,
+    real_above,
+    real_at_least,
+)
+from cbi1kit.errors import CaptureError, Cbi1kitError
 
 __all__ = ["main", "register"]
-
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_UNREADABLE = 3
 
 
 def _err(command: str, message: str) -> None:
@@ -97,9 +104,12 @@ def _record(args: argparse.Namespace, capture: Path, root: bytes | None) -> int:
     except OSError as exc:
         _err("record", f"cannot write {capture}: {exc.strerror or exc}")
         return EXIT_UNREADABLE
-    except Cbi1kitError as exc:  # e.g. --append to a file that is no capture
+    except CaptureError as exc:  # --append to a file that is no capture: nothing to append to
+        _err("record", f"cannot append to {capture}: {exc.detail}")
+        return EXIT_UNREADABLE
+    except Cbi1kitError as exc:
         _err("record", str(exc))
-        return EXIT_INVALID
+        return exit_code(exc)
     if args.list:
         catalog = recorder.catalog()
         if catalog is not None:
@@ -173,7 +183,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     except (Cbi1kitError, ValueError) as exc:
         _err("serve", str(exc))
-        return EXIT_INVALID
+        return exit_code(exc) if isinstance(exc, Cbi1kitError) else EXIT_INVALID
     print(f"serving a SIMULATED relay on {server.address} (Ctrl-C stops)", flush=True)
     _on_signals(server._stopping.set)
     try:

@@ -16,9 +16,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from cbi1kit._cli_args import U64, U64_MAX, OneLineParser, at_least, ranged, real_at_least
+from cbi1kit._cli_common import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    EXIT_USAGE,
+    U64,
+    U64_MAX,
+    CliError,
+    OneLineParser,
+    at_least,
+    check_source,
+    exit_code,
+    ranged,
+    real_at_least,
+)
 from cbi1kit._cli_relay import register as register_relay
-from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, OutputError, SimulationError
+from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError
 from cbi1kit.wire._format import (
     FRAME_HEAD_BYTES,
     IMAGES_MAX_FRAME_BYTES,
@@ -30,20 +45,7 @@ from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PRE
 
 __all__ = ["main"]
 
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_UNREADABLE = 3
-
 Handler = Callable[[argparse.Namespace], int]
-
-
-class CliError(Exception):
-    """A one-line, user-facing failure with its exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_UNREADABLE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _expected_format(args: argparse.Namespace) -> FilterFormat | None:
@@ -72,12 +74,15 @@ def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
     alone, without reading the rest."""
     try:
         size = path.stat().st_size
-        if size <= IMAGES_MAX_FRAME_BYTES:
-            return inspect(path.read_bytes(), fmt)
-        with open(path, "rb") as f:
-            return inspect(f.read(FRAME_HEAD_BYTES), fmt, length=size)
+        if size > IMAGES_MAX_FRAME_BYTES:
+            with open(path, "rb") as f:
+                return inspect(f.read(FRAME_HEAD_BYTES), fmt, length=size)
+        data = path.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not data:
+        raise CliError(f"cannot read {path}: empty input (no bytes)")
+    return inspect(data, fmt)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -175,12 +180,8 @@ def _replay(path: Path, fmt: FilterFormat | None, progress: bool, *, history: bo
     from cbi1kit.analysis._replay import replay
     from cbi1kit.capture._readers import read_frames
 
-    if not path.exists():
-        raise CliError(f"cannot read {path}: No such file or directory")
-    try:
-        records = read_frames(path, damage="report")
-    except (OSError, CaptureError) as exc:
-        raise CliError(f"cannot read {path}: {exc}") from None
+    check_source(path)
+    records = read_frames(path, damage="report")
     with _progress(f"replay {path.name}", None, progress) as advance:
         return replay(
             _counted(records, advance), expected_format=fmt, keep_history=history, keep_events=False
@@ -254,7 +255,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
                     streams[rec.stream_id][3] = close.status_name
                     streams[rec.stream_id][4] = close.error_reason or close.local_reason or ""
             except CaptureError as exc:
-                unreadable.append(at_record(exc, rec, str(path)))
+                unreadable.append(at_record(exc, str(path), rec.offset, rec.index))
                 continue
             if rec.type is RecordType.MESSAGE:
                 if rec.stream_id in streams:
@@ -407,13 +408,7 @@ def _run_simulation(
 
     if out.exists() and not force:
         raise CliError(f"{out} exists (use --force to overwrite)", EXIT_USAGE)
-    if not trace.exists():
-        raise CliError(f"cannot read {trace}: No such file or directory")
-    try:
-        workload = read_mooncake(trace, limit=limit)
-    except SimulationError as exc:
-        code = EXIT_UNREADABLE if exc.context.get("line") is None else EXIT_INVALID
-        raise CliError(str(exc), code) from None
+    workload = read_mooncake(trace, limit=limit)  # a bad trace: exit_code's answer
     out.parent.mkdir(parents=True, exist_ok=True)
     with _progress(f"simulate {trace.name}", len(workload), progress) as advance:
         return simulate_capture(workload, out, config, overwrite=force, progress=advance)
@@ -524,14 +519,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from cbi1kit.analysis._export import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
-    from cbi1kit.capture._readers import read_frames
-
-    if not args.capture.exists():
-        raise CliError(f"cannot read {args.capture}: No such file or directory")
-    try:
-        read_frames(args.capture)  # recognises the source (or says what it is not)
-    except (OSError, CaptureError) as exc:
-        raise CliError(f"cannot read {args.capture}: {exc}") from None
+    check_source(args.capture)
     with _progress(f"export {args.capture.name}", None, not args.no_progress):
         written = export_parquet(args.capture, args.output, overwrite=args.force)
     for name, where in written.items():
@@ -671,8 +659,7 @@ def _build_report(
 ) -> Any:
     from cbi1kit.viz._report import build_report
 
-    if not capture.exists():
-        raise CliError(f"cannot read {capture}: no such file")
+    check_source(capture)
     if notebooks is not None and not notebooks.is_dir():
         raise CliError(f"{notebooks}: no notebooks folder", EXIT_USAGE)
 
@@ -705,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="cbi1kit",
         description="See inside NVIDIA Dynamo's KV-cache filter stream (CBI1 frames).",
-        epilog="exit codes: 0 ok, 1 invalid input, 2 usage error, 3 unreadable input",
+        epilog="exit codes: 0 ok, 1 invalid input, 2 usage error, 3 unreadable input or output",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -839,18 +826,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
-    except CliError as exc:
-        print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
-        return exc.code
-    except OutputError as exc:
-        print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except Cbi1kitError as exc:
-        print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's convention, no traceback
+        print(f"cbi1kit {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (CliError, Cbi1kitError) as exc:
+        print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
+        return exit_code(exc)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"cbi1kit {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
+        return exit_code(exc)

@@ -78,6 +78,23 @@ pl.DataFrame(ck.wire.layout_rows())
 ck.viz.byte_map_chart(delta_bytes)
 
 # %% [markdown]
+# Hover any byte below: its field, value and offset (in the layout tables' words).
+
+# %%
+ck.viz.byte_explorer(delta_bytes)
+
+# %% [markdown]
+# ### A filter to play with
+#
+# Sixteen buckets of four slots, half full. Insert a hash (or leave the box empty for a random
+# one) and watch its fingerprint and buckets *a*/*b*; once both buckets are full the insert
+# kicks a resident fingerprint to its other bucket, and so on. Every step publishes the delta
+# frame a relay would ship: the absolute words of the buckets it wrote, bytes labelled.
+
+# %%
+ck.viz.filter_playground(16, seed=seed, fill=32)
+
+# %% [markdown]
 # ## 3. The checksum
 #
 # The last header field is the low 32 bits of `xxh3_64` over everything after byte 48. The decoder

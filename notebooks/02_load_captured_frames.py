@@ -90,6 +90,17 @@ ck.viz.occupancy_chart(lane, bins=256)
 ck.viz.bucket_words_table(lane, 0, 12)
 
 # %% [markdown]
+# ### Scrub through the stream
+#
+# Move the slider: the lane as the consumer held it right after that sequence, its load, and
+# the delta that made it (every bucket word it wrote, before and after). Between two snapshot
+# sessions there is no lane a router could use, and the scrubber says so. (In the static
+# report: the view at the final sequence.)
+
+# %%
+ck.viz.stream_scrubber(capture, report=report)
+
+# %% [markdown]
 # ## Your own files
 #
 # A grpcurl dump reads back identically. Here we write the first messages of the capture the way

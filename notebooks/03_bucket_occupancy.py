@@ -15,9 +15,7 @@ trace = "../data/mooncake/conversation_trace.jsonl"
 requests = 3000  # trace prefix for the re-simulations (keeps the notebook fast)
 
 # %%
-import altair as alt
 import polars as pl
-from IPython.display import display
 
 import cbi1kit as ck
 
@@ -32,26 +30,11 @@ pl.DataFrame([stats.as_dict()]).select(
 # ## Where the fingerprints sit
 #
 # Each stripe is a range of buckets, coloured by its slot load. Brush the top strip to zoom the
-# bottom one. In a live JupyterLab the brushed range comes back to Python and the words are
-# listed below; executed headless (as in the report), the first buckets are listed instead.
+# bottom one: in a live JupyterLab the brushed range comes back to Python and its words are
+# listed under the chart. Executed headless (as in the report), the first buckets are listed.
 
 # %%
-chart = ck.viz.occupancy_chart(lane, bins=512)
-words = ck.viz.bucket_words_table(lane, 0, 16)
-if ck.viz.interactive_charts():  # a live kernel with anywidget: the brush reaches Python
-    widget = alt.JupyterChart(chart)
-
-    def show_brushed(change: dict) -> None:
-        brushed = change["new"].value or {}
-        if "bucket_start" in brushed:
-            start, end = brushed["bucket_start"]
-            display(ck.viz.bucket_words_table(lane, int(start), int(end) + 1))
-
-    widget.selections.observe(show_brushed, ["range"])
-    display(widget)
-else:  # static (report builds, no anywidget): the chart alone, and the first buckets below
-    display(chart)
-words
+ck.viz.occupancy_explorer(lane, bins=512)
 
 # %% [markdown]
 # ## Slots per bucket against theory

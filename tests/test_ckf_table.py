@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_occupancy, pack_slots, unpack_slots
-from cbi1kit.ckf._table import CuckooTable, SplitMix64
+from cbi1kit.ckf._table import MAX_KICKS, CuckooTable, SplitMix64
 from cbi1kit.errors import CkfError
 
 SEED = 0x123456789ABCDEF0
@@ -147,3 +147,41 @@ def test_store_remove_churn_drains_every_slot() -> None:
     for h in reversed(hashes):
         table.delete(h)
     assert table.words_list() == [0] * 64
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    log2=st.integers(1, 8),
+    seed=st.integers(0, (1 << 64) - 1),
+    rng_state=st.integers(0, (1 << 64) - 1),
+    max_kicks=st.sampled_from([0, 1, 2, 17, 500, MAX_KICKS]),
+    items=st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=300),
+)
+def test_the_compiled_insert_equals_its_python_reference(
+    log2: int, seed: int, rng_state: int, max_kicks: int, items: list[int]
+) -> None:
+    """Every insert, to failure and past it (roll-backs included), writes the same words, the
+    same (bucket, before) pairs, and leaves the RNG where the reference does."""
+    from cbi1kit.ckf._kick import insert_walk_reference
+
+    addressing = CkfAddressing(1 << log2, seed)
+    table = CuckooTable(addressing)
+    rng = SplitMix64(rng_state)
+    words = [0] * (1 << log2)
+    state = rng.state
+    t_bucket, t_before = [0] * (MAX_KICKS + 1), [0] * (MAX_KICKS + 1)
+    for item in items:
+        fp, a, b = addressing.prepare_ints(item)
+        got = table.insert_prepared(fp, a, b, rng, max_kicks)
+        n, state = insert_walk_reference(
+            words, addressing._delta_list, fp, a, b, state, max_kicks, t_bucket, t_before
+        )
+        assert rng.state == state
+        assert got == (None if n < 0 else list(zip(t_bucket[:n], t_before[:n], strict=True)))
+        assert table.words_list() == words
+
+
+def test_a_kick_budget_beyond_the_scratch_space_is_refused() -> None:
+    table = CuckooTable(CkfAddressing(16, SEED))
+    with raises_variant(CkfError, "InvalidMaxKicks"):
+        table.insert(1, SplitMix64(1), MAX_KICKS + 1)

@@ -361,8 +361,9 @@ NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 
 
 def _as_nobody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    quiet = ["--quiet"] if args[0] == "record" else [] if args[0] == "serve" else ["--no-progress"]
     return subprocess.run(
-        [*NOBODY, sys.executable, "-m", "cbi1kit", *args, "--no-progress"],
+        [*NOBODY, sys.executable, "-m", "cbi1kit", *args, *quiet],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -395,6 +396,9 @@ def _permission_cases(work: Path) -> None:
     locked = work / "locked.kvrcap"
     shutil.copy(ROOT / "data" / "sample.kvrcap", locked)
     locked.chmod(0o000)
+    trace = work / "locked.jsonl"
+    trace.write_text("".join(TRACE.read_text().splitlines(keepends=True)[:20]))
+    trace.chmod(0o000)
     readonly = work / "ro"
     readonly.mkdir()
     readonly.chmod(0o555)
@@ -406,12 +410,20 @@ def _permission_cases(work: Path) -> None:
         (["export", sample, "-o", str(readonly / "tables")], str(readonly / "tables")),
         (["simulate", str(TRACE), "-o", str(readonly / "x.kvrcap"), "--limit", "20"], "ro"),
         (["report", sample, "-o", str(readonly / "rep"), "--no-notebooks"], "ro"),
+        (["simulate", str(trace), "-o", str(work / "sim.kvrcap")], str(trace)),
+        (
+            ["report", sample, "-o", str(work / "rep"), "--trace", str(trace), "--no-notebooks"],
+            str(trace),
+        ),
+        (["serve", "--trace", str(trace), "--duration", "0.2"], str(trace)),
+        (["record", "127.0.0.1:1", "-o", str(readonly / "r.kvrcap"), "--timeout", "0.2"], "ro"),
     ]
     for argv, named in cases:
         res = _as_nobody(*argv, cwd=work)
         assert res.returncode == 3, (argv, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and named in res.stderr, res.stderr
     assert list(readonly.iterdir()) == []
+    assert sorted(p.name for p in work.iterdir()) == ["locked.jsonl", "locked.kvrcap", "ro"]
 
 
 def test_inspect_of_a_file_too_large_to_be_a_frame_reads_its_head_only(

@@ -1,4 +1,5 @@
-"""Record from the simulated relay over loopback gRPC, with every injected fault.
+"""Record from the simulated relay over loopback gRPC, with every injected fault (the
+malformed-message faults and relay restarts: ``test_recorder_faults``).
 
 Loopback only (127.0.0.1, ephemeral ports); every wait is bounded; servers stop in fixtures.
 """
@@ -11,18 +12,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import numpy as np
 import numpy.typing as npt
 import pytest
+from relayfixtures import (
+    Running,
+    Stream,
+    read_streams,
+    recorder_config,
+    run_to_end,
+    subscriptions,
+    wait_for,
+)
 
 from cbi1kit._cli_relay import main as relay_main
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_close, decode_stream_open
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
 from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
@@ -31,8 +40,6 @@ from cbi1kit.relay._recorder import (
     SUBSCRIBE_METHOD,
     Action,
     PoolSelector,
-    Recorder,
-    RecorderConfig,
     classify_close,
 )
 from cbi1kit.relay._stream import StepKind, StreamChecker
@@ -50,42 +57,9 @@ from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
 from cbi1kit.wire._format import FilterFormat
 
 ROOT = Path(__file__).parents[1]
-FAST = ServerConfig(pace=0.005, heartbeat_interval=0.2)
 
 
 # ------------------------------------------------------------------------------ helpers
-
-
-@dataclass
-class Stream:
-    method: str
-    messages: list[bytes] = field(default_factory=list)
-    close: dict[str, object] | None = None
-    request: bytes = b""
-
-
-def read_streams(path: Path) -> list[Stream]:
-    streams: dict[int, Stream] = {}
-    with CaptureReader(path) as reader:
-        for rec in reader.records():
-            if rec.type is RecordType.STREAM_OPEN:
-                opened = decode_stream_open(rec.body)
-                streams[rec.stream_id] = Stream(opened.method, request=opened.request)
-            elif rec.type is RecordType.MESSAGE:
-                streams[rec.stream_id].messages.append(rec.body)
-            elif rec.type is RecordType.STREAM_CLOSE:
-                c = decode_stream_close(rec.body)
-                streams[rec.stream_id].close = {
-                    "status": c.status_name,
-                    "reason": c.error_reason,
-                    "local": c.local_reason,
-                    "count": c.message_count,
-                }
-    return list(streams.values())
-
-
-def subscriptions(path: Path) -> list[Stream]:
-    return [s for s in read_streams(path) if s.method == SUBSCRIBE_METHOD]
 
 
 @dataclass
@@ -146,84 +120,6 @@ def replay_capture(path: Path) -> Replayed:
         assert report.ok, report.violations
         assert np.array_equal(np.asarray(report.final_lane, dtype=np.uint64), last.lane)
     return last
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-
-
-class Running:
-    """A recorder on a thread, always stopped and joined."""
-
-    def __init__(self, config: RecorderConfig) -> None:
-        self.recorder = Recorder(config)
-        self.thread = threading.Thread(target=self.recorder.run, daemon=True)
-        self.thread.start()
-
-    @property
-    def report(self):  # type: ignore[no-untyped-def]
-        return self.recorder.report
-
-    def finish(self, timeout: float = 10.0) -> None:
-        self.recorder.stop("test done")
-        self.thread.join(timeout)
-        assert not self.thread.is_alive()
-
-
-def recorder_config(address: str, path: Path, **kw: object) -> RecorderConfig:
-    base: dict[str, object] = {
-        "status": False,
-        "seed": 7,
-        "backoff_initial": 0.05,
-        "backoff_max": 0.3,
-        "rpc_timeout": 5.0,
-        "give_up_after": 10.0,
-    }
-    base.update(kw)
-    return RecorderConfig(address, path, **base)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., RelayServer]]:
-    servers: list[RelayServer] = []
-
-    def start(feed: object, config: ServerConfig = FAST, **kw: object) -> RelayServer:
-        srv = RelayServer(feed, config, **kw).start()  # type: ignore[arg-type]
-        servers.append(srv)
-        return srv
-
-    yield start
-    for srv in servers:
-        srv.stop(0)
-
-
-@pytest.fixture
-def recorders() -> Iterator[Callable[[RecorderConfig], Running]]:
-    running: list[Running] = []
-
-    def start(config: RecorderConfig) -> Running:
-        r = Running(config)
-        running.append(r)
-        return r
-
-    yield start
-    for r in running:
-        if r.thread.is_alive():
-            r.finish()
-
-
-def run_to_end(srv: RelayServer, rec: Running, feed: ProducerFeed | FrameListFeed) -> None:
-    def done() -> bool:
-        r = rec.report
-        live = r.last_kind in ("FILTER_UPDATE_KIND_DELTA", "FILTER_UPDATE_KIND_HEARTBEAT")
-        return srv.pool_exhausted() and live and r.last_sequence == feed.sequence
-
-    wait_for(done)
-    rec.finish()
 
 
 # ------------------------------------------------------------------------------ the happy path
@@ -295,7 +191,7 @@ def test_append_to_an_empty_or_foreign_file_is_refused(tmp_path: Path) -> None:
         code = relay_main(
             ["record", "127.0.0.1:1", "-o", str(path), "--append", "--quiet", "--timeout", "1"]
         )
-        assert code == 1 and path.read_bytes() == content
+        assert code == 3 and path.read_bytes() == content  # no capture: unreadable
 
 
 def test_selection_errors(tmp_path: Path, serve: Callable[..., RelayServer]) -> None:

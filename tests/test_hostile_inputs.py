@@ -9,21 +9,25 @@ the messages of an otherwise valid stream.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import struct
 import tempfile
 from pathlib import Path
 
 import pytest
+from cliutil import cli_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stream_roundtrip import Stream, build_stream
 
-from cbi1kit import cli
 from cbi1kit.analysis import export_parquet, frames_table, replay
-from cbi1kit.capture import CaptureReader, CaptureWriter, RecordType, read_capture
-from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture import (
+    SUBSCRIBE_KV_POOL_METHOD,
+    CaptureReader,
+    CaptureWriter,
+    RecordType,
+    read_capture,
+)
 from cbi1kit.errors import CaptureError, Cbi1kitError
 
 STREAM = build_stream(deltas=6)
@@ -79,13 +83,6 @@ def _capture(path: Path, stream: Stream, open_body: bytes, close_body: bytes) ->
     return path
 
 
-def _cli(*argv: str) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = cli.main(list(argv))
-    return code, err.getvalue()
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(open_body=bodies, close_body=bodies)
 def test_control_records_with_any_body_never_crash_a_reader(
@@ -103,7 +100,7 @@ def test_control_records_with_any_body_never_crash_a_reader(
         assert frames_table(path).collect().height >= len(STREAM.messages)
         export_parquet(path, Path(tmp) / "tables")
         for command in ("replay", "inspect", "stats"):
-            code, err = _cli(command, str(path), "--no-progress")
+            code, _, err = cli_run(command, str(path), "--no-progress")
             assert code in (0, 1), (command, err)
             assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
 
@@ -142,7 +139,7 @@ def test_a_huge_record_number_jump_is_bounded_damage(jump: int, tmp_path: Path) 
     assert 0 <= damages[0].frames <= path.stat().st_size // 48 + 1
     assert replay(path).records < path.stat().st_size
     frames_table(path).collect()
-    code, err = _cli("replay", str(path), "--no-progress")
+    code, _, err = cli_run("replay", str(path), "--no-progress")
     assert code == 1 and "Traceback" not in err
 
 
@@ -164,7 +161,7 @@ def test_hostile_json_dumps_give_typed_errors(content: bytes, tmp_path: Path) ->
     with pytest.raises(CaptureError):
         list(read_grpcurl_json(content))
     for command, extra in (("replay", []), ("export", ["-o", str(tmp_path / "out")])):
-        code, err = _cli(command, str(path), "--no-progress", *extra)
+        code, _, err = cli_run(command, str(path), "--no-progress", *extra)
         assert code in (1, 3), (command, err)  # invalid or unreadable, never 0
         assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
 
@@ -181,12 +178,12 @@ def test_hostile_traces_name_their_line_and_create_nothing(content: bytes, tmp_p
     trace = tmp_path / "trace.jsonl"
     trace.write_bytes(content)
     out = tmp_path / "sim.kvrcap"
-    code, err = _cli("simulate", str(trace), "-o", str(out), "--no-progress")
+    code, _, err = cli_run("simulate", str(trace), "-o", str(out), "--no-progress")
     assert code == 1 and f"{trace}:" in err and "Traceback" not in err, err
     assert not out.exists()
     report = tmp_path / "report"
     sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
-    code, err = _cli(
+    code, _, err = cli_run(
         "report", str(sample), "-o", str(report), "--trace", str(trace), "--no-notebooks"
     )
     assert code == 1 and "Traceback" not in err and not report.exists()

@@ -30,7 +30,7 @@ TOP = {
     "__init__": "cli",
     "__main__": "cli",
     "_cli_relay": "cli",
-    "_cli_args": "cli",
+    "_cli_common": "cli",
     "cli": "cli",
     "errors": "errors",
     "_lazy": "errors",

@@ -39,7 +39,8 @@ from cbi1kit.analysis._schema import (
     _Scanned,
 )
 from cbi1kit.analysis._sources import _Batch, _CaptureScan, _is_capture, _record_batches
-from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD, read_frames
+from cbi1kit.capture._readers import read_frames
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import CaptureError, Cbi1kitError, RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
 from cbi1kit.wire._rules import RULES

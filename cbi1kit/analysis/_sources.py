@@ -28,11 +28,11 @@ from cbi1kit.capture._file import (
     CaptureReader,
     IndexBlock,
     RecordType,
-    decode_stream_open,
     read_index,
     release_pages,
 )
 from cbi1kit.capture._readers import FrameRecord
+from cbi1kit.capture._streams import FrameStreams
 from cbi1kit.errors import CaptureError, Cbi1kitError
 
 __all__: list[str] = []
@@ -154,9 +154,7 @@ class _CaptureScan:
     ) -> None:
         self.path = str(path)
         self.indexed = indexed  # read verified blocks through the index (the compiled kernel)
-        self.methods = set(methods)
-        self.frame_streams: dict[int, int] = {}  # stream id -> record number of its open
-        self.open_streams: set[int] = set()
+        self.streams = FrameStreams(methods, self.path)  # the rule read_capture follows
         self.blocks_verified = 0
         self.records_walked = 0
         self.control_damage: list[CaptureError] = []  # unreadable STREAM_OPENs, not yet yielded
@@ -259,15 +257,22 @@ class _CaptureScan:
                 bytes(mm[int(offs[k]) + RECORD_HEADER_LEN : int(ends[k])]),
             )
         msg = np.flatnonzero(rtype == RecordType.MESSAGE)
-        if msg.size and self.frame_streams:
+        if msg.size:
             ms = sid[msg]
+            first = self.streams.first
             lo, hi = int(ms.min()), int(ms.max())
-            if lo == hi:  # one stream: the usual capture
-                msg = msg[self.frame_streams.get(lo, _NOT_OPEN) < numbers[msg]]
+            if lo == hi and lo in first:  # one known stream: the usual capture
+                msg = msg[first[lo] <= numbers[msg]]
             else:
-                u, inv = np.unique(ms, return_inverse=True)
-                first = np.array([self.frame_streams.get(int(x), _NOT_OPEN) for x in u.tolist()])
-                msg = msg[first[inv] < numbers[msg]]
+                u, at, inv = np.unique(ms, return_index=True, return_inverse=True)
+                for x, k in zip(u.tolist(), at.tolist(), strict=True):
+                    if self.streams.undecided(x):  # its open was lost: its first message says
+                        m = int(msg[k])
+                        end = int(ends[m])
+                        body = bytes(mm[end - int(length[m]) : end])
+                        self.streams.is_frame(x, int(numbers[m]), body)
+                starts = np.array([first.get(int(x), _NOT_OPEN) for x in u.tolist()])
+                msg = msg[starts[inv] <= numbers[msg]]
             whole = len(msg) == len(offs)  # every record a frame: the arrays as they are
 
             def pick(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -286,28 +291,10 @@ class _CaptureScan:
         return len(blocks)
 
     def _control(self, rtype: int, sid: int, number: int, offset: int, body: bytes) -> None:
-        """A stream open or close, as ``read_capture`` tracks them; an open that does not decode
-        is damage at its record (its stream's messages belong to no known method)."""
-        if rtype == RecordType.STREAM_CLOSE:
-            self.open_streams.discard(sid)
-            return
-        try:
-            method = decode_stream_open(body).method
-        except CaptureError as exc:
-            self.control_damage.append(
-                CaptureError(
-                    exc.variant,
-                    exc.detail,
-                    source=self.path,
-                    offset=offset,
-                    record_index=number,
-                    field=exc.field,
-                )
-            )
-            return
-        if method in self.methods:
-            self.frame_streams.setdefault(sid, number)
-            self.open_streams.add(sid)
+        """A stream open or close; an open that does not decode is damage at its record."""
+        err = self.streams.control(rtype, sid, number, offset, body)
+        if err is not None:
+            self.control_damage.append(err)
 
     def _walk(
         self, reader: CaptureReader, rows: _Rows, offset: int, number: int
@@ -340,17 +327,17 @@ class _CaptureScan:
                 if item.record_type is not None:
                     frames = int(
                         item.record_type is RecordType.MESSAGE
-                        and item.stream_id in self.open_streams
+                        and item.stream_id in self.streams.open
                     )
                 else:
-                    frames = len(item.skipped) if self.open_streams and not item.truncated else 0
+                    frames = len(item.skipped) if self.streams.open and not item.truncated else 0
                 yield item.error, rows.frame_index
                 rows.frame_index += frames
                 continue
             self.records_walked += 1
             rtype = item.type
             if rtype is RecordType.MESSAGE:
-                if item.stream_id in self.frame_streams:
+                if self.streams.is_frame(item.stream_id, item.index, item.body):
                     stream_a.append(item.stream_id)
                     offset_a.append(item.offset)
                     len_a.append(len(item.body))

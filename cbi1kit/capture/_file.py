@@ -230,14 +230,14 @@ def _pairs(meta: dict[str, Any], key: str, what: str) -> tuple[tuple[str, str], 
     return tuple((k, v) for k, v in items)
 
 
-def at_record(error: CaptureError, record: CaptureRecord, source: str) -> CaptureError:
-    """``error`` (from decoding ``record``'s body) placed at the record: offset and index."""
+def at_record(error: CaptureError, source: str, offset: int, record_index: int) -> CaptureError:
+    """``error`` (from decoding a record's body) placed at the record: offset and index."""
     return CaptureError(
         error.variant,
         error.detail,
         source=source,
-        offset=record.offset,
-        record_index=record.index,
+        offset=offset,
+        record_index=record_index,
         field=error.field,
     )
 

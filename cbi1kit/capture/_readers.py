@@ -30,9 +30,8 @@ from cbi1kit.capture._file import (
     CaptureDamage,
     CaptureReader,
     RecordType,
-    at_record,
-    decode_stream_open,
 )
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, FrameStreams
 from cbi1kit.errors import CaptureError
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
@@ -49,7 +48,6 @@ from cbi1kit.wire._format import (
 )
 
 __all__ = [
-    "SUBSCRIBE_KV_POOL_METHOD",
     "FrameDamage",
     "FrameRecord",
     "read_capture",
@@ -59,7 +57,6 @@ __all__ = [
     "write_grpcurl_json",
 ]
 
-SUBSCRIBE_KV_POOL_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
 _CBI1_HEAD: Final = struct.Struct("<4sHH2BH QQQQI")
 _U32: Final = struct.Struct("<I")
 _B64: Final = re.compile(r"[A-Za-z0-9+/\-_]*={0,2}")
@@ -135,76 +132,63 @@ def read_capture(
     ``FrameRecord | FrameDamage``).
     """
     source = str(path)
-    wanted = set(methods)
-    frame_streams: set[int] = set()
-    open_streams: set[int] = set()
+    streams = FrameStreams(methods, source)
     index = 0
     report = damage == "report"
     with CaptureReader(path) as reader:
-        try:
-            for rec in reader.items():
-                if isinstance(rec, CaptureDamage):
-                    if not report:
-                        raise rec.error
-                    if rec.record_type is not None:
-                        frames = int(
-                            rec.record_type is RecordType.MESSAGE and rec.stream_id in open_streams
-                        )
-                    else:
-                        frames = len(rec.skipped) if open_streams and not rec.truncated else 0
-                    yield FrameDamage(index, frames, rec.error, rec)
-                    index += frames
-                    continue
-                if rec.type is RecordType.STREAM_CLOSE:
-                    open_streams.discard(rec.stream_id)
-                if rec.type is RecordType.STREAM_OPEN:
-                    try:
-                        method = decode_stream_open(rec.body).method
-                    except CaptureError as exc:
-                        # an unreadable stream open: damage at its record; the stream's
-                        # messages belong to no known method and are passed over
-                        err = at_record(exc, rec, source)
-                        if not report:
-                            raise err from None
-                        lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
-                        yield FrameDamage(index, 0, err, lost)
-                        continue
-                    if method in wanted:
-                        frame_streams.add(rec.stream_id)
-                        open_streams.add(rec.stream_id)
-                elif rec.type is RecordType.MESSAGE and rec.stream_id in frame_streams:
-                    try:
-                        update = pb.FilterUpdate.FromString(rec.body)
-                    except DecodeError as exc:
-                        err = CaptureError(
-                            "Unreadable",
-                            f"not a FilterUpdate message: {exc}",
-                            source=source,
-                            offset=rec.offset,
-                            record_index=rec.index,
-                            field="FilterUpdate",
-                        )
-                        if not report:
-                            raise err from None
-                        # an intact record whose bytes are no message: it uses up its frame
-                        # index, and reading goes on (the table shows it as a row, too)
-                        lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
-                        yield FrameDamage(index, 1, err, lost)
-                        index += 1
-                        continue
-                    yield FrameRecord(
-                        index,
-                        rec.offset,
-                        rec.recv_unix_ns,
-                        rec.recv_mono_ns,
-                        update,
-                        rec.body,
-                        rec.stream_id,
-                        source,
+        for rec in reader.items():
+            if isinstance(rec, CaptureDamage):
+                if not report:
+                    raise rec.error
+                if rec.record_type is not None:
+                    frames = int(
+                        rec.record_type is RecordType.MESSAGE and rec.stream_id in streams.open
                     )
+                else:
+                    frames = len(rec.skipped) if streams.open and not rec.truncated else 0
+                yield FrameDamage(index, frames, rec.error, rec)
+                index += frames
+                continue
+            if rec.type is RecordType.STREAM_OPEN or rec.type is RecordType.STREAM_CLOSE:
+                err = streams.control(rec.type, rec.stream_id, rec.index, rec.offset, rec.body)
+                if err is not None:  # an unreadable open: damage at its record
+                    if not report:
+                        raise err
+                    lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
+                    yield FrameDamage(index, 0, err, lost)
+            elif rec.type is RecordType.MESSAGE and streams.is_frame(
+                rec.stream_id, rec.index, rec.body
+            ):
+                try:
+                    update = pb.FilterUpdate.FromString(rec.body)
+                except DecodeError as exc:
+                    err = CaptureError(
+                        "Unreadable",
+                        f"not a FilterUpdate message: {exc}",
+                        source=source,
+                        offset=rec.offset,
+                        record_index=rec.index,
+                        field="FilterUpdate",
+                    )
+                    if not report:
+                        raise err from None
+                    # an intact record whose bytes are no message: it uses up its frame
+                    # index, and reading goes on (the table shows it as a row, too)
+                    lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
+                    yield FrameDamage(index, 1, err, lost)
                     index += 1
-        except CaptureError:
-            raise
+                    continue
+                yield FrameRecord(
+                    index,
+                    rec.offset,
+                    rec.recv_unix_ns,
+                    rec.recv_mono_ns,
+                    update,
+                    rec.body,
+                    rec.stream_id,
+                    source,
+                )
+                index += 1
 
 
 # ------------------------------------------------------------------------------ grpcurl JSON

@@ -5,8 +5,8 @@ RNG to advance exactly as upstream: one draw picks the kick start bucket (even w
 ``max_kicks == 0``, the relocation-free re-offer), then one draw per kick picks the victim slot;
 a failed insert rolls every write back but keeps the RNG advanced by ``1 + max_kicks`` draws.
 
-The insert walk is inherently sequential (each kick depends on the last), so it is a tight loop
-over Python ints on a ``list[int]`` of words — faster per step than numpy scalar indexing.
+The insert walk is inherently sequential (each kick depends on the last): it is one compiled
+kernel over the table's uint64 words (``_kick``), with a Python reference beside it.
 Everything whole-lane (occupancy, probes) goes through numpy via :meth:`CuckooTable.words`.
 """
 
@@ -81,20 +81,30 @@ class CuckooTable:
     caller (the producer's publication window) can keep the first "before" per bucket.
     """
 
-    __slots__ = ("_alt", "_words", "addressing", "deletes", "insert_failures", "inserts")
+    __slots__ = (
+        "_t_before",
+        "_t_bucket",
+        "_words",
+        "addressing",
+        "deletes",
+        "insert_failures",
+        "inserts",
+    )
 
     def __init__(self, addressing: CkfAddressing, words: npt.ArrayLike | None = None) -> None:
         self.addressing = addressing
         if words is None:
-            self._words: list[int] = [0] * addressing.bucket_count
+            self._words = np.zeros(addressing.bucket_count, dtype=np.uint64)
         else:
-            arr = np.asarray(words, dtype=np.uint64)
+            arr = np.array(words, dtype=np.uint64)  # a copy: the table owns its words
             if arr.shape != (addressing.bucket_count,):
                 raise ValueError(
                     f"expected {addressing.bucket_count} words, got array of shape {arr.shape}"
                 )
-            self._words = arr.tolist()
-        self._alt = addressing._delta_list
+            self._words = arr
+        # the kernel's record of its writes: (bucket, word before), one per kick plus one
+        self._t_bucket = np.zeros(MAX_KICKS + 1, dtype=np.int64)
+        self._t_before = np.zeros(MAX_KICKS + 1, dtype=np.uint64)
         self.inserts = 0
         self.deletes = 0
         self.insert_failures = 0
@@ -104,20 +114,20 @@ class CuckooTable:
         return self.addressing.bucket_count
 
     def word(self, bucket: int) -> int:
-        return self._words[bucket]
+        return int(self._words[bucket])
 
     def words(self) -> npt.NDArray[np.uint64]:
         """A copy of every word, bucket order, as uint64."""
-        return np.array(self._words, dtype=np.uint64)
+        return self._words.copy()
 
     def words_list(self) -> list[int]:
         """A copy of every word as Python ints."""
-        return list(self._words)
+        return self._words.tolist()
 
     def contains(self, item: int) -> bool:
         """Whether the item's fingerprint is in either of its buckets (may be a false positive)."""
         fp, a, b = self.addressing.prepare_ints(item)
-        return _first(self._words[a], fp) >= 0 or _first(self._words[b], fp) >= 0
+        return _first(int(self._words[a]), fp) >= 0 or _first(int(self._words[b]), fp) >= 0
 
     def insert(self, item: int, rng: SplitMix64, max_kicks: int) -> list[tuple[int, int]] | None:
         """Insert one item; return the writes ``[(bucket, before), ...]`` or None on failure.
@@ -132,36 +142,27 @@ class CuckooTable:
         self, fp: int, a: int, b: int, rng: SplitMix64, max_kicks: int
     ) -> list[tuple[int, int]] | None:
         """``insert`` for an already-prepared (fingerprint, bucket_a, bucket_b)."""
-        words = self._words
-        for bk in (a, b):
-            w = words[bk]
-            i = _first(w, 0)
-            if i >= 0:
-                words[bk] = w | (fp << (16 * i))
-                self.inserts += 1
-                return [(bk, w)]
-        delta = self._alt
-        bk = a if rng.next() & 1 == 0 else b
-        f = fp
-        touched: list[tuple[int, int]] = []
-        for _ in range(max_kicks):
-            before = words[bk]
-            shift = 16 * (rng.next() & 3)
-            touched.append((bk, before))
-            words[bk] = (before & ~(_SLOT << shift) & _U64) | (f << shift)
-            f = (before >> shift) & _SLOT
-            bk ^= delta[f]
-            w = words[bk]
-            i = _first(w, 0)
-            if i >= 0:
-                touched.append((bk, w))
-                words[bk] = w | (f << (16 * i))
-                self.inserts += 1
-                return touched
-        for bucket, before in reversed(touched):
-            words[bucket] = before
-        self.insert_failures += 1
-        return None
+        from cbi1kit.ckf._kick import insert_kernel
+
+        if not 0 <= max_kicks <= MAX_KICKS:
+            raise CkfError("InvalidMaxKicks", f"max_kicks {max_kicks} is outside 0..={MAX_KICKS}")
+        n, state = insert_kernel()(
+            self._words,
+            self.addressing._delta,
+            np.uint64(fp),
+            np.int64(a),
+            np.int64(b),
+            np.uint64(rng.state),
+            np.int64(max_kicks),
+            self._t_bucket,
+            self._t_before,
+        )
+        rng.state = int(state)
+        if n < 0:
+            self.insert_failures += 1
+            return None
+        self.inserts += 1
+        return list(zip(self._t_bucket[:n].tolist(), self._t_before[:n].tolist(), strict=True))
 
     def delete(self, item: int) -> tuple[int, int]:
         """Clear the lowest slot equal to the item's fingerprint, bucket a before b.
@@ -171,7 +172,7 @@ class CuckooTable:
         fp, a, b = self.addressing.prepare_ints(item)
         words = self._words
         for bk in (a, b):
-            w = words[bk]
+            w = int(words[bk])
             i = _first(w, fp)
             if i >= 0:
                 words[bk] = w & ~(_SLOT << (16 * i)) & _U64

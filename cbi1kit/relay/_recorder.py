@@ -18,6 +18,13 @@ transport failure, a clean EOF, a stalled stream (no message within ``stall_time
 with ``validate``, any consumer-side validation failure. ``CONTRACT_MISMATCH``,
 ``INVALID_REQUEST`` and ``UNSUPPORTED_FEATURE`` are not retried. A relay that stays
 unreachable for ``give_up_after`` seconds ends the session.
+
+Bytes that are not the expected message (relay.md: a message that does not decode ends the
+stream) are kept as received and end their stream: a ``FilterUpdate`` resubscribes, a catalog
+update ends the watch and the next one starts after backoff, a ``RelayInfo`` is asked for again
+with the same backoff as an unreachable relay. A relay restart is a new relay identity: the
+recorder holds a relay identity only within a stream (``validate``) and records with each
+subscription the relay whose catalog named its producer.
 """
 
 from __future__ import annotations
@@ -38,13 +45,15 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
-from cbi1kit.errors import Cbi1kitError, RecorderError
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.errors import Cbi1kitError, RecorderError, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
 from cbi1kit.relay._messages import (
     ERROR_REASON_TRAILER,
     MAX_MESSAGE_BYTES,
     RELAY_CONTRACT_MARKER,
     producer_key,
+    validate_relay_info,
 )
 from cbi1kit.relay._stream import StepKind, StreamChecker
 
@@ -66,7 +75,7 @@ __all__ = [
 _SERVICE: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
 RELAY_INFO_METHOD: Final = _SERVICE + "GetRelayInfo"
 CATALOG_METHOD: Final = _SERVICE + "WatchKvPoolCatalog"
-SUBSCRIBE_METHOD: Final = _SERVICE + "SubscribeKvPool"
+SUBSCRIBE_METHOD: Final = SUBSCRIBE_KV_POOL_METHOD  # the name the capture readers look for
 
 
 _SESSION_VARIANTS: Final = {0: "Stopped", 1: "Invalid", 2: "Usage", 3: "Unreachable"}
@@ -137,6 +146,11 @@ def producer_key_text(producer: pb.ProducerIdentity) -> str:
         f"/{producer.pool_id.dc_id:016x}@{producer.producer_incarnation:x}"
         f".{producer.layout_generation}"
     )
+
+
+def _relay_text(relay: pb.RelayIdentity) -> str:
+    """``<drt_instance_id>/<relay_incarnation>`` in hex: which relay process, which start."""
+    return f"{relay.drt_instance_id:016x}/{relay.relay_incarnation:016x}"
 
 
 def _names(desc: pb.KvPoolDescriptor) -> list[str]:
@@ -290,8 +304,6 @@ class Recorder:
         self._lock = threading.RLock()  # the writer and the shared state
         self._catalog_cond = threading.Condition(self._lock)
         self._catalog: pb.KvPoolCatalogUpdate | None = None
-        self._catalog_error: CloseInfo | None = None
-        self._relay: pb.RelayIdentity | None = None
         self._call: Any = None
         self._call_reason: str | None = None
         self._last_recv = time.monotonic()
@@ -436,7 +448,10 @@ class Recorder:
         return not self._stop.wait(seconds)
 
     # -- the session
-    def _relay_info(self) -> pb.RelayInfo:
+    def _relay_info(self) -> None:
+        """``GetRelayInfo`` until the relay answers in our contract. Its identity is not kept:
+        it holds only until the relay restarts; each stream is checked against its own
+        (``StreamChecker``), and each subscription records its catalog's."""
         assert self._channel is not None
         cfg = self.config
         call = self._channel.unary_unary(
@@ -456,31 +471,33 @@ class Recorder:
                 self._write_close(stream, close, _md(err.trailing_metadata()))
                 if close.action is Action.FATAL:
                     raise _session_error(f"GetRelayInfo: {close.details}", 1) from None
-                waited = time.monotonic() - started
-                if cfg.give_up_after is not None and waited >= cfg.give_up_after:
-                    raise _session_error(
-                        f"relay {cfg.target} unreachable: {close.status} {close.details}", 3
-                    ) from None
-                if not self._sleep(self._jitter(delay)):
-                    raise _session_error("stopped before the relay answered", 0) from None
-                delay = min(delay * 2, cfg.backoff_max)
-                continue
-            wall, mono = time.time_ns(), time.monotonic_ns()
-            self._write_message(stream, raw, wall, mono)
-            close = CloseInfo(RELAY_INFO_METHOD, "OK", "", None, None, 1)
-            self._write_close(stream, close, _md(rpc.trailing_metadata()))
-            try:
-                info = pb.RelayInfo.FromString(raw)
-            except DecodeError as exc:
-                detail = f"GetRelayInfo answered bytes that are no RelayInfo: {exc}"
-                raise _session_error(detail, 1) from None
-            if info.contract_marker != RELAY_CONTRACT_MARKER or info.protocol_version != 1:
-                raise _session_error(
-                    f"relay speaks another contract (marker {info.contract_marker:#x}, "
-                    f"version {info.protocol_version})",
-                    1,
-                )
-            return info
+                failure = (f"relay {cfg.target} unreachable: {close.status} {close.details}", 3)
+            else:
+                wall, mono = time.time_ns(), time.monotonic_ns()
+                self._write_message(stream, raw, wall, mono)
+                try:
+                    info = pb.RelayInfo.FromString(raw)
+                except DecodeError as exc:
+                    # a bad message ends that call, kept as received; like the gateway's failed
+                    # connect_and_verify (relay.md §3.2) it is retried after backoff
+                    local = f"malformed RelayInfo: {exc}"
+                    close = CloseInfo(RELAY_INFO_METHOD, "OK", "", None, local, 1)
+                    self._write_close(stream, close, _md(rpc.trailing_metadata()))
+                    failure = (f"relay {cfg.target} answers no RelayInfo: {exc}", 1)
+                else:
+                    close = CloseInfo(RELAY_INFO_METHOD, "OK", "", None, None, 1)
+                    self._write_close(stream, close, _md(rpc.trailing_metadata()))
+                    try:
+                        validate_relay_info(info)  # the contract's envelope rules, once
+                    except RelayWireError as exc:
+                        raise _session_error(f"relay speaks another contract: {exc}", 1) from None
+                    return
+            waited = time.monotonic() - started
+            if cfg.give_up_after is not None and waited >= cfg.give_up_after:
+                raise _session_error(*failure)
+            if not self._sleep(self._jitter(delay)):
+                raise _session_error("stopped before the relay answered", 0)
+            delay = min(delay * 2, cfg.backoff_max)
 
     def _jitter(self, delay: float) -> float:
         """Equal jitter: half fixed, half random."""
@@ -488,8 +505,7 @@ class Recorder:
 
     def _session(self, list_only: bool) -> None:
         cfg = self.config
-        info = self._relay_info()
-        self._relay = info.relay
+        self._relay_info()
         self._catalog_thread = threading.Thread(
             target=self._watch_catalog, name="cbi1kit-recorder-catalog", daemon=True
         )
@@ -520,16 +536,19 @@ class Recorder:
             )
         self._subscribe_loop()
 
-    def _pick(self, avoid: tuple[Any, ...] | None, wait: float) -> pb.ProducerIdentity | None:
-        """The selected pool's producer from the newest catalog; with ``avoid``, wait up to
-        ``wait`` seconds for a catalog that advertises another key."""
+    def _pick(
+        self, avoid: tuple[Any, ...] | None, wait: float
+    ) -> tuple[pb.ProducerIdentity, pb.KvPoolCatalogUpdate] | None:
+        """The selected pool's producer and the newest catalog it is from; with ``avoid``, wait
+        up to ``wait`` seconds for a catalog that advertises another key."""
         deadline = time.monotonic() + wait
         with self._catalog_cond:
             while True:
                 catalog = self._catalog
                 pools = [] if catalog is None else self.config.selector.select(catalog)
                 if len(pools) == 1 and producer_key(pools[0].producer) != avoid:
-                    return pools[0].producer
+                    assert catalog is not None
+                    return pools[0].producer, catalog
                 left = deadline - time.monotonic()
                 if left <= 0 or self._stop.is_set():
                     return None
@@ -541,18 +560,19 @@ class Recorder:
         unreachable_since: float | None = None
         avoid: tuple[Any, ...] | None = None
         while not self._stop.is_set():
-            producer = self._pick(avoid, cfg.backoff_max if avoid is not None else 0.0)
-            if producer is None:
-                producer = self._pick(None, 0.0)
-            if producer is None:
+            picked = self._pick(avoid, cfg.backoff_max if avoid is not None else 0.0)
+            if picked is None:
+                picked = self._pick(None, 0.0)
+            if picked is None:
                 # The pool is withdrawn; wait for it to come back, bounded by give_up_after.
-                producer = self._pick(None, cfg.backoff_max)
-                if producer is None:
+                picked = self._pick(None, cfg.backoff_max)
+                if picked is None:
                     if self._stop.is_set():
                         return
                     raise _session_error("the selected pool left the catalog", 3)
+            producer, catalog = picked
             started = time.monotonic()
-            close = self._subscribe_once(producer)
+            close = self._subscribe_once(producer, catalog)
             if close.action is Action.STOP or self._stop.is_set():
                 return
             if close.action is Action.FATAL:
@@ -590,7 +610,9 @@ class Recorder:
             method, code.name, err.details() or "", reason, local, messages, action=action
         )
 
-    def _subscribe_once(self, producer: pb.ProducerIdentity) -> CloseInfo:
+    def _subscribe_once(
+        self, producer: pb.ProducerIdentity, catalog: pb.KvPoolCatalogUpdate
+    ) -> CloseInfo:
         assert self._channel is not None
         cfg = self.config
         request = pb.SubscribeKvPoolRequest(
@@ -598,12 +620,13 @@ class Recorder:
             expected_producer=producer,
             contract_marker=RELAY_CONTRACT_MARKER,
         )
-        with self._lock:
-            revision = None if self._catalog is None else self._catalog.revision
+        # the catalog the key came from: its revisions count anew after a relay restart, so
+        # the revision alone is ambiguous without the relay that published it
         info = {
             "subscriber_id": cfg.subscriber_id,
             "producer_key": producer_key_text(producer),
-            "catalog_revision": revision,
+            "catalog_revision": catalog.revision,
+            "catalog_relay": _relay_text(catalog.relay),
         }
         stream = self._write_open(SUBSCRIBE_METHOD, request.SerializeToString(), info)
         stub = self._channel.unary_stream(
@@ -731,6 +754,8 @@ class Recorder:
                 call = stub(request)
                 self._catalog_call = call
             count = 0
+            catalogs = 0
+            malformed: str | None = None
             try:
                 for raw in call:
                     wall, mono = time.time_ns(), time.monotonic_ns()
@@ -738,17 +763,25 @@ class Recorder:
                     count += 1
                     try:
                         update = pb.KvPoolCatalogUpdate.FromString(raw)
-                    except DecodeError:  # ends this watch; the next one starts after backoff
+                    except DecodeError as exc:  # ends this watch; the next starts after backoff
+                        malformed = f"malformed KvPoolCatalogUpdate: {exc}"
                         call.cancel()
-                        continue  # the cancelled call ends the loop with an RpcError
+                        break
+                    catalogs += 1
                     self._on_catalog(update)
-                close = CloseInfo(CATALOG_METHOD, "OK", "clean end of stream", None, "EOF", count)
-                self._write_close(stream, close, _md(call.trailing_metadata()))
+                else:
+                    close = CloseInfo(
+                        CATALOG_METHOD, "OK", "clean end of stream", None, "EOF", count
+                    )
+                    self._write_close(stream, close, _md(call.trailing_metadata()))
             except grpc.RpcError as err:
                 local = "stopped" if self._stop.is_set() else None
                 close = self._close_from_error(CATALOG_METHOD, err, count, local)
                 self._write_close(stream, close, _md(err.trailing_metadata()))
-            if count:
+            if malformed is not None:
+                close = CloseInfo(CATALOG_METHOD, "CANCELLED", "", None, malformed, count)
+                self._write_close(stream, close, [])
+            if catalogs:
                 delay = cfg.backoff_initial
             if not self._sleep(self._jitter(delay)):
                 return

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 # altair and grpc load on first use; the names are each module's __all__ (a test checks)
 _SERVER = (
     "DEFAULT_HEARTBEAT_INTERVAL",
+    "MALFORMED_MESSAGE",
     "QUEUE_BYTES",
     "QUEUE_FRAMES",
     "FaultPlan",

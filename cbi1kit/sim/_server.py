@@ -29,7 +29,9 @@ What it reproduces of upstream's gRPC driver (``lib/llm/src/kv_dc_relay/wan/grpc
   with the exact ``RelayErrorReason`` name.
 
 Faults for tests (:class:`FaultPlan`): drop a stream mid-snapshot, corrupt a delta payload,
-stall a stream, change the producer generation; "kill the process" is running
+stall a stream, change the producer generation, answer with bytes that are no protobuf message
+(a pool message, a catalog update, the relay info); :meth:`RelayServer.restart` is a relay
+restart on the same address with a new relay identity; "kill the process" is running
 ``python -m cbi1kit._cli_relay serve`` in a subprocess and killing it.
 """
 
@@ -39,7 +41,7 @@ import collections
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
@@ -47,6 +49,7 @@ from typing import Any, Final, Protocol
 import grpc
 import numpy as np
 import numpy.typing as npt
+from google.protobuf import message_factory
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._proto import kvrelay_v1_pb2_grpc as pb_grpc
@@ -96,6 +99,7 @@ from cbi1kit.wire._format import FilterFormat
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
+    "MALFORMED_MESSAGE",
     "QUEUE_BYTES",
     "QUEUE_FRAMES",
     "FaultPlan",
@@ -116,6 +120,9 @@ QUEUE_BYTES: Final = 16 * 1024 * 1024
 DEFAULT_HEARTBEAT_INTERVAL: Final = 10.0
 DEFAULT_SNAPSHOT_PROGRESS_TIMEOUT: Final = 60.0
 DEFAULT_MAX_SUBSCRIBERS_PER_POOL: Final = 64
+#: What the malformed-message faults send: a field tag whose varint is cut short, so no
+#: protobuf message of any type parses it (the client's ``FromString`` raises DecodeError).
+MALFORMED_MESSAGE: Final = b"\xff\xff\xff"
 
 _R = pb.RelayErrorReason
 _REASON_CODES: Final[dict[int, grpc.StatusCode]] = {
@@ -463,7 +470,8 @@ def trace_feed(
 
 @dataclass(slots=True)
 class FaultPlan:
-    """One-shot faults, each consumed by the first stream (or feed step) that reaches it.
+    """Injected faults; one-shot unless said otherwise: the first stream (or feed step) that
+    reaches a fault consumes it.
 
     * ``drop_after_chunks``: end a subscription ``UNAVAILABLE`` without a reason trailer after
       this many snapshot chunks (a connection lost mid-snapshot).
@@ -473,12 +481,26 @@ class FaultPlan:
       heartbeats) until the client gives up.
     * ``change_generation_after``: after the feed has published this many deltas, re-attach
       the pool under a new layout generation.
+
+    Malformed messages: :data:`MALFORMED_MESSAGE` (bytes that are no protobuf message) in place
+    of a response, which is lost with it; a stream carries on as if it had been sent, so a
+    client that read past it would see the stream go on.
+
+    * ``garbage_update_after``: after this many messages (0: at once), a subscription's next
+      ``FilterUpdate`` (snapshot chunk, delta or heartbeat, whichever is due).
+    * ``garbage_catalog_after``: after this many catalog updates (0: at once), a watch's next
+      ``KvPoolCatalogUpdate``.
+    * ``garbage_relay_info``: the server's first this many ``GetRelayInfo`` answers (a relay
+      that keeps answering garbage: a large number); listed in ``fired`` once.
     """
 
     drop_after_chunks: int | None = None
     corrupt_delta: int | None = None
     stall_after: int | None = None
     change_generation_after: int | None = None
+    garbage_update_after: int | None = None
+    garbage_catalog_after: int | None = None
+    garbage_relay_info: int | None = None
     fired: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -491,6 +513,17 @@ class FaultPlan:
             setattr(self, name, None)
             self.fired.append(name)
             return value
+
+    def covers(self, name: str, count: int) -> bool:
+        """Whether fault ``name``, which covers the first n events the caller counts, covers
+        event ``count`` (0-based); the first one covered is noted in ``fired``."""
+        with self._lock:
+            first: int | None = getattr(self, name)
+            if first is None or count >= first:
+                return False
+            if count == 0:
+                self.fired.append(name)
+            return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -682,6 +715,42 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
+def _passing_bytes(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """A response serializer that sends ``bytes`` unchanged (a malformed-message fault) and
+    serialises a message as the generated one does."""
+
+    def serializer(response: Any) -> bytes:
+        return response if isinstance(response, bytes) else serialize(response)
+
+    return serializer
+
+
+_HANDLER_KINDS: Final = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def _service_handler(servicer: pb_grpc.KvEventRelayServicer) -> Any:
+    """The service's method table, built from its descriptor as the generated
+    ``add_KvEventRelayServicer_to_server`` builds it, except that responses may be raw bytes:
+    the generated serializers would reject them, and a fault must reach the client as sent."""
+    service = pb.DESCRIPTOR.services_by_name["KvEventRelay"]
+    handlers = {}
+    for method in service.methods:
+        request = message_factory.GetMessageClass(method.input_type)
+        response = message_factory.GetMessageClass(method.output_type)
+        make = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
+        handlers[method.name] = make(
+            getattr(servicer, method.name),
+            request_deserializer=request.FromString,
+            response_serializer=_passing_bytes(response.SerializeToString),
+        )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
 class _Servicer(pb_grpc.KvEventRelayServicer):
     def __init__(self, server: RelayServer) -> None:
         self.s = server
@@ -714,8 +783,13 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
     # -- RPCs
     def GetRelayInfo(
         self, request: pb.RelayInfoRequest, context: grpc.ServicerContext
-    ) -> pb.RelayInfo:
+    ) -> pb.RelayInfo | bytes:
         self._contract(request.contract_marker, context)
+        with self.s._lock:
+            answered = self.s.relay_info_answers
+            self.s.relay_info_answers += 1
+        if self.s.faults.covers("garbage_relay_info", answered):
+            return MALFORMED_MESSAGE
         return pb.RelayInfo(
             protocol_version=RELAY_PROTOCOL_VERSION,
             relay=relay_identity_to_wire(self.s.relay),
@@ -724,10 +798,12 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
 
     def WatchKvPoolCatalog(
         self, request: pb.WatchKvPoolCatalogRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.KvPoolCatalogUpdate]:
+    ) -> Iterator[pb.KvPoolCatalogUpdate | bytes]:
         self._contract(request.contract_marker, context)
         self._subscriber_id(request.subscriber_id, context)
+        garbage_at = self.s.faults.take("garbage_catalog_after")
         seen = -1
+        sent = 0
         while context.is_active() and not self.s._stopping.is_set():
             with self.s._catalog_cond:
                 if self.s._catalog_revision == seen:
@@ -735,11 +811,12 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
                     continue
                 seen = self.s._catalog_revision
                 update = self.s.catalog_update()
-            yield update
+            sent += 1
+            yield MALFORMED_MESSAGE if sent - 1 == garbage_at else update
 
     def SubscribeKvPool(
         self, request: pb.SubscribeKvPoolRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.FilterUpdate]:
+    ) -> Iterator[pb.FilterUpdate | bytes]:
         s = self.s
         self._contract(request.contract_marker, context)
         self._subscriber_id(request.subscriber_id, context)
@@ -801,7 +878,7 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
         snap: HubSnapshot,
         wire: pb.ProducerIdentity,
         context: grpc.ServicerContext,
-    ) -> Iterator[pb.FilterUpdate]:
+    ) -> Iterator[pb.FilterUpdate | bytes]:
         s, cfg, faults = self.s, self.s.config, self.s.faults
         stats = sub.stats
         sent = 0
@@ -809,16 +886,18 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
         stall_at = faults.take("stall_after")
         drop_at = faults.take("drop_after_chunks")
         corrupt_at = faults.take("corrupt_delta")
+        garbage_at = faults.take("garbage_update_after")
 
-        def emit(update: pb.FilterUpdate) -> pb.FilterUpdate:
+        def emit(update: pb.FilterUpdate) -> pb.FilterUpdate | bytes:
             nonlocal sent
+            garbage = sent == garbage_at
             sent += 1
             now = time.monotonic()
             stats.messages += 1
-            stats.payload_bytes += len(update.payload)
+            stats.payload_bytes += 0 if garbage else len(update.payload)
             stats.first_send = now if stats.first_send is None else stats.first_send
             stats.last_send = now
-            return update
+            return MALFORMED_MESSAGE if garbage else update
 
         def stall() -> None:
             stats.end = "stalled (injected fault)"
@@ -894,7 +973,7 @@ class RelayServer:
 
     Use as a context manager. ``address`` is ``host:port`` after ``start()`` (port 0 picks a
     free port). Streams and state are inspectable for tests: ``subscriptions`` (per-stream
-    send stats), ``lagged_total``, ``faults.fired``.
+    send stats), ``lagged_total``, ``relay_info_answers``, ``faults.fired``.
     """
 
     def __init__(
@@ -917,6 +996,8 @@ class RelayServer:
             self._pools[_pool_key(pool.wire_producer)] = pool
         self.subscriptions: list[SubscriberStats] = []
         self.lagged_total = 0
+        self.relay_info_answers = 0
+        self._lock = threading.Lock()
         self._server: grpc.Server | None = None
         self.port = 0
 
@@ -988,13 +1069,40 @@ class RelayServer:
             options=options,
             maximum_concurrent_rpcs=self.config.max_workers,
         )
-        pb_grpc.add_KvEventRelayServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
+        server.add_generic_rpc_handlers((_service_handler(_Servicer(self)),))
         self.port = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
         if self.port == 0:
             raise OSError(f"cannot bind {self.config.host}:{self.config.port}")
         server.start()
         self._server = server
         return self
+
+    def restart(
+        self,
+        feeds: PoolFeed | Sequence[PoolFeed],
+        *,
+        relay_incarnation: int,
+        drt_instance_id: int | None = None,
+        faults: FaultPlan | None = None,
+    ) -> RelayServer:
+        """Stop this relay and start another on the same address: a relay restart.
+
+        Upstream draws ``relay_incarnation`` afresh on every start and the restarted relay
+        rebuilds its pools, so give new ``feeds`` whose producer incarnation is the new relay
+        incarnation (upstream's ``producer_incarnation`` is the relay's): every producer key
+        changes, catalog revisions start over, nothing of the old hubs survives. This server
+        keeps its stats; the new one is returned, started.
+        """
+        config = replace(
+            self.config,
+            port=self.port or self.config.port,
+            relay_incarnation=relay_incarnation,
+            drt_instance_id=(
+                self.config.drt_instance_id if drt_instance_id is None else drt_instance_id
+            ),
+        )
+        self.stop(0)
+        return RelayServer(feeds, config, faults=faults).start()
 
     def stop(self, grace: float | None = 0.5) -> None:
         self._stopping.set()

@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
-from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import RelayIdentity

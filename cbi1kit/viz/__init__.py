@@ -1,4 +1,5 @@
-"""Charts (altair over polars, u64 as hex) and the offline HTML report."""
+"""Charts (altair over polars, u64 as hex), widgets for learning by doing, and the offline
+HTML report."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from cbi1kit._lazy import lazy_getattr, lazy_names
 if TYPE_CHECKING:
     from cbi1kit.viz._charts import *  # noqa: F403
     from cbi1kit.viz._report import *  # noqa: F403
+    from cbi1kit.viz._widgets import *  # noqa: F403
 
 # altair and grpc load on first use; the names are each module's __all__ (a test checks)
 _CHARTS = (
@@ -35,10 +37,23 @@ _REPORT = (
     "interactive_charts",
     "report_charts",
 )
-_LAZY = {**lazy_names("_charts", _CHARTS), **lazy_names("_report", _REPORT)}
+_WIDGETS = (
+    "ByteExplorer",
+    "FilterPlayground",
+    "byte_explorer",
+    "filter_playground",
+    "occupancy_explorer",
+    "stream_scrubber",
+)
+_LAZY = {
+    **lazy_names("_charts", _CHARTS),
+    **lazy_names("_report", _REPORT),
+    **lazy_names("_widgets", _WIDGETS),
+}
 
 __all__: list[str] = []
 __all__ += _CHARTS  # noqa: PLE0605 (a tuple of str, defined above)
 __all__ += _REPORT  # noqa: PLE0605 (a tuple of str, defined above)
+__all__ += _WIDGETS  # noqa: PLE0605 (a tuple of str, defined above)
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

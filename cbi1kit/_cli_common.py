@@ -1,0 +1,141 @@
+"""What every subcommand shares: the exit codes, the one-line error, the numeric option parsers
+(a number outside its range is a usage error at parse time, before any work is done or any file
+is created) and the opening of inputs, so one kind of bad input gets one exit code everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, NoReturn
+
+from cbi1kit.errors import CaptureError, Cbi1kitError, OutputError, SimulationError
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_UNREADABLE",
+    "EXIT_USAGE",
+    "U64",
+    "U64_MAX",
+    "CliError",
+    "Number",
+    "OneLineParser",
+    "at_least",
+    "check_source",
+    "exit_code",
+    "ranged",
+    "real_above",
+    "real_at_least",
+]
+
+#: The README's exit codes.
+EXIT_OK: Final = 0
+EXIT_INVALID: Final = 1  # a recognised input that breaks a rule: problems, violations, damage
+EXIT_USAGE: Final = 2  # bad arguments, an output that exists
+EXIT_UNREADABLE: Final = 3  # missing, a directory, empty, unrecognised, denied, unwritable
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C, as a shell reports SIGINT
+
+U64_MAX: Final = (1 << 64) - 1
+
+
+class CliError(Exception):
+    """A one-line, user-facing failure with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_UNREADABLE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _unreadable(path: Path, exc: OSError) -> CliError:
+    return CliError(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def check_source(path: Path) -> None:
+    """A capture, grpcurl dump or bare frames that can be opened and is of a format cbi1kit
+    reads, or exit 3 naming the path: missing, a directory, empty, unrecognised, denied."""
+    from cbi1kit.capture._readers import read_frames
+
+    try:
+        read_frames(path)  # recognises the source from its first bytes (reads no further)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    except CaptureError as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def exit_code(exc: BaseException) -> int:
+    """The README's exit code for an error that reached the command line."""
+    if isinstance(exc, CliError):
+        return exc.code
+    if isinstance(exc, OutputError):  # an output that exists, or holds the inputs
+        return EXIT_USAGE
+    if isinstance(exc, SimulationError) and exc.variant == "Workload":
+        # a trace that cannot be opened or holds no request, or one naming its bad line
+        return EXIT_UNREADABLE if exc.context.get("line") is None else EXIT_INVALID
+    if isinstance(exc, Cbi1kitError):
+        return EXIT_INVALID
+    return EXIT_UNREADABLE  # OSError: denied, missing, unwritable
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """An argparse ``type``: an integer (``0x`` allowed) or, with ``real``, a finite number, in
+    ``lo..=hi`` (``lo`` itself excluded with ``open_lo``). Its bounds are data, so a test can
+    walk every option of the parser and try the numbers just outside them."""
+
+    lo: float
+    hi: float | None = None
+    real: bool = False
+    open_lo: bool = False
+
+    @property
+    def __name__(self) -> str:  # argparse names the type in its errors
+        return "number" if self.real else "integer"
+
+    def __call__(self, text: str) -> float:
+        try:
+            value: float = float(text) if self.real else int(text, 0)
+        except ValueError:
+            kind = "a number" if self.real else "an integer"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if self.real and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        lo, hi = self.lo, self.hi
+        if value <= lo if self.open_lo else value < lo:
+            bound = f"> {lo}" if self.open_lo else f">= {lo}"
+            raise argparse.ArgumentTypeError(f"{text} must be {bound}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{text} is outside {lo}..={hi}")
+        return value
+
+
+def ranged(
+    lo: float, hi: float | None = None, *, real: bool = False, open_lo: bool = False
+) -> Number:
+    return Number(lo, hi, real, open_lo)
+
+
+def at_least(lo: int) -> Number:
+    return ranged(lo)
+
+
+def real_at_least(lo: float) -> Number:
+    return ranged(lo, real=True)
+
+
+def real_above(lo: float) -> Number:
+    return ranged(lo, real=True, open_lo=True)
+
+
+U64: Final = ranged(0, U64_MAX)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr and exit 2, as every other CLI error (``--help``
+    still prints the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")

@@ -1,0 +1,465 @@
+"""Widgets a learner learns by doing: explore a lane's buckets, scrub through a stream, play with
+a small filter, hover the bytes of a frame.
+
+Each returns something a notebook cell shows. In a live kernel (``interactive_charts()``) that
+is an ipywidgets box wired to Python callbacks; in a static build (the offline report) it is a
+static picture of the same thing at a sensible point, so the report still teaches. The byte
+explorer needs no kernel at all: its hover labels are plain HTML.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from cbi1kit.analysis._replay import ReplayReport, replay
+from cbi1kit.analysis._tables import images_table
+from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
+from cbi1kit.errors import CkfError, LaneError, VizError
+from cbi1kit.viz._charts import _lane, bucket_words_table, hex64, occupancy_chart
+from cbi1kit.viz._report import interactive_charts
+from cbi1kit.wire._codec import encode_delta
+from cbi1kit.wire._format import IMAGE_BYTES, WORD_BYTES, FilterFormat, FrameKind
+from cbi1kit.wire._inspect import Inspection, inspect
+from cbi1kit.wire._layout import DELTA_IMAGE
+
+__all__ = [
+    "ByteExplorer",
+    "FilterPlayground",
+    "byte_explorer",
+    "filter_playground",
+    "occupancy_explorer",
+    "stream_scrubber",
+]
+
+#: Rows of bucket words listed under a brushed range (a table of thousands teaches nothing).
+LISTED_BUCKETS: Final = 32
+
+
+def _widgets() -> Any:
+    import ipywidgets
+
+    return ipywidgets
+
+
+def _display(*parts: Any) -> None:
+    """Show each part (a chart, a table, a widget; a ``str`` is HTML) in the current output."""
+    from IPython.display import HTML, display
+
+    for part in parts:
+        display(HTML(part) if isinstance(part, str) else part)  # type: ignore[no-untyped-call]
+
+
+class _Stack:
+    """Static parts shown one under another, as one cell's result."""
+
+    def __init__(self, parts: tuple[Any, ...]) -> None:
+        self.parts = parts
+
+    def _ipython_display_(self) -> None:
+        _display(*self.parts)
+
+
+def _static(*parts: Any) -> _Stack:
+    return _Stack(parts)
+
+
+# ------------------------------------------------------------------------ occupancy explorer
+
+
+def listed_words(lane: npt.ArrayLike, brushed: dict[str, Any] | None) -> pl.DataFrame:
+    """The words a brush over ``occupancy_chart`` selects: the first ``LISTED_BUCKETS`` buckets
+    of the brushed range (the lane's first buckets when nothing is brushed)."""
+    words = _lane(lane)
+    span = (brushed or {}).get("bucket_start")
+    if not span:
+        return bucket_words_table(words, 0, LISTED_BUCKETS)
+    start = max(0, int(min(span)))
+    end = min(int(words.shape[0]), int(max(span)) + 1)
+    return bucket_words_table(words, start, min(end, start + LISTED_BUCKETS))
+
+
+def occupancy_explorer(lane: npt.ArrayLike, *, bins: int = 512) -> Any:
+    """``occupancy_chart`` whose brush lists the brushed buckets' words right under the chart.
+
+    Live: the words go into an ``ipywidgets.Output`` below the chart, replaced at each brush
+    (``display()`` inside a selection callback would go to JupyterLab's log console instead).
+    Static: the chart and the lane's first buckets.
+    """
+    words = _lane(lane)
+    chart = occupancy_chart(words, bins=bins)
+    if not interactive_charts():
+        return _static(chart, listed_words(words, None))
+    import altair as alt
+
+    w = _widgets()
+    view = alt.JupyterChart(chart)
+    listing = w.Output(layout={"border": "1px solid #ddd"})
+    caption = w.HTML()
+
+    def show(brushed: dict[str, Any] | None) -> None:
+        table = listed_words(words, brushed)
+        first, last = int(table["bucket"][0]), int(table["bucket"][-1])
+        caption.value = f"<b>buckets {first}–{last}</b> (brush the top strip to pick others)"
+        listing.clear_output(wait=True)
+        with listing:
+            _display(table)
+
+    view.selections.observe(lambda change: show(change["new"].value), ["range"])
+    show(None)
+    return w.VBox([view, caption, listing])
+
+
+# --------------------------------------------------------------------------- stream scrubber
+
+
+@dataclass(frozen=True)
+class ScrubPoint:
+    """What the scrubber shows at one sequence: the lane, its figures, the delta that made it."""
+
+    sequence: int
+    lane: npt.NDArray[np.uint64] | None
+    figures: pl.DataFrame
+    last_delta: pl.DataFrame
+
+
+def scrub_point(report: ReplayReport, images: pl.DataFrame, sequence: int) -> ScrubPoint:
+    """The lane right after ``sequence`` (None between sessions) and the delta's images."""
+    try:
+        lane = np.asarray(report.lane_at(sequence), dtype=np.uint64)
+    except LaneError:  # between sessions: no lane a consumer could use
+        lane = None
+    delta = images.filter(pl.col("sequence") == sequence)
+    delta = delta.select(
+        "bucket",
+        pl.Series("previous_word", hex64(delta["previous_word"].to_numpy())),
+        pl.Series("new_word", hex64(delta["new_word"].to_numpy())),
+        "occupied_before",
+        "occupied_after",
+    )
+    if lane is None:
+        figures = pl.DataFrame({"sequence": [sequence], "lane": ["none: between sessions"]})
+    else:
+        occupied = int(np.count_nonzero(_slots(lane)))
+        figures = pl.DataFrame(
+            {
+                "sequence": [sequence],
+                "occupied_slots": [occupied],
+                "load_factor": [occupied / (4 * lane.shape[0])],
+                "buckets_in_this_delta": [delta.height],
+            }
+        )
+    return ScrubPoint(sequence, lane, figures, delta)
+
+
+def _slots(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
+    return words.view(np.uint16).reshape(-1, 4)
+
+
+def stream_scrubber(
+    capture: str | PathLike[str], *, report: ReplayReport | None = None, bins: int = 256
+) -> Any:
+    """A slider over the capture's sequences showing the lane, its load and the last delta.
+
+    Static: the same view at the final sequence.
+    """
+    report = report if report is not None else replay(capture)
+    if report.final_sequence is None or not report.sequence_ranges:
+        raise VizError("Chart", f"{capture}: no snapshot was ever installed, nothing to scrub")
+    images = images_table(capture)
+    first = int(report.sequence_ranges[0][0])
+    last = int(report.final_sequence)
+
+    def render(point: ScrubPoint) -> list[Any]:
+        parts: list[Any] = [point.figures]
+        if point.lane is not None:
+            parts.append(occupancy_chart(point.lane, bins=bins))
+        parts.append(
+            f"<b>the delta at sequence {point.sequence}</b>: "
+            f"{point.last_delta.height} bucket word(s) written"
+        )
+        parts.append(point.last_delta.head(LISTED_BUCKETS))
+        return parts
+
+    if not interactive_charts():
+        return _static(*render(scrub_point(report, images, last)))
+    w = _widgets()
+    slider = w.IntSlider(
+        value=last,
+        min=first,
+        max=last,
+        description="sequence",
+        continuous_update=False,
+        layout={"width": "720px"},
+    )
+    out = w.Output()
+
+    def show(sequence: int) -> None:
+        out.clear_output(wait=True)
+        with out:
+            _display(*render(scrub_point(report, images, sequence)))
+
+    slider.observe(lambda change: show(int(change["new"])), ["value"])
+    show(last)
+    return w.VBox([slider, out])
+
+
+# ---------------------------------------------------------------------------- filter playground
+
+
+@dataclass
+class FilterPlayground:
+    """A small CKF to insert into and remove from, step by step, as upstream's producer does.
+
+    Each step returns its ``Step``: the item's fingerprint and buckets a/b, the kicks the
+    insert took, the buckets written, and the delta frame carrying them (its bytes labelled by
+    ``byte_explorer``). ``widget()`` wraps it in buttons for a live kernel.
+    """
+
+    bucket_count: int = 16
+    seed: int = 0x5EED
+    max_kicks: int = 500
+    dc_id: int = 1
+
+    def __post_init__(self) -> None:
+        self.format = FilterFormat(self.seed, self.bucket_count)
+        self.table = CuckooTable(CkfAddressing(self.bucket_count, self.seed))
+        self.rng = SplitMix64(lane_rng_seed(self.seed))
+        self.epoch = 0
+        self.items: list[int] = []
+        self._next = SplitMix64(self.seed ^ 0xC0FFEE)  # the playground's own random items
+
+    def random_item(self) -> int:
+        return self._next.next()
+
+    def insert(self, item: int) -> PlaygroundStep:
+        fp, a, b = self.table.addressing.prepare_ints(item)
+        writes = self.table.insert_prepared(fp, a, b, self.rng, self.max_kicks)
+        if writes is None:
+            return self._step("insert", item, fp, a, b, [], failed=True)
+        self.items.append(item)
+        return self._step("insert", item, fp, a, b, writes)
+
+    def remove(self, item: int) -> PlaygroundStep:
+        fp, a, b = self.table.addressing.prepare_ints(item)
+        try:
+            write = self.table.delete(item)
+        except CkfError:
+            return self._step("remove", item, fp, a, b, [], failed=True)
+        self.items.remove(item)
+        return self._step("remove", item, fp, a, b, [write])
+
+    def _step(
+        self,
+        action: str,
+        item: int,
+        fp: int,
+        a: int,
+        b: int,
+        writes: list[tuple[int, int]],
+        *,
+        failed: bool = False,
+    ) -> PlaygroundStep:
+        buckets = sorted({bucket for bucket, _ in writes})
+        frame = None
+        if buckets:
+            images = [(bk, self.table.word(bk)) for bk in buckets]
+            frame = encode_delta(self.format, self.dc_id, self.epoch, self.epoch + 1, images)
+            self.epoch += 1
+        kicks = (self.max_kicks if failed else max(0, len(writes) - 1)) if action == "insert" else 0
+        return PlaygroundStep(action, item, fp, a, b, kicks, buckets, frame, failed)
+
+    def words(self) -> pl.DataFrame:
+        return bucket_words_table(self.table.words(), 0, self.bucket_count)
+
+    def widget(self) -> Any:
+        """Buttons (insert random, insert, remove) over the table and the last step."""
+        w = _widgets()
+        text = w.Text(placeholder="a u64 hash (0x... or decimal), or empty for a random one")
+        insert, remove = w.Button(description="insert"), w.Button(description="remove")
+        out = w.Output()
+
+        def run(action: Callable[[int], PlaygroundStep], pick_random: bool) -> None:
+            raw = text.value.strip()
+            out.clear_output(wait=True)
+            with out:
+                try:
+                    item = int(raw, 0) if raw else (self.random_item() if pick_random else None)
+                except ValueError:
+                    _display(f"<b>{html.escape(raw)}</b> is not an integer")
+                    return
+                if item is None:
+                    item = self.items[-1] if self.items else self.random_item()
+                step = action(item)
+                _display(*step.parts(self))
+
+        insert.on_click(lambda _: run(self.insert, True))
+        remove.on_click(lambda _: run(self.remove, False))
+        with out:
+            _display(self.words())
+        return w.VBox([w.HBox([text, insert, remove]), out])
+
+
+@dataclass(frozen=True)
+class PlaygroundStep:
+    """One insert or remove in the playground, and the delta frame it published."""
+
+    action: str
+    item: int
+    fingerprint: int
+    bucket_a: int
+    bucket_b: int
+    kicks: int
+    buckets_written: list[int]
+    frame: bytes | None
+    failed: bool = False
+
+    def summary(self) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "action": [self.action + (" (failed)" if self.failed else "")],
+                "item": [f"0x{self.item:016x}"],
+                "fingerprint": [f"{self.fingerprint:04x}"],
+                "bucket_a": [self.bucket_a],
+                "bucket_b": [self.bucket_b],
+                "kicks": [self.kicks],
+                "buckets_written": [" ".join(map(str, self.buckets_written)) or "none"],
+            }
+        )
+
+    def parts(self, playground: FilterPlayground) -> list[Any]:
+        parts: list[Any] = [self.summary(), playground.words()]
+        if self.frame is not None:
+            parts.append(byte_explorer(self.frame))
+        return parts
+
+
+def filter_playground(bucket_count: int = 16, *, seed: int = 0x5EED, fill: int = 0) -> Any:
+    """A ``FilterPlayground`` of ``bucket_count`` buckets, ``fill`` random items inserted; its
+    widget in a live kernel, else its table and one insert's step as a static picture."""
+    playground = FilterPlayground(bucket_count, seed)
+    for _ in range(fill):
+        playground.insert(playground.random_item())
+    if interactive_charts():
+        return playground.widget()
+    step = playground.insert(playground.random_item())
+    return _static(*step.parts(playground))
+
+
+# ------------------------------------------------------------------------------ byte explorer
+
+
+@dataclass(frozen=True)
+class ByteSpan:
+    """Bytes ``[start, end)`` of a frame: the field they hold and its value."""
+
+    start: int
+    end: int
+    field: str
+    value: str
+    region: str
+
+
+def byte_spans(frame: bytes | Inspection, *, body_units: int = 64) -> list[ByteSpan]:
+    """Every header and prefix field, then the body image by image (or word by word), from the
+    layout tables; the first ``body_units`` units of the body are named, the rest summarised."""
+    ins = frame if isinstance(frame, Inspection) else inspect(frame)
+    data = ins.data
+    spans = [
+        ByteSpan(f.offset, f.offset + len(f.raw), f.path, f.display, f.path.split(".", 1)[0])
+        for f in ins.fields
+        if f.raw
+    ]
+    body = max((s.end for s in spans), default=0)
+    if ins.kind is FrameKind.DELTA:
+        unit = IMAGE_BYTES
+        count = (len(data) - body) // unit
+        for i in range(min(count, body_units)):
+            at = body + i * unit
+            for f in DELTA_IMAGE.fields:
+                raw = data[at + f.offset : at + f.offset + f.size]
+                value = int.from_bytes(raw, "little")
+                shown = f"0x{value:016x}" if f.size == 8 else str(value)
+                spans.append(
+                    ByteSpan(
+                        at + f.offset,
+                        at + f.offset + f.size,
+                        f"images[{i}].{f.name}",
+                        shown,
+                        "images",
+                    )
+                )
+        named = body + min(count, body_units) * unit
+    elif ins.kind is FrameKind.SNAPSHOT_CHUNK:
+        unit = WORD_BYTES
+        count = (len(data) - body) // unit
+        for i in range(min(count, body_units)):
+            at = body + i * unit
+            value = int.from_bytes(data[at : at + unit], "little")
+            spans.append(ByteSpan(at, at + unit, f"words[{i}]", f"0x{value:016x}", "words"))
+        named = body + min(count, body_units) * unit
+    else:
+        named = body
+    if named < len(data):
+        spans.append(
+            ByteSpan(named, len(data), "rest of the body", f"{len(data) - named} B", "rest")
+        )
+    return spans
+
+
+_REGION_COLOURS: Final = {
+    "header": "#dbe9f6",
+    "delta": "#fde2c8",
+    "snapshot": "#fde2c8",
+    "images": "#d9f2d9",
+    "words": "#d9f2d9",
+    "rest": "#eeeeee",
+}
+
+
+@dataclass(frozen=True)
+class ByteExplorer:
+    """A frame's bytes as HTML: hover a byte to see its field, value and offset (a ``title``
+    on each byte, so it works in the static report too)."""
+
+    data: bytes
+    spans: tuple[ByteSpan, ...]
+    shown: int = 1024
+
+    def _repr_html_(self) -> str:
+        out = ['<div style="font-family: monospace; font-size: 12px; line-height: 1.7">']
+        limit = min(self.shown, len(self.data))
+        for span in self.spans:
+            if span.start >= limit:
+                break
+            colour = _REGION_COLOURS.get(span.region, "#f6f6f6")
+            for offset in range(span.start, min(span.end, limit)):
+                tip = html.escape(
+                    f"{span.field} = {span.value}\nbyte {offset} (field bytes {span.start}–"
+                    f"{span.end - 1})",
+                    quote=True,
+                )
+                out.append(
+                    f'<span title="{tip}" data-field="{html.escape(span.field, quote=True)}" '
+                    f'data-offset="{offset}" style="background:{colour}; padding:1px">'
+                    f"{self.data[offset]:02x}</span>"
+                )
+                out.append("<br>" if offset % 16 == 15 else " ")
+        if limit < len(self.data):
+            out.append(f"<br>… {len(self.data) - limit} more bytes")
+        out.append("</div>")
+        return "".join(out)
+
+
+def byte_explorer(frame: bytes | Inspection, *, shown: int = 1024) -> ByteExplorer:
+    """Hover a byte of ``frame`` to see the field it belongs to, its value and its offset."""
+    ins = frame if isinstance(frame, Inspection) else inspect(frame)
+    return ByteExplorer(bytes(ins.data), tuple(byte_spans(ins)), shown)
