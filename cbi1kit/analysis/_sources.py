@@ -346,6 +346,7 @@ class _CaptureScan:
                     if len(stream_a) >= rows.size:
                         flush()
                         yield from rows.batches()
+                        # a batch late: the envelope kernel may still be reading the last one
                         released = release_pages(reader.buffer, released, behind)
                         behind = item.offset
             elif rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
