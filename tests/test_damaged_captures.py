@@ -75,9 +75,10 @@ def _write(path: Path) -> list[Span]:
         ]
 
 
-ORIGINAL = Path(tempfile.mkdtemp(prefix="cbi1kit-damage-")) / "intact.kvrcap"
-SPANS = _write(ORIGINAL)
-DATA = ORIGINAL.read_bytes()
+with tempfile.TemporaryDirectory(prefix="cbi1kit-damage-") as _tmp:
+    _intact = Path(_tmp) / "intact.kvrcap"
+    SPANS = _write(_intact)
+    DATA = _intact.read_bytes()
 DATA_SPANS = [s for s in SPANS if s.type not in STRUCTURAL]
 
 
