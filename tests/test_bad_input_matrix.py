@@ -180,7 +180,9 @@ def test_a_missing_directory_or_empty_input(
 
 
 #: bytes in no format cbi1kit reads: not a capture's, CBI1's or CKF1's magic, no JSON, not blank
-foreign_bytes = (st.sampled_from([PNG, b"\x00" * 64, b"\xff" * 3]) | st.binary(min_size=1)).filter(
+foreign_bytes = (
+    st.sampled_from([PNG, b"\x00" * 64, b"\xff" * 3, b"\x1c"]) | st.binary(min_size=1)
+).filter(
     lambda b: (
         bool(b.strip())
         and b.lstrip()[:1] not in (b"{", b"[")
