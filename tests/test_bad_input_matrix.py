@@ -101,7 +101,8 @@ def _outside(number: Number) -> st.SearchStrategy[str]:
     values |= st.sampled_from(["x", "", "1e", "0x"])
     if number.real:
         values |= st.sampled_from(["nan", "inf", "-inf"])
-        values |= st.floats(max_value=number.lo, allow_nan=False).map(repr)
+        below = st.floats(max_value=number.lo, exclude_max=not number.open_lo, allow_nan=False)
+        values |= below.map(repr)
     return values
 
 
