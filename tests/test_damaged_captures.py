@@ -245,8 +245,8 @@ def test_every_layer_and_the_cli_agree_on_the_damage(damage: Damage) -> None:
             pool = s.type is RecordType.MESSAGE and s.stream_id == POOL_STREAM
             if pool and s.index not in damage.lost and not _cut_before(damage, s):
                 assert frames[s.body] >= 1, (damage.kind, "message not read", s.index)
+        where = f"record {found[0].record_index} at byte offset {found[0].offset}" if found else ""
         if found:
-            where = f"record {found[0].record_index} at byte offset {found[0].offset}"
             named = [str(d.error) for d in frame_damage]
             assert any(where in text for text in named) or not frame_damage, (where, named)
         library = replay(path)
@@ -261,7 +261,6 @@ def test_every_layer_and_the_cli_agree_on_the_damage(damage: Damage) -> None:
         code, out, err = cli_run("inspect", str(path), "--no-progress")
         assert "Traceback" not in err and code in (0, 1)
         if found:
-            where = f"record {found[0].record_index} at byte offset {found[0].offset}"
             sourced = [v["reason"] for v in report["violations"] if v["rule"] == "SourceDamaged"]
             assert code == 1 and where in out, (damage.kind, where)
             assert any(where in r for r in sourced) or frame_damage == [], (where, sourced)

@@ -31,7 +31,7 @@ from relayfixtures import (
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import ReplayReport, replay
 from cbi1kit.cli import main as cli_main
-from cbi1kit.relay._recorder import CATALOG_METHOD, RELAY_INFO_METHOD
+from cbi1kit.relay._recorder import CATALOG_METHOD, RELAY_INFO_METHOD, RecordReport
 from cbi1kit.sim._server import MALFORMED_MESSAGE, FaultPlan, ProducerFeed, RelayServer
 
 # a recorder thread that dies of an exception (a DecodeError traceback) fails the test
@@ -72,6 +72,17 @@ def assert_replays(
     return report
 
 
+def _record_to_the_end(
+    srv: RelayServer, recorders: Recorders, feed: ProducerFeed, path: Path, validate: bool
+) -> RecordReport:
+    """Record ``srv`` until ``feed`` has published everything; the session must end cleanly."""
+    rec = recorders(recorder_config(srv.address, path, validate=validate))
+    run_to_end(srv, rec, feed)
+    report = rec.report
+    assert report.exit_code == 0 and report.stop_reason == "test done"
+    return report
+
+
 # ------------------------------------------------------------------------------ malformed bytes
 
 
@@ -86,10 +97,7 @@ def test_malformed_filter_update_is_kept_and_the_recorder_resubscribes(
     feed = ProducerFeed(steps=20, seed=6)
     srv = serve(feed, faults=FaultPlan(garbage_update_after=4))
     path = tmp_path / "c.kvrcap"
-    rec = recorders(recorder_config(srv.address, path, validate=validate))
-    run_to_end(srv, rec, feed)
-    report = rec.report
-    assert report.exit_code == 0 and report.stop_reason == "test done"
+    report = _record_to_the_end(srv, recorders, feed, path, validate)
     assert srv.faults.fired == ["garbage_update_after"]
     first, *rest = subscriptions(path)
     assert rest and report.subscriptions == len(rest) + 1
@@ -118,10 +126,7 @@ def test_malformed_catalog_update_ends_the_watch_and_the_recorder_watches_again(
     feed = ProducerFeed(steps=25, seed=8)
     srv = serve(feed, faults=FaultPlan(garbage_catalog_after=after, change_generation_after=5))
     path = tmp_path / "c.kvrcap"
-    rec = recorders(recorder_config(srv.address, path, validate=validate))
-    run_to_end(srv, rec, feed)
-    report = rec.report
-    assert report.exit_code == 0 and report.stop_reason == "test done"
+    report = _record_to_the_end(srv, recorders, feed, path, validate)
     assert report.violations == []
     assert "garbage_catalog_after" in srv.faults.fired
     bad, *later = streams_of(path, CATALOG_METHOD)
@@ -151,10 +156,7 @@ def test_malformed_relay_info_is_asked_again(
     feed = ProducerFeed(steps=10, seed=4)
     srv = serve(feed, faults=FaultPlan(garbage_relay_info=1))
     path = tmp_path / "c.kvrcap"
-    rec = recorders(recorder_config(srv.address, path, validate=validate))
-    run_to_end(srv, rec, feed)
-    report = rec.report
-    assert report.exit_code == 0 and report.stop_reason == "test done"
+    report = _record_to_the_end(srv, recorders, feed, path, validate)
     assert report.violations == [] and report.subscriptions == 1
     bad, good = streams_of(path, RELAY_INFO_METHOD)
     assert bad.messages == [MALFORMED_MESSAGE]
