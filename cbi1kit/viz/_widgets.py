@@ -22,6 +22,7 @@ import polars as pl
 from cbi1kit.analysis._replay import ReplayReport, replay
 from cbi1kit.analysis._tables import images_table
 from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.errors import CkfError, LaneError, VizError
 from cbi1kit.viz._charts import _lane, bucket_words_table, hex64, occupancy_chart
@@ -148,7 +149,7 @@ def scrub_point(report: ReplayReport, images: pl.DataFrame, sequence: int) -> Sc
     if lane is None:
         figures = pl.DataFrame({"sequence": [sequence], "lane": ["none: between sessions"]})
     else:
-        occupied = int(np.count_nonzero(_slots(lane)))
+        occupied = lane_occupancy(lane)
         figures = pl.DataFrame(
             {
                 "sequence": [sequence],
@@ -158,10 +159,6 @@ def scrub_point(report: ReplayReport, images: pl.DataFrame, sequence: int) -> Sc
             }
         )
     return ScrubPoint(sequence, lane, figures, delta)
-
-
-def _slots(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
-    return words.view(np.uint16).reshape(-1, 4)
 
 
 def stream_scrubber(
