@@ -1,4 +1,4 @@
-"""Charts (altair over polars, u64 as hex) and the offline HTML report."""
+"""Charts (altair over polars, u64 as hex), drawn offline in notebooks, and the offline report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from cbi1kit._lazy import lazy_getattr, lazy_names
 
 if TYPE_CHECKING:
     from cbi1kit.viz._charts import *  # noqa: F403
+    from cbi1kit.viz._display import *  # noqa: F403
     from cbi1kit.viz._report import *  # noqa: F403
 
 # altair and grpc load on first use; the names are each module's __all__ (a test checks)
@@ -27,18 +28,17 @@ _CHARTS = (
     "prefix_depth_chart",
     "slots_histogram_chart",
 )
-_REPORT = (
-    "CHART_KINDS",
-    "NOTEBOOKS",
-    "ReportResult",
-    "build_report",
-    "interactive_charts",
-    "report_charts",
-)
-_LAZY = {**lazy_names("_charts", _CHARTS), **lazy_names("_report", _REPORT)}
+_DISPLAY = ("STATIC_ENV", "interactive_charts", "setup_notebook")
+_REPORT = ("CHART_KINDS", "NOTEBOOKS", "ReportResult", "build_report", "report_charts")
+_LAZY = {
+    **lazy_names("_charts", _CHARTS),
+    **lazy_names("_display", _DISPLAY),
+    **lazy_names("_report", _REPORT),
+}
 
 __all__: list[str] = []
 __all__ += _CHARTS  # noqa: PLE0605 (a tuple of str, defined above)
+__all__ += _DISPLAY  # noqa: PLE0605 (a tuple of str, defined above)
 __all__ += _REPORT  # noqa: PLE0605 (a tuple of str, defined above)
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
