@@ -38,9 +38,9 @@ sample: $(STAMP_BASE)
 	$(PY) -m cbi1kit simulate data/mooncake/conversation_trace.jsonl -o data/sample.kvrcap \
 		--sample --force --no-progress
 
+# a free port, this environment's kernel, saves that keep the tracked notebooks output-free, root ok
 lab: $(STAMP_BASE)
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "cbi1kit (.venv)" >/dev/null
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab notebooks/
+	$(PY) -m cbi1kit lab
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks

@@ -667,6 +667,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_lab(args: argparse.Namespace) -> int:
+    import os
+
+    from cbi1kit.viz._lab import kernel_environment, lab_command
+
+    folder: Path = args.notebooks
+    if not folder.is_dir():
+        raise CliError(f"{folder}: no notebooks folder", EXIT_UNREADABLE)
+    argv = lab_command(folder.resolve(), port=args.port, open_browser=not args.no_browser)
+    os.execve(argv[0], argv, kernel_environment())  # Lab takes this process over
+
+
 # ------------------------------------------------------------------------------------- parser
 
 
@@ -788,6 +800,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing report")
     quiet(p)
     p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser(
+        "lab",
+        help="JupyterLab on the notebooks: this environment's kernel, saves kept output-free",
+        description="JupyterLab on the notebooks folder with this environment as the kernel. "
+        "Saving a notebook writes its .py source and its output-free .ipynb, so neither "
+        "autosave nor Ctrl+S changes a tracked file with outputs; runs as root too.",
+    )
+    p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
+    p.add_argument("--port", type=ranged(0, 65535), default=0, help="port (0 picks a free one)")
+    p.add_argument("--no-browser", action="store_true", help="only print Lab's address")
+    p.set_defaults(handler=cmd_lab)
 
     p = sub.add_parser(
         "report",

@@ -83,6 +83,7 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         "stats",
         "layout",
         "demo",
+        "lab",
         "report",
         "record",
         "serve",
@@ -424,3 +425,13 @@ def _permission_cases(work: Path) -> None:
         assert len(res.stderr.strip().splitlines()) == 1 and named in res.stderr, res.stderr
     assert list(readonly.iterdir()) == []
     assert sorted(p.name for p in work.iterdir()) == ["locked.jsonl", "locked.kvrcap", "ro"]
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_lab_without_a_notebooks_folder_is_unreadable_input(kind: str, tmp_path: Path) -> None:
+    folder = tmp_path / "notebooks"
+    if kind == "a file":
+        folder.write_text("")
+    out = run("lab", "--notebooks", str(folder), "--no-browser")
+    assert out.returncode == 3
+    assert out.stderr.strip() == f"cbi1kit lab: error: {folder}: no notebooks folder"
