@@ -140,3 +140,26 @@ def test_a_notebook_outside_the_pairing_is_saved_as_is(tmp_path: Path) -> None:
     asyncio.run(_manager(tmp_path).save({"type": "notebook", "content": dict(nb)}, "own.ipynb"))
     assert nbformat.read(tmp_path / "own.ipynb", as_version=4).cells[0].outputs
     assert not (tmp_path / "own.py").exists()
+
+
+def test_opening_in_lab_names_the_kernel_as_this_environment_does(
+    copied: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An environment whose python3 kernelspec has another display name (an older ``make lab``
+    renamed it) would have Lab rewrite the kernelspec on start: it is given that name up front,
+    and a save still stores the canonical one."""
+    import json
+
+    kernels = tmp_path_factory.mktemp("jupyter") / "kernels" / KERNELSPEC["name"]
+    kernels.mkdir(parents=True)
+    spec = {"argv": ["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"]}
+    spec |= {"display_name": "cbi1kit (.venv)", "language": "python"}
+    (kernels / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(kernels.parents[1]))
+    name = SOURCES[0].with_suffix(".ipynb").name
+    before = _files(copied)
+    manager = _manager(copied)
+    model = asyncio.run(manager.get(name))
+    assert model["content"]["metadata"]["kernelspec"]["display_name"] == "cbi1kit (.venv)"
+    asyncio.run(manager.save({"type": "notebook", "content": model["content"]}, name))
+    assert _files(copied) == before

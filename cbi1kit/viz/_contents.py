@@ -3,8 +3,9 @@
 Loaded by the Jupyter server only (``_lab.CONTENTS_MANAGER``). Saving a paired notebook writes its
 py:percent text and its ``.ipynb`` in ``_lab.stored_notebook`` form, whatever the notebook in the
 browser holds: outputs, execution counts and the kernel's ``language_info`` stay in the browser.
-Opening one adds the ``language_info`` this environment's kernel will report, so a notebook is not
-marked modified the moment its kernel starts.
+Opening one adds what Lab would write the moment the kernel starts — the ``language_info`` this
+environment's kernel reports and its kernelspec's display name — so the notebook is not marked
+modified straight away.
 """
 
 from __future__ import annotations
@@ -29,6 +30,18 @@ def _kernel_language_info() -> dict[str, Any]:
     return dict(IPythonKernel.language_info)
 
 
+def _kernelspec_here() -> dict[str, str]:
+    """``KERNELSPEC`` as this environment names it (Lab stores its display name on start; an
+    environment may have renamed it)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNELSPEC["name"])
+    except NoSuchKernel:
+        return dict(KERNELSPEC)
+    return {**KERNELSPEC, "display_name": spec.display_name}
+
+
 class NotebookContentsManager(_JupytextContentsManager):  # type: ignore[misc]
     """jupytext's contents manager that stores every paired notebook in its stored form."""
 
@@ -47,6 +60,7 @@ class NotebookContentsManager(_JupytextContentsManager):  # type: ignore[misc]
         model = await super().get(path, content=content, type=type, **kwargs)
         if content and model.get("type") == "notebook" and model.get("content") is not None:
             metadata = model["content"]["metadata"]
-            if metadata.get("kernelspec", {}).get("name") == KERNELSPEC["name"]:
+            if metadata.get("kernelspec") == KERNELSPEC:
+                metadata["kernelspec"] = _kernelspec_here()
                 metadata.setdefault("language_info", _kernel_language_info())
         return model
