@@ -78,6 +78,10 @@ def test_notebook_runs_offline_in_lab_and_draws_every_chart(
         assert not opened.is_dirty(), "marked modified on opening"
         problems = opened.run_and_check(screenshots / f"{notebook.stem}.png")
         assert not problems, "\n".join(problems)
+        for cell in opened.cells():  # what a cell printed is on the screen under it
+            printed = [line for line in cell.text().splitlines() if line.strip()]
+            if printed and all(o.get("output_type") == "stream" for o in cell.outputs):
+                assert printed[0].strip() in opened.shown_text(cell.index), cell.index
         opened.save()  # what autosave does: the tracked files must come out unchanged
         tracked, saved = _files(ROOT / "notebooks"), _files(server.root)
         assert [n for n in tracked if saved.get(n) != tracked[n]] == []

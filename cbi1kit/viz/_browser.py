@@ -288,6 +288,11 @@ class LabNotebook:
         """The output areas of cell ``index`` (a widget, a table, a chart each)."""
         return self.cell(index).locator(".jp-OutputArea-output")
 
+    def shown_text(self, index: int) -> str:
+        """The text cell ``index`` shows under it, as rendered: tables, streams, and what a widget
+        (an ``ipywidgets.Output`` a brush fills) holds, which the cell's own outputs do not."""
+        return "\n".join(self.outputs(index).all_inner_texts())
+
     def charts(self, index: int | None = None) -> Locator:
         """vega-embed's containers in cell ``index`` (all cells: None): a chart each."""
         scope = self.page.locator(".jp-NotebookPanel") if index is None else self.cell(index)
