@@ -69,7 +69,7 @@ from cbi1kit.wire import (
 )
 
 if TYPE_CHECKING:
-    from cbi1kit.viz import build_report, hex64
+    from cbi1kit.viz import build_report, hex64, setup_notebook
 
 __version__ = "0.1.0"
 
@@ -121,6 +121,7 @@ __all__ = [
     "relay",
     "replay",
     "resolve_lora_name",
+    "setup_notebook",
     "sim",
     "simulate_capture",
     "snapshots_table",
@@ -129,5 +130,5 @@ __all__ = [
     "wire",
 ]
 
-_LAZY = lazy_names("viz", ("build_report", "hex64"))  # altair loads on first use
+_LAZY = lazy_names("viz", ("build_report", "hex64", "setup_notebook"))  # altair loads on first use
 __getattr__ = lazy_getattr(__name__, _LAZY)

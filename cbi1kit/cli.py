@@ -635,17 +635,61 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 ("figure", "value"),
             )
         )
+    notebooks_ok = True
     if not args.no_report:
+        from cbi1kit._files import claim_outputs
+        from cbi1kit.viz._browser import unavailable
+
+        notebooks = Path("notebooks")
+        shots = args.report / "screenshots"
+        browser_missing = unavailable()
+        if browser_missing is None:
+            pngs = [shots / f"{p.stem}.png" for p in sorted(notebooks.glob("*.ipynb"))]
+            claim_outputs(pngs, overwrite=args.force)
         print(f"\n4. report: every chart and the executed notebooks → {args.report}/")
         built = _build_report(
-            capture, args.report, trace, Path("notebooks"), args.no_progress, force=args.force
+            capture, args.report, trace, notebooks, args.no_progress, force=args.force
         )
         print(
             f"   wrote {built.index} ({len(built.pngs)} chart PNGs, "
             f"{len(built.notebooks)} notebooks) in {built.seconds:.0f} s"
         )
+        print(f"\n5. screenshots: each notebook run in JupyterLab, offline → {shots}/")
+        if browser_missing is not None:
+            print(f"   skipped: {browser_missing}")
+        else:
+            notebooks_ok = _screenshots(notebooks, shots, args.no_progress)
     print("\nnext: cbi1kit inspect / stats / export on", capture)
-    return EXIT_OK if report.ok else EXIT_INVALID
+    return EXIT_OK if report.ok and notebooks_ok else EXIT_INVALID
+
+
+def _screenshots(notebooks: Path, out: Path, quiet: bool) -> bool:
+    """Every notebook run with Run All in JupyterLab (chromium, offline) and screenshot to
+    ``out``; prints what went wrong in each, and whether nothing did."""
+    from cbi1kit.viz._browser import screenshot_notebooks
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"   {msg}", file=sys.stderr, flush=True)
+
+    found = screenshot_notebooks(notebooks, out, say=say)
+    for name, problems in found.items():
+        for problem in problems:
+            print(f"   {name}: {problem}")
+    print(f"   wrote {len(found)} screenshots")
+    return not any(found.values())
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    import os
+
+    from cbi1kit.viz._lab import kernel_environment, lab_command
+
+    folder: Path = args.notebooks
+    if not folder.is_dir():
+        raise CliError(f"{folder}: no notebooks folder", EXIT_UNREADABLE)
+    argv = lab_command(folder.resolve(), port=args.port, open_browser=not args.no_browser)
+    os.execve(argv[0], argv, kernel_environment())  # Lab takes this process over
 
 
 def _build_report(
@@ -801,9 +845,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resimulate", action="store_true", help="simulate even if the sample exists")
     p.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
     p.add_argument("--no-report", action="store_true", help="stop after the summary")
-    p.add_argument("--force", action="store_true", help="overwrite an existing report")
+    p.add_argument(
+        "--force", action="store_true", help="overwrite an existing report and screenshots"
+    )
     quiet(p)
     p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser(
+        "lab",
+        help="JupyterLab on the notebooks: this environment's kernel, saves kept output-free",
+        description="JupyterLab on the notebooks folder with this environment as the kernel. "
+        "Saving a notebook writes its .py source and its output-free .ipynb, so neither "
+        "autosave nor Ctrl+S changes a tracked file with outputs; runs as root too.",
+    )
+    p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
+    p.add_argument("--port", type=ranged(0, 65535), default=0, help="port (0 picks a free one)")
+    p.add_argument("--no-browser", action="store_true", help="only print Lab's address")
+    p.set_defaults(handler=cmd_lab)
 
     p = sub.add_parser(
         "report",

@@ -22,6 +22,8 @@ import polars as pl
 
 import cbi1kit as ck
 
+ck.setup_notebook()  # every chart draws here with no network
+
 fmt = ck.FilterFormat(seed, bucket_count)
 fmt
 

@@ -28,6 +28,8 @@ import polars as pl
 
 import cbi1kit as ck
 
+ck.setup_notebook()  # every chart draws here with no network
+
 # %% [markdown]
 # ## The frames table
 #

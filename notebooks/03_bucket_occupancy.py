@@ -19,6 +19,8 @@ import polars as pl
 
 import cbi1kit as ck
 
+ck.setup_notebook()  # every chart draws here with no network
+
 report = ck.replay(capture)
 lane = report.final_lane
 stats = ck.lane_stats(lane)

@@ -18,6 +18,8 @@ import polars as pl
 
 import cbi1kit as ck
 
+ck.setup_notebook()  # every chart draws here with no network
+
 frames = ck.frames_table(capture).collect()
 images = ck.images_table(capture)
 bucket_count = int(frames["cbi1_bucket_count"].drop_nulls()[0])

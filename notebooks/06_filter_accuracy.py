@@ -20,6 +20,8 @@ import polars as pl
 
 import cbi1kit as ck
 
+ck.setup_notebook()  # every chart draws here with no network
+
 workload = ck.read_mooncake(trace, limit=requests)
 config = ck.SimulatorConfig(dcs=4, workers_per_dc=2, capacity_blocks=2048, policy="ckf")
 ckf = ck.Simulator(config).run(workload)

@@ -1,14 +1,19 @@
-"""Fixtures for the tests that run the simulated relay and the recorder (``relayfixtures``)."""
+"""Fixtures several test modules share: the simulated relay and the recorder (``relayfixtures``),
+and the full report."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from relayfixtures import FAST, Running
 
 from cbi1kit.relay._recorder import RecorderConfig
 from cbi1kit.sim._server import RelayServer, ServerConfig
+from cbi1kit.viz._report import CHART_KINDS, NOTEBOOKS, build_report
+
+ROOT = Path(__file__).parents[1]
 
 
 @pytest.fixture
@@ -38,3 +43,19 @@ def recorders() -> Iterator[Callable[[RecorderConfig], Running]]:
     for r in running:
         if r.thread.is_alive():
             r.finish()
+
+
+@pytest.fixture(scope="session")
+def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of the bundled capture with its trace and every notebook, built once: the
+    report tests read its files, the browser test opens them."""
+    out = tmp_path_factory.mktemp("report")
+    result = build_report(
+        ROOT / "data" / "sample.kvrcap",
+        out,
+        trace=ROOT / "data" / "mooncake" / "conversation_trace.jsonl",
+        notebooks_dir=ROOT / "notebooks",
+    )
+    assert set(result.pngs) == set(CHART_KINDS)
+    assert set(result.notebooks) == set(NOTEBOOKS)
+    return out

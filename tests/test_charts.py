@@ -212,3 +212,46 @@ def test_hex64_is_exact_at_the_top() -> None:
         "0x0000000000000000",
         "0xffffffffffffffff",
     ]
+
+
+# ------------------------------------------------------------- how charts display in a notebook
+
+
+@pytest.fixture
+def renderer_restored() -> Any:
+    import altair as alt
+
+    yield
+    alt.JupyterChart.enable_offline(False)
+    alt.renderers.enable("default")
+
+
+def test_setup_notebook_draws_charts_offline_in_a_live_kernel(
+    monkeypatch: pytest.MonkeyPatch, renderer_restored: Any
+) -> None:
+    """The widget's JavaScript is inlined (vl-convert's bundle), not imported from a CDN."""
+    import altair as alt
+
+    from cbi1kit.viz._display import STATIC_ENV, setup_notebook
+
+    monkeypatch.delenv(STATIC_ENV, raising=False)
+    assert setup_notebook() == "jupyter"
+    esm = alt.JupyterChart._esm
+    assert "esm.sh" not in esm and "cdn.jsdelivr" not in esm and len(esm) > 100_000
+    bundle = C.byte_map_chart(encode_delta(FilterFormat(1, 8), 0, 0, 1, [(0, 1)]))
+    data = bundle._repr_mimebundle_()
+    shown = data[0] if isinstance(data, tuple) else data
+    assert "application/vnd.jupyter.widget-view+json" in shown  # a JupyterChart
+
+
+def test_setup_notebook_in_a_report_build_is_static_svg(
+    monkeypatch: pytest.MonkeyPatch, renderer_restored: Any
+) -> None:
+    from cbi1kit.viz._display import STATIC_ENV, interactive_charts, setup_notebook
+
+    monkeypatch.setenv(STATIC_ENV, "svg")
+    assert not interactive_charts()
+    assert setup_notebook() == "svg"
+    data = C.byte_map_chart(encode_delta(FilterFormat(1, 8), 0, 0, 1, [(0, 1)]))._repr_mimebundle_()
+    shown = data[0] if isinstance(data, tuple) else data
+    assert set(shown) == {"image/svg+xml"}

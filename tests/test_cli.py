@@ -83,6 +83,7 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         "stats",
         "layout",
         "demo",
+        "lab",
         "report",
         "record",
         "serve",
@@ -446,3 +447,13 @@ def test_inspect_of_a_file_too_large_to_be_a_frame_reads_its_head_only(
     assert code == 1 and f"CBI1 DELTA, {size} bytes" in out
     assert f"FrameTooLarge at offset {size}: {size} bytes" in out
     assert peak < 1 << 20  # the file is 32 MiB
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_lab_without_a_notebooks_folder_is_unreadable_input(kind: str, tmp_path: Path) -> None:
+    folder = tmp_path / "notebooks"
+    if kind == "a file":
+        folder.write_text("")
+    out = run("lab", "--notebooks", str(folder), "--no-browser")
+    assert out.returncode == 3
+    assert out.stderr.strip() == f"cbi1kit lab: error: {folder}: no notebooks folder"

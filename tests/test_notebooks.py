@@ -1,16 +1,23 @@
-"""Notebooks are jupytext py:percent sources paired with output-free .ipynb files.
+"""Notebooks are jupytext py:percent sources paired with .ipynb files kept in their stored form.
 
 nbmake executes the .ipynb files themselves (pytest collects ``notebooks/``); these tests keep
-the pair honest: same cells, no outputs in the repo, a papermill ``parameters`` cell.
+the pair honest: same cells, no outputs and the kernelspec in the repo, a papermill
+``parameters`` cell; and JupyterLab's saves (``cbi1kit lab``'s contents manager) keep it so.
 """
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import nbformat
 import pytest
+from jupytext.config import load_jupytext_config
+
+from cbi1kit.viz._lab import KERNELSPEC, paired_text_format, stored_notebook
 
 NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("*.py"))
@@ -33,6 +40,18 @@ def test_ipynb_is_paired_and_stripped(source: Path) -> None:
         if cell.cell_type == "code":
             assert cell.outputs == [], f"{paired.name} has outputs: strip them"
             assert cell.execution_count is None
+    assert stored.metadata.get("kernelspec") == KERNELSPEC, f"{paired.name}: no kernelspec"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_ipynb_is_in_its_stored_form(source: Path) -> None:
+    """What JupyterLab saves (``stored_notebook``) changes nothing in a tracked notebook."""
+    paired = source.with_suffix(".ipynb")
+    config = load_jupytext_config(str(paired))
+    text_format = paired_text_format(config, paired.name)
+    assert text_format is not None, f"{paired.name} is not paired by notebooks/jupytext.toml"
+    on_disk = nbformat.read(paired, as_version=4)
+    assert stored_notebook(on_disk, config, text_format) == on_disk
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
@@ -40,3 +59,107 @@ def test_has_a_papermill_parameters_cell(source: Path) -> None:
     nb = jupytext.read(source)
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1
+
+
+# ------------------------------------------------------- JupyterLab's saves: the contents manager
+
+
+def _manager(root: Path) -> Any:
+    from cbi1kit.viz._contents import NotebookContentsManager
+
+    return NotebookContentsManager(root_dir=str(root))
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture
+def copied(tmp_path: Path) -> Path:
+    for path in NOTEBOOKS.iterdir():
+        if path.suffix in (".py", ".ipynb", ".toml"):
+            shutil.copy2(path, tmp_path / path.name)
+    return tmp_path
+
+
+def _as_run_in_lab(content: dict[str, Any]) -> dict[str, Any]:
+    """``content`` as the browser holds it after Run All: outputs, counts, the kernel's
+    language_info, and cell metadata Lab adds (a collapsed output, a scrolled one)."""
+    nb = nbformat.from_dict(content)
+    count = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            count += 1
+            cell.execution_count = count
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"ran {count}\n")]
+            cell.metadata["scrolled"] = True
+            cell.metadata["jupyter"] = {"outputs_hidden": False}
+    nb.metadata["language_info"] = {"name": "python", "version": "3.99.0"}
+    return dict(nb)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_saving_from_lab_leaves_the_tracked_files_unchanged(source: Path, copied: Path) -> None:
+    name = source.with_suffix(".ipynb").name
+    before = _files(copied)
+    manager = _manager(copied)
+    run = _as_run_in_lab(asyncio.run(manager.get(name))["content"])
+    assert any(c.get("outputs") for c in run["cells"])  # the save below has outputs to drop
+    asyncio.run(manager.save({"type": "notebook", "content": run}, name))
+    after = _files(copied)
+    changed = [n for n in before if before[n] != after[n]]
+    assert not changed, f"saving {name} from Lab rewrote {changed}"
+
+
+def test_an_edit_saved_from_lab_reaches_the_py_and_the_ipynb(copied: Path) -> None:
+    name = SOURCES[0].with_suffix(".ipynb").name
+    manager = _manager(copied)
+    content = _as_run_in_lab(asyncio.run(manager.get(name))["content"])
+    content["cells"].append(nbformat.v4.new_code_cell("print('an edit made in Lab')"))
+    asyncio.run(manager.save({"type": "notebook", "content": content}, name))
+    assert "print('an edit made in Lab')" in (copied / SOURCES[0].name).read_text()
+    stored = nbformat.read(copied / name, as_version=4)
+    assert stored.cells[-1].source == "print('an edit made in Lab')"
+    assert all(c.get("outputs", []) == [] for c in stored.cells)
+    assert "language_info" not in stored.metadata
+
+
+def test_opening_in_lab_adds_the_kernels_language_info(copied: Path) -> None:
+    """Lab stores the kernel's language_info when the kernel starts; a notebook that already holds
+    it is not marked modified the moment it opens."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    model = asyncio.run(_manager(copied).get(SOURCES[0].with_suffix(".ipynb").name))
+    assert model["content"]["metadata"]["language_info"] == IPythonKernel.language_info
+    assert model["content"]["metadata"]["kernelspec"] == KERNELSPEC
+
+
+def test_a_notebook_outside_the_pairing_is_saved_as_is(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    asyncio.run(_manager(tmp_path).save({"type": "notebook", "content": dict(nb)}, "own.ipynb"))
+    assert nbformat.read(tmp_path / "own.ipynb", as_version=4).cells[0].outputs
+    assert not (tmp_path / "own.py").exists()
+
+
+def test_opening_in_lab_names_the_kernel_as_this_environment_does(
+    copied: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An environment whose python3 kernelspec has another display name (an older ``make lab``
+    renamed it) would have Lab rewrite the kernelspec on start: it is given that name up front,
+    and a save still stores the canonical one."""
+    import json
+
+    kernels = tmp_path_factory.mktemp("jupyter") / "kernels" / KERNELSPEC["name"]
+    kernels.mkdir(parents=True)
+    spec = {"argv": ["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"]}
+    spec |= {"display_name": "cbi1kit (.venv)", "language": "python"}
+    (kernels / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(kernels.parents[1]))
+    name = SOURCES[0].with_suffix(".ipynb").name
+    before = _files(copied)
+    manager = _manager(copied)
+    model = asyncio.run(manager.get(name))
+    assert model["content"]["metadata"]["kernelspec"]["display_name"] == "cbi1kit (.venv)"
+    asyncio.run(manager.save({"type": "notebook", "content": model["content"]}, name))
+    assert _files(copied) == before

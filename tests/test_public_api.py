@@ -35,7 +35,13 @@ def test_each_stage_exports_what_it_lists(stage: str) -> None:
 
 @pytest.mark.parametrize(
     ("stage", "module"),
-    [("relay", "_recorder"), ("sim", "_server"), ("viz", "_charts"), ("viz", "_report")],
+    [
+        ("relay", "_recorder"),
+        ("sim", "_server"),
+        ("viz", "_charts"),
+        ("viz", "_display"),
+        ("viz", "_report"),
+    ],
 )
 def test_lazily_loaded_names_are_the_modules_whole_surface(stage: str, module: str) -> None:
     """A stage lists the names of its heavy modules so they load on first use; the list and the

@@ -6,7 +6,6 @@ import re
 import struct
 from pathlib import Path
 
-import pytest
 from errorcheck import raises_variant
 
 from cbi1kit.errors import OutputError, VizError
@@ -33,15 +32,6 @@ def _check_charts(out: Path) -> str:
         assert width > 200 and height > 100
     assert not NOT_OFFLINE.search(index), "the report must not fetch anything"
     return index
-
-
-@pytest.fixture(scope="module")
-def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("report")
-    result = build_report(SAMPLE, out, trace=TRACE, notebooks_dir=ROOT / "notebooks")
-    assert set(result.pngs) == set(CHART_KINDS)
-    assert set(result.notebooks) == set(NOTEBOOKS)
-    return out
 
 
 def test_report_has_every_chart_offline(full_report: Path) -> None:

@@ -1,5 +1,5 @@
-"""Charts (altair over polars, u64 as hex), widgets for learning by doing, and the offline
-HTML report."""
+"""Charts (altair over polars, u64 as hex), drawn offline in notebooks; widgets for learning by
+doing; the offline report."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from cbi1kit._lazy import lazy_getattr, lazy_names
 
 if TYPE_CHECKING:
     from cbi1kit.viz._charts import *  # noqa: F403
+    from cbi1kit.viz._display import *  # noqa: F403
     from cbi1kit.viz._report import *  # noqa: F403
     from cbi1kit.viz._widgets import *  # noqa: F403
 
@@ -29,14 +30,8 @@ _CHARTS = (
     "prefix_depth_chart",
     "slots_histogram_chart",
 )
-_REPORT = (
-    "CHART_KINDS",
-    "NOTEBOOKS",
-    "ReportResult",
-    "build_report",
-    "interactive_charts",
-    "report_charts",
-)
+_DISPLAY = ("STATIC_ENV", "interactive_charts", "setup_notebook")
+_REPORT = ("CHART_KINDS", "NOTEBOOKS", "ReportResult", "build_report", "report_charts")
 _WIDGETS = (
     "ByteExplorer",
     "FilterPlayground",
@@ -47,12 +42,14 @@ _WIDGETS = (
 )
 _LAZY = {
     **lazy_names("_charts", _CHARTS),
+    **lazy_names("_display", _DISPLAY),
     **lazy_names("_report", _REPORT),
     **lazy_names("_widgets", _WIDGETS),
 }
 
 __all__: list[str] = []
 __all__ += _CHARTS  # noqa: PLE0605 (a tuple of str, defined above)
+__all__ += _DISPLAY  # noqa: PLE0605 (a tuple of str, defined above)
 __all__ += _REPORT  # noqa: PLE0605 (a tuple of str, defined above)
 __all__ += _WIDGETS  # noqa: PLE0605 (a tuple of str, defined above)
 

@@ -8,7 +8,6 @@ a hex tooltip.
 
 from __future__ import annotations
 
-import os
 from itertools import pairwise
 from math import comb
 from typing import Any
@@ -46,11 +45,6 @@ __all__ = [
 ]
 
 MAX_ROWS = 5_000
-
-if os.environ.get("CBI1KIT_CHART_RENDERER") == "svg":
-    # Report builds execute the notebooks headless: render charts as static SVG (vl-convert),
-    # which needs no JavaScript and no CDN. Interactive use keeps altair's default renderer.
-    alt.renderers.enable("svg")
 
 Lane = npt.NDArray[np.uint64]
 

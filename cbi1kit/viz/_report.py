@@ -3,7 +3,7 @@
 Everything is embedded — charts as inline SVG rendered by vl-convert, notebook outputs as their
 own HTML/SVG/PNG — so the report opens with no network and no CDN. Key charts are also written as
 PNGs. Notebooks run through papermill with the capture as their parameter and
-``CBI1KIT_CHART_RENDERER=svg``, which makes ``cbi1kit``'s charts render statically.
+``CBI1KIT_CHART_RENDERER=svg``, which makes their ``ck.setup_notebook()`` render charts statically.
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ from cbi1kit.viz._charts import (
     prefix_depth_chart,
     slots_histogram_chart,
 )
+from cbi1kit.viz._display import STATIC_ENV
 
 __all__ = [
     "CHART_KINDS",
     "NOTEBOOKS",
     "ReportResult",
     "build_report",
-    "interactive_charts",
     "report_charts",
 ]
 
@@ -70,18 +70,6 @@ NOTEBOOKS = (
     "05_hash_space_round_trips",
     "06_filter_accuracy",
 )
-STATIC_ENV = "CBI1KIT_CHART_RENDERER"
-
-
-def interactive_charts() -> bool:
-    """Whether charts may be live widgets: not in a static report build, and anywidget present."""
-    if os.environ.get(STATIC_ENV):
-        return False
-    try:
-        import anywidget  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 @dataclass

@@ -26,7 +26,7 @@ from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.errors import CkfError, LaneError, VizError
 from cbi1kit.viz._charts import _lane, bucket_words_table, hex64, occupancy_chart
-from cbi1kit.viz._report import interactive_charts
+from cbi1kit.viz._display import interactive_charts
 from cbi1kit.wire._codec import encode_delta
 from cbi1kit.wire._format import IMAGE_BYTES, WORD_BYTES, FilterFormat, FrameKind
 from cbi1kit.wire._inspect import Inspection, inspect
