@@ -22,7 +22,7 @@ from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.analysis._tables import occupancy_table
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_slots
-from cbi1kit.ckf._stats import estimated_false_positive_rate, measured_false_positive_rate
+from cbi1kit.ckf._stats import estimated_false_positive_rate, measure_false_positive_rate
 from cbi1kit.errors import VizError
 from cbi1kit.wire._codec import Buffer
 from cbi1kit.wire._format import HEADER_LEN, IMAGE_BYTES, SLOTS_PER_BUCKET, WORD_BYTES, FrameKind
@@ -365,9 +365,10 @@ def filter_health_table(
 
     Returns one row per sampled sequence: ``sequence`` (UInt64), ``sequence_hex``,
     ``occupied_slots``, ``load_factor`` and ``estimated_fpr`` (8α/65534). With the replay
-    ``report`` and the lane's CKF ``seed``, ``measured_fpr`` is added at ``fpr_points``
-    sequences: the fraction of ``fpr_probes`` random (seeded) hashes the lane at that sequence
-    claims to hold.
+    ``report`` and the lane's CKF ``seed``, the measurement's columns (``measured_fpr``, its
+    95 % interval ``measured_fpr_low``/``_high``, ``false_positives``, ``fpr_probes``) are
+    filled at ``fpr_points`` sequences: ``fpr_probes`` distinct random (seeded) hashes probed
+    in the lane at that sequence.
     """
     _require(snapshots, ["record_index", "sequence", "occupied_slots", "bucket_count"], "health")
     _require(images, ["record_index", "sequence", "occupied_before", "occupied_after"], "health")
@@ -424,11 +425,20 @@ def filter_health_table(
         return table
     addressing = CkfAddressing(buckets, seed)
     picks = np.unique(np.linspace(0, table.height - 1, min(fpr_points, table.height)).astype(int))
-    measured: list[float | None] = [None] * table.height
-    for i in picks.tolist():
-        lane = report.lane_at(int(table["sequence"][i]))
-        measured[i] = measured_false_positive_rate(lane, addressing, fpr_probes, rng_seed)
-    return table.with_columns(pl.Series("measured_fpr", measured, dtype=pl.Float64))
+    measured = pl.DataFrame(
+        [
+            {"_row": i}
+            | measure_false_positive_rate(
+                report.lane_at(int(table["sequence"][i])), addressing, fpr_probes, rng_seed
+            ).columns()
+            for i in picks.tolist()
+        ]
+    )
+    return (
+        table.with_row_index("_row")
+        .join(measured.with_columns(pl.col("_row").cast(pl.UInt32)), on="_row", how="left")
+        .drop("_row")
+    )
 
 
 def filter_health_chart(health: pl.DataFrame, *, x: str = "sequence") -> alt.FacetChart:
