@@ -800,7 +800,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("capture", type=Path, help="kvrcap capture")
     p.add_argument("-o", "--output", type=Path, default=Path("reports"), help="report folder")
-    p.add_argument("--trace", type=Path, help="Mooncake trace for the routing-accuracy charts")
+    p.add_argument(
+        "--trace",
+        type=Path,
+        help="Mooncake trace for the prefix-depth chart (a separate simulation of it)",
+    )
     p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
     p.add_argument("--no-notebooks", action="store_true", help="charts only, no notebooks")
     p.add_argument("--force", action="store_true", help="overwrite an existing report")

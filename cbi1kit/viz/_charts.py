@@ -957,6 +957,11 @@ def fpr_vs_load_chart(runs: pl.DataFrame, *, subtitle: str | None = None) -> alt
     carries its 95 % interval. ``subtitle`` says where the points come from."""
     _require(runs, ["load_factor", "measured_fpr"], "false-positive rate")
     points = _bounded(runs.drop_nulls("measured_fpr"), "false-positive rate")
+    points = points.with_columns(  # every column is in the tooltip: a u64 only as hex
+        pl.Series(c, hex64(points[c].to_numpy()))
+        for c in points.columns
+        if points[c].dtype == pl.UInt64
+    )
     top = max(float(points["load_factor"].max() or 0.0), 0.05)  # type: ignore[arg-type]
     x_end = min(1.0, top * 1.1)
     alphas = np.linspace(0.0, x_end, 50)
