@@ -37,17 +37,19 @@ import cbi1kit as ck
 
 # %%
 frames = ck.frames_table(capture).collect()
-frames.select(
-    "record_index",
-    "recv_time",
-    "kind",
-    "base_sequence",
-    "sequence",
-    "payload_len",
-    "cbi1_checksum_ok",
-    "image_count",
-    "validation_error",
-).head(8)
+ck.viz.full_table(
+    frames.select(
+        "record_index",
+        "recv_time",
+        "kind",
+        "base_sequence",
+        "sequence",
+        "payload_len",
+        "cbi1_checksum_ok",
+        "image_count",
+        "validation_error",
+    ).head(8)
+)
 
 # %%
 frames.group_by("kind").agg(

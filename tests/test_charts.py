@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from typing import Any
@@ -434,3 +435,19 @@ def test_fpr_vs_load_draws_intervals_and_says_where_points_come_from() -> None:
     rules = [n for n in _nodes(spec) if _mark(n) == "rule"]
     assert [r["encoding"]["y2"]["field"] for r in rules] == ["measured_fpr_high"]
     assert "Wilson" in spec["title"]["text"]
+
+
+def test_full_table_shows_every_row_column_and_string() -> None:
+    """The layout table has 18 rows and meanings past 30 characters: polars alone cuts both."""
+    from cbi1kit.wire._layout import layout_rows
+
+    frame = pl.DataFrame(layout_rows()).with_columns(pl.lit(None).alias("validation_error"))
+    for show in (repr, lambda t: html.unescape(t._repr_html_())):
+        cut, whole = show(frame), show(C.full_table(frame))
+        for row in layout_rows():
+            assert str(row["field"]) in whole and str(row["meaning"]) in whole
+        assert "validation_error" in whole
+        assert not all(str(r["meaning"]) in cut for r in layout_rows())  # what it fixes
+    assert "tbl_rows" not in str(pl.Config.state(if_set=True))  # the setting did not leak
+    with raises_variant(VizError, "ChartData", match="too many to show whole"):
+        C.full_table(pl.DataFrame({"n": range(201)}))

@@ -44,6 +44,7 @@ __all__ = [
     "filter_health_table",
     "fingerprint_chart",
     "fpr_vs_load_chart",
+    "full_table",
     "hex64",
     "occupancy_chart",
     "prefix_depth_chart",
@@ -362,6 +363,49 @@ def bucket_words_table(lane: npt.ArrayLike, start: int, end: int) -> pl.DataFram
             ],
         }
     )
+
+
+class FullTable:
+    """A table that displays whole: every row, every column, every string uncut.
+
+    polars shows 10 rows, and strings to 30 characters, which cuts the parts of a teaching
+    table that teach (the layout's meanings, a decoder's error). Made by ``full_table``.
+    """
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+
+    def _config(self) -> pl.Config:
+        strings = [
+            _int(self.frame[c].str.len_chars().max())
+            for c, t in self.frame.schema.items()
+            if t == pl.String
+        ]
+        return pl.Config(
+            tbl_rows=self.frame.height,
+            tbl_cols=self.frame.width,
+            fmt_str_lengths=max([30, *strings]),
+            tbl_width_chars=10_000,  # a wide text table scrolls; it is not cut
+        )
+
+    def _repr_html_(self) -> str:
+        with self._config():
+            html: str = self.frame._repr_html_()
+            return html
+
+    def __repr__(self) -> str:
+        with self._config():
+            return repr(self.frame)
+
+
+def full_table(frame: pl.DataFrame, *, max_rows: int = 200) -> FullTable:
+    """``frame`` shown whole in a notebook (``FullTable``); refused past ``max_rows`` rows,
+    which no reader reads whole: ``head`` or filter it first."""
+    if frame.height > max_rows:
+        raise VizError(
+            "ChartData", f"{frame.height} rows are too many to show whole (limit {max_rows})"
+        )
+    return FullTable(frame)
 
 
 def slots_histogram_chart(lane: npt.ArrayLike) -> alt.LayerChart:
