@@ -64,9 +64,8 @@ CHART_KINDS = (
     "churn",
     *TRACE_CHART_KINDS,
 )
-#: The separate simulation behind the trace charts, and the capture's FPR probing.
+#: The separate simulation behind the trace charts.
 TRACE_SIMULATION = {"dcs": 4, "workers_per_dc": 2, "capacity_blocks": 2048, "policy": "ckf"}
-FPR_POINTS, FPR_PROBES = 12, 200_000
 NOTEBOOKS = (
     "01_wire_format_tour",
     "02_load_captured_frames",
@@ -119,20 +118,15 @@ def report_charts(
     yield "slots_histogram", "Slots per bucket against Binomial(4, α)", slots_histogram_chart(lane)
     yield "fingerprints", "Stored fingerprint values", fingerprint_chart(lane)
     seed = int(frames["cbi1_seed"].drop_nulls()[0])
-    health = filter_health_table(
-        snapshots_table(capture),
-        images,
-        report=report,
-        seed=seed,
-        fpr_points=FPR_POINTS,
-        fpr_probes=FPR_PROBES,
-    )
+    health = filter_health_table(snapshots_table(capture), images, report=report, seed=seed)
     yield (
         "filter_health",
         "Load over the stream; estimated and measured FPR (95 % Wilson intervals)",
         filter_health_chart(health),
     )
     measured = health.drop_nulls("measured_fpr")
+    probes = sorted(set(measured["fpr_probes"].to_list()))
+    each = f"{probes[0]:,}" if len(probes) == 1 else f"{probes[0]:,} to {probes[-1]:,}"
     yield (
         "fpr_vs_load",
         "Measured FPR of the capture's lane against its load",
@@ -145,7 +139,7 @@ def report_charts(
                 "fpr_probes",
             ),
             subtitle=f"{capture.name}: the replayed lane at {measured.height} sequences, "
-            f"{FPR_PROBES:,} random probes each",
+            f"{each} distinct random probes each",
         ),
     )
     bucket_count = int(lane.shape[0])
