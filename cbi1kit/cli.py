@@ -444,17 +444,15 @@ def _print_sim(result: Any) -> None:
             ]
             + (
                 [
-                    ("absent probes", sim.absent_probes),
+                    ("distinct absent probes", sim.absent_probes),
                     (
                         "false positives (expected 8α/65534)",
                         f"{sim.false_positives} ({sim.expected_false_positives:.1f})",
                     ),
-                    (
-                        "measured / estimated FPR",
-                        f"{sim.measured_fpr:.3e} / {sim.estimated_fpr:.3e}",
-                    ),
+                    ("measured FPR", str(sim.fpr)),
+                    ("estimated FPR 8α/65534", f"{sim.estimated_fpr:.2e}"),
                 ]
-                if sim.absent_probes
+                if sim.fpr is not None
                 else []
             ),
             ("figure", "value"),
@@ -579,10 +577,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
         **{k: v for k, v in stats.as_dict().items() if v is not None},
     }
     if args.json:
+        if stats.fpr is not None:
+            figures["measured_fpr_interval"] = stats.fpr.INTERVAL
         print(json.dumps(figures, indent=2))
     else:
+        # the measurement as one line: rate, counts and interval read together
+        fpr_columns = {} if stats.fpr is None else stats.fpr.columns()
+        measured = [] if stats.fpr is None else [("measured_fpr", str(stats.fpr))]
+        rows = [(k, v) for k, v in figures.items() if k not in fpr_columns]
         print(f"== {args.capture} at sequence {sequence}")
-        print(_table(list(figures.items()), ("stat", "value")))
+        print(_table(rows + measured, ("stat", "value")))
         if not report.ok:
             print(
                 f"note: the stream has {len(report.violations)} violation(s); see `cbi1kit replay`"
@@ -628,8 +632,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     ("buckets", stats.buckets),
                     ("occupied slots", stats.occupied_slots),
                     ("load factor α", f"{stats.load_factor:.4f}"),
-                    ("estimated FPR 8α/65534", f"{stats.estimated_fpr:.3e}"),
-                    ("measured FPR (200k random probes)", f"{stats.measured_fpr:.3e}"),
+                    ("estimated FPR 8α/65534", f"{stats.estimated_fpr:.2e}"),
+                    ("measured FPR", str(stats.fpr)),
                     ("lane size", f"{stats.size_bytes} bytes"),
                 ],
                 ("figure", "value"),
@@ -823,7 +827,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fpr-probes",
         type=ranged(0, 10_000_000),
         default=100_000,
-        help="random absent probes for the measured FPR (0..=10^7)",
+        help="random probes for the measured FPR, made distinct (0..=10^7)",
     )
     p.add_argument("--probe-seed", type=U64, default=0, help="seed of the FPR probes")
     fmt_args(p)
@@ -869,7 +873,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("capture", type=Path, help="kvrcap capture")
     p.add_argument("-o", "--output", type=Path, default=Path("reports"), help="report folder")
-    p.add_argument("--trace", type=Path, help="Mooncake trace for the routing-accuracy charts")
+    p.add_argument(
+        "--trace",
+        type=Path,
+        help="Mooncake trace for the prefix-depth chart (a separate simulation of it)",
+    )
     p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
     p.add_argument("--no-notebooks", action="store_true", help="charts only, no notebooks")
     p.add_argument("--force", action="store_true", help="overwrite an existing report")

@@ -68,10 +68,11 @@ delta_bytes = ck.encode_delta(fmt, dc_id, 0, 1, images)
 ck.inspect(delta_bytes).hexdump()
 
 # %% [markdown]
-# The field table is generated from the layout the codec itself runs on:
+# The field table is generated from the layout the codec itself runs on (shown whole: every
+# field and its meaning):
 
 # %%
-pl.DataFrame(ck.wire.layout_rows())
+ck.viz.full_table(pl.DataFrame(ck.wire.layout_rows()))
 
 # %% [markdown]
 # And the same layout as a picture: every header field to scale, then the whole frame.
@@ -131,7 +132,7 @@ for what, (data, expected) in broken.items():
     except ck.errors.Cbi1Error as exc:
         outcome = f"{exc.name}: {exc}"
     rows.append({"damage": what, "decode raises": outcome})
-pl.DataFrame(rows)
+ck.viz.full_table(pl.DataFrame(rows))
 
 # %%
 report = ck.inspect(bytes(flipped), other_format)

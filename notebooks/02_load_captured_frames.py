@@ -39,17 +39,19 @@ ck.setup_notebook()  # every chart draws here with no network
 
 # %%
 frames = ck.frames_table(capture).collect()
-frames.select(
-    "record_index",
-    "recv_time",
-    "kind",
-    "base_sequence",
-    "sequence",
-    "payload_len",
-    "cbi1_checksum_ok",
-    "image_count",
-    "validation_error",
-).head(8)
+ck.viz.full_table(
+    frames.select(
+        "record_index",
+        "recv_time",
+        "kind",
+        "base_sequence",
+        "sequence",
+        "payload_len",
+        "cbi1_checksum_ok",
+        "image_count",
+        "validation_error",
+    ).head(8)
+)
 
 # %%
 frames.group_by("kind").agg(

@@ -6,8 +6,9 @@
 # not in the filter, a hole a router cannot see) and how often a probe for an absent item says
 # "present" (a *false positive*, about 8α/65534 per probe).
 #
-# We look at the lane the bundled capture ends with, compare it with theory, and then
-# re-simulate with smaller filters to watch one fill up and fail.
+# We look at the lane the capture ends with (the `capture` parameter: the bundled sample unless
+# you pass another), compare it with theory, and then re-simulate with smaller filters to watch
+# one fill up and fail.
 
 # %% tags=["parameters"]
 capture = "../data/sample.kvrcap"
@@ -62,7 +63,8 @@ ck.viz.fingerprint_chart(lane)
 #
 # From the stream alone: each installed snapshot's occupied slots, plus every delta image's
 # change in occupied slots. At a dozen sequences the lane is rebuilt and probed with 200,000
-# random hashes: the measured false-positive rate, beside the 8α/65534 estimate.
+# distinct random hashes: the measured false-positive rate, with its 95 % Wilson interval,
+# beside the 8α/65534 estimate.
 
 # %%
 seed = int(ck.frames_table(capture).collect()["cbi1_seed"].drop_nulls()[0])

@@ -25,9 +25,10 @@ images = ck.images_table(capture)
 bucket_count = int(frames["cbi1_bucket_count"].drop_nulls()[0])
 
 # %% [markdown]
-# ## Churn in the bundled capture
+# ## Churn in the capture
 #
-# Images per delta, bytes on the wire per second by message kind, how often each bucket range is
+# The capture is the `capture` parameter (the bundled sample unless you pass another). Images
+# per delta, bytes on the wire per second by message kind, how often each bucket range is
 # rewritten, and the snapshot's bytes against all the deltas'.
 
 # %%

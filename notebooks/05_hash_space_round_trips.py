@@ -82,7 +82,9 @@ pl.DataFrame(
 
 # %%
 trip = ck.sim.hash_space_round_trip(spaces, initial, expanded, block_size=block_size)
-trip.stages()
+stages = trip.stages()
+assert stages["snapshot_matches_producer"].all() and stages["delta_matches_producer"].all()
+ck.viz.full_table(stages)
 
 # %% [markdown]
 # ## Each space finds itself, and not the others
@@ -92,13 +94,17 @@ trip.stages()
 # a chain of them across consecutive blocks is vanishingly unlikely).
 
 # %%
-trip.depth_matrix()
+matrix = trip.depth_matrix()
+for row in matrix.iter_rows(named=True):
+    assert all(row[s.name] == (row["blocks"] if s.name == row["query"] else 0) for s in spaces)
+ck.viz.full_table(matrix)
 
 # %% [markdown]
 # ## Cross-checked against the compiled upstream implementation
 #
 # When `dynamo._core` (PyPI `ai-dynamo-runtime`) is installed, the block hashes above are
-# recomputed by the real Rust code. Without it this cell says so and checks nothing.
+# recomputed by the real Rust code, and the cell fails unless every space agrees. Without it
+# this cell says so and checks nothing.
 
 # %%
 try:
@@ -119,6 +125,7 @@ else:
         rows.append(
             {"space": space.name, "blocks": len(ours), "dynamo._core agrees": ours == theirs}
         )
+        assert ours == theirs, f"{space.name}: cbi1kit and dynamo._core disagree"
     print(pl.DataFrame(rows))
 
 # %% [markdown]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from errorcheck import raises_variant
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._replay import replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
+from cbi1kit.capture._readers import read_capture
 from cbi1kit.errors import VizError
 from cbi1kit.viz import _charts as C
 from cbi1kit.wire._codec import encode_delta
@@ -143,7 +146,7 @@ def test_filter_health_measured_fpr_tracks_the_estimate(stream: dict[str, Any]) 
     assert 1 / 3 < ratio < 3
     spec = C.filter_health_chart(health).to_dict()
     panels = {r["panel"] for r in _datasets(spec)[0]}
-    assert panels == {"load_factor", "false-positive rate"}
+    assert panels == {"slot load factor α", "false-positive rate"}
 
 
 def test_filter_health_over_a_simulation() -> None:
@@ -158,7 +161,7 @@ def test_filter_health_over_a_simulation() -> None:
     spec = C.filter_health_chart(health, x="request").to_dict()
     _check_bounded_and_exact(spec)
     panels = {r["panel"] for r in _datasets(spec)[0]}
-    assert {"resident_items", "capacity_failures", "load_factor"} <= panels
+    assert {"resident items", "capacity failures", "slot load factor α"} <= panels
 
 
 def test_filter_health_refuses_a_table_without_metrics() -> None:
@@ -255,3 +258,239 @@ def test_setup_notebook_in_a_report_build_is_static_svg(
     data = C.byte_map_chart(encode_delta(FilterFormat(1, 8), 0, 0, 1, [(0, 1)]))._repr_mimebundle_()
     shown = data[0] if isinstance(data, tuple) else data
     assert set(shown) == {"image/svg+xml"}
+
+
+# ------------------------------------------------------------ what a reader sees (issue #14)
+#
+# These render through vl-convert's scenegraph: the axes, legends and titles Vega lays out, not
+# what the spec asks for (a layer without an explicit domain still rounds a shared axis up).
+
+
+def _texts(node: Any, role: str) -> list[str]:
+    """Every text item under ``node`` whose mark has ``role``."""
+    found = []
+    for n in _nodes(node):
+        if n.get("role") == role and n.get("marktype") == "text":
+            found += [str(i.get("text", "")) for i in n.get("items", [])]
+    return found
+
+
+def _rendered(chart: Any) -> dict[str, Any]:
+    """Axes as (title, tick labels), legends as (title, labels), and every chart title."""
+    import vl_convert as vlc
+
+    scene = vlc.vegalite_to_scenegraph(chart.to_json())
+    axes, legends = [], []
+    for n in _nodes(scene):
+        for role, out, title_role, label_role in (
+            ("axis", axes, "axis-title", "axis-label"),
+            ("legend", legends, "legend-title", "legend-label"),
+        ):
+            if n.get("role") == role and n.get("marktype") == "group":
+                for item in n.get("items", []):
+                    title = _texts(item, title_role)
+                    out.append((title[0] if title else None, _texts(item, label_role)))
+    return {"axes": axes, "legends": legends, "titles": _texts(scene, "title-text")}
+
+
+def _number(label: str) -> float:
+    return float(label.replace(",", ""))
+
+
+def _charts(stream: dict[str, Any]) -> dict[str, Any]:
+    frame = encode_delta(FilterFormat(0x5EED, 1024), 7, 4, 5, [(3, 9), (8, 10)])
+    health = C.filter_health_table(stream["snapshots"], stream["images"])
+    rng = np.random.default_rng(3)
+    exact = rng.integers(0, 30, 2000)
+    runs = pl.DataFrame(
+        {
+            "expected_blocks_per_dc": [4096, 1024],
+            "load_factor": [0.2, 0.8],
+            "measured_fpr": [2e-5, 1e-4],
+        }
+    )
+    sweep = pl.DataFrame(
+        {"request": [1, 2, 1, 2], "run": [2048, 2048, 512, 512], "capacity_failures": [0, 1, 2, 3]}
+    )
+    return {
+        "byte_map": C.byte_map_chart(frame),
+        "occupancy": C.occupancy_chart(stream["lane"]),
+        "slots_histogram": C.slots_histogram_chart(stream["lane"]),
+        "fingerprints": C.fingerprint_chart(stream["lane"]),
+        "filter_health": C.filter_health_chart(health),
+        "churn": C.churn_chart(
+            stream["frames"], stream["images"], bucket_count=int(stream["lane"].shape[0])
+        ),
+        "prefix_depth": C.prefix_depth_chart(
+            pl.DataFrame({"exact_depth": exact, "ckf_depth": exact + (rng.random(2000) < 0.05)})
+        ),
+        "fpr_vs_load": C.fpr_vs_load_chart(runs),
+        "compare_runs": C.compare_runs_chart(
+            sweep, x="request", metrics=["capacity_failures"], by="run"
+        ),
+    }
+
+
+def test_every_chart_has_a_title_and_axes_titled_in_words(stream: dict[str, Any]) -> None:
+    for name, chart in _charts(stream).items():
+        spec = chart.to_dict()
+        assert spec.get("title"), f"{name} has no title"
+        seen = _rendered(chart)
+        for title, labels in seen["axes"] + seen["legends"]:
+            if title is None:
+                # a grid, a nominal axis whose labels say it all (region, kind), or a panel's
+                # value axis, which the panel's header names
+                assert "facet" in spec or not any(_number_like(t) for t in labels), (name, labels)
+                continue
+            assert "_" not in title, f"{name}: a column name as a title: {title!r}"
+            assert not re.search(r"\w - \d", title), f"{name}: arithmetic as a title: {title!r}"
+        for title in seen["titles"]:  # chart, panel and header titles
+            assert "_" not in title, f"{name}: a column name as a title: {title!r}"
+
+
+def _mark(node: dict[str, Any]) -> str | None:
+    mark = node.get("mark")
+    return mark.get("type") if isinstance(mark, dict) else mark
+
+
+def _number_like(text: str) -> bool:
+    return bool(re.fullmatch(r"[-\d.,e]+", text))
+
+
+def test_byte_map_legend_lists_only_the_regions_of_the_frame(stream: dict[str, Any]) -> None:
+    delta = encode_delta(FilterFormat(0x5EED, 1024), 7, 4, 5, [(3, 9)])
+    snapshot = next(r for r in read_capture(SAMPLE) if r.update is not None and r.payload).payload
+    for frame, regions in ((delta, ["header", "delta", "images"]), (snapshot, None)):
+        legend = _rendered(C.byte_map_chart(frame))["legends"]
+        expected = regions or ["header", "snapshot", "words"]
+        assert legend == [("region", expected)]
+
+
+def test_byte_map_field_names_fit_their_bars() -> None:
+    """A field name runs up its bar; the bar must be at least as tall as the name is long
+    (0.6 em a character bounds a sans-serif lowercase name; "slots_per_bucket" was cut)."""
+    import vl_convert as vlc
+
+    frame = encode_delta(FilterFormat(0x5EED, 1024), 7, 4, 5, [(3, 9)])
+    scene = vlc.vegalite_to_scenegraph(C.byte_map_chart(frame).to_json())
+    marks = [n for n in _nodes(scene) if n.get("role") == "mark"]
+    bars = {
+        i["description"].split("field: ")[1].split(";")[0].rsplit(".", 1)[-1]: i["height"]
+        for m in marks
+        if m.get("marktype") == "rect"
+        for i in m["items"]
+        if "byte offset:" in i.get("description", "")
+    }
+    labels = [i for m in marks if m.get("marktype") == "text" for i in m["items"]]
+    assert {i["text"] for i in labels} >= {"slots_per_bucket", "wire_version", "base_epoch"}
+    for item in labels:
+        length = 0.6 * item["fontSize"] * len(item["text"])
+        assert length <= bars[item["text"]], (item["text"], length, bars[item["text"]])
+
+
+@pytest.mark.parametrize("copies", [1, 2])
+def test_bucket_axes_end_at_the_last_bucket(stream: dict[str, Any], copies: int) -> None:
+    lane = np.tile(stream["lane"], copies)  # 4,096 and 8,192 buckets
+    buckets = lane.shape[0]
+    charts = [
+        C.occupancy_chart(lane),
+        C.churn_chart(stream["frames"], stream["images"], bucket_count=buckets),
+    ]
+    for chart in charts:
+        axes = [labels for title, labels in _rendered(chart)["axes"] if title and "bucket" in title]
+        assert axes
+        for labels in axes:
+            assert max(_number(t) for t in labels) <= buckets, labels
+
+
+def test_churn_rate_is_per_second_in_round_time_bins(stream: dict[str, Any]) -> None:
+    frames = stream["frames"]
+    chart = C.churn_chart(frames, stream["images"], bucket_count=int(stream["lane"].shape[0]))
+    seen = _rendered(chart)
+    (rate_title,) = [t for t in seen["titles"] if t.startswith("Bytes on the wire")]
+    match = re.fullmatch(r"Bytes on the wire per second, mean over (\d+) seconds", rate_title)
+    assert match, rate_title
+    width = int(match.group(1))
+    timed = frames.filter(pl.col("kind").is_in(["DELTA", "SNAPSHOT_CHUNK", "HEARTBEAT"]))
+    span = (timed["recv_time"].max() - timed["recv_time"].min()).total_seconds()
+    assert span / width <= 600 < span / (width / 2)  # the finest round bin within the limit
+    (rows,) = [r for r in _datasets(chart.to_dict()) if r and "rate" in r[0]]
+    assert sum(r["rate"] for r in rows) * width == pytest.approx(timed["raw_len"].sum())
+    (labels,) = [ls for t, ls in seen["axes"] if t and t.startswith("minutes since 2025-01-01")]
+    assert max(_number(t) for t in labels) <= span / 60
+
+
+def test_runs_and_panels_keep_their_order() -> None:
+    rows = [
+        (run, request, metric)
+        for run in ("8192 expected", "2048 expected", "512 expected", "1024 expected")
+        for request, metric in ((1, 0.1), (2, 0.2))
+    ]
+    table = pl.DataFrame(rows, schema=["filter", "request", "load_factor"], orient="row")
+    table = table.with_columns(pl.col("load_factor").alias("capacity_failures"))
+    chart = C.compare_runs_chart(
+        table, x="request", metrics=["load_factor", "capacity_failures"], by="filter"
+    )
+    legend = _rendered(chart)["legends"]
+    assert legend == [
+        ("filter", ["8192 expected", "2048 expected", "512 expected", "1024 expected"])
+    ]
+    assert chart.to_dict()["facet"]["row"]["sort"] == ["slot load factor α", "capacity failures"]
+    numeric = table.with_columns(pl.col("filter").str.extract(r"(\d+)").cast(pl.Int64))
+    chart = C.compare_runs_chart(numeric, x="request", metrics=["load_factor"], by="filter")
+    assert _rendered(chart)["legends"] == [("filter", ["512", "1024", "2048", "8192"])]
+
+
+def test_filter_health_shows_the_measured_interval(stream: dict[str, Any]) -> None:
+    seed = int(stream["frames"]["cbi1_seed"].drop_nulls()[0])
+    health = C.filter_health_table(
+        stream["snapshots"],
+        stream["images"],
+        report=replay(SAMPLE),
+        seed=seed,
+        fpr_points=3,
+        fpr_probes=20_000,
+    )
+    measured = health.drop_nulls("measured_fpr")
+    assert measured["fpr_probes"].to_list() == [20_000] * 3
+    assert (measured["measured_fpr_low"] <= measured["measured_fpr"]).all()
+    assert (measured["measured_fpr"] <= measured["measured_fpr_high"]).all()
+    spec = C.filter_health_chart(health).to_dict()
+    rows = [r for r in _datasets(spec)[0] if r.get("low") is not None]
+    assert sorted(r["low"] for r in rows) == sorted(measured["measured_fpr_low"].to_list())
+    rules = [n for n in _nodes(spec) if _mark(n) == "rule"]
+    assert any(r["encoding"]["y2"]["field"] == "high" for r in rules)
+    assert spec["facet"]["row"]["sort"] == ["slot load factor α", "false-positive rate"]
+
+
+def test_fpr_vs_load_draws_intervals_and_says_where_points_come_from() -> None:
+    from cbi1kit.ckf._stats import FprMeasurement
+
+    runs = pl.DataFrame(
+        [
+            {"load_factor": a} | FprMeasurement(k, 200_000).columns()
+            for a, k in ((0.2, 5), (0.8, 20))
+        ]
+    )
+    chart = C.fpr_vs_load_chart(runs, subtitle="the lane of x.kvrcap at 2 sequences")
+    spec = chart.to_dict()
+    assert spec["title"]["subtitle"] == "the lane of x.kvrcap at 2 sequences"
+    rules = [n for n in _nodes(spec) if _mark(n) == "rule"]
+    assert [r["encoding"]["y2"]["field"] for r in rules] == ["measured_fpr_high"]
+    assert "Wilson" in spec["title"]["text"]
+
+
+def test_full_table_shows_every_row_column_and_string() -> None:
+    """The layout table has 18 rows and meanings past 30 characters: polars alone cuts both."""
+    from cbi1kit.wire._layout import layout_rows
+
+    frame = pl.DataFrame(layout_rows()).with_columns(pl.lit(None).alias("validation_error"))
+    for show in (repr, lambda t: html.unescape(t._repr_html_())):
+        cut, whole = show(frame), show(C.full_table(frame))
+        for row in layout_rows():
+            assert str(row["field"]) in whole and str(row["meaning"]) in whole
+        assert "validation_error" in whole
+        assert not all(str(r["meaning"]) in cut for r in layout_rows())  # what it fixes
+    assert "tbl_rows" not in str(pl.Config.state(if_set=True))  # the setting did not leak
+    with raises_variant(VizError, "ChartData", match="too many to show whole"):
+        C.full_table(pl.DataFrame({"n": range(201)}))

@@ -23,7 +23,13 @@ from cbi1kit.ckf._producer import (
     StoredBlock,
     canonical_chain,
 )
-from cbi1kit.ckf._stats import estimated_false_positive_rate, lane_stats, producer_stats
+from cbi1kit.ckf._stats import (
+    FprMeasurement,
+    estimated_false_positive_rate,
+    lane_stats,
+    measure_false_positive_rate,
+    producer_stats,
+)
 from cbi1kit.errors import LaneError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
@@ -323,6 +329,50 @@ def test_stats_vocabulary() -> None:
     assert estimated_false_positive_rate(0.8) == pytest.approx(9.8e-5, rel=0.01)
     assert st_.measured_fpr is not None
     assert abs(st_.measured_fpr - st_.estimated_fpr) < 6e-5
+
+
+def test_measured_fpr_counts_distinct_probes_and_carries_its_interval() -> None:
+    s = DcCkfState(CkfConfig(800, seed=3))
+    for i in range(800):
+        s.apply(KvStored(1, (StoredBlock(i, i * 2654435761 + 1),)))
+    resident = s.resident_canonicals()
+    got = measure_false_positive_rate(s.words(), s.addressing, 50_000, 9, resident)
+    # 50,000 random u64s are distinct and not resident (a collision is ~2^-33 likely)
+    assert got.probes == 50_000
+    again = measure_false_positive_rate(s.words(), s.addressing, 50_000, 9, resident)
+    assert again == got  # seeded
+    low, high = got.interval
+    assert low <= got.rate <= high
+    assert producer_stats(s, fpr_probes=50_000, seed=9).fpr == got
+    figures = producer_stats(s, fpr_probes=50_000, seed=9).as_dict()
+    assert figures["fpr_probes"] == 50_000 and figures["false_positives"] == got.false_positives
+    assert (figures["measured_fpr_low"], figures["measured_fpr_high"]) == (low, high)
+    assert "fpr" not in figures and "fpr_probes" not in lane_stats(s.words()).as_dict()
+
+
+def test_wilson_interval() -> None:
+    """Its closed form at k = 0 (upper bound z²/(n+z²)) and symmetry k <-> n-k; then its
+    coverage: over seeded binomial draws the interval holds p about 95 % of the time."""
+    z2 = 1.959963984540054**2
+    assert FprMeasurement(0, 100).interval == (0.0, pytest.approx(z2 / (100 + z2)))
+    low, high = FprMeasurement(3, 40).interval
+    mirror = FprMeasurement(37, 40).interval
+    assert (low, high) == (pytest.approx(1 - mirror[1]), pytest.approx(1 - mirror[0]))
+    assert FprMeasurement(0, 0).interval == (0.0, 1.0)
+    rng = np.random.default_rng(14)
+    for p, n in ((6e-5, 200_000), (1e-4, 50_000), (0.3, 40)):
+        draws = rng.binomial(n, p, size=4000)
+        held = [lo <= p <= hi for lo, hi in (FprMeasurement(int(k), n).interval for k in draws)]
+        assert 0.92 < np.mean(held) < 0.985, (p, n, np.mean(held))
+
+
+def test_fpr_against_an_estimate_says_where_it_falls() -> None:
+    inside = FprMeasurement(14, 200_000)  # 7e-5, interval ≈ [4.2e-5, 1.2e-4]
+    assert "inside" in inside.against(6e-5)
+    assert "below the interval" in inside.against(1e-5)
+    assert "above the interval" in inside.against(5e-4)
+    assert "7.0× the estimate" in inside.against(1e-5)
+    assert "14 false positives in 200,000 distinct absent probes" in str(inside)
 
 
 def _first_power_of_two_at_least(d: int) -> int:

@@ -37,6 +37,8 @@ def _check_charts(out: Path) -> str:
 def test_report_has_every_chart_offline(full_report: Path) -> None:
     index = _check_charts(full_report)
     assert "violations" in index
+    for page in [index, *(p.read_text() for p in (full_report / "notebooks").iterdir())]:
+        assert str(ROOT) not in page  # no absolute path: the capture is named, not located
 
 
 def test_report_has_every_notebook_executed(full_report: Path) -> None:
@@ -53,8 +55,40 @@ def test_report_has_every_notebook_executed(full_report: Path) -> None:
 
 def test_charts_only_without_a_trace_skips_the_routing_charts(tmp_path: Path) -> None:
     result = build_report(SAMPLE, tmp_path)
-    assert set(result.pngs) == set(CHART_KINDS) - {"prefix_depth", "fpr_vs_load"}
+    assert set(result.pngs) == set(CHART_KINDS) - {"prefix_depth"}
     assert result.notebooks == {}
+    index = (tmp_path / "index.html").read_text()
+    assert str(SAMPLE.parent) not in index  # the capture by name, not where it lives
+    assert "<th>capture</th><td>sample.kvrcap</td>" in index
+
+
+def test_report_charts_describe_the_capture_they_are_drawn_from() -> None:
+    """FPR against load is the capture's own lane, measured at the sequences the filter-health
+    chart shows; the prefix-depth chart, which needs a trace, says it is a separate simulation."""
+    from cbi1kit.sim._workload import read_mooncake
+    from cbi1kit.viz._report import report_charts
+
+    charts = {kind: (caption, chart) for kind, caption, chart in report_charts(SAMPLE, None)}
+    assert "prefix_depth" not in charts
+    health = charts["filter_health"][1].to_dict()
+    measured = sorted(
+        (r["_x"], r["value"])
+        for r in next(iter(health["datasets"].values()))
+        if r["variable"] == "measured_fpr"
+    )
+    fpr = charts["fpr_vs_load"][1].to_dict()
+    assert "sample.kvrcap" in fpr["title"]["subtitle"]
+    (points,) = [d for d in fpr["datasets"].values() if "measured_fpr" in d[0]]
+    assert sorted(r["measured_fpr"] for r in points) == sorted(v for _, v in measured)
+    assert all(r["fpr_probes"] > 0 and isinstance(r["sequence_hex"], str) for r in points)
+
+    workload = read_mooncake(TRACE, limit=300)
+    caption, chart = next(
+        (c, ch) for k, c, ch in report_charts(SAMPLE, workload) if k == "prefix_depth"
+    )
+    for text in (caption, chart.to_dict()["title"]["subtitle"]):
+        assert "separate simulation, not sample.kvrcap" in text
+        assert "300 requests of conversation_trace.jsonl" in text
 
 
 def test_missing_capture_is_a_report_error(tmp_path: Path) -> None:

@@ -31,9 +31,11 @@ Routing policies:
   its members' caches exactly (same cost per member). Ties go to the lowest index.
 
 While every producer is fully published, the ckf policy also measures the filter's per-probe
-false-positive rate: every (position, lane) probe of an item absent from that lane's producer
-is counted, and hits among them are false positives; ``expected_false_positives`` sums the
-8α/65534 estimate at each probe's lane load α.
+false-positive rate: the first probe of each distinct item absent from a lane's producer is
+counted, and hits among them are false positives; ``expected_false_positives`` sums the
+8α/65534 estimate at each counted probe's lane load α. A recurring absent prefix is probed by
+every request that shares it, always against nearly the same words: counting each repeat
+would count one false positive many times and report a rate several times the truth.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ from cbi1kit.ckf._producer import (
     KvStored,
     StoredBlock,
 )
-from cbi1kit.ckf._stats import estimated_false_positive_rate
+from cbi1kit.ckf._stats import FprMeasurement, estimated_false_positive_rate
 from cbi1kit.ckf._table import DEFAULT_MAX_KICKS
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import (
@@ -258,7 +260,7 @@ class SimulationResult:
     start_ms: int = 0
     end_ms: int = 0
     wall_seconds: float = 0.0
-    # ckf policy: filter accuracy on absent items
+    # ckf policy: filter accuracy on distinct absent items (each (lane, item) counted once)
     absent_probes: int = 0
     false_positives: int = 0
     expected_false_positives: float = 0.0
@@ -315,8 +317,15 @@ class SimulationResult:
         return self.hit_blocks / self.requested_blocks if self.requested_blocks else 0.0
 
     @property
+    def fpr(self) -> FprMeasurement | None:
+        """False positives among the distinct absent probes, with their interval (ckf policy)."""
+        if not self.absent_probes:
+            return None
+        return FprMeasurement(self.false_positives, self.absent_probes)
+
+    @property
     def measured_fpr(self) -> float | None:
-        return self.false_positives / self.absent_probes if self.absent_probes else None
+        return None if self.fpr is None else self.fpr.rate
 
     @property
     def estimated_fpr(self) -> float | None:
@@ -351,6 +360,7 @@ class SimulationResult:
             "false_positives": self.false_positives,
             "expected_false_positives": self.expected_false_positives,
             "measured_fpr": self.measured_fpr,
+            "measured_fpr_interval": None if self.fpr is None else list(self.fpr.interval),
             "estimated_fpr": self.estimated_fpr,
             "mean_probe_load": self.mean_probe_load,
             "depth_overestimates": self.depth_overestimates,
@@ -390,6 +400,7 @@ class Simulator:
         self._next_clear: int | None = None
         self._clear_cursor = 0
         self._pending_since: list[int | None] = [None] * cfg.dcs
+        self._probed: list[set[int]] = [set() for _ in range(cfg.dcs)]  # absent items counted
         self._ran = False
         self.result = SimulationResult(cfg)
 
@@ -534,10 +545,14 @@ class Simulator:
                 alpha = state.resident_count / (4 * state.bucket_count)
                 est = estimated_false_positive_rate(alpha)
                 bit = 1 << dc
+                probed = self._probed[dc]
                 for pos, h in enumerate(seq):
+                    if h in probed:
+                        continue
                     own = state.ownership(h)
                     if own is not None and own.resident:
                         continue
+                    probed.add(h)
                     res.absent_probes += 1
                     res.alpha_sum += alpha
                     res.expected_false_positives += est

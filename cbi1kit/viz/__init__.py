@@ -25,6 +25,7 @@ _CHARTS = (
     "filter_health_table",
     "fingerprint_chart",
     "fpr_vs_load_chart",
+    "full_table",
     "hex64",
     "occupancy_chart",
     "prefix_depth_chart",

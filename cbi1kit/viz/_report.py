@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
-import polars as pl
 
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_table
@@ -52,16 +51,21 @@ __all__ = [
 ]
 
 #: Every chart kind the toolkit draws, in the order the report shows them.
-TRACE_CHART_KINDS = ("prefix_depth", "fpr_vs_load")  # drawn only with a trace
+# Drawn only with a trace: exact prefix depths need the caches' contents, which a capture of
+# the filter stream does not hold, so that chart comes from a separate simulation (and says so).
+TRACE_CHART_KINDS = ("prefix_depth",)
 CHART_KINDS = (
     "byte_map",
     "occupancy",
     "slots_histogram",
     "fingerprints",
     "filter_health",
+    "fpr_vs_load",
     "churn",
     *TRACE_CHART_KINDS,
 )
+#: The separate simulation behind the trace charts.
+TRACE_SIMULATION = {"dcs": 4, "workers_per_dc": 2, "capacity_blocks": 2048, "policy": "ckf"}
 NOTEBOOKS = (
     "01_wire_format_tour",
     "02_load_captured_frames",
@@ -88,7 +92,8 @@ class ReportResult:
 def report_charts(
     capture: Path, workload: Workload | None
 ) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
-    """(kind, caption, chart) for every chart kind, from the capture and a short trace run."""
+    """(kind, caption, chart) for every chart kind: all from the capture, but for the trace
+    charts, which come from a separate simulation of ``workload`` and are labelled so."""
     report = replay(capture)
     if report.final_lane is None:
         raise VizError("Report", f"{capture}: no snapshot was ever installed, nothing to chart")
@@ -102,32 +107,51 @@ def report_charts(
     yield "fingerprints", "Stored fingerprint values", fingerprint_chart(lane)
     seed = int(frames["cbi1_seed"].drop_nulls()[0])
     health = filter_health_table(snapshots_table(capture), images, report=report, seed=seed)
-    yield "filter_health", "Load and estimated FPR over the stream", filter_health_chart(health)
+    yield (
+        "filter_health",
+        "Load over the stream; estimated and measured FPR (95 % Wilson intervals)",
+        filter_health_chart(health),
+    )
+    measured = health.drop_nulls("measured_fpr")
+    probes = sorted(set(measured["fpr_probes"].to_list()))
+    each = f"{probes[0]:,}" if len(probes) == 1 else f"{probes[0]:,} to {probes[-1]:,}"
+    yield (
+        "fpr_vs_load",
+        "Measured FPR of the capture's lane against its load",
+        fpr_vs_load_chart(
+            measured.select(
+                "sequence_hex",
+                "load_factor",
+                *(c for c in measured.columns if c.startswith("measured_fpr")),
+                "false_positives",
+                "fpr_probes",
+            ),
+            subtitle=f"{capture.name}: the replayed lane at {measured.height} sequences, "
+            f"{each} distinct random probes each",
+        ),
+    )
     bucket_count = int(lane.shape[0])
     yield "churn", "Delta churn", churn_chart(frames, images, bucket_count=bucket_count)
     if workload is None:
         return
-    base = {"dcs": 4, "workers_per_dc": 2, "capacity_blocks": 2048, "policy": "ckf"}
-    run = Simulator(SimulatorConfig(**base)).run(workload)  # type: ignore[arg-type]
-    yield "prefix_depth", "CKF vs exact prefix depth", prefix_depth_chart(run.depth_table())
-    rows = []
-    for expected in (16384, 8192, 4096):
-        cfg = SimulatorConfig(**base, expected_blocks_per_dc=expected)  # type: ignore[arg-type]
-        result = Simulator(cfg).run(workload, health_every=0)
-        rows.append(
-            {
-                "expected_blocks_per_dc": expected,
-                "load_factor": result.mean_probe_load,
-                "measured_fpr": result.measured_fpr,
-            }
-        )
-    yield "fpr_vs_load", "Measured FPR against load", fpr_vs_load_chart(pl.DataFrame(rows))
+    run = Simulator(SimulatorConfig(**TRACE_SIMULATION)).run(workload)  # type: ignore[arg-type]
+    where = (
+        f"a separate simulation, not {capture.name}: {len(workload):,} requests of "
+        f"{Path(workload.source).name or 'the trace'}, {TRACE_SIMULATION['dcs']} DCs × "
+        f"{TRACE_SIMULATION['workers_per_dc']} workers × {TRACE_SIMULATION['capacity_blocks']:,} "
+        "blocks, CKF routing"
+    )
+    yield (
+        "prefix_depth",
+        f"CKF vs exact prefix depth, from {where}",
+        prefix_depth_chart(run.depth_table(), subtitle=f"from {where}"),
+    )
 
 
 def _summary(capture: Path) -> list[tuple[str, str]]:
     report = replay(capture)
     counts = report.counts()
-    rows = [("capture", str(capture)), ("violations", str(len(report.violations)))]
+    rows = [("capture", capture.name), ("violations", str(len(report.violations)))]
     rows += [(k, str(v)) for k, v in sorted(counts.items())]
     if report.final_lane is not None:
         stats = lane_stats(report.final_lane)
@@ -290,9 +314,10 @@ def build_report(
     notebook_links = []
     if source_dir is not None:
         (out / "notebooks").mkdir(exist_ok=True)
-        params = {"capture": str(cap)}
+        # relative to the notebooks (their working folder): the pages show no home folder
+        params = {"capture": os.path.relpath(cap, source_dir)}
         if trace:
-            params["trace"] = str(Path(trace).resolve())
+            params["trace"] = os.path.relpath(Path(trace).resolve(), source_dir)
         with tempfile.TemporaryDirectory(prefix="cbi1kit-report-") as scratch_dir:
             scratch = Path(scratch_dir)
             for name in NOTEBOOKS:
