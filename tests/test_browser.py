@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from cbi1kit.analysis import replay
 from cbi1kit.viz._browser import (
     LabNotebook,
     OfflineBrowser,
@@ -30,6 +32,7 @@ from cbi1kit.viz._browser import (
 from cbi1kit.viz._lab import KERNELSPEC, LabServer, running_lab
 
 ROOT = Path(__file__).parents[1]
+SAMPLE = ROOT / "data" / "sample.kvrcap"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
@@ -140,3 +143,67 @@ def test_a_report_page_that_fetches_or_lacks_a_chart_is_caught(
     assert any("figure churn: no chart drawn" in p for p in problems), problems
     assert any("code block 0: no chart drawn" in p for p in problems), problems
     assert "request off the machine: https://cdn.jsdelivr.net/npm/vega@6" in problems
+
+
+def _opened_and_run(lab: tuple[LabServer, OfflineBrowser], name: str) -> LabNotebook:
+    server, browser = lab
+    browser.findings.clear()
+    opened = LabNotebook.open(browser, server, name)
+    problems = opened.run_and_check()
+    assert not problems, "\n".join(problems)
+    return opened
+
+
+def test_brushing_in_03_lists_the_brushed_words(lab: tuple[LabServer, OfflineBrowser]) -> None:
+    """A brush dragged over 03's overview strip lists that range's words under the chart (a
+    ``display()`` in the callback went to Lab's hidden log console, one table per step)."""
+    import re
+
+    from cbi1kit.viz._widgets import LISTED_BUCKETS
+
+    lane = replay(SAMPLE).final_lane
+    buckets = int(lane.shape[0])
+    opened = _opened_and_run(lab, "03_bucket_occupancy.ipynb")
+    try:
+        index = opened.cell_index("ck.viz.occupancy_explorer(")
+        assert f"buckets 0–{LISTED_BUCKETS - 1}" in opened.shown_text(index)
+        opened.drag_across_first_marks(index, 0.40, 0.60)
+        shown = opened.shown_text(index)
+        for _ in range(60):  # until the brush's range came back through the kernel
+            found = re.search(r"buckets (\d+)–(\d+)", shown)
+            if found and found.group(1) != "0":
+                break
+            time.sleep(0.5)
+            shown = opened.shown_text(index)
+        assert found and found.group(1) != "0", shown
+        first, last = int(found.group(1)), int(found.group(2))
+        assert abs(first - 0.40 * buckets) < 0.02 * buckets, (first, buckets)
+        assert last == first + LISTED_BUCKETS - 1
+        # the listed words are the lane's, bucket by bucket, as hex
+        for bucket in (first, last):
+            word = f"0x{int(lane[bucket]):016x}"
+            assert word in shown, (bucket, word)
+    finally:
+        opened.close()
+
+
+def test_the_scrubber_in_02_shows_the_lane_at_the_sequence_chosen(
+    lab: tuple[LabServer, OfflineBrowser],
+) -> None:
+    from cbi1kit.ckf import lane_occupancy
+
+    report = replay(SAMPLE)
+    first, last = report.sequence_ranges[-1]
+    chosen = (first + last) // 2
+    occupied = lane_occupancy(report.lane_at(chosen))
+    opened = _opened_and_run(lab, "02_load_captured_frames.ipynb")
+    try:
+        index = opened.cell_index("ck.viz.stream_scrubber(")
+        assert f"the delta at sequence {last}" in opened.shown_text(index)
+        opened.set_slider(index, chosen)
+        shown = opened.wait_for_text(index, f"the delta at sequence {chosen}")
+        assert f"the delta at sequence {chosen}" in shown, shown
+        assert f"{occupied:,}" in shown or str(occupied) in shown, (occupied, shown)
+        assert opened.charts(index).count() == 1
+    finally:
+        opened.close()

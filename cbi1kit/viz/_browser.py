@@ -40,7 +40,9 @@ __all__ = [
 ]
 
 #: Code that makes a chart: a cell holding it must show one that draws.
-CHART_CALL = re.compile(r"\bck\.viz\.\w+_chart\(|\bJupyterChart\(")
+CHART_CALL = re.compile(
+    r"\bck\.viz\.(\w+_chart|occupancy_explorer|stream_scrubber)\(|\bJupyterChart\("
+)
 #: A chart vega drew: the SVG or canvas it renders into (vega-embed's action icons are no chart).
 _DRAWN = ".marks"
 #: How long the UI may take for one step before a run is called stuck (a hang guard, not a check).
@@ -321,6 +323,50 @@ class LabNotebook:
                 first_line = cell.source.strip().splitlines()[0]
                 missing.append(f"cell {cell.index} ({first_line!r}): no chart drawn")
         return missing
+
+    # -- interaction, as a user's hand does it
+    def cell_index(self, call: str) -> int:
+        """The first code cell whose source contains ``call``."""
+        for cell in self.cells():
+            if cell.type == "code" and call in cell.source:
+                return cell.index
+        raise LookupError(f"{self.name}: no cell calls {call!r}")
+
+    def drag_across_first_marks(self, index: int, start: float, end: float) -> None:
+        """Press the mouse at fraction ``start`` of the width of cell ``index``'s first chart's
+        first marks (an overview strip) and release it at ``end``: a brush, as a hand drags it."""
+        marks = self.charts(index).first.locator('svg .role-mark:not([class*="brush"])').first
+        marks.scroll_into_view_if_needed()
+        box = marks.bounding_box()
+        assert box is not None, f"cell {index}: its chart's marks are not shown"
+        y = box["y"] + box["height"] / 2
+        mouse = self.page.mouse
+        mouse.move(box["x"] + start * box["width"], y)
+        mouse.down()
+        for step in range(1, 11):  # a drag is many moves, not a jump
+            x = start + (end - start) * step / 10
+            mouse.move(box["x"] + x * box["width"], y)
+        mouse.up()
+
+    def set_slider(self, index: int, value: int) -> None:
+        """Type ``value`` into the readout of cell ``index``'s slider and press Enter (what a
+        user does to land on one sequence of thousands)."""
+        readout = self.cell(index).locator(".widget-readout").first
+        readout.scroll_into_view_if_needed()
+        readout.click()
+        readout.press("Control+a")
+        readout.type(str(value))
+        readout.press("Enter")
+
+    def wait_for_text(self, index: int, text: str, timeout_ms: int = STEP_TIMEOUT_MS) -> str:
+        """Cell ``index``'s shown text once it contains ``text`` (a widget's Python callback
+        answers through the kernel, so not at once)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            shown = self.shown_text(index)
+            if text in shown or time.monotonic() > deadline:
+                return shown
+            time.sleep(0.25)
 
     def errors(self) -> list[str]:
         return [f"cell {c.index}: {e}" for c in self.cells() for e in c.errors()]

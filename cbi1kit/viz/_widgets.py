@@ -25,7 +25,7 @@ from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.errors import CkfError, LaneError, VizError
-from cbi1kit.viz._charts import _lane, bucket_words_table, hex64, occupancy_chart
+from cbi1kit.viz._charts import _lane, bucket_words_table, full_table, hex64, occupancy_chart
 from cbi1kit.viz._display import interactive_charts
 from cbi1kit.wire._codec import encode_delta
 from cbi1kit.wire._format import IMAGE_BYTES, WORD_BYTES, FilterFormat, FrameKind
@@ -98,11 +98,11 @@ def occupancy_explorer(lane: npt.ArrayLike, *, bins: int = 512) -> Any:
     words = _lane(lane)
     chart = occupancy_chart(words, bins=bins)
     if not interactive_charts():
-        return _static(chart, listed_words(words, None))
+        return _static(chart, full_table(listed_words(words, None)))
     import altair as alt
 
     w = _widgets()
-    view = alt.JupyterChart(chart)
+    view = alt.JupyterChart(chart, embed_options={"renderer": "svg"})  # marks a hand can find
     listing = w.Output(layout={"border": "1px solid #ddd"})
     caption = w.HTML()
 
@@ -112,7 +112,7 @@ def occupancy_explorer(lane: npt.ArrayLike, *, bins: int = 512) -> Any:
         caption.value = f"<b>buckets {first}–{last}</b> (brush the top strip to pick others)"
         listing.clear_output(wait=True)
         with listing:
-            _display(table)
+            _display(full_table(table))
 
     view.selections.observe(lambda change: show(change["new"].value), ["range"])
     show(None)
@@ -176,14 +176,14 @@ def stream_scrubber(
     last = int(report.final_sequence)
 
     def render(point: ScrubPoint) -> list[Any]:
-        parts: list[Any] = [point.figures]
+        parts: list[Any] = [full_table(point.figures)]
         if point.lane is not None:
             parts.append(occupancy_chart(point.lane, bins=bins))
         parts.append(
             f"<b>the delta at sequence {point.sequence}</b>: "
             f"{point.last_delta.height} bucket word(s) written"
         )
-        parts.append(point.last_delta.head(LISTED_BUCKETS))
+        parts.append(full_table(point.last_delta.head(LISTED_BUCKETS)))
         return parts
 
     if not interactive_charts():
