@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from errorcheck import raises_variant
 
 from cbi1kit.errors import Cbi1kitError, LaneError
