@@ -436,6 +436,7 @@ def _print_sim(result: Any) -> None:
                     f"{result.snapshot_frames} / {result.delta_frames}",
                 ),
                 ("heartbeats", result.heartbeats),
+                ("catalog updates", result.catalog_updates),
                 (
                     "streams (forced snapshots, resubscriptions)",
                     f"{result.streams} ({result.forced_snapshots}, {result.resubscriptions})",
@@ -707,7 +708,8 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate",
         help="trace → capture: simulate workers, CKF producers and a relay",
         description="Run a Mooncake trace through simulated DC pools (LRU KV caches, a router, "
-        "CKF producers) and record the relay stream of the chosen DCs into a kvrcap capture.",
+        "CKF producers) and record what a global consumer receives into a kvrcap capture: a "
+        "catalog stream describing every pool, then every DC's pool stream (--record-dc: one).",
     )
     p.add_argument("trace", type=Path, help="Mooncake JSONL trace")
     p.add_argument("-o", "--output", type=Path, required=True, help="capture file to write")
@@ -717,7 +719,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", choices=POLICIES, help="routing policy (default exact)")
     for flag, dest, typ, text in _SIM_KNOBS + _RELAY_KNOBS:
         p.add_argument(flag, dest=dest, type=typ, help=text)
-    p.add_argument("--record-dc", type=ranged(0, 15), help="the DC whose pool stream is recorded")
+    p.add_argument(
+        "--record-dc",
+        type=ranged(0, 15),
+        help="record this DC's pool stream alone (default: every DC's, with a catalog stream)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     quiet(p)
     p.set_defaults(handler=cmd_simulate)
