@@ -128,6 +128,43 @@ def test_a_number_inside_its_range_parses_exactly(data: st.DataObject) -> None:
         assert number(str(value)) == value and number(hex(value)) == value
 
 
+#: options whose text is no number but is parsed at parse time all the same: (command, flag,
+#: values it refuses)
+PARSED_TEXT = [
+    (
+        "view",
+        "--at",
+        ["noon", "+5", "+-5s", "-1", "2026-11-30T12:00:00", "2026-02-30T00:00:00Z", str(1 << 64)],
+    ),
+]
+
+
+def test_every_parsed_text_option_is_walked() -> None:
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    typed = {
+        (name, action.option_strings[-1])
+        for name, sub in commands.choices.items()
+        for action in sub._actions
+        if action.option_strings
+        and action.type is not None
+        and not isinstance(action.type, Number)
+        and action.type is not Path
+    }
+    assert typed == {(command, flag) for command, flag, _ in PARSED_TEXT}
+
+
+@pytest.mark.parametrize(
+    "command,flag,value", [(c, f, v) for c, f, values in PARSED_TEXT for v in values]
+)
+def test_a_text_its_option_cannot_parse_is_a_usage_error(
+    command: str, flag: str, value: str, tmp_path: Path
+) -> None:
+    code, _, err = cli_run(command, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
+    assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
+    assert not list(tmp_path.iterdir())
+
+
 # ------------------------------------------------------------- input paths: every subcommand
 
 REPORT_TRACE = ["report", str(SAMPLE), "-o", "{out}", "--trace", "{in}", "--no-notebooks"]
@@ -136,6 +173,7 @@ INPUTS = [
     ("inspect", ["inspect", "{in}"], 1),
     ("replay", ["replay", "{in}"], 3),
     ("stats", ["stats", "{in}", "--fpr-probes", "0"], 3),
+    ("view", ["view", "{in}"], 3),
     ("export", ["export", "{in}", "-o", "{out}"], 3),
     ("report", ["report", "{in}", "-o", "{out}", "--no-notebooks"], 3),
     ("simulate trace", ["simulate", "{in}", "-o", "{out}"], 1),

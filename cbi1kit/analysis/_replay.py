@@ -469,8 +469,7 @@ class ReplayReport:
             )
         raise LaneError(
             "SeveralLanes",
-            message=f"the source holds {len(lanes)} lanes ({known}): pick one "
-            "(report.lane(dc=...), `--dc`)",
+            message=f"the source holds {len(lanes)} lanes ({known}): pick one by its DC",
             available=known,
         )
 
