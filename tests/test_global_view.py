@@ -162,6 +162,10 @@ def test_a_lane_between_sessions_is_not_ready(fleet: Fleet) -> None:
 def test_model_and_catalog_errors(fleet: Fleet, tmp_path: Path) -> None:
     with raises_variant(IdentityError, "UnknownModel", match=FLEET.simulator.model):
         fleet.report.global_view(model="no/such-model")
+    first = fleet.report.catalogs[0].recv_unix_ns
+    with raises_variant(LaneError, "NoCatalog", match="received by"):
+        fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(first - 1))
+    assert fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(first)).catalogs
     one = tmp_path / "one.kvrcap"
     simulate_capture(
         fleet.workload.head(30), one, dataclasses.replace(FLEET, relay=RelayConfig(record_dc=1))

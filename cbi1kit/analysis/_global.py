@@ -321,7 +321,7 @@ def _entries(
 
 @dataclass(slots=True)
 class _State:
-    """What one lane holds at the moment (``words`` None: not ready)."""
+    """What one lane holds at the moment (``segment`` None: not ready, ``why`` says why)."""
 
     producer: ProducerIdentity | None
     segment: _Segment | None = None
@@ -380,8 +380,8 @@ def build_global_view(
     """The consumer tables of ``report`` at ``at`` (see the module docstring). The manifest's
     rules are :class:`~cbi1kit.ckf.CkfLaneTable`'s: more than 16 pools of one domain is
     ``LaneError`` ``Manifest.InvalidLane``, a lane of another format ``Assignment.WrongFormat``.
-    ``model`` without a catalog in the capture is ``LaneError`` ``NoCatalog``; a model no
-    catalog pool serves is ``IdentityError`` ``UnknownModel``."""
+    ``model`` without a catalog by then is ``LaneError`` ``NoCatalog``; a model no catalog
+    pool serves is ``IdentityError`` ``UnknownModel``."""
     point = parse_at(at)
     unix_ns: int | None = None
     if point is not None and point.unix_ns is not None:
@@ -394,11 +394,13 @@ def build_global_view(
             )
         unix_ns = report.first_unix_ns + point.offset_ns
     catalogs = _catalogs_at(report, unix_ns)
-    if model is not None and not report.catalogs:
+    if model is not None and not catalogs:
+        when = "" if unix_ns is None else f" received by {format_unix_ns(unix_ns)}"
+        held = f"no valid catalog update{when}" if report.catalogs else "no catalog stream"
         raise LaneError(
             "NoCatalog",
-            message=f"the capture holds no catalog stream, so no pool is known to serve "
-            f"{model!r}: view every lane without a model",
+            message=f"the capture holds {held}, so no pool is known to serve {model!r}: "
+            "view every lane without a model",
         )
     view = GlobalView(model, point, unix_ns, [], catalogs)
     by_domain: dict[IndexerDomainId, list[tuple[_Entry, _State]]] = {}
