@@ -31,12 +31,15 @@ from test_stream_roundtrip import build_stream
 from cbi1kit import cli
 from cbi1kit._cli_common import Number
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis import frames_table, replay
+from cbi1kit.analysis import frames_table, global_view, replay
 from cbi1kit.capture import (
     SUBSCRIBE_KV_POOL_METHOD,
+    WATCH_KV_POOL_CATALOG_METHOD,
     CaptureWriter,
     RecordType,
     read_capture,
+    read_capture_items,
+    read_catalog,
     read_cbi1_files,
     read_frames,
     read_grpcurl_json,
@@ -386,13 +389,18 @@ def test_relay_messages_of_any_bytes(kind: str, raw: bytes) -> None:
         _typed_only(lambda: frame_from_filter_update(message))
 
 
+_OPEN = json.dumps({"target": "t", "method": WATCH_KV_POOL_CATALOG_METHOD}).encode()
+#: a STREAM_OPEN body naming the catalog: the messages after it on its stream are catalog updates
+CATALOG_OPEN = len(_OPEN).to_bytes(4, "little") + _OPEN
+
+
 @relaxed
 @given(
     records=st.lists(
         st.tuples(
             st.sampled_from(list(RecordType)),
             st.integers(0, 3),
-            st.binary(max_size=48) | st.sampled_from([b"{}", b"\x02\x00\x00\x00{}"]),
+            st.binary(max_size=48) | st.sampled_from([b"{}", b"\x02\x00\x00\x00{}", CATALOG_OPEN]),
         ),
         min_size=1,
         max_size=6,
@@ -416,7 +424,10 @@ def test_capture_records_of_every_type_with_any_body(
         _typed_only(lambda: list(read_capture(path)))
         items = list(read_capture(path, damage="report"))
         assert sum(not hasattr(i, "damage") for i in items) >= 2  # what lay before is kept
+        _typed_only(lambda: list(read_catalog(path, damage="report")))
+        _typed_only(lambda: list(read_capture_items(path, damage="report")))
         _typed_only(lambda: replay(path))
+        _typed_only(lambda: global_view(path, at="+1s"))
         _typed_only(lambda: frames_table(path).collect())
         code, _, err = cli_run("replay", str(path), "--no-progress")
         assert code in (0, 1) and "Traceback" not in err
