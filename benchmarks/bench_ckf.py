@@ -125,7 +125,6 @@ def bench_search(queries: int = 2000) -> None:
         CacheSemanticsId(b"\x01" * 16, IdentitySource.EXPLICIT),
         RoutingScopeId(b"\x00" * 16, IdentitySource.EXPLICIT),
     )
-    ident = ProducerIdentity(PoolId(domain, DcId(1)), 1, 1, fmt)
     rng = np.random.default_rng(1)
     qs = [rng.integers(1, 2**63, size=64, dtype=np.uint64).tolist() for _ in range(64)]
     for lane in range(16):
@@ -133,6 +132,7 @@ def bench_search(queries: int = 2000) -> None:
         for qi, q in enumerate(qs):
             k = int(rng.integers(0, 65))
             s.apply(KvStored(1, tuple(StoredBlock(qi * 1000 + i, t) for i, t in enumerate(q[:k]))))
+        ident = ProducerIdentity(PoolId(domain, DcId(1 + lane)), 1, 1, fmt)  # a DC per lane
         lease = LaneLease(1, lane, 1)
         rep = table.replica(lane)
         rep.assign(ident, lease)

@@ -17,6 +17,7 @@ from cbi1kit._lazy import lazy_getattr, lazy_names
 from cbi1kit.analysis import (
     export_parquet,
     frames_table,
+    global_view,
     images_table,
     occupancy_table,
     replay,
@@ -106,6 +107,7 @@ __all__ = [
     "export_parquet",
     "find_prefix_depths",
     "frames_table",
+    "global_view",
     "hashing",
     "hex64",
     "images_table",

@@ -178,10 +178,12 @@ def _replay(path: Path, fmt: FilterFormat | None, progress: bool, *, history: bo
     are counted, not kept, and the history ``lane_at`` reads is kept only for ``stats --at``:
     memory stays at the lanes in play, whatever the capture's length."""
     from cbi1kit.analysis._replay import replay
-    from cbi1kit.capture._readers import read_frames
+    from cbi1kit.capture._readers import read_capture_items, read_frames
 
     check_source(path)
-    records = read_frames(path, damage="report")
+    # a capture: its frames, catalog and stream opens/closes in one pass (the global view's)
+    read = read_capture_items if _is_capture(path) else read_frames
+    records = read(path, damage="report")
     with _progress(f"replay {path.name}", None, progress) as advance:
         return replay(
             _counted(records, advance), expected_format=fmt, keep_history=history, keep_events=False
@@ -199,13 +201,51 @@ def _violation_lines(report: Any, limit: int) -> list[str]:
     return out
 
 
+def _spans(ranges: Sequence[tuple[int, int]], most: int = 4) -> str:
+    shown = [f"{a}..={b}" for a, b in ranges]
+    if len(shown) > most:
+        shown = [*shown[: most - 1], f"… ({len(shown) - most} more)", shown[-1]]
+    return ", ".join(shown) or "none"
+
+
+def _hex(value: int | None) -> str:
+    return "-" if value is None else f"{value:016x}"
+
+
+def _lane_rows(report: Any) -> list[tuple[object, ...]]:
+    """One row per lane: its DC, pool domain, streams, sessions, final sequence, violations."""
+    rows: list[tuple[object, ...]] = []
+    for lane in report.lanes:
+        pool = lane.pool
+        domain = "-" if pool is None else str(pool.indexer_domain)[:17]
+        rows.append(
+            (
+                _hex(lane.dc_id),
+                domain,
+                len(lane.streams),
+                _spans(lane.sequence_ranges, 3),
+                "-" if lane.final_sequence is None else lane.final_sequence,
+                len(lane.violations),
+            )
+        )
+    return rows
+
+
 def _print_replay_summary(report: Any, limit: int) -> None:
     counts = report.counts()
     print(f"records: {report.records}")
     print(_table(sorted(counts.items()), ("event", "count")))
-    spans = ", ".join(f"{a}..={b}" for a, b in report.sequence_ranges) or "none"
-    print(f"snapshot sessions (sequence ranges): {spans}")
-    print(f"final sequence: {report.final_sequence}")
+    if len(report.lanes) <= 1:
+        print(f"snapshot sessions (sequence ranges): {_spans(report.sequence_ranges, 10**9)}")
+        print(f"final sequence: {report.final_sequence}")
+    else:
+        print(f"lanes: {len(report.lanes)} (one per pool; a session per stream)")
+        print(
+            _table(
+                _lane_rows(report),
+                ("dc", "indexer domain", "streams", "sessions", "final seq", "violations"),
+            )
+        )
     if report.ok:
         print("valid: no violations")
     else:
@@ -228,6 +268,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
         decode_stream_close,
         decode_stream_open,
     )
+    from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 
     kinds = {1: "SNAPSHOT_CHUNK", 2: "DELTA", 3: "HEARTBEAT"}
     print(f"== {path} (kvrcap capture)")
@@ -261,6 +302,8 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
                 if rec.stream_id in streams:
                     row = streams[rec.stream_id]
                     row[2] = int(str(row[2])) + 1
+                    if row[1] != SUBSCRIBE_KV_POOL_METHOD:  # a catalog update is no frame
+                        continue
                 try:
                     up = pb.FilterUpdate.FromString(rec.body)
                 except DecodeError:
@@ -436,6 +479,7 @@ def _print_sim(result: Any) -> None:
                     f"{result.snapshot_frames} / {result.delta_frames}",
                 ),
                 ("heartbeats", result.heartbeats),
+                ("catalog updates", result.catalog_updates),
                 (
                     "streams (forced snapshots, resubscriptions)",
                     f"{result.streams} ({result.forced_snapshots}, {result.resubscriptions})",
@@ -480,17 +524,32 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------- replay etc.
 
 
+def _lane_json(lane: Any) -> dict[str, object]:
+    pool = lane.pool
+    return {
+        "dc_id": _hex(lane.dc_id),
+        "pool": None if pool is None else str(pool),
+        "streams": lane.streams,
+        "sequence_ranges": lane.sequence_ranges,
+        "final_sequence": lane.final_sequence,
+        "counts": lane.counts(),
+        "violations": len(lane.violations),
+    }
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     fmt = _expected_format(args)
     report = _replay(args.capture, fmt, not args.no_progress)
     if args.json:
+        only = len(report.lanes) <= 1
         print(
             json.dumps(
                 {
                     "records": report.records,
                     "counts": report.counts(),
-                    "sequence_ranges": report.sequence_ranges,
-                    "final_sequence": report.final_sequence,
+                    "sequence_ranges": report.sequence_ranges if only else None,
+                    "final_sequence": report.final_sequence if only else None,
+                    "lanes": [_lane_json(lane) for lane in report.lanes],
                     "ok": report.ok,
                     "violations": [
                         {
@@ -539,14 +598,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _lane_format(path: Path) -> FilterFormat:
-    from cbi1kit.capture._readers import FrameDamage, read_frames
-    from cbi1kit.wire._codec import peek_format
-
-    for rec in read_frames(path, damage="report"):
-        if not isinstance(rec, FrameDamage) and rec.payload:
-            return peek_format(rec.payload)
-    raise CliError(f"{path} holds no CBI1 frame", EXIT_INVALID)
+def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
+    """The lane ``--dc`` names (an id in hex or a DC name), or the only one; a usage error
+    naming the lanes otherwise."""
+    if not report.lanes:
+        raise CliError(f"{path}: no snapshot was ever installed", EXIT_INVALID)
+    try:
+        return report.lane(dc)
+    except LaneError as exc:
+        hint = " (--dc); `cbi1kit view` shows every lane" if len(report.lanes) > 1 else ""
+        raise CliError(f"{path}: {exc}{hint}", EXIT_USAGE) from None
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -555,14 +616,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     fmt = _expected_format(args)
     report = _replay(args.capture, fmt, not args.no_progress, history=args.at is not None)
-    if report.final_lane is None:
+    lane = _pick_lane(report, args.capture, args.dc)
+    if lane.final_lane is None:
         raise CliError(f"{args.capture}: no snapshot was ever installed", EXIT_INVALID)
-    lane_fmt = fmt or _lane_format(args.capture)
+    lane_fmt = fmt or lane.format
     if args.at is None:
-        sequence, words = report.final_sequence, report.final_lane
+        sequence, words = lane.final_sequence, lane.final_lane
     else:
         try:
-            sequence, words = args.at, report.lane_at(args.at)
+            sequence, words = args.at, lane.lane_at(args.at)
         except LaneError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
     stats = lane_stats(
@@ -573,6 +635,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     )
     figures = {
         "sequence": sequence,
+        "dc_id": _hex(lane.dc_id),
         "seed": f"0x{lane_fmt.seed:016x}",
         **{k: v for k, v in stats.as_dict().items() if v is not None},
     }
@@ -591,6 +654,131 @@ def cmd_stats(args: argparse.Namespace) -> int:
             print(
                 f"note: the stream has {len(report.violations)} violation(s); see `cbi1kit replay`"
             )
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _moment(text: str) -> Any:
+    """``--at``: a sequence, an ISO 8601 time with a zone, or +offset (checked at parse time)."""
+    from cbi1kit.analysis._global import parse_at
+
+    try:
+        return parse_at(text)
+    except LaneError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _view_lane_rows(domain: Any) -> list[tuple[object, ...]]:
+    from cbi1kit.analysis._global import format_unix_ns
+    from cbi1kit.ckf._bucket import lane_occupancy
+
+    rows: list[tuple[object, ...]] = []
+    for n in domain.lanes:
+        p = n.producer
+        words = domain.table.lane_words(n.lane)
+        rows.append(
+            (
+                n.lane,
+                _hex(n.pool.dc_id.value),
+                "-" if p is None else f"{p.producer_incarnation:x}.{p.layout_generation}",
+                "yes" if n.ready else "no",
+                "-" if n.sequence is None else n.sequence,
+                "-" if n.time_unix_ns is None else format_unix_ns(n.time_unix_ns),
+                "-" if n.stream_id is None else n.stream_id,
+                f"{lane_occupancy(words) / (4 * words.shape[0]):.4f}" if n.ready else "-",
+                "" if n.ready else n.why.removeprefix("not ready: "),
+            )
+        )
+    return rows
+
+
+def _view_json(view: Any, report: Any, path: Path) -> dict[str, object]:
+    from cbi1kit.analysis._global import format_unix_ns
+
+    def lane(n: Any) -> dict[str, object]:
+        p = n.producer
+        return {
+            "lane": n.lane,
+            "pool": str(n.pool),
+            "dc_id": _hex(n.pool.dc_id.value),
+            "producer": None
+            if p is None
+            else {
+                "producer_incarnation": f"0x{p.producer_incarnation:016x}",
+                "layout_generation": p.layout_generation,
+            },
+            "ready": n.ready,
+            "sequence": n.sequence,
+            "time_unix_ns": n.time_unix_ns,
+            "time": None if n.time_unix_ns is None else format_unix_ns(n.time_unix_ns),
+            "stream_id": n.stream_id,
+            "session": n.session,
+            "why": n.why,
+        }
+
+    return {
+        "capture": str(path),
+        "model": view.model,
+        "at": None if view.at is None else str(view.at),
+        "unix_ns": view.unix_ns,
+        "catalog_revisions": [c.revision for c in view.catalogs],
+        "domains": [
+            {
+                "indexer_domain": str(d.indexer_domain),
+                "seed": f"0x{d.table.format.seed:016x}",
+                "bucket_count": d.table.format.bucket_count,
+                "configured_lanes": d.table.configured_lanes,
+                "ready_lanes": d.table.ready_mask(),
+                "lanes": [lane(n) for n in d.lanes],
+            }
+            for d in view.domains
+        ],
+        "skipped": [[str(pool), why] for pool, why in view.skipped],
+        "ok": report.ok,
+        "violations": len(report.violations),
+    }
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._global import format_unix_ns
+    from cbi1kit.errors import IdentityError
+
+    fmt = _expected_format(args)
+    report = _replay(args.capture, fmt, not args.no_progress, history=True)
+    try:
+        view = report.global_view(model=args.model, at=args.at)
+    except IdentityError as exc:  # a model no pool of the catalog serves
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except LaneError as exc:
+        if exc.variant in ("NoCatalog", "TimeNotRecorded"):  # a question this capture can't answer
+            raise CliError(str(exc), EXIT_USAGE) from None
+        raise  # the manifest's rules: invalid input (exit 1)
+    if args.json:
+        print(json.dumps(_view_json(view, report, args.capture), indent=2))
+        return EXIT_OK if report.ok else EXIT_INVALID
+    when = "at the end of every lane" if view.at is None else f"at {view.at}"
+    if view.unix_ns is not None and view.at is not None and view.at.unix_ns is None:
+        when += f" ({format_unix_ns(view.unix_ns)})"
+    what = "every pool" if view.model is None else f"model {view.model!r}"
+    print(f"== {args.capture}: the global view of {what} {when}")
+    for catalog in view.catalogs:
+        print(f"catalog revision {catalog.revision}: {len(catalog.pools)} pool(s)")
+    if not view.domains:
+        print("no lane: the capture holds no pool")
+    for d in view.domains:
+        t = d.table
+        print(
+            f"\n-- indexer domain {d.indexer_domain}: seed 0x{t.format.seed:016x}, "
+            f"{t.format.bucket_count} buckets, {len(d.lanes)} lane(s), "
+            f"ready {t.ready_mask():#06x} of {t.configured_lanes:#06x}"
+        )
+        header = ("lane", "dc", "producer", "ready", "sequence", "time", "stream", "load", "why")
+        print(_table(_view_lane_rows(d), header))
+    for pool, why in view.skipped:
+        print(f"skipped {pool}: {why}")
+    if not report.ok:
+        print(
+            f"\nnote: the capture has {len(report.violations)} violation(s); see `cbi1kit replay`"
+        )
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
@@ -616,13 +804,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     report = _replay(capture, None, not args.no_progress)
     _print_replay_summary(report, 10)
     print("\n3. summary: the replayed lane at its final sequence")
-    if report.final_lane is not None:
+    for lane in report.lanes[:1]:  # the sample records one DC
         from cbi1kit.ckf._addressing import CkfAddressing
         from cbi1kit.ckf._stats import lane_stats
 
-        fmt = _lane_format(capture)
+        fmt = lane.format
+        if lane.final_lane is None or fmt is None:
+            break
         stats = lane_stats(
-            report.final_lane,
+            lane.final_lane,
             addressing=CkfAddressing(fmt.bucket_count, fmt.seed),
             fpr_probes=200_000,
         )
@@ -755,7 +945,8 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate",
         help="trace → capture: simulate workers, CKF producers and a relay",
         description="Run a Mooncake trace through simulated DC pools (LRU KV caches, a router, "
-        "CKF producers) and record the relay stream of the chosen DCs into a kvrcap capture.",
+        "CKF producers) and record what a global consumer receives into a kvrcap capture: a "
+        "catalog stream describing every pool, then every DC's pool stream (--record-dc: one).",
     )
     p.add_argument("trace", type=Path, help="Mooncake JSONL trace")
     p.add_argument("-o", "--output", type=Path, required=True, help="capture file to write")
@@ -765,7 +956,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", choices=POLICIES, help="routing policy (default exact)")
     for flag, dest, typ, text in _SIM_KNOBS + _RELAY_KNOBS:
         p.add_argument(flag, dest=dest, type=typ, help=text)
-    p.add_argument("--record-dc", type=ranged(0, 15), help="the DC whose pool stream is recorded")
+    p.add_argument(
+        "--record-dc",
+        type=ranged(0, 15),
+        help="record this DC's pool stream alone (default: every DC's, with a catalog stream)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     quiet(p)
     p.set_defaults(handler=cmd_simulate)
@@ -793,9 +988,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "replay",
-        help="capture → validation report with the consumer's rules",
+        help="capture → validation report with the consumer's rules, per lane",
         description="Replay a capture (or grpcurl JSON, or bare frames) with the Global View "
-        "consumer's rules; exit 1 if any rule is broken or the source is damaged.",
+        "consumer's rules: a lane per pool, a session per stream, results per lane; exit 1 if "
+        "any rule is broken or the source is damaged.",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
     fmt_args(p)
@@ -819,10 +1015,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "stats",
         help="filter stats (load, FPR, ...) of the replayed lane at the end or at a sequence",
-        description="Replay, then report CF.INFO-style figures of the lane.",
+        description="Replay, then report CF.INFO-style figures of one lane (--dc picks it in a "
+        "capture of several; `cbi1kit view` shows every lane at a time).",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
     p.add_argument("--at", type=U64, help="the lane right after this sequence")
+    p.add_argument("--dc", help="the lane of this DC: its id (16 hex digits) or its name")
     p.add_argument(
         "--fpr-probes",
         type=ranged(0, 10_000_000),
@@ -834,6 +1032,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     quiet(p)
     p.set_defaults(handler=cmd_stats)
+
+    p = sub.add_parser(
+        "view",
+        help="the global view: the consumer table per indexer domain at a sequence or a time",
+        description="Replay a capture, then build what a global router consults at one moment: "
+        "for the model (every pool without --model) the pools the capture's catalog advertised "
+        "then, one consumer table per indexer domain (at most 16 DC lanes each, as upstream's "
+        "manifest rules require), each lane ready with the words its session held or not, and "
+        "where they came from (producer incarnation.generation, sequence, receive time, "
+        "stream). Without --at: every lane's final words.",
+        epilog="--at takes a sequence (each lane right after its own sequence N), an ISO 8601 "
+        "time with a zone (2026-11-30T12:00:00Z) or an offset after the capture's first "
+        "message (+90s; ns, us, ms, s, m, h). At a time, every message received by then is "
+        "applied, and a lane whose session had ended (a violation, its stream closed, a new "
+        "stream not yet installed) is not ready.",
+    )
+    p.add_argument("capture", type=Path, help="kvrcap capture (or grpcurl JSON, CBI1 frames)")
+    p.add_argument("--model", help="a model or alias the catalog's pools register")
+    p.add_argument("--at", type=_moment, help="a sequence, 2026-11-30T12:00:00Z or +90s")
+    fmt_args(p)
+    p.add_argument("--json", action="store_true", help="print the view as JSON")
+    quiet(p)
+    p.set_defaults(handler=cmd_view)
 
     register_relay(sub)  # record, serve
 

@@ -303,11 +303,20 @@ class KvCacheEventError(Cbi1kitError):
 
 
 class LaneError(Cbi1kitError):
-    """The consumer side: a lane that cannot be assigned, a fault, a sequence not replayed."""
+    """The consumer side: a manifest or lane assignment upstream refuses (``Manifest.<variant>``,
+    ``Assignment.<variant>``), a lane fault (``Fault.<variant>``), or a point of a replay that
+    cannot be named (a sequence or time not replayed, several lanes or domains, a bad moment).
+    """
 
     builtins: ClassVar[Mapping[str, type[Exception]]] = {
         "SequenceNotReplayed": LookupError,
         "HistoryNotKept": LookupError,
+        "TimeNotRecorded": LookupError,
+        "SeveralLanes": LookupError,
+        "NoSuchLane": LookupError,
+        "SeveralDomains": LookupError,
+        "NoCatalog": LookupError,
+        "At": ValueError,
     }
 
     plain = True

@@ -87,11 +87,25 @@ assert stages["snapshot_matches_producer"].all() and stages["delta_matches_produ
 ck.viz.full_table(stages)
 
 # %% [markdown]
+# ## One consumer table per indexer domain
+#
+# A global router's consumer table (upstream's `GlobalCkfManifest`) covers exactly one indexer
+# domain: the model's cache semantics (block size and hash format) and the endpoint's routing
+# scope, with at most one lane per DC. Standard and EAGLE pools are different domains, so they
+# can never share a table; LoRA and cache-namespace salts live inside the token hashes, so those
+# pools stay in the standard domain. Each pool here sits in a DC of its own: two tables, a lane
+# per pool.
+
+# %%
+trip.stages().select("space", "domain", "lane")
+
+# %% [markdown]
 # ## Each space finds itself, and not the others
 #
-# Rows: the space a query was hashed in. Columns: the lane of each space's pool. The diagonal is
-# the full query length; everything else is 0 (a cuckoo filter can report a false positive, but
-# a chain of them across consecutive blocks is vanishingly unlikely).
+# Rows: the space a query was hashed in. Columns: the lane of each space's pool, searched in its
+# own domain's table. The diagonal is the full query length; everything else is 0 (a cuckoo
+# filter can report a false positive, but a chain of them across consecutive blocks is
+# vanishingly unlikely).
 
 # %%
 matrix = trip.depth_matrix()

@@ -31,12 +31,15 @@ from test_stream_roundtrip import build_stream
 from cbi1kit import cli
 from cbi1kit._cli_common import Number
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis import frames_table, replay
+from cbi1kit.analysis import frames_table, global_view, replay
 from cbi1kit.capture import (
     SUBSCRIBE_KV_POOL_METHOD,
+    WATCH_KV_POOL_CATALOG_METHOD,
     CaptureWriter,
     RecordType,
     read_capture,
+    read_capture_items,
+    read_catalog,
     read_cbi1_files,
     read_frames,
     read_grpcurl_json,
@@ -129,6 +132,43 @@ def test_a_number_inside_its_range_parses_exactly(data: st.DataObject) -> None:
         assert number(str(value)) == value and number(hex(value)) == value
 
 
+#: options whose text is no number but is parsed at parse time all the same: (command, flag,
+#: values it refuses)
+PARSED_TEXT = [
+    (
+        "view",
+        "--at",
+        ["noon", "+5", "+-5s", "-1", "2026-11-30T12:00:00", "2026-02-30T00:00:00Z", str(1 << 64)],
+    ),
+]
+
+
+def test_every_parsed_text_option_is_walked() -> None:
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    typed = {
+        (name, action.option_strings[-1])
+        for name, sub in commands.choices.items()
+        for action in sub._actions
+        if action.option_strings
+        and action.type is not None
+        and not isinstance(action.type, Number)
+        and action.type is not Path
+    }
+    assert typed == {(command, flag) for command, flag, _ in PARSED_TEXT}
+
+
+@pytest.mark.parametrize(
+    "command,flag,value", [(c, f, v) for c, f, values in PARSED_TEXT for v in values]
+)
+def test_a_text_its_option_cannot_parse_is_a_usage_error(
+    command: str, flag: str, value: str, tmp_path: Path
+) -> None:
+    code, _, err = cli_run(command, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
+    assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
+    assert not list(tmp_path.iterdir())
+
+
 # ------------------------------------------------------------- input paths: every subcommand
 
 REPORT_TRACE = ["report", str(SAMPLE), "-o", "{out}", "--trace", "{in}", "--no-notebooks"]
@@ -137,6 +177,7 @@ INPUTS = [
     ("inspect", ["inspect", "{in}"], 1),
     ("replay", ["replay", "{in}"], 3),
     ("stats", ["stats", "{in}", "--fpr-probes", "0"], 3),
+    ("view", ["view", "{in}"], 3),
     ("export", ["export", "{in}", "-o", "{out}"], 3),
     ("report", ["report", "{in}", "-o", "{out}", "--no-notebooks"], 3),
     ("simulate trace", ["simulate", "{in}", "-o", "{out}"], 1),
@@ -351,13 +392,18 @@ def test_relay_messages_of_any_bytes(kind: str, raw: bytes) -> None:
         _typed_only(lambda: frame_from_filter_update(message))
 
 
+_OPEN = json.dumps({"target": "t", "method": WATCH_KV_POOL_CATALOG_METHOD}).encode()
+#: a STREAM_OPEN body naming the catalog: the messages after it on its stream are catalog updates
+CATALOG_OPEN = len(_OPEN).to_bytes(4, "little") + _OPEN
+
+
 @relaxed
 @given(
     records=st.lists(
         st.tuples(
             st.sampled_from(list(RecordType)),
             st.integers(0, 3),
-            st.binary(max_size=48) | st.sampled_from([b"{}", b"\x02\x00\x00\x00{}"]),
+            st.binary(max_size=48) | st.sampled_from([b"{}", b"\x02\x00\x00\x00{}", CATALOG_OPEN]),
         ),
         min_size=1,
         max_size=6,
@@ -381,7 +427,10 @@ def test_capture_records_of_every_type_with_any_body(
         _typed_only(lambda: list(read_capture(path)))
         items = list(read_capture(path, damage="report"))
         assert sum(not hasattr(i, "damage") for i in items) >= 2  # what lay before is kept
+        _typed_only(lambda: list(read_catalog(path, damage="report")))
+        _typed_only(lambda: list(read_capture_items(path, damage="report")))
         _typed_only(lambda: replay(path))
+        _typed_only(lambda: global_view(path, at="+1s"))
         _typed_only(lambda: frames_table(path).collect())
         code, _, err = cli_run("replay", str(path), "--no-progress")
         assert code in (0, 1) and "Traceback" not in err

@@ -45,13 +45,17 @@ from cbi1kit.hashing._identity import (
 from cbi1kit.hashing._xxh3 import xxh3_64_u64_pair
 
 
-def pool(n: int) -> PoolId:
-    """A distinct pool per ``n`` (explicit digests, DC ``n``)."""
-    domain = IndexerDomainId(
+def domain(n: int) -> IndexerDomainId:
+    """A distinct indexer domain per ``n`` (explicit digests)."""
+    return IndexerDomainId(
         CacheSemanticsId(bytes([n]) * 16, IdentitySource.EXPLICIT),
         RoutingScopeId(b"\x00" * 16, IdentitySource.EXPLICIT),
     )
-    return PoolId(domain, DcId(n))
+
+
+def pool(n: int, dc: int | None = None) -> PoolId:
+    """A pool of domain ``n`` in DC ``dc`` (default ``n``: a distinct pool per ``n``)."""
+    return PoolId(domain(n), DcId(n if dc is None else dc))
 
 
 CONFIG = CkfConfig(64, seed=0x5EED)
@@ -176,20 +180,71 @@ def test_snapshot_faults() -> None:
 
 
 def test_assign_rules() -> None:
+    """Upstream ``validate_assignment``: each broken rule is its GlobalCkfAssignmentError."""
     table = CkfLaneTable(FORMAT)
     rep = table.replica(2, consumer_instance=7, pool_id=pool(3))
     rep.assign(IDENT, LEASE)
-    with raises_variant(LaneError, "Assignment"):
-        rep.assign(IDENT, LEASE)  # epoch must increase
-    with raises_variant(LaneError, "Assignment"):
-        rep.assign(IDENT, LaneLease(7, 3, 5))  # wrong lane
-    with raises_variant(LaneError, "Assignment"):
-        rep.assign(IDENT, LaneLease(8, 2, 5))  # wrong consumer
-    with raises_variant(LaneError, "Assignment"):
-        rep.assign(ProducerIdentity(pool(4), 1, 1, FORMAT), LaneLease(7, 2, 5))  # wrong pool
+    with raises_variant(LaneError, "Assignment.StaleAssignmentEpoch"):
+        rep.assign(IDENT, LEASE)
+    with raises_variant(LaneError, "Assignment.WrongPhysicalLane"):
+        rep.assign(IDENT, LaneLease(7, 3, 5))
+    with raises_variant(LaneError, "Assignment.WrongConsumerInstance"):
+        rep.assign(IDENT, LaneLease(8, 2, 5))
+    with raises_variant(LaneError, "Assignment.WrongLaneOwner"):
+        rep.assign(ProducerIdentity(pool(4), 1, 1, FORMAT), LaneLease(7, 2, 5))
     other_format = CkfConfig(64, seed=1).format()
-    with raises_variant(LaneError, "Assignment"):
+    with raises_variant(LaneError, "Assignment.WrongFormat"):
         rep.assign(ProducerIdentity(pool(3), 1, 1, other_format), LaneLease(7, 2, 5))
+    assert rep.lease == LEASE  # a refused assignment changes nothing
+
+
+def test_manifest_rules() -> None:
+    """Upstream ``GlobalCkfManifest::new``: one indexer domain, no pool twice, a lane in 0..16,
+    at least one lane; a replica only on a configured lane (``claim_lane``)."""
+    with raises_variant(LaneError, "Manifest.MixedIndexerDomain") as info:
+        CkfLaneTable(FORMAT, pools={0: pool(1, 10), 1: pool(2, 11)})
+    assert info.value.lane == 1
+    with raises_variant(LaneError, "Manifest.MixedIndexerDomain"):
+        CkfLaneTable(FORMAT, pools={0: pool(1, 10)}, indexer_domain=domain(2))
+    with raises_variant(LaneError, "Manifest.DuplicatePool"):
+        CkfLaneTable(FORMAT, pools={0: pool(1, 10), 5: pool(1, 10)})
+    with raises_variant(LaneError, "Manifest.InvalidLane"):
+        CkfLaneTable(FORMAT, pools={16: pool(1, 10)})
+    with raises_variant(LaneError, "Manifest.NoConfiguredLanes"):
+        CkfLaneTable(FORMAT, pools={})
+    with raises_variant(LaneError, "Manifest.NoConfiguredLanes"):
+        CkfLaneTable(FORMAT, 0)
+    table = CkfLaneTable(FORMAT, pools={0: pool(1, 10), 3: pool(1, 13)})
+    assert table.configured_lanes == 0b1001 and table.indexer_domain == domain(1)
+    with raises_variant(LaneError, "Manifest.UnconfiguredLane"):
+        table.replica(1)
+    with raises_variant(LaneError, "Manifest.InvalidLane"):
+        table.replica(16)
+    rep = table.replica(3)
+    assert rep.pool_id == pool(1, 13)
+    with raises_variant(LaneError, "Assignment.WrongLaneOwner"):
+        rep.assign(ProducerIdentity(pool(1, 10), 1, 1, FORMAT), LaneLease(1, 3, 1))
+
+
+def test_lanes_named_by_their_first_assignment_keep_the_manifest_rules() -> None:
+    """Without pools up front a lane takes the pool of its first valid assignment, under the
+    manifest's rules; a refused assignment binds nothing."""
+    table = CkfLaneTable(FORMAT)
+    table.replica(0).assign(ProducerIdentity(pool(1, 10), 1, 1, FORMAT), LaneLease(1, 0, 1))
+    second = table.replica(1)
+    with raises_variant(LaneError, "Manifest.MixedIndexerDomain"):
+        second.assign(ProducerIdentity(pool(2, 11), 1, 1, FORMAT), LaneLease(1, 1, 1))
+    with raises_variant(LaneError, "Manifest.DuplicatePool"):
+        second.assign(ProducerIdentity(pool(1, 10), 1, 1, FORMAT), LaneLease(1, 1, 1))
+    other_format = CkfConfig(64, seed=1).format()
+    with raises_variant(LaneError, "Assignment.WrongFormat"):
+        second.assign(ProducerIdentity(pool(1, 11), 1, 1, other_format), LaneLease(1, 1, 1))
+    assert second.pool_id is None and second.lease is None and 1 not in table.pools
+    second.assign(ProducerIdentity(pool(1, 11), 1, 1, FORMAT), LaneLease(1, 1, 1))
+    assert table.pools == {0: pool(1, 10), 1: pool(1, 11)}
+    with raises_variant(LaneError, "Assignment.WrongLaneOwner"):  # the lane keeps its pool
+        second.assign(ProducerIdentity(pool(1, 12), 1, 1, FORMAT), LaneLease(1, 1, 2))
+    second.assign(ProducerIdentity(pool(1, 11), 2, 2, FORMAT), LaneLease(1, 1, 2))  # new generation
 
 
 def test_drain_marker() -> None:
@@ -279,8 +334,8 @@ def test_search_equals_linear_on_real_lanes_with_false_positives() -> None:
     fmt = config.format()
     table = CkfLaneTable(fmt)
     queries = [rng.integers(1, 2**63, size=64, dtype=np.uint64).tolist() for _ in range(40)]
-    ident = ProducerIdentity(pool(1), 1, 1, fmt)
     for lane in range(16):
+        ident = ProducerIdentity(pool(1, 100 + lane), 1, 1, fmt)  # one domain, a DC per lane
         s = DcCkfState(config)
         for qi, q in enumerate(queries):
             k = int(rng.integers(0, 65))

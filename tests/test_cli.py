@@ -81,6 +81,7 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         "replay",
         "export",
         "stats",
+        "view",
         "layout",
         "demo",
         "lab",
@@ -169,15 +170,52 @@ def test_inspect_capture(capture: Path) -> None:
 
 
 def test_stats_end_and_at_sequence(capture: Path) -> None:
-    res = run("stats", str(capture), "--json", "--fpr-probes", "20000")
+    res = run("stats", str(capture), "--fpr-probes", "0")  # two DCs: which lane?
+    assert res.returncode == 2 and "--dc" in res.stderr and res.stderr.count("\n") == 1
+    dc = ["--dc", "sim-dc-1"]
+    res = run("stats", str(capture), *dc, "--json", "--fpr-probes", "20000")
     assert res.returncode == 0, res.stderr
     end = json.loads(res.stdout)
     assert end["occupied_slots"] > 0 and end["measured_fpr"] is not None
-    res = run("stats", str(capture), "--json", "--at", "1")
+    import cbi1kit as ck
+
+    lane = ck.replay(capture).lane(dc="sim-dc-1")
+    assert end["sequence"] == lane.final_sequence and end["dc_id"] == f"{lane.dc_id:016x}"
+    res = run("stats", str(capture), "--dc", end["dc_id"], "--json", "--at", "1")
     early = json.loads(res.stdout)
     assert early["sequence"] == 1 and early["occupied_slots"] < end["occupied_slots"]
-    res = run("stats", str(capture), "--at", str(10**9))
+    res = run("stats", str(capture), *dc, "--at", str(10**9))
     assert res.returncode == 2 and "was not replayed" in res.stderr
+    res = run("stats", str(capture), "--dc", "sim-dc-7", "--fpr-probes", "0")
+    assert res.returncode == 2 and "no lane matches" in res.stderr
+
+
+def test_replay_and_view_every_lane(capture: Path) -> None:
+    """The capture holds both DCs: replay reports a lane each; view shows the consumer table
+    at a time, as the library builds it, and refuses a model the catalog lacks."""
+    import cbi1kit as ck
+
+    replayed = json.loads(run("replay", str(capture), "--json").stdout)
+    assert [lane["violations"] for lane in replayed["lanes"]] == [0, 0]
+    assert replayed["final_sequence"] is None  # two lanes: see "lanes"
+    text = run("replay", str(capture)).stdout
+    assert "lanes: 2" in text and all(lane["dc_id"] in text for lane in replayed["lanes"])
+    res = run("view", str(capture), "--model", "mooncake/conversation", "--at", "+40s", "--json")
+    assert res.returncode == 0, res.stderr
+    shown = json.loads(res.stdout)
+    view = ck.global_view(capture, model="mooncake/conversation", at="+40s")
+    ((lanes,),) = [[d["lanes"] for d in shown["domains"]]]
+    assert [(n["sequence"], n["ready"], n["dc_id"]) for n in lanes] == [
+        (n.sequence, n.ready, f"{n.pool.dc_id.value:016x}") for n in view.lanes
+    ]
+    assert shown["unix_ns"] == view.unix_ns and shown["catalog_revisions"] == [1]
+    assert shown["domains"][0]["ready_lanes"] == view.table.ready_mask() == 0b11
+    text = run("view", str(capture), "--at", "2025-01-01T00:00:30Z").stdout
+    assert "ready 0x0003 of 0x0003" in text and "2025-01-01T00:00:30" in text
+    res = run("view", str(capture), "--model", "no/such-model")
+    assert res.returncode == 2 and "mooncake/conversation" in res.stderr
+    res = run("view", str(capture), "--at", "noon")
+    assert res.returncode == 2 and "--at" in res.stderr and res.stderr.count("\n") == 1
 
 
 def test_stats_gives_the_measured_fpr_with_its_evidence(capture: Path) -> None:
@@ -209,14 +247,16 @@ def test_damaged_capture_every_subcommand(damaged: Path, tmp_path: Path) -> None
     assert res.returncode == 1 and "SourceDamaged" in res.stdout
     res = run("inspect", str(damaged))
     assert res.returncode == 1 and "damage" in res.stdout
-    res = run("stats", str(damaged), "--fpr-probes", "0")
+    res = run("stats", str(damaged), "--fpr-probes", "0", "--dc", "sim-dc-0")
+    assert res.returncode == 1 and "violation" in res.stdout
+    res = run("view", str(damaged))
     assert res.returncode == 1 and "violation" in res.stdout
     res = run("export", str(damaged), "-o", str(tmp_path / "t"))
     assert res.returncode == 1 and res.stderr.count("\n") == 1
     assert (tmp_path / "t" / "frames.parquet").exists()
 
 
-@pytest.mark.parametrize("sub", ["replay", "stats", "export", "inspect"])
+@pytest.mark.parametrize("sub", ["replay", "stats", "export", "inspect", "view"])
 def test_unreadable_sources_exit_3(sub: str, tmp_path: Path) -> None:
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"\x00garbage that is no capture")

@@ -23,7 +23,14 @@ from cbi1kit.capture import _readers
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._readers import (
     SUBSCRIBE_KV_POOL_METHOD,
+    WATCH_KV_POOL_CATALOG_METHOD,
+    CatalogRecord,
+    FrameDamage,
+    FrameRecord,
+    StreamEvent,
     read_capture,
+    read_capture_items,
+    read_catalog,
     read_cbi1_files,
     read_frames,
     read_grpcurl_json,
@@ -112,6 +119,52 @@ def test_capture_reader_yields_filter_updates_byte_exact(tmp_path: Path) -> None
         for g in read_capture(path):
             seen.append(g.raw)
     assert seen == raws  # the torn record is the stream-close record
+
+
+def test_catalog_reader_and_the_one_pass_reader(tmp_path: Path) -> None:
+    """Catalog updates are decoded as such (not as FilterUpdates), numbered apart from the
+    frames; an update that does not decode is named at its record; the one-pass reader yields
+    the frames numbered as read_capture numbers them, the catalog, and every open and close."""
+    msgs = stream(1 << 10)
+    listing = pb.KvPoolCatalogUpdate(
+        protocol_version=1, relay=r.relay_identity_to_wire(RELAY), revision=4
+    )
+    path = tmp_path / "c.kvrcap"
+    with CaptureWriter(path) as w:
+        cat = w.open_stream("relay-a", WATCH_KV_POOL_CATALOG_METHOD, b"", info={"n": 1})
+        w.message(cat, listing.SerializeToString())
+        sid = w.open_stream("relay-a", SUBSCRIBE_KV_POOL_METHOD, b"req")
+        for m in msgs[:2]:
+            w.message(sid, m.SerializeToString())
+        w.message(cat, b"\x0a\xff")  # a length running past the message: no catalog update
+        w.message(cat, listing.SerializeToString())
+        for m in msgs[2:]:
+            w.message(sid, m.SerializeToString())
+        w.close_stream(sid, status_name="CANCELLED", status_code=1, local_reason="done")
+    with raises_variant(CaptureError, "Unreadable", match="KvPoolCatalogUpdate") as info:
+        seen = []
+        for rec in read_catalog(path):
+            seen.append(rec)
+    assert info.value.record_index == 6  # after the schema, open, message, open, two frames
+    assert [(c.index, c.update) for c in seen] == [(0, listing)]
+    reported = list(read_catalog(path, damage="report"))
+    assert [type(c) for c in reported] == [CatalogRecord, FrameDamage, CatalogRecord]
+    assert isinstance(reported[2], CatalogRecord) and reported[2].index == 1
+    assert reported[2].stream_id == cat and reported[2].raw == listing.SerializeToString()
+    items = list(read_capture_items(path, damage="report"))
+    frames = [i for i in items if isinstance(i, FrameRecord)]
+    assert [f.index for f in frames] == [f.index for f in read_capture(path)]
+    assert [f.raw for f in frames] == [m.SerializeToString() for m in msgs]
+    events = [i for i in items if isinstance(i, StreamEvent)]
+    assert [(e.stream_id, e.opened is not None) for e in events] == [
+        (cat, True),
+        (sid, True),
+        (sid, False),
+    ]
+    assert events[0].opened is not None and events[0].opened.info == {"n": 1}
+    assert events[1].opened is not None and events[1].opened.request == b"req"
+    assert events[2].closed is not None and events[2].closed.local_reason == "done"
+    assert sum(isinstance(i, CatalogRecord) for i in items) == 2
 
 
 def _dump(msgs: list[pb.FilterUpdate]) -> str:

@@ -334,6 +334,35 @@ def test_catalog_validation() -> None:
         r.validate_catalog_update(bad)
 
 
+def test_catalog_converts_to_native_and_back() -> None:
+    """A catalog update validates, converts to native descriptors and back byte for byte; a
+    descriptor serves its canonical model and its aliases; LoRA targets survive."""
+    wire = _catalog()
+    lora = wire.snapshot.pools.add()
+    lora.CopyFrom(wire.snapshot.pools[0])
+    lora.producer.pool_id.dc_id = 5
+    lora.registrations[0].canonical_model_id = "tenant-a"
+    lora.registrations[0].target.lora.base_model = "llama"
+    lora.registrations[0].target.lora.adapter = "tenant-a"
+    lora.pool_roles[:] = [pb.WORKER_ROLE_PREFILL, pb.WORKER_ROLE_DECODE]
+    lora.query_semantics.hash_format = pb.KV_QUERY_HASH_FORMAT_DYNAMO_EAGLE_V1
+    catalog = r.catalog_from_wire(wire)
+    assert catalog.relay == RELAY and catalog.revision == 3
+    base, adapter = catalog.pools
+    assert base.producer == producer() and base.serving_endpoint == ("ns", "c", "generate")
+    assert base.serves("llama") and base.serves("chat") and not base.serves("tenant-a")
+    assert adapter.registrations[0].lora_name == "tenant-a"
+    assert adapter.roles == ("PREFILL", "DECODE")
+    assert adapter.query_semantics.hash_format.is_eagle
+    assert r.catalog_to_wire(catalog).SerializeToString(deterministic=True) == (
+        wire.SerializeToString(deterministic=True)
+    )
+    bad = _catalog()
+    bad.snapshot.pools[0].serving_endpoint.namespace = " ns"
+    with raises_variant(RelayWireError, "Descriptor", match=r"pools\[0\]\.serving_endpoint"):
+        r.catalog_from_wire(bad)
+
+
 def test_subscribe_request_and_relay_info() -> None:
     req = pb.SubscribeKvPoolRequest(
         subscriber_id="gv-1",

@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from errorcheck import raises_variant
-from test_stream_roundtrip import Stream, build_stream, heartbeat, wire_producer, write_capture
+from test_stream_roundtrip import (
+    DC,
+    Stream,
+    build_stream,
+    heartbeat,
+    wire_producer,
+    write_capture,
+)
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import (
@@ -17,8 +24,9 @@ from cbi1kit.analysis._replay import (
     Violation,
     replay,
 )
-from cbi1kit.capture._file import CaptureReader, RecordType
+from cbi1kit.capture._file import CaptureReader, CaptureWriter, RecordType
 from cbi1kit.capture._readers import FrameRecord, read_capture
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.errors import LaneError
 from cbi1kit.wire._format import FilterFormat
 
@@ -387,3 +395,115 @@ def test_without_events_the_counts_and_violations_stay(stream: Stream) -> None:
     assert lean.sequence_ranges == full.sequence_ranges
     assert lean.final_sequence == full.final_sequence
     np.testing.assert_array_equal(lean.final_lane, full.final_lane)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ many subscriptions (#15)
+
+T0 = 1_800_000_000_000_000_000
+OTHER_DC = 0x0123456789ABCDEF
+
+
+def _subscriptions(path: Path, streams: list[list[pb.FilterUpdate]], *, interleave: bool) -> Path:
+    """Each message list its own SubscribeKvPool stream, interleaved message by message (or one
+    after the other), the i-th message written received at ``T0 + i ms``; every stream closed
+    1 ms after the last message; a catalog watch whose second message is no catalog update."""
+    order = (
+        [
+            (k, m)
+            for i in range(max(map(len, streams)))
+            for k, s in enumerate(streams)
+            for m in s[i : i + 1]
+        ]
+        if interleave
+        else [(k, m) for k, s in enumerate(streams) for m in s]
+    )
+    t = T0
+    with CaptureWriter(path) as w:
+        cat = w.open_stream("relay", WATCH_KV_POOL_CATALOG_METHOD, b"", recv_unix_ns=t)
+        w.message(cat, b"\x08\x01", recv_unix_ns=t)
+        w.message(cat, b"\xff", recv_unix_ns=t)
+        sids = [
+            w.open_stream("relay", SUBSCRIBE_KV_POOL_METHOD, b"", recv_unix_ns=t) for _ in streams
+        ]
+        for k, m in order:
+            w.message(sids[k], m.SerializeToString(), recv_unix_ns=t)
+            t += 1_000_000
+        for sid in sids:
+            w.close_stream(sid, recv_unix_ns=t)
+        w.close_stream(cat, recv_unix_ns=t)
+    return path
+
+
+@pytest.fixture(scope="module")
+def other() -> Stream:
+    return build_stream(deltas=12, heartbeat_every=5, seed=8, dc_id=OTHER_DC)
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_two_pools_replay_as_two_clean_lanes(
+    stream: Stream, other: Stream, interleave: bool, tmp_path: Path
+) -> None:
+    """Two subscriptions of two pools, interleaved or not: a lane each, no violation (the old
+    single-lane replay broke interleaved streams at each other's messages)."""
+    path = _subscriptions(
+        tmp_path / "two.kvrcap", [stream.messages, other.messages], interleave=interleave
+    )
+    report = replay(path)
+    assert report.ok, report.violations[:2]
+    assert report.records == len(stream.messages) + len(other.messages)
+    assert [lane.dc_id for lane in report.lanes] == [DC, OTHER_DC]
+    for dc, s in ((DC, stream), (OTHER_DC, other)):
+        lane = report.lane(dc=dc)
+        assert lane.ok and lane.final_sequence == s.final_sequence
+        np.testing.assert_array_equal(lane.final_lane, s.final_words)  # type: ignore[arg-type]
+        for seq, words in s.lanes.items():
+            np.testing.assert_array_equal(lane.lane_at(seq), words)
+    assert report.lane(dc=f"{OTHER_DC:016x}").dc_id == OTHER_DC
+    with raises_variant(LaneError, "SeveralLanes"):
+        report.final_lane  # noqa: B018 - two lanes: which?
+    with raises_variant(LaneError, "NoSuchLane"):
+        report.lane(dc=5)
+    # the catalog's garbage is the catalog's business, not a frame violation
+    assert len(report.catalogs) == 1 and len(report.streams) == 3
+
+
+def test_a_producer_changes_only_between_streams(stream: Stream, tmp_path: Path) -> None:
+    """A new generation of the pool on a new stream: the same lane, a second session. The
+    same change inside one stream is the violation ProducerChanged."""
+    renewed = [clone(m) for m in stream.messages]
+    for m in renewed:
+        m.producer.layout_generation = 2
+    path = _subscriptions(tmp_path / "gen.kvrcap", [stream.messages, renewed], interleave=False)
+    report = replay(path)
+    assert report.ok and len(report.lanes) == 1
+    (lane,) = report.lanes
+    assert [s.producer.layout_generation for s in lane.sessions if s.producer] == [1, 2]
+    assert [s.stream_id for s in lane.sessions] == lane.streams and len(lane.streams) == 2
+    within = [*stream.messages, *renewed[stream.chunk_count :]]
+    (v,) = replay(within).violations
+    assert (v.rule, v.record_index) == ("ProducerChanged", len(stream.messages))
+
+
+def test_a_lane_at_a_time_and_the_end_of_its_session(stream: Stream, tmp_path: Path) -> None:
+    """At a wall-clock time every message received by then is applied; once the stream's close
+    is recorded the session is over and the lane is not ready."""
+    path = _subscriptions(tmp_path / "t.kvrcap", [stream.messages], interleave=False)
+    lane = replay(path).lane()
+    last = len(stream.messages) - 1
+    for i in range(stream.chunk_count - 1, last + 1, 3):
+        found = lane.session_at(T0 + i * 1_000_000)
+        assert not isinstance(found, str)
+        session, sequence = found
+        applied = max(m.sequence for m in stream.messages[: i + 1])
+        assert sequence == applied and session.stream_id == lane.streams[0]
+        np.testing.assert_array_equal(
+            lane.lane_at_time(T0 + i * 1_000_000 + 999), stream.lanes[applied]
+        )  # type: ignore[arg-type]
+    assert lane.session_at(T0 + (stream.chunk_count - 2) * 1_000_000) == (
+        "not ready: no snapshot installed yet"
+    )
+    closed = lane.session_at(T0 + (last + 1) * 1_000_000)
+    assert isinstance(closed, str) and "closed" in closed
+    assert lane.lane_at_time(T0 + (last + 1) * 1_000_000) is None
+    with raises_variant(LaneError, "TimeNotRecorded"):
+        replay(stream.messages).lane().session_at(T0)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import Cbi1kitError, LaneError
 from cbi1kit.hashing._identity import KvQueryHashFormat
 from cbi1kit.sim._roundtrip import HashSpace, hash_space_round_trip
 
@@ -45,9 +46,27 @@ def test_expanded_must_extend_initial() -> None:
         hash_space_round_trip(SPACES[:1], expanded, initial)
 
 
-def test_too_many_spaces_for_one_table() -> None:
+def test_one_table_per_indexer_domain() -> None:
+    """Upstream's manifest covers one indexer domain: standard, LoRA and namespace pools share
+    the standard table (a lane per DC), the EAGLE pools have their own."""
+    initial, expanded = _tokens(5)
+    spaces = [*SPACES, HashSpace("eagle+lora", KvQueryHashFormat.DYNAMO_EAGLE_V1, lora_name="x")]
+    trip = hash_space_round_trip(spaces, initial, expanded)
+    assert len(trip.tables) == 2
+    by_name = {r.space.name: r for r in trip.results}
+    eagle = by_name["eagle"].domain
+    assert by_name["eagle+lora"].domain == eagle != by_name["standard"].domain
+    for domain, table in trip.tables.items():
+        members = [r for r in trip.results if r.domain == domain]
+        assert sorted(table.pools) == sorted(r.lane for r in members) == list(range(len(members)))
+        assert len({p.dc_id for p in table.pools.values()}) == len(members)
+        assert table.indexer_domain == domain
+
+
+def test_too_many_spaces_for_one_domain() -> None:
+    """17 pools of one domain do not fit a 16-lane manifest: upstream's InvalidLane."""
     initial, expanded = _tokens(4)
-    with pytest.raises(Cbi1kitError, match="spaces fit one lane table"):
+    with raises_variant(LaneError, "Manifest.InvalidLane"):
         hash_space_round_trip(
             [HashSpace(f"s{i}", lora_name=str(i)) for i in range(17)], initial, expanded
         )

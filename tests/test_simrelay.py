@@ -9,12 +9,22 @@ import pytest
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import replay
-from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_close
-from cbi1kit.capture._readers import read_capture
+from cbi1kit.capture._file import (
+    CaptureReader,
+    RecordType,
+    decode_stream_close,
+    decode_stream_open,
+)
+from cbi1kit.capture._readers import read_capture, read_catalog
+from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.hashing._identity import stable_dc_id
+from cbi1kit.relay._messages import catalog_from_wire, producer_from_wire
+from cbi1kit.relay._recorder import CATALOG_METHOD
 from cbi1kit.sim._simrelay import (
     DEFAULT_EPOCH_UNIX_NS,
     RelayConfig,
     SimRelayConfig,
+    SimRelayResult,
     sample_config,
     simulate_capture,
 )
@@ -30,11 +40,15 @@ def trace() -> Workload:
     return read_mooncake(TRACE, limit=400)
 
 
-def _replays_to_producer(path: Path, words: np.ndarray, sequence: int) -> None:
+def _replays_to_producer(path: Path, res: SimRelayResult) -> None:
+    """Every recorded DC's lane replays clean to its producer's final words, one lane each."""
     report = replay(path)
     assert report.ok, report.violations[:3]
-    assert report.final_sequence == sequence
-    assert report.final_lane is not None and np.array_equal(report.final_lane, words)
+    assert len(report.lanes) == len(res.final_words) > 0
+    for dc, words in res.final_words.items():
+        lane = report.lane(dc=f"sim-dc-{dc}")
+        assert lane.final_sequence == res.final_sequence[dc]
+        assert lane.final_lane is not None and np.array_equal(lane.final_lane, words)
 
 
 def test_same_inputs_same_bytes(tmp_path: Path, trace: Workload) -> None:
@@ -53,13 +67,43 @@ def test_capture_replays_to_the_producer_words(tmp_path: Path, trace: Workload) 
         path = tmp_path / f"dc{dc}.kvrcap"
         res = simulate_capture(trace, path, SimRelayConfig(SMALL, RelayConfig(record_dc=dc)))
         assert res.delta_frames == res.simulation.deltas[dc] > 0
-        _replays_to_producer(path, res.final_words[dc], res.final_sequence[dc])
+        assert list(res.final_words) == [dc] and res.catalog_updates == 0
+        _replays_to_producer(path, res)
+        assert not list(read_catalog(path))  # one DC's subscription alone
+
+
+def test_the_whole_fleet_with_its_catalog(tmp_path: Path, trace: Workload) -> None:
+    """By default every DC is recorded: a catalog stream describing every pool, then a
+    subscription per pool naming the catalog's producer; each replays to its producer."""
+    path = tmp_path / "fleet.kvrcap"
+    res = simulate_capture(trace, path, SimRelayConfig(SMALL))
+    assert sorted(res.final_words) == list(range(SMALL.dcs)) and res.streams == SMALL.dcs
+    assert res.delta_frames == sum(res.simulation.deltas)
+    (record,) = read_catalog(path)
+    catalog = catalog_from_wire(record.update)
+    assert res.catalog_updates == 1 and catalog.revision == 1
+    advertised = [d.producer for d in catalog.pools]
+    assert [p.dc_id for p in advertised] == [stable_dc_id(f"sim-dc-{dc}") for dc in range(3)]
+    assert all(d.serves(SMALL.model) and d.roles == ("AGGREGATED",) for d in catalog.pools)
+    assert {d.query_semantics.kv_block_size for d in catalog.pools} == {trace.block_size}
+    opens = [
+        (r.stream_id, decode_stream_open(r.body))
+        for r in CaptureReader(path).records()
+        if r.type is RecordType.STREAM_OPEN
+    ]
+    assert opens[0][1].method == WATCH_KV_POOL_CATALOG_METHOD == CATALOG_METHOD
+    subscribed = [
+        producer_from_wire(pb.SubscribeKvPoolRequest.FromString(o.request).expected_producer)
+        for _, o in opens[1:]
+    ]
+    assert subscribed == advertised
+    _replays_to_producer(path, res)
 
 
 def test_stream_shape_clock_and_heartbeats(tmp_path: Path, trace: Workload) -> None:
     path = tmp_path / "h.kvrcap"
     res = simulate_capture(
-        trace, path, SimRelayConfig(SMALL, RelayConfig(heartbeat_interval_ms=2_000))
+        trace, path, SimRelayConfig(SMALL, RelayConfig(heartbeat_interval_ms=2_000, record_dc=0))
     )
     assert res.heartbeats > 0 and res.streams == 1
     with CaptureReader(path) as reader:
@@ -93,7 +137,8 @@ def test_delta_over_the_image_limit_forces_a_fresh_snapshot(
     tmp_path: Path, trace: Workload
 ) -> None:
     path = tmp_path / "f.kvrcap"
-    res = simulate_capture(trace, path, SimRelayConfig(SMALL, RelayConfig(max_delta_images=20)))
+    relay = RelayConfig(max_delta_images=20, record_dc=0)
+    res = simulate_capture(trace, path, SimRelayConfig(SMALL, relay))
     assert res.forced_snapshots > 0 and res.streams == res.forced_snapshots + 1
     assert res.delta_frames + res.forced_snapshots == res.simulation.deltas[0]
     closes = [
@@ -102,7 +147,7 @@ def test_delta_over_the_image_limit_forces_a_fresh_snapshot(
         if r.type is RecordType.STREAM_CLOSE
     ]
     assert [c.error_reason for c in closes].count("PUBLICATION_UNAVAILABLE") == res.forced_snapshots
-    _replays_to_producer(path, res.final_words[0], res.final_sequence[0])
+    _replays_to_producer(path, res)
     assert len(replay(path).sequence_ranges) == res.streams
 
 
@@ -111,8 +156,11 @@ def test_forced_resubscription(tmp_path: Path, trace: Workload) -> None:
     res = simulate_capture(
         trace, path, SimRelayConfig(SMALL, RelayConfig(resubscribe_every_ms=30_000))
     )
-    assert res.resubscriptions > 0 and res.streams == res.resubscriptions + 1
-    _replays_to_producer(path, res.final_words[0], res.final_sequence[0])
+    # every DC's subscription is resubscribed: a session per stream, each lane replays clean
+    assert res.resubscriptions > 0 and res.streams == res.resubscriptions + SMALL.dcs
+    _replays_to_producer(path, res)
+    for lane in replay(path).lanes:
+        assert len(lane.sessions) == len(lane.streams) == res.resubscriptions // SMALL.dcs + 1
 
 
 @pytest.mark.parametrize("space", ["standard", "eagle", "lora"])
@@ -125,7 +173,7 @@ def test_token_level_workloads_in_every_hash_space(tmp_path: Path, space: str) -
     )
     res = simulate_capture(w, tmp_path / "s.kvrcap", cfg)
     assert res.simulation.events["cleared"] > 0
-    _replays_to_producer(tmp_path / "s.kvrcap", res.final_words[0], res.final_sequence[0])
+    _replays_to_producer(tmp_path / "s.kvrcap", res)
 
 
 def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:

@@ -127,12 +127,13 @@ def build_stream(
     deltas: int = 24,
     heartbeat_every: int = 5,
     seed: int = 1,
+    dc_id: int = DC,
 ) -> Stream:
-    """A seeded producer: warm-up, snapshot at N, then deltas and heartbeats."""
+    """A seeded producer of DC ``dc_id``: warm-up, snapshot at N, then deltas and heartbeats."""
     rng = np.random.default_rng(seed)
     state = DcCkfState(CkfConfig(expected_blocks, publish_every_n_events=1_000_000))
-    ident = Ident(state.format)
-    producer = wire_producer(state.format)
+    ident = Ident(state.format, dc_id)
+    producer = wire_producer(state.format, dc_id=dc_id)
     publisher = DcCkfPublisher(ident, lease=LaneLease(1, 0, 1))  # type: ignore[arg-type]
     live: list[tuple[int, int]] = []
     ext = iter(range(1, 1 << 40))

@@ -1,4 +1,4 @@
-"""Replay a recorded relay stream with the consumer's rules, reporting everything it finds.
+"""Replay a recorded relay capture with the consumer's rules, reporting everything it finds.
 
 A real consumer (relay.md §3.1, the Global View ``CkfStreamSession``; ckf.md §4.4, the lane
 ingestor) stops a session at its first error and resubscribes, which costs it a fresh snapshot.
@@ -6,41 +6,64 @@ Replay walks the records in order with the same rules, but instead of stopping i
 event — snapshot chunk absorbed, snapshot installed, delta applied, heartbeat — and every
 :class:`Violation` with its record index, sequence and reason; after a violation it does what
 the consumer would do next: forget the session and wait for the next snapshot (messages in
-between are reported as ``skipped``). A new capture stream (``stream_id``) is a new session.
+between are reported as ``skipped``).
+
+A capture holds any number of subscriptions: pools × DCs, each resubscribed over time. Replay
+keeps one lane per pool (the pool of a stream's first message) and one session per stream: a
+stream is its own subscription, so two streams may carry different producers (two pools, or a
+new generation of one pool), and a producer that changes *within* a stream is the violation
+(``ProducerChanged``). A new stream of a pool is a new session of its lane (a new lease).
 
 Every rule, per message and per stream, is the stream engine's (:class:`cbi1kit.relay.
 StreamChecker`, over the thin :class:`cbi1kit.ckf.Lane`), the same engine the recorder
-validates with; this module adds what a whole capture needs around it: sessions, recovery,
-events, history and the tables' hooks.
+validates with; this module adds what a whole capture needs around it: lanes, sessions,
+recovery, events, history, receive times and the tables' hooks. A capture's catalog updates
+and stream opens and closes are kept beside the lanes: the global view
+(:mod:`cbi1kit.analysis._global`) needs them.
 
 Damage in the source (a torn capture tail, a corrupt record, bad JSON) arrives as an exception
 from the record iterator after every intact record; it becomes the last event, a violation.
 
-``lane_at(sequence)`` rebuilds the lane at any replayed sequence from the nearest snapshot point
+``lane_at(sequence)`` rebuilds a lane at any replayed sequence from the nearest snapshot point
 plus the deltas after it (last write per bucket wins), without replaying the stream again. That
-history is kept in an unlinked temporary file, not in memory: memory stays at the lanes in play
-(the lane, a snapshot being assembled) however many snapshots the capture holds.
+history is kept in an unlinked temporary file per lane, not in memory: memory stays at the lanes
+in play (each lane, a snapshot being assembled, 8 bytes of receive time per delta) however many
+snapshots the capture holds.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import dataclasses
 import enum
 import io
 import os
 import tempfile
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._readers import FrameDamage, FrameRecord, read_frames
+from cbi1kit.capture._file import FILE_MAGIC, StreamClose, StreamOpen
+from cbi1kit.capture._readers import (
+    CatalogRecord,
+    FrameDamage,
+    FrameRecord,
+    StreamEvent,
+    read_capture_items,
+    read_frames,
+)
+from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.ckf._lane import Lane
 from cbi1kit.errors import Cbi1kitError, LaneError
+from cbi1kit.hashing._identity import DcId, PoolId, ProducerIdentity, stable_dc_id
+from cbi1kit.relay._messages import pool_id_from_wire, producer_from_wire
 from cbi1kit.relay._stream import (
     Step,
     StepKind,
@@ -54,11 +77,18 @@ from cbi1kit.wire._codec import Delta
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._rules import RULE_INDEX, rule_of
 
+if TYPE_CHECKING:
+    from cbi1kit.analysis._global import GlobalView
+
 __all__ = [
     "EventKind",
+    "LaneReplayer",
+    "LaneReport",
+    "LaneSession",
     "ReplayEvent",
     "ReplayReport",
     "Replayer",
+    "StreamInfo",
     "Violation",
     "replay",
 ]
@@ -97,8 +127,11 @@ class Violation(ReplayEvent):
 
 @dataclass(slots=True, eq=False)
 class _Segment:
-    """A snapshot point and the deltas applied on top of it: the sequences it covers, and where
-    its history is (``lane_offset`` is None when no history is kept)."""
+    """A snapshot point and the deltas applied on top of it: the sequences it covers, where its
+    history is (``lane_offset`` is None when no history is kept), and its session's provenance:
+    stream, producer (wire bytes), DC, format seed, the receive time of the install and of every
+    delta after it (``timed`` while every message had one), and when and why the session
+    stopped feeding the lane."""
 
     record_index: int
     sequence: int
@@ -106,6 +139,16 @@ class _Segment:
     bucket_count: int
     lane_offset: int | None = None
     rows: int = 0
+    stream_id: int = 0
+    producer: bytes | None = None
+    dc_id: int | None = None
+    seed: int | None = None
+    installed_unix_ns: int | None = None
+    delta_unix_ns: array[int] = field(default_factory=lambda: array("Q"))
+    timed: bool = False
+    ended_unix_ns: int | None = None
+    ended_by: str | None = None
+    faulted: bool = False  # ended by a violation
 
 
 #: one applied image in the history: the delta's sequence, the bucket, the new word (packed)
@@ -205,14 +248,38 @@ class _History:
         return lane
 
 
-@dataclass(slots=True, eq=False)
-class ReplayReport:
-    """Everything replay saw. ``final_lane`` is the lane at ``final_sequence`` (None if no
-    snapshot was ever installed); a lane faulted later keeps its last consistent words.
-    ``events`` is empty when replay kept none (``keep_events=False``); the counts, the
-    violations and the snapshot sessions are there either way."""
+@dataclass(frozen=True, slots=True)
+class LaneSession:
+    """One snapshot session of a lane: the stream, the producer generation it carried, the
+    sequences it covered and when (receive times, ns; None where the source has none), and
+    what ended it (a violation, the stream's close, the next stream; None: still open)."""
 
-    events: list[ReplayEvent]
+    stream_id: int
+    producer: ProducerIdentity | None
+    dc_id: int | None
+    sequence: int
+    last_sequence: int
+    installed_unix_ns: int | None
+    last_unix_ns: int | None
+    ended_unix_ns: int | None
+    ended_by: str | None
+
+
+def _producer(raw: bytes | None) -> ProducerIdentity | None:
+    """A session's producer: valid, since the contract checks passed before its install."""
+    return None if raw is None else producer_from_wire(pb.ProducerIdentity.FromString(raw))
+
+
+@dataclass(slots=True, eq=False)
+class LaneReport:
+    """One lane of a replay (one pool: the producer pool of its streams' first messages; bare
+    CBI1 frames are one lane). ``final_lane`` is the lane at ``final_sequence`` (None if no
+    snapshot was ever installed); a lane faulted later keeps its last consistent words.
+    ``pool`` is None where the stream carried no valid pool (bare frames, a broken envelope)."""
+
+    pool: PoolId | None
+    dc_id: int | None
+    streams: list[int]
     final_lane: Words | None
     final_sequence: int | None
     records: int
@@ -233,23 +300,49 @@ class ReplayReport:
         return dict(self._counts)
 
     @property
+    def format(self) -> FilterFormat | None:
+        """The format of the lane's last installed snapshot."""
+        seg = self._segments[-1] if self._segments else None
+        return None if seg is None or seg.seed is None else FilterFormat(seg.seed, seg.bucket_count)
+
+    @property
+    def sessions(self) -> list[LaneSession]:
+        return [
+            LaneSession(
+                s.stream_id,
+                _producer(s.producer),
+                s.dc_id,
+                s.sequence,
+                s.last_sequence,
+                s.installed_unix_ns,
+                (s.delta_unix_ns[-1] if s.delta_unix_ns else s.installed_unix_ns)
+                if s.timed
+                else None,
+                s.ended_unix_ns,
+                s.ended_by,
+            )
+            for s in self._segments
+        ]
+
+    @property
     def sequence_ranges(self) -> list[tuple[int, int]]:
         """``(snapshot sequence, last delta sequence)`` of every installed snapshot, in order."""
         return [(s.sequence, s.last_sequence) for s in self._segments]
 
-    def lane_at(self, sequence: int) -> Words:
-        """The lane right after ``sequence`` was applied (latest snapshot point covering it),
-        read back from the replay's history."""
+    def _words(self, seg: _Segment, sequence: int) -> Words:
+        if self._history is None or seg.lane_offset is None:
+            raise LaneError(
+                "HistoryNotKept",
+                message=f"sequence {sequence} was replayed without its history "
+                "(replay with keep_history=True to rebuild lanes)",
+                sequence=sequence,
+            )
+        return self._history.lane_at(seg, sequence)
+
+    def _segment_of(self, sequence: int) -> _Segment:
         for seg in reversed(self._segments):
             if seg.sequence <= sequence <= seg.last_sequence:
-                if self._history is None or seg.lane_offset is None:
-                    raise LaneError(
-                        "HistoryNotKept",
-                        message=f"sequence {sequence} was replayed without its history "
-                        "(replay with keep_history=True to rebuild lanes)",
-                        sequence=sequence,
-                    )
-                return self._history.lane_at(seg, sequence)
+                return seg
         spans = ", ".join(f"{a}..={b}" for a, b in self.sequence_ranges) or "none"
         raise LaneError(
             "SequenceNotReplayed",
@@ -258,22 +351,183 @@ class ReplayReport:
             available=self.sequence_ranges,
         )
 
+    def lane_at(self, sequence: int) -> Words:
+        """The lane right after ``sequence`` was applied (latest snapshot point covering it),
+        read back from the replay's history."""
+        return self._words(self._segment_of(sequence), sequence)
+
+    def session_at(self, unix_ns: int) -> tuple[LaneSession, int] | str:
+        """The session the lane was ready in at wall-clock ``unix_ns`` (every message received
+        at or before it applied) and the sequence it held, or why it held none: no snapshot
+        installed yet, or its session had ended (the consumer retires the lane until the next
+        snapshot). ``LaneError`` ``TimeNotRecorded`` when the source has no receive times."""
+        found = self._point_at(unix_ns)
+        if isinstance(found, str):
+            return found
+        seg, sequence = found
+        return self.sessions[self._segments.index(seg)], sequence
+
+    def _point_at(self, unix_ns: int) -> tuple[_Segment, int] | str:
+        for seg in reversed(self._segments):
+            if not seg.timed or seg.installed_unix_ns is None:
+                raise LaneError(
+                    "TimeNotRecorded",
+                    message="the source has no receive times: ask for a sequence instead",
+                )
+            if seg.installed_unix_ns > unix_ns:
+                continue
+            if seg.ended_unix_ns is not None and seg.ended_unix_ns <= unix_ns:
+                return f"not ready: {seg.ended_by}"
+            applied = bisect.bisect_right(seg.delta_unix_ns, unix_ns)
+            return seg, min(seg.sequence + applied, seg.last_sequence)
+        return "not ready: no snapshot installed yet"
+
+    def lane_at_time(self, unix_ns: int) -> Words | None:
+        """The lane's words at wall-clock ``unix_ns`` (None when it was not ready then)."""
+        found = self._point_at(unix_ns)
+        return None if isinstance(found, str) else self._words(*found)
+
+
+def _dc_value(dc: int | str | DcId) -> set[int]:
+    """The DC ids a user's ``dc`` may mean: an id, a ``DcId``, its hex, or a DC name."""
+    if isinstance(dc, DcId):
+        return {dc.value}
+    if isinstance(dc, int):
+        return {dc}
+    ids = {stable_dc_id(dc).value}
+    with contextlib.suppress(Cbi1kitError, ValueError):
+        ids.add(DcId.parse(dc).value)
+    return ids
+
+
+@dataclass(slots=True)
+class StreamInfo:
+    """One capture stream: what it asked for (``opened``: method, target, request, info) and how
+    it ended (``closed``), with receive times; either is None when its record is missing."""
+
+    stream_id: int
+    opened: StreamOpen | None = None
+    closed: StreamClose | None = None
+    opened_unix_ns: int | None = None
+    closed_unix_ns: int | None = None
+
+    @property
+    def method(self) -> str | None:
+        return None if self.opened is None else self.opened.method
+
+
+@dataclass(slots=True, eq=False)
+class ReplayReport:
+    """Everything replay saw: the events and violations of the whole source, and every lane.
+
+    ``events`` is empty when replay kept none (``keep_events=False``); the counts, the
+    violations and the lanes' sessions are there either way. ``catalogs`` are the capture's
+    catalog updates and ``streams`` its streams (empty for sources other than a capture);
+    ``first_unix_ns`` is the receive time of its first message.
+
+    With one lane, ``final_lane``, ``final_sequence``, ``sequence_ranges`` and ``lane_at`` are
+    that lane's (with none: nothing installed); with several they are ``LaneError``
+    ``SeveralLanes``: pick one with :meth:`lane`.
+    """
+
+    events: list[ReplayEvent]
+    records: int
+    lanes: list[LaneReport] = field(default_factory=list)
+    catalogs: list[CatalogRecord] = field(default_factory=list, repr=False)
+    streams: dict[int, StreamInfo] = field(default_factory=dict, repr=False)
+    first_unix_ns: int | None = None
+    _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    _violations: list[Violation] = field(default_factory=list, repr=False)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return list(self._violations)
+
+    @property
+    def ok(self) -> bool:
+        return not self._violations
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def lane(self, dc: int | str | DcId | None = None, *, pool: PoolId | None = None) -> LaneReport:
+        """The lane of ``pool``, or of DC ``dc`` (an id, its hex or a DC name), or the only
+        one; ``LaneError`` ``SeveralLanes`` when that names more than one, ``NoSuchLane`` when
+        none."""
+        lanes = self.lanes
+        if pool is not None:
+            lanes = [n for n in lanes if n.pool == pool]
+        if dc is not None:
+            ids = _dc_value(dc)
+            lanes = [n for n in lanes if n.dc_id in ids]
+        if len(lanes) == 1:
+            return lanes[0]
+        known = ", ".join(_lane_name(n) for n in self.lanes) or "none"
+        if not lanes:
+            raise LaneError(
+                "NoSuchLane", message=f"no lane matches (lanes: {known})", available=known
+            )
+        raise LaneError(
+            "SeveralLanes",
+            message=f"the source holds {len(lanes)} lanes ({known}): pick one by its DC",
+            available=known,
+        )
+
+    def _only(self) -> LaneReport | None:
+        return self.lane() if self.lanes else None
+
+    @property
+    def final_lane(self) -> Words | None:
+        only = self._only()
+        return None if only is None else only.final_lane
+
+    @property
+    def final_sequence(self) -> int | None:
+        only = self._only()
+        return None if only is None else only.final_sequence
+
+    @property
+    def sequence_ranges(self) -> list[tuple[int, int]]:
+        only = self._only()
+        return [] if only is None else only.sequence_ranges
+
+    def lane_at(self, sequence: int) -> Words:
+        only = self._only()
+        if only is None:
+            raise LaneError(
+                "SequenceNotReplayed",
+                message=f"sequence {sequence} was not replayed (replayed ranges: none)",
+                sequence=sequence,
+                available=[],
+            )
+        return only.lane_at(sequence)
+
+    def global_view(self, *, model: str | None = None, at: Any = None) -> GlobalView:
+        """Upstream's consumer tables at ``at``: see :func:`cbi1kit.analysis.global_view`."""
+        from cbi1kit.analysis._global import build_global_view
+
+        return build_global_view(self, model=model, at=at)
+
+
+def _lane_name(lane: LaneReport) -> str:
+    return "a lane without a DC" if lane.dc_id is None else f"DC {lane.dc_id:016x}"
+
 
 SnapshotHook = Callable[[int, int, AssembledSnapshot, int], None]
 DeltaHook = Callable[[int, int, npt.NDArray[np.uint32], Words, Words], None]
 
 
-class Replayer:
-    """Incremental replay: ``feed`` records one by one, ``report()`` at any time.
+class LaneReplayer:
+    """Incremental replay of one lane: ``feed`` records one by one, ``report()`` at any time.
 
     ``expected_format`` (a ``FilterFormat`` or anything with ``seed``/``bucket_count``) pins
     the format the way a catalog-selected producer would; otherwise each session adopts the
     format of its first message. ``keep_history`` keeps what ``lane_at`` needs in a temporary
     file (False: nothing, and no file); ``keep_events=False`` keeps no per-record events, only
-    their counts and the violations. Either way memory stays at the lanes in play, however long
+    their counts and the violations. Either way memory stays at the lane in play, however long
     the stream. ``on_snapshot(record_index, sequence, snapshot, stream_id)`` and
     ``on_delta(record_index, sequence, buckets, new_words, previous_words)`` observe installs
-    and applied deltas (the tables use them).
+    and applied deltas (the tables use them). A new ``stream_id`` is a new session.
     """
 
     def __init__(
@@ -296,9 +550,11 @@ class Replayer:
         self.on_delta = on_delta
         self.events: list[ReplayEvent] = []
         self.records = 0
+        self.streams: list[int] = []
         self._counts: dict[str, int] = {}
         self._violations: list[Violation] = []
         self._segments: list[_Segment] = []
+        self._current: _Segment | None = None  # the segment the open session installed
         self._history = _History() if keep_history else None
         self._lane: Lane | None = None  # one lane across sessions; each session resets it
         self._ever_installed = False
@@ -321,6 +577,32 @@ class Replayer:
                 keep_previous=self.on_delta is not None,
             )
         return self._checker
+
+    def _end(self, unix_ns: int | None, why: str, *, faulted: bool = False) -> None:
+        """The open session stops feeding the lane (a consumer retires it until a snapshot)."""
+        if self._current is not None:
+            self._current.ended_unix_ns = unix_ns
+            self._current.ended_by = why
+            self._current.faulted = faulted
+            self._current = None
+
+    def start_stream(
+        self, stream_id: int, unix_ns: int | None = None, *, recovering_from: int | None = None
+    ) -> None:
+        """``stream_id`` takes the lane: a new session (after damage at ``recovering_from`` on
+        that stream, one that waits for a snapshot)."""
+        if self._stream is not None:
+            self._end(unix_ns, f"stream {stream_id} replaced stream {self._stream}")
+        self._reset_session(recovering=recovering_from is not None)
+        self._recover_from = recovering_from
+        self._stream = stream_id
+        if stream_id not in self.streams:
+            self.streams.append(stream_id)
+
+    def end_stream(self, stream_id: int, unix_ns: int | None, why: str) -> None:
+        """The capture recorded the close of ``stream_id``: its session ends there."""
+        if stream_id == self._stream:
+            self._end(unix_ns, why)
 
     @property
     def installed_sequence(self) -> int | None:
@@ -348,6 +630,7 @@ class Replayer:
     def _violation(
         self, rec: _Rec, rule: str, reason: str, *, sequence: int | None = None
     ) -> ReplayEvent:
+        self._end(rec.unix_ns, f"violation {rule} at record {rec.index}", faulted=True)
         self._reset_session(recovering=True)
         self._recover_from = rec.index
         if self._lane is not None:
@@ -381,30 +664,14 @@ class Replayer:
         self.records += 1
         rec = _Rec.of(record)
         if rec.stream_id != self._stream:
-            if self._stream is not None:
-                self._reset_session(recovering=False)
-            self._stream = rec.stream_id
+            self.start_stream(rec.stream_id, rec.unix_ns)
         if record.update is not None:
             return self._feed_update(rec, record.update)
         return self._feed_bare(rec, record.raw)
 
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
-        index = self.records
-        reason = f"{rule_of(error)}: {error}"
-        off = getattr(error, "offset", offset)
-        return self._emit(
-            Violation(
-                index,
-                EventKind.VIOLATION,
-                None,
-                reason,
-                None,
-                self._stream or 0,
-                off,
-                "SourceDamaged",
-            )
-        )
+        return self._emit(_source_damaged(self.records, error, self._stream or 0, offset))
 
     def feed_damage(self, damage: FrameDamage) -> ReplayEvent:
         """Capture damage met between frames: a violation at the frame index it sits at; a
@@ -418,19 +685,7 @@ class Replayer:
             sid = self._stream or 0 if stream is None else stream
             rec = _Rec(damage.index, sid, err.offset, None, None)
             return self._violation(rec, rule, str(err))
-        event = self._emit(
-            Violation(
-                damage.index,
-                EventKind.VIOLATION,
-                None,
-                f"{rule_of(err)}: {err}",
-                None,
-                self._stream or 0,
-                err.offset,
-                "SourceDamaged",
-            )
-        )
-        return event
+        return self._emit(_source_damaged(damage.index, err, self._stream or 0, err.offset))
 
     def _feed_update(self, rec: _Rec, update: pb.FilterUpdate) -> ReplayEvent:
         if self._recovering:
@@ -470,7 +725,7 @@ class Replayer:
             return self._violation(rec, step.rule, step.reason)
         if step.kind is StepKind.SNAPSHOT_INSTALLED:
             assert step.snapshot is not None
-            return self._installed(rec, step.snapshot)
+            return self._installed(rec, step.snapshot, checker)
         if step.kind is StepKind.DELTA_APPLIED:
             assert step.delta is not None
             self._applied(rec, step.delta, step.previous)
@@ -482,16 +737,39 @@ class Replayer:
         if self._segments:  # the lane was installed in this session: the last segment
             seg = self._segments[-1]
             seg.last_sequence = delta.header.epoch
+            if rec.unix_ns is None:
+                seg.timed = False
+            elif seg.timed:
+                seg.delta_unix_ns.append(rec.unix_ns)
             if self._history is not None:
                 seg.rows += self._history.add_rows(delta.header.epoch, delta.buckets, delta.words)
         if self.on_delta is not None:
             assert previous is not None
             self.on_delta(rec.index, delta.header.epoch, delta.buckets, delta.words, previous)
 
-    def _installed(self, rec: _Rec, snap: AssembledSnapshot) -> ReplayEvent:
+    def _installed(self, rec: _Rec, snap: AssembledSnapshot, checker: StreamChecker) -> ReplayEvent:
         self._ever_installed = True
         at = None if self._history is None else self._history.add_lane(snap.parts)
-        self._segments.append(_Segment(rec.index, snap.epoch, snap.epoch, snap.bucket_count, at))
+        update = rec.update
+        seg = _Segment(
+            rec.index,
+            snap.epoch,
+            snap.epoch,
+            snap.bucket_count,
+            at,
+            stream_id=rec.stream_id,
+            producer=(
+                update.producer.SerializeToString(deterministic=True)
+                if update is not None and update.HasField("producer")
+                else None
+            ),
+            dc_id=checker.dc_id,
+            seed=None if checker.format is None else checker.format.seed,
+            installed_unix_ns=rec.unix_ns,
+            timed=rec.unix_ns is not None,
+        )
+        self._segments.append(seg)
+        self._current = seg
         if self.on_snapshot is not None:
             self.on_snapshot(rec.index, snap.epoch, snap, rec.stream_id)
         return self._event(
@@ -501,10 +779,15 @@ class Replayer:
         )
 
     # -- results ------------------------------------------------------------------------------
-    def report(self) -> ReplayReport:
+    def report(self, *, pool: PoolId | None = None, dc_id: int | None = None) -> LaneReport:
+        """The lane as it stands (``pool``/``dc_id`` name it; the DC defaults to the frames')."""
         lane = self.lane
-        return ReplayReport(
-            list(self.events),
+        if dc_id is None and self._segments:
+            dc_id = self._segments[-1].dc_id
+        return LaneReport(
+            pool,
+            dc_id,
+            list(self.streams),
             None if lane is None else lane.copy(),
             self.installed_sequence,
             self.records,
@@ -515,6 +798,199 @@ class Replayer:
         )
 
 
+def _source_damaged(
+    index: int, error: BaseException, stream_id: int, offset: int | None
+) -> Violation:
+    """Damage in the source itself (not a message that breaks a rule)."""
+    return Violation(
+        index,
+        EventKind.VIOLATION,
+        None,
+        f"{rule_of(error)}: {error}",
+        None,
+        stream_id,
+        getattr(error, "offset", offset),
+        "SourceDamaged",
+    )
+
+
+@dataclass(slots=True)
+class _LaneSlot:
+    """A lane being replayed and what names it."""
+
+    player: LaneReplayer
+    pool: PoolId | None
+    dc_id: int | None
+
+
+class Replayer:
+    """Incremental replay of a whole source: one :class:`LaneReplayer` per pool, one session
+    per stream. ``feed`` / ``feed_damage`` / ``feed_error`` / ``feed_item`` records one by
+    one, ``report()`` at any time; the arguments are :class:`LaneReplayer`'s, for every lane.
+
+    A stream belongs to the pool of its first message's producer (a message without an
+    envelope: the lane of bare frames; an envelope without a producer: a lane of its own). A
+    capture's catalog updates, stream opens and closes go in with :meth:`feed_item`: a close
+    ends its stream's session at its receive time.
+    """
+
+    def __init__(
+        self,
+        *,
+        expected_format: Any = None,
+        keep_history: bool = True,
+        keep_events: bool = True,
+        on_snapshot: SnapshotHook | None = None,
+        on_delta: DeltaHook | None = None,
+    ) -> None:
+        self._lane_args: dict[str, Any] = {
+            "expected_format": expected_format,
+            "keep_history": keep_history,
+            "keep_events": False,
+            "on_snapshot": on_snapshot,
+            "on_delta": on_delta,
+        }
+        self.keep_events = keep_events
+        self.events: list[ReplayEvent] = []
+        self.records = 0
+        self.catalogs: list[CatalogRecord] = []
+        self.streams: dict[int, StreamInfo] = {}
+        self.catalog_damage: list[FrameDamage] = []
+        self.first_unix_ns: int | None = None
+        self._lanes: dict[bytes, _LaneSlot] = {}
+        self._stream_lane: dict[int, bytes] = {}
+        self._damaged: dict[int, int] = {}  # stream -> frame index of damage before its lane
+        self._counts: dict[str, int] = {}
+        self._violations: list[Violation] = []
+        self._last_stream: int | None = None
+
+    def _emit(self, event: ReplayEvent) -> ReplayEvent:
+        self._counts[event.kind.value] = self._counts.get(event.kind.value, 0) + 1
+        if isinstance(event, Violation):
+            self._violations.append(event)
+        if self.keep_events:
+            self.events.append(event)
+        return event
+
+    def _seen(self, unix_ns: int | None) -> None:
+        if unix_ns is not None and (self.first_unix_ns is None or unix_ns < self.first_unix_ns):
+            self.first_unix_ns = unix_ns
+
+    def _slot(self, record: FrameRecord) -> _LaneSlot:
+        """The lane of ``record``'s stream (decided by the stream's first message)."""
+        sid = record.stream_id
+        key = self._stream_lane.get(sid)
+        if key is None:
+            key, pool, dc = _lane_of(record)
+            self._stream_lane[sid] = key
+            if key not in self._lanes:
+                self._lanes[key] = _LaneSlot(LaneReplayer(**self._lane_args), pool, dc)
+        slot = self._lanes[key]
+        if slot.player._stream != sid:
+            slot.player.start_stream(
+                sid, record.recv_unix_ns, recovering_from=self._damaged.pop(sid, None)
+            )
+        return slot
+
+    def feed(self, record: FrameRecord | pb.FilterUpdate) -> ReplayEvent:
+        """Apply one frame to its lane; returns the event it produced."""
+        if isinstance(record, pb.FilterUpdate):
+            record = FrameRecord(self.records, 0, None, None, record, record.SerializeToString())
+        self.records += 1
+        self._last_stream = record.stream_id
+        self._seen(record.recv_unix_ns)
+        return self._emit(self._slot(record).player.feed(record))
+
+    def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
+        """Record source damage (the reader's exception) as a violation after the last record."""
+        return self._emit(_source_damaged(self.records, error, self._last_stream or 0, offset))
+
+    def feed_damage(self, damage: FrameDamage) -> ReplayEvent | None:
+        """Capture damage: a violation at the frame index it sits at (its stream's session ends
+        when it is an intact record that is no ``FilterUpdate``). An undecodable catalog update
+        is the catalog's business, not the frames': it is kept in ``catalog_damage`` (None)."""
+        err = damage.error
+        sid = damage.damage.stream_id
+        info = self.streams.get(sid) if sid is not None else None
+        if info is not None and info.method == WATCH_KV_POOL_CATALOG_METHOD and not damage.frames:
+            self.catalog_damage.append(damage)
+            return None
+        if damage.frames:
+            self.records = max(self.records, damage.index + damage.frames)
+        if rule_of(err) in RULE_INDEX:
+            stream = (self._last_stream or 0) if sid is None else sid
+            key = self._stream_lane.get(stream)
+            if key is not None:
+                return self._emit(self._lanes[key].player.feed_damage(damage))
+            self._damaged[stream] = damage.index  # its lane starts recovering
+            event = Violation(
+                damage.index,
+                EventKind.VIOLATION,
+                None,
+                str(err),
+                None,
+                stream,
+                err.offset,
+                rule_of(err),
+            )
+            return self._emit(event)
+        return self._emit(_source_damaged(damage.index, err, self._last_stream or 0, err.offset))
+
+    def feed_item(self, item: Any) -> ReplayEvent | None:
+        """Any item of :func:`cbi1kit.capture.read_capture_items` (or a frame source)."""
+        if isinstance(item, FrameDamage):
+            return self.feed_damage(item)
+        if isinstance(item, CatalogRecord):
+            self._seen(item.recv_unix_ns)
+            self.catalogs.append(item)
+            return None
+        if isinstance(item, StreamEvent):
+            info = self.streams.setdefault(item.stream_id, StreamInfo(item.stream_id))
+            if item.opened is not None:
+                info.opened, info.opened_unix_ns = item.opened, item.recv_unix_ns
+            elif item.closed is not None:
+                info.closed, info.closed_unix_ns = item.closed, item.recv_unix_ns
+                key = self._stream_lane.get(item.stream_id)
+                if key is not None:
+                    c = item.closed
+                    why = c.error_reason or c.local_reason or c.details or c.status_name
+                    self._lanes[key].player.end_stream(
+                        item.stream_id,
+                        item.recv_unix_ns,
+                        f"stream {item.stream_id} closed ({c.status_name}: {why})",
+                    )
+            return None
+        return self.feed(item)
+
+    def report(self) -> ReplayReport:
+        return ReplayReport(
+            list(self.events),
+            self.records,
+            [s.player.report(pool=s.pool, dc_id=s.dc_id) for s in self._lanes.values()],
+            list(self.catalogs),
+            dict(self.streams),
+            self.first_unix_ns,
+            dict(self._counts),
+            list(self._violations),
+        )
+
+
+def _lane_of(record: FrameRecord) -> tuple[bytes, PoolId | None, int | None]:
+    """The lane key, pool and DC of a stream whose first message is ``record``."""
+    update = record.update
+    if update is None:
+        return b"frames", None, None
+    if not update.HasField("producer"):
+        return b"stream:%d" % record.stream_id, None, None
+    wire = update.producer.pool_id
+    pool: PoolId | None
+    try:
+        pool = pool_id_from_wire(wire, path="FilterUpdate.producer.pool_id")
+    except Cbi1kitError:
+        pool = None  # the stream engine reports what is wrong with it
+    return b"pool:" + wire.SerializeToString(deterministic=True), pool, wire.dc_id
+
+
 @dataclass(slots=True)
 class _Rec:
     index: int
@@ -522,35 +998,58 @@ class _Rec:
     offset: int | None
     sequence: int | None
     base_sequence: int | None
+    unix_ns: int | None = None
+    update: pb.FilterUpdate | None = None
 
     @classmethod
     def of(cls, record: FrameRecord) -> _Rec:
         u = record.update
         if u is None:
-            return cls(record.index, record.stream_id, record.source_offset, None, None)
+            return cls(
+                record.index,
+                record.stream_id,
+                record.source_offset,
+                None,
+                None,
+                record.recv_unix_ns,
+            )
         return cls(
-            record.index, record.stream_id, record.source_offset, u.sequence, u.base_sequence
+            record.index,
+            record.stream_id,
+            record.source_offset,
+            u.sequence,
+            u.base_sequence,
+            record.recv_unix_ns,
+            u,
         )
 
 
-def _records(source: Any) -> Iterator[FrameRecord | FrameDamage | pb.FilterUpdate]:
+def _is_capture(source: str | os.PathLike[str]) -> bool:
+    with open(source, "rb") as f:
+        return f.read(len(FILE_MAGIC[:6])) == FILE_MAGIC[:6]
+
+
+def _records(source: Any) -> Iterator[Any]:
     if isinstance(source, (str, os.PathLike)):
+        if _is_capture(source):  # frames, catalog and streams in one pass
+            return iter(read_capture_items(source, damage="report"))
         return iter(read_frames(source, damage="report"))
     return iter(source)
 
 
 def replay(
-    records: Iterable[FrameRecord | FrameDamage | pb.FilterUpdate] | str | os.PathLike[str],
+    records: Iterable[Any] | str | os.PathLike[str],
     *,
     expected_format: Any = None,
     keep_history: bool = True,
     keep_events: bool = True,
 ) -> ReplayReport:
-    """Replay a whole stream (records, ``FilterUpdate`` messages, or a path for
-    ``read_frames``). Capture damage (``FrameDamage`` items; a capture path is read with
-    ``damage="report"``) is a violation at its frame index and replay goes on after it; a
-    reader's exception (other sources) becomes the last event, a violation.
-    ``keep_history`` and ``keep_events`` are :class:`Replayer`'s."""
+    """Replay a whole source (records, ``FilterUpdate`` messages, items of
+    :func:`cbi1kit.capture.read_capture_items`, or a path: a capture is read with its catalog
+    and streams, anything else with ``read_frames``), one lane per pool. Capture damage
+    (``FrameDamage`` items; a capture path is read with ``damage="report"``) is a violation at
+    its frame index and replay goes on after it; a reader's exception (other sources) becomes
+    the last event, a violation. ``keep_history`` and ``keep_events`` are :class:`Replayer`'s."""
     player = Replayer(
         expected_format=expected_format, keep_history=keep_history, keep_events=keep_events
     )
@@ -567,8 +1066,5 @@ def replay(
         except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:
             player.feed_error(exc)
             break
-        if isinstance(record, FrameDamage):
-            player.feed_damage(record)
-        else:
-            player.feed(record)
+        player.feed_item(record)
     return player.report()

@@ -29,9 +29,16 @@ from cbi1kit.capture._file import (
     FILE_MAGIC,
     CaptureDamage,
     CaptureReader,
+    CaptureRecord,
     RecordType,
+    StreamClose,
+    StreamOpen,
 )
-from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, FrameStreams
+from cbi1kit.capture._streams import (
+    SUBSCRIBE_KV_POOL_METHOD,
+    WATCH_KV_POOL_CATALOG_METHOD,
+    FrameStreams,
+)
 from cbi1kit.errors import CaptureError
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
@@ -48,9 +55,14 @@ from cbi1kit.wire._format import (
 )
 
 __all__ = [
+    "CaptureItem",
+    "CatalogRecord",
     "FrameDamage",
     "FrameRecord",
+    "StreamEvent",
     "read_capture",
+    "read_capture_items",
+    "read_catalog",
     "read_cbi1_files",
     "read_frames",
     "read_grpcurl_json",
@@ -116,24 +128,69 @@ class FrameDamage:
 # ------------------------------------------------------------------------------------ captures
 
 
-def read_capture(
-    path: str | os.PathLike[str],
-    *,
-    methods: Iterable[str] = (SUBSCRIBE_KV_POOL_METHOD,),
-    damage: Literal["raise", "report"] = "raise",
-) -> Iterator[Any]:
-    """``FilterUpdate`` messages of the capture's ``SubscribeKvPool`` streams, in file order.
+@dataclass(frozen=True, slots=True)
+class CatalogRecord:
+    """One ``KvPoolCatalogUpdate`` of a capture's ``WatchKvPoolCatalog`` stream, decoded.
 
-    Catalog and other streams are skipped (their method is in the stream-open record). With
-    ``damage="raise"`` capture damage is re-raised as the capture's own error (offset and
-    record index of the capture record) after every intact frame before it has been yielded;
-    with ``damage="report"`` each damaged stretch is yielded inline as a :class:`FrameDamage`
-    and reading goes on with the next intact record (so the iterator yields
-    ``FrameRecord | FrameDamage``).
+    ``index`` counts catalog updates from 0 within the capture, ``record_index`` is the capture
+    record; ``raw`` holds the message bytes as received. The update is parsed, not validated:
+    the relay contract (:func:`cbi1kit.relay.catalog_from_wire`) is the relay stage's.
     """
+
+    index: int
+    record_index: int
+    source_offset: int
+    recv_unix_ns: int
+    recv_mono_ns: int
+    stream_id: int
+    update: pb.KvPoolCatalogUpdate
+    raw: bytes
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """A stream's open (``opened``: what it asked for) or close (``closed``: how it ended)."""
+
+    stream_id: int
+    record_index: int
+    source_offset: int
+    recv_unix_ns: int
+    recv_mono_ns: int
+    opened: StreamOpen | None = None
+    closed: StreamClose | None = None
+
+
+CaptureItem = FrameRecord | CatalogRecord | StreamEvent | FrameDamage
+
+
+def _unreadable_message(
+    source: str, rec: CaptureRecord, what: str, exc: DecodeError
+) -> CaptureError:
+    return CaptureError(
+        "Unreadable",
+        f"not a {what} message: {exc}",
+        source=source,
+        offset=rec.offset,
+        record_index=rec.index,
+        field=what,
+    )
+
+
+def _items(
+    path: str | os.PathLike[str],
+    methods: Iterable[str],
+    damage: Literal["raise", "report"],
+    *,
+    frames: bool = True,
+    catalog: bool = False,
+    streams: bool = False,
+) -> Iterator[Any]:
+    """One pass over a capture: the frames of ``methods`` streams, and with ``catalog`` the
+    catalog updates, with ``streams`` every stream's open and close, in file order."""
     source = str(path)
-    streams = FrameStreams(methods, source)
-    index = 0
+    known = FrameStreams(methods, source)
+    index = catalog_index = 0
     report = damage == "report"
     with CaptureReader(path) as reader:
         for rec in reader.items():
@@ -141,41 +198,51 @@ def read_capture(
                 if not report:
                     raise rec.error
                 if rec.record_type is not None:
-                    frames = int(
-                        rec.record_type is RecordType.MESSAGE and rec.stream_id in streams.open
+                    lost = int(
+                        rec.record_type is RecordType.MESSAGE and rec.stream_id in known.open
                     )
                 else:
-                    frames = len(rec.skipped) if streams.open and not rec.truncated else 0
-                yield FrameDamage(index, frames, rec.error, rec)
-                index += frames
+                    lost = len(rec.skipped) if known.open and not rec.truncated else 0
+                yield FrameDamage(index, lost, rec.error, rec)
+                index += lost
                 continue
             if rec.type is RecordType.STREAM_OPEN or rec.type is RecordType.STREAM_CLOSE:
-                err = streams.control(rec.type, rec.stream_id, rec.index, rec.offset, rec.body)
+                decoded, err = known.read_control(
+                    rec.type, rec.stream_id, rec.index, rec.offset, rec.body
+                )
                 if err is not None:  # an unreadable open: damage at its record
                     if not report:
                         raise err
-                    lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
-                    yield FrameDamage(index, 0, err, lost)
-            elif rec.type is RecordType.MESSAGE and streams.is_frame(
-                rec.stream_id, rec.index, rec.body
-            ):
+                    gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
+                    yield FrameDamage(index, 0, err, gone)
+                elif streams:
+                    yield StreamEvent(
+                        rec.stream_id,
+                        rec.index,
+                        rec.offset,
+                        rec.recv_unix_ns,
+                        rec.recv_mono_ns,
+                        decoded if isinstance(decoded, StreamOpen) else None,
+                        decoded if isinstance(decoded, StreamClose) else None,
+                    )
+            elif rec.type is not RecordType.MESSAGE:
+                continue
+            elif known.is_frame(rec.stream_id, rec.index, rec.body):
+                # a frame uses up its index even when it is not read: the numbering is the
+                # frame reader's whoever asks
+                if not frames:
+                    index += 1
+                    continue
                 try:
                     update = pb.FilterUpdate.FromString(rec.body)
                 except DecodeError as exc:
-                    err = CaptureError(
-                        "Unreadable",
-                        f"not a FilterUpdate message: {exc}",
-                        source=source,
-                        offset=rec.offset,
-                        record_index=rec.index,
-                        field="FilterUpdate",
-                    )
+                    err = _unreadable_message(source, rec, "FilterUpdate", exc)
                     if not report:
                         raise err from None
                     # an intact record whose bytes are no message: it uses up its frame
                     # index, and reading goes on (the table shows it as a row, too)
-                    lost = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
-                    yield FrameDamage(index, 1, err, lost)
+                    gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
+                    yield FrameDamage(index, 1, err, gone)
                     index += 1
                     continue
                 yield FrameRecord(
@@ -189,6 +256,65 @@ def read_capture(
                     source,
                 )
                 index += 1
+            elif catalog and known.method.get(rec.stream_id) == WATCH_KV_POOL_CATALOG_METHOD:
+                try:
+                    listing = pb.KvPoolCatalogUpdate.FromString(rec.body)
+                except DecodeError as exc:
+                    err = _unreadable_message(source, rec, "KvPoolCatalogUpdate", exc)
+                    if not report:
+                        raise err from None
+                    gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
+                    yield FrameDamage(index, 0, err, gone)
+                    continue
+                yield CatalogRecord(
+                    catalog_index,
+                    rec.index,
+                    rec.offset,
+                    rec.recv_unix_ns,
+                    rec.recv_mono_ns,
+                    rec.stream_id,
+                    listing,
+                    rec.body,
+                    source,
+                )
+                catalog_index += 1
+
+
+def read_capture(
+    path: str | os.PathLike[str],
+    *,
+    methods: Iterable[str] = (SUBSCRIBE_KV_POOL_METHOD,),
+    damage: Literal["raise", "report"] = "raise",
+) -> Iterator[Any]:
+    """``FilterUpdate`` messages of the capture's ``SubscribeKvPool`` streams, in file order.
+
+    Catalog and other streams are skipped (their method is in the stream-open record; the
+    catalog has its own reader, :func:`read_catalog`). With ``damage="raise"`` capture damage
+    is re-raised as the capture's own error (offset and record index of the capture record)
+    after every intact frame before it has been yielded; with ``damage="report"`` each damaged
+    stretch is yielded inline as a :class:`FrameDamage` and reading goes on with the next intact
+    record (so the iterator yields ``FrameRecord | FrameDamage``).
+    """
+    return _items(path, methods, damage)
+
+
+def read_catalog(
+    path: str | os.PathLike[str], *, damage: Literal["raise", "report"] = "raise"
+) -> Iterator[Any]:
+    """The ``KvPoolCatalogUpdate`` messages of the capture's ``WatchKvPoolCatalog`` streams, as
+    :class:`CatalogRecord` values in file order (damage as in :func:`read_capture`; a message
+    that is no catalog update is ``CaptureError`` ``Unreadable``)."""
+    return _items(path, (SUBSCRIBE_KV_POOL_METHOD,), damage, frames=False, catalog=True)
+
+
+def read_capture_items(
+    path: str | os.PathLike[str], *, damage: Literal["raise", "report"] = "raise"
+) -> Iterator[Any]:
+    """Everything a multi-stream analysis needs in one pass, in file order: the frames
+    (:class:`FrameRecord`, numbered as :func:`read_capture` numbers them), the catalog updates
+    (:class:`CatalogRecord`), every stream's open and close (:class:`StreamEvent`) and, with
+    ``damage="report"``, the damage (:class:`FrameDamage`)."""
+    return _items(path, (SUBSCRIBE_KV_POOL_METHOD,), damage, catalog=True, streams=True)
 
 
 # ------------------------------------------------------------------------------ grpcurl JSON

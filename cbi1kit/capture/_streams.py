@@ -1,5 +1,5 @@
 """Which of a capture's streams carry FilterUpdate frames: one rule for ``read_capture`` and the
-frames table's scan.
+frames table's scan. Every stream's method is kept, so a reader also knows its catalog streams.
 
 A stream is a frame stream from its STREAM_OPEN when the open names a wanted method. When the
 open is lost (damage dropped it, or its body does not decode) the stream's method is unknown;
@@ -19,15 +19,18 @@ from google.protobuf.message import DecodeError
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
     RecordType,
+    StreamClose,
+    StreamOpen,
     at_record,
     decode_stream_close,
     decode_stream_open,
 )
 from cbi1kit.errors import CaptureError
 
-__all__ = ["SUBSCRIBE_KV_POOL_METHOD", "FrameStreams"]
+__all__ = ["SUBSCRIBE_KV_POOL_METHOD", "WATCH_KV_POOL_CATALOG_METHOD", "FrameStreams"]
 
 SUBSCRIBE_KV_POOL_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
+WATCH_KV_POOL_CATALOG_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog"
 
 
 def _looks_like_a_subscription(body: bytes) -> bool:
@@ -51,6 +54,8 @@ class FrameStreams:
         #: stream id -> the record number from which its messages are frames
         self.first: dict[int, int] = {}
         self.open: set[int] = set()
+        #: stream id -> the method its open names (every stream whose open was read)
+        self.method: dict[int, str] = {}
         self._known: set[int] = set()  # streams whose open was read, frame streams or not
         self._adopt = SUBSCRIBE_KV_POOL_METHOD in self.methods
 
@@ -60,22 +65,28 @@ class FrameStreams:
         """A STREAM_OPEN or STREAM_CLOSE; one whose body does not decode comes back as damage
         at its record (the stream still ends at a close; an open's stream is left to
         adoption)."""
+        return self.read_control(rtype, sid, number, offset, body)[1]
+
+    def read_control(
+        self, rtype: int, sid: int, number: int, offset: int, body: bytes
+    ) -> tuple[StreamOpen | StreamClose | None, CaptureError | None]:
+        """:meth:`control`, with the decoded open or close (None when it did not decode)."""
         if rtype == RecordType.STREAM_CLOSE:
             self.open.discard(sid)
             try:
-                decode_stream_close(body)
+                return decode_stream_close(body), None
             except CaptureError as exc:
-                return at_record(exc, self.source, offset, number)
-            return None
+                return None, at_record(exc, self.source, offset, number)
         try:
-            method = decode_stream_open(body).method
+            opened = decode_stream_open(body)
         except CaptureError as exc:
-            return at_record(exc, self.source, offset, number)
+            return None, at_record(exc, self.source, offset, number)
         self._known.add(sid)
-        if method in self.methods:
+        self.method[sid] = opened.method
+        if opened.method in self.methods:
             self.first.setdefault(sid, number + 1)
             self.open.add(sid)
-        return None
+        return opened, None
 
     def is_frame(self, sid: int, number: int, body: bytes) -> bool:
         """Whether MESSAGE record ``number`` on stream ``sid`` is a frame."""

@@ -1,6 +1,10 @@
 """The CKF consumer: lane replicas fed by snapshots and deltas, a 16-lane table, prefix search.
 
-Upstream ``global.rs`` (``GlobalCkfLaneIngestor``, ``TransposedCkfTable<16>``) and ``search.rs``.
+Upstream ``lib/kv-router/src/indexer/cuckoo/global.rs`` (newest: ``GlobalCkfManifest`` over
+``PoolId``s, ``GlobalCkfIndexer``, ``GlobalCkfLaneIngestor``, ``TransposedCkfTable<16>``) and
+``search.rs``. The older ``global.rs`` (7e1dca8a) keyed the manifest by ``EndpointId`` and lane
+owners (``EndpointMismatch``, ``DuplicateOwner``); the newest keys it by indexer domain and pool,
+and that is what the table enforces.
 Storage is bucket-major with the 16 lanes of a bucket contiguous, exactly as upstream, so one
 probe reads two rows. Probing many hashes at once is vectorised; ``find_prefix_depths`` follows
 the newest ``search.rs`` schedule probe for probe (exponential → grouped binary → verification
@@ -10,8 +14,9 @@ provenance skips) comparable to upstream's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +30,8 @@ from cbi1kit.hashing._identity import (
     ConsumerDrainMarker,
     ConsumerInstanceId,
     DcCkfFormatIdentity,
+    DcId,
+    IndexerDomainId,
     LaneLease,
     PoolId,
     ProducerIdentity,
@@ -51,11 +58,30 @@ _ALL_LANES = (1 << MAX_LANES) - 1
 # ---------------------------------------------------------------------------------------------
 
 
-def _assignment_error(lane: int, reason: str) -> LaneError:
-    """``Assignment``: a lease or identity the manifest does not allow; nothing changes."""
+def _assignment_error(lane: int, variant: str, reason: str) -> LaneError:
+    """``Assignment.<variant>`` (upstream ``GlobalCkfAssignmentError``): nothing changes."""
     return LaneError(
-        "Assignment", reason, message=f"lane {lane}: cannot assign: {reason}", lane=lane
+        f"Assignment.{variant}",
+        reason,
+        message=f"lane {lane}: cannot assign ({variant}): {reason}",
+        lane=lane,
     )
+
+
+def _manifest_error(variant: str, reason: str, **context: Any) -> LaneError:
+    """``Manifest.<variant>`` (upstream ``GlobalCkfBuildError``): the table is not built or the
+    lane is not bound."""
+    return LaneError(
+        f"Manifest.{variant}", reason, message=f"consumer manifest ({variant}): {reason}", **context
+    )
+
+
+def _check_lane(lane: int) -> None:
+    if not 0 <= lane < MAX_LANES:
+        raise _manifest_error("InvalidLane", f"lane {lane} is outside 0..{MAX_LANES}", lane=lane)
+
+
+Binder = Callable[[int, PoolId], None]
 
 
 class LaneReplica(Lane):
@@ -63,6 +89,8 @@ class LaneReplica(Lane):
     thin :class:`Lane` plus what the consumer protocol adds above it, leases and identities.
 
     The manifest constraints are ``format`` and, if given, ``pool_id`` and ``consumer_instance``.
+    A table's replica whose pool is not named yet takes the pool of its first valid assignment
+    (``binder``: the table checks it against its manifest rules); then it stays the lane's.
     """
 
     def __init__(
@@ -73,9 +101,9 @@ class LaneReplica(Lane):
         *,
         pool_id: PoolId | None = None,
         consumer_instance: ConsumerInstanceId | int | None = None,
+        binder: Binder | None = None,
     ) -> None:
-        if not 0 <= lane < MAX_LANES:
-            raise _assignment_error(lane, "physical lane must be in 0..16")
+        _check_lane(lane)
         super().__init__(format.bucket_count, words, lane=lane)
         self.format = format
         self.pool_id = pool_id
@@ -86,24 +114,42 @@ class LaneReplica(Lane):
         )
         self.identity: ProducerIdentity | None = None
         self.lease: LaneLease | None = None
+        self._binder = binder
 
     # -- control ----------------------------------------------------------------------------
     def assign(self, identity: ProducerIdentity, lease: LaneLease) -> None:
-        """Take a new lease: clears readiness and ``installed_sequence``."""
+        """Take a new lease (upstream ``validate_assignment``, in its order): clears readiness
+        and ``installed_sequence``."""
+        lane = self.lane
         if self.consumer_instance is not None and lease.consumer_instance != self.consumer_instance:
-            raise _assignment_error(self.lane, "lease belongs to another consumer instance")
-        if lease.physical_lane != self.lane:
-            raise _assignment_error(self.lane, f"lease is for lane {lease.physical_lane}")
+            raise _assignment_error(
+                lane,
+                "WrongConsumerInstance",
+                f"lease belongs to consumer {lease.consumer_instance.value}, "
+                f"expected {self.consumer_instance.value}",
+            )
+        if lease.physical_lane != lane:
+            raise _assignment_error(
+                lane, "WrongPhysicalLane", f"lease is for lane {lease.physical_lane}"
+            )
         if self.pool_id is not None and identity.pool_id != self.pool_id:
-            raise _assignment_error(self.lane, "producer pool differs from the manifest's")
+            raise _assignment_error(
+                lane, "WrongLaneOwner", f"producer pool {identity.pool_id} does not own the lane"
+            )
         if identity.format != self.format:
-            raise _assignment_error(self.lane, "producer format differs from the manifest's")
+            raise _assignment_error(
+                lane, "WrongFormat", "producer CKF format differs from the consumer format"
+            )
         if self.lease is not None and lease.assignment_epoch <= self.lease.assignment_epoch:
             raise _assignment_error(
-                self.lane,
+                lane,
+                "StaleAssignmentEpoch",
                 f"assignment epoch {lease.assignment_epoch} is not after "
                 f"{self.lease.assignment_epoch}",
             )
+        if self.pool_id is None and self._binder is not None:
+            self._binder(lane, identity.pool_id)
+            self.pool_id = identity.pool_id
         self.reset()
         self.identity = identity
         self.lease = lease
@@ -143,15 +189,83 @@ class LaneReplica(Lane):
 
 
 class CkfLaneTable:
-    """Up to 16 lanes of one format in a bucket-major ``(bucket_count, 16) uint64`` array."""
+    """Up to 16 lanes of one format and one indexer domain in a bucket-major
+    ``(bucket_count, 16) uint64`` array: upstream's ``GlobalCkfIndexer`` over its manifest.
 
-    def __init__(self, format: DcCkfFormatIdentity, configured_lanes: int = _ALL_LANES) -> None:
+    ``pools`` (lane -> ``PoolId``) is upstream's ``GlobalCkfManifest``: checked at once, in
+    ``GlobalCkfManifest::new``'s order, each rule a ``LaneError`` ``Manifest.<variant>`` named
+    as upstream names it: a lane outside 0..16 (``InvalidLane``), a pool of another indexer
+    domain than ``indexer_domain`` (default: the first lane's) (``MixedIndexerDomain``), a pool
+    twice (``DuplicatePool``), a DC twice (``DuplicateDcLane``), no lane at all
+    (``NoConfiguredLanes``). Without ``pools`` the ``configured_lanes`` (default all 16) are
+    bound to their pool by their first assignment, under the same rules, and stay bound. A
+    replica only exists on a configured lane (``UnconfiguredLane``).
+    """
+
+    def __init__(
+        self,
+        format: DcCkfFormatIdentity,
+        configured_lanes: int | None = None,
+        *,
+        pools: Mapping[int, PoolId] | None = None,
+        indexer_domain: IndexerDomainId | None = None,
+        consumer_instance: ConsumerInstanceId | int | None = None,
+    ) -> None:
         self.format = format
         self.addressing = CkfAddressing(format.bucket_count, format.seed)
-        self.configured_lanes = configured_lanes & _ALL_LANES
+        self.indexer_domain = indexer_domain
+        self.consumer_instance = (
+            None
+            if consumer_instance is None or isinstance(consumer_instance, ConsumerInstanceId)
+            else ConsumerInstanceId(consumer_instance)
+        )
+        self.pools: dict[int, PoolId] = {}
+        if pools is None:
+            mask = _ALL_LANES if configured_lanes is None else configured_lanes & _ALL_LANES
+        else:
+            mask = 0
+            for lane, pool in pools.items():
+                _check_lane(lane)
+                self._bind(lane, pool)
+                mask |= 1 << lane
+            if configured_lanes is not None and configured_lanes & _ALL_LANES != mask:
+                raise ValueError("configured_lanes disagrees with the lanes of pools")
+        if mask == 0:
+            raise _manifest_error("NoConfiguredLanes", "the manifest configures no lane")
+        self.configured_lanes = mask
         self.storage = np.zeros((format.bucket_count, MAX_LANES), dtype=np.uint64)
         self._slots = self.storage.view(np.uint16).reshape(format.bucket_count, MAX_LANES, 4)
         self.replicas: dict[int, LaneReplica] = {}
+
+    def _bind(self, lane: int, pool: PoolId) -> None:
+        """Give ``lane`` its pool, or raise the manifest rule it breaks (nothing changes)."""
+        domain = self.indexer_domain or pool.indexer_domain
+        if pool.indexer_domain != domain:
+            raise _manifest_error(
+                "MixedIndexerDomain",
+                f"lane {lane} has indexer domain {pool.indexer_domain}, expected {domain}",
+                lane=lane,
+                expected=domain,
+                actual=pool.indexer_domain,
+            )
+        others = {p: n for n, p in self.pools.items() if n != lane}
+        if pool in others:
+            raise _manifest_error(
+                "DuplicatePool",
+                f"pool {pool} is already lane {others[pool]}'s",
+                lane=lane,
+                pool_id=pool,
+            )
+        dcs: dict[DcId, int] = {p.dc_id: n for p, n in others.items()}
+        if pool.dc_id in dcs:
+            raise _manifest_error(
+                "DuplicateDcLane",
+                f"DC {pool.dc_id} already has lane {dcs[pool.dc_id]}",
+                lane=lane,
+                dc_id=pool.dc_id,
+            )
+        self.indexer_domain = domain
+        self.pools[lane] = pool
 
     def replica(
         self,
@@ -160,16 +274,30 @@ class CkfLaneTable:
         pool_id: PoolId | None = None,
         consumer_instance: ConsumerInstanceId | int | None = None,
     ) -> LaneReplica:
-        """The lane's replica (created on first use) writing into this table's column."""
+        """The lane's replica (created on first use) writing into this table's column;
+        ``pool_id`` names the lane's pool (once: a lane keeps its pool)."""
+        _check_lane(lane)
+        if not (self.configured_lanes >> lane) & 1:
+            raise _manifest_error(
+                "UnconfiguredLane", f"lane {lane} is not configured in this table", lane=lane
+            )
+        bound = self.pools.get(lane)
+        if pool_id is not None and bound is not None and pool_id != bound:
+            raise _assignment_error(lane, "WrongLaneOwner", f"the lane is pool {bound}'s")
+        if pool_id is not None and bound is None:
+            self._bind(lane, pool_id)
+            if lane in self.replicas:
+                self.replicas[lane].pool_id = pool_id
         if lane not in self.replicas:
-            if not (self.configured_lanes >> lane) & 1:
-                raise _assignment_error(lane, "lane is not configured in this table")
             self.replicas[lane] = LaneReplica(
                 lane,
                 self.format,
                 self.storage[:, lane],
-                pool_id=pool_id,
-                consumer_instance=consumer_instance,
+                pool_id=self.pools.get(lane),
+                consumer_instance=(
+                    self.consumer_instance if consumer_instance is None else consumer_instance
+                ),
+                binder=self._bind,
             )
         return self.replicas[lane]
 

@@ -13,16 +13,21 @@ Native identity types are those of :mod:`cbi1kit.hashing` (upstream's Rust types
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.errors import RelayWireError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
+    CanonicalModelRegistration,
     DcCkfFormatIdentity,
     DcId,
     IdentitySource,
     IndexerDomainId,
+    KvQueryHashFormat,
+    KvQuerySemantics,
+    ModelTarget,
     PoolId,
     ProducerIdentity,
     RelayIdentity,
@@ -45,7 +50,13 @@ __all__ = [
     "POOL_IDENTITY_VERSION",
     "RELAY_CONTRACT_MARKER",
     "RELAY_PROTOCOL_VERSION",
+    "PoolCatalog",
+    "PoolDescriptor",
+    "catalog_from_wire",
+    "catalog_to_wire",
     "check_filter_update",
+    "descriptor_from_wire",
+    "descriptor_to_wire",
     "filter_update_from_frame",
     "format_from_wire",
     "format_to_wire",
@@ -440,6 +451,111 @@ def producer_from_wire(
         producer_incarnation=identity.producer_incarnation,
         layout_generation=identity.layout_generation,
         format=format_from_wire(identity.ckf_format, path=f"{path}.ckf_format"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDescriptor:
+    """One pool of a relay's catalog (``KvPoolDescriptor``): its producer generation, the
+    endpoint serving it, the models it registers, its query semantics and its worker roles
+    (upstream's variant names: ``AGGREGATED``, ``PREFILL``, ...)."""
+
+    producer: ProducerIdentity
+    serving_endpoint: tuple[str, str, str]
+    registrations: tuple[CanonicalModelRegistration, ...]
+    query_semantics: KvQuerySemantics
+    roles: tuple[str, ...] = ("AGGREGATED",)
+
+    def serves(self, model: str) -> bool:
+        """A request naming ``model`` (canonical id or alias) resolves to this pool."""
+        return any(r.matches(model) for r in self.registrations)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCatalog:
+    """A complete ``KvPoolCatalogUpdate``: every pool the relay advertises at ``revision``."""
+
+    relay: RelayIdentity
+    revision: int
+    pools: tuple[PoolDescriptor, ...]
+
+
+def _registration_to_wire(reg: CanonicalModelRegistration) -> pb.ModelRegistration:
+    target = reg.target
+    if target.adapter is None:
+        wire = pb.ModelTarget(base=pb.BaseModelTarget(base_model=target.base_model.value))
+    else:
+        wire = pb.ModelTarget(
+            lora=pb.LoraModelTarget(
+                base_model=target.base_model.value, adapter=target.adapter.value
+            )
+        )
+    return pb.ModelRegistration(
+        canonical_model_id=reg.model.value, target=wire, aliases=[a.value for a in reg.aliases]
+    )
+
+
+def _registration_from_wire(reg: pb.ModelRegistration) -> CanonicalModelRegistration:
+    target = reg.target
+    if target.WhichOneof("target") == "lora":
+        native = ModelTarget.lora(target.lora.base_model, target.lora.adapter)
+    else:
+        native = ModelTarget.base(target.base.base_model)
+    return CanonicalModelRegistration.with_target(reg.canonical_model_id, native, reg.aliases)
+
+
+def descriptor_to_wire(desc: PoolDescriptor) -> pb.KvPoolDescriptor:
+    namespace, component, endpoint = desc.serving_endpoint
+    return pb.KvPoolDescriptor(
+        producer=producer_to_wire(desc.producer),
+        serving_endpoint=pb.DynamoEndpointId(
+            namespace=namespace, component=component, endpoint=endpoint
+        ),
+        registrations=[_registration_to_wire(r) for r in desc.registrations],
+        query_semantics=pb.KvQuerySemantics(
+            kv_block_size=desc.query_semantics.kv_block_size,
+            hash_format=desc.query_semantics.hash_format.identity_version,  # type: ignore[arg-type]
+        ),
+        pool_roles=[pb.WorkerRole.Value(f"WORKER_ROLE_{r}") for r in desc.roles],  # type: ignore[misc]
+    )
+
+
+def descriptor_from_wire(
+    desc: pb.KvPoolDescriptor, *, path: str = "KvPoolDescriptor"
+) -> PoolDescriptor:
+    """Validate the descriptor as the contract does, then convert."""
+    _validate_descriptor(desc, path)
+    ep, sem = desc.serving_endpoint, desc.query_semantics
+    return PoolDescriptor(
+        producer_from_wire(desc.producer, path=f"{path}.producer"),
+        (ep.namespace, ep.component, ep.endpoint),
+        tuple(_registration_from_wire(r) for r in desc.registrations),
+        KvQuerySemantics(sem.kv_block_size, KvQueryHashFormat(sem.hash_format)),
+        tuple(pb.WorkerRole.Name(r).removeprefix("WORKER_ROLE_") for r in desc.pool_roles),
+    )
+
+
+def catalog_to_wire(catalog: PoolCatalog) -> pb.KvPoolCatalogUpdate:
+    return pb.KvPoolCatalogUpdate(
+        protocol_version=RELAY_PROTOCOL_VERSION,
+        relay=relay_identity_to_wire(catalog.relay),
+        revision=catalog.revision,
+        snapshot=pb.KvPoolCatalogSnapshot(pools=[descriptor_to_wire(d) for d in catalog.pools]),
+        contract_marker=RELAY_CONTRACT_MARKER,
+    )
+
+
+def catalog_from_wire(update: pb.KvPoolCatalogUpdate) -> PoolCatalog:
+    """Validate the whole update (:func:`validate_catalog_update`), then convert."""
+    validate_catalog_update(update)
+    path = "KvPoolCatalogUpdate.snapshot.pools"
+    return PoolCatalog(
+        relay_identity_from_wire(update.relay),
+        update.revision,
+        tuple(
+            descriptor_from_wire(d, path=f"{path}[{i}]")
+            for i, d in enumerate(update.snapshot.pools)
+        ),
     )
 
 

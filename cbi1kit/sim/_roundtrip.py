@@ -1,10 +1,16 @@
 """Hash-space round trips: tokens to probes through every stage the relay uses.
 
 One pool per hash space (standard, EAGLE, LoRA, cache namespace...), each its own producer,
-publisher and consumer lane in one ``CkfLaneTable``: tokens -> block hashes -> canonical sequence
-hashes -> Stored event -> barrier snapshot -> CBI1 chunks -> assembly -> lane; then a child
-Stored event -> published delta -> CBI1 delta -> lane; then every space's query is searched in
-every lane. The depth matrix shows each space finding itself and none of the others.
+publisher and consumer lane: tokens -> block hashes -> canonical sequence hashes -> Stored
+event -> barrier snapshot -> CBI1 chunks -> assembly -> lane; then a child Stored event ->
+published delta -> CBI1 delta -> lane; then every space's query is searched in every lane. The
+depth matrix shows each space finding itself and none of the others.
+
+Every pool serves one model from one endpoint, in a DC of its own. Its indexer domain is the
+model's cache semantics (block size and hash format: standard and EAGLE differ; LoRA and
+namespace salts live inside the token hashes and do not) and the endpoint's routing scope. A
+consumer table covers one indexer domain (upstream's ``GlobalCkfManifest``), so the round trip
+has one ``CkfLaneTable`` per domain, a lane per pool (DC) in it.
 """
 
 from __future__ import annotations
@@ -29,8 +35,6 @@ from cbi1kit.ckf._producer import (
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
-    MAX_LANES,
-    ConsumerInstanceId,
     IndexerDomainId,
     KvQueryHashFormat,
     LaneLease,
@@ -71,9 +75,11 @@ class HashSpace:
 
 @dataclass
 class SpaceResult:
-    """One space's trip: its lane, its hashes, the frames it produced, and what checked out."""
+    """One space's trip: its domain and lane, its hashes, the frames it produced, and what
+    checked out."""
 
     space: HashSpace
+    domain: IndexerDomainId
     lane: int
     initial_blocks: U64Array
     expanded_blocks: U64Array
@@ -86,20 +92,24 @@ class SpaceResult:
 
 @dataclass
 class HashSpaceRoundTrip:
-    """All spaces' results and the consumer table they were installed into."""
+    """All spaces' results and the consumer tables (one per indexer domain) they went into."""
 
     results: list[SpaceResult]
-    table: CkfLaneTable
+    tables: dict[IndexerDomainId, CkfLaneTable]
     block_size: int
 
     def depth_matrix(self) -> pl.DataFrame:
-        """Prefix depth of each space's expanded query (rows) in each space's lane (columns)."""
+        """Prefix depth of each space's expanded query (rows) in each space's lane (columns),
+        each lane searched in its own domain's table."""
         rows = []
         for query in self.results:
-            depths = self.table.find_prefix_matches(query.expanded_blocks) or {}
+            found = {
+                domain: table.find_prefix_matches(query.expanded_blocks) or {}
+                for domain, table in self.tables.items()
+            }
             rows.append(
                 {"query": query.space.name, "blocks": len(query.expanded_blocks)}
-                | {r.space.name: depths.get(r.lane, 0) for r in self.results}
+                | {r.space.name: found[r.domain].get(r.lane, 0) for r in self.results}
             )
         return pl.DataFrame(rows)
 
@@ -109,6 +119,7 @@ class HashSpaceRoundTrip:
             [
                 {
                     "space": r.space.name,
+                    "domain": str(r.domain)[:8],
                     "lane": r.lane,
                     "initial_blocks": len(r.initial_blocks),
                     "expanded_blocks": len(r.expanded_blocks),
@@ -125,7 +136,8 @@ class HashSpaceRoundTrip:
 
 
 def _identity(space: HashSpace, config: CkfConfig, block_size: int) -> ProducerIdentity:
-    cache = derive_cache_semantics_id([f"/models/{space.name}"], block_size, space.hash_format)
+    """One model and endpoint for every space: the hash format alone splits the domains."""
+    cache = derive_cache_semantics_id(["/models/base"], block_size, space.hash_format)
     scope = derive_routing_scope_id(["dynamo", "backend", "generate"])
     pool = PoolId(IndexerDomainId(cache, scope), stable_dc_id(f"dc-{space.name}"))
     return ProducerIdentity(pool, 1, 1, config.format())
@@ -144,15 +156,15 @@ def hash_space_round_trip(
     """Run each space's tokens through producer, CBI1 and consumer (see the module docstring).
 
     ``expanded_tokens`` must extend ``initial_tokens`` (the child Stored event appends blocks).
+    A domain holds at most 16 pools: a 17th space of one domain is the table's
+    ``Manifest.InvalidLane``.
     """
-    if not 1 <= len(spaces) <= MAX_LANES:
-        raise SimulationError(
-            "RoundTrip", f"1..{MAX_LANES} spaces fit one lane table, got {len(spaces)}"
-        )
+    if not spaces:
+        raise SimulationError("RoundTrip", "no hash space to round-trip")
     config = CkfConfig(expected_blocks, seed=seed)
-    table: CkfLaneTable | None = None
+    tables: dict[IndexerDomainId, CkfLaneTable] = {}
     results = []
-    for lane, space in enumerate(spaces):
+    for space in spaces:
         initial = space.block_hashes(initial_tokens, block_size)
         expanded = space.block_hashes(expanded_tokens, block_size)
         n = len(initial)
@@ -167,9 +179,14 @@ def hash_space_round_trip(
         dc_id = int(identity.dc_id)
         state = DcCkfState(config)
         publisher = DcCkfPublisher(identity)
-        lease = LaneLease(ConsumerInstanceId(100 + lane), lane, 1)
-        if table is None:
-            table = CkfLaneTable(identity.format)
+        domain = identity.indexer_domain
+        if domain not in tables:
+            tables[domain] = CkfLaneTable(identity.format, consumer_instance=100 + len(tables))
+        table = tables[domain]
+        lane = len(table.replicas)
+        replica = table.replica(lane, pool_id=identity.pool_id)  # the manifest's rules
+        assert table.consumer_instance is not None
+        lease = LaneLease(table.consumer_instance, lane, 1)
 
         blocks = zip(external, expanded.tolist(), strict=True)
         stored = [StoredBlock(e, t) for e, t in blocks]
@@ -181,7 +198,6 @@ def hash_space_round_trip(
         for frame in frames:
             assembled = assembly.absorb(decode(fmt, frame))
         assert assembled is not None
-        replica = table.replica(lane, pool_id=identity.pool_id, consumer_instance=100 + lane)
         replica.assign(identity, lease)
         replica.install_snapshot(DcCkfSnapshot(identity, lease, assembled.epoch, assembled.words))
         snap_ok = bool(np.array_equal(table.lane_words(lane), state.words()))
@@ -206,8 +222,16 @@ def hash_space_round_trip(
         delta_ok = bool(np.array_equal(table.lane_words(lane), state.words()))
         results.append(
             SpaceResult(
-                space, lane, initial, expanded, canonical, frames, payload, snap_ok, delta_ok
+                space,
+                domain,
+                lane,
+                initial,
+                expanded,
+                canonical,
+                frames,
+                payload,
+                snap_ok,
+                delta_ok,
             )
         )
-    assert table is not None
-    return HashSpaceRoundTrip(results, table, block_size)
+    return HashSpaceRoundTrip(results, tables, block_size)

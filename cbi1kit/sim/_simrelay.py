@@ -4,6 +4,10 @@ producer → publisher → relay hub → envelope frames → ``FilterUpdate`` me
 
 - The :class:`cbi1kit.sim._simulator.Simulator` runs the DC producers; each drained batch is one
   publication, one ``DcCkfDelta``, one delta frame (ckf.md §4.1–4.2).
+- Every DC of the fleet is recorded (``RelayConfig.record_dc`` restricts it to one), as a global
+  consumer sees the fleet: a ``WatchKvPoolCatalog`` stream whose one update describes every
+  DC's pool (relay.md §2.1), then a ``SubscribeKvPool`` stream per pool. With one DC recorded
+  there is no catalog stream: the capture is that subscription alone (the bundled sample).
 - For every recorded DC a hub keeps the mirror lane (relay.md §2.2). A subscriber opens a
   ``SubscribeKvPool`` stream, receives the mirror as chunked snapshot frames at the hub's
   sequence, then one delta frame per publication.
@@ -35,18 +39,26 @@ import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
-from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.errors import SimulationError
-from cbi1kit.hashing._identity import RelayIdentity
+from cbi1kit.hashing._identity import CanonicalModelRegistration, KvQuerySemantics, RelayIdentity
 from cbi1kit.relay._messages import (
     RELAY_CONTRACT_MARKER,
+    PoolCatalog,
+    PoolDescriptor,
+    catalog_to_wire,
     filter_update_from_frame,
     heartbeat_update,
     producer_to_wire,
 )
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta, encode_snapshot
-from cbi1kit.sim._simulator import SimulationResult, Simulator, SimulatorConfig
+from cbi1kit.sim._simulator import (
+    SimulationResult,
+    Simulator,
+    SimulatorConfig,
+    producer_identity,
+)
 from cbi1kit.sim._workload import Workload
 from cbi1kit.wire._format import max_delta_images
 
@@ -73,7 +85,7 @@ class RelayConfig:
     heartbeat_interval_ms: int = 10_000
     max_delta_images: int = max_delta_images()
     resubscribe_every_ms: int | None = None
-    record_dc: int = 0
+    record_dc: int | None = None  # None: every DC, and the catalog
     subscriber_id: str = "cbi1kit-simrelay"
     target: str = "sim://kv-dc-relay"
     drt_instance_id: int = 0x5EED
@@ -98,7 +110,7 @@ class SimRelayConfig:
 
     def __post_init__(self) -> None:
         dc = self.relay.record_dc
-        if not 0 <= dc < self.simulator.dcs:
+        if dc is not None and not 0 <= dc < self.simulator.dcs:
             raise ValueError(f"record_dc: DC {dc} does not exist ({self.simulator.dcs} DCs)")
 
     def to_json(self) -> dict[str, Any]:
@@ -118,6 +130,7 @@ class SimRelayResult:
     streams: int = 0
     forced_snapshots: int = 0
     resubscriptions: int = 0
+    catalog_updates: int = 0
     capture_bytes: int = 0
     final_sequence: dict[int, int] = field(default_factory=dict)
     #: per recorded DC, the producer's words at the end (the hub mirror is checked against them)
@@ -133,6 +146,7 @@ class SimRelayResult:
             "streams": self.streams,
             "forced_snapshots": self.forced_snapshots,
             "resubscriptions": self.resubscriptions,
+            "catalog_updates": self.catalog_updates,
             "capture_bytes": self.capture_bytes,
             "final_sequence": dict(self.final_sequence),
             "simulation": self.simulation.as_dict(),
@@ -157,9 +171,11 @@ class _Relay:
         self.result = result
         self.relay = RelayIdentity(self.cfg.drt_instance_id, self.cfg.relay_incarnation)
         self.hubs: dict[int, _Hub] = {}
-        self.recorded = {self.cfg.record_dc}
+        dcs = cfg.simulator.dcs
+        self.recorded = set(range(dcs)) if self.cfg.record_dc is None else {self.cfg.record_dc}
         self.now_ns = 0  # simulated monotonic clock, strictly increasing per record
         self.next_resub: int | None = None
+        self.catalog: int | None = None  # the catalog stream, when the whole fleet is recorded
 
     # -- clock --------------------------------------------------------------------------------
     def stamp(self, t_ms: int) -> tuple[int, int]:
@@ -170,6 +186,30 @@ class _Relay:
         return (self.cfg.epoch_unix_ns + self.now_ns) // 1000
 
     # -- stream ------------------------------------------------------------------------------
+    def watch_catalog(self, t: int, pools: list[PoolDescriptor]) -> None:
+        """The catalog stream and its one complete update: every DC's pool."""
+        request = pb.WatchKvPoolCatalogRequest(
+            subscriber_id=self.cfg.subscriber_id, contract_marker=RELAY_CONTRACT_MARKER
+        ).SerializeToString(deterministic=True)
+        wall, mono = self.stamp(t)
+        self.catalog = self.w.open_stream(
+            self.cfg.target,
+            WATCH_KV_POOL_CATALOG_METHOD,
+            request,
+            info={"reason": "watch", "config": self.info},
+            recv_unix_ns=wall,
+            recv_mono_ns=mono,
+        )
+        update = catalog_to_wire(PoolCatalog(self.relay, 1, tuple(pools)))
+        wall, mono = self.stamp(t)
+        self.w.message(
+            self.catalog,
+            update.SerializeToString(deterministic=True),
+            recv_unix_ns=wall,
+            recv_mono_ns=mono,
+        )
+        self.result.catalog_updates += 1
+
     def subscribe(self, t: int, hub: _Hub, reason: str) -> None:
         request = pb.SubscribeKvPoolRequest(
             subscriber_id=self.cfg.subscriber_id,
@@ -302,6 +342,15 @@ class _Relay:
                 self.close(t, hub, 0, "OK", None, "end of simulation")
             self.result.final_sequence[hub.dc] = hub.sequence
             self.result.final_words[hub.dc] = hub.mirror.copy()
+        if self.catalog is not None:
+            wall, mono = self.stamp(t)
+            self.w.close_stream(
+                self.catalog,
+                details="end of simulation",
+                local_reason="end of simulation",
+                recv_unix_ns=wall,
+                recv_mono_ns=mono,
+            )
 
 
 def simulate_capture(
@@ -312,12 +361,14 @@ def simulate_capture(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> SimRelayResult:
-    """Simulate ``workload`` and write the recorded DC's relay stream to a capture at ``path``.
+    """Simulate ``workload`` and write what a global consumer of the fleet receives to a
+    capture at ``path``.
 
-    Every DC is simulated (the ckf policy routes across all of them); one DC's pool stream is
-    recorded (``RelayConfig.record_dc``), so a capture holds one producer, as one consumer lane
-    sees it. The capture holds a ``MARK`` with the configuration (JSON), then
-    ``SubscribeKvPool`` streams (more than one after a forced snapshot or resubscription).
+    Every DC is simulated (the ckf policy routes across all of them) and every DC's pool stream
+    is recorded, after a catalog stream describing every pool; ``RelayConfig.record_dc``
+    records one DC's stream alone, as one consumer lane sees it. The capture holds a ``MARK``
+    with the configuration (JSON), the catalog stream, then ``SubscribeKvPool`` streams (a new
+    one per pool after a forced snapshot or resubscription).
     """
     cfg = config or SimRelayConfig()
     out = Path(path)
@@ -345,6 +396,8 @@ def simulate_capture(
             recv_mono_ns=clock_ns[1],
         )
         relay.now_ns = clock_ns[1]
+        if cfg.relay.record_dc is None:
+            relay.watch_catalog(t0, _catalog_pools(cfg.simulator, sim, workload))
         sim.run(
             workload,
             on_snapshot=relay.on_snapshot,
@@ -360,6 +413,23 @@ def simulate_capture(
                 )
     result.capture_bytes = out.stat().st_size
     return result
+
+
+def _catalog_pools(
+    config: SimulatorConfig, sim: Simulator, workload: Workload
+) -> list[PoolDescriptor]:
+    """Every DC's pool as the catalog describes it: the identity the simulator derives, one
+    base-model registration, the workload's query semantics, an aggregated pool."""
+    semantics = KvQuerySemantics(workload.block_size, workload.hash_format)
+    return [
+        PoolDescriptor(
+            producer_identity(config, dc, state, workload.hash_format, workload.block_size),
+            (config.namespace, config.component, config.endpoint),
+            (CanonicalModelRegistration.new(config.model),),
+            semantics,
+        )
+        for dc, state in enumerate(sim.states)
+    ]
 
 
 SAMPLE_TRACE: Final = "data/mooncake/conversation_trace.jsonl"

@@ -1,0 +1,468 @@
+"""The global view: upstream's consumer tables of a replayed capture at one moment.
+
+A global router consults, per model, up to 16 DC lanes of one indexer domain: upstream's
+``GlobalCkfManifest`` (``lib/kv-router/src/indexer/cuckoo/global.rs``, newest) over a
+``TransposedCkfTable<16>``. From a replay this module builds those tables at any moment: the
+pools the capture's catalog advertised for the model then (every pool of the catalog and of the
+replay without a model), grouped by indexer domain, each pool a lane of its domain's
+:class:`~cbi1kit.ckf.CkfLaneTable` (the manifest's rules are the table's), ready with the words
+its session held at that moment (read back from replay's history) or not ready, and where they
+came from: the producer generation, the sequence, the receive time, the stream.
+
+A moment is a lane ``sequence`` (each lane right after its own sequence N), a wall-clock time
+(ISO 8601 with a zone: ``2026-11-30T12:00:00Z``) or an offset after the capture's first message
+(``+90s``): at a time every message received at or before it has been applied, and a lane whose
+session had ended (a violation, its stream closed, a new stream not yet installed) is not ready,
+as the consumer retires it until the next snapshot. Without a moment the view holds every
+lane's final words (its last session at its last sequence).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, _producer, _Segment, replay
+from cbi1kit.ckf._bucket import lane_occupancy
+from cbi1kit.ckf._consumer import CkfLaneTable
+from cbi1kit.ckf._lane import DcCkfSnapshot
+from cbi1kit.errors import Cbi1kitError, IdentityError, LaneError
+from cbi1kit.hashing._identity import (
+    ConsumerInstanceId,
+    DcCkfFormatIdentity,
+    IndexerDomainId,
+    LaneLease,
+    PoolId,
+    ProducerIdentity,
+)
+from cbi1kit.relay._messages import PoolCatalog, PoolDescriptor, catalog_from_wire
+
+__all__ = [
+    "At",
+    "DomainView",
+    "GlobalView",
+    "ViewLane",
+    "format_unix_ns",
+    "global_view",
+    "parse_at",
+]
+
+#: the view's consumer instance ("KVVIEW"): one manifest per domain, leases on it
+VIEW_CONSUMER: Final = ConsumerInstanceId(0x4B5656494557)
+_U64_MAX: Final = (1 << 64) - 1
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_UNITS: Final = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_OFFSET: Final = re.compile(r"\+(\d+)(?:\.(\d{1,9}))?(ns|us|ms|s|m|h)")
+_ISO: Final = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})"
+)
+
+
+# ---------------------------------------------------------------------------------- moments
+
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """A moment of a capture: each lane right after its ``sequence``, the wall clock
+    ``unix_ns`` (ns since the Unix epoch), or ``offset_ns`` after the capture's first message.
+    Exactly one is set."""
+
+    sequence: int | None = None
+    unix_ns: int | None = None
+    offset_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        given = [v for v in (self.sequence, self.unix_ns, self.offset_ns) if v is not None]
+        if len(given) != 1 or not 0 <= given[0] <= _U64_MAX:
+            raise _at_error(f"{self!r} must set one of sequence, unix_ns, offset_ns in 0..2^64")
+
+    def __str__(self) -> str:
+        if self.sequence is not None:
+            return f"sequence {self.sequence}"
+        if self.unix_ns is not None:
+            return format_unix_ns(self.unix_ns)
+        assert self.offset_ns is not None
+        return f"+{_fraction(self.offset_ns)}s"
+
+
+def _at_error(reason: str) -> LaneError:
+    return LaneError("At", message=f"cannot name a moment: {reason}")
+
+
+def _fraction(ns: int) -> str:
+    whole, part = divmod(ns, 10**9)
+    return f"{whole}.{part:09d}".rstrip("0").rstrip(".")
+
+
+def format_unix_ns(unix_ns: int) -> str:
+    """ISO 8601 in UTC to the nanosecond (``2025-01-01T00:01:30.000000123Z``)."""
+    seconds, part = divmod(unix_ns, 10**9)
+    stamp = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{part:09d}Z" if part else f"{stamp}Z"
+
+
+def _timedelta_ns(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1_000
+
+
+def _digits_ns(whole: str, part: str | None, unit: int) -> int:
+    """``whole.part`` units in ns, exactly (no float)."""
+    frac = part or ""
+    scale = int(10 ** len(frac))
+    return (int(whole) * scale + int(frac or "0")) * unit // scale
+
+
+def parse_at(value: At | int | str | datetime | timedelta | None) -> At | None:
+    """A moment from what a user gives: an :class:`At`; an ``int`` or a string of digits (or
+    ``0x`` hex) is a sequence; a ``timedelta`` or ``"+90s"`` (``ns us ms s m h``, a fraction
+    allowed) an offset after the first message; a ``datetime`` (naive means UTC) or an ISO 8601
+    string with its zone (``2026-11-30T12:00:00Z``, ``...+02:00``, up to 9 fraction digits) a
+    wall-clock time. ``LaneError`` ``At`` (a ``ValueError``) for anything else."""
+    if value is None or isinstance(value, At):
+        return value
+    if isinstance(value, bool):
+        raise _at_error(f"{value!r} is not a sequence or a time")
+    if isinstance(value, int):
+        return At(sequence=value)
+    if isinstance(value, timedelta):
+        return At(offset_ns=_timedelta_ns(value))
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return At(unix_ns=_timedelta_ns(aware - _EPOCH))
+    if not isinstance(value, str):
+        raise _at_error(f"{value!r} is not a sequence or a time")
+    text = value.strip()
+    try:
+        if re.fullmatch(r"\d+|0[xX][0-9a-fA-F]+", text):
+            return At(sequence=int(text, 0))
+        if m := _OFFSET.fullmatch(text):
+            return At(offset_ns=_digits_ns(m[1], m[2], _UNITS[m[3]]))
+        if m := _ISO.fullmatch(text):
+            zone = "+00:00" if m[4] == "Z" else m[4]
+            when = datetime.fromisoformat(f"{m[1]}T{m[2]}{zone}")
+            return At(unix_ns=_timedelta_ns(when - _EPOCH) + _digits_ns("0", m[3], 10**9))
+    except ValueError as exc:  # a date that does not exist, a number past u64
+        raise _at_error(f"{value!r}: {exc}") from None
+    raise _at_error(
+        f"{value!r} is neither a sequence (digits), an offset after the first message (+90s) "
+        "nor an ISO 8601 time with a zone (2026-11-30T12:00:00Z)"
+    )
+
+
+# ------------------------------------------------------------------------------------ views
+
+
+@dataclass(frozen=True, slots=True)
+class ViewLane:
+    """One lane of a consumer table at the moment, and where its words came from.
+
+    ``producer`` is the generation the lane holds (ready) or the catalog's for the pool;
+    ``sequence`` and ``time_unix_ns`` (receive time of the message that made it) and
+    ``stream_id`` are None when not ready; ``session`` counts the lane's snapshot sessions
+    from 1 (the lease's ``assignment_epoch``); ``why`` says why a lane is not ready.
+    """
+
+    lane: int
+    pool: PoolId
+    producer: ProducerIdentity | None
+    ready: bool
+    sequence: int | None = None
+    time_unix_ns: int | None = None
+    stream_id: int | None = None
+    session: int | None = None
+    why: str = ""
+
+
+@dataclass(slots=True, eq=False)
+class DomainView:
+    """One indexer domain's consumer table (``table``) and its lanes' provenance."""
+
+    indexer_domain: IndexerDomainId
+    table: CkfLaneTable
+    lanes: list[ViewLane]
+
+
+@dataclass(slots=True, eq=False)
+class GlobalView:
+    """Upstream's consumer tables at ``at`` (resolved to ``unix_ns`` for a time): one per
+    indexer domain of the model's pools. ``catalogs`` are the catalog revisions it used (per
+    relay target); ``skipped`` the pools left out, and why."""
+
+    model: str | None
+    at: At | None
+    unix_ns: int | None
+    domains: list[DomainView]
+    catalogs: list[PoolCatalog] = field(default_factory=list)
+    skipped: list[tuple[PoolId, str]] = field(default_factory=list)
+
+    @property
+    def table(self) -> CkfLaneTable:
+        """The one domain's table; ``LaneError`` ``SeveralDomains`` when the model's pools
+        span several (one table per domain: pick one in ``domains``)."""
+        if len(self.domains) == 1:
+            return self.domains[0].table
+        names = ", ".join(str(d.indexer_domain) for d in self.domains) or "none"
+        raise LaneError(
+            "SeveralDomains",
+            message=f"the view has {len(self.domains)} indexer domains ({names}): one consumer "
+            "table each, pick one in view.domains",
+        )
+
+    @property
+    def lanes(self) -> list[ViewLane]:
+        return [lane for d in self.domains for lane in d.lanes]
+
+    def to_frame(self) -> pl.DataFrame:
+        """Every lane of every domain, u64 identities as hex strings."""
+        rows = []
+        for d in self.domains:
+            for n in d.lanes:
+                p = n.producer
+                words = d.table.lane_words(n.lane)
+                rows.append(
+                    {
+                        "domain": str(d.indexer_domain),
+                        "lane": n.lane,
+                        "dc_id": f"{n.pool.dc_id.value:016x}",
+                        "producer": None
+                        if p is None
+                        else f"{p.producer_incarnation:x}.{p.layout_generation}",
+                        "ready": n.ready,
+                        "sequence": n.sequence,
+                        "time": None if n.time_unix_ns is None else format_unix_ns(n.time_unix_ns),
+                        "stream": n.stream_id,
+                        "session": n.session,
+                        "load_factor": _load(words) if n.ready else None,
+                        "why": n.why,
+                    }
+                )
+        return pl.DataFrame(
+            rows,
+            schema={
+                "domain": pl.String,
+                "lane": pl.UInt8,
+                "dc_id": pl.String,
+                "producer": pl.String,
+                "ready": pl.Boolean,
+                "sequence": pl.UInt64,
+                "time": pl.String,
+                "stream": pl.UInt32,
+                "session": pl.UInt32,
+                "load_factor": pl.Float64,
+                "why": pl.String,
+            },
+        )
+
+
+def _load(words: npt.NDArray[np.uint64]) -> float:
+    return lane_occupancy(words) / (4 * max(1, int(words.shape[0])))
+
+
+# ----------------------------------------------------------------------------- construction
+
+
+def _catalogs_at(report: ReplayReport, unix_ns: int | None) -> list[PoolCatalog]:
+    """Each relay target's newest valid catalog received at or before ``unix_ns`` (the newest
+    of all without a time); a catalog that breaks the contract is one a consumer drops."""
+    newest: dict[object, PoolCatalog] = {}
+    for rec in report.catalogs:
+        if unix_ns is not None and rec.recv_unix_ns > unix_ns:
+            break
+        info = report.streams.get(rec.stream_id)
+        target = info.opened.target if info is not None and info.opened is not None else None
+        try:
+            newest[target or rec.stream_id] = catalog_from_wire(rec.update)
+        except Cbi1kitError:
+            continue
+    return list(newest.values())
+
+
+@dataclass(slots=True)
+class _Entry:
+    pool: PoolId
+    descriptor: PoolDescriptor | None
+    lane: LaneReport | None
+
+
+def _entries(
+    report: ReplayReport, catalogs: Sequence[PoolCatalog], model: str | None
+) -> list[_Entry]:
+    """The view's pools in lane order: the catalogs' (those serving ``model``), then, without a
+    model, the replayed pools no catalog names."""
+    replayed = {lane.pool: lane for lane in report.lanes if lane.pool is not None}
+    out: dict[PoolId, _Entry] = {}
+    for catalog in catalogs:
+        for desc in catalog.pools:
+            pool = desc.producer.pool_id
+            if pool not in out and (model is None or desc.serves(model)):
+                out[pool] = _Entry(pool, desc, replayed.get(pool))
+    if model is not None and not out:
+        served = sorted({r.model.value for c in catalogs for d in c.pools for r in d.registrations})
+        raise IdentityError(
+            "UnknownModel",
+            f"no pool of the capture's catalog serves model {model!r} "
+            f"(models: {', '.join(served) or '-'})",
+            field="model",
+            value=model,
+        )
+    if model is None:
+        for pool, lane in replayed.items():
+            out.setdefault(pool, _Entry(pool, None, lane))
+    return list(out.values())
+
+
+@dataclass(slots=True)
+class _State:
+    """What one lane holds at the moment (``segment`` None: not ready, ``why`` says why)."""
+
+    producer: ProducerIdentity | None
+    segment: _Segment | None = None
+    session: int | None = None
+    sequence: int | None = None
+    time_unix_ns: int | None = None
+    why: str = ""
+
+
+def _time_of(seg: _Segment, sequence: int) -> int | None:
+    if not seg.timed:
+        return None
+    if sequence == seg.sequence:
+        return seg.installed_unix_ns
+    return seg.delta_unix_ns[sequence - seg.sequence - 1]
+
+
+def _state(entry: _Entry, at: At | None, unix_ns: int | None) -> _State:
+    catalog = None if entry.descriptor is None else entry.descriptor.producer
+    lane = entry.lane
+    if lane is None or not lane._segments:
+        return _State(catalog, why="not ready: no subscription of the pool installed a snapshot")
+    segments = lane._segments
+    if at is None:
+        seg, sequence = segments[-1], segments[-1].last_sequence
+        if seg.faulted:
+            return _State(catalog, why=f"not ready: {seg.ended_by}")
+    elif at.sequence is not None:
+        try:
+            seg = lane._segment_of(at.sequence)
+        except LaneError as exc:
+            return _State(catalog, why=f"not ready: {exc}")
+        sequence = at.sequence
+    else:
+        assert unix_ns is not None
+        found = lane._point_at(unix_ns)
+        if isinstance(found, str):
+            return _State(catalog, why=found)
+        seg, sequence = found
+    producer = _producer(seg.producer)
+    return _State(
+        producer, seg, segments.index(seg) + 1, sequence, _time_of(seg, sequence), "ready"
+    )
+
+
+def _format(states: Sequence[_State]) -> DcCkfFormatIdentity | None:
+    """The manifest's format: the first ready lane's, else the first the catalog names."""
+    ready = [s.producer for s in states if s.segment is not None and s.producer is not None]
+    known = ready or [s.producer for s in states if s.producer is not None]
+    return known[0].format if known else None
+
+
+def build_global_view(
+    report: ReplayReport, *, model: str | None = None, at: Any = None
+) -> GlobalView:
+    """The consumer tables of ``report`` at ``at`` (see the module docstring). The manifest's
+    rules are :class:`~cbi1kit.ckf.CkfLaneTable`'s: more than 16 pools of one domain is
+    ``LaneError`` ``Manifest.InvalidLane``, a lane of another format ``Assignment.WrongFormat``.
+    ``model`` without a catalog by then is ``LaneError`` ``NoCatalog``; a model no catalog
+    pool serves is ``IdentityError`` ``UnknownModel``."""
+    point = parse_at(at)
+    unix_ns: int | None = None
+    if point is not None and point.unix_ns is not None:
+        unix_ns = point.unix_ns
+    elif point is not None and point.offset_ns is not None:
+        if report.first_unix_ns is None:
+            raise LaneError(
+                "TimeNotRecorded",
+                message="the source has no receive times: ask for a sequence instead",
+            )
+        unix_ns = report.first_unix_ns + point.offset_ns
+    catalogs = _catalogs_at(report, unix_ns)
+    if model is not None and not catalogs:
+        when = "" if unix_ns is None else f" received by {format_unix_ns(unix_ns)}"
+        held = f"no valid catalog update{when}" if report.catalogs else "no catalog stream"
+        raise LaneError(
+            "NoCatalog",
+            message=f"the capture holds {held}, so no pool is known to serve {model!r}: "
+            "view every lane without a model",
+        )
+    view = GlobalView(model, point, unix_ns, [], catalogs)
+    by_domain: dict[IndexerDomainId, list[tuple[_Entry, _State]]] = {}
+    for entry in _entries(report, catalogs, model):
+        by_domain.setdefault(entry.pool.indexer_domain, []).append(
+            (entry, _state(entry, point, unix_ns))
+        )
+    for domain, members in by_domain.items():
+        fmt = _format([s for _, s in members])
+        if fmt is None:
+            for entry, _ in members:
+                view.skipped.append((entry.pool, "no format known: never installed, no catalog"))
+            continue
+        table = CkfLaneTable(
+            fmt,
+            pools={i: e.pool for i, (e, _) in enumerate(members)},
+            indexer_domain=domain,
+            consumer_instance=VIEW_CONSUMER,
+        )
+        lanes = []
+        for i, (entry, st) in enumerate(members):
+            replica = table.replica(i)
+            ready = st.segment is not None and st.producer is not None
+            if ready:
+                assert st.producer is not None and st.session is not None
+                assert st.sequence is not None and entry.lane is not None
+                assert st.segment is not None
+                lease = LaneLease(VIEW_CONSUMER, i, st.session)
+                replica.assign(st.producer, lease)
+                words = entry.lane._words(st.segment, st.sequence)
+                replica.install_snapshot(DcCkfSnapshot(st.producer, lease, st.sequence, words))
+            lanes.append(
+                ViewLane(
+                    i,
+                    entry.pool,
+                    st.producer,
+                    ready,
+                    st.sequence if ready else None,
+                    st.time_unix_ns if ready else None,
+                    st.segment.stream_id if ready and st.segment is not None else None,
+                    st.session if ready else None,
+                    st.why,
+                )
+            )
+        view.domains.append(DomainView(domain, table, lanes))
+    return view
+
+
+def global_view(
+    capture: str | os.PathLike[str] | ReplayReport,
+    *,
+    model: str | None = None,
+    at: At | int | str | datetime | timedelta | None = None,
+    expected_format: Any = None,
+) -> GlobalView:
+    """What a global router consults for ``model`` at ``at``: upstream's consumer table per
+    indexer domain, each lane with where its words came from. ``capture`` is replayed (with
+    history, without per-record events) unless it is a report already. See the module
+    docstring for ``at``; ``ck.global_view("fleet.kvrcap", model="m", at="+90s").table``."""
+    report = (
+        capture
+        if isinstance(capture, ReplayReport)
+        else replay(capture, expected_format=expected_format, keep_events=False)
+    )
+    return build_global_view(report, model=model, at=at)

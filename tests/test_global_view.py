@@ -1,0 +1,245 @@
+"""The global view (#15): a simulated fleet's capture replays every lane cleanly, and the
+consumer table at any moment equals the simulator's own lanes then, bit for bit; the manifest's
+rules hold for tables built from captures; moments parse exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from errorcheck import raises_variant
+from test_replay import clone
+from test_stream_roundtrip import DC, build_stream
+
+from cbi1kit.analysis._global import At, format_unix_ns, global_view, parse_at
+from cbi1kit.analysis._replay import ReplayReport, replay
+from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.errors import IdentityError, LaneError
+from cbi1kit.hashing._identity import stable_dc_id
+from cbi1kit.sim._simrelay import (
+    DEFAULT_EPOCH_UNIX_NS,
+    RelayConfig,
+    SimRelayConfig,
+    SimRelayResult,
+    simulate_capture,
+)
+from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+from cbi1kit.sim._workload import Workload, read_mooncake
+
+TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+FLEET = SimRelayConfig(
+    SimulatorConfig(dcs=3, workers_per_dc=2, capacity_blocks=256, policy="ckf", seed=3),
+    RelayConfig(resubscribe_every_ms=30_000, heartbeat_interval_ms=5_000),
+)
+MS = 1_000_000
+
+
+@dataclasses.dataclass
+class Fleet:
+    path: Path
+    result: SimRelayResult
+    workload: Workload
+    report: ReplayReport
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    workload = read_mooncake(TRACE, limit=400)
+    path = tmp_path_factory.mktemp("fleet") / "fleet.kvrcap"
+    result = simulate_capture(workload, path, FLEET)
+    return Fleet(path, result, workload, replay(path))
+
+
+def simulator_lanes(
+    workload: Workload, *, until_ms: int | None = None, sequence: int | None = None
+) -> tuple[dict[int, np.ndarray], dict[int, int], list[int]]:
+    """The simulator's own lanes, from a second run of the same seeded simulation: each DC's
+    barrier snapshot plus every delta it published up to ``until_ms`` (or up to its own
+    ``sequence``); each DC's sequence then; every delta's time. At the end they are the
+    simulator's consumer table, checked here."""
+    sim = Simulator(FLEET.simulator)
+    words: dict[int, np.ndarray] = {}
+    seqs: dict[int, int] = {}
+    times: list[int] = []
+
+    def on_snapshot(_t: int, dc: int, snap: Any) -> None:
+        words[dc], seqs[dc] = np.array(snap.buckets, dtype=np.uint64), snap.sequence
+
+    def on_delta(t: int, dc: int, delta: Any) -> None:
+        times.append(t)
+        if (until_ms is None or t <= until_ms) and (sequence is None or delta.sequence <= sequence):
+            words[dc][delta.buckets.astype(np.intp)] = delta.values
+            seqs[dc] = delta.sequence
+
+    sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
+    if until_ms is None and sequence is None:
+        for dc, lane in words.items():
+            assert np.array_equal(lane, sim.table.lane_words(dc))
+    return words, seqs, times
+
+
+def assert_view_equals(view: Any, words: dict[int, np.ndarray], seqs: dict[int, int]) -> None:
+    """One table, a ready lane per DC in DC order, each lane bit for bit the simulator's."""
+    (domain,) = view.domains
+    assert [n.pool.dc_id for n in domain.lanes] == [stable_dc_id(f"sim-dc-{d}") for d in words]
+    for dc, lane in enumerate(domain.lanes):
+        assert lane.ready and lane.lane == dc, lane
+        assert lane.sequence == seqs[dc]
+        got = view.table.lane_words(dc)
+        assert got.dtype == np.uint64 and np.array_equal(got, words[dc]), f"DC {dc}"
+    assert view.table.ready_mask() == 0b111
+
+
+def test_every_lane_replays_cleanly(fleet: Fleet) -> None:
+    report = fleet.report
+    assert report.ok, report.violations[:3]
+    assert len(report.lanes) == FLEET.simulator.dcs and fleet.result.resubscriptions > 0
+    for dc, words in fleet.result.final_words.items():
+        lane = report.lane(dc=f"sim-dc-{dc}")
+        assert lane.final_sequence == fleet.result.final_sequence[dc]
+        assert np.array_equal(lane.final_lane, words)  # type: ignore[arg-type]
+        assert len(lane.sessions) > 1  # resubscribed: a session per stream
+
+
+def test_the_view_at_the_end_is_the_simulators_lanes(fleet: Fleet) -> None:
+    words, seqs, _ = simulator_lanes(fleet.workload)
+    assert seqs == fleet.result.final_sequence
+    view = fleet.report.global_view(model=FLEET.simulator.model)
+    assert_view_equals(view, words, seqs)
+    assert [n.producer for n in view.lanes] == [d.producer for d in view.catalogs[0].pools]
+    assert global_view(fleet.path).to_frame().equals(view.to_frame())  # no model: every lane
+
+
+def test_the_view_at_a_time_is_the_simulators_lanes_then(fleet: Fleet) -> None:
+    _, _, times = simulator_lanes(fleet.workload, until_ms=0)
+    t0 = times[0]
+    # a delta's time between two forced resubscriptions (every 30 s from the first request)
+    t_ms = next(
+        t for t in times[len(times) // 2 :] if (t - fleet.workload.timestamps_ms[0]) % 30_000
+    )
+    words, seqs, _ = simulator_lanes(fleet.workload, until_ms=t_ms)
+    at_ns = DEFAULT_EPOCH_UNIX_NS + t_ms * MS + MS - 1  # the last ns of that millisecond
+    view = fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(at_ns))
+    assert view.unix_ns == at_ns and t0 <= t_ms
+    assert_view_equals(view, words, seqs)
+    assert all(n.time_unix_ns is not None and n.time_unix_ns <= at_ns for n in view.lanes)
+    assert seqs != fleet.result.final_sequence  # an intermediate moment
+    first = fleet.report.first_unix_ns
+    assert first is not None
+    relative = fleet.report.global_view(at=f"+{at_ns - first}ns")
+    assert relative.unix_ns == at_ns and relative.to_frame().equals(view.to_frame())
+    as_sequence = fleet.report.global_view(at=at_ns)  # an int names a sequence, not a time
+    assert as_sequence.unix_ns is None and not any(n.ready for n in as_sequence.lanes)
+
+
+def test_the_view_at_a_sequence_is_the_simulators_lanes_then(fleet: Fleet) -> None:
+    sequence = min(fleet.result.final_sequence.values()) // 2
+    words, seqs, _ = simulator_lanes(fleet.workload, sequence=sequence)
+    assert set(seqs.values()) == {sequence}
+    assert_view_equals(
+        fleet.report.global_view(model=FLEET.simulator.model, at=sequence), words, seqs
+    )
+
+
+def test_a_lane_between_sessions_is_not_ready(fleet: Fleet) -> None:
+    """Right after a resubscription's close, before its new snapshot is installed."""
+    lane = fleet.report.lanes[0]
+    first, second = lane.sessions[:2]
+    assert first.ended_unix_ns is not None and second.installed_unix_ns is not None
+    assert first.ended_unix_ns < second.installed_unix_ns
+    view = fleet.report.global_view(at=format_unix_ns(first.ended_unix_ns))
+    gap = view.lanes[0]
+    assert not gap.ready and "closed" in gap.why and gap.sequence is None
+    assert not view.table.ready_mask() & 1
+    assert view.lanes[1].ready or view.lanes[1].why  # the other DCs have their own reasons
+
+
+def test_model_and_catalog_errors(fleet: Fleet, tmp_path: Path) -> None:
+    with raises_variant(IdentityError, "UnknownModel", match=FLEET.simulator.model):
+        fleet.report.global_view(model="no/such-model")
+    first = fleet.report.catalogs[0].recv_unix_ns
+    with raises_variant(LaneError, "NoCatalog", match="received by"):
+        fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(first - 1))
+    assert fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(first)).catalogs
+    one = tmp_path / "one.kvrcap"
+    simulate_capture(
+        fleet.workload.head(30), one, dataclasses.replace(FLEET, relay=RelayConfig(record_dc=1))
+    )
+    report = replay(one)
+    with raises_variant(LaneError, "NoCatalog"):
+        report.global_view(model=FLEET.simulator.model)
+    (lane,) = report.global_view().lanes  # without a model: the lane the capture holds
+    assert lane.ready and lane.pool.dc_id == stable_dc_id("sim-dc-1")
+
+
+def _subscriptions(path: Path, streams: list[list[Any]]) -> Path:
+    with CaptureWriter(path) as w:
+        t = 1_800_000_000_000_000_000
+        for messages in streams:
+            sid = w.open_stream("relay", SUBSCRIBE_KV_POOL_METHOD, b"", recv_unix_ns=t)
+            for m in messages:
+                t += MS
+                w.message(sid, m.SerializeToString(), recv_unix_ns=t)
+    return path
+
+
+def test_one_table_per_indexer_domain_and_at_most_16_lanes(tmp_path: Path) -> None:
+    """Pools of two indexer domains are two tables (never one); 17 DCs of one domain do not
+    fit a manifest: upstream's InvalidLane."""
+    small = {"expected_blocks": 64, "warmup_events": 5, "deltas": 2, "heartbeat_every": 9}
+    base = build_stream(**small, seed=1)
+    other = [clone(m) for m in base.messages]
+    for m in other:
+        m.producer.pool_id.indexer_domain.cache_semantics.digest = b"\x33" * 16
+    view = global_view(_subscriptions(tmp_path / "d.kvrcap", [base.messages, other]))
+    assert len(view.domains) == 2 and all(len(d.lanes) == 1 for d in view.domains)
+    assert {d.lanes[0].pool.dc_id.value for d in view.domains} == {DC}
+    with raises_variant(LaneError, "SeveralDomains"):
+        view.table  # noqa: B018 - which one?
+    for d in view.domains:
+        assert d.table.indexer_domain == d.indexer_domain and d.lanes[0].ready
+        assert np.array_equal(d.table.lane_words(0), base.final_words)
+    fleet = [build_stream(**small, seed=dc, dc_id=1000 + dc).messages for dc in range(17)]
+    path = _subscriptions(tmp_path / "17.kvrcap", fleet)
+    assert replay(path).ok
+    with raises_variant(LaneError, "Manifest.InvalidLane"):
+        global_view(path)
+    view = global_view(_subscriptions(tmp_path / "16.kvrcap", fleet[:16]))
+    assert view.table.configured_lanes == view.table.ready_mask() == 0xFFFF
+
+
+def test_moments_parse_exactly() -> None:
+    ns = 1_796_040_000 * 10**9 + 123_456_789
+    assert parse_at("2026-11-30T12:00:00.123456789Z") == At(unix_ns=ns)
+    assert parse_at("2026-11-30T14:00:00.123456789+02:00") == At(unix_ns=ns)
+    assert format_unix_ns(ns) == "2026-11-30T12:00:00.123456789Z"
+    assert parse_at(format_unix_ns(ns)) == At(unix_ns=ns)
+    assert parse_at(datetime(2026, 11, 30, 12, tzinfo=UTC)) == At(unix_ns=ns - 123_456_789)
+    assert parse_at(datetime(2026, 11, 30, 12)) == At(unix_ns=ns - 123_456_789)  # naive: UTC
+    assert parse_at("+90s") == parse_at(timedelta(seconds=90)) == At(offset_ns=90 * 10**9)
+    assert parse_at("+1.5m") == At(offset_ns=90 * 10**9)
+    assert parse_at("+0.000000001s") == At(offset_ns=1)
+    assert parse_at("+250ms") == At(offset_ns=250 * MS)
+    assert parse_at("18446744073709551615") == At(sequence=(1 << 64) - 1)
+    assert parse_at(7) == parse_at("0x7") == At(sequence=7)
+    assert parse_at(None) is None
+    for bad in (
+        "yesterday",
+        "+-5s",
+        "+5",
+        "2026-11-30T12:00:00",  # no zone
+        "2026-13-01T00:00:00Z",
+        "18446744073709551616",
+        "-3",
+        True,
+        1.5,
+    ):
+        with raises_variant(LaneError, "At"):
+            parse_at(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        parse_at("now")
