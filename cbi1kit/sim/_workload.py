@@ -54,6 +54,9 @@ __all__ = [
 MOONCAKE_BLOCK_SIZE = 512
 """Tokens per ``hash_ids`` entry in the Mooncake FAST'25 traces."""
 
+#: What JSON counts as whitespace (RFC 8259): a line of only these is blank.
+_JSON_WHITESPACE = " \t\r\n"
+
 HashSpaceName = Literal["standard", "eagle", "lora"]
 U64Array = npt.NDArray[np.uint64]
 I64Array = npt.NDArray[np.int64]
@@ -208,7 +211,7 @@ def read_mooncake(
                     source=source,
                     line=lineno,
                 ) from None
-            if not text.strip():
+            if not text.strip(_JSON_WHITESPACE):  # not str.strip(): "\x1c" is no JSON blank
                 continue
             try:
                 obj = json.loads(text)
