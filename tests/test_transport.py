@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from certs import Pki, make_pki
+from cliutil import cli_run, one_line
 from errorcheck import raises_variant
 
 from cbi1kit.errors import TransportError
@@ -61,6 +62,8 @@ def test_a_header_is_name_colon_value(text: str, name: str, value: str) -> None:
 def test_a_header_grpc_would_not_send_is_refused(text: str, why: str) -> None:
     with raises_variant(TransportError, "Header", match=why):
         parse_header(text)
+    code, _, err = cli_run("record", "127.0.0.1:1", "--list", "--header", text)
+    assert code == 2 and one_line(err) and why in err, err
 
 
 def test_authorities() -> None:

@@ -20,10 +20,16 @@ if TYPE_CHECKING:
 # altair and grpc load on first use; the names are each module's __all__ (a test checks)
 _RECORDER = (
     "CATALOG_METHOD",
+    "PLANES",
+    "POOL_LOAD_METHOD",
+    "READINESS_METHOD",
     "RELAY_INFO_METHOD",
+    "SERVING_LOAD_METHOD",
     "SUBSCRIBE_METHOD",
+    "WITHHELD",
     "Action",
     "CloseInfo",
+    "Plane",
     "PoolSelector",
     "RecordReport",
     "Recorder",
