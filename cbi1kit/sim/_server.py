@@ -438,6 +438,7 @@ class FrameListFeed:
         self.per_step = per_step
         self.track_lane = track_lane
         self._load = (kv_capacity, workers, ranks)
+        self._occupied: int | None = None  # counted when asked, again after the lane changed
 
     @property
     def identity(self) -> ProducerIdentity:
@@ -455,7 +456,9 @@ class FrameListFeed:
 
     def kv_load(self) -> PoolLoad:
         capacity, workers, ranks = self._load
-        return PoolLoad(_occupied_slots(self._words), capacity, workers, ranks)
+        if self._occupied is None:
+            self._occupied = _occupied_slots(self._words)
+        return PoolLoad(self._occupied, capacity, workers, ranks)
 
     def snapshot(self) -> HubSnapshot:
         return HubSnapshot(self._identity, self._sequence, self.words())
@@ -470,6 +473,7 @@ class FrameListFeed:
                 delta = decode(self._format, frame.payload)
                 assert isinstance(delta, Delta)
                 self._words[delta.buckets] = delta.words
+                self._occupied = None
             self._sequence = frame.sequence
         return out
 
@@ -869,7 +873,12 @@ class _PoolState:
     descriptor: pb.KvPoolDescriptor
     producer: pb.ProducerIdentity
     ready: bool
-    load: PoolLoad
+    load: PoolLoad | None  # asked of the feed only for the load planes
+
+
+def _load_of(state: _PoolState) -> PoolLoad:
+    assert state.load is not None
+    return state.load
 
 
 def _serves(present: set[pb.WorkerRole]) -> bool:
@@ -941,7 +950,7 @@ def _topology(pools: Sequence[_PoolState]) -> list[pb.TopologyEntry]:
 
 def _load_entry(state: _PoolState) -> pb.KvPoolLoadEntry:
     """A pool whose workers are gone reports no rank: coverage 0 of its ranks, never load 0."""
-    load = state.load
+    load = _load_of(state)
     if not state.ready:
         return pb.KvPoolLoadEntry(producer=state.producer, kv_expected_ranks=load.ranks)
     return pb.KvPoolLoadEntry(
@@ -964,7 +973,9 @@ def _serving_load(
         pb.PoolServingLoad(
             producer=st.producer,
             load=pb.LoadView(tokens=pb.TokenLoadStats(), status=unavailable),
-            deployment=pb.PoolDeploymentStatus(live_workers=st.load.workers if st.ready else 0),
+            deployment=pb.PoolDeploymentStatus(
+                live_workers=_load_of(st).workers if st.ready else 0
+            ),
         )
         for st in pools
     ]
@@ -1369,13 +1380,12 @@ class RelayServer:
             contract_marker=RELAY_CONTRACT_MARKER,
         )
 
-    def _pool_states(self) -> list[_PoolState]:
+    def _pool_states(self, *, load: bool) -> list[_PoolState]:
         out = []
         for pool in self._pools.values():
             with pool.lock:
-                out.append(
-                    _PoolState(pool.descriptor, pool.wire_producer, pool.ready, pool.feed.kv_load())
-                )
+                kv = pool.feed.kv_load() if load else None
+                out.append(_PoolState(pool.descriptor, pool.wire_producer, pool.ready, kv))
         return out
 
     def readiness_update(self) -> pb.ServingReadinessUpdate:
@@ -1384,7 +1394,7 @@ class RelayServer:
             protocol_version=RELAY_PROTOCOL_VERSION,
             relay=relay_identity_to_wire(self.relay),
             revision=self._readiness_revision,
-            entries=_topology(self._pool_states()),
+            entries=_topology(self._pool_states(load=False)),
             contract_marker=RELAY_CONTRACT_MARKER,
         )
 
@@ -1401,7 +1411,7 @@ class RelayServer:
             current = self._windows.get(plane)
             if current is not None and current.window_sequence == sequence:
                 return current
-            states = self._pool_states()
+            states = self._pool_states(load=True)
             head: dict[str, Any] = {
                 "protocol_version": RELAY_PROTOCOL_VERSION,
                 "relay": relay_identity_to_wire(self.relay),
