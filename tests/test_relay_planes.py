@@ -375,7 +375,6 @@ def test_a_silent_plane_is_a_stall_and_is_watched_again(
     assert first.close is not None and first.close["status"] == "DEADLINE_EXCEEDED"
     assert str(first.close["local"]).startswith("stall deadline")
     assert len(first.messages) == 1  # the snapshot, then silence
-    assert rec.report.subscriptions == 1  # the pool stream (heartbeats every 0.2 s) went on
     catalog = _plane_streams(path, PLANES[0].method)
     assert len(catalog) == 1  # the catalog speaks only on change: silence is no stall
 
