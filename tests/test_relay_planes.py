@@ -16,6 +16,8 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+from google.protobuf import descriptor_pb2
+from protofacts import facts
 from relayfixtures import FAST, Running, read_streams, recorder_config, run_to_end, wait_for
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
@@ -385,6 +387,13 @@ def test_a_silent_plane_is_a_stall_and_is_watched_again(
 UPSTREAM = json.loads((Path(__file__).parent / "vectors/relay_proto/upstream.json").read_text())
 
 
+def _ours() -> dict[str, Any]:
+    """The schema the recorder was built with (upstream's newest, ``test_proto.py`` checks)."""
+    file = descriptor_pb2.FileDescriptorProto()
+    pb.DESCRIPTOR.CopyToProto(file)
+    return facts(file)
+
+
 def _conflicts(mine: dict[str, Any], theirs: dict[str, Any], a: str, b: str) -> list[str]:
     """Where message ``a`` of ``mine`` and ``b`` of ``theirs`` read the same field number
     differently (name, label, type; recursively); a field only one side has is no conflict
@@ -418,7 +427,7 @@ def _conflicts(mine: dict[str, Any], theirs: dict[str, Any], a: str, b: str) -> 
 
 
 def speaks(theirs: dict[str, Any], method: str) -> str:
-    mine = UPSTREAM["versions"][0]["facts"]
+    mine = _ours()
     rpc = theirs["services"]["KvEventRelay"].get(method)
     if rpc is None:
         return "absent"
@@ -447,7 +456,7 @@ def test_which_upstream_schemas_the_recorder_speaks() -> None:
         "SubscribeServingReadiness": "conflict",
         "SubscribeServingLoad": "absent",
     }
-    mine = UPSTREAM["versions"][0]["facts"]
+    mine = _ours()
     oldest = UPSTREAM["versions"][2]["facts"]
     assert _conflicts(mine, oldest, "SubscribeKvPoolRequest", "SubscribeKvPoolRequest") == [
         "SubscribeKvPoolRequest.expected_producer / SubscribeKvPoolRequest.pool_id (field 2)"
