@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NoReturn
 
-from cbi1kit.errors import CaptureError, Cbi1kitError, OutputError, SimulationError
+from cbi1kit.errors import (
+    CaptureError,
+    Cbi1kitError,
+    OutputError,
+    SimulationError,
+    TransportError,
+)
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -34,7 +40,7 @@ __all__ = [
 #: The README's exit codes.
 EXIT_OK: Final = 0
 EXIT_INVALID: Final = 1  # a recognised input that breaks a rule: problems, violations, damage
-EXIT_USAGE: Final = 2  # bad arguments, an output that exists
+EXIT_USAGE: Final = 2  # bad arguments, an output that exists, a TLS file or header unusable
 EXIT_UNREADABLE: Final = 3  # missing, a directory, empty, unrecognised, denied, unwritable
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C, as a shell reports SIGINT
 
@@ -70,8 +76,8 @@ def exit_code(exc: BaseException) -> int:
     """The README's exit code for an error that reached the command line."""
     if isinstance(exc, CliError):
         return exc.code
-    if isinstance(exc, OutputError):  # an output that exists, or holds the inputs
-        return EXIT_USAGE
+    if isinstance(exc, OutputError | TransportError):  # an output that exists, holds the
+        return EXIT_USAGE  # inputs; a certificate, key, header or authority that cannot be used
     if isinstance(exc, SimulationError) and exc.variant == "Workload":
         # a trace that cannot be opened or holds no request, or one naming its bad line
         return EXIT_UNREADABLE if exc.context.get("line") is None else EXIT_INVALID

@@ -12,7 +12,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,28 @@ from cbi1kit._cli_common import (
     real_above,
     real_at_least,
 )
-from cbi1kit.errors import CaptureError, Cbi1kitError
+from cbi1kit.errors import CaptureError, Cbi1kitError, TransportError
+from cbi1kit.relay._transport import parse_authority, parse_header
 
 __all__ = ["main", "register"]
 
 
 def _err(command: str, message: str) -> None:
     print(f"cbi1kit {command}: error: {message}", file=sys.stderr)
+
+
+def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` from a parser raising ``TransportError``: a usage error at parse
+    time, worded by the parser."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except TransportError as exc:
+            raise argparse.ArgumentTypeError(exc.detail or str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
 
 
 def _on_signals(stop: Any) -> None:
@@ -49,21 +64,29 @@ def _on_signals(stop: Any) -> None:
 # ---------------------------------------------------------------------------------- record
 
 
-def cmd_record(args: argparse.Namespace) -> int:
+def _client_tls(args: argparse.Namespace) -> Any:
+    """The TLS settings the options ask for (``None``: plaintext), every file read and checked
+    now: an unusable one is a usage error before anything else happens."""
+    from cbi1kit.relay._transport import ClientTls
 
+    files = (args.ca_cert, args.client_cert, args.client_key)
+    if not args.tls and all(f is None for f in files):
+        return None
+    return ClientTls.from_files(ca=args.ca_cert, cert=args.client_cert, key=args.client_key)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    try:
+        tls = _client_tls(args)
+    except Cbi1kitError as exc:
+        _err("record", str(exc))
+        return exit_code(exc)
     if not args.list and args.output is None:
         _err("record", "an output capture (-o/--output) is needed unless --list is given")
         return EXIT_USAGE
     if args.output is not None and args.output.exists() and not args.append:
         _err("record", f"{args.output} exists (use --append to add to it)")
         return EXIT_USAGE
-    root = None
-    if args.ca_cert is not None:
-        try:
-            root = args.ca_cert.read_bytes()
-        except OSError as exc:
-            _err("record", f"cannot read {args.ca_cert}: {exc.strerror or exc}")
-            return EXIT_UNREADABLE
     capture = args.output
     scratch = None
     if args.list and capture is None:  # the catalog is recorded somewhere, then thrown away
@@ -72,22 +95,29 @@ def cmd_record(args: argparse.Namespace) -> int:
         scratch = tempfile.TemporaryDirectory(prefix="cbi1kit-list-")
         capture = Path(scratch.name) / "catalog.kvrcap"
     try:
-        return _record(args, capture, root)
+        return _record(args, capture, tls)
     finally:
         if scratch is not None:
             scratch.cleanup()
 
 
-def _record(args: argparse.Namespace, capture: Path, root: bytes | None) -> int:
-    from cbi1kit.relay._recorder import PoolSelector, Recorder, RecorderConfig, describe_pool
+def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
+    from cbi1kit.relay._recorder import (
+        PLANES,
+        PoolSelector,
+        Recorder,
+        RecorderConfig,
+        describe_pool,
+    )
 
     config = RecorderConfig(
         target=args.target,
         capture=capture,
         selector=PoolSelector(args.model, args.dc, args.producer),
         subscriber_id=args.subscriber_id,
-        tls=args.tls or args.ca_cert is not None,
-        root_certificates=root,
+        tls=tls,
+        authority=args.authority,
+        metadata=tuple(args.header),
         duration=args.duration,
         max_frames=args.frames,
         validate=args.validate,
@@ -120,10 +150,12 @@ def _record(args: argparse.Namespace, capture: Path, root: bytes | None) -> int:
         _err("record", report.stop_reason)
         return report.exit_code
     if not args.list and not args.quiet:
+        planes = ", ".join(f"{report.plane_messages.get(p.name, 0)} {p.name}" for p in PLANES)
+        unserved = "".join(f"; not served: {u}" for u in report.unserved)
         print(
             f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
-            f"{report.subscriptions} subscription(s), {report.catalog_updates} catalog "
-            f"update(s) to {capture}; stopped: {report.stop_reason}",
+            f"{report.subscriptions} subscription(s) and {planes} message(s) to {capture}; "
+            f"stopped: {report.stop_reason}{unserved}",
             file=sys.stderr,
         )
     if report.violations:
@@ -138,13 +170,22 @@ def _record(args: argparse.Namespace, capture: Path, root: bytes | None) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from cbi1kit.relay._transport import ServerTls
     from cbi1kit.sim._server import FaultPlan, ProducerFeed, RelayServer, ServerConfig
 
+    try:
+        tls = ServerTls.from_files(cert=args.tls_cert, key=args.tls_key, client_ca=args.client_ca)
+    except Cbi1kitError as exc:
+        _err("serve", str(exc))
+        return exit_code(exc)
     config = ServerConfig(
         host=args.host,
         port=args.port,
         pace=args.pace,
         heartbeat_interval=args.heartbeat,
+        readiness_heartbeat_interval=args.readiness_heartbeat,
+        load_window=args.load_window,
+        tls=tls,
     )
     faults = FaultPlan(
         drop_after_chunks=args.drop_after_chunks,
@@ -184,7 +225,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (Cbi1kitError, ValueError) as exc:
         _err("serve", str(exc))
         return exit_code(exc) if isinstance(exc, Cbi1kitError) else EXIT_INVALID
-    print(f"serving a SIMULATED relay on {server.address} (Ctrl-C stops)", flush=True)
+    over = "" if tls is None else " over mTLS" if tls.client_ca is not None else " over TLS"
+    print(f"serving a SIMULATED relay on {server.address}{over} (Ctrl-C stops)", flush=True)
     _on_signals(server._stopping.set)
     try:
         server.wait(args.duration)
@@ -213,7 +255,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--producer", help="pick the pool whose producer key starts with this")
     p.add_argument("--subscriber-id", default="cbi1kit-recorder", help="subscriber id sent")
     p.add_argument("--tls", action="store_true", help="use TLS (system roots)")
-    p.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS")
+    p.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS (implies --tls)")
+    p.add_argument(
+        "--client-cert", type=Path, help="PEM client certificate chain for mTLS (with --client-key)"
+    )
+    p.add_argument("--client-key", type=Path, help="its unencrypted PEM private key")
+    p.add_argument(
+        "--authority",
+        type=_checked(parse_authority),
+        help="the :authority to send and, over TLS, the name the server certificate must carry "
+        "(default: the target's host)",
+    )
+    p.add_argument(
+        "--header",
+        type=_checked(parse_header),
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="metadata sent with every call, e.g. an auth header (repeatable; the capture "
+        "keeps only its name)",
+    )
     p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
     p.add_argument("--frames", type=at_least(1), help="stop after this many pool messages")
     p.add_argument("--validate", action="store_true", help="check every frame as it arrives")
@@ -247,6 +308,20 @@ def register(subparsers: Any) -> None:
         "--pace", type=real_at_least(0), default=0.01, help="seconds between producer steps"
     )
     p.add_argument("--heartbeat", type=real_above(0), default=10.0, help="heartbeat interval, s")
+    p.add_argument(
+        "--readiness-heartbeat",
+        type=real_above(0),
+        default=10.0,
+        help="readiness snapshot repeat interval, s",
+    )
+    p.add_argument(
+        "--load-window", type=real_above(0), default=1.0, help="load and serving-load window, s"
+    )
+    p.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate chain")
+    p.add_argument("--tls-key", type=Path, help="and this unencrypted PEM private key")
+    p.add_argument(
+        "--client-ca", type=Path, help="require client certificates signed by these (mTLS)"
+    )
     p.add_argument("--steps", type=at_least(1), help="producer steps before going quiet")
     p.add_argument("--events-per-step", type=at_least(1), default=8, help="events per step")
     p.add_argument("--expected-blocks", type=at_least(1), default=4096, help="CKF capacity")

@@ -30,6 +30,7 @@ __all__ = [
     "RecorderError",
     "RelayWireError",
     "SimulationError",
+    "TransportError",
     "VizError",
     "error_name",
 ]
@@ -377,6 +378,24 @@ class RecorderError(Cbi1kitError):
 
     plain = True
     exit_code: int = 1
+
+
+class TransportError(Cbi1kitError, ValueError):
+    """A gRPC transport setting that cannot be used, found before any connection is made: a
+    certificate or key file (``field`` is the option that named it), an auth header gRPC would
+    not send, an authority; the CLI answers it as a usage error."""
+
+    summaries: ClassVar[Mapping[str, str]] = {
+        "Certificate": "not a usable PEM certificate file",
+        "PrivateKey": "not a usable PEM private key for the certificate",
+        "Header": "not a metadata header gRPC can send",
+        "Authority": "not an authority",
+        "Pairing": "these options go together",
+    }
+
+    def _message(self) -> str:
+        at = f"{self.field}: " if self.field else ""
+        return f"{at}{self.detail}" if self.detail else f"{at}{self.summary}"
 
 
 class SimulationError(Cbi1kitError, ValueError):

@@ -14,7 +14,9 @@ from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_close
 from cbi1kit.relay._recorder import SUBSCRIBE_METHOD, Recorder, RecorderConfig, RecordReport
 from cbi1kit.sim._server import FrameListFeed, ProducerFeed, RelayServer, ServerConfig
 
-FAST = ServerConfig(pace=0.005, heartbeat_interval=0.2)
+FAST = ServerConfig(
+    pace=0.005, heartbeat_interval=0.2, readiness_heartbeat_interval=0.2, load_window=0.2
+)
 
 
 @dataclass

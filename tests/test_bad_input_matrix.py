@@ -3,7 +3,8 @@
 The library answers only with :mod:`cbi1kit.errors` types; the CLI with one line on stderr, no
 traceback, and the README's exit code:
 
-* 2, usage: a number outside its option's range (at parse time), an output that exists;
+* 2, usage: a number outside its option's range (at parse time), an output that exists, a
+  certificate or key file that cannot be used (at once, before any connection);
 * 3, unreadable: a missing path, a directory, an empty file, bytes in no format cbi1kit reads,
   permission denied (``test_cli.py`` runs those as an unprivileged user), an unwritable output;
 * 1, invalid: a recognised input that breaks a rule (a trace line, a damaged capture).
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from certs import Pki, make_pki
 from cliutil import cli_run, one_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -254,6 +256,99 @@ def test_foreign_bytes(argv_id: str, argv: list[str], foreign_code: int, foreign
         else:
             assert one_line(err), (argv_id, foreign, err)
         assert snapshot_tree(root) == before
+
+
+# ----------------------------------------------------- certificate and key files: usage, at once
+
+#: (id, argv with {in} for the bad file, {out} for a fresh output, {cert} and {key} for a good
+#: certificate and key, {other} for a good PEM of the other kind than {in} should hold)
+TLS_FILES = [
+    ("record --ca-cert", ["record", "127.0.0.1:1", "-o", "{out}", "--ca-cert", "{in}"], "key"),
+    (
+        "record --client-cert",
+        ["record", "127.0.0.1:1", "-o", "{out}", "--client-cert", "{in}", "--client-key", "{key}"],
+        "key",
+    ),
+    (
+        "record --client-key",
+        ["record", "127.0.0.1:1", "-o", "{out}", "--client-cert", "{cert}", "--client-key", "{in}"],
+        "cert",
+    ),
+    ("serve --tls-cert", ["serve", "--tls-cert", "{in}", "--tls-key", "{key}"], "key"),
+    ("serve --tls-key", ["serve", "--tls-cert", "{cert}", "--tls-key", "{in}"], "cert"),
+    (
+        "serve --client-ca",
+        ["serve", "--tls-cert", "{cert}", "--tls-key", "{key}", "--client-ca", "{in}"],
+        "key",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def _tls_argv(argv: list[str], path: Path, out: Path, pki: Pki) -> list[str]:
+    slots = {
+        "{in}": str(path),
+        "{out}": str(out),
+        "{cert}": str(pki.client_cert),
+        "{key}": str(pki.client_key),
+    }
+    if argv[0] == "serve":
+        slots.update({"{cert}": str(pki.server_cert), "{key}": str(pki.server_key)})
+        argv = [*argv, "--duration", "0.2"]
+    return [slots.get(a, a) for a in argv]
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty", "foreign", "other PEM"])
+@pytest.mark.parametrize("argv_id,argv,other", TLS_FILES, ids=[t[0] for t in TLS_FILES])
+def test_a_certificate_or_key_file_that_cannot_be_used_is_a_usage_error(
+    kind: str, argv_id: str, argv: list[str], other: str, tmp_path: Path, pki: Pki
+) -> None:
+    """Exit 2 and one line naming the file, before any connection or output: not a handshake
+    failing until the recorder gives up, not a server that never serves."""
+    if kind == "other PEM":  # a key where a certificate belongs, and the other way round
+        path = tmp_path / "input.pem"
+        path.write_bytes((pki.client_key if other == "key" else pki.ca).read_bytes())
+    else:
+        path = _bad(kind, tmp_path, PNG)
+    before = snapshot_tree(tmp_path)
+    code, out, err = cli_run(*_tls_argv(argv, path, tmp_path / "out", pki))
+    assert code == 2 and one_line(err), (argv_id, kind, err)
+    assert str(path) in err and argv_id.split()[1] in err, err
+    assert out == "" and snapshot_tree(tmp_path) == before
+
+
+@settings(relaxed, max_examples=10)
+@given(foreign=foreign_bytes)
+def test_foreign_bytes_as_a_certificate(foreign: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _bad("foreign", Path(tmp), foreign)
+        code, _, err = cli_run("record", "127.0.0.1:1", "--list", "--ca-cert", str(path))
+        assert code == 2 and one_line(err) and "holds no PEM certificate" in err, err
+
+
+def test_a_key_that_is_not_the_certificates_and_options_that_go_together(
+    tmp_path: Path, pki: Pki
+) -> None:
+    record = ["record", "127.0.0.1:1", "-o", str(tmp_path / "out")]
+    cases = [
+        (
+            [*record, "--client-cert", str(pki.client_cert), "--client-key", str(pki.server_key)],
+            "is not the private key of",
+        ),
+        ([*record, "--client-cert", str(pki.client_cert)], "go together"),
+        ([*record, "--client-key", str(pki.client_key)], "go together"),
+        (["serve", "--client-ca", str(pki.ca)], "needs --tls-cert and --tls-key"),
+        (["serve", "--tls-key", str(pki.server_key)], "go together"),
+        ([*record, "--authority", "a b"], "is not a host"),
+    ]
+    for argv, why in cases:
+        code, _, err = cli_run(*argv)
+        assert code == 2 and one_line(err) and why in err, (argv, err)
+    assert list(tmp_path.iterdir()) == []
 
 
 #: (id, argv writing {out}); each must refuse an existing {out} without --force

@@ -1,22 +1,35 @@
-"""The checked-in protobuf code matches the .proto, upstream's field numbers and the runtime."""
+"""The checked-in protobuf code is upstream's newest ``relay.proto`` (its facts recorded in
+``tests/vectors/relay_proto/upstream.json``), regenerates byte for byte and runs on the runtime."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import google.protobuf
 from google.protobuf import descriptor_pb2
+from protofacts import facts
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._proto import kvrelay_v1_pb2_grpc as pb_grpc
 
 PROTO_DIR = Path(__file__).resolve().parents[1] / "cbi1kit" / "_proto"
+UPSTREAM = json.loads((Path(__file__).parent / "vectors/relay_proto/upstream.json").read_text())
 
 
-def _numbers(message: type) -> dict[str, int]:
-    return {f.name: f.number for f in message.DESCRIPTOR.fields}  # type: ignore[attr-defined]
+def _upstream(commit: str) -> dict[str, Any]:
+    (version,) = (v for v in UPSTREAM["versions"] if v["commit"] == commit)
+    recorded: dict[str, Any] = version["facts"]
+    return recorded
+
+
+def _ours() -> dict[str, Any]:
+    file = descriptor_pb2.FileDescriptorProto()
+    pb.DESCRIPTOR.CopyToProto(file)
+    return facts(file)
 
 
 def test_runtime_is_protobuf_7_and_accepts_the_generated_code() -> None:
@@ -24,73 +37,37 @@ def test_runtime_is_protobuf_7_and_accepts_the_generated_code() -> None:
     assert pb.DESCRIPTOR.package == "dynamo.kvrelay.v1"
 
 
-def test_filter_update_field_numbers_match_relay_md() -> None:
-    assert _numbers(pb.FilterUpdate) == {
-        "protocol_version": 1,
-        "relay": 2,
-        "producer": 3,
-        "base_sequence": 4,
-        "sequence": 5,
-        "send_ts_us": 6,
-        "kind": 7,
-        "payload": 8,
-        "contract_marker": 127,
-    }
-    assert _numbers(pb.ProducerIdentity) == {
-        "pool_id": 1,
-        "producer_incarnation": 2,
-        "layout_generation": 3,
-        "ckf_format": 4,
-    }
-    assert _numbers(pb.KvPoolId) == {"identity_version": 1, "indexer_domain": 2, "dc_id": 3}
-    assert _numbers(pb.CkfFormat) == {
-        "format_version": 1,
-        "seed": 2,
-        "bucket_count": 3,
-        "fingerprint_bits": 4,
-        "slots_per_bucket": 5,
-    }
-    assert _numbers(pb.SubscribeKvPoolRequest) == {
-        "subscriber_id": 1,
-        "expected_producer": 2,
-        "contract_marker": 127,
-    }
-    assert _numbers(pb.KvPoolCatalogUpdate) == {
-        "protocol_version": 1,
-        "relay": 2,
-        "revision": 3,
-        "snapshot": 4,
-        "contract_marker": 127,
-    }
-    assert _numbers(pb.KvPoolDescriptor) == {
-        "producer": 1,
-        "serving_endpoint": 2,
-        "registrations": 3,
-        "query_semantics": 4,
-        "pool_roles": 5,
-    }
+def test_schema_is_upstreams_newest_relay_proto() -> None:
+    """Every service, method (types, streaming), message, field (name, number, type, label,
+    oneof) and enum value of upstream's newest ``relay.proto``, and nothing else."""
+    ours, theirs = _ours(), _upstream(UPSTREAM["current"])
+    for section in ("services", "messages", "enums"):
+        assert ours[section].keys() == theirs[section].keys(), section
+        for name, value in theirs[section].items():
+            assert ours[section][name] == value, f"{section} {name}"
+    assert ours == theirs
 
 
-def test_wire_types_fixed_vs_varint() -> None:
-    f = pb.FilterUpdate.DESCRIPTOR.fields_by_name
-    t = descriptor_pb2.FieldDescriptorProto
-    assert f["contract_marker"].type == t.TYPE_FIXED32
-    assert f["sequence"].type == t.TYPE_UINT64
-    r = pb.RelayIdentity.DESCRIPTOR.fields_by_name
-    assert r["drt_instance_id"].type == t.TYPE_FIXED64
-    c = pb.CkfFormat.DESCRIPTOR.fields_by_name
-    assert c["seed"].type == t.TYPE_FIXED64
-    assert c["bucket_count"].type == t.TYPE_UINT64
-    assert pb.KvPoolId.DESCRIPTOR.fields_by_name["dc_id"].type == t.TYPE_FIXED64
+def test_the_proto_names_the_upstream_file_it_matches() -> None:
+    (current,) = (v for v in UPSTREAM["versions"] if v["commit"] == UPSTREAM["current"])
+    head = (PROTO_DIR / "kvrelay_v1.proto").read_text().split("syntax")[0]
+    assert f"{current['path']} at {current['commit'][:8]}" in " ".join(head.split()).replace(
+        "// ", ""
+    )
 
 
-def test_enum_values() -> None:
-    assert pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK == 1
-    assert pb.FILTER_UPDATE_KIND_DELTA == 2
-    assert pb.FILTER_UPDATE_KIND_HEARTBEAT == 3
-    assert pb.IDENTITY_SOURCE_EXPLICIT == 2
-    assert pb.RELAY_ERROR_REASON_INTERNAL == 11
-    assert pb.WORKER_ROLE_LEGACY == 5
+def test_the_upstream_facts_are_of_three_versions_that_differ_where_relay_md_says() -> None:
+    """The recorded versions hold the drift the recorder must know about (relay.md §1.3)."""
+    newest, older, oldest = (v["facts"] for v in UPSTREAM["versions"])
+    assert "SubscribeServingLoad" in newest["services"]["KvEventRelay"]
+    assert "SubscribeServingLoad" not in older["services"]["KvEventRelay"]
+    assert "RelayErrorReason" in newest["enums"] and "RelayErrorReason" not in older["enums"]
+    field2 = [v["messages"]["SubscribeKvPoolRequest"] for v in (newest, older, oldest)]
+    assert [f.get("expected_producer", f.get("pool_id"))["type"] for f in field2] == [
+        "ProducerIdentity",
+        "ProducerIdentity",
+        "KvPoolId",
+    ]
 
 
 def test_known_bytes_and_u64_extremes() -> None:
@@ -110,13 +87,7 @@ def test_unknown_fields_survive_a_round_trip() -> None:
     assert pb.FilterUpdate.FromString(data).SerializeToString() == data
 
 
-def test_grpc_service_paths() -> None:
-    service = pb.DESCRIPTOR.services_by_name["KvEventRelay"]
-    assert [m.name for m in service.methods] == [
-        "GetRelayInfo",
-        "WatchKvPoolCatalog",
-        "SubscribeKvPool",
-    ]
+def test_grpc_modules() -> None:
     assert hasattr(pb_grpc, "KvEventRelayStub")
     assert hasattr(pb_grpc, "KvEventRelayServicer")
     assert "from . import kvrelay_v1_pb2" in (PROTO_DIR / "kvrelay_v1_pb2_grpc.py").read_text()

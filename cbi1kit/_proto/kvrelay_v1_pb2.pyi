@@ -36,6 +36,12 @@ class FilterUpdateKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILTER_UPDATE_KIND_DELTA: _ClassVar[FilterUpdateKind]
     FILTER_UPDATE_KIND_HEARTBEAT: _ClassVar[FilterUpdateKind]
 
+class ServingReadinessState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SERVING_READINESS_STATE_UNKNOWN: _ClassVar[ServingReadinessState]
+    SERVING_READINESS_STATE_UNAVAILABLE: _ClassVar[ServingReadinessState]
+    SERVING_READINESS_STATE_READY: _ClassVar[ServingReadinessState]
+
 class WorkerRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     WORKER_ROLE_UNSPECIFIED: _ClassVar[WorkerRole]
@@ -50,6 +56,13 @@ class KvQueryHashFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KV_QUERY_HASH_FORMAT_UNSPECIFIED: _ClassVar[KvQueryHashFormat]
     KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1: _ClassVar[KvQueryHashFormat]
     KV_QUERY_HASH_FORMAT_DYNAMO_EAGLE_V1: _ClassVar[KvQueryHashFormat]
+
+class DataStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DATA_STATUS_UNSPECIFIED: _ClassVar[DataStatus]
+    DATA_STATUS_COMPLETE: _ClassVar[DataStatus]
+    DATA_STATUS_DEGRADED: _ClassVar[DataStatus]
+    DATA_STATUS_UNAVAILABLE: _ClassVar[DataStatus]
 RELAY_ERROR_REASON_UNSPECIFIED: RelayErrorReason
 RELAY_ERROR_REASON_CONTRACT_MISMATCH: RelayErrorReason
 RELAY_ERROR_REASON_INVALID_REQUEST: RelayErrorReason
@@ -69,6 +82,9 @@ FILTER_UPDATE_KIND_UNSPECIFIED: FilterUpdateKind
 FILTER_UPDATE_KIND_SNAPSHOT_CHUNK: FilterUpdateKind
 FILTER_UPDATE_KIND_DELTA: FilterUpdateKind
 FILTER_UPDATE_KIND_HEARTBEAT: FilterUpdateKind
+SERVING_READINESS_STATE_UNKNOWN: ServingReadinessState
+SERVING_READINESS_STATE_UNAVAILABLE: ServingReadinessState
+SERVING_READINESS_STATE_READY: ServingReadinessState
 WORKER_ROLE_UNSPECIFIED: WorkerRole
 WORKER_ROLE_PREFILL: WorkerRole
 WORKER_ROLE_DECODE: WorkerRole
@@ -78,6 +94,10 @@ WORKER_ROLE_LEGACY: WorkerRole
 KV_QUERY_HASH_FORMAT_UNSPECIFIED: KvQueryHashFormat
 KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1: KvQueryHashFormat
 KV_QUERY_HASH_FORMAT_DYNAMO_EAGLE_V1: KvQueryHashFormat
+DATA_STATUS_UNSPECIFIED: DataStatus
+DATA_STATUS_COMPLETE: DataStatus
+DATA_STATUS_DEGRADED: DataStatus
+DATA_STATUS_UNAVAILABLE: DataStatus
 
 class RelayIdentity(_message.Message):
     __slots__ = ("drt_instance_id", "relay_incarnation")
@@ -278,3 +298,221 @@ class FilterUpdate(_message.Message):
     payload: bytes
     contract_marker: int
     def __init__(self, protocol_version: _Optional[int] = ..., relay: _Optional[_Union[RelayIdentity, _Mapping]] = ..., producer: _Optional[_Union[ProducerIdentity, _Mapping]] = ..., base_sequence: _Optional[int] = ..., sequence: _Optional[int] = ..., send_ts_us: _Optional[int] = ..., kind: _Optional[_Union[FilterUpdateKind, str]] = ..., payload: _Optional[bytes] = ..., contract_marker: _Optional[int] = ...) -> None: ...
+
+class SubscribeServingReadinessRequest(_message.Message):
+    __slots__ = ("subscriber_id", "contract_marker")
+    SUBSCRIBER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_MARKER_FIELD_NUMBER: _ClassVar[int]
+    subscriber_id: str
+    contract_marker: int
+    def __init__(self, subscriber_id: _Optional[str] = ..., contract_marker: _Optional[int] = ...) -> None: ...
+
+class TopologyMember(_message.Message):
+    __slots__ = ("endpoint", "roles", "pool_id")
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    POOL_ID_FIELD_NUMBER: _ClassVar[int]
+    endpoint: DynamoEndpointId
+    roles: _containers.RepeatedScalarFieldContainer[WorkerRole]
+    pool_id: KvPoolId
+    def __init__(self, endpoint: _Optional[_Union[DynamoEndpointId, _Mapping]] = ..., roles: _Optional[_Iterable[_Union[WorkerRole, str]]] = ..., pool_id: _Optional[_Union[KvPoolId, _Mapping]] = ...) -> None: ...
+
+class AdapterReadiness(_message.Message):
+    __slots__ = ("canonical_model_id", "state", "missing_roles")
+    CANONICAL_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ROLES_FIELD_NUMBER: _ClassVar[int]
+    canonical_model_id: str
+    state: ServingReadinessState
+    missing_roles: _containers.RepeatedScalarFieldContainer[WorkerRole]
+    def __init__(self, canonical_model_id: _Optional[str] = ..., state: _Optional[_Union[ServingReadinessState, str]] = ..., missing_roles: _Optional[_Iterable[_Union[WorkerRole, str]]] = ...) -> None: ...
+
+class TopologyEntry(_message.Message):
+    __slots__ = ("namespace", "canonical_model_id", "state", "present_roles", "missing_roles", "members", "duplicate_role_endpoints", "legacy_fallback_active", "adapters")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CANONICAL_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PRESENT_ROLES_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ROLES_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_ROLE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    LEGACY_FALLBACK_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    canonical_model_id: str
+    state: ServingReadinessState
+    present_roles: _containers.RepeatedScalarFieldContainer[WorkerRole]
+    missing_roles: _containers.RepeatedScalarFieldContainer[WorkerRole]
+    members: _containers.RepeatedCompositeFieldContainer[TopologyMember]
+    duplicate_role_endpoints: _containers.RepeatedScalarFieldContainer[WorkerRole]
+    legacy_fallback_active: bool
+    adapters: _containers.RepeatedCompositeFieldContainer[AdapterReadiness]
+    def __init__(self, namespace: _Optional[str] = ..., canonical_model_id: _Optional[str] = ..., state: _Optional[_Union[ServingReadinessState, str]] = ..., present_roles: _Optional[_Iterable[_Union[WorkerRole, str]]] = ..., missing_roles: _Optional[_Iterable[_Union[WorkerRole, str]]] = ..., members: _Optional[_Iterable[_Union[TopologyMember, _Mapping]]] = ..., duplicate_role_endpoints: _Optional[_Iterable[_Union[WorkerRole, str]]] = ..., legacy_fallback_active: _Optional[bool] = ..., adapters: _Optional[_Iterable[_Union[AdapterReadiness, _Mapping]]] = ...) -> None: ...
+
+class ServingReadinessUpdate(_message.Message):
+    __slots__ = ("protocol_version", "relay", "revision", "entries", "contract_marker")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RELAY_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_MARKER_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    relay: RelayIdentity
+    revision: int
+    entries: _containers.RepeatedCompositeFieldContainer[TopologyEntry]
+    contract_marker: int
+    def __init__(self, protocol_version: _Optional[int] = ..., relay: _Optional[_Union[RelayIdentity, _Mapping]] = ..., revision: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[TopologyEntry, _Mapping]]] = ..., contract_marker: _Optional[int] = ...) -> None: ...
+
+class SubscribeKvPoolLoadRequest(_message.Message):
+    __slots__ = ("subscriber_id", "contract_marker")
+    SUBSCRIBER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_MARKER_FIELD_NUMBER: _ClassVar[int]
+    subscriber_id: str
+    contract_marker: int
+    def __init__(self, subscriber_id: _Optional[str] = ..., contract_marker: _Optional[int] = ...) -> None: ...
+
+class KvPoolLoadEntry(_message.Message):
+    __slots__ = ("producer", "kv_used_blocks", "total_kv_blocks", "kv_observed_ranks", "kv_expected_ranks")
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    KV_USED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_KV_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    KV_OBSERVED_RANKS_FIELD_NUMBER: _ClassVar[int]
+    KV_EXPECTED_RANKS_FIELD_NUMBER: _ClassVar[int]
+    producer: ProducerIdentity
+    kv_used_blocks: int
+    total_kv_blocks: int
+    kv_observed_ranks: int
+    kv_expected_ranks: int
+    def __init__(self, producer: _Optional[_Union[ProducerIdentity, _Mapping]] = ..., kv_used_blocks: _Optional[int] = ..., total_kv_blocks: _Optional[int] = ..., kv_observed_ranks: _Optional[int] = ..., kv_expected_ranks: _Optional[int] = ...) -> None: ...
+
+class KvPoolLoadUpdate(_message.Message):
+    __slots__ = ("protocol_version", "relay", "window_sequence", "observed_ms", "window_ms", "pools", "contract_marker")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RELAY_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_MS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_MARKER_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    relay: RelayIdentity
+    window_sequence: int
+    observed_ms: int
+    window_ms: int
+    pools: _containers.RepeatedCompositeFieldContainer[KvPoolLoadEntry]
+    contract_marker: int
+    def __init__(self, protocol_version: _Optional[int] = ..., relay: _Optional[_Union[RelayIdentity, _Mapping]] = ..., window_sequence: _Optional[int] = ..., observed_ms: _Optional[int] = ..., window_ms: _Optional[int] = ..., pools: _Optional[_Iterable[_Union[KvPoolLoadEntry, _Mapping]]] = ..., contract_marker: _Optional[int] = ...) -> None: ...
+
+class SubscribeServingLoadRequest(_message.Message):
+    __slots__ = ("subscriber_id", "contract_marker")
+    SUBSCRIBER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_MARKER_FIELD_NUMBER: _ClassVar[int]
+    subscriber_id: str
+    contract_marker: int
+    def __init__(self, subscriber_id: _Optional[str] = ..., contract_marker: _Optional[int] = ...) -> None: ...
+
+class RequestLifecycleStats(_message.Message):
+    __slots__ = ("requests_started_total", "requests_completed_total", "requests_failed_total", "requests_cancelled_total", "requests_awaiting_first_token", "requests_generating")
+    REQUESTS_STARTED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_COMPLETED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FAILED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_CANCELLED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_AWAITING_FIRST_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_GENERATING_FIELD_NUMBER: _ClassVar[int]
+    requests_started_total: int
+    requests_completed_total: int
+    requests_failed_total: int
+    requests_cancelled_total: int
+    requests_awaiting_first_token: int
+    requests_generating: int
+    def __init__(self, requests_started_total: _Optional[int] = ..., requests_completed_total: _Optional[int] = ..., requests_failed_total: _Optional[int] = ..., requests_cancelled_total: _Optional[int] = ..., requests_awaiting_first_token: _Optional[int] = ..., requests_generating: _Optional[int] = ...) -> None: ...
+
+class TokenLoadStats(_message.Message):
+    __slots__ = ("active_prefill_tokens", "active_decode_blocks", "awaiting_first_token_input_tokens", "inflight_input_tokens", "input_tokens_total", "output_tokens_total")
+    ACTIVE_PREFILL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_DECODE_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    AWAITING_FIRST_TOKEN_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    active_prefill_tokens: int
+    active_decode_blocks: int
+    awaiting_first_token_input_tokens: int
+    inflight_input_tokens: int
+    input_tokens_total: int
+    output_tokens_total: int
+    def __init__(self, active_prefill_tokens: _Optional[int] = ..., active_decode_blocks: _Optional[int] = ..., awaiting_first_token_input_tokens: _Optional[int] = ..., inflight_input_tokens: _Optional[int] = ..., input_tokens_total: _Optional[int] = ..., output_tokens_total: _Optional[int] = ...) -> None: ...
+
+class LoadView(_message.Message):
+    __slots__ = ("requests", "tokens", "status", "source_observed_ms")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_OBSERVED_MS_FIELD_NUMBER: _ClassVar[int]
+    requests: RequestLifecycleStats
+    tokens: TokenLoadStats
+    status: DataStatus
+    source_observed_ms: int
+    def __init__(self, requests: _Optional[_Union[RequestLifecycleStats, _Mapping]] = ..., tokens: _Optional[_Union[TokenLoadStats, _Mapping]] = ..., status: _Optional[_Union[DataStatus, str]] = ..., source_observed_ms: _Optional[int] = ...) -> None: ...
+
+class PoolDeploymentStatus(_message.Message):
+    __slots__ = ("live_workers", "max_concurrency")
+    LIVE_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    live_workers: int
+    max_concurrency: int
+    def __init__(self, live_workers: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
+
+class PoolServingLoad(_message.Message):
+    __slots__ = ("producer", "load", "deployment")
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    DEPLOYMENT_FIELD_NUMBER: _ClassVar[int]
+    producer: ProducerIdentity
+    load: LoadView
+    deployment: PoolDeploymentStatus
+    def __init__(self, producer: _Optional[_Union[ProducerIdentity, _Mapping]] = ..., load: _Optional[_Union[LoadView, _Mapping]] = ..., deployment: _Optional[_Union[PoolDeploymentStatus, _Mapping]] = ...) -> None: ...
+
+class ModelDeploymentStatus(_message.Message):
+    __slots__ = ("expected_frontends", "observed_frontends", "ready_frontends", "serving_pools")
+    EXPECTED_FRONTENDS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_FRONTENDS_FIELD_NUMBER: _ClassVar[int]
+    READY_FRONTENDS_FIELD_NUMBER: _ClassVar[int]
+    SERVING_POOLS_FIELD_NUMBER: _ClassVar[int]
+    expected_frontends: int
+    observed_frontends: int
+    ready_frontends: int
+    serving_pools: _containers.RepeatedCompositeFieldContainer[KvPoolId]
+    def __init__(self, expected_frontends: _Optional[int] = ..., observed_frontends: _Optional[int] = ..., ready_frontends: _Optional[int] = ..., serving_pools: _Optional[_Iterable[_Union[KvPoolId, _Mapping]]] = ...) -> None: ...
+
+class ModelServingLoad(_message.Message):
+    __slots__ = ("namespace", "canonical_model_id", "load", "deployment")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CANONICAL_MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    DEPLOYMENT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    canonical_model_id: str
+    load: LoadView
+    deployment: ModelDeploymentStatus
+    def __init__(self, namespace: _Optional[str] = ..., canonical_model_id: _Optional[str] = ..., load: _Optional[_Union[LoadView, _Mapping]] = ..., deployment: _Optional[_Union[ModelDeploymentStatus, _Mapping]] = ...) -> None: ...
+
+class ServingLoadUpdate(_message.Message):
+    __slots__ = ("protocol_version", "relay", "window_sequence", "observed_ms", "window_ms", "pools", "models", "contract_marker")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RELAY_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_MS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_MARKER_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    relay: RelayIdentity
+    window_sequence: int
+    observed_ms: int
+    window_ms: int
+    pools: _containers.RepeatedCompositeFieldContainer[PoolServingLoad]
+    models: _containers.RepeatedCompositeFieldContainer[ModelServingLoad]
+    contract_marker: int
+    def __init__(self, protocol_version: _Optional[int] = ..., relay: _Optional[_Union[RelayIdentity, _Mapping]] = ..., window_sequence: _Optional[int] = ..., observed_ms: _Optional[int] = ..., window_ms: _Optional[int] = ..., pools: _Optional[_Iterable[_Union[PoolServingLoad, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[ModelServingLoad, _Mapping]]] = ..., contract_marker: _Optional[int] = ...) -> None: ...

@@ -50,6 +50,21 @@ class KvEventRelayStub:
                 request_serializer=kvrelay__v1__pb2.SubscribeKvPoolRequest.SerializeToString,
                 response_deserializer=kvrelay__v1__pb2.FilterUpdate.FromString,
                 _registered_method=True)
+        self.SubscribeServingReadiness = channel.unary_stream(
+                '/dynamo.kvrelay.v1.KvEventRelay/SubscribeServingReadiness',
+                request_serializer=kvrelay__v1__pb2.SubscribeServingReadinessRequest.SerializeToString,
+                response_deserializer=kvrelay__v1__pb2.ServingReadinessUpdate.FromString,
+                _registered_method=True)
+        self.SubscribeKvPoolLoad = channel.unary_stream(
+                '/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPoolLoad',
+                request_serializer=kvrelay__v1__pb2.SubscribeKvPoolLoadRequest.SerializeToString,
+                response_deserializer=kvrelay__v1__pb2.KvPoolLoadUpdate.FromString,
+                _registered_method=True)
+        self.SubscribeServingLoad = channel.unary_stream(
+                '/dynamo.kvrelay.v1.KvEventRelay/SubscribeServingLoad',
+                request_serializer=kvrelay__v1__pb2.SubscribeServingLoadRequest.SerializeToString,
+                response_deserializer=kvrelay__v1__pb2.ServingLoadUpdate.FromString,
+                _registered_method=True)
 
 
 class KvEventRelayServicer:
@@ -73,6 +88,26 @@ class KvEventRelayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubscribeServingReadiness(self, request, context):
+        """Complete topology snapshots: now, on every change, and again every heartbeat interval.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubscribeKvPoolLoad(self, request, context):
+        """Complete load windows: the current one, then every newer one (one a window, 1 s upstream).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubscribeServingLoad(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KvEventRelayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -90,6 +125,21 @@ def add_KvEventRelayServicer_to_server(servicer, server):
                     servicer.SubscribeKvPool,
                     request_deserializer=kvrelay__v1__pb2.SubscribeKvPoolRequest.FromString,
                     response_serializer=kvrelay__v1__pb2.FilterUpdate.SerializeToString,
+            ),
+            'SubscribeServingReadiness': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeServingReadiness,
+                    request_deserializer=kvrelay__v1__pb2.SubscribeServingReadinessRequest.FromString,
+                    response_serializer=kvrelay__v1__pb2.ServingReadinessUpdate.SerializeToString,
+            ),
+            'SubscribeKvPoolLoad': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeKvPoolLoad,
+                    request_deserializer=kvrelay__v1__pb2.SubscribeKvPoolLoadRequest.FromString,
+                    response_serializer=kvrelay__v1__pb2.KvPoolLoadUpdate.SerializeToString,
+            ),
+            'SubscribeServingLoad': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeServingLoad,
+                    request_deserializer=kvrelay__v1__pb2.SubscribeServingLoadRequest.FromString,
+                    response_serializer=kvrelay__v1__pb2.ServingLoadUpdate.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -173,6 +223,87 @@ class KvEventRelay:
             '/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool',
             kvrelay__v1__pb2.SubscribeKvPoolRequest.SerializeToString,
             kvrelay__v1__pb2.FilterUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeServingReadiness(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dynamo.kvrelay.v1.KvEventRelay/SubscribeServingReadiness',
+            kvrelay__v1__pb2.SubscribeServingReadinessRequest.SerializeToString,
+            kvrelay__v1__pb2.ServingReadinessUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeKvPoolLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPoolLoad',
+            kvrelay__v1__pb2.SubscribeKvPoolLoadRequest.SerializeToString,
+            kvrelay__v1__pb2.KvPoolLoadUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeServingLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/dynamo.kvrelay.v1.KvEventRelay/SubscribeServingLoad',
+            kvrelay__v1__pb2.SubscribeServingLoadRequest.SerializeToString,
+            kvrelay__v1__pb2.ServingLoadUpdate.FromString,
             options,
             channel_credentials,
             insecure,

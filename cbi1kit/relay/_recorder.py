@@ -1,13 +1,29 @@
 """Record a live ``dynamo.kvrelay.v1`` relay into a kvrcap capture file.
 
 The recorder follows a consumer's lifecycle (relay.md §2, upstream ``grpc-contract.md``):
-``GetRelayInfo``, then a ``WatchKvPoolCatalog`` watch kept open for the whole session, a pool
-picked from the catalog (model name or alias, DC, producer key), and ``SubscribeKvPool`` with
-that exact ``expected_producer``. Every response message is appended to the capture **raw**,
-as the serialized bytes received (the subscribe stub has no deserializer), with wall-clock and
-monotonic receive times; catalog updates and the relay info go in as their own streams. Every
-stream close is recorded with its gRPC status, details and trailing metadata, including the
-``kv-relay-error-reason`` trailer.
+``GetRelayInfo``, then the planes (``PLANES``) watched for the whole session: the pool catalog,
+serving readiness, pool load and serving load; a pool picked from the catalog (model name or
+alias, DC, producer key), and ``SubscribeKvPool`` with that exact ``expected_producer``. Every
+response message is appended to the capture **raw**, as the serialized bytes received (no stub
+has a deserializer), with wall-clock and monotonic receive times; each plane and the relay info
+go in as their own streams. Every stream close is recorded with its gRPC status, details and
+trailing metadata, including the ``kv-relay-error-reason`` trailer. The planes are server
+streams upstream pushes, not polled: the catalog on change, readiness on change and every 10 s,
+the load planes one complete window a second; a consumer reads them to know why a pool in the
+catalog is not routed to.
+
+Which upstream schemas it speaks (``tests/test_relay_planes.py`` derives this from the facts of
+each version in ``tests/vectors/relay_proto``): the newest, ``wan/grpc/protocol/relay.proto``
+(d95e45a5), in full; the five-RPC ``protocol/relay.proto`` before it (bd44782f) but for
+``SubscribeServingLoad``, which such a relay answers ``UNIMPLEMENTED``: that plane is given up,
+its close recorded and named in the report. Not the older 2e45ac3b, whose
+``SubscribeKvPoolRequest`` field 2 is a ``KvPoolId`` (and whose readiness entries are another
+message) under the same marker and protocol version: no envelope field tells them apart, so a
+capture keeps its schema (the SCHEMA record) and every request's bytes.
+
+The connection (``_transport``): plaintext, or TLS with given roots, a client certificate for
+mTLS, an authority override and auth headers on every call, as a relay behind an mTLS proxy
+needs; upstream's HTTP/2 keepalive either way. The capture keeps header names, never values.
 
 Resubscription (with equal-jitter backoff, 0.5 s doubling to 30 s, reset after a subscription
 that lasted 30 s, as the in-repo Global View consumer does) after everything the spec says
@@ -56,13 +72,20 @@ from cbi1kit.relay._messages import (
     validate_relay_info,
 )
 from cbi1kit.relay._stream import StepKind, StreamChecker
+from cbi1kit.relay._transport import ClientTls, authority_host, keepalive_options
 
 __all__ = [
     "CATALOG_METHOD",
+    "PLANES",
+    "POOL_LOAD_METHOD",
+    "READINESS_METHOD",
     "RELAY_INFO_METHOD",
+    "SERVING_LOAD_METHOD",
     "SUBSCRIBE_METHOD",
+    "WITHHELD",
     "Action",
     "CloseInfo",
+    "Plane",
     "PoolSelector",
     "RecordReport",
     "Recorder",
@@ -76,7 +99,58 @@ _SERVICE: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
 RELAY_INFO_METHOD: Final = _SERVICE + "GetRelayInfo"
 CATALOG_METHOD: Final = _SERVICE + "WatchKvPoolCatalog"
 SUBSCRIBE_METHOD: Final = SUBSCRIBE_KV_POOL_METHOD  # the name the capture readers look for
+READINESS_METHOD: Final = _SERVICE + "SubscribeServingReadiness"
+POOL_LOAD_METHOD: Final = _SERVICE + "SubscribeKvPoolLoad"
+SERVING_LOAD_METHOD: Final = _SERVICE + "SubscribeServingLoad"
 
+
+@dataclass(frozen=True, slots=True)
+class Plane:
+    """A stream the recorder keeps open beside the pool's, for the whole session.
+
+    ``required``: the session cannot go on without it (the catalog), so it is watched again
+    whatever its end; another plane the relay refuses for good (``UNIMPLEMENTED`` from a relay
+    of an older schema, a contract error) is given up and named in the report. ``heartbeat``:
+    the relay sends at least every few seconds (readiness heartbeats every 10 s, load windows
+    every 1 s upstream), so silence for ``stall_timeout`` ends the stream as a stall; the
+    catalog speaks only on change.
+    """
+
+    name: str
+    method: str
+    request: Any  # the request message class: subscriber_id and contract_marker
+    response: Any  # the response message class
+    required: bool = False
+    heartbeat: bool = True
+
+
+#: What a consumer watches beside its pool streams; readiness and load say why a pool that
+#: is in the catalog is not routed to (a topology UNAVAILABLE, ranks that stopped reporting).
+PLANES: Final = (
+    Plane(
+        "catalog",
+        CATALOG_METHOD,
+        pb.WatchKvPoolCatalogRequest,
+        pb.KvPoolCatalogUpdate,
+        required=True,
+        heartbeat=False,
+    ),
+    Plane(
+        "readiness",
+        READINESS_METHOD,
+        pb.SubscribeServingReadinessRequest,
+        pb.ServingReadinessUpdate,
+    ),
+    Plane("pool load", POOL_LOAD_METHOD, pb.SubscribeKvPoolLoadRequest, pb.KvPoolLoadUpdate),
+    Plane(
+        "serving load", SERVING_LOAD_METHOD, pb.SubscribeServingLoadRequest, pb.ServingLoadUpdate
+    ),
+)
+_CATALOG: Final = PLANES[0]
+
+
+#: what the capture holds in place of a header value the recorder sent (a credential)
+WITHHELD: Final = "(not recorded)"
 
 _SESSION_VARIANTS: Final = {0: "Stopped", 1: "Invalid", 2: "Usage", 3: "Unreachable"}
 
@@ -236,7 +310,10 @@ class RecordReport:
     messages: int = 0
     payload_bytes: int = 0
     subscriptions: int = 0
-    catalog_updates: int = 0
+    #: messages that parsed, per plane name (``PLANES``)
+    plane_messages: dict[str, int] = field(default_factory=dict)
+    #: planes the relay refused for good: ``"Method: STATUS details"``
+    unserved: list[str] = field(default_factory=list)
     last_sequence: int | None = None
     last_kind: str | None = None  # FilterUpdateKind name of the newest pool message
     violations: list[str] = field(default_factory=list)
@@ -245,6 +322,10 @@ class RecordReport:
     @property
     def subscribe_closes(self) -> list[CloseInfo]:
         return [c for c in self.closes if c.method == SUBSCRIBE_METHOD]
+
+    @property
+    def catalog_updates(self) -> int:
+        return self.plane_messages.get(_CATALOG.name, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +337,11 @@ class RecorderConfig:
     capture: Path
     selector: PoolSelector = PoolSelector()
     subscriber_id: str = "cbi1kit-recorder"
-    tls: bool = False
-    root_certificates: bytes | None = None
+    tls: ClientTls | None = None  # None: plaintext
+    #: the ``:authority`` sent and, over TLS, the name the server's certificate must carry
+    authority: str | None = None
+    #: sent with every call (auth headers); only their names go into the capture
+    metadata: tuple[tuple[str, str], ...] = ()
     duration: float | None = None
     max_frames: int | None = None
     validate: bool = False
@@ -274,10 +358,14 @@ class RecorderConfig:
     channel_options: tuple[tuple[str, Any], ...] = ()
 
 
-class _StreamEnd(Exception):
-    def __init__(self, close: CloseInfo) -> None:
-        super().__init__(close.details)
-        self.close = close
+@dataclass(slots=True)
+class _Watched:
+    """A plane's open call and when it last spoke, for the stall watchdog."""
+
+    call: Any
+    last: float
+    heartbeat: bool
+    reason: str | None = None
 
 
 def _trailer_reason(md: Sequence[tuple[str, Any]] | None) -> str | None:
@@ -316,6 +404,8 @@ class Recorder:
         self._show_status = self._status_out.isatty() if show is None else show
         self._lag_ms: float | None = None
         self._status_len = 0
+        self._watched: dict[str, _Watched] = {}  # plane name -> its open call
+        self._plane_threads: list[threading.Thread] = []
 
     # -- public
     def stop(self, reason: str = "stopped") -> None:
@@ -354,7 +444,7 @@ class Recorder:
                     self.report.stop_reason = str(exc)
                 finally:
                     self.stop(self.report.stop_reason or "done")
-                    self._join_catalog()
+                    self._join_planes()
                     with self._lock:
                         self._writer = None
         finally:
@@ -365,23 +455,43 @@ class Recorder:
         return self.report
 
     # -- plumbing
-    def _make_channel(self) -> grpc.Channel:
+    def channel_options(self) -> list[tuple[str, Any]]:
+        """The channel's settings: the relay's message size, no transparent retries (the
+        recorder decides), upstream's keepalive, the authority (and TLS name) override."""
         cfg = self.config
-        options = [
+        options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.enable_retries", 0),
-            *cfg.channel_options,
+            *keepalive_options(),
         ]
-        if cfg.tls:
-            creds = grpc.ssl_channel_credentials(root_certificates=cfg.root_certificates)
-            return grpc.secure_channel(cfg.target, creds, options=options)
-        return grpc.insecure_channel(cfg.target, options=options)
+        if cfg.authority is not None:
+            options.append(("grpc.default_authority", cfg.authority))
+            if cfg.tls is not None:
+                options.append(("grpc.ssl_target_name_override", authority_host(cfg.authority)))
+        return [*options, *cfg.channel_options]
+
+    def _make_channel(self) -> grpc.Channel:
+        cfg = self.config
+        if cfg.tls is not None:
+            creds = cfg.tls.credentials()
+            return grpc.secure_channel(cfg.target, creds, options=self.channel_options())
+        return grpc.insecure_channel(cfg.target, options=self.channel_options())
 
     def _write_open(self, method: str, request: bytes, info: dict[str, Any]) -> int:
+        cfg = self.config
+        tls = cfg.tls
+        transport = "plaintext" if tls is None else "mtls" if tls.private_key else "tls"
+        info = {"transport": transport, **info}
+        if cfg.authority is not None:
+            info["authority"] = cfg.authority
+        # header values are credentials: the capture keeps their names only
+        metadata = [(key, WITHHELD) for key, _ in cfg.metadata]
         with self._lock:
             assert self._writer is not None
-            return self._writer.open_stream(self.config.target, method, request, info=info)
+            return self._writer.open_stream(
+                cfg.target, method, request, metadata=metadata, info=info
+            )
 
     def _write_message(self, stream: int, data: bytes, wall: int, mono: int) -> None:
         with self._lock:
@@ -405,21 +515,24 @@ class Recorder:
             )
 
     def _tick(self) -> None:
-        """Flushes, stall watchdog and the status line, every 0.2 s."""
+        """Flushes, stall watchdog (the pool stream and every heartbeat plane) and the status
+        line, every 0.2 s."""
+        limit = self.config.stall_timeout
+        reason = f"stall deadline: no message within {limit} s"
         while not self._stop.wait(0.2):
+            now = time.monotonic()
+            cancel = []
             with self._lock:
                 if self._writer is not None:
                     self._writer.flush()
-                call = self._call
-                stalled = (
-                    call is not None
-                    and time.monotonic() - self._last_recv > self.config.stall_timeout
-                )
-                if stalled:
-                    self._call_reason = (
-                        f"stall deadline: no message within {self.config.stall_timeout} s"
-                    )
-            if stalled:
+                if self._call is not None and now - self._last_recv > limit:
+                    self._call_reason = reason
+                    cancel.append(self._call)
+                for watched in self._watched.values():
+                    if watched.heartbeat and watched.reason is None and now - watched.last > limit:
+                        watched.reason = reason
+                        cancel.append(watched.call)
+            for call in cancel:
                 call.cancel()
             self._print_status()
 
@@ -465,13 +578,14 @@ class Recorder:
         while True:
             stream = self._write_open(RELAY_INFO_METHOD, request.SerializeToString(), {})
             try:
-                raw, rpc = call.with_call(request, timeout=cfg.rpc_timeout)
+                raw, rpc = call.with_call(request, timeout=cfg.rpc_timeout, metadata=cfg.metadata)
             except grpc.RpcError as err:
                 close = self._close_from_error(RELAY_INFO_METHOD, err, 0, None)
                 self._write_close(stream, close, _md(err.trailing_metadata()))
                 if close.action is Action.FATAL:
                     raise _session_error(f"GetRelayInfo: {close.details}", 1) from None
-                failure = (f"relay {cfg.target} unreachable: {close.status} {close.details}", 3)
+                why = f"{close.status} {close.details}{self._tls_hint()}"
+                failure = (f"relay {cfg.target} unreachable: {why}", 3)
             else:
                 wall, mono = time.time_ns(), time.monotonic_ns()
                 self._write_message(stream, raw, wall, mono)
@@ -499,6 +613,19 @@ class Recorder:
                 raise _session_error("stopped before the relay answered", 0)
             delay = min(delay * 2, cfg.backoff_max)
 
+    def _tls_hint(self) -> str:
+        """What to check when a TLS relay never answers: a refused client (mTLS) shows only as
+        a closed socket, since TLS 1.3 checks the client after the handshake."""
+        tls = self.config.tls
+        if tls is None:
+            return ""
+        if tls.private_key is None:
+            return (
+                " (TLS: check --ca-cert and --authority; a relay that requires a client "
+                "certificate needs --client-cert and --client-key)"
+            )
+        return " (TLS: check --ca-cert and --authority, and that the relay trusts --client-cert)"
+
     def _jitter(self, delay: float) -> float:
         """Equal jitter: half fixed, half random."""
         return delay / 2 + self._rng.random() * delay / 2
@@ -506,10 +633,13 @@ class Recorder:
     def _session(self, list_only: bool) -> None:
         cfg = self.config
         self._relay_info()
-        self._catalog_thread = threading.Thread(
-            target=self._watch_catalog, name="cbi1kit-recorder-catalog", daemon=True
-        )
-        self._catalog_thread.start()
+        for plane in PLANES if not list_only else (_CATALOG,):
+            thread = threading.Thread(
+                target=self._watch, args=(plane,), name=f"cbi1kit-recorder-{plane.name}"
+            )
+            thread.daemon = True
+            self._plane_threads.append(thread)
+            thread.start()
         with self._catalog_cond:
             deadline = time.monotonic() + cfg.rpc_timeout
             while self._catalog is None and not self._stop.is_set():
@@ -644,7 +774,7 @@ class Recorder:
                 close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, "stopped", 0)
                 self._write_close(stream, close, [])
                 return replace(close, action=Action.STOP)
-            call = stub(request, wait_for_ready=False)
+            call = stub(request, wait_for_ready=False, metadata=cfg.metadata)
             self._call, self._call_reason = call, None
             self._current = producer
             self._last_recv = time.monotonic()
@@ -730,69 +860,94 @@ class Recorder:
         self._write_close(stream, close, [])
         return close
 
-    # -- catalog watch (background thread)
-    def _watch_catalog(self) -> None:
+    # -- the planes (a background thread each)
+    def _watch(self, plane: Plane) -> None:
+        """Keep one plane's stream open: every message raw into the capture; watched again
+        after backoff whenever it ends (a malformed message, a stall, an error, a clean EOF),
+        unless the relay refuses an optional plane for good."""
         assert self._channel is not None
         cfg = self.config
         stub = self._channel.unary_stream(
-            CATALOG_METHOD,
-            request_serializer=pb.WatchKvPoolCatalogRequest.SerializeToString,
+            plane.method,
+            request_serializer=plane.request.SerializeToString,
             response_deserializer=None,
         )
-        request = pb.WatchKvPoolCatalogRequest(
+        request = plane.request(
             subscriber_id=cfg.subscriber_id, contract_marker=RELAY_CONTRACT_MARKER
         )
         delay = cfg.backoff_initial
         while not self._stop.is_set():
-            stream = self._write_open(CATALOG_METHOD, request.SerializeToString(), {})
+            stream = self._write_open(plane.method, request.SerializeToString(), {})
             with self._lock:
                 if self._stop.is_set():
-                    self._write_close(
-                        stream, CloseInfo(CATALOG_METHOD, "CANCELLED", "", None, "stopped", 0), []
-                    )
+                    stopped = CloseInfo(plane.method, "CANCELLED", "", None, "stopped", 0)
+                    self._write_close(stream, stopped, [])
                     return
-                call = stub(request)
-                self._catalog_call = call
-            count = 0
-            catalogs = 0
+                call = stub(request, metadata=cfg.metadata)
+                watched = _Watched(call, time.monotonic(), plane.heartbeat)
+                self._watched[plane.name] = watched
+            count = parsed = 0
             malformed: str | None = None
+            close: CloseInfo | None = None
             try:
                 for raw in call:
                     wall, mono = time.time_ns(), time.monotonic_ns()
                     self._write_message(stream, raw, wall, mono)
                     count += 1
                     try:
-                        update = pb.KvPoolCatalogUpdate.FromString(raw)
+                        update = plane.response.FromString(raw)
                     except DecodeError as exc:  # ends this watch; the next starts after backoff
-                        malformed = f"malformed KvPoolCatalogUpdate: {exc}"
+                        malformed = f"malformed {plane.response.__name__}: {exc}"
                         call.cancel()
                         break
-                    catalogs += 1
-                    self._on_catalog(update)
+                    parsed += 1
+                    with self._lock:
+                        watched.last = time.monotonic()
+                        counts = self.report.plane_messages
+                        counts[plane.name] = counts.get(plane.name, 0) + 1
+                    if plane is _CATALOG:
+                        self._on_catalog(update)
                 else:
-                    close = CloseInfo(
-                        CATALOG_METHOD, "OK", "clean end of stream", None, "EOF", count
-                    )
+                    close = CloseInfo(plane.method, "OK", "clean end of stream", None, "EOF", count)
                     self._write_close(stream, close, _md(call.trailing_metadata()))
             except grpc.RpcError as err:
-                local = "stopped" if self._stop.is_set() else None
-                close = self._close_from_error(CATALOG_METHOD, err, count, local)
+                local = watched.reason or ("stopped" if self._stop.is_set() else None)
+                close = self._close_from_error(plane.method, err, count, local)
+                if watched.reason is not None:
+                    close = CloseInfo(
+                        plane.method,
+                        grpc.StatusCode.DEADLINE_EXCEEDED.name,
+                        watched.reason,
+                        None,
+                        watched.reason,
+                        count,
+                        action=Action.RESUBSCRIBE,
+                    )
                 self._write_close(stream, close, _md(err.trailing_metadata()))
+            finally:
+                with self._lock:
+                    self._watched.pop(plane.name, None)
             if malformed is not None:
-                close = CloseInfo(CATALOG_METHOD, "CANCELLED", "", None, malformed, count)
+                close = CloseInfo(plane.method, "CANCELLED", "", None, malformed, count)
                 self._write_close(stream, close, [])
-            if catalogs:
+            if close is not None and close.action is Action.FATAL and not plane.required:
+                if not self._stop.is_set():
+                    with self._lock:
+                        name = plane.method.rsplit("/", 1)[1]
+                        self.report.unserved.append(f"{name}: {close.status} {close.details}")
+                return
+            if parsed:
                 delay = cfg.backoff_initial
             if not self._sleep(self._jitter(delay)):
                 return
             delay = min(delay * 2, cfg.backoff_max)
 
-    def _join_catalog(self) -> None:
-        call = getattr(self, "_catalog_call", None)
-        if call is not None:
+    def _join_planes(self) -> None:
+        with self._lock:
+            calls = [w.call for w in self._watched.values()]
+        for call in calls:
             call.cancel()
-        thread = getattr(self, "_catalog_thread", None)
-        if thread is not None:
+        for thread in self._plane_threads:
             thread.join(5.0)
 
     def _on_catalog(self, update: pb.KvPoolCatalogUpdate) -> None:
@@ -800,7 +955,6 @@ class Recorder:
         cancel = None
         with self._catalog_cond:
             self._catalog = update
-            self.report.catalog_updates += 1
             self._catalog_cond.notify_all()
             current = self._current
             if current is not None and self._call is not None:

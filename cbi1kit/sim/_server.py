@@ -2,10 +2,12 @@
 
 .. warning::
    This is a simulator, not a relay. It serves frames that a :class:`PoolFeed` makes up (a
-   small synthetic CKF producer, or the trace-driven simulator), over plaintext gRPC meant for
-   loopback. It has no KV event plane, no authentication and no persistence; it exists so that
-   ``cbi1kit record`` can be demonstrated and tested against a real gRPC server, and so that a
-   reader can watch the upstream stream lifecycle happen. Never put it in front of consumers.
+   small synthetic CKF producer, or the trace-driven simulator), over gRPC meant for loopback
+   (plaintext, or TLS and mTLS with the certificates it is given, so that a recorder's TLS
+   settings can be tested). It has no KV event plane, no authorization and no persistence; it
+   exists so that ``cbi1kit record`` can be demonstrated and tested against a real gRPC server,
+   and so that a reader can watch the upstream stream lifecycle happen. Never put it in front of
+   consumers.
 
 What it reproduces of upstream's gRPC driver (``lib/llm/src/kv_dc_relay/wan/grpc/service.rs``,
 ``publication/hub.rs``; relay.md §2):
@@ -27,6 +29,17 @@ What it reproduces of upstream's gRPC driver (``lib/llm/src/kv_dc_relay/wan/grpc
   that retires the hub (subscribers end ``UNAVAILABLE``/``PUBLICATION_UNAVAILABLE``; the catalog
   advertises the new key), and every error carries the ASCII trailer ``kv-relay-error-reason``
   with the exact ``RelayErrorReason`` name.
+* ``SubscribeServingReadiness`` (a complete topology snapshot at once, on every change and
+  every heartbeat interval), ``SubscribeKvPoolLoad`` and ``SubscribeServingLoad`` (the current
+  complete window, then each newer one), each plane admitted under its own subscriber limit.
+  Their contents come from the pools: one topology entry per (namespace, model) with a member
+  per endpoint; the blocks and ranks each feed reports (:class:`PoolLoad`); no router or
+  frontend reports request load to a simulated relay, so serving-load views are UNAVAILABLE.
+  :meth:`RelayServer.set_ready` takes a pool's workers away (and back): the pool stays in the
+  catalog while readiness and load say why it should not be routed to.
+
+For tests, :attr:`RelayServer.calls` holds every call as received (metadata, the mTLS client's
+certificate name) and ``ServerConfig.unimplemented`` leaves RPCs out, as an older relay would.
 
 Faults for tests (:class:`FaultPlan`): drop a stream mid-snapshot, corrupt a delta payload,
 stall a stream, change the producer generation, answer with bytes that are no protobuf message
@@ -38,6 +51,7 @@ restart on the same address with a new relay identity; "kill the process" is run
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 import time
@@ -94,6 +108,11 @@ from cbi1kit.relay._publication import (
     encode_delta,
     encode_snapshot,
 )
+from cbi1kit.relay._transport import (
+    KEEPALIVE_TIMEOUT,
+    ServerTls,
+    keepalive_options,
+)
 from cbi1kit.wire._codec import Delta, decode
 from cbi1kit.wire._format import FilterFormat
 
@@ -105,7 +124,9 @@ __all__ = [
     "FaultPlan",
     "FrameListFeed",
     "PoolFeed",
+    "PoolLoad",
     "ProducerFeed",
+    "ReceivedCall",
     "RelayServer",
     "ServerConfig",
     "SubscriberStats",
@@ -120,6 +141,8 @@ QUEUE_BYTES: Final = 16 * 1024 * 1024
 DEFAULT_HEARTBEAT_INTERVAL: Final = 10.0
 DEFAULT_SNAPSHOT_PROGRESS_TIMEOUT: Final = 60.0
 DEFAULT_MAX_SUBSCRIBERS_PER_POOL: Final = 64
+#: Upstream's ``load_window_ms`` (pool load) and serving-load aggregation interval, 1 s.
+DEFAULT_LOAD_WINDOW: Final = 1.0
 #: What the malformed-message faults send: a field tag whose varint is cut short, so no
 #: protobuf message of any type parses it (the client's ``FromString`` raises DecodeError).
 MALFORMED_MESSAGE: Final = b"\xff\xff\xff"
@@ -162,6 +185,7 @@ class PoolFeed(Protocol):
     ``advance()`` runs the producer one step and returns the delta frames it published (maybe
     none), or ``None`` once the feed is exhausted (the stream then only heartbeats).
     ``new_generation()`` re-attaches the pool under a new ``layout_generation``.
+    ``kv_load()`` is what the pool's workers would report to the load planes.
     """
 
     @property
@@ -169,11 +193,30 @@ class PoolFeed(Protocol):
 
     def descriptor(self) -> pb.KvPoolDescriptor: ...
 
+    def kv_load(self) -> PoolLoad: ...
+
     def snapshot(self) -> HubSnapshot: ...
 
     def advance(self) -> Sequence[PublicationFrame] | None: ...
 
     def new_generation(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLoad:
+    """What a pool's workers report: KV blocks in use and their capacity (0: unknown, as
+    upstream encodes it), and how many workers and worker ranks report."""
+
+    used_blocks: int
+    total_blocks: int
+    workers: int
+    ranks: int
+
+
+def _occupied_slots(words: npt.NDArray[np.uint64]) -> int:
+    """Fingerprints in a lane: each is one block the pool's filter holds."""
+    slots = words.view(np.uint16)
+    return int(np.count_nonzero(slots))
 
 
 def _descriptor(
@@ -224,11 +267,14 @@ def _identity_for(
 class ProducerFeed:
     """A synthetic pool: ``DcCkfState`` + ``DcCkfPublisher`` driven by seeded random events.
 
-    Each step applies ``events_per_step`` stores/removes from a few workers, drains the dirty
-    window and publishes one delta (a step that nets no change publishes nothing). ``steps``
-    bounds the feed (``None`` runs forever). ``words()`` is the producer's lane: what a
-    violation-free replay of the stream must end with.
+    Each step applies ``events_per_step`` stores/removes from ``WORKERS`` workers, drains the
+    dirty window and publishes one delta (a step that nets no change publishes nothing).
+    ``steps`` bounds the feed (``None`` runs forever). ``words()`` is the producer's lane: what a
+    violation-free replay of the stream must end with. Its load is the blocks its workers hold
+    against ``expected_blocks``, the capacity the filter is sized for (as a deployment sizes it).
     """
+
+    WORKERS: Final = 3
 
     def __init__(
         self,
@@ -294,6 +340,10 @@ class ProducerFeed:
             kv_block_size=self._block_size,
         )
 
+    def kv_load(self) -> PoolLoad:
+        capacity = self._config.expected_blocks_per_dc
+        return PoolLoad(len(self._live), capacity, self.WORKERS, self.WORKERS)
+
     def snapshot(self) -> HubSnapshot:
         return HubSnapshot(self._identity, self._publisher.last_sequence, self.words())
 
@@ -304,7 +354,7 @@ class ProducerFeed:
             self.steps_left -= 1
         rng = self._rng
         for _ in range(self.events_per_step):
-            worker = int(rng.integers(1, 4))
+            worker = int(rng.integers(1, self.WORKERS + 1))
             if self._live and rng.random() < 0.35:
                 i = int(rng.integers(len(self._live)))
                 w, ext = self._live.pop(i)
@@ -361,6 +411,9 @@ class FrameListFeed:
     and by tests that need exact payloads. With ``track_lane`` the feed applies each delta it
     publishes to its own copy of the lane, so a late (re)subscriber gets a correct snapshot and
     ``words()`` is the lane a replay must end with. ``new_generation`` simply ends the script.
+    Its load is the lane's fingerprints (the blocks the filter holds: a block cached by two
+    workers counts once) against ``kv_capacity`` (0: unknown), reported by ``workers`` workers
+    of ``ranks`` ranks in all.
     """
 
     def __init__(
@@ -371,6 +424,9 @@ class FrameListFeed:
         descriptor: pb.KvPoolDescriptor,
         per_step: int = 1,
         track_lane: bool = True,
+        kv_capacity: int = 0,
+        workers: int = 1,
+        ranks: int = 1,
     ) -> None:
         self._identity: ProducerIdentity = snapshot.identity
         self._words = np.array(snapshot.buckets, dtype=np.uint64, copy=True)
@@ -381,6 +437,8 @@ class FrameListFeed:
         self._format = FilterFormat(self._identity.format.seed, self._identity.format.bucket_count)
         self.per_step = per_step
         self.track_lane = track_lane
+        self._load = (kv_capacity, workers, ranks)
+        self._occupied: int | None = None  # counted when asked, again after the lane changed
 
     @property
     def identity(self) -> ProducerIdentity:
@@ -396,6 +454,12 @@ class FrameListFeed:
     def descriptor(self) -> pb.KvPoolDescriptor:
         return self._descriptor
 
+    def kv_load(self) -> PoolLoad:
+        capacity, workers, ranks = self._load
+        if self._occupied is None:
+            self._occupied = _occupied_slots(self._words)
+        return PoolLoad(self._occupied, capacity, workers, ranks)
+
     def snapshot(self) -> HubSnapshot:
         return HubSnapshot(self._identity, self._sequence, self.words())
 
@@ -409,6 +473,7 @@ class FrameListFeed:
                 delta = decode(self._format, frame.payload)
                 assert isinstance(delta, Delta)
                 self._words[delta.buckets] = delta.words
+                self._occupied = None
             self._sequence = frame.sequence
         return out
 
@@ -436,7 +501,8 @@ def trace_feed(
     from cbi1kit.sim._workload import read_workload
 
     workload = read_workload(trace, limit=limit)
-    sim = Simulator(sim_config or SimulatorConfig())
+    config = sim_config or SimulatorConfig()
+    sim = Simulator(config)
     first: list[Any] = []
     frames: list[PublicationFrame] = []
 
@@ -461,7 +527,15 @@ def trace_feed(
         kv_block_size=workload.block_size,
     )
     start = HubSnapshot(identity, int(snap.sequence), np.asarray(snap.buckets, dtype=np.uint64))
-    return FrameListFeed(start, frames, descriptor=desc)
+    ranks = config.workers_per_dc * config.dp_ranks
+    return FrameListFeed(
+        start,
+        frames,
+        descriptor=desc,
+        kv_capacity=ranks * config.capacity_blocks,
+        workers=config.workers_per_dc,
+        ranks=ranks,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -610,6 +684,7 @@ class _Pool:
         self.wire_producer = producer_to_wire(feed.identity)
         self.descriptor = feed.descriptor()
         self.subscribers: list[_Subscriber] = []
+        self.ready = True  # its workers serve (the readiness and load planes say so)
         self.hub_alive = False
         self.exhausted = False
         self.deltas_published = 0
@@ -704,15 +779,34 @@ class ServerConfig:
     queue_frames: int = QUEUE_FRAMES
     queue_bytes: int = QUEUE_BYTES
     max_subscribers_per_pool: int = DEFAULT_MAX_SUBSCRIBERS_PER_POOL
+    #: each of the catalog, readiness, load and serving-load planes (upstream's
+    #: ``max_catalog_subscribers``, ``max_readiness_subscribers``, ``max_load_subscribers``)
+    max_plane_subscribers: int = DEFAULT_MAX_SUBSCRIBERS_PER_POOL
+    readiness_heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL
+    load_window: float = DEFAULT_LOAD_WINDOW
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_workers: int = 32
     drt_instance_id: int = 0x0D7_0001
     relay_incarnation: int = 0x5EED_0001
     grpc_options: tuple[tuple[str, Any], ...] = ()
+    #: RPCs answered ``UNIMPLEMENTED``, as by a relay of an older schema (upstream's
+    #: ``protocol/relay.proto`` at bd44782f has no ``SubscribeServingLoad``)
+    unimplemented: frozenset[str] = frozenset()
+    tls: ServerTls | None = None  # None: plaintext, as upstream's relay itself serves
+
+    def __post_init__(self) -> None:
+        service = pb.DESCRIPTOR.services_by_name["KvEventRelay"]
+        unknown = self.unimplemented - {m.name for m in service.methods}
+        if unknown:
+            raise ValueError(f"no such RPC to leave out: {', '.join(sorted(unknown))}")
 
 
 def _now_us() -> int:
     return time.time_ns() // 1000
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _passing_bytes(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
@@ -733,13 +827,18 @@ _HANDLER_KINDS: Final = {
 }
 
 
-def _service_handler(servicer: pb_grpc.KvEventRelayServicer) -> Any:
+def _service_handler(
+    servicer: pb_grpc.KvEventRelayServicer, unimplemented: frozenset[str] = frozenset()
+) -> Any:
     """The service's method table, built from its descriptor as the generated
     ``add_KvEventRelayServicer_to_server`` builds it, except that responses may be raw bytes:
-    the generated serializers would reject them, and a fault must reach the client as sent."""
+    the generated serializers would reject them, and a fault must reach the client as sent.
+    Methods named in ``unimplemented`` are left out: gRPC answers them ``UNIMPLEMENTED``."""
     service = pb.DESCRIPTOR.services_by_name["KvEventRelay"]
     handlers = {}
     for method in service.methods:
+        if method.name in unimplemented:
+            continue
         request = message_factory.GetMessageClass(method.input_type)
         response = message_factory.GetMessageClass(method.output_type)
         make = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
@@ -749,6 +848,156 @@ def _service_handler(servicer: pb_grpc.KvEventRelayServicer) -> Any:
             response_serializer=_passing_bytes(response.SerializeToString),
         )
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedCall:
+    """One RPC as the server received it: the method, the client's metadata (binary values in
+    hex) and, under mTLS, its certificate's common name."""
+
+    method: str
+    metadata: tuple[tuple[str, str], ...]
+    client: str | None
+
+
+# --------------------------------------------------------------------------------------------
+# the readiness and load planes, from the pools' state
+
+_LOAD: Final = "load"
+_SERVING_LOAD: Final = "serving-load"
+_W = pb.WorkerRole
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolState:
+    descriptor: pb.KvPoolDescriptor
+    producer: pb.ProducerIdentity
+    ready: bool
+    load: PoolLoad | None  # asked of the feed only for the load planes
+
+
+def _load_of(state: _PoolState) -> PoolLoad:
+    assert state.load is not None
+    return state.load
+
+
+def _serves(present: set[pb.WorkerRole]) -> bool:
+    """Whether live roles can serve a request: an aggregated (or role-less legacy) worker, or
+    prefill and decode together (upstream's role disjunctive normal form)."""
+    return bool(
+        present & {_W.WORKER_ROLE_AGGREGATED, _W.WORKER_ROLE_LEGACY}
+        or {_W.WORKER_ROLE_PREFILL, _W.WORKER_ROLE_DECODE} <= present
+    )
+
+
+def _base_models(pools: Sequence[_PoolState]) -> dict[tuple[str, str], list[_PoolState]]:
+    """Pools by (namespace, canonical model) of their base registrations (the simulated pools
+    register base models only, so there are no adapter entries)."""
+    out: dict[tuple[str, str], list[_PoolState]] = {}
+    for state in pools:
+        namespace = state.descriptor.serving_endpoint.namespace
+        for reg in state.descriptor.registrations:
+            if reg.target.WhichOneof("target") == "base":
+                out.setdefault((namespace, reg.canonical_model_id), []).append(state)
+    return dict(sorted(out.items()))
+
+
+def _topology(pools: Sequence[_PoolState]) -> list[pb.TopologyEntry]:
+    """One entry per (namespace, model); one member per endpoint, linked to its first pool."""
+    entries = []
+    for (namespace, model), states in _base_models(pools).items():
+        endpoints: dict[tuple[str, str, str], list[_PoolState]] = {}
+        for state in states:
+            ep = state.descriptor.serving_endpoint
+            endpoints.setdefault((ep.namespace, ep.component, ep.endpoint), []).append(state)
+        members = []
+        declared: set[pb.WorkerRole] = set()
+        present: set[pb.WorkerRole] = set()
+        declared_by: collections.Counter[pb.WorkerRole] = collections.Counter()
+        for group in endpoints.values():
+            roles = sorted({r for st in group for r in st.descriptor.pool_roles})
+            declared.update(roles)
+            declared_by.update(roles)
+            if any(st.ready for st in group):
+                present.update(roles)
+            members.append(
+                pb.TopologyMember(
+                    endpoint=group[0].descriptor.serving_endpoint,
+                    roles=roles,
+                    pool_id=group[0].producer.pool_id,
+                )
+            )
+        readiness = (
+            pb.SERVING_READINESS_STATE_READY
+            if _serves(present)
+            else pb.SERVING_READINESS_STATE_UNAVAILABLE
+        )
+        typed = (_W.WORKER_ROLE_PREFILL, _W.WORKER_ROLE_DECODE)
+        entries.append(
+            pb.TopologyEntry(
+                namespace=namespace,
+                canonical_model_id=model,
+                state=readiness,
+                present_roles=sorted(present),
+                missing_roles=sorted(declared - present),
+                members=members,
+                duplicate_role_endpoints=[r for r in typed if declared_by[r] > 1],
+                legacy_fallback_active=_W.WORKER_ROLE_LEGACY in declared,
+            )
+        )
+    return entries
+
+
+def _load_entry(state: _PoolState) -> pb.KvPoolLoadEntry:
+    """A pool whose workers are gone reports no rank: coverage 0 of its ranks, never load 0."""
+    load = _load_of(state)
+    if not state.ready:
+        return pb.KvPoolLoadEntry(producer=state.producer, kv_expected_ranks=load.ranks)
+    return pb.KvPoolLoadEntry(
+        producer=state.producer,
+        kv_used_blocks=load.used_blocks,
+        total_kv_blocks=load.total_blocks,
+        kv_observed_ranks=load.ranks,
+        kv_expected_ranks=load.ranks,
+    )
+
+
+def _serving_load(
+    pools: Sequence[_PoolState],
+) -> tuple[list[pb.PoolServingLoad], list[pb.ModelServingLoad]]:
+    """No router and no frontend reports to the simulated relay, so every view is UNAVAILABLE
+    with its gauges unset, the cumulative totals are 0 (set whatever the status, as upstream
+    requires), and only the deployment facts the relay knows itself are given."""
+    unavailable = pb.DATA_STATUS_UNAVAILABLE
+    pool_loads = [
+        pb.PoolServingLoad(
+            producer=st.producer,
+            load=pb.LoadView(tokens=pb.TokenLoadStats(), status=unavailable),
+            deployment=pb.PoolDeploymentStatus(
+                live_workers=_load_of(st).workers if st.ready else 0
+            ),
+        )
+        for st in pools
+    ]
+    model_loads = []
+    for (namespace, model), states in _base_models(pools).items():
+        serving: list[pb.KvPoolId] = []
+        for st in states:
+            if st.producer.pool_id not in serving:
+                serving.append(st.producer.pool_id)
+        model_loads.append(
+            pb.ModelServingLoad(
+                namespace=namespace,
+                canonical_model_id=model,
+                load=pb.LoadView(
+                    requests=pb.RequestLifecycleStats(),
+                    tokens=pb.TokenLoadStats(input_tokens_total=0, output_tokens_total=0),
+                    status=unavailable,
+                ),
+                deployment=pb.ModelDeploymentStatus(serving_pools=serving),
+            )
+        )
+    return pool_loads, model_loads
 
 
 class _Servicer(pb_grpc.KvEventRelayServicer):
@@ -780,10 +1029,47 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
         if why is not None:
             self._fail(context, _R.RELAY_ERROR_REASON_INVALID_REQUEST, why)
 
+    def _called(self, method: str, context: grpc.ServicerContext) -> None:
+        """Note the call as the server received it (metadata, the client certificate's name)."""
+        metadata = tuple(
+            (key, value if isinstance(value, str) else value.hex())
+            for key, value in context.invocation_metadata() or ()
+        )
+        names = context.auth_context().get("x509_common_name") or [None]
+        client = names[0].decode() if isinstance(names[0], bytes) else names[0]
+        with self.s._lock:
+            self.s.calls.append(ReceivedCall(method, metadata, client))
+
+    @contextlib.contextmanager
+    def _plane(self, plane: str, context: grpc.ServicerContext) -> Iterator[None]:
+        """Admission to one plane's streams, bounded as upstream bounds each stream kind."""
+        limit = self.s.config.max_plane_subscribers
+        with self.s._lock:
+            open_now = self.s._plane_streams.get(plane, 0)
+            if open_now < limit:
+                self.s._plane_streams[plane] = open_now + 1
+        if open_now >= limit:
+            self._fail(
+                context,
+                _R.RELAY_ERROR_REASON_RESOURCE_LIMIT,
+                f"Relay {plane} stream limit {limit} reached",
+            )
+        try:
+            yield
+        finally:
+            with self.s._lock:
+                self.s._plane_streams[plane] -= 1
+
+    def _open_plane(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
+        self._called(method, context)
+        self._contract(request.contract_marker, context)
+        self._subscriber_id(request.subscriber_id, context)
+
     # -- RPCs
     def GetRelayInfo(
         self, request: pb.RelayInfoRequest, context: grpc.ServicerContext
     ) -> pb.RelayInfo | bytes:
+        self._called("GetRelayInfo", context)
         self._contract(request.contract_marker, context)
         with self.s._lock:
             answered = self.s.relay_info_answers
@@ -799,25 +1085,77 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
     def WatchKvPoolCatalog(
         self, request: pb.WatchKvPoolCatalogRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.KvPoolCatalogUpdate | bytes]:
-        self._contract(request.contract_marker, context)
-        self._subscriber_id(request.subscriber_id, context)
-        garbage_at = self.s.faults.take("garbage_catalog_after")
-        seen = -1
-        sent = 0
-        while context.is_active() and not self.s._stopping.is_set():
-            with self.s._catalog_cond:
-                if self.s._catalog_revision == seen:
-                    self.s._catalog_cond.wait(0.25)
-                    continue
-                seen = self.s._catalog_revision
-                update = self.s.catalog_update()
-            sent += 1
-            yield MALFORMED_MESSAGE if sent - 1 == garbage_at else update
+        self._open_plane("WatchKvPoolCatalog", request, context)
+        with self._plane("catalog", context):
+            garbage_at = self.s.faults.take("garbage_catalog_after")
+            seen = -1
+            sent = 0
+            while context.is_active() and not self.s._stopping.is_set():
+                with self.s._catalog_cond:
+                    if self.s._catalog_revision == seen:
+                        self.s._catalog_cond.wait(0.25)
+                        continue
+                    seen = self.s._catalog_revision
+                    update = self.s.catalog_update()
+                sent += 1
+                yield MALFORMED_MESSAGE if sent - 1 == garbage_at else update
+
+    def SubscribeServingReadiness(
+        self, request: pb.SubscribeServingReadinessRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.ServingReadinessUpdate]:
+        """The complete snapshot at once, again on every change, and the current one again
+        every heartbeat interval (counted from the start, not reset by changes), as upstream's
+        readiness stream ticks."""
+        self._open_plane("SubscribeServingReadiness", request, context)
+        s, beat = self.s, self.s.config.readiness_heartbeat_interval
+        with self._plane("readiness", context):
+            seen = -1
+            next_beat = time.monotonic() + beat
+            while context.is_active() and not s._stopping.is_set():
+                with s._readiness_cond:
+                    now = time.monotonic()
+                    due = now >= next_beat
+                    if s._readiness_revision == seen and not due:
+                        s._readiness_cond.wait(min(0.25, next_beat - now))
+                        continue
+                    seen = s._readiness_revision
+                    update = s.readiness_update()
+                if due:
+                    next_beat = max(next_beat + beat, time.monotonic())
+                yield update
+
+    def SubscribeKvPoolLoad(
+        self, request: pb.SubscribeKvPoolLoadRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.KvPoolLoadUpdate]:
+        self._open_plane("SubscribeKvPoolLoad", request, context)
+        with self._plane("load", context):
+            yield from self._windows(_LOAD, context)
+
+    def SubscribeServingLoad(
+        self, request: pb.SubscribeServingLoadRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.ServingLoadUpdate]:
+        self._open_plane("SubscribeServingLoad", request, context)
+        with self._plane("serving-load", context):
+            yield from self._windows(_SERVING_LOAD, context)
+
+    def _windows(self, plane: str, context: grpc.ServicerContext) -> Iterator[Any]:
+        """The current window, then every newer one as it begins (upstream's ``window_stream``;
+        a consumer too slow for a window gets the newest, where upstream would end its stream
+        ``SUBSCRIBER_LAGGED``)."""
+        s = self.s
+        sent = -1
+        while context.is_active() and not s._stopping.is_set():
+            update = s.window(plane)
+            if update.window_sequence > sent:
+                sent = update.window_sequence
+                yield update
+            s._stopping.wait(min(0.25, s._next_window_in()))
 
     def SubscribeKvPool(
         self, request: pb.SubscribeKvPoolRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.FilterUpdate | bytes]:
         s = self.s
+        self._called("SubscribeKvPool", context)
         self._contract(request.contract_marker, context)
         self._subscriber_id(request.subscriber_id, context)
         if not request.HasField("expected_producer"):
@@ -997,6 +1335,13 @@ class RelayServer:
         self.subscriptions: list[SubscriberStats] = []
         self.lagged_total = 0
         self.relay_info_answers = 0
+        self.calls: list[ReceivedCall] = []
+        self._readiness_cond = threading.Condition()
+        self._readiness_revision = 1
+        self._plane_streams: dict[str, int] = {}
+        self._windows_lock = threading.Lock()
+        self._windows: dict[str, Any] = {}
+        self._window_start = time.monotonic()
         self._lock = threading.Lock()
         self._server: grpc.Server | None = None
         self.port = 0
@@ -1035,6 +1380,68 @@ class RelayServer:
             contract_marker=RELAY_CONTRACT_MARKER,
         )
 
+    def _pool_states(self, *, load: bool) -> list[_PoolState]:
+        out = []
+        for pool in self._pools.values():
+            with pool.lock:
+                kv = pool.feed.kv_load() if load else None
+                out.append(_PoolState(pool.descriptor, pool.wire_producer, pool.ready, kv))
+        return out
+
+    def readiness_update(self) -> pb.ServingReadinessUpdate:
+        """The complete serving-readiness snapshot (upstream ``readiness_to_wire``)."""
+        return pb.ServingReadinessUpdate(
+            protocol_version=RELAY_PROTOCOL_VERSION,
+            relay=relay_identity_to_wire(self.relay),
+            revision=self._readiness_revision,
+            entries=_topology(self._pool_states(load=False)),
+            contract_marker=RELAY_CONTRACT_MARKER,
+        )
+
+    def _next_window_in(self) -> float:
+        window = self.config.load_window
+        return window - (time.monotonic() - self._window_start) % window
+
+    def window(self, plane: str) -> Any:
+        """The current window of the ``load`` or ``serving-load`` plane: numbered from 0 at
+        start, one per ``load_window``, built once and the same for every subscriber."""
+        window = self.config.load_window
+        sequence = int((time.monotonic() - self._window_start) // window)
+        with self._windows_lock:
+            current = self._windows.get(plane)
+            if current is not None and current.window_sequence == sequence:
+                return current
+            states = self._pool_states(load=True)
+            head: dict[str, Any] = {
+                "protocol_version": RELAY_PROTOCOL_VERSION,
+                "relay": relay_identity_to_wire(self.relay),
+                "window_sequence": sequence,
+                "observed_ms": _now_ms(),
+                "window_ms": round(window * 1000),
+                "contract_marker": RELAY_CONTRACT_MARKER,
+            }
+            if plane == _LOAD:
+                update: Any = pb.KvPoolLoadUpdate(**head, pools=map(_load_entry, states))
+            else:
+                pools, models = _serving_load(states)
+                update = pb.ServingLoadUpdate(**head, pools=pools, models=models)
+            self._windows[plane] = update
+            return update
+
+    def set_ready(self, index: int = 0, ready: bool = True) -> None:
+        """Pool ``index``'s workers leave (``False``) or come back. The catalog keeps the pool
+        and its stream goes on; its topology turns UNAVAILABLE (READY) with the roles missing,
+        and the load planes report no rank and no live worker for it: the contract's reason for
+        a consumer not to route there though the pool is published."""
+        pool = list(self._pools.values())[index]
+        with pool.lock:
+            changed = pool.ready != ready
+            pool.ready = ready
+        if changed:
+            with self._readiness_cond:
+                self._readiness_revision += 1
+                self._readiness_cond.notify_all()
+
     def _bump_catalog(self) -> None:
         with self._catalog_cond:
             self._catalog_revision += 1
@@ -1060,6 +1467,10 @@ class RelayServer:
             ("grpc.max_send_message_length", self.config.max_message_bytes),
             ("grpc.max_receive_message_length", self.config.max_message_bytes),
             ("grpc.so_reuseport", 0),
+            # upstream's server keepalive, and room for clients that ping as often
+            *keepalive_options(),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", int(KEEPALIVE_TIMEOUT * 1000)),
+            ("grpc.keepalive_permit_without_calls", 1),
             *self.config.grpc_options,
         ]
         server = grpc.server(
@@ -1069,12 +1480,19 @@ class RelayServer:
             options=options,
             maximum_concurrent_rpcs=self.config.max_workers,
         )
-        server.add_generic_rpc_handlers((_service_handler(_Servicer(self)),))
-        self.port = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        handler = _service_handler(_Servicer(self), self.config.unimplemented)
+        server.add_generic_rpc_handlers((handler,))
+        address = f"{self.config.host}:{self.config.port}"
+        tls = self.config.tls
+        if tls is None:
+            self.port = server.add_insecure_port(address)
+        else:
+            self.port = server.add_secure_port(address, tls.credentials())
         if self.port == 0:
             raise OSError(f"cannot bind {self.config.host}:{self.config.port}")
         server.start()
         self._server = server
+        self._window_start = time.monotonic()
         return self
 
     def restart(
@@ -1106,8 +1524,9 @@ class RelayServer:
 
     def stop(self, grace: float | None = 0.5) -> None:
         self._stopping.set()
-        with self._catalog_cond:
-            self._catalog_cond.notify_all()
+        for cond in (self._catalog_cond, self._readiness_cond):
+            with cond:
+                cond.notify_all()
         if self._server is not None:
             self._server.stop(grace).wait(5.0)
             self._server = None
