@@ -142,6 +142,12 @@ PARSED_TEXT = [
         "--at",
         ["noon", "+5", "+-5s", "-1", "2026-11-30T12:00:00", "2026-02-30T00:00:00Z", str(1 << 64)],
     ),
+    ("record", "--authority", ["", "a b", "host/path", "caf\u00e9"]),
+    (
+        "record",
+        "--header",
+        ["no-colon", "grpc-timeout: 1", "x-bin: AA", "Bad Name: v", "k: \u00e9"],
+    ),
 ]
 
 

@@ -14,6 +14,7 @@ from cbi1kit.sim._simulator import *  # noqa: F403
 from cbi1kit.sim._workload import *  # noqa: F403
 
 if TYPE_CHECKING:
+    from cbi1kit.sim._fleet import *  # noqa: F403
     from cbi1kit.sim._server import *  # noqa: F403
 
 # altair and grpc load on first use; the names are each module's __all__ (a test checks)
@@ -35,7 +36,8 @@ _SERVER = (
     "simulated_pool",
     "trace_feed",
 )
-_LAZY = {**lazy_names("_server", _SERVER)}
+_FLEET = ("FleetModel", "FleetPools", "fleet_pools", "fleet_server")
+_LAZY = {**lazy_names("_server", _SERVER), **lazy_names("_fleet", _FLEET)}
 
 __all__: list[str] = []
 __all__ += _workload.__all__
@@ -43,5 +45,6 @@ __all__ += _simulator.__all__
 __all__ += _simrelay.__all__
 __all__ += _roundtrip.__all__
 __all__ += _SERVER  # noqa: PLE0605 (a tuple of str, defined above)
+__all__ += _FLEET  # noqa: PLE0605 (a tuple of str, defined above)
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

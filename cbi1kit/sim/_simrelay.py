@@ -397,7 +397,7 @@ def simulate_capture(
         )
         relay.now_ns = clock_ns[1]
         if cfg.relay.record_dc is None:
-            relay.watch_catalog(t0, _catalog_pools(cfg.simulator, sim, workload))
+            relay.watch_catalog(t0, catalog_pools(cfg.simulator, sim, workload))
         sim.run(
             workload,
             on_snapshot=relay.on_snapshot,
@@ -415,17 +415,22 @@ def simulate_capture(
     return result
 
 
-def _catalog_pools(
-    config: SimulatorConfig, sim: Simulator, workload: Workload
+def catalog_pools(
+    config: SimulatorConfig,
+    sim: Simulator,
+    workload: Workload,
+    registrations: tuple[CanonicalModelRegistration, ...] | None = None,
 ) -> list[PoolDescriptor]:
-    """Every DC's pool as the catalog describes it: the identity the simulator derives, one
-    base-model registration, the workload's query semantics, an aggregated pool."""
+    """Every DC's pool as the catalog describes it: the identity the simulator derives, its
+    registrations (default: the base model alone), the workload's query semantics, an
+    aggregated pool."""
     semantics = KvQuerySemantics(workload.block_size, workload.hash_format)
+    regs = registrations or (CanonicalModelRegistration.new(config.model),)
     return [
         PoolDescriptor(
             producer_identity(config, dc, state, workload.hash_format, workload.block_size),
             (config.namespace, config.component, config.endpoint),
-            (CanonicalModelRegistration.new(config.model),),
+            regs,
             semantics,
         )
         for dc, state in enumerate(sim.states)

@@ -1,0 +1,160 @@
+"""A simulated fleet: several models, each served on every DC, as one relay publishes them.
+
+A global router's questions span pools: which DC holds this prefix, why was that one preferred.
+To ask them of a relay that does not exist, each :class:`FleetModel` is simulated on its own
+(its workload in its hash space, routed over ``dcs`` DCs by the simulator) and every DC of every
+model becomes one pool feed of a :class:`~cbi1kit.sim.RelayServer`: ``serve`` → ``record``
+then captures what a router would see. A model's pool registers the base model and, in the LoRA
+hash space, one LoRA registration per adapter with its alias, so a request naming the alias
+resolves to the adapter whose name salts its blocks (hashing.md §LoRA). The catalog entry of a
+pool is the simulator's own (``_simrelay.catalog_pools``), so identities match what the
+simulator derives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from cbi1kit.errors import SimulationError
+from cbi1kit.hashing._identity import CanonicalModelRegistration, ModelTarget
+from cbi1kit.relay._messages import descriptor_to_wire
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.sim._server import FrameListFeed, RelayServer, ServerConfig
+from cbi1kit.sim._simrelay import catalog_pools
+from cbi1kit.sim._simulator import RoutingPolicy, Simulator, SimulatorConfig
+from cbi1kit.sim._workload import HashSpaceName, Workload, synthetic_chat
+
+__all__ = ["FleetModel", "FleetPools", "fleet_pools", "fleet_server"]
+
+
+@dataclass(frozen=True)
+class FleetModel:
+    """One model of the fleet: its name, hash space and synthetic chat workload.
+
+    ``lora_aliases`` maps each LoRA adapter (its canonical name, the hash salt) to the alias
+    requests name it by; only the ``"lora"`` hash space runs adapter sessions.
+    """
+
+    model: str
+    hash_space: HashSpaceName = "standard"
+    lora_aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    sessions: int = 60
+    seed: int = 0
+
+    def registrations(self) -> tuple[CanonicalModelRegistration, ...]:
+        """The base model, then each adapter as a LoRA target on it under its alias."""
+        base = CanonicalModelRegistration.new(self.model)
+        adapters = tuple(
+            CanonicalModelRegistration.with_target(
+                adapter, ModelTarget.lora(self.model, adapter), [alias]
+            )
+            for adapter, alias in sorted(self.lora_aliases.items())
+        )
+        return (base, *adapters)
+
+    def workload(self) -> Workload:
+        adapters = tuple(sorted(self.lora_aliases)) or ("adapter-a",)
+        return synthetic_chat(
+            self.sessions, hash_space=self.hash_space, lora_names=adapters, seed=self.seed
+        )
+
+
+@dataclass(frozen=True)
+class FleetPools:
+    """Each model's workload and, per model, one feed per DC (DC order)."""
+
+    models: tuple[FleetModel, ...]
+    workloads: Mapping[str, Workload]
+    feeds: Mapping[str, tuple[FrameListFeed, ...]]
+
+    def all_feeds(self) -> list[FrameListFeed]:
+        return [feed for model in self.models for feed in self.feeds[model.model]]
+
+
+def fleet_pools(
+    models: Sequence[FleetModel],
+    *,
+    dcs: int = 4,
+    workers_per_dc: int = 2,
+    capacity_blocks: int = 2048,
+    policy: RoutingPolicy = "ckf",
+    seed: int = 0,
+) -> FleetPools:
+    """Simulate each model over ``dcs`` DCs; every DC's publications become a pool feed."""
+    names = [m.model for m in models]
+    if not models or len(set(names)) != len(names):
+        raise SimulationError("Config", f"a fleet needs distinct models, got {names}")
+    workloads: dict[str, Workload] = {}
+    feeds: dict[str, tuple[FrameListFeed, ...]] = {}
+    for model in models:
+        config = SimulatorConfig(
+            dcs=dcs,
+            workers_per_dc=workers_per_dc,
+            capacity_blocks=capacity_blocks,
+            policy=policy,
+            seed=seed,
+            model=model.model,
+        )
+        workload = model.workload()
+        workloads[model.model] = workload
+        feeds[model.model] = _model_feeds(config, workload, model.registrations())
+    return FleetPools(tuple(models), MappingProxyType(workloads), MappingProxyType(feeds))
+
+
+def _model_feeds(
+    config: SimulatorConfig,
+    workload: Workload,
+    registrations: tuple[CanonicalModelRegistration, ...],
+) -> tuple[FrameListFeed, ...]:
+    sim = Simulator(config)
+    first: dict[int, Any] = {}
+    frames: dict[int, list[PublicationFrame]] = {dc: [] for dc in range(config.dcs)}
+
+    def on_snapshot(_t: int, dc: int, snapshot: Any) -> None:
+        first.setdefault(dc, snapshot)
+
+    def on_delta(_t: int, dc: int, delta: Any) -> None:
+        frames[dc].append(encode_delta(delta))
+
+    sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
+    pools = catalog_pools(config, sim, workload, registrations)
+    ranks = config.workers_per_dc * config.dp_ranks
+    out = []
+    for dc, pool in enumerate(pools):
+        snap = first.get(dc)
+        if snap is None:  # pragma: no cover - the simulator installs every DC's lane first
+            raise SimulationError("Relay", f"model {config.model}: DC {dc} never published")
+        start = HubSnapshot(
+            pool.producer, int(snap.sequence), np.asarray(snap.buckets, dtype=np.uint64)
+        )
+        out.append(
+            FrameListFeed(
+                start,
+                frames[dc],
+                descriptor=descriptor_to_wire(pool),
+                kv_capacity=ranks * config.capacity_blocks,
+                workers=config.workers_per_dc,
+                ranks=ranks,
+            )
+        )
+    return tuple(out)
+
+
+def fleet_server(
+    models: Sequence[FleetModel],
+    *,
+    dcs: int = 4,
+    server_config: ServerConfig | None = None,
+    pace: float = 0.005,
+    **simulation: Any,
+) -> tuple[RelayServer, FleetPools]:
+    """A simulated relay serving every pool of the fleet (not started), and the pools behind it
+    (their workloads, and each feed's ``words()``: the producer's lane a replay must reach)."""
+    pools = fleet_pools(models, dcs=dcs, **simulation)
+    config = replace(server_config or ServerConfig(), pace=pace)
+    return RelayServer(pools.all_feeds(), config), pools
