@@ -1,0 +1,57 @@
+"""The simulated fleet: every model on every DC as a pool of one relay (#15)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from errorcheck import raises_variant
+
+from cbi1kit.errors import SimulationError
+from cbi1kit.hashing import KvQueryHashFormat, resolve_lora_name
+from cbi1kit.relay._messages import descriptor_from_wire
+from cbi1kit.sim import FleetModel, Simulator, SimulatorConfig, fleet_pools
+
+MODELS = (
+    FleetModel("fleet/chat", "lora", {"adapter-support": "support-bot"}, sessions=20),
+    FleetModel("fleet/draft", "eagle", sessions=20, seed=1),
+)
+
+
+def test_every_model_on_every_dc_is_a_pool_of_its_own() -> None:
+    pools = fleet_pools(MODELS, dcs=3, capacity_blocks=512)
+    feeds = pools.all_feeds()
+    assert len(feeds) == 6
+    assert len({f.identity.pool_id for f in feeds}) == 6
+    for model in MODELS:
+        descs = [descriptor_from_wire(f.descriptor()) for f in pools.feeds[model.model]]
+        assert len({d.producer.pool_id.dc_id for d in descs}) == 3
+        assert len({d.producer.pool_id.indexer_domain for d in descs}) == 1  # one table
+        expected = KvQueryHashFormat.DYNAMO_EAGLE_V1 if model.hash_space == "eagle" else None
+        for d in descs:
+            if expected is not None:
+                assert d.query_semantics.hash_format is expected
+            assert d.serves(model.model)
+    chat = descriptor_from_wire(pools.feeds["fleet/chat"][0].descriptor())
+    # the alias resolves to the adapter whose canonical name salts the request's blocks
+    assert resolve_lora_name(chat.registrations, "support-bot") == "adapter-support"
+    assert resolve_lora_name(chat.registrations, "fleet/chat") is None
+
+
+def test_a_feed_played_to_its_end_holds_the_simulators_lane() -> None:
+    pools = fleet_pools(MODELS[1:], dcs=2, capacity_blocks=512)
+    config = SimulatorConfig(
+        dcs=2, workers_per_dc=2, capacity_blocks=512, policy="ckf", model="fleet/draft"
+    )
+    sim = Simulator(config)
+    sim.run(pools.workloads["fleet/draft"])
+    for dc, feed in enumerate(pools.feeds["fleet/draft"]):
+        while feed.advance() is not None:
+            pass
+        assert np.array_equal(feed.words(), sim.states[dc].words())
+
+
+def test_models_must_be_distinct() -> None:
+    with raises_variant(SimulationError, "Config", match="distinct models"):
+        fleet_pools([MODELS[0], MODELS[0]])
+    with pytest.raises(ValueError):  # the family is a ValueError too
+        fleet_pools([])
