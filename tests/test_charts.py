@@ -13,6 +13,7 @@ import pytest
 from errorcheck import raises_variant
 
 from cbi1kit.analysis._frames import frames_table
+from cbi1kit.analysis._global import global_timeline
 from cbi1kit.analysis._replay import replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import read_capture
@@ -33,6 +34,7 @@ def stream() -> dict[str, Any]:
         "frames": frames_table(SAMPLE).collect(),
         "images": images_table(SAMPLE),
         "snapshots": snapshots_table(SAMPLE),
+        "report": report,
     }
 
 
@@ -325,6 +327,7 @@ def _charts(stream: dict[str, Any]) -> dict[str, Any]:
             pl.DataFrame({"exact_depth": exact, "ckf_depth": exact + (rng.random(2000) < 0.05)})
         ),
         "fpr_vs_load": C.fpr_vs_load_chart(runs),
+        "lanes": C.lanes_over_time_chart(global_timeline(stream["report"], points=6)),
         "compare_runs": C.compare_runs_chart(
             sweep, x="request", metrics=["capacity_failures"], by="run"
         ),
@@ -494,3 +497,24 @@ def test_full_table_shows_every_row_column_and_string() -> None:
     assert "tbl_rows" not in str(pl.Config.state(if_set=True))  # the setting did not leak
     with raises_variant(VizError, "ChartData", match="too many to show whole"):
         C.full_table(pl.DataFrame({"n": range(201)}))
+
+
+def test_lanes_over_time_shows_every_lane_and_when_it_was_not_ready(tmp_path: Path) -> None:
+    """A fleet capture: each DC a line; the first moment (before any snapshot) a cross each."""
+    from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig, simulate_capture
+    from cbi1kit.sim._workload import synthetic_chat
+
+    out = tmp_path / "fleet.kvrcap"
+    sim = SimulatorConfig(dcs=3, workers_per_dc=1, capacity_blocks=256, policy="ckf")
+    simulate_capture(synthetic_chat(20, seed=2), out, SimRelayConfig(sim, RelayConfig()))
+    timeline = global_timeline(out, points=5)
+    assert timeline.height == 15 and timeline["dc_id"].n_unique() == 3
+    first = timeline.filter(pl.col("offset_s") == 0)
+    assert not first["ready"].any()  # nothing installed at the first message yet
+    assert timeline.filter(pl.col("offset_s") > 0)["ready"].all()
+    spec = C.lanes_over_time_chart(timeline).to_dict()
+    (rows,) = [r for r in _datasets(spec) if r and "state" in r[0]]
+    assert sorted({r["dc_id"] for r in rows if r["state"] == "ready"}) == sorted(
+        set(timeline["dc_id"])
+    )
+    assert sum(r["state"] == "not ready" for r in rows) == 3

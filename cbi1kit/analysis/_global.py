@@ -51,6 +51,7 @@ __all__ = [
     "GlobalView",
     "ViewLane",
     "format_unix_ns",
+    "global_timeline",
     "global_view",
     "parse_at",
 ]
@@ -466,3 +467,35 @@ def global_view(
         else replay(capture, expected_format=expected_format, keep_events=False)
     )
     return build_global_view(report, model=model, at=at)
+
+
+def global_timeline(
+    capture: str | os.PathLike[str] | ReplayReport,
+    *,
+    model: str | None = None,
+    points: int = 24,
+) -> pl.DataFrame:
+    """The global view at ``points`` evenly spaced receive times, from the capture's first
+    message to its last, as one table: every lane of ``GlobalView.to_frame`` with the moment's
+    ``offset_s`` (seconds after the first message) and ``at`` (ISO time). The capture is
+    replayed once; each moment reads the lanes back from that replay's history."""
+    if not 2 <= points <= 1000:
+        raise _at_error(f"points {points} is outside 2..1000")
+    report = capture if isinstance(capture, ReplayReport) else replay(capture, keep_events=False)
+    first = report.first_unix_ns
+    if first is None:
+        raise LaneError("TimeNotRecorded", message="the source has no receive times")
+    last = max(
+        (s.last_unix_ns or first for lane in report.lanes for s in lane.sessions), default=first
+    )
+    frames = []
+    for i in range(points):
+        unix_ns = first + (last - first) * i // (points - 1)
+        frame = build_global_view(report, model=model, at=At(unix_ns=unix_ns)).to_frame()
+        frames.append(
+            frame.with_columns(
+                pl.lit((unix_ns - first) / 1e9).alias("offset_s"),
+                pl.lit(format_unix_ns(unix_ns)).alias("at"),
+            )
+        )
+    return pl.concat(frames)

@@ -27,6 +27,7 @@ _CHARTS = (
     "fpr_vs_load_chart",
     "full_table",
     "hex64",
+    "lanes_over_time_chart",
     "occupancy_chart",
     "prefix_depth_chart",
     "slots_histogram_chart",

@@ -45,6 +45,7 @@ __all__ = [
     "fpr_vs_load_chart",
     "full_table",
     "hex64",
+    "lanes_over_time_chart",
     "occupancy_chart",
     "prefix_depth_chart",
     "slots_histogram_chart",
@@ -1043,4 +1044,57 @@ def fpr_vs_load_chart(runs: pl.DataFrame, *, subtitle: str | None = None) -> alt
         ),
         width=480,
         height=300,
+    )
+
+
+def lanes_over_time_chart(timeline: pl.DataFrame, *, by: str = "domain") -> alt.FacetChart:
+    """Each DC lane's slot load over a capture, one panel per ``by`` (an indexer domain, or a
+    model column a caller added): ``analysis.global_timeline``'s moments. A moment where a lane
+    was not ready (between sessions: a violation, its stream closed, a new one not installed)
+    is a red cross on the time axis: a router could not use it then."""
+    _require(timeline, ["offset_s", "dc_id", "ready", "load_factor", by], "lanes over time")
+    rows = _bounded(timeline, "lanes over time").with_columns(
+        pl.when(pl.col("ready"))
+        .then(pl.lit("ready"))
+        .otherwise(pl.lit("not ready"))
+        .alias("state"),
+        pl.col("load_factor").fill_null(0.0).alias("shown_load"),
+    )
+    span = float(rows["offset_s"].max() or 0.0)  # type: ignore[arg-type]
+    size, _, unit = _time_unit(span)
+    rows = rows.with_columns((pl.col("offset_s") / size).alias("since"))
+    x = alt.X(
+        "since:Q",
+        title=f"{unit} since the capture's first message",
+        scale=alt.Scale(domain=[0, span / size], nice=False),
+    )
+    y = alt.Y("shown_load:Q", title="slot load factor α")
+    tooltip = [
+        alt.Tooltip("at:N", title="moment") if "at" in rows.columns else alt.Tooltip("offset_s:Q"),
+        alt.Tooltip("dc_id:N", title="DC id"),
+        alt.Tooltip("state:N", title="lane"),
+        alt.Tooltip("load_factor:Q", title="slot load", format=".3f"),
+        alt.Tooltip("sequence:Q", title="sequence"),
+        alt.Tooltip("why:N", title="why not ready"),
+    ]
+    colour = alt.Color("dc_id:N", title="DC id")
+    base = alt.Chart(rows)
+    lines = (
+        base.transform_filter(alt.datum.state == "ready")
+        .mark_line(point=True)
+        .encode(x=x, y=y, color=colour, tooltip=tooltip)
+    )
+    gaps = (
+        base.transform_filter(alt.datum.state == "not ready")
+        .mark_point(shape="cross", color="#e45756", size=80, filled=True)
+        .encode(x=x, y=y, detail="dc_id:N", tooltip=tooltip)
+    )
+    panel = alt.layer(lines, gaps).properties(width=640, height=160)
+    header = alt.Header(labelAngle=0, labelAlign="left", labelOrient="top", labelFontWeight="bold")
+    title = "indexer domain" if by == "domain" else _label(by)
+    return panel.facet(row=alt.Row(f"{by}:N", title=title, header=header)).properties(
+        title=alt.TitleParams(
+            "Every DC lane's slot load over the capture (red cross: lane not ready)",
+            subtitle=f"the global view at {rows['offset_s'].n_unique()} moments",
+        )
     )

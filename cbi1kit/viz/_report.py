@@ -22,6 +22,7 @@ import altair as alt
 
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_table
+from cbi1kit.analysis._global import global_timeline
 from cbi1kit.analysis._replay import replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import read_capture
@@ -36,6 +37,7 @@ from cbi1kit.viz._charts import (
     filter_health_table,
     fingerprint_chart,
     fpr_vs_load_chart,
+    lanes_over_time_chart,
     occupancy_chart,
     prefix_depth_chart,
     slots_histogram_chart,
@@ -62,6 +64,7 @@ CHART_KINDS = (
     "filter_health",
     "fpr_vs_load",
     "churn",
+    "lanes",
     *TRACE_CHART_KINDS,
 )
 #: The separate simulation behind the trace charts.
@@ -132,6 +135,11 @@ def report_charts(
     )
     bucket_count = int(lane.shape[0])
     yield "churn", "Delta churn", churn_chart(frames, images, bucket_count=bucket_count)
+    yield (
+        "lanes",
+        "Every lane's load over the capture, and when a router could not use it",
+        lanes_over_time_chart(global_timeline(report)),
+    )
     if workload is None:
         return
     run = Simulator(SimulatorConfig(**TRACE_SIMULATION)).run(workload)  # type: ignore[arg-type]
