@@ -178,13 +178,19 @@ def _replay(path: Path, fmt: FilterFormat | None, progress: bool, *, history: bo
     are counted, not kept, and the history ``lane_at`` reads is kept only for ``stats --at``:
     memory stays at the lanes in play, whatever the capture's length."""
     from cbi1kit.analysis._replay import replay
-    from cbi1kit.capture._readers import read_capture_items, read_frames
+    from cbi1kit.capture._readers import read_frames
 
     check_source(path)
-    # a capture: its frames, catalog and stream opens/closes in one pass (the global view's)
-    read = read_capture_items if _is_capture(path) else read_frames
-    records = read(path, damage="report")
     with _progress(f"replay {path.name}", None, progress) as advance:
+        if _is_capture(path):  # its frames, catalog and stream opens/closes (the fast engine)
+            return replay(
+                path,
+                expected_format=fmt,
+                keep_history=history,
+                keep_events=False,
+                progress=advance,
+            )
+        records = read_frames(path, damage="report")
         return replay(
             _counted(records, advance), expected_format=fmt, keep_history=history, keep_events=False
         )

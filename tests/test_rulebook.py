@@ -379,19 +379,23 @@ def test_the_table_falls_back_to_the_reference_when_kernels_fail(
 
 
 def test_the_kernel_cache_is_keyed_on_every_inlined_source() -> None:
-    """Every cbi1kit module the kernels import is hashed into their cache stamp."""
+    """Every cbi1kit module the kernel modules import is hashed into their cache stamp."""
     import ast
 
     from cbi1kit.analysis import _cache
 
-    src = Path(_cache.__file__).parent / "_kernels.py"
-    imported = {
-        node.module.removeprefix("cbi1kit.").replace(".", "/") + ".py"
-        for node in ast.walk(ast.parse(src.read_text()))
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cbi1kit.")
-    }
+    package = Path(_cache.__file__).parents[1]
+    kernels = {"analysis/_kernels.py", "analysis/_replay_kernels.py"}
+    imported: set[str] = set()
+    for rel in kernels:
+        for node in ast.walk(ast.parse((package / rel).read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cbi1kit."):
+                module = node.module.removeprefix("cbi1kit.").replace(".", "/")  # type: ignore[union-attr]
+                for alias in node.names:  # ``from cbi1kit._proto import kvrelay_v1_pb2``
+                    sub = f"{module}/{alias.name}.py"
+                    imported.add(sub if (package / sub).is_file() else f"{module}.py")
     imported.discard("analysis/_cache.py")  # the cache itself compiles nothing
-    assert imported | {"analysis/_kernels.py"} == set(_cache.INLINED_SOURCES)
+    assert imported | kernels == set(_cache.INLINED_SOURCES)
     assert len(_cache.sources_digest()) == 64
 
 

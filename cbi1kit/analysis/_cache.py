@@ -1,9 +1,12 @@
-"""numba's disk cache for the frames-table kernels, keyed on every source they compile.
+"""numba's disk cache for the frames-table and replay kernels, keyed on every source they compile.
 
 numba stamps a cached kernel with a hash of the file that defines it. The kernels of
-:mod:`cbi1kit.analysis._kernels` also compile what they import: XXH3's constants and functions
-(``hashing/_xxh3.py``), the CBI1 constants (``wire/_format.py``) and the rule numbering
-(``wire/_rules.py``); numba freezes those into the machine code. ``keyed_cache`` gives a kernel a
+:mod:`cbi1kit.analysis._kernels` and :mod:`cbi1kit.analysis._replay_kernels` also compile what
+they import: XXH3's constants and functions (``hashing/_xxh3.py``), the CBI1 constants
+(``wire/_format.py``) and byte layout (``wire/_layout.py``), the rule numbering
+(``wire/_rules.py``), the relay contract's constants (``relay/_messages.py``) and the protobuf
+field numbers and enum values (``_proto/kvrelay_v1_pb2.py``); numba freezes those into the
+machine code. ``keyed_cache`` gives a kernel a
 cache whose stamp hashes all of :data:`INLINED_SOURCES` (and the numba version), so that editing
 any of them, or upgrading numba, recompiles instead of loading stale code.
 
@@ -41,9 +44,13 @@ _PACKAGE: Final = Path(__file__).resolve().parent.parent
 #: Every file whose code or constants the kernels compile, relative to the package.
 INLINED_SOURCES: Final = (
     "analysis/_kernels.py",
+    "analysis/_replay_kernels.py",
     "hashing/_xxh3.py",
     "wire/_format.py",
     "wire/_rules.py",
+    "wire/_layout.py",
+    "relay/_messages.py",
+    "_proto/kvrelay_v1_pb2.py",
 )
 
 _F = TypeVar("_F")

@@ -53,6 +53,7 @@ __all__ = [
     "HEADER_COLUMNS",
     "MALFORMED",
     "PRODUCER_RULE",
+    "REPEATED",
     "RULE_COUNT",
     "UNKNOWN_FIELDS",
     "frame_rules",
@@ -257,6 +258,7 @@ for _field, _slot in FIELD_SLOTS.items():
 _WIRE_OF: Final = np.array([0, 0, 0, 0, 0, 2, 2, 2, 5], dtype=np.int64)  # slot -> wire type
 UNKNOWN_FIELDS: Final = 1
 MALFORMED: Final = 2
+REPEATED: Final = 4
 
 
 @_inline
@@ -396,6 +398,8 @@ def _scan_rows(
             if slot < 0:
                 flags[i] |= UNKNOWN_FIELDS
             else:
+                if present[i, slot]:  # a field given twice (protobuf merges a message's)
+                    flags[i] |= REPEATED
                 value[i, slot] = v
                 present[i, slot] = True
         if i > 0:  # a new run where the relay's or producer's bytes differ from the row before
@@ -433,13 +437,15 @@ def scan_filter_updates(
     Returns ``(value, present, offset, flags, checksum, run, head, top)``, a row per message. The
     first three have shape ``(n, 9)``, columns in ``FIELD_SLOTS`` order: a varint's value, a
     length-delimited field's length (its bytes begin at ``offset``), the fixed32 marker's
-    value. ``flags`` holds ``UNKNOWN_FIELDS`` and ``MALFORMED`` (a malformed message keeps the
-    fields before the damage). ``checksum`` is the payload's CBI1 body checksum, computed
-    while the walk is on the payload's bytes; rows without ``is_pb`` are bare CBI1 frames and
-    hash as a whole. ``run`` numbers runs of rows whose relay and producer bytes equal the
-    previous row's, so that each sub-message is parsed once per run. ``head`` holds each
-    payload's first 64 bytes (the CBI1 header and body prefix; zeros past the payload's end).
-    ``top`` is a delta payload's largest image bucket (0 unless its length fits its count).
+    value. ``flags`` holds ``UNKNOWN_FIELDS``, ``MALFORMED`` (a malformed message keeps the
+    fields before the damage) and ``REPEATED`` (a known field given more than once: its last
+    occurrence is kept, where protobuf merges a repeated message field). ``checksum`` is the
+    payload's CBI1 body checksum, computed while the walk is on the payload's bytes; rows
+    without ``is_pb`` are bare CBI1 frames and hash as a whole. ``run`` numbers runs of rows
+    whose relay and producer bytes equal the previous row's, so that each sub-message is parsed
+    once per run. ``head`` holds each payload's first 64 bytes (the CBI1 header and body
+    prefix; zeros past the payload's end). ``top`` is a delta payload's largest image bucket (0
+    unless its length fits its count).
     """
     out = _scan_outputs(len(start))
     _scan_rows(b, start, end, is_pb, 0, len(start), 0, out)

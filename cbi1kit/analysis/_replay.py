@@ -225,6 +225,14 @@ class _History:
             self.flush()
         return int(rows.shape[0])
 
+    def add_row_array(self, rows: npt.NDArray[np.void]) -> int:
+        """Keep the images of a run of deltas, already as ``_ROW`` rows in order; how many."""
+        self._pending.append(rows)
+        self._pending_bytes += rows.nbytes
+        if self._pending_bytes >= _SPILL_BYTES:
+            self.flush()
+        return int(rows.shape[0])
+
     def lane_at(self, segment: _Segment, sequence: int) -> Words:
         """The segment's snapshot words, then its rows up to ``sequence`` a batch at a time, in
         order (the last write of a bucket wins): one lane and one batch in memory."""
@@ -515,6 +523,12 @@ def _lane_name(lane: LaneReport) -> str:
 
 SnapshotHook = Callable[[int, int, AssembledSnapshot, int], None]
 DeltaHook = Callable[[int, int, npt.NDArray[np.uint32], Words, Words], None]
+#: ``on_deltas(record_indices, sequences, image_counts, buckets, new_words, previous_words)``:
+#: applied deltas in record order, their images back to back (``image_counts`` per delta)
+DeltasHook = Callable[
+    [npt.NDArray[np.int64], Words, npt.NDArray[np.int64], npt.NDArray[np.uint32], Words, Words],
+    None,
+]
 
 
 class LaneReplayer:
@@ -527,7 +541,9 @@ class LaneReplayer:
     their counts and the violations. Either way memory stays at the lane in play, however long
     the stream. ``on_snapshot(record_index, sequence, snapshot, stream_id)`` and
     ``on_delta(record_index, sequence, buckets, new_words, previous_words)`` observe installs
-    and applied deltas (the tables use them). A new ``stream_id`` is a new session.
+    and applied deltas; ``on_deltas`` (:data:`DeltasHook`) observes applied deltas many at a
+    time where the fast engine takes them (one at a time here; the tables use it). A new
+    ``stream_id`` is a new session.
     """
 
     def __init__(
@@ -538,6 +554,7 @@ class LaneReplayer:
         keep_events: bool = True,
         on_snapshot: SnapshotHook | None = None,
         on_delta: DeltaHook | None = None,
+        on_deltas: DeltasHook | None = None,
     ) -> None:
         self.expected_format = (
             None
@@ -548,6 +565,7 @@ class LaneReplayer:
         self.keep_events = keep_events
         self.on_snapshot = on_snapshot
         self.on_delta = on_delta
+        self.on_deltas = on_deltas
         self.events: list[ReplayEvent] = []
         self.records = 0
         self.streams: list[int] = []
@@ -559,6 +577,9 @@ class LaneReplayer:
         self._lane: Lane | None = None  # one lane across sessions; each session resets it
         self._ever_installed = False
         self._stream: int | None = None
+        #: producer and relay bytes of a message this lane took without a violation (they
+        #: parse and validate): the fast engine skips messages carrying them while recovering
+        self._valid_envelope: tuple[bytes, bytes] | None = None
         self._reset_session(recovering=False)
 
     # -- session state ------------------------------------------------------------------------
@@ -574,7 +595,7 @@ class LaneReplayer:
             self._checker = StreamChecker(
                 expected_format=self.expected_format,
                 lane=self._lane,
-                keep_previous=self.on_delta is not None,
+                keep_previous=self.on_delta is not None or self.on_deltas is not None,
             )
         return self._checker
 
@@ -746,6 +767,16 @@ class LaneReplayer:
         if self.on_delta is not None:
             assert previous is not None
             self.on_delta(rec.index, delta.header.epoch, delta.buckets, delta.words, previous)
+        if self.on_deltas is not None:
+            assert previous is not None
+            self.on_deltas(
+                np.array([rec.index], dtype=np.int64),
+                np.array([delta.header.epoch], dtype=np.uint64),
+                np.array([delta.image_count], dtype=np.int64),
+                delta.buckets,
+                delta.words,
+                previous,
+            )
 
     def _installed(self, rec: _Rec, snap: AssembledSnapshot, checker: StreamChecker) -> ReplayEvent:
         self._ever_installed = True
@@ -842,6 +873,7 @@ class Replayer:
         keep_events: bool = True,
         on_snapshot: SnapshotHook | None = None,
         on_delta: DeltaHook | None = None,
+        on_deltas: DeltasHook | None = None,
     ) -> None:
         self._lane_args: dict[str, Any] = {
             "expected_format": expected_format,
@@ -849,6 +881,7 @@ class Replayer:
             "keep_events": False,
             "on_snapshot": on_snapshot,
             "on_delta": on_delta,
+            "on_deltas": on_deltas,
         }
         self.keep_events = keep_events
         self.events: list[ReplayEvent] = []
@@ -891,6 +924,14 @@ class Replayer:
                 sid, record.recv_unix_ns, recovering_from=self._damaged.pop(sid, None)
             )
         return slot
+
+    def _lane_player(self, stream_id: int) -> LaneReplayer | None:
+        """The lane ``stream_id`` feeds now (None: not yet, or another stream took it)."""
+        key = self._stream_lane.get(stream_id)
+        if key is None:
+            return None
+        player = self._lanes[key].player
+        return player if player._stream == stream_id else None
 
     def feed(self, record: FrameRecord | pb.FilterUpdate) -> ReplayEvent:
         """Apply one frame to its lane; returns the event it produced."""
@@ -1037,22 +1078,55 @@ def _records(source: Any) -> Iterator[Any]:
     return iter(source)
 
 
+ENGINES: Final = ("auto", "fast", "reference")
+
+
+def _fast_engine(source: Any, engine: str) -> Any:
+    """The fast engine's module when ``source`` is a capture it replays (``engine`` ``fast``,
+    or ``auto`` with the compiled kernels loading), else None: the per-message engine."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine == "reference" or not isinstance(source, (str, os.PathLike)):
+        return None
+    try:
+        if not _is_capture(source):
+            return None
+        from cbi1kit.analysis import _fast
+    except Exception:  # unreadable (the reference reports it), or no numba: per message
+        return None
+    return _fast if engine == "fast" or _fast.available() else None
+
+
 def replay(
     records: Iterable[Any] | str | os.PathLike[str],
     *,
     expected_format: Any = None,
     keep_history: bool = True,
     keep_events: bool = True,
+    engine: str = "auto",
+    progress: Callable[[int], None] | None = None,
 ) -> ReplayReport:
     """Replay a whole source (records, ``FilterUpdate`` messages, items of
     :func:`cbi1kit.capture.read_capture_items`, or a path: a capture is read with its catalog
     and streams, anything else with ``read_frames``), one lane per pool. Capture damage
     (``FrameDamage`` items; a capture path is read with ``damage="report"``) is a violation at
     its frame index and replay goes on after it; a reader's exception (other sources) becomes
-    the last event, a violation. ``keep_history`` and ``keep_events`` are :class:`Replayer`'s."""
+    the last event, a violation. ``keep_history`` and ``keep_events`` are :class:`Replayer`'s.
+
+    ``engine``: ``reference`` runs every message through the stream engine one by one;
+    ``fast`` (a capture path) takes runs of deltas, heartbeats and skipped messages a batch at
+    a time with compiled kernels (:mod:`cbi1kit.analysis._fast`) and the rest one by one, to
+    the same report; ``auto`` is ``fast`` for a capture when the kernels load. Other sources
+    (grpcurl JSON, bare frames, iterables) are read a message at a time, by the reference.
+    ``progress(n)`` is told of each ``n`` items replayed."""
     player = Replayer(
         expected_format=expected_format, keep_history=keep_history, keep_events=keep_events
     )
+    fast = _fast_engine(records, engine)
+    if fast is not None:
+        assert isinstance(records, (str, os.PathLike))
+        report: ReplayReport = fast.replay_capture(player, records, progress=progress)
+        return report
     try:
         it = _records(records)
     except (Cbi1kitError, OSError) as exc:
@@ -1067,4 +1141,6 @@ def replay(
             player.feed_error(exc)
             break
         player.feed_item(record)
+        if progress is not None:
+            progress(1)
     return player.report()

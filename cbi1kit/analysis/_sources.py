@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._schema import I64, U64, Bool, _Scanned
@@ -26,14 +27,29 @@ from cbi1kit.capture._file import (
     RECORD_MAGIC,
     CaptureDamage,
     CaptureReader,
+    CaptureRecord,
     IndexBlock,
     RecordType,
+    StreamClose,
+    StreamOpen,
     read_index,
     release_pages,
 )
-from cbi1kit.capture._readers import FrameRecord
-from cbi1kit.capture._streams import FrameStreams
+from cbi1kit.capture._readers import (
+    CaptureItem,
+    CatalogRecord,
+    FrameDamage,
+    FrameRecord,
+    StreamEvent,
+    _unreadable_message,
+)
+from cbi1kit.capture._streams import (
+    SUBSCRIBE_KV_POOL_METHOD,
+    WATCH_KV_POOL_CATALOG_METHOD,
+    FrameStreams,
+)
 from cbi1kit.errors import CaptureError, Cbi1kitError
+from cbi1kit.wire._format import U64_MAX
 
 __all__: list[str] = []
 
@@ -55,6 +71,7 @@ class _Batch:
     is_pb: Bool
     has_time: Bool
     scanned: _Scanned | None = None  # the envelope kernel's rows, if it has run
+    number: I64 | None = None  # each message's capture record number, where read from one
 
 
 def _is_capture(source: Any) -> bool:
@@ -85,13 +102,19 @@ class _Rows:
         """Full batches (and with ``final`` the rest)."""
         if not self.parts or (self.count < self.size and not final):
             return
-        cols = [np.concatenate(c) for c in zip(*(p[0] for p in self.parts), strict=True)]
-        scans = [p[1] for p in self.parts]
-        scanned = (
-            [np.concatenate(c) for c in zip(*scans, strict=True)]
-            if all(x is not None for x in scans)
-            else None
-        )
+        scanned: list[npt.NDArray[Any]] | None
+        if len(self.parts) == 1:  # one part: its arrays as they are
+            cols = list(self.parts[0][0])
+            one = self.parts[0][1]
+            scanned = None if one is None else list(one)
+        else:
+            cols = [np.concatenate(c) for c in zip(*(p[0] for p in self.parts), strict=True)]
+            scans = [p[1] for p in self.parts]
+            scanned = (
+                [np.concatenate(c) for c in zip(*_apart(scans), strict=True)]  # type: ignore[arg-type]
+                if all(x is not None for x in scans)
+                else None
+            )
         self.parts.clear()
         n, self.count = len(cols[0]), 0
         cut = n if final else n - n % self.size
@@ -112,6 +135,7 @@ class _Rows:
         length: I64,
         wall: I64,
         mono: U64,
+        number: I64 | None = None,
         *,
         scanned: _Scanned | None,
     ) -> _Batch:
@@ -131,9 +155,24 @@ class _Rows:
             ones,
             ones,
             scanned,
+            number,
         )
 
 
+def _apart(scans: list[_Scanned]) -> list[_Scanned]:
+    """The parts' scans with run ids that no two parts share: each part's scan numbered its
+    runs from 0 (a run never continues across parts: the kernel compared nothing before it)."""
+    out: list[_Scanned] = []
+    base = 0
+    for scan in scans:
+        run = scan[_RUN] + base
+        out.append((*scan[:_RUN], run, *scan[_RUN + 1 :]))
+        if len(run):
+            base = int(run.max()) + 1
+    return out
+
+
+_RUN: Final = 5  # the run column of a scan (``scan_filter_updates``)
 _NOT_OPEN: Final = 1 << 62
 _NO_ROWS: Final = np.zeros(0, dtype=np.int64)
 
@@ -352,6 +391,310 @@ class _CaptureScan:
             elif rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
                 self._control(int(rtype), item.stream_id, item.index, item.offset, item.body)
         flush()
+
+
+class _ItemScan:
+    """Everything :func:`cbi1kit.capture.read_capture_items` yields with ``damage="report"``, in
+    its order and numbering, but each run of frames as batches of message rows (``_Batch``, with
+    the capture record numbers, and for blocks read through the index the envelope kernel's rows)
+    rather than parsed messages: stream opens and closes, catalog updates and damage are the
+    reader's own items. Replay's fast engine reads captures through it.
+
+    Blocks that verify are read through the index, as :class:`_CaptureScan` reads them, a
+    stretch between two stream opens or closes at a time (a stream's method and first frame
+    change only there); from the first block that does not the file is walked record by record.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self.streams = FrameStreams((SUBSCRIBE_KV_POOL_METHOD,), self.path)
+        self.catalog_index = 0
+        self._released = 0
+
+    def items(self, batch_records: int) -> Generator[_Batch | CaptureItem, None, None]:
+        reader = CaptureReader(self.path)
+        try:
+            yield from self._items(reader, batch_records)
+        finally:
+            try:
+                reader.close()
+            except BufferError:  # a caller still holds a batch view; the map goes with it
+                reader._map = None
+                reader._file.close()
+
+    def _items(
+        self, reader: CaptureReader, batch_records: int
+    ) -> Generator[_Batch | CaptureItem, None, None]:
+        err, fatal = reader._check_file_header()
+        mm = reader.buffer
+        arr = np.frombuffer(mm, dtype=np.uint8)
+        rows = _Rows(arr, batch_records)
+        if err is not None:
+            end = len(mm) if fatal else FILE_HEADER_LEN
+            yield FrameDamage(0, 0, err, CaptureDamage(err, end, range(0)))
+            if fatal:
+                return
+        offset, number = FILE_HEADER_LEN, 0
+        index = read_index(mm) if err is None else None
+        if index is not None:
+            for group, whole, scanned in _checked_groups(arr, index.blocks):
+                good = yield from self._blocks(mm, arr, rows, group, scanned)
+                if good:
+                    offset = group[good - 1].index_end
+                    number = group[good - 1].first_index + len(group[good - 1].offsets) + 1
+                if good < len(group) or not whole:
+                    break
+            else:
+                offset, number = len(mm), index.trailer_index + 1
+        if offset < len(mm):
+            yield from self._walk(reader, rows, offset, number)
+        yield from self._flush(mm, rows)
+
+    def _flush(self, mm: Any, rows: _Rows, final: bool = True) -> Iterator[_Batch]:
+        """The rows gathered so far as batches (all of them, or only full ones); once each is
+        replayed, the mapped pages behind it are given back."""
+        for batch in rows.batches(final=final):
+            yield batch
+            last = int(batch.start[-1] + batch.length[-1])
+            self._released = release_pages(mm, self._released, last)
+
+    def _blocks(
+        self,
+        mm: Any,
+        arr: npt.NDArray[np.uint8],
+        rows: _Rows,
+        blocks: list[IndexBlock],
+        scanned: _Scanned | None,
+    ) -> Generator[_Batch | CaptureItem, None, int]:
+        """The items of consecutive verified blocks; returns how many leading blocks' record
+        headers agree with the index (the rest is left to the walk)."""
+        if not blocks:
+            return 0
+        offs, follow = _block_records(blocks)
+        sizes = [len(b.offsets) for b in blocks]
+        numbers = np.concatenate(
+            [np.arange(b.first_index, b.first_index + len(b.offsets)) for b in blocks]
+        ).astype(np.int64)
+        window = np.ndarray(
+            (len(arr) - RECORD_HEADER_LEN + 1,),
+            dtype=f"V{RECORD_HEADER_LEN}",
+            buffer=arr,
+            strides=(1,),
+        )
+        h = window[offs].view(HEADER_DTYPE)
+        rtype = h["type"].astype(np.int64)
+        length = h["body_len"].astype(np.int64)
+        ok = (
+            (h["magic"] == RECORD_MAGIC)
+            & (h["record_index"] == numbers)
+            & (offs + RECORD_HEADER_LEN + length == follow)
+            & (rtype >= 1)
+            & (rtype <= 7)
+            & (rtype != RecordType.INDEX)
+        )
+        if not ok.all():
+            bad = int(np.searchsorted(np.cumsum(sizes), np.argmin(ok), side="right"))
+            kept = None if scanned is None else tuple(a[: sum(sizes[:bad])] for a in scanned)
+            return (yield from self._blocks(mm, arr, rows, blocks[:bad], kept))
+        cols = (
+            h["stream_id"].astype(np.int64),
+            offs,
+            length,
+            h["recv_unix_ns"].view(np.int64),
+            h["recv_mono_ns"],
+            numbers,
+        )
+        control = np.flatnonzero(
+            (rtype == RecordType.STREAM_OPEN) | (rtype == RecordType.STREAM_CLOSE)
+        )
+        at = 0
+        for k in [*control.tolist(), len(offs)]:
+            if k > at:
+                yield from self._stretch(mm, rows, cols, scanned, rtype, at, k)
+            if k < len(offs):
+                yield from self._flush(mm, rows)
+                yield self._control(mm, rows, RecordType(int(rtype[k])), *_row(cols, k))
+            at = k + 1
+        return len(blocks)
+
+    def _stretch(
+        self,
+        mm: Any,
+        rows: _Rows,
+        cols: tuple[npt.NDArray[Any], ...],
+        scanned: _Scanned | None,
+        rtype: npt.NDArray[np.int64],
+        lo: int,
+        hi: int,
+    ) -> Iterator[_Batch | CaptureItem]:
+        """Records ``lo`` to ``hi`` of a group, none of them a stream open or close: the frames
+        as rows, the catalog updates as items, the rest skipped."""
+        sid, offs, length, _wall, _mono, numbers = cols
+        msg = lo + np.flatnonzero(rtype[lo:hi] == RecordType.MESSAGE)
+        if not msg.size:
+            return
+        ms = sid[msg]
+        u, at, inv = np.unique(ms, return_index=True, return_inverse=True)
+        for x, k in zip(u.tolist(), at.tolist(), strict=True):
+            if self.streams.undecided(x):  # its open was lost: its first message says
+                m = int(msg[k])
+                body = bytes(
+                    mm[
+                        int(offs[m]) + RECORD_HEADER_LEN : int(offs[m] + length[m])
+                        + RECORD_HEADER_LEN
+                    ]
+                )
+                self.streams.is_frame(x, int(numbers[m]), body)
+        first = self.streams.first
+        starts = np.array([first.get(x, _NOT_OPEN) for x in u.tolist()], dtype=np.int64)
+        frame = starts[inv.reshape(-1)] <= numbers[msg]
+        catalogs = [
+            x for x in u.tolist() if self.streams.method.get(x) == WATCH_KV_POOL_CATALOG_METHOD
+        ]
+        cat = np.flatnonzero(~frame & np.isin(ms, catalogs)).tolist() if catalogs else []
+        done = 0
+        for c in [*cat, len(msg)]:
+            picked: Any = msg[done:c][frame[done:c]]
+            if picked.size:
+                if int(picked[-1]) - int(picked[0]) + 1 == picked.size:  # no copy: views
+                    picked = slice(int(picked[0]), int(picked[-1]) + 1)
+                rows.add(
+                    tuple(a[picked] for a in cols),
+                    None if scanned is None else tuple(a[picked] for a in scanned),
+                )
+                # batches end with the stretch: the rows of a group are not copied again
+                yield from self._flush(mm, rows)
+            if c < len(msg):
+                yield from self._flush(mm, rows)
+                yield self._catalog(mm, rows, *_row(cols, int(msg[c])))
+            done = c + 1
+
+    def _control(
+        self,
+        mm: Any,
+        rows: _Rows,
+        rtype: RecordType,
+        sid: int,
+        offset: int,
+        length: int,
+        wall: int,
+        mono: int,
+        number: int,
+    ) -> CaptureItem:
+        """A stream open or close as ``read_capture_items`` yields it (undecodable: damage)."""
+        body = bytes(mm[offset + RECORD_HEADER_LEN : offset + RECORD_HEADER_LEN + length])
+        decoded, err = self.streams.read_control(rtype, sid, number, offset, body)
+        if err is not None:
+            end = offset + RECORD_HEADER_LEN + length
+            return FrameDamage(
+                rows.frame_index, 0, err, CaptureDamage(err, end, range(0), rtype, sid)
+            )
+        return StreamEvent(
+            sid,
+            number,
+            offset,
+            wall,
+            mono,
+            decoded if isinstance(decoded, StreamOpen) else None,
+            decoded if isinstance(decoded, StreamClose) else None,
+        )
+
+    def _catalog(
+        self,
+        mm: Any,
+        rows: _Rows,
+        sid: int,
+        offset: int,
+        length: int,
+        wall: int,
+        mono: int,
+        number: int,
+    ) -> CaptureItem:
+        """A catalog stream's message as ``read_capture_items`` yields it."""
+        start = offset + RECORD_HEADER_LEN
+        body = bytes(mm[start : start + length])
+        rec = CaptureRecord(number, offset, RecordType.MESSAGE, sid, wall, mono, start, body)
+        try:
+            listing = pb.KvPoolCatalogUpdate.FromString(body)
+        except DecodeError as exc:
+            err = _unreadable_message(self.path, rec, "KvPoolCatalogUpdate", exc)
+            gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, sid)
+            return FrameDamage(rows.frame_index, 0, err, gone)
+        item = CatalogRecord(
+            self.catalog_index, number, offset, wall, mono, sid, listing, body, self.path
+        )
+        self.catalog_index += 1
+        return item
+
+    def _walk(
+        self, reader: CaptureReader, rows: _Rows, offset: int, number: int
+    ) -> Iterator[_Batch | CaptureItem]:
+        """The rest of the file record by record, as ``read_capture_items`` reads it."""
+        mm = reader.buffer
+        pending: list[tuple[int, int, int, int, int, int]] = []
+
+        def gather() -> None:
+            if pending:
+                sid, offs, length, wall, mono, numbers = zip(*pending, strict=True)
+                rows.add(
+                    (
+                        np.array(sid, dtype=np.int64),
+                        np.array(offs, dtype=np.int64),
+                        np.array(length, dtype=np.int64),
+                        np.array(wall, dtype=np.uint64).view(np.int64),
+                        np.array(mono, dtype=np.uint64),
+                        np.array(numbers, dtype=np.int64),
+                    ),
+                    None,
+                )
+                pending.clear()
+
+        # ``offset`` is the first record or follows a verified INDEX: no records since one
+        for item in reader._scan(offset, number, structural=True, since_index=[]):
+            if isinstance(item, CaptureDamage):
+                if item.record_type is not None:
+                    lost = int(
+                        item.record_type is RecordType.MESSAGE
+                        and item.stream_id in self.streams.open
+                    )
+                else:
+                    lost = len(item.skipped) if self.streams.open and not item.truncated else 0
+                gather()
+                yield from self._flush(mm, rows)
+                yield FrameDamage(rows.frame_index, lost, item.error, item)
+                rows.frame_index += lost
+                continue
+            rtype, sid = item.type, item.stream_id
+            row = (sid, item.offset, len(item.body), item.recv_unix_ns, item.recv_mono_ns)
+            if rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
+                gather()
+                yield from self._flush(mm, rows)
+                yield self._control(mm, rows, rtype, *row, item.index)
+            elif rtype is not RecordType.MESSAGE:
+                continue
+            elif self.streams.is_frame(sid, item.index, item.body):
+                pending.append((*row, item.index))
+                if len(pending) >= rows.size:
+                    gather()
+                    yield from self._flush(mm, rows, final=False)
+            elif self.streams.method.get(sid) == WATCH_KV_POOL_CATALOG_METHOD:
+                gather()
+                yield from self._flush(mm, rows)
+                yield self._catalog(mm, rows, *row, item.index)
+        gather()
+
+
+def _row(cols: tuple[npt.NDArray[Any], ...], k: int) -> tuple[int, int, int, int, int, int]:
+    """Record ``k``'s (stream, offset, body length, receive time, monotonic time, number)."""
+    sid, offs, length, wall, mono, numbers = cols
+    return (
+        int(sid[k]),
+        int(offs[k]),
+        int(length[k]),
+        int(wall[k]) & U64_MAX,
+        int(mono[k]),
+        int(numbers[k]),
+    )
 
 
 _GROUP_BYTES: Final = 32 << 20

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit.analysis._replay import Replayer
+from cbi1kit.analysis._replay import Replayer, _fast_engine
 from cbi1kit.analysis._schema import IMAGES_SCHEMA, OCCUPANCY_SCHEMA, SNAPSHOTS_SCHEMA
 from cbi1kit.capture._readers import FrameDamage, read_frames
 from cbi1kit.errors import Cbi1kitError
@@ -41,15 +41,19 @@ class _Collector:
         self.image_rows = 0
         self.snapshots: list[dict[str, Any]] = []
 
-    def on_delta(
+    def on_deltas(
         self,
-        index: int,
-        sequence: int,
+        index: npt.NDArray[np.int64],
+        sequence: npt.NDArray[np.uint64],
+        counts: npt.NDArray[np.int64],
         buckets: npt.NDArray[np.uint32],
         new: npt.NDArray[np.uint64],
         prev: npt.NDArray[np.uint64],
     ) -> None:
-        self.images.append((index, sequence, np.array(buckets), np.array(new), prev))
+        """Applied deltas, many at a time (``Replayer``'s ``on_deltas``)."""
+        self.images.append(
+            (np.repeat(index, counts), np.repeat(sequence, counts), buckets, new, prev)
+        )
         self.image_rows += len(buckets)
 
     def on_snapshot(self, index: int, sequence: int, snap: AssembledSnapshot, stream: int) -> None:
@@ -70,15 +74,12 @@ class _Collector:
     def images_df(self) -> pl.DataFrame:
         if not self.images:
             return pl.DataFrame(schema=IMAGES_SCHEMA)
-        counts = [len(b) for _, _, b, _, _ in self.images]
         new = np.concatenate([x[3] for x in self.images]).astype(np.uint64)
         prev = np.concatenate([x[4] for x in self.images]).astype(np.uint64)
         df = pl.DataFrame(
             {
-                "record_index": np.repeat([x[0] for x in self.images], counts).astype(np.uint64),
-                "sequence": np.repeat(
-                    np.array([x[1] for x in self.images], dtype=np.uint64), counts
-                ),
+                "record_index": np.concatenate([x[0] for x in self.images]).astype(np.uint64),
+                "sequence": np.concatenate([x[1] for x in self.images]).astype(np.uint64),
                 "bucket": np.concatenate([x[2] for x in self.images]).astype(np.uint32),
                 "new_word": new,
                 "previous_word": prev,
@@ -98,16 +99,27 @@ class _Collector:
 
 
 def _replay_batches(
-    source: Any, *, expected_format: Any, flush_rows: int
+    source: Any, *, expected_format: Any, flush_rows: int, engine: str = "auto"
 ) -> Iterator[tuple[pl.DataFrame | None, pl.DataFrame | None]]:
-    """(images batch, snapshots batch) pairs from one replay pass."""
+    """(images batch, snapshots batch) pairs from one replay pass (``engine``: ``replay``'s;
+    a capture goes through the fast engine, a batch of messages at a time)."""
     c = _Collector(flush_rows)
     player = Replayer(
         expected_format=expected_format,
         keep_history=False,
+        keep_events=False,
         on_snapshot=c.on_snapshot,
-        on_delta=c.on_delta,
+        on_deltas=c.on_deltas,
     )
+    fast = _fast_engine(source, engine)
+    if fast is not None:
+        for _ in fast.feed_capture(player, source):
+            if c.image_rows >= flush_rows:
+                yield c.images_df(), None
+            if c.snapshots:
+                yield None, c.snapshots_df()
+        yield c.images_df(), c.snapshots_df()
+        return
     try:
         it: Iterator[Any] = iter(
             read_frames(source, damage="report")
@@ -129,22 +141,29 @@ def _replay_batches(
 
 
 def images_table(
-    source: Any, *, expected_format: Any = None, flush_rows: int = 1 << 20
+    source: Any, *, expected_format: Any = None, flush_rows: int = 1 << 20, engine: str = "auto"
 ) -> pl.DataFrame:
-    """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``)."""
+    """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``;
+    ``engine``: ``replay``'s)."""
     parts = [
         d
-        for d, _ in _replay_batches(source, expected_format=expected_format, flush_rows=flush_rows)
+        for d, _ in _replay_batches(
+            source, expected_format=expected_format, flush_rows=flush_rows, engine=engine
+        )
         if d is not None
     ]
     return pl.concat(parts) if parts else pl.DataFrame(schema=IMAGES_SCHEMA)
 
 
-def snapshots_table(source: Any, *, expected_format: Any = None) -> pl.DataFrame:
-    """One row per installed snapshot (``SNAPSHOTS_SCHEMA``)."""
+def snapshots_table(
+    source: Any, *, expected_format: Any = None, engine: str = "auto"
+) -> pl.DataFrame:
+    """One row per installed snapshot (``SNAPSHOTS_SCHEMA``; ``engine``: ``replay``'s)."""
     parts = [
         s
-        for _, s in _replay_batches(source, expected_format=expected_format, flush_rows=1 << 20)
+        for _, s in _replay_batches(
+            source, expected_format=expected_format, flush_rows=1 << 20, engine=engine
+        )
         if s is not None
     ]
     return pl.concat(parts) if parts else pl.DataFrame(schema=SNAPSHOTS_SCHEMA)

@@ -97,7 +97,7 @@ def report_charts(
 ) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
     """(kind, caption, chart) for every chart kind: all from the capture, but for the trace
     charts, which come from a separate simulation of ``workload`` and are labelled so."""
-    report = replay(capture)
+    report = replay(capture, keep_events=False)  # the lanes and counts; no per-record events
     if report.final_lane is None:
         raise VizError("Report", f"{capture}: no snapshot was ever installed, nothing to chart")
     lane = report.final_lane
@@ -157,7 +157,7 @@ def report_charts(
 
 
 def _summary(capture: Path) -> list[tuple[str, str]]:
-    report = replay(capture)
+    report = replay(capture, keep_events=False)  # the lanes and counts; no per-record events
     counts = report.counts()
     rows = [("capture", capture.name), ("violations", str(len(report.violations)))]
     rows += [(k, str(v)) for k, v in sorted(counts.items())]

@@ -168,7 +168,7 @@ def stream_scrubber(
 
     Static: the same view at the final sequence.
     """
-    report = report if report is not None else replay(capture)
+    report = report if report is not None else replay(capture, keep_events=False)
     if report.final_sequence is None or not report.sequence_ranges:
         raise VizError("Chart", f"{capture}: no snapshot was ever installed, nothing to scrub")
     images = images_table(capture)
