@@ -1,0 +1,395 @@
+"""The fast replay engine against the per-message reference (#16): the same report, bit for bit.
+
+``replay(..., engine="fast")`` takes runs of deltas, heartbeats and skipped messages a batch at a
+time with compiled kernels and hands everything else to the per-message engine
+(``engine="reference"``, which stays the oracle). Both replay the same captures here, and
+``summary`` of their reports must be equal: counts, every event and violation (record index,
+sequence, reason, stream, offset, rule), the streams and catalog updates, and per lane its
+sessions, final words, and the words ``lane_at`` and ``lane_at_time`` rebuild at sequences and
+times across every session. The captures: the bundled sample, the golden frames of
+``tests/vectors/cbi1`` inside a stream, the streams the replay and damage tests build, and
+hypothesis-drawn captures of several pools that break every rule (``strategies.capture_plans``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import tempfile
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from google.protobuf.message import DecodeError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import CapturePlan, capture_plans
+from test_damaged_captures import Damage, damages
+from test_replay import OTHER_DC, _sessions_capture, _subscriptions
+from test_rulebook import GOLDEN, mutated
+from test_stream_roundtrip import build_stream, write_capture
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.analysis import _fast
+from cbi1kit.analysis._replay import Replayer, ReplayReport, replay
+from cbi1kit.analysis._replay_kernels import RULE_CHECKS
+from cbi1kit.analysis._tables import images_table, snapshots_table
+from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.errors import LaneError
+from cbi1kit.wire import RULES
+from cbi1kit.wire._codec import encode_snapshot_chunks
+from cbi1kit.wire._format import FilterFormat
+
+ROOT = Path(__file__).parents[1]
+SAMPLE = ROOT / "data" / "sample.kvrcap"
+
+
+def _words(get: Any) -> Any:
+    """The words ``get()`` returns as bytes, or the error it raises (variant and message)."""
+    try:
+        words = get()
+    except LaneError as exc:
+        return ("LaneError", exc.variant, str(exc))
+    return words.tobytes() if isinstance(words, np.ndarray) else words
+
+
+def summary(report: ReplayReport, seed: int = 0) -> dict[str, Any]:
+    """Everything a report exposes, comparable with ``==``: the lanes' words as bytes, and
+    ``lane_at`` / ``lane_at_time`` at the ends and a few drawn points of every session."""
+    rng = random.Random(seed)
+    lanes = []
+    for lane in report.lanes:
+        points: list[Any] = []
+        for s in lane.sessions:
+            seqs = {s.sequence, s.last_sequence}
+            seqs |= {rng.randint(s.sequence, s.last_sequence) for _ in range(3)}
+            for seq in sorted(seqs):
+                points.append(("seq", seq, _words(lambda q=seq, n=lane: n.lane_at(q))))
+            times = [s.installed_unix_ns, s.last_unix_ns, s.ended_unix_ns]
+            if s.installed_unix_ns is not None and s.last_unix_ns is not None:
+                times += [
+                    rng.randint(s.installed_unix_ns - 5, s.last_unix_ns + 5) for _ in range(3)
+                ]
+            for t in times:
+                if t is not None:
+                    points.append(("time", t, _words(lambda t=t, n=lane: n.lane_at_time(t))))
+                    points.append(("session", t, _words(lambda t=t, n=lane: n.session_at(t))))
+        segments = [
+            (
+                g.record_index,
+                g.sequence,
+                g.last_sequence,
+                g.bucket_count,
+                g.lane_offset,
+                g.rows,
+                g.stream_id,
+                g.producer,
+                g.dc_id,
+                g.seed,
+                g.installed_unix_ns,
+                g.delta_unix_ns.tolist(),
+                g.timed,
+                g.ended_unix_ns,
+                g.ended_by,
+                g.faulted,
+            )
+            for g in lane._segments
+        ]
+        lanes.append(
+            {
+                "pool": lane.pool,
+                "dc": lane.dc_id,
+                "streams": lane.streams,
+                "records": lane.records,
+                "final_sequence": lane.final_sequence,
+                "final_lane": None if lane.final_lane is None else lane.final_lane.tobytes(),
+                "counts": lane.counts(),
+                "violations": lane.violations,
+                "sessions": lane.sessions,
+                "ranges": lane.sequence_ranges,
+                "format": lane.format,
+                "segments": segments,
+                "points": points,
+            }
+        )
+    return {
+        "records": report.records,
+        "counts": report.counts(),
+        "counts_order": list(report.counts()),
+        "events": report.events,
+        "violations": report.violations,
+        "catalogs": report.catalogs,
+        "streams": report.streams,
+        "first_unix_ns": report.first_unix_ns,
+        "lanes": lanes,
+    }
+
+
+def fresh(tmp_path: Path, name: str) -> Path:
+    """A path of its own in ``tmp_path`` (hypothesis runs every example in one directory)."""
+    return Path(tempfile.mkdtemp(dir=tmp_path)) / name
+
+
+def assert_same(path: Path, **kw: Any) -> ReplayReport:
+    """Both engines over ``path``; their summaries must be equal. The fast engine's report."""
+    fast = replay(path, engine="fast", **kw)
+    ref = replay(path, engine="reference", **kw)
+    a, b = summary(fast), summary(ref)
+    for key in a:
+        assert a[key] == b[key], key
+    return fast
+
+
+# ------------------------------------------------------------------------- known captures
+
+
+@pytest.mark.parametrize("events", [True, False])
+def test_the_bundled_sample(events: bool) -> None:
+    report = assert_same(SAMPLE, keep_events=events)
+    assert report.counts()["delta_applied"] == 5569
+
+
+def test_the_bundled_sample_tables() -> None:
+    assert images_table(SAMPLE, engine="fast").equals(images_table(SAMPLE, engine="reference"))
+    assert snapshots_table(SAMPLE, engine="fast").equals(
+        snapshots_table(SAMPLE, engine="reference")
+    )
+
+
+def test_a_stream_of_the_roundtrip_builder_and_its_expected_format(tmp_path: Path) -> None:
+    stream = build_stream(deltas=40, heartbeat_every=4, seed=3)
+    path = write_capture(tmp_path / "s.kvrcap", stream.messages)
+    report = assert_same(path)
+    assert report.ok and report.final_sequence == stream.final_sequence
+    np.testing.assert_array_equal(report.final_lane, stream.final_words)  # type: ignore[arg-type]
+    assert_same(path, expected_format=FilterFormat(1, 1 << 10))  # every message breaks it
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_the_replay_tests_subscriptions_and_sessions(interleave: bool, tmp_path: Path) -> None:
+    """The captures ``test_replay`` builds: two pools' subscriptions with a catalog watch
+    whose second message is no catalog update, and sessions of 2^19-bucket lanes."""
+    one = build_stream(deltas=16, heartbeat_every=4, seed=7)
+    other = build_stream(deltas=12, heartbeat_every=5, seed=8, dc_id=OTHER_DC)
+    path = _subscriptions(
+        tmp_path / "two.kvrcap", [one.messages, other.messages], interleave=interleave
+    )
+    assert len(assert_same(path).lanes) == 2
+    expected = _sessions_capture(tmp_path / "sessions.kvrcap", 3)
+    report = assert_same(tmp_path / "sessions.kvrcap")
+    for seq, words in expected.items():
+        np.testing.assert_array_equal(report.lane_at(seq), words)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(damage=damages)
+def test_the_damage_tests_captures(damage: Damage, tmp_path: Path) -> None:
+    """Every damage ``test_damaged_captures`` does to a capture, through both engines."""
+    path = fresh(tmp_path, "d.kvrcap")
+    path.write_bytes(damage.data)
+    assert_same(path)
+
+
+def _snapshot_before(update: pb.FilterUpdate) -> list[bytes]:
+    """A snapshot (of zeros) from ``update``'s producer at its base sequence, the envelope
+    otherwise ``update``'s, when its format is a small valid one: a stream then ready for it."""
+    fmt = update.producer.ckf_format
+    n = fmt.bucket_count
+    if not update.HasField("producer") or not 2 <= n <= 1 << 16 or n & (n - 1):
+        return []
+    out = []
+    lane = np.zeros(n, dtype=np.uint64)
+    dc, base = update.producer.pool_id.dc_id, update.base_sequence
+    for chunk in encode_snapshot_chunks(FilterFormat(fmt.seed, n), dc, base, lane):
+        snap = pb.FilterUpdate()
+        snap.CopyFrom(update)
+        snap.kind = pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
+        snap.sequence = base
+        snap.payload = chunk
+        out.append(snap.SerializeToString())
+    return out
+
+
+def _stream_capture(path: Path, messages: list[bytes]) -> Path:
+    with CaptureWriter(path, index_every=4) as w:
+        sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
+        for raw in messages:
+            w.message(sid, raw)
+        w.close_stream(sid)
+    return path
+
+
+@pytest.mark.parametrize("k", range(len(GOLDEN)))
+def test_every_golden_frame_in_a_ready_stream(k: int, tmp_path: Path) -> None:
+    """Each golden frame of ``tests/vectors/cbi1`` (wrapped as ``test_rulebook`` wraps it) after
+    a snapshot of its format at its base, then again (a duplicate, or its violation again)."""
+    raw = GOLDEN[k].SerializeToString()
+    assert_same(_stream_capture(tmp_path / "g.kvrcap", [*_snapshot_before(GOLDEN[k]), raw, raw]))
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(raws=st.lists(mutated(), min_size=1, max_size=8))
+def test_mutated_messages_after_a_snapshot(raws: list[bytes], tmp_path: Path) -> None:
+    """Bytes a consumer may meet (``test_rulebook``'s mutations of the golden frames), each
+    after a snapshot of its own format where it parses."""
+    messages: list[bytes] = []
+    for raw in raws:
+        with contextlib.suppress(DecodeError):  # bytes that are no message: no snapshot
+            messages += _snapshot_before(pb.FilterUpdate.FromString(raw))
+        messages.append(raw)
+    assert_same(_stream_capture(fresh(tmp_path, "m.kvrcap"), messages))
+
+
+# ------------------------------------------------------------------- drawn captures
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=capture_plans(), events=st.booleans(), history=st.booleans())
+def test_drawn_captures_of_several_pools_with_violations(
+    plan: CapturePlan, events: bool, history: bool, tmp_path: Path
+) -> None:
+    path = plan.write(fresh(tmp_path, "c.kvrcap"))
+    assert_same(path, keep_events=events, keep_history=history)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=capture_plans(max_events=5))
+def test_drawn_captures_tables(plan: CapturePlan, tmp_path: Path) -> None:
+    path = plan.write(fresh(tmp_path, "t.kvrcap"))
+    assert images_table(path, engine="fast").equals(images_table(path, engine="reference"))
+    assert snapshots_table(path, engine="fast").equals(snapshots_table(path, engine="reference"))
+
+
+def test_interleaved_pools_with_hooks_in_record_order(tmp_path: Path) -> None:
+    """Three pools' streams message by message: the kernels take runs that span the lanes,
+    and the tables' rows (the delta hook's calls) stay in record order."""
+    clean = ("delta",) * 30 + ("heartbeat",) + ("delta",) * 30
+    plan = CapturePlan(
+        4,
+        ((6, clean), (9, ("delta",) * 20 + ("gap",) + ("delta",) * 20), (4, ("big", *clean))),
+        True,
+        16,
+        None,
+    )
+    path = plan.write(tmp_path / "three.kvrcap")
+    report = assert_same(path)
+    assert len(report.lanes) == 3 and report.counts()["skipped"] == 20
+    fast = images_table(path, engine="fast")
+    assert fast.equals(images_table(path, engine="reference"))
+    assert fast["record_index"].is_sorted()
+
+
+def test_the_kernels_take_most_of_a_clean_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast engine is not the reference in disguise: of a long clean stream, the
+    per-message engine sees only the snapshot (and nothing after a violation but the
+    violation itself and the next snapshot)."""
+    plan = CapturePlan(
+        5,
+        (
+            (
+                10,
+                ("delta",) * 300
+                + ("heartbeat",) * 3
+                + ("gap",)
+                + ("delta",) * 200
+                + ("resubscribe",)
+                + ("delta",) * 100,
+            ),
+        ),
+        False,
+        0,
+        None,
+    )
+    path = plan.write(tmp_path / "clean.kvrcap")
+    seen: list[int] = []
+    one = _fast._Feeder.one
+
+    def counted(self: Any, batch: Any, r: int) -> None:
+        seen.append(r)
+        one(self, batch, r)
+
+    monkeypatch.setattr(_fast._Feeder, "one", counted)
+    report = assert_same(path)
+    assert report.counts()["skipped"] == 200  # after the gap, until the resubscription
+    assert len(seen) <= 7, seen  # two snapshots of up to three chunks each, the gap's delta
+
+
+# ------------------------------------------------------------------------ the engine itself
+
+
+def test_every_rule_of_the_rulebook_is_kept_by_the_kernels() -> None:
+    assert set(RULE_CHECKS) == {rule.id for rule in RULES}
+    assert all(RULE_CHECKS.values())
+
+
+def test_the_engine_is_chosen_and_falls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError, match="engine must be one of"):
+        replay(SAMPLE, engine="compiled")
+    calls: list[str] = []
+    real = _fast.replay_capture
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        calls.append("fast")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(_fast, "replay_capture", spy)
+    replay(SAMPLE, keep_events=False)
+    replay(SAMPLE, keep_events=False, engine="reference")
+    assert calls == ["fast"]
+    # an iterable of messages is the per-message engine's, whatever the engine
+    stream = build_stream(deltas=4, seed=2)
+    assert replay(stream.messages, engine="fast").ok and calls == ["fast"]
+    # kernels that cannot load: auto is the reference, to the same report
+    monkeypatch.setattr(_fast, "available", lambda: False)
+    assert summary(replay(SAMPLE)) == summary(replay(SAMPLE, engine="reference"))
+    assert calls == ["fast"]
+    ticks: list[int] = []
+    replay(SAMPLE, keep_events=False, engine="fast", progress=ticks.append)
+    assert sum(ticks) >= 5569
+
+
+def test_without_events_memory_does_not_follow_the_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Python object per message, one batch at a time: with groups of 64 KiB of blocks
+    and batches of 1,024 messages, the traced peak of a replay four times as long grows by
+    little more than the 8 bytes of receive time each delta keeps (in an array that grows by
+    doubling)."""
+    from cbi1kit.analysis import _sources
+
+    monkeypatch.setattr(_sources, "_GROUP_BYTES", 64 << 10)
+    peaks = []
+    for n in (4000, 16000):
+        plan = CapturePlan(9, ((12, ("delta",) * n),), False, 1024, None)
+        path = plan.write(tmp_path / f"{n}.kvrcap")
+        replay(path, keep_events=False, keep_history=False)  # kernels loaded, caches warm
+        player = Replayer(keep_events=False, keep_history=False)
+        tracemalloc.start()
+        report = _fast.replay_capture(player, path, batch_records=1024)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert report.counts()["delta_applied"] == n
+    assert peaks[1] - peaks[0] < 12000 * 8 * 3, peaks
