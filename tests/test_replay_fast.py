@@ -378,9 +378,7 @@ def test_without_events_memory_does_not_follow_the_length(
     and batches of 1,024 messages, the traced peak of a replay four times as long grows by
     little more than the 8 bytes of receive time each delta keeps (in an array that grows by
     doubling)."""
-    from cbi1kit.analysis import _sources
-
-    monkeypatch.setattr(_sources, "_GROUP_BYTES", 64 << 10)
+    monkeypatch.setattr(_fast, "GROUP_BYTES", 64 << 10)
     peaks = []
     for n in (4000, 16000):
         plan = CapturePlan(9, ((12, ("delta",) * n),), False, 1024, None)

@@ -52,12 +52,22 @@ from cbi1kit.capture._readers import FrameDamage, FrameRecord, _unreadable_messa
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.wire._codec import IMAGE_DTYPE
 from cbi1kit.wire._format import U64_MAX
+from cbi1kit.wire._layout import DELTA_IMAGE
 
 __all__ = ["available", "feed_capture", "replay_capture"]
 
 _BATCH_RECORDS: Final = 65536
+#: bytes of capture blocks checked and scanned at a time (the frames table's are 32 MiB): the
+#: groups in flight, their mapped pages and scans are most of what replay holds beside the lanes
+GROUP_BYTES: Final = 8 << 20
 _NO_BYTES: Final = np.zeros(0, dtype=np.uint8)
 _NO_WORDS: Final = np.zeros(0, dtype=np.uint64)
+
+# the kernel writes history rows as the sequence, then the image's bytes: ``_ROW``'s layout
+assert _ROW.itemsize == k.HISTORY_ROW
+assert _ROW.fields is not None
+assert _ROW.fields["bucket"][1] == 8 + DELTA_IMAGE.field("bucket").offset
+assert _ROW.fields["word"][1] == 8 + DELTA_IMAGE.field("word").offset
 
 #: a lane's state as the kernels need it: (mode, installed sequence, seed, bucket count, DC,
 #: deltas allowed (no snapshot being assembled), producer bytes, relay bytes)
@@ -81,7 +91,8 @@ def available() -> bool:
             np.zeros((1, 64), dtype=np.uint8),
         )
         none = np.zeros(0, dtype=np.int64)
-        k.apply_deltas(_NO_BYTES, none, none, np.zeros(1, np.uint64), _NO_BYTES, _NO_WORDS)
+        one = np.zeros(1, np.uint64)
+        k.apply_deltas(_NO_BYTES, none, none, _NO_WORDS, one, _NO_BYTES, _NO_WORDS, _NO_BYTES)
         return True
     except Exception:  # ImportError, numba errors, an unusable cache: fall back, never fail
         return False
@@ -94,7 +105,7 @@ def feed_capture(
     batch of messages, a stream open or close, a catalog update, damage); yields how many
     items each step replayed, so that a caller can act between them (flush a table)."""
     feeder = _Feeder(player, str(path))
-    items = _ItemScan(path).items(batch_records)
+    items = _ItemScan(path, group_bytes=GROUP_BYTES).items(batch_records)
     try:
         while True:
             try:
@@ -475,13 +486,11 @@ def _apply(
     history = lane._history
     hooked = lane.on_delta is not None or lane.on_deltas is not None
     total = int(counts.sum())
-    images = (
-        np.empty(total * k.IMAGE_SIZE, dtype=np.uint8)
-        if history is not None or hooked
-        else _NO_BYTES
-    )
+    images = np.empty(total * k.IMAGE_SIZE, dtype=np.uint8) if hooked else _NO_BYTES
     previous = np.empty(total, dtype=np.uint64) if hooked else _NO_WORDS
-    k.apply_deltas(batch.buf, image_at, counts, words.words, images, previous)
+    rows_out = np.empty(total * k.HISTORY_ROW, dtype=np.uint8) if history is not None else _NO_BYTES
+    sequences = np.ascontiguousarray(sequences)
+    k.apply_deltas(batch.buf, image_at, counts, sequences, words.words, images, previous, rows_out)
     last = int(sequences[-1])
     words.installed_sequence = last
     seg = lane._segments[-1]
@@ -493,10 +502,5 @@ def _apply(
         if upto < len(rows):
             seg.timed = False
     if history is not None:
-        recs = images.view(IMAGE_DTYPE)
-        kept = np.empty(total, dtype=_ROW)
-        kept["sequence"] = np.repeat(sequences, counts)
-        kept["bucket"] = recs["bucket"]
-        kept["word"] = recs["word"]
-        seg.rows += history.add_row_array(kept)
+        seg.rows += history.add_row_array(rows_out.view(_ROW))
     return _Applied(rows, sequences, counts, images, previous)

@@ -151,7 +151,8 @@ class _Segment:
     faulted: bool = False  # ended by a violation
 
 
-#: one applied image in the history: the delta's sequence, the bucket, the new word (packed)
+#: one applied image in the history: the delta's sequence, the bucket, the new word (packed:
+#: the sequence, then the image as a delta carries it)
 _ROW: Final = np.dtype([("sequence", "<u8"), ("bucket", "<u4"), ("word", "<u8")])
 _SPILL_BYTES: Final = 4 << 20  # delta rows gathered in memory before they are written
 _READ_ROWS: Final = 1 << 18  # rows ``lane_at`` reads back at a time (5 MiB)
@@ -200,7 +201,8 @@ class _History:
 
     def flush(self) -> None:
         if self._pending:
-            self._write(np.concatenate(self._pending))
+            pending = self._pending
+            self._write(pending[0] if len(pending) == 1 else np.concatenate(pending))
             self._pending.clear()
             self._pending_bytes = 0
 

@@ -60,6 +60,7 @@ __all__ = [
     "DELTA_OK",
     "HEARTBEAT",
     "HEARTBEAT_OK",
+    "HISTORY_ROW",
     "IMAGES_AT",
     "IMAGE_SIZE",
     "MODE_READY",
@@ -402,23 +403,32 @@ def advance_rows(
     return hi
 
 
+#: a history row (``analysis._replay._ROW``): the delta's sequence, then the image as it is
+HISTORY_ROW: Final = 8 + IMAGE_SIZE
+
+
 @_kernel
 def apply_deltas(
     b: npt.NDArray[np.uint8],
     at: npt.NDArray[np.int64],
     count: npt.NDArray[np.int64],
+    sequence: npt.NDArray[np.uint64],
     lane: npt.NDArray[np.uint64],
     images: npt.NDArray[np.uint8],
     previous: npt.NDArray[np.uint64],
+    history: npt.NDArray[np.uint8],
 ) -> None:
     """Write the images of deltas ``k`` (``count[k]`` images from ``b[at[k]:]``) into ``lane``,
-    in order. ``images`` (packed ``IMAGE_SIZE``-byte images, or empty) gets a copy of them all,
-    ``previous`` (or empty) the word each one replaced."""
+    in order. Where they are not empty: ``images`` gets a copy of them all (packed,
+    ``IMAGE_SIZE`` bytes each), ``previous`` the word each one replaced, ``history`` a
+    ``HISTORY_ROW``-byte row each (``sequence[k]`` little-endian, then the image)."""
     keep = images.shape[0] > 0
     prev = previous.shape[0] > 0
+    rows = history.shape[0] > 0
     j = 0
     for k in range(len(at)):
         p = at[k]
+        seq = sequence[k]
         for _ in range(count[k]):
             bucket = _le_at(b, p, _IMAGE_BUCKET)
             word = _le_at(b, p, _IMAGE_WORD)
@@ -428,5 +438,11 @@ def apply_deltas(
             if keep:
                 for x in range(IMAGE_SIZE):
                     images[IMAGE_SIZE * j + x] = b[p + x]
+            if rows:
+                r = HISTORY_ROW * j
+                for x in range(8):
+                    history[r + x] = np.uint8((seq >> np.uint64(8 * x)) & np.uint64(0xFF))
+                for x in range(IMAGE_SIZE):
+                    history[r + 8 + x] = b[p + x]
             p += IMAGE_SIZE
             j += 1

@@ -405,8 +405,9 @@ class _ItemScan:
     change only there); from the first block that does not the file is walked record by record.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, group_bytes: int | None = None) -> None:
         self.path = str(path)
+        self.group_bytes = group_bytes
         self.streams = FrameStreams((SUBSCRIBE_KV_POOL_METHOD,), self.path)
         self.catalog_index = 0
         self._released = 0
@@ -437,7 +438,10 @@ class _ItemScan:
         offset, number = FILE_HEADER_LEN, 0
         index = read_index(mm) if err is None else None
         if index is not None:
-            for group, whole, scanned in _checked_groups(arr, index.blocks):
+            # the INDEX records it read are spread over the file: their pages go until the
+            # scan comes to them
+            release_pages(mm, 0, len(mm))
+            for group, whole, scanned in _checked_groups(arr, index.blocks, self.group_bytes):
                 good = yield from self._blocks(mm, arr, rows, group, scanned)
                 if good:
                     offset = group[good - 1].index_end
@@ -703,17 +707,19 @@ _AHEAD_GROUPS: Final = 2  # groups in flight
 
 
 def _checked_groups(
-    arr: npt.NDArray[np.uint8], blocks: Sequence[IndexBlock]
+    arr: npt.NDArray[np.uint8], blocks: Sequence[IndexBlock], group_bytes: int | None = None
 ) -> Iterator[tuple[list[IndexBlock], bool, _Scanned | None]]:
-    """Consecutive groups of index blocks (about ``_GROUP_BYTES`` each), checked and scanned
+    """Consecutive groups of index blocks (about ``group_bytes`` each, by default
+    ``_GROUP_BYTES``), checked and scanned
     ``_AHEAD_GROUPS`` ahead on a worker thread (``_verified_and_scanned``; the kernel runs
     without the GIL, beside this thread's columns). Yields each group's verified leading blocks,
     whether that was all of them, and the kernel's rows for their records; stops after the first
     group that was not whole."""
     groups: list[list[IndexBlock]] = []
-    size = _GROUP_BYTES
+    group_bytes = _GROUP_BYTES if group_bytes is None else group_bytes
+    size = group_bytes
     for block in blocks:
-        if size >= _GROUP_BYTES:
+        if size >= group_bytes:
             groups.append([])
             size = 0
         groups[-1].append(block)
