@@ -197,6 +197,22 @@ def test_the_damage_tests_captures(damage: Damage, tmp_path: Path) -> None:
     assert_same(path)
 
 
+@pytest.mark.parametrize("jump", [2**63 - 1, 2**63, 2**64 - 16])
+def test_a_record_number_jump(jump: int, tmp_path: Path) -> None:
+    """A capture whose records jump to a number of 2**63 or more (``test_hostile_inputs``):
+    the walk after the damage numbers records past int64."""
+    stream = build_stream(deltas=6)
+    path = tmp_path / "jump.kvrcap"
+    with CaptureWriter(path) as w:
+        sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"")
+        for m in stream.messages[:3]:
+            w.message(sid, m.SerializeToString())
+        w._next_index = jump
+        for m in stream.messages[3:]:
+            w.message(sid, m.SerializeToString())
+    assert_same(path)
+
+
 def _snapshot_before(update: pb.FilterUpdate) -> list[bytes]:
     """A snapshot (of zeros) from ``update``'s producer at its base sequence, the envelope
     otherwise ``update``'s, when its format is a small valid one: a stream then ready for it."""

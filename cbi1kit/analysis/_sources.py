@@ -71,7 +71,7 @@ class _Batch:
     is_pb: Bool
     has_time: Bool
     scanned: _Scanned | None = None  # the envelope kernel's rows, if it has run
-    number: I64 | None = None  # each message's capture record number, where read from one
+    number: U64 | None = None  # each message's capture record number, where read from one
 
 
 def _is_capture(source: Any) -> bool:
@@ -135,7 +135,7 @@ class _Rows:
         length: I64,
         wall: I64,
         mono: U64,
-        number: I64 | None = None,
+        number: U64 | None = None,
         *,
         scanned: _Scanned | None,
     ) -> _Batch:
@@ -506,7 +506,7 @@ class _ItemScan:
             length,
             h["recv_unix_ns"].view(np.int64),
             h["recv_mono_ns"],
-            numbers,
+            numbers.astype(np.uint64),
         )
         control = np.flatnonzero(
             (rtype == RecordType.STREAM_OPEN) | (rtype == RecordType.STREAM_CLOSE)
@@ -542,15 +542,11 @@ class _ItemScan:
         for x, k in zip(u.tolist(), at.tolist(), strict=True):
             if self.streams.undecided(x):  # its open was lost: its first message says
                 m = int(msg[k])
-                body = bytes(
-                    mm[
-                        int(offs[m]) + RECORD_HEADER_LEN : int(offs[m] + length[m])
-                        + RECORD_HEADER_LEN
-                    ]
-                )
+                start = int(offs[m]) + RECORD_HEADER_LEN
+                body = bytes(mm[start : start + int(length[m])])
                 self.streams.is_frame(x, int(numbers[m]), body)
         first = self.streams.first
-        starts = np.array([first.get(x, _NOT_OPEN) for x in u.tolist()], dtype=np.int64)
+        starts = np.array([first.get(x, _NOT_OPEN) for x in u.tolist()], dtype=np.uint64)
         frame = starts[inv.reshape(-1)] <= numbers[msg]
         catalogs = [
             x for x in u.tolist() if self.streams.method.get(x) == WATCH_KV_POOL_CATALOG_METHOD
@@ -647,7 +643,7 @@ class _ItemScan:
                         np.array(length, dtype=np.int64),
                         np.array(wall, dtype=np.uint64).view(np.int64),
                         np.array(mono, dtype=np.uint64),
-                        np.array(numbers, dtype=np.int64),
+                        np.array(numbers, dtype=np.uint64),  # any u64: damage says
                     ),
                     None,
                 )
