@@ -205,16 +205,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 server_config=config,
                 faults=faults,
             )
-        else:
-            feed = ProducerFeed(
-                expected_blocks=args.expected_blocks,
-                seed=args.seed,
-                events_per_step=args.events_per_step,
-                steps=args.steps,
-                model=args.model,
-                dc=args.dc,
-            )
-            server = RelayServer(feed, config, faults=faults)
+        else:  # a pool per DC and model, each with its own events (seed, seed + 1, ...)
+            models = dict.fromkeys(args.model or ["sim/model"])  # each once, in order
+            pairs = [(m, d) for m in models for d in dict.fromkeys(args.dc or ["dc-sim"])]
+            feeds = [
+                ProducerFeed(
+                    expected_blocks=args.expected_blocks,
+                    seed=(args.seed + i) % (1 << 64),
+                    events_per_step=args.events_per_step,
+                    steps=args.steps,
+                    model=model,
+                    dc=dc,
+                )
+                for i, (model, dc) in enumerate(pairs)
+            ]
+            server = RelayServer(feeds, config, faults=faults)
         server.start()
     except FileNotFoundError as exc:
         _err("serve", f"cannot read {exc.filename}: {exc.strerror}")
@@ -326,8 +331,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--events-per-step", type=at_least(1), default=8, help="events per step")
     p.add_argument("--expected-blocks", type=at_least(1), default=4096, help="CKF capacity")
     p.add_argument("--seed", type=U64, default=0, help="event RNG seed")
-    p.add_argument("--model", default="sim/model", help="model name in the catalog")
-    p.add_argument("--dc", default="dc-sim", help="DC name (hashed into the pool id)")
+    p.add_argument(
+        "--model",
+        action="append",
+        help="model name in the catalog (default sim/model; repeatable: a pool per model and DC)",
+    )
+    p.add_argument(
+        "--dc",
+        action="append",
+        help="DC name, hashed into the pool id (default dc-sim; repeatable: a pool per model "
+        "and DC)",
+    )
     p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
     p.add_argument(
         "--drop-after-chunks", type=at_least(1), help="fault: drop a stream mid-snapshot"
