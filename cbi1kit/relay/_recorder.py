@@ -1045,6 +1045,9 @@ class _PoolStream:
                     if r._stop.is_set():
                         return
                     raise _session_error("the selected pool left the catalog", 3)
+                # it was the pool that was gone, not the relay: the catalog naming it again
+                # came from the relay, so its failed subscriptions before do not count
+                unreachable_since = None
             producer, catalog = picked
             started = time.monotonic()
             close = self._once(producer, catalog)
