@@ -805,15 +805,13 @@ class Recorder:
                 if self._stop.is_set():
                     return
                 if streams and all(s.failed for s in streams):
+                    errors = [(s.record, s.error) for s in streams if s.error is not None]
                     break
                 self._catalog_cond.wait(0.5)
-        errors = [(s.record, s.error) for s in streams if s.error is not None]
         if len(errors) == 1:
             raise errors[0][1]
         named = "; ".join(f"{record.label}: {err}" for record, err in errors)
-        raise _session_error(
-            f"every selected pool failed: {named}", errors[0][1].exit_code if errors else 3
-        )
+        raise _session_error(f"every selected pool failed: {named}", errors[0][1].exit_code)
 
     # -- the planes (a background thread each)
     def _watch(self, plane: Plane) -> None:
