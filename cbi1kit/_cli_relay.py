@@ -364,7 +364,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", type=at_least(1), help="producer steps before going quiet")
     p.add_argument("--events-per-step", type=at_least(1), default=8, help="events per step")
     p.add_argument("--expected-blocks", type=at_least(1), default=4096, help="CKF capacity")
-    p.add_argument("--seed", type=U64, default=0, help="event RNG seed")
+    p.add_argument("--seed", type=U64, default=0, help="event RNG seed (the i-th pool's: seed + i)")
     p.add_argument(
         "--model",
         action="append",
