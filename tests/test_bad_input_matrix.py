@@ -142,11 +142,11 @@ PARSED_TEXT = [
         "--at",
         ["noon", "+5", "+-5s", "-1", "2026-11-30T12:00:00", "2026-02-30T00:00:00Z", str(1 << 64)],
     ),
-    ("record", "--authority", ["", "a b", "host/path", "caf\u00e9"]),
+    ("record", "--authority", ["", "a b", "host/path", "h\u00f6st"]),
     (
         "record",
         "--header",
-        ["no-colon", "grpc-timeout: 1", "x-bin: AA", "Bad Name: v", "k: \u00e9"],
+        ["no-colon", "bad name: v", "grpc-timeout: 1S", "x-bin: AAAA", "x: caf\u00e9", "x: a\tb"],
     ),
 ]
 

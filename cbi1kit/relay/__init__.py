@@ -30,12 +30,15 @@ _RECORDER = (
     "Action",
     "CloseInfo",
     "Plane",
+    "PoolRecord",
     "PoolSelector",
     "RecordReport",
     "Recorder",
     "RecorderConfig",
     "classify_close",
     "describe_pool",
+    "pool_key_text",
+    "pool_label",
     "producer_key_text",
 )
 _LAZY = {**lazy_names("_recorder", _RECORDER)}
