@@ -36,7 +36,7 @@ _SERVER = (
     "simulated_pool",
     "trace_feed",
 )
-_FLEET = ("FleetModel", "FleetPools", "fleet_pools", "fleet_server")
+_FLEET = ("FleetModel", "FleetPools", "fleet_pools", "fleet_server", "record_fleet")
 _LAZY = {**lazy_names("_server", _SERVER), **lazy_names("_fleet", _FLEET)}
 
 __all__: list[str] = []
