@@ -142,6 +142,8 @@ PARSED_TEXT = [
         "--at",
         ["noon", "+5", "+-5s", "-1", "2026-11-30T12:00:00", "2026-02-30T00:00:00Z", str(1 << 64)],
     ),
+    ("record", "--header", ["no colon", "grpc-timeout: 1", "key-bin: AA", "a b: v", "x: \x01"]),
+    ("record", "--authority", ["", "a b", "host/path"]),
 ]
 
 
