@@ -82,6 +82,8 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         "export",
         "stats",
         "view",
+        "explain",
+        "diff",
         "layout",
         "demo",
         "lab",

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from cliutil import cli_run, one_line
 from errorcheck import raises_variant
 from handfleet import MODEL, SECOND, T0, HandFleet
 
@@ -207,3 +208,68 @@ def test_two_lanes_of_one_capture_and_the_errors(tmp_path: Path) -> None:
     garbage.write_bytes(b"not numpy at all")
     with raises_variant(CaptureError, "Npy"):
         ck.diff(garbage, f.path, dc="sim-dc-0")
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+
+def test_cli_diff(tmp_path: Path) -> None:
+    f = HandFleet(tmp_path / "c.kvrcap")
+    f.store(0, T)
+    f.store(1, T[:4])
+    f.open()
+    f.remove(0, T, [0])
+    seq = f.publish(0, T0 + 3 * SECOND)
+    f.close()
+    code, out, err = cli_run(
+        "diff", str(f.path), "--dc", "sim-dc-0", "--at-a", "0", "--at-b", str(seq)
+    )
+    assert code == 0, err
+    assert "1 bucket(s) differ: 0 fingerprint(s) added, 1 removed" in out
+    assert f"sequence {seq}, {format_unix_ns(T0 + 3 * SECOND)}" in out
+    code, out, _ = cli_run(
+        "diff",
+        str(f.path),
+        str(f.path),
+        "--dc-a",
+        "sim-dc-0",
+        "--dc-b",
+        "sim-dc-1",
+        "--json",
+        "--limit",
+        "1",
+    )
+    shown = json.loads(out)
+    want = ck.diff(f.path, dc_a="sim-dc-0", dc_b="sim-dc-1")
+    assert code == 0 and shown["differing_buckets"] == want.differing_buckets >= 1
+    assert shown["shown"] == len(shown["buckets"]) == 1 and shown["ok"] is True
+    (row,) = shown["buckets"]
+    first = want.table.row(0)
+    assert row == {
+        "bucket": first[0],
+        "word_a": f"0x{first[1]:016x}",
+        "word_b": f"0x{first[2]:016x}",
+        "removed": [f"0x{x:04x}" for x in first[3]],
+        "added": [f"0x{x:04x}" for x in first[4]],
+    }
+    assert shown["a"]["dc_id"] != shown["b"]["dc_id"] and shown["a"]["source"] == "c.kvrcap"
+    np.save(tmp_path / "w.npy", f.words(1))
+    code, out, _ = cli_run("diff", str(f.path), str(tmp_path / "w.npy"), "--dc", "sim-dc-1")
+    assert code == 0 and "the lanes are equal" in out
+    np.save(tmp_path / "f.npy", np.zeros(32))
+    (tmp_path / "g.npy").write_bytes(b"junk")
+    np.save(tmp_path / "small.npy", np.zeros(16, dtype=np.uint64))
+    cases = [
+        ([str(f.path)], 2, "pick one by its DC"),
+        ([str(f.path), "--dc", "sim-dc-0", "--at", "9"], 2, "was not replayed"),
+        ([str(f.path), "--dc", "sim-dc-9"], 2, "no lane matches"),
+        ([str(f.path), str(tmp_path / "f.npy"), "--dc", "sim-dc-0"], 1, "float64"),
+        ([str(f.path), str(tmp_path / "small.npy"), "--dc", "sim-dc-0"], 1, "different formats"),
+        ([str(tmp_path / "g.npy"), str(f.path)], 3, "g.npy"),
+        ([str(tmp_path / "missing.kvrcap")], 3, "missing.kvrcap"),
+        ([str(f.path), "--at-a", "noon"], 2, "--at-a"),
+        ([str(f.path), "--limit", "-1"], 2, "--limit"),
+    ]
+    for argv, want_code, why in cases:
+        code, _, err = cli_run("diff", *argv)
+        assert code == want_code and one_line(err) and why in err, (argv, code, err)

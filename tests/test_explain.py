@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xxhash
+from cliutil import cli_run, one_line
 from errorcheck import raises_variant
 from handfleet import MODEL, SECOND, T0, HandFleet
 
@@ -375,3 +376,89 @@ def test_the_json_form_keeps_u64_exact(tmp_path: Path) -> None:
     }
     assert shown["lanes"][0]["blocks"][0]["since"]["time"] == format_unix_ns(T0)
     assert shown["truth"] == "unknown" and shown["query_semantics"]["kv_block_size"] == 4
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Path:
+    f = HandFleet(tmp_path / "cli.kvrcap")
+    f.store(0, T)
+    f.store(1, T[:4])
+    f.open()
+    f.remove(0, T, [2])
+    f.publish(0, T0 + 7 * SECOND)
+    return f.close()
+
+
+def test_cli_explain_prints_every_step(fleet: Path, tmp_path: Path) -> None:
+    tokens = ",".join(map(str, T))
+    code, out, err = cli_run("explain", str(fleet), "--model", MODEL, "--tokens", tokens)
+    assert code == 0, err
+    for step in ("1. catalog revision 1", "2. 12 tokens → 3 block(s)", "3. each DC lane (2)"):
+        assert step in out
+    assert "the chain breaks at block 2: its fingerprint left both buckets with delta 1" in out
+    assert f"4. the router prefers DC {stable_dc_id('sim-dc-0')}" in out
+    code, out, _ = cli_run("explain", str(fleet), "--model", MODEL, "--tokens", tokens, "--json")
+    shown = json.loads(out)
+    want = ck.explain(fleet, model=MODEL, tokens=T).to_dict()
+    assert {k: v for k, v in shown.items() if k not in ("capture", "ok")} == want
+    assert shown["ok"] is True and shown["lanes"][0]["removed"]["sequence"] == 1
+    listed = tmp_path / "tokens.txt"
+    listed.write_text("[" + ", ".join(map(str, T)) + "]\n")
+    code, out, _ = cli_run(
+        "explain",
+        str(fleet),
+        "--model",
+        MODEL,
+        "--tokens-file",
+        str(listed),
+        "--at",
+        "0",
+        "--json",
+    )
+    assert code == 0 and [n["depth"] for n in json.loads(out)["lanes"]] == [3, 1]
+
+
+def test_cli_explain_a_trace_request(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        json.dumps({"timestamp": 0, "input_length": 9, "output_length": 1, "hash_ids": [4, 5]})
+    )
+    f = HandFleet(tmp_path / "t.kvrcap", dcs=1, block_size=512)
+    f.store_hashes(0, mooncake_local_hashes([4, 5]).tolist())
+    f.open()
+    f.close()
+    argv = ["explain", str(f.path), "--model", MODEL, "--trace", str(trace)]
+    code, out, err = cli_run(*argv, "--request", "0", "--json")
+    assert code == 0, err
+    assert json.loads(out)["lanes"][0]["depth"] == 2
+    code, _, err = cli_run(*argv, "--request", "1")
+    assert code == 2 and one_line(err) and "outside" in err
+    code, _, err = cli_run(*argv)
+    assert code == 2 and one_line(err) and "--request" in err
+
+
+def test_cli_explain_exit_codes(fleet: Path, tmp_path: Path) -> None:
+    tokens = ",".join(map(str, T))
+    cases = [
+        (["--model", "no/such", "--tokens", tokens], 2, "hand/model"),
+        (["--model", MODEL, "--tokens", "1,2,3"], 1, "needs 4 tokens"),
+        (["--model", MODEL, "--tokens", "1,x"], 2, "--tokens"),
+        (["--model", MODEL, "--tokens", tokens, "--lora", MODEL], 2, "not a LoRA"),
+        (["--model", MODEL, "--tokens", tokens, "--at", "2020-01-01T00:00:00Z"], 2, "catalog"),
+        (["--model", MODEL, "--tokens", tokens, "--request", "1"], 2, "--trace"),
+        (["--model", MODEL, "--tokens", tokens, "--verification-window", "9"], 2, "window"),
+    ]
+    for extra, want, why in cases:
+        code, _, err = cli_run("explain", str(fleet), *extra)
+        assert code == want and one_line(err) and why in err, (extra, code, err)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 2 three")
+    code, _, err = cli_run("explain", str(fleet), "--model", MODEL, "--tokens-file", str(bad))
+    assert code == 1 and one_line(err) and "token 2" in err and str(bad) in err
+    code, _, err = cli_run(
+        "explain", str(tmp_path / "none.kvrcap"), "--model", MODEL, "--tokens", tokens
+    )
+    assert code == 3 and one_line(err)

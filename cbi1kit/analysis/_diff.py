@@ -171,6 +171,10 @@ class LaneDiff:
     def __str__(self) -> str:
         return self.text()
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """A notebook shows the diff, not the dataclass."""
+        printer.text(self.text())
+
     def _parts(self, limit: int | None) -> Iterable[RenderableType]:
         seed = self.a.seed if self.a.seed is not None else self.b.seed
         fmt = "seed unknown" if seed is None else f"seed 0x{seed:016x}"

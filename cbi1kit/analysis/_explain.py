@@ -343,6 +343,10 @@ class Explanation:
     def __str__(self) -> str:
         return _plain(self)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """A notebook shows the explanation, not the dataclass."""
+        printer.text(str(self))
+
     def _parts(self) -> Iterable[RenderableType]:
         sem, reg = self.semantics, self.registration
         when = "at the end of every lane" if self.at is None else f"at {self.at}"
