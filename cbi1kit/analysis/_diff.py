@@ -293,7 +293,7 @@ def _capture_side(
         moment = "at the end" if point is None else f"at {point}"
         raise LaneError(
             "NotReady",
-            message=f"{label}: the lane of {_dc_name(candidates[0])} {moment} is {st.why}",
+            message=f"{label}: {_lane_name(candidates[0])} {moment} is {st.why}",
         )
     seg = st.segment
     side = LaneSide(
@@ -316,6 +316,11 @@ def _dc_of(candidate: _Candidate) -> int | None:
     if pool is not None:
         return pool.dc_id.value
     return None if lane is None else lane.dc_id
+
+
+def _lane_name(candidate: _Candidate) -> str:
+    value = _dc_of(candidate)
+    return "its lane (no DC known)" if value is None else f"the lane of DC {value:016x}"
 
 
 def _dc_name(candidate: _Candidate) -> str:
