@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import io
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, Protocol
@@ -366,7 +366,7 @@ class Explanation:
             + ("no adapter" if reg.lora_name is None else f"adapter {reg.lora_name!r}")
         )
         fmt = self.format
-        size = "" if self.tokens is None else f"{self.tokens} tokens → "
+        size = "the request's " if self.tokens is None else f"{self.tokens} tokens → "
         yield Text(
             f"2. {size}{len(self.blocks)} block(s); addressing of the indexer domain "
             f"{self.indexer_domain}: seed 0x{fmt.seed:016x}, {fmt.bucket_count} buckets"
@@ -753,7 +753,7 @@ def explain(
     request: BlockRequest | None = None,
     at: At | int | str | datetime | timedelta | None = None,
     lora: str | None = None,
-    truth: Mapping[Any, Collection[int] | Any] | Collection[int] | Any = None,
+    truth: Any = None,
     local_dc: int | str | DcId | None = None,
     tie_key: int | None = None,
     domain: IndexerDomainId | str | None = None,
