@@ -306,7 +306,8 @@ class KvCacheEventError(Cbi1kitError):
 class LaneError(Cbi1kitError):
     """The consumer side: a manifest or lane assignment upstream refuses (``Manifest.<variant>``,
     ``Assignment.<variant>``), a lane fault (``Fault.<variant>``), or a point of a replay that
-    cannot be named (a sequence or time not replayed, several lanes or domains, a bad moment).
+    cannot be named (a sequence or time not replayed, several lanes or domains, a bad moment, a
+    lane not ready then), or lanes that cannot be compared (``DifferentFormats``, ``NotALane``).
     """
 
     builtins: ClassVar[Mapping[str, type[Exception]]] = {
@@ -317,7 +318,10 @@ class LaneError(Cbi1kitError):
         "NoSuchLane": LookupError,
         "SeveralDomains": LookupError,
         "NoCatalog": LookupError,
+        "NotReady": LookupError,
         "At": ValueError,
+        "DifferentFormats": ValueError,
+        "NotALane": ValueError,
     }
 
     plain = True

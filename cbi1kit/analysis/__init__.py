@@ -1,9 +1,11 @@
-"""Replay of a capture under the consumer's rules, the global view, the polars tables, Parquet
-export."""
+"""Replay of a capture under the consumer's rules, the global view, a request explained against
+it, lanes compared, the polars tables, Parquet export."""
 
 from __future__ import annotations
 
-from cbi1kit.analysis import _export, _frames, _global, _replay, _schema, _tables
+from cbi1kit.analysis import _diff, _explain, _export, _frames, _global, _replay, _schema, _tables
+from cbi1kit.analysis._diff import *  # noqa: F403
+from cbi1kit.analysis._explain import *  # noqa: F403
 from cbi1kit.analysis._export import *  # noqa: F403
 from cbi1kit.analysis._frames import *  # noqa: F403
 from cbi1kit.analysis._global import *  # noqa: F403
@@ -14,6 +16,8 @@ from cbi1kit.analysis._tables import *  # noqa: F403
 __all__: list[str] = []
 __all__ += _replay.__all__
 __all__ += _global.__all__
+__all__ += _explain.__all__
+__all__ += _diff.__all__
 __all__ += _schema.__all__
 __all__ += _frames.__all__
 __all__ += _tables.__all__

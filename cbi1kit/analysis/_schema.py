@@ -12,6 +12,7 @@ import polars as pl
 import pyarrow as pa
 
 __all__ = [
+    "DIFF_SCHEMA",
     "FRAMES_SCHEMA",
     "IMAGES_SCHEMA",
     "KINDS",
@@ -108,6 +109,14 @@ OCCUPANCY_SCHEMA: Final[dict[str, Any]] = {
     "full_buckets": _U64,
     "occupied_slots": _U64,
     "load_factor": pl.Float64,
+}
+
+DIFF_SCHEMA: Final[dict[str, Any]] = {
+    "bucket": _U32,
+    "word_a": _U64,
+    "word_b": _U64,
+    "removed": pl.List(_U16),
+    "added": pl.List(_U16),
 }
 
 _PA: Final[dict[Any, pa.DataType]] = {
