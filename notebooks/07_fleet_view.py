@@ -109,3 +109,72 @@ for feed in pools.feeds["fleet/chat"]:
     lane = by_dc[feed.identity.pool_id.dc_id]
     assert (domain.table.lane_words(lane.lane) == feed.words()).all()
 print("every fleet/chat lane equals its producer's filter")
+
+# %% [markdown]
+# ## Why was this request routed there? `explain`
+#
+# Take the last short request (at most 24 blocks) the simulator routed under the LoRA adapter
+# and ask the fleet about it as the router saw it at the end of the capture. Every step is
+# shown: the catalog's registration for the alias (its canonical adapter salts the hashes), the
+# block hashes, each block's fingerprint and buckets a/b, then per DC lane which slot holds it
+# and since which delta, the prefix depth, where each lane's chain breaks, and the DC the router
+# prefers (the deepest; the stream does not carry the gateway's prefill and occupancy terms, so
+# ties go to the lowest pool id).
+
+# %%
+chat = pools.workloads["fleet/chat"]
+asked = max(
+    i
+    for i, name in enumerate(chat.lora_names)
+    if name == "adapter-support" and chat.block_counts[i] <= 24
+)
+why = ck.explain(report, model="fleet/chat", lora="support-bot", request=chat.request(asked))
+print(why)
+
+# %% [markdown]
+# The same answer as a table, one row per DC lane. The preferred lane is the deepest one:
+
+# %%
+lanes = pl.DataFrame(
+    [
+        {
+            "dc_id": f"{lane.dc_id.value:016x}",
+            "depth (blocks)": lane.depth,
+            "chain breaks at block": lane.first_missing,
+            "removed by sequence": None if lane.removed is None else lane.removed.sequence,
+        }
+        for lane in why.lanes
+    ]
+)
+best = why.preferred
+assert best is not None and best.depth == lanes["depth (blocks)"].max()
+print(f"preferred: DC {best.dc_id.value:016x}, {best.depth} of {len(why.blocks)} blocks")
+ck.viz.full_table(lanes)
+
+# %% [markdown]
+# ## What changed between two moments? `diff`
+#
+# One DC lane of `fleet/chat`, halfway through its stream against its end: every bucket whose
+# word changed, with the fingerprints that left and arrived.
+
+# %%
+lane = view.lanes[0]
+assert lane.sequence is not None
+halfway = lane.sequence // 2
+change = ck.diff(report, dc=lane.pool.dc_id, model="fleet/chat", at_a=halfway, at_b=lane.sequence)
+print(change)
+
+# %% [markdown]
+# The lane replay kept, read back at both sequences, differs in exactly those buckets:
+
+# %%
+import numpy as np
+
+history = report.lane(pool=lane.pool)  # a DC serves both models: name the pool
+before, after = history.lane_at(halfway), history.lane_at(lane.sequence)
+changed = np.flatnonzero(before != after)
+assert changed.tolist() == change.table["bucket"].to_list()
+print(
+    f"{change.differing_buckets} buckets differ: {change.fingerprints_added} fingerprints "
+    f"arrived, {change.fingerprints_removed} left"
+)

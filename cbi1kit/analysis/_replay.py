@@ -506,11 +506,12 @@ class ReplayReport:
             raise LaneError(
                 "NoSuchLane", message=f"no lane matches (lanes: {known})", available=known
             )
-        raise LaneError(
-            "SeveralLanes",
-            message=f"the source holds {len(lanes)} lanes ({known}): pick one by its DC",
-            available=known,
-        )
+        if len(lanes) == len(self.lanes):
+            message = f"the source holds {len(lanes)} lanes ({known}): pick one by its DC"
+        else:  # one DC serves several pools (models): the DC alone does not name a lane
+            named = ", ".join(f"{_lane_name(n)} of pool {n.pool}" for n in lanes)
+            message = f"{len(lanes)} lanes match ({named}): pick one by its pool"
+        raise LaneError("SeveralLanes", message=message, available=known)
 
     def _only(self) -> LaneReport | None:
         return self.lane() if self.lanes else None
