@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit._cli_common import (
     EXIT_INTERRUPTED,
@@ -41,8 +41,10 @@ from cbi1kit.wire._format import (
     FilterFormat,
     max_delta_images,
 )
-from cbi1kit.wire._inspect import Inspection, inspect
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
+
+if TYPE_CHECKING:
+    from cbi1kit.wire._inspect import Inspection
 
 __all__ = ["main"]
 
@@ -71,6 +73,8 @@ def _is_capture(path: Path) -> bool:
 
 
 def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
+    from cbi1kit.wire._inspect import inspect  # numpy loads here, not for --help
+
     """A file as one CBI1 frame; a file too large to be one is answered from its header
     alone, without reading the rest."""
     try:
@@ -369,6 +373,8 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
         k, kind, payload = pick
         print(f"\n-- frame {k}: annotated CBI1 payload ({kind})")
         if payload:
+            from cbi1kit.wire._inspect import inspect
+
             ins = inspect(payload, fmt)
             print(ins.hexdump(head=args.head, tail=args.tail))
         else:
@@ -1108,8 +1114,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cbi1kit.ckf._producer import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
-    from cbi1kit.sim._simulator import POLICIES
+    from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
+    from cbi1kit.sim._policies import POLICIES
 
     parser = OneLineParser(
         prog="cbi1kit",
