@@ -31,6 +31,7 @@ TOP = {
     "__main__": "cli",
     "_cli_relay": "cli",
     "_cli_common": "cli",
+    "_warm": "cli",
     "cli": "cli",
     "errors": "errors",
     "_lazy": "errors",

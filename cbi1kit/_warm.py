@@ -1,7 +1,7 @@
 """Compile the frames-table kernels ahead of first use, into numba's disk cache.
 
 A fresh clone otherwise pays 10-20 s of compilation the first time a table is built (issue #17).
-``make`` runs this once after installing (``python -m cbi1kit.analysis._warm``): a small
+``make`` runs this once after installing (``python -m cbi1kit._warm``): a small
 simulated capture, whole and torn, goes through the frames table, which compiles and caches
 every kernel the scan dispatches (a torn record takes the damage path). Later processes load
 the cached machine code (see :mod:`cbi1kit.analysis._cache` for where it goes and when it is
