@@ -305,7 +305,7 @@ class RotatingCaptureWriter:
                 raise OutputError(
                     "Exists",
                     f"{taken[0]} exists: segments of an earlier recording lie beside "
-                    f"{self.base.name} (use --force to remove them)",
+                    f"{self.base.name} (remove them, or write elsewhere)",
                     field=str(taken[0]),
                 )
             self.set_id = set_id or uuid.uuid4().hex
