@@ -1,9 +1,10 @@
 """Replay of a capture under the consumer's rules, the global view, the polars tables, Parquet
-export."""
+export and the partitioned dataset."""
 
 from __future__ import annotations
 
-from cbi1kit.analysis import _export, _frames, _global, _replay, _schema, _tables
+from cbi1kit.analysis import _dataset, _export, _frames, _global, _replay, _schema, _tables
+from cbi1kit.analysis._dataset import *  # noqa: F403
 from cbi1kit.analysis._export import *  # noqa: F403
 from cbi1kit.analysis._frames import *  # noqa: F403
 from cbi1kit.analysis._global import *  # noqa: F403
@@ -18,3 +19,4 @@ __all__ += _schema.__all__
 __all__ += _frames.__all__
 __all__ += _tables.__all__
 __all__ += _export.__all__
+__all__ += _dataset.__all__
