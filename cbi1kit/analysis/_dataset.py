@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import metadata as _metadata
 from pathlib import Path
@@ -58,11 +58,13 @@ __all__ = [
     "Dataset",
     "SegmentResult",
     "SegmentSource",
-    "capture_sources",
+    "capture_files",
     "convert_segment",
     "export_dataset",
     "open_dataset",
     "prepare_dataset",
+    "scan_table",
+    "segment_source",
 ]
 
 DATASET_FILE: Final = "cbi1kit-dataset.json"
@@ -99,25 +101,33 @@ def _content_hash(path: Path) -> str:
     return h.hexdigest()[:32]
 
 
-def capture_sources(captures: Iterable[Any]) -> list[list[SegmentSource]]:
-    """Each capture's files, in order (a path finds a rotated recording's segments; a list of
-    paths or a ``CaptureSet`` is one recording). A file named twice is converted once."""
-    out: list[list[SegmentSource]] = []
-    seen: set[str] = set()
+def segment_source(path: str | os.PathLike[str]) -> SegmentSource:
+    """What a capture file is to the dataset (its content hashed: one read of the file)."""
+    path = Path(path)
+    source = _content_hash(path)
+    info = read_segment_info(path)
+    if info is None:
+        return SegmentSource(path, source, 0, source)
+    return SegmentSource(path, info.set_id, info.segment, source)
+
+
+def capture_files(captures: Any) -> list[list[Path]]:
+    """Each capture's files, in order: a path (a rotated recording's first segment finds the
+    rest) or a ``CaptureSet``, or a list of them (a list of plain paths is several captures).
+    A file named twice is converted once."""
+    if isinstance(captures, (str, os.PathLike)):
+        captures = [captures]
+    out: list[list[Path]] = []
+    seen: set[Path] = set()
     for capture in captures:
-        segments = []
+        files = []
         for path in capture_segments(capture):
-            source = _content_hash(path)
-            if source in seen:
-                continue
-            seen.add(source)
-            info = read_segment_info(path)
-            if info is None:
-                segments.append(SegmentSource(path, source, 0, source))
-            else:
-                segments.append(SegmentSource(path, info.set_id, info.segment, source))
-        if segments:
-            out.append(segments)
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(path)
+        if files:
+            out.append(files)
     return out
 
 
@@ -365,7 +375,7 @@ def _leftovers(out: Path, source: str) -> list[Path]:
 
 
 def convert_segment(
-    seg: SegmentSource,
+    seg: SegmentSource | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     carry: Carry | None = None,
     *,
@@ -377,6 +387,8 @@ def convert_segment(
     result and the state the next segment takes. A file the dataset holds is replayed for that
     state, not written again."""
     out = Path(out_dir)
+    if not isinstance(seg, SegmentSource):
+        seg = segment_source(seg)
     carry = carry if carry is not None else Carry()
     first = carry.cursor.frames
     present = _manifests(out)
@@ -474,14 +486,12 @@ def export_dataset(
     (a rotated recording's first segment finds the rest), a list of them, or a ``CaptureSet``
     (a list of plain paths is several captures; ``[CaptureSet.of([...])]`` one recording).
     Files already in the dataset are skipped; nothing written before is rewritten."""
-    if isinstance(captures, (str, os.PathLike)):
-        captures = [captures]
     out = prepare_dataset(out_dir)
     results = []
-    for segments in capture_sources(captures):
+    for files in capture_files(captures):
         carry = None
-        for seg in segments:
-            result, carry = convert_segment(seg, out, carry, batch_records=batch_records)
+        for path in files:
+            result, carry = convert_segment(path, out, carry, batch_records=batch_records)
             results.append(result)
     return results
 
