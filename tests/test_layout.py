@@ -1,8 +1,8 @@
 """The tree shows the data flow: no module imports a stage that comes after its own.
 
 Stages, bottom up: errors and the generated protobuf, then hashing -> wire -> ckf -> capture ->
-relay -> analysis -> fleet -> sim -> viz, then the front door and the CLI. A module may import its own
-stage or any stage below it (``TYPE_CHECKING`` imports included: they are the same arrow).
+relay -> analysis -> fleet -> sim -> viz, then the front door and the CLI. A module may import
+its own stage or any stage below it (``TYPE_CHECKING`` imports included: they are the same arrow).
 """
 
 from __future__ import annotations

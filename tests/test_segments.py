@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 import pytest
 from errorcheck import raises_variant
+from fleetdata import rotate_copy
 from relayfixtures import FAST, Running, recorder_config, wait_for
 
 from cbi1kit.analysis import frames_table, replay, segment_frames
@@ -31,7 +32,6 @@ from cbi1kit.capture import (
     RecordType,
     RotatingCaptureWriter,
     capture_segments,
-    decode_stream_close,
     decode_stream_open,
     read_capture,
     read_segment_info,
@@ -45,43 +45,6 @@ FLEET = SimRelayConfig(
     SimulatorConfig(dcs=3, workers_per_dc=2, capacity_blocks=512, policy="ckf", seed=4),
     RelayConfig(heartbeat_interval_ms=2_000, resubscribe_every_ms=40_000),
 )
-
-
-def rotate_copy(src: Path, dst: Path, **rotation: Any) -> list[Path]:
-    """``src`` written again through a rotating writer: every record's bytes and times."""
-    now = [0, 0]
-    with (
-        CaptureReader(src) as reader,
-        RotatingCaptureWriter(
-            dst, clock=lambda: (now[0], now[1]), set_id="0" * 31 + "1", **rotation
-        ) as w,
-    ):
-        for rec in reader.records():
-            now[:] = [rec.recv_unix_ns, rec.recv_mono_ns]
-            t = {"recv_unix_ns": rec.recv_unix_ns, "recv_mono_ns": rec.recv_mono_ns}
-            if rec.type is RecordType.STREAM_OPEN:
-                o = decode_stream_open(rec.body)
-                sid = w.open_stream(
-                    o.target, o.method, o.request, metadata=o.metadata, info=o.info, **t
-                )
-                assert sid == rec.stream_id
-            elif rec.type is RecordType.MESSAGE:
-                w.message(rec.stream_id, rec.body, **t)
-            elif rec.type is RecordType.STREAM_CLOSE:
-                c = decode_stream_close(rec.body)
-                w.close_stream(
-                    rec.stream_id,
-                    status_code=c.status_code,
-                    status_name=c.status_name,
-                    details=c.details,
-                    error_reason=c.error_reason,
-                    local_reason=c.local_reason,
-                    trailing_metadata=c.trailing_metadata,
-                    **t,
-                )
-            elif rec.type is RecordType.MARK:
-                w.write(RecordType.MARK, rec.body, **t)
-    return list(w.paths)
 
 
 @pytest.fixture(scope="module")

@@ -296,9 +296,10 @@ class RotatingCaptureWriter:
                 **self._options,
             )
         elif mode in ("x", "a"):
+            parent = self.base.parent
             taken = [
                 self.base.with_name(n)
-                for n in sorted(os.listdir(self.base.parent or Path(".")))
+                for n in (sorted(os.listdir(parent)) if parent.is_dir() else [])
                 if _segment_pattern(self.base).match(n)
             ]
             if taken:
