@@ -3,7 +3,7 @@
 The front door holds what a notebook user types, in data-flow order; every stage is also a
 subpackage with its whole public surface (``ck.wire``, ``ck.ckf``, ``ck.viz`` ...):
 
-    hashing -> wire -> ckf -> capture -> relay -> analysis -> sim -> viz
+    hashing -> wire -> ckf -> capture -> relay -> analysis -> fleet -> sim -> viz
 
 Errors are a few families in :mod:`cbi1kit.errors`, each naming upstream's variant.
 """
@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit import analysis, capture, ckf, errors, hashing, relay, sim, viz, wire
+from cbi1kit import analysis, capture, ckf, errors, fleet, hashing, relay, sim, viz, wire
 from cbi1kit._lazy import lazy_getattr, lazy_names
 from cbi1kit.analysis import (
+    export_dataset,
     export_parquet,
     frames_table,
     global_view,
     images_table,
     occupancy_table,
+    open_dataset,
     replay,
     snapshots_table,
 )
@@ -104,8 +106,10 @@ __all__ = [
     "encode_snapshot_chunks",
     "encode_snapshot_publication",
     "errors",
+    "export_dataset",
     "export_parquet",
     "find_prefix_depths",
+    "fleet",
     "frames_table",
     "global_view",
     "hashing",
@@ -114,6 +118,7 @@ __all__ = [
     "inspect",
     "lane_stats",
     "occupancy_table",
+    "open_dataset",
     "peek_format",
     "read_capture",
     "read_cbi1_files",
