@@ -19,13 +19,10 @@ this process, ``cbi1kit.fleet.convert`` as one Dask task each.
 
 from __future__ import annotations
 
-import contextlib
 import copyreg
 import json
 import os
-import shutil
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata as _metadata
 from pathlib import Path
@@ -69,7 +66,6 @@ __all__ = [
 
 DATASET_FILE: Final = "cbi1kit-dataset.json"
 _SOURCES: Final = "sources"
-_STAGING: Final = ".staging"
 _FORMAT: Final = "cbi1kit partitioned dataset"
 TABLES: Final = tuple(DATASET_TABLES)
 
@@ -276,21 +272,26 @@ def _provenance(seg: SegmentSource) -> list[pl.Expr]:
     ]
 
 
-class _TableWriter:
-    """One table's rows of one source, written under the staging directory partition by
-    partition as they come."""
+_PART: Final = ".part"  # a file being written: not ``*.parquet`` until renamed
 
-    def __init__(self, table: str, seg: SegmentSource, staging: Path) -> None:
+
+class _TableWriter:
+    """One table's rows of one source, written straight into the table's partitions as hidden
+    ``.<source>-<call>-<n>.parquet.part`` files; :meth:`publish` renames them into place."""
+
+    def __init__(self, table: str, seg: SegmentSource, out: Path) -> None:
         self.table = table
         self.seg = seg
-        schema = _arrow_schema(table).with_metadata(
-            {**_arrow_schema(table).metadata, b"cbi1kit.source": seg.source.encode()}
+        schema = _arrow_schema(table)
+        self.schema = schema.with_metadata(
+            {**schema.metadata, b"cbi1kit.source": seg.source.encode()}
         )
-        self.schema = schema
-        self.root = staging / table
+        self.root = out / table
         self.rows = 0
+        self.calls = 0
+        self.written: list[Path] = []
 
-    def frames(self, batches: Iterator[pl.DataFrame]) -> Iterator[pa.RecordBatch]:
+    def frames(self, batches: Iterable[pl.DataFrame]) -> Iterator[pa.RecordBatch]:
         columns = list(DATASET_TABLES[self.table])
         for df in batches:
             if not df.height:
@@ -301,7 +302,8 @@ class _TableWriter:
             self.rows += full.height
             yield from full.to_arrow().cast(self.schema).to_batches()
 
-    def write(self, batches: Iterator[pl.DataFrame]) -> None:
+    def write(self, batches: Iterable[pl.DataFrame]) -> None:
+        self.calls += 1
         pads.write_dataset(
             self.frames(batches),
             self.root,
@@ -310,11 +312,21 @@ class _TableWriter:
             partitioning=pads.partitioning(
                 pa.schema([self.schema.field(n) for n in PARTITION_SCHEMA]), flavor="hive"
             ),
-            basename_template=f"{self.seg.source}-{{i}}.parquet",
+            basename_template=f".{self.seg.source}-{self.calls}-{{i}}.parquet{_PART}",
             existing_data_behavior="overwrite_or_ignore",
             file_options=pads.ParquetFileFormat().make_write_options(compression="zstd"),
             max_partitions=1 << 16,
+            file_visitor=lambda f: self.written.append(Path(f.path)),
         )
+
+    def publish(self) -> list[str]:
+        """Every file renamed into place; their paths relative to the dataset."""
+        done = []
+        for part in self.written:
+            final = part.with_name(part.name[1 : -len(_PART)])
+            os.replace(part, final)
+            done.append(final.relative_to(self.root.parent).as_posix())
+        return sorted(done)
 
 
 def _violations_df(events: list[Violation]) -> pl.DataFrame:
@@ -371,7 +383,13 @@ def _keyed(table: str, rows: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
 
 
 def _leftovers(out: Path, source: str) -> list[Path]:
-    return [p for t in TABLES for p in (out / t).rglob(f"{source}-*.parquet")]
+    """The files of an interrupted conversion of ``source``: renamed or not yet."""
+    return [
+        p
+        for t in TABLES
+        for pattern in (f"{source}-*.parquet", f".{source}-*.parquet{_PART}")
+        for p in (out / t).rglob(pattern)
+    ]
 
 
 def convert_segment(
@@ -409,65 +427,51 @@ def convert_segment(
             )
     for stale in _leftovers(out, seg.source):  # an interrupted conversion of this same file
         stale.unlink()
-    staging = out / _STAGING / f"{seg.source}-{uuid.uuid4().hex[:8]}"
-    try:
-        keys: list[pl.DataFrame] = []
-        key_columns = ["record_index", *_FRAME_KEYS]
-        strings = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
+    keys: list[pl.DataFrame] = []
+    key_columns = ["record_index", *_FRAME_KEYS]
+    strings = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
 
-        def frames() -> Iterator[pl.DataFrame]:
-            for df in segment_frames([seg.path], first_frame=first, batch_records=batch_records):
-                keys.append(df.select(key_columns).with_columns(strings))
-                yield df
+    def frames() -> Iterator[pl.DataFrame]:
+        for df in segment_frames([seg.path], first_frame=first, batch_records=batch_records):
+            keys.append(df.select(key_columns).with_columns(strings))
+            yield df
 
-        writers = {t: _TableWriter(t, seg, staging) for t in TABLES}
-        writers["frames"].write(frames())
-        frame_schema = DATASET_TABLES["frames"]
-        key = (
-            pl.concat(keys)
-            if keys
-            else pl.DataFrame(schema={k: frame_schema[k] for k in key_columns}).with_columns(
-                strings
-            )
-        )
-        pending: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES[1:]}
-
-        def rows_of(table: str) -> Iterator[pl.DataFrame]:
-            yield from (_keyed(table, df, key) for df in pending[table])
-
-        for table, df in _replay_segment(seg, carry, flush_rows):
-            if df.height:
-                pending[table].append(df)
-        for table in TABLES[1:]:
-            writers[table].write(rows_of(table))
-            pending[table].clear()
-        files = []
-        for path in sorted(staging.rglob("*.parquet")):
-            rel = path.relative_to(staging)
-            dest = out / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, dest)
-            files.append(rel.as_posix())
-        rows = {t: w.rows for t, w in writers.items()}
-        manifest = {
-            "source": seg.source,
-            "capture": seg.capture,
-            "segment": seg.segment,
-            "path": str(seg.path),
-            "rows": rows,
-            "files": files,
-            "frames": [first, carry.cursor.frames],
-            "schema_version": DATASET_SCHEMA_VERSION,
-            "cbi1kit_version": _version(),
-        }
-        (out / _SOURCES).mkdir(exist_ok=True)
-        tmp = staging / "manifest.json"
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.replace(tmp, out / _SOURCES / f"{seg.source}.json")  # the file is in the dataset now
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        with contextlib.suppress(OSError):  # another conversion may be staging
-            (out / _STAGING).rmdir()
+    writers = {t: _TableWriter(t, seg, out) for t in TABLES}
+    writers["frames"].write(frames())
+    frame_schema = DATASET_TABLES["frames"]
+    key = (
+        pl.concat(keys)
+        if keys
+        else pl.DataFrame(schema={k: frame_schema[k] for k in key_columns}).with_columns(strings)
+    )
+    small: dict[str, list[pl.DataFrame]] = {"snapshots": [], "violations": []}
+    for table, df in _replay_segment(seg, carry, flush_rows):
+        if not df.height:
+            continue
+        if table == "images":  # a flush of up to ``flush_rows`` images: written at once
+            writers[table].write([_keyed(table, df, key)])
+        else:
+            small[table].append(df)
+    for table, dfs in small.items():
+        writers[table].write(_keyed(table, df, key) for df in dfs)
+    files = [f for w in writers.values() for f in w.publish()]
+    rows = {t: w.rows for t, w in writers.items()}
+    manifest = {
+        "source": seg.source,
+        "capture": seg.capture,
+        "segment": seg.segment,
+        "path": str(seg.path),
+        "rows": rows,
+        "files": files,
+        "frames": [first, carry.cursor.frames],
+        "schema_version": DATASET_SCHEMA_VERSION,
+        "cbi1kit_version": _version(),
+    }
+    sources = out / _SOURCES
+    sources.mkdir(exist_ok=True)
+    tmp = sources / f".{seg.source}.json{_PART}"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    os.replace(tmp, sources / f"{seg.source}.json")  # the file is in the dataset now
     return (
         SegmentResult(
             seg.source, seg.capture, seg.segment, str(seg.path), False, rows, tuple(files)
