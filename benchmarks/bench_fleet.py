@@ -21,6 +21,8 @@ Target (#16): speed-up ≥ 1.6× with identical output.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import statistics
 import sys
@@ -51,6 +53,12 @@ def make_captures(root: Path, requests: int) -> list[Path]:
         simulate_capture(synthetic_chat(requests, seed=100 + i), path, cfg)
         paths.append(path)
     return paths
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time, its threads included."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def same_output(a: Path, b: Path) -> None:
@@ -89,14 +97,19 @@ def main() -> None:
             export_dataset(captures[:2], root / "warm-local")  # and so does this process
             base: list[float] = []
             dask: list[float] = []
+            base_cpu: list[float] = []
+            dask_cpu: list[float] = []
             for r in range(args.rounds):
                 local_out, fleet_out = root / f"local-{r}", root / f"fleet-{r}"
-                t = time.perf_counter()
+                t, c = time.perf_counter(), cpu_seconds()
                 export_dataset(captures, local_out)
                 base.append(time.perf_counter() - t)
+                base_cpu.append(cpu_seconds() - c)
+                before = sum(client.run(cpu_seconds).values())
                 t = time.perf_counter()
                 fleet.convert(captures, fleet_out, client=client)
                 dask.append(time.perf_counter() - t)
+                dask_cpu.append(sum(client.run(cpu_seconds).values()) - before)
                 same_output(local_out, fleet_out)
                 shutil.rmtree(local_out)
                 if r:
@@ -106,6 +119,11 @@ def main() -> None:
     print(f"{'fleet: 2-worker LocalCluster':<34}{min(dask):>8.2f}s{statistics.median(dask):>8.2f}s")
     best, median = min(base) / min(dask), statistics.median(base) / statistics.median(dask)
     print(f"speed-up (baseline / fleet): best {best:.2f}x, median {median:.2f}x (target >= 1.6x)")
+    print(
+        f"CPU seconds per wall second: baseline {sum(base_cpu) / sum(base):.2f} (this process, "
+        f"its threads included), fleet {sum(dask_cpu) / sum(dask):.2f} (both workers); "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     print("output: identical (every table's rows and files)")
 
 

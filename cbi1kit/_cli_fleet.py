@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from datetime import date, datetime
@@ -60,6 +61,17 @@ def cmd_fleet_convert(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_EVERY = re.compile(r"[1-9]\d{0,5}(s|m|h|d)")
+
+
+def _every(text: str) -> str:
+    """A bin length: a whole number of seconds, minutes, hours or days (``30s``, ``1m``,
+    ``1h``, ``1d``)."""
+    if not _EVERY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bin length such as 30s, 1m, 1h or 1d")
+    return text
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, (datetime, date)):
         return value.isoformat()
@@ -73,14 +85,17 @@ def cmd_fleet_query(args: argparse.Namespace) -> int:
     from cbi1kit.fleet._queries import run_query
 
     open_dataset(args.dataset)  # not a dataset: exit 3 before any cluster starts
+    params = (
+        {} if args.every is None or args.query not in ("churn", "load") else {"every": args.every}
+    )
     ctx: AbstractContextManager[Any] = nullcontext(None) if args.local else _client(args)
     with ctx as c:
         if c is None:
             from cbi1kit.fleet._queries import run_local
 
-            result = run_local(args.query, args.dataset)
+            result = run_local(args.query, args.dataset, **params)
         else:
-            result = run_query(args.query, args.dataset, client=c)
+            result = run_query(args.query, args.dataset, client=c, **params)
     if args.json:
         rows = [{k: _plain(v) for k, v in row.items()} for row in result.iter_rows(named=True)]
         print(json.dumps({"query": args.query, "rows": rows}, indent=2))
@@ -152,5 +167,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="the rows as JSON")
     p.add_argument("--rows", type=at_least(1), default=40, help="rows shown (not with --json)")
     p.add_argument("--local", action="store_true", help="in this process, no Dask")
+    p.add_argument(
+        "--every",
+        type=_every,
+        metavar="BIN",
+        help="churn and load: the time bin (30s, 1m, 1h, 1d; churn 1h, load 1m by default)",
+    )
     cluster(p)
     p.set_defaults(handler=cmd_fleet_query)

@@ -163,6 +163,7 @@ PARSED_TEXT = [
         ["noon", "+5", "+-5s", "-1", "2026-11-30T12:00:00", "2026-02-30T00:00:00Z", str(1 << 64)],
     ),
     ("record", "--authority", ["", "a b", "host/path", "h\u00f6st"]),
+    ("fleet query", "--every", ["", "1", "0m", "1y", "1.5h", "-1h", "m", "1h30m"]),
     (
         "record",
         "--header",
@@ -190,7 +191,8 @@ def test_every_parsed_text_option_is_walked() -> None:
 def test_a_text_its_option_cannot_parse_is_a_usage_error(
     command: str, flag: str, value: str, tmp_path: Path
 ) -> None:
-    code, _, err = cli_run(command, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
+    words = [*command.split(), *(["churn"] if command == "fleet query" else [])]  # its query
+    code, _, err = cli_run(*words, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
     assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
     assert not list(tmp_path.iterdir())
 

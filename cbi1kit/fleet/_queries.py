@@ -52,8 +52,8 @@ class Query:
 
     name: str
     tables: tuple[str, ...]
-    partial: Callable[[str, pl.LazyFrame], pl.LazyFrame]
-    combine: Callable[[Mapping[str, pl.DataFrame]], pl.DataFrame]
+    partial: Callable[..., pl.LazyFrame]  # (table, LazyFrame, **params)
+    combine: Callable[..., pl.DataFrame]  # ({table: partial results}, **params)
     doc: str
 
 
@@ -62,10 +62,10 @@ class Query:
 _CHURN_KEYS: Final = (*POOL, "hour")
 
 
-def _churn_partial(_: str, frames: pl.LazyFrame) -> pl.LazyFrame:
+def _churn_partial(_: str, frames: pl.LazyFrame, every: str = "1h") -> pl.LazyFrame:
     return (
         frames.filter(pl.col("kind") == "DELTA")
-        .with_columns(pl.col("recv_time").dt.truncate("1h").alias("hour"))
+        .with_columns(pl.col("recv_time").dt.truncate(every).alias("hour"))
         .group_by(_CHURN_KEYS)
         .agg(
             pl.len().cast(_U64).alias("deltas"),
@@ -75,7 +75,7 @@ def _churn_partial(_: str, frames: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _churn_combine(parts: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+def _churn_combine(parts: Mapping[str, pl.DataFrame], every: str = "1h") -> pl.DataFrame:
     return (
         parts["frames"]
         .group_by(_CHURN_KEYS)
@@ -89,7 +89,7 @@ def _churn_combine(parts: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 _SESSION: Final = ("capture", "stream_id")
 
 
-def _load_partial(table: str, lf: pl.LazyFrame) -> pl.LazyFrame:
+def _load_partial(table: str, lf: pl.LazyFrame, every: str = "1m") -> pl.LazyFrame:
     keys = [*_SESSION, "record_index", "recv_time", *POOL]
     if table == "snapshots":
         return lf.select(*keys, pl.col("occupied_slots").cast(pl.Int64), "bucket_count")
@@ -143,7 +143,7 @@ def _load_combine(parts: Mapping[str, pl.DataFrame], every: str = "1m") -> pl.Da
 _RELAY: Final = ("relay_drt_instance_id", "relay_incarnation", "rule")
 
 
-def _violations_partial(_: str, lf: pl.LazyFrame) -> pl.LazyFrame:
+def _violations_partial(_: str, lf: pl.LazyFrame, **_params: Any) -> pl.LazyFrame:
     return lf.group_by(_RELAY).agg(
         pl.len().cast(_U64).alias("violations"),
         pl.col("recv_time").min().alias("first_time"),
@@ -151,7 +151,7 @@ def _violations_partial(_: str, lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _violations_combine(parts: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+def _violations_combine(parts: Mapping[str, pl.DataFrame], **_params: Any) -> pl.DataFrame:
     return (
         parts["violations"]
         .group_by(_RELAY)
@@ -165,7 +165,7 @@ def _violations_combine(parts: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 _SNAPSHOT: Final = ("capture", "stream_id", "sequence", *POOL)
 
 
-def _snapshots_partial(_: str, frames: pl.LazyFrame) -> pl.LazyFrame:
+def _snapshots_partial(_: str, frames: pl.LazyFrame, **_params: Any) -> pl.LazyFrame:
     return (
         frames.filter(pl.col("kind") == "SNAPSHOT_CHUNK")
         .group_by(_SNAPSHOT)
@@ -180,7 +180,7 @@ def _snapshots_partial(_: str, frames: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _snapshots_combine(parts: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+def _snapshots_combine(parts: Mapping[str, pl.DataFrame], **_params: Any) -> pl.DataFrame:
     return (
         parts["frames"]
         .group_by(_SNAPSHOT)
@@ -241,12 +241,15 @@ def _query(name: str) -> Query:
         raise ValueError(f"no fleet query {name!r} (queries: {', '.join(QUERIES)})") from None
 
 
-def run_local(name: str, dataset: str | os.PathLike[str]) -> pl.DataFrame:
+def run_local(name: str, dataset: str | os.PathLike[str], **params: Any) -> pl.DataFrame:
     """The query in this process: its partial step over each whole table of
-    :func:`cbi1kit.analysis.open_dataset`, then its combining step."""
+    :func:`cbi1kit.analysis.open_dataset`, then its combining step (``params``: the query's,
+    such as ``every="1m"`` for churn's bins)."""
     q = _query(name)
     ds = open_dataset(dataset)
-    return q.combine({t: q.partial(t, ds.tables[t]).collect() for t in q.tables})
+    return q.combine(
+        {t: q.partial(t, ds.tables[t], **params).collect() for t in q.tables}, **params
+    )
 
 
 def _partitions(root: Path) -> list[list[str]]:
@@ -257,13 +260,15 @@ def _partitions(root: Path) -> list[list[str]]:
     return list(by_dir.values())
 
 
-def _partial_task(name: str, table: str, files: list[str]) -> pl.DataFrame:
+def _partial_task(name: str, table: str, files: list[str], params: dict[str, Any]) -> pl.DataFrame:
     q = _query(name)
-    return q.partial(table, scan_table(table, files)).collect()
+    return q.partial(table, scan_table(table, files), **params).collect()
 
 
-def _combine_task(name: str, tables: tuple[str, ...], *parts: pl.DataFrame) -> pl.DataFrame:
-    return _query(name).combine(_split(tables, parts))
+def _combine_task(
+    name: str, tables: tuple[str, ...], params: dict[str, Any], *parts: pl.DataFrame
+) -> pl.DataFrame:
+    return _query(name).combine(_split(tables, parts), **params)
 
 
 def _split(tables: tuple[str, ...], parts: tuple[Any, ...]) -> dict[str, pl.DataFrame]:
@@ -277,7 +282,7 @@ def _split(tables: tuple[str, ...], parts: tuple[Any, ...]) -> dict[str, pl.Data
     return out
 
 
-def query_graph(name: str, dataset: str | os.PathLike[str]) -> Any:
+def query_graph(name: str, dataset: str | os.PathLike[str], **params: Any) -> Any:
     """The query as one ``dask.delayed`` value: a task per partition of each table it reads,
     and a combining task."""
     from dask import delayed
@@ -288,25 +293,25 @@ def query_graph(name: str, dataset: str | os.PathLike[str]) -> Any:
     args: list[Any] = []
     for table in q.tables:
         groups = _partitions(ds.path / table)
-        empty = q.partial(table, scan_table(table, [])).collect()
+        empty = q.partial(table, scan_table(table, []), **params).collect()
         parts = [
             delayed(_partial_task, pure=True)(
-                name, table, files, dask_key_name=f"{name}-{table}-{k}-{run}"
+                name, table, files, params, dask_key_name=f"{name}-{table}-{k}-{run}"
             )
             for k, files in enumerate(groups)
         ]
         args += [len(parts) + 1, empty, *parts]  # the empty result gives an empty table its columns
     return delayed(_combine_task, pure=True)(
-        name, q.tables, *args, dask_key_name=f"{name}-combine-{run}"
+        name, q.tables, params, *args, dask_key_name=f"{name}-combine-{run}"
     )
 
 
 def run_query(
-    name: str, dataset: str | os.PathLike[str], *, client: Client | None = None
+    name: str, dataset: str | os.PathLike[str], *, client: Client | None = None, **params: Any
 ) -> pl.DataFrame:
     """The query as a Dask computation on ``client`` (or a local cluster started for the
     call); equal to :func:`run_local`."""
-    graph = query_graph(name, dataset)
+    graph = query_graph(name, dataset, **params)
     if client is None:
         from cbi1kit.fleet._cluster import client as make_client
 
@@ -318,20 +323,21 @@ def run_query(
 
 
 def churn_per_pool_per_hour(
-    dataset: str | os.PathLike[str], *, client: Client | None = None
+    dataset: str | os.PathLike[str], *, client: Client | None = None, every: str = "1h"
 ) -> pl.DataFrame:
-    """Per pool (indexer domain digests, DC id) and UTC hour of receipt: ``deltas``, ``images``
+    """Per pool (indexer domain digests, DC id) and UTC hour of receipt (``hour``: the bin's
+    start; ``every`` another bin, such as ``"1m"`` for a short capture): ``deltas``, ``images``
     (images sent), ``delta_bytes`` (serialized ``FilterUpdate`` bytes), all ``UInt64``."""
-    return run_query("churn", dataset, client=client)
+    return run_query("churn", dataset, client=client, every=every)
 
 
 def load_over_time(
-    dataset: str | os.PathLike[str], *, client: Client | None = None
+    dataset: str | os.PathLike[str], *, client: Client | None = None, every: str = "1m"
 ) -> pl.DataFrame:
-    """Per pool and minute (``time``): the lane's occupied slots at the last replayed event of
-    the minute (installed snapshot plus applied deltas), ``bucket_count``, ``load_factor`` α and
-    ``estimated_fpr`` (8α · 65538/2^32, about 8α/65534)."""
-    return run_query("load", dataset, client=client)
+    """Per pool and minute (``time``; ``every`` another bin): the lane's occupied slots at the
+    last replayed event of the bin (installed snapshot plus applied deltas), ``bucket_count``,
+    ``load_factor`` α and ``estimated_fpr`` (8α · 65538/2^32, about 8α/65534)."""
+    return run_query("load", dataset, client=client, every=every)
 
 
 def violations_per_relay(
