@@ -24,6 +24,7 @@ _CHARTS = (
     "filter_health_chart",
     "filter_health_table",
     "fingerprint_chart",
+    "fleet_churn_chart",
     "fpr_vs_load_chart",
     "full_table",
     "hex64",
