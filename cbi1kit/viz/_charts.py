@@ -1129,6 +1129,9 @@ def fleet_churn_chart(
         "fleet churn",
     )
     pools = sorted(set(rows["pool"].to_list()))
+    starts = sorted(set(rows["hour"].to_list()))
+    step = max(1, -(-len(starts) // 24))  # at most 24 ticks
+    ticks = [round(t.timestamp() * 1000) for t in starts[::step]]
     first, last = rows["hour"].min(), rows["hour"].max()
     span = (
         f"{first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"
@@ -1139,12 +1142,23 @@ def fleet_churn_chart(
         alt.Chart(rows)
         .mark_line(point=True)
         .encode(
-            x=alt.X("hour:T", title=f"receive time (UTC), per {bin_words}"),
+            x=alt.X(
+                "hour:T",
+                title=f"receive time (UTC), per {bin_words}",
+                scale=alt.Scale(type="utc", nice=False),
+                # a tick at each bin's start (ms since the epoch: Vega's time), UTC as labelled
+                axis=alt.Axis(format="%H:%M", labelOverlap=True, values=ticks),
+            ),
             y=alt.Y("images:Q", title=f"images sent per {bin_words}"),
-            color=alt.Color("pool:N", title="pool (indexer domain · DC id)", sort=pools),
+            color=alt.Color(
+                "pool:N",
+                title="pool (indexer domain · DC id)",
+                sort=pools,
+                legend=alt.Legend(labelLimit=400),
+            ),
             tooltip=[
                 alt.Tooltip("pool:N", title="pool"),
-                alt.Tooltip("hour:T", title="from", format="%Y-%m-%d %H:%M:%S"),
+                alt.Tooltip("utcyearmonthdatehoursminutes(hour):T", title="from (UTC)"),
                 alt.Tooltip("images:Q", title="images", format=","),
                 alt.Tooltip("deltas:Q", title="deltas", format=","),
                 alt.Tooltip("delta_bytes:Q", title="delta bytes", format=","),
