@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from cbi1kit import analysis, capture, ckf, errors, hashing, relay, sim, viz, wire
+    from cbi1kit import analysis, capture, ckf, errors, fleet, hashing, relay, sim, viz, wire
     from cbi1kit.analysis import (
-        Explanation,
-        LaneDiff,
         diff,
         explain,
+        export_dataset,
         export_parquet,
         frames_table,
         global_view,
         images_table,
         occupancy_table,
+        open_dataset,
         replay,
         snapshots_table,
     )
@@ -83,7 +83,7 @@ __version__ = "0.1.0"
 #: not pay for numpy, polars, pyarrow, grpc or altair until a name needs them.
 _FRONT: dict[str, str] = {
     **dict.fromkeys(
-        ("Explanation", "LaneDiff", "diff", "explain", "export_parquet", "frames_table"),
+        ("diff", "explain", "export_dataset", "export_parquet", "frames_table", "open_dataset"),
         "analysis",
     ),
     **dict.fromkeys(
@@ -118,7 +118,18 @@ _FRONT: dict[str, str] = {
     **dict.fromkeys(("inspect", "peek_format"), "wire"),
 }
 #: The stages, each a subpackage (``ck.wire`` ...), and the errors module.
-_STAGES = ("analysis", "capture", "ckf", "errors", "hashing", "relay", "sim", "viz", "wire")
+_STAGES = (
+    "analysis",
+    "capture",
+    "ckf",
+    "errors",
+    "fleet",
+    "hashing",
+    "relay",
+    "sim",
+    "viz",
+    "wire",
+)
 
 #: ``_FRONT`` and ``_STAGES``, spelled out for readers and linters (a test holds them equal).
 __all__ = [
@@ -130,12 +141,10 @@ __all__ = [
     "CuckooTable",
     "DcCkfDelta",
     "DcCkfState",
-    "Explanation",
     "FilterFormat",
     "HashSpace",
     "HubSnapshot",
     "KvQueryHashFormat",
-    "LaneDiff",
     "ModelTarget",
     "PublicationFrame",
     "Simulator",
@@ -155,8 +164,10 @@ __all__ = [
     "encode_snapshot_publication",
     "errors",
     "explain",
+    "export_dataset",
     "export_parquet",
     "find_prefix_depths",
+    "fleet",
     "frames_table",
     "global_view",
     "hashing",
@@ -165,6 +176,7 @@ __all__ = [
     "inspect",
     "lane_stats",
     "occupancy_table",
+    "open_dataset",
     "peek_format",
     "read_capture",
     "read_cbi1_files",

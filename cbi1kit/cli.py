@@ -33,6 +33,7 @@ from cbi1kit._cli_common import (
     ranged,
     real_at_least,
 )
+from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError
 from cbi1kit.wire._format import (
@@ -158,6 +159,35 @@ def _progress(
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+def _export_dataset(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._dataset import export_dataset, prepare_dataset
+
+    if args.force:
+        raise CliError(
+            "--dataset appends and never rewrites: --force is for the flat export", EXIT_USAGE
+        )
+    for capture in args.capture:
+        check_source(capture)
+        if not _is_capture_file(capture):
+            raise CliError(f"{capture}: --dataset takes kvrcap captures", EXIT_UNREADABLE)
+    prepare_dataset(args.output)
+    with _progress("export --dataset", None, not args.no_progress):
+        results = export_dataset(args.capture, args.output)
+    written = [r for r in results if not r.skipped]
+    for r in results:
+        what = "already in the dataset" if r.skipped else f"{r.rows.get('frames', 0)} frames"
+        print(f"{r.path}: {what}")
+    print(f"{len(written)} capture file(s) added to {args.output}")
+    return EXIT_OK
+
+
+def _is_capture_file(path: Path) -> bool:
+    from cbi1kit.capture._file import FILE_MAGIC
+
+    with open(path, "rb") as f:
+        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -579,13 +609,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.dataset:
+        return _export_dataset(args)
     try:
         from cbi1kit.analysis._export import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
-    check_source(args.capture)
-    with _progress(f"export {args.capture.name}", None, not args.no_progress):
-        written = export_parquet(args.capture, args.output, overwrite=args.force)
+    if len(args.capture) > 1:
+        raise CliError(
+            "the flat export writes one source's tables: give one, or --dataset for several",
+            EXIT_USAGE,
+        )
+    (source,) = args.capture
+    check_source(source)
+    with _progress(f"export {source.name}", None, not args.no_progress):
+        written = export_parquet(source, args.output, overwrite=args.force)
     for name, where in written.items():
         print(f"{name}: {where}")
     import polars as pl
@@ -1192,13 +1230,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "export",
-        help="capture → Parquet tables (frames, images, snapshots)",
+        help="capture → Parquet tables (frames, images, snapshots); --dataset: many captures",
         description="Write the capture's frames, images and snapshots tables as Parquet files "
-        "into a directory.",
+        "into a directory; with --dataset, append captures to a hive-partitioned dataset "
+        "(frames, images, snapshots, violations) that cbi1kit.open_dataset reads lazily.",
     )
-    p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
+    p.add_argument(
+        "capture",
+        type=Path,
+        nargs="+",
+        help="kvrcap capture, grpcurl JSON or CBI1 frames (--dataset: kvrcap captures, a "
+        "rotated recording by its first segment)",
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
-    p.add_argument("--force", action="store_true", help="overwrite existing table files")
+    p.add_argument(
+        "--dataset",
+        action="store_true",
+        help="append the captures to the partitioned dataset at -o (dc=/producer=/date=; a "
+        "capture file already in it is skipped, nothing is rewritten)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite existing table files (not --dataset)"
+    )
     quiet(p)
     p.set_defaults(handler=cmd_export)
 
@@ -1329,6 +1382,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_diff)
 
     register_relay(sub)  # record, serve
+    register_fleet(sub)  # fleet convert, fleet query
 
     p = sub.add_parser("layout", help="the CBI1 byte layout, from the layout tables")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")

@@ -13,7 +13,7 @@ import pytest
 import cbi1kit
 
 ROOT = Path(__file__).parents[1]
-STAGES = ("hashing", "wire", "ckf", "capture", "relay", "analysis", "sim", "viz")
+STAGES = ("hashing", "wire", "ckf", "capture", "relay", "analysis", "fleet", "sim", "viz")
 
 
 def test_front_door_is_small() -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import lazy_stage
 
 if TYPE_CHECKING:
+    from cbi1kit.analysis._dataset import *  # noqa: F403
     from cbi1kit.analysis._diff import *  # noqa: F403
     from cbi1kit.analysis._explain import *  # noqa: F403
     from cbi1kit.analysis._export import *  # noqa: F403
@@ -18,5 +19,15 @@ if TYPE_CHECKING:
     from cbi1kit.analysis._tables import *  # noqa: F403
 
 #: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_replay", "_global", "_explain", "_diff", "_schema", "_frames", "_tables", "_export")
+MODULES = (
+    "_replay",
+    "_global",
+    "_explain",
+    "_diff",
+    "_schema",
+    "_frames",
+    "_tables",
+    "_export",
+    "_dataset",
+)
 __getattr__, __dir__ = lazy_stage(__name__, MODULES)
