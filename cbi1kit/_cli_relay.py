@@ -113,7 +113,7 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
     config = RecorderConfig(
         target=args.target,
         capture=capture,
-        selector=PoolSelector(args.model, args.dc, args.producer),
+        selector=PoolSelector(tuple(args.model), tuple(args.dc), tuple(args.producer)),
         subscriber_id=args.subscriber_id,
         tls=tls,
         authority=args.authority,
@@ -126,6 +126,8 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
         stall_timeout=args.stall_timeout,
         give_up_after=args.give_up_after,
         append=args.append,
+        rotate_bytes=None if args.rotate_size is None else int(args.rotate_size * (1 << 20)),
+        rotate_seconds=args.rotate_time,
     )
     recorder = Recorder(config)
     _on_signals(lambda: recorder.stop("interrupted"))
@@ -149,19 +151,33 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
     if report.exit_code != EXIT_OK:
         _err("record", report.stop_reason)
         return report.exit_code
+    several = len(report.pools) > 1
     if not args.list and not args.quiet:
         planes = ", ".join(f"{report.plane_messages.get(p.name, 0)} {p.name}" for p in PLANES)
         unserved = "".join(f"; not served: {u}" for u in report.unserved)
+        pools = f" of {len(report.pools)} pools" if several else ""
+        files = len(recorder.paths)
+        segments = f" ({files} segments, {recorder.paths[-1].name} the last)" if files > 1 else ""
         print(
             f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
-            f"{report.subscriptions} subscription(s) and {planes} message(s) to {capture}; "
-            f"stopped: {report.stop_reason}{unserved}",
+            f"{report.subscriptions} subscription(s){pools} and {planes} message(s) to "
+            f"{capture}{segments}; stopped: {report.stop_reason}{unserved}",
             file=sys.stderr,
         )
+        if several:  # a line per pool: what it recorded, and why it ended if it failed
+            for i, pool in enumerate(report.pools):
+                seq = "-" if pool.last_sequence is None else str(pool.last_sequence)
+                ended = "" if pool.ended is None else f"; failed: {pool.ended}"
+                print(
+                    f"  [{i}] {pool.label}: {pool.messages} frames in {pool.subscriptions} "
+                    f"subscription(s), last sequence {seq}{ended}",
+                    file=sys.stderr,
+                )
     if report.violations:
         print(f"{len(report.violations)} validation failure(s):", file=sys.stderr)
-        for v in report.violations:
-            print(f"  - {v}", file=sys.stderr)
+        for pool in report.pools:
+            for v in pool.violations:
+                print(f"  - {pool.label}: {v}" if several else f"  - {v}", file=sys.stderr)
         return EXIT_INVALID
     return EXIT_OK
 
@@ -205,16 +221,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 server_config=config,
                 faults=faults,
             )
-        else:
-            feed = ProducerFeed(
-                expected_blocks=args.expected_blocks,
-                seed=args.seed,
-                events_per_step=args.events_per_step,
-                steps=args.steps,
-                model=args.model,
-                dc=args.dc,
-            )
-            server = RelayServer(feed, config, faults=faults)
+        else:  # a pool per DC and model, each with its own events (seed, seed + 1, ...)
+            models = dict.fromkeys(args.model or ["sim/model"])  # each once, in order
+            pairs = [(m, d) for m in models for d in dict.fromkeys(args.dc or ["dc-sim"])]
+            feeds = [
+                ProducerFeed(
+                    expected_blocks=args.expected_blocks,
+                    seed=(args.seed + i) % (1 << 64),
+                    events_per_step=args.events_per_step,
+                    steps=args.steps,
+                    model=model,
+                    dc=dc,
+                )
+                for i, (model, dc) in enumerate(pairs)
+            ]
+            server = RelayServer(feeds, config, faults=faults)
         server.start()
     except FileNotFoundError as exc:
         _err("serve", f"cannot read {exc.filename}: {exc.strerror}")
@@ -242,17 +263,48 @@ def register(subparsers: Any) -> None:
     """Add ``record`` and ``serve`` to ``cbi1kit``'s subcommands."""
     p = subparsers.add_parser(
         "record",
-        help="record a live relay's pool stream into a capture file",
-        description="Connect to a KV DC relay, pick a pool from its catalog and append every "
-        "message, raw, to a kvrcap capture (with the catalog and every stream's end).",
+        help="record a live relay's pool streams into a capture file",
+        description="Connect to a KV DC relay and record every pool of its catalog, or those "
+        "chosen with --model, --dc and --producer (each repeatable: any of them; kinds of "
+        "criteria combined: all of them), each pool's stream resubscribing on its own, pools "
+        "that join the catalog later included: every message, raw, into a kvrcap capture, "
+        "with the catalog, readiness and load planes and every stream's end.",
     )
     p.add_argument("target", help="relay address, host:port")
     p.add_argument("-o", "--output", type=Path, help="capture file to write")
     p.add_argument("--append", action="store_true", help="append to an existing capture")
+    p.add_argument(
+        "--rotate-size",
+        type=real_above(0),
+        metavar="MiB",
+        help="start a new segment (OUT.0001.kvrcap, ...) once the current one holds this many "
+        "MiB; every reader takes OUT.kvrcap for the whole recording",
+    )
+    p.add_argument(
+        "--rotate-time",
+        type=real_above(0),
+        metavar="S",
+        help="start a new segment once the current one has been written this many seconds",
+    )
     p.add_argument("--list", action="store_true", help="print the pool catalog and exit")
-    p.add_argument("--model", help="pick the pool serving this model name or alias")
-    p.add_argument("--dc", help="pick the pool of this DC (name or 16-hex-digit id)")
-    p.add_argument("--producer", help="pick the pool whose producer key starts with this")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="record the pools serving this model name or alias (repeatable: any of them)",
+    )
+    p.add_argument(
+        "--dc",
+        action="append",
+        default=[],
+        help="record the pools of this DC, a name or 16-hex-digit id (repeatable: any of them)",
+    )
+    p.add_argument(
+        "--producer",
+        action="append",
+        default=[],
+        help="record the pools whose producer key starts with this (repeatable: any of them)",
+    )
     p.add_argument("--subscriber-id", default="cbi1kit-recorder", help="subscriber id sent")
     p.add_argument("--tls", action="store_true", help="use TLS (system roots)")
     p.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS (implies --tls)")
@@ -276,7 +328,9 @@ def register(subparsers: Any) -> None:
         "keeps only its name)",
     )
     p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
-    p.add_argument("--frames", type=at_least(1), help="stop after this many pool messages")
+    p.add_argument(
+        "--frames", type=at_least(1), help="stop after this many pool messages (all pools')"
+    )
     p.add_argument("--validate", action="store_true", help="check every frame as it arrives")
     p.add_argument("--quiet", action="store_true", help="no status line or summary")
     p.add_argument("--timeout", type=real_above(0), default=10.0, help="RPC deadline, seconds")
@@ -290,7 +344,9 @@ def register(subparsers: Any) -> None:
         "--give-up-after",
         type=real_above(0),
         default=60.0,
-        help="exit 3 after the relay is unreachable this long (seconds)",
+        help="exit 3 when the relay stays unreachable this long (seconds); a pool that cannot "
+        "be subscribed to, or stays out of the catalog, this long ends its own stream (exit 3 "
+        "once every pool's has)",
     )
     p.set_defaults(handler=cmd_record)
 
@@ -325,9 +381,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", type=at_least(1), help="producer steps before going quiet")
     p.add_argument("--events-per-step", type=at_least(1), default=8, help="events per step")
     p.add_argument("--expected-blocks", type=at_least(1), default=4096, help="CKF capacity")
-    p.add_argument("--seed", type=U64, default=0, help="event RNG seed")
-    p.add_argument("--model", default="sim/model", help="model name in the catalog")
-    p.add_argument("--dc", default="dc-sim", help="DC name (hashed into the pool id)")
+    p.add_argument("--seed", type=U64, default=0, help="event RNG seed (the i-th pool's: seed + i)")
+    p.add_argument(
+        "--model",
+        action="append",
+        help="model name in the catalog (default sim/model; repeatable: a pool per model and DC)",
+    )
+    p.add_argument(
+        "--dc",
+        action="append",
+        help="DC name, hashed into the pool id (default dc-sim; repeatable: a pool per model "
+        "and DC)",
+    )
     p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
     p.add_argument(
         "--drop-after-chunks", type=at_least(1), help="fault: drop a stream mid-snapshot"

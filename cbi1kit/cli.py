@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit._cli_common import (
     EXIT_INTERRUPTED,
@@ -32,6 +33,7 @@ from cbi1kit._cli_common import (
     ranged,
     real_at_least,
 )
+from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError
 from cbi1kit.wire._format import (
@@ -40,8 +42,10 @@ from cbi1kit.wire._format import (
     FilterFormat,
     max_delta_images,
 )
-from cbi1kit.wire._inspect import Inspection, inspect
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
+
+if TYPE_CHECKING:
+    from cbi1kit.wire._inspect import Inspection
 
 __all__ = ["main"]
 
@@ -70,6 +74,8 @@ def _is_capture(path: Path) -> bool:
 
 
 def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
+    from cbi1kit.wire._inspect import inspect  # numpy loads here, not for --help
+
     """A file as one CBI1 frame; a file too large to be one is answered from its header
     alone, without reading the rest."""
     try:
@@ -153,6 +159,35 @@ def _progress(
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+def _export_dataset(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._dataset import export_dataset, prepare_dataset
+
+    if args.force:
+        raise CliError(
+            "--dataset appends and never rewrites: --force is for the flat export", EXIT_USAGE
+        )
+    for capture in args.capture:
+        check_source(capture)
+        if not _is_capture_file(capture):
+            raise CliError(f"{capture}: --dataset takes kvrcap captures", EXIT_UNREADABLE)
+    prepare_dataset(args.output)
+    with _progress("export --dataset", None, not args.no_progress):
+        results = export_dataset(args.capture, args.output)
+    written = [r for r in results if not r.skipped]
+    for r in results:
+        what = "already in the dataset" if r.skipped else f"{r.rows.get('frames', 0)} frames"
+        print(f"{r.path}: {what}")
+    print(f"{len(written)} capture file(s) added to {args.output}")
+    return EXIT_OK
+
+
+def _is_capture_file(path: Path) -> bool:
+    from cbi1kit.capture._file import FILE_MAGIC
+
+    with open(path, "rb") as f:
+        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -374,6 +409,8 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
         k, kind, payload = pick
         print(f"\n-- frame {k}: annotated CBI1 payload ({kind})")
         if payload:
+            from cbi1kit.wire._inspect import inspect
+
             ins = inspect(payload, fmt)
             print(ins.hexdump(head=args.head, tail=args.tail))
         else:
@@ -578,13 +615,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.dataset:
+        return _export_dataset(args)
     try:
         from cbi1kit.analysis._export import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
-    check_source(args.capture)
-    with _progress(f"export {args.capture.name}", None, not args.no_progress):
-        written = export_parquet(args.capture, args.output, overwrite=args.force)
+    if len(args.capture) > 1:
+        raise CliError(
+            "the flat export writes one source's tables: give one, or --dataset for several",
+            EXIT_USAGE,
+        )
+    (source,) = args.capture
+    check_source(source)
+    with _progress(f"export {source.name}", None, not args.no_progress):
+        written = export_parquet(source, args.output, overwrite=args.force)
     for name, where in written.items():
         print(f"{name}: {where}")
     import polars as pl
@@ -788,6 +833,188 @@ def cmd_view(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
+# ---------------------------------------------------------------------------- explain, diff
+
+_U32_MAX: Final = (1 << 32) - 1
+
+
+def _parse_tokens(text: str) -> list[int]:
+    """Tokens as text: integers (``0x`` allowed) separated by commas or white space, a JSON
+    list's brackets allowed; each a u32. ``ValueError`` names the first bad one."""
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    items = re.split(r"\s*,\s*|\s+", body.strip())
+    if items == [""]:
+        raise ValueError("no tokens")
+    tokens = []
+    for i, item in enumerate(items):
+        try:
+            value = int(item, 0)
+        except ValueError:
+            raise ValueError(f"token {i} ({item!r}) is not an integer") from None
+        if not 0 <= value <= _U32_MAX:
+            raise ValueError(f"token {i} ({item}) is outside 0..={_U32_MAX} (u32)")
+        tokens.append(value)
+    return tokens
+
+
+def _token_list(text: str) -> list[int]:
+    """``--tokens 1,2,3``: checked at parse time."""
+    try:
+        return _parse_tokens(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
+def _read_tokens(path: Path) -> list[int]:
+    """``--tokens-file``: exit 3 when it cannot be read or is empty, 1 when it holds anything
+    but tokens."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not data:
+        raise CliError(f"cannot read {path}: empty input (no bytes)")
+    try:
+        return _parse_tokens(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"{path}: not text ({exc.reason} at byte {exc.start})", EXIT_INVALID
+        ) from None
+    except ValueError as exc:
+        raise CliError(f"{path}: {exc}", EXIT_INVALID) from None
+
+
+def _trace_request(path: Path, index: int) -> Any:
+    """Request ``index`` of a Mooncake trace (a bad trace: exit_code's answer)."""
+    from cbi1kit.sim._workload import read_mooncake
+
+    workload = read_mooncake(path, limit=index + 1)
+    if index >= len(workload):
+        raise CliError(
+            f"--request {index} is outside {path}'s {len(workload)} request(s)", EXIT_USAGE
+        )
+    return workload.request(index)
+
+
+#: what a capture cannot answer (exit 2, as for ``view``): the model, its catalog, its domain
+_EXPLAIN_USAGE: Final = {
+    "IdentityError": ("UnknownModel", "NotALora"),
+    "LaneError": ("NoCatalog", "TimeNotRecorded", "SeveralDomains", "NoSuchLane", "SeveralLanes"),
+}
+
+
+def _usage_if_unanswerable(exc: Cbi1kitError) -> None:
+    if exc.variant in _EXPLAIN_USAGE.get(type(exc).__name__, ()):
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._explain import explain
+
+    check_source(args.capture)
+    tokens: list[int] | None = args.tokens
+    request = None
+    if args.request is not None and args.trace is None:
+        raise CliError("--request goes with --trace", EXIT_USAGE)
+    if args.tokens_file is not None:
+        tokens = _read_tokens(args.tokens_file)
+    elif args.trace is not None:
+        if args.request is None:
+            raise CliError("--trace needs --request N (which request of the trace)", EXIT_USAGE)
+        request = _trace_request(args.trace, args.request)
+    report = _replay(args.capture, None, not args.no_progress, history=True)
+    try:
+        result = explain(
+            report,
+            model=args.model,
+            tokens=tokens,
+            request=request,
+            at=args.at,
+            lora=args.lora,
+            local_dc=args.local_dc,
+            tie_key=args.tie_key,
+            domain=args.domain,
+            verification_window=args.verification_window,
+        )
+    except Cbi1kitError as exc:
+        _usage_if_unanswerable(exc)
+        raise
+    if args.json:
+        print(
+            json.dumps(
+                {"capture": str(args.capture), **result.to_dict(), "ok": report.ok}, indent=2
+            )
+        )
+    else:
+        print(result)
+        if not report.ok:
+            print(
+                f"note: the capture has {len(report.violations)} violation(s); see `cbi1kit replay`"
+            )
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _lane_input(path: Path) -> Any:
+    """A diff side given on the command line, checked before any replay: a ``.npy`` lane
+    (loaded; unreadable: exit 3, no lane: exit 1) or a readable capture (its path)."""
+    from cbi1kit.analysis._diff import NPY_MAGIC, load_lane
+    from cbi1kit.errors import CaptureError
+
+    try:
+        with open(path, "rb") as f:
+            npy = path.suffix == ".npy" or f.read(len(NPY_MAGIC)) == NPY_MAGIC
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not npy:
+        check_source(path)
+        return path
+    try:
+        return load_lane(path)
+    except CaptureError as exc:
+        raise CliError(f"cannot read {exc}") from None
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._diff import diff
+
+    b_path: Path = args.b if args.b is not None else args.a
+    sides = [_lane_input(args.a), _lane_input(b_path)]
+    reports: dict[Path, Any] = {}
+    for i, side in enumerate(sides):
+        if isinstance(side, Path):
+            if side not in reports:
+                reports[side] = _replay(side, None, not args.no_progress, history=True)
+            sides[i] = reports[side]
+    try:
+        result = diff(
+            sides[0],
+            sides[1],
+            dc=args.dc,
+            dc_a=args.dc_a,
+            dc_b=args.dc_b,
+            model=args.model,
+            at=args.at,
+            at_a=args.at_a,
+            at_b=args.at_b,
+            labels=(args.a.name, b_path.name),
+        )
+    except Cbi1kitError as exc:
+        _usage_if_unanswerable(exc)
+        if exc.variant == "NotReady":  # nothing held then: a moment this lane cannot answer
+            raise CliError(str(exc), EXIT_USAGE) from None
+        raise
+    ok = all(r.ok for r in reports.values())
+    if args.json:
+        print(json.dumps({**result.to_dict(args.limit), "ok": ok}, indent=2))
+    else:
+        print(result.text(args.limit))
+        if not ok:
+            print("note: a capture has violations; see `cbi1kit replay`")
+    return EXIT_OK if ok else EXIT_INVALID
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from cbi1kit.sim._simrelay import sample_config
 
@@ -931,7 +1158,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cbi1kit.sim._simulator import POLICIES
+    from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
+    from cbi1kit.sim._policies import POLICIES
 
     parser = OneLineParser(
         prog="cbi1kit",
@@ -1008,13 +1236,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "export",
-        help="capture → Parquet tables (frames, images, snapshots)",
+        help="capture → Parquet tables (frames, images, snapshots); --dataset: many captures",
         description="Write the capture's frames, images and snapshots tables as Parquet files "
-        "into a directory.",
+        "into a directory; with --dataset, append captures to a hive-partitioned dataset "
+        "(frames, images, snapshots, violations) that cbi1kit.open_dataset reads lazily.",
     )
-    p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
+    p.add_argument(
+        "capture",
+        type=Path,
+        nargs="+",
+        help="kvrcap capture, grpcurl JSON or CBI1 frames (--dataset: kvrcap captures, a "
+        "rotated recording by its first segment)",
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
-    p.add_argument("--force", action="store_true", help="overwrite existing table files")
+    p.add_argument(
+        "--dataset",
+        action="store_true",
+        help="append the captures to the partitioned dataset at -o (dc=/producer=/date=; a "
+        "capture file already in it is skipped, nothing is rewritten)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite existing table files (not --dataset)"
+    )
     quiet(p)
     p.set_defaults(handler=cmd_export)
 
@@ -1062,7 +1305,90 @@ def build_parser() -> argparse.ArgumentParser:
     quiet(p)
     p.set_defaults(handler=cmd_view)
 
+    p = sub.add_parser(
+        "explain",
+        help="one request step by step: hashes, fingerprints, buckets, each lane's slots, depth",
+        description="Explain how a global router sees a request for a model at one moment: the "
+        "catalog's registration and query semantics for the model (or a LoRA alias), the block "
+        "hashes, each block's fingerprint and buckets, then per DC lane of the consumer table "
+        "whether a slot of bucket a or b holds the fingerprint and since which snapshot or delta, "
+        "the prefix depth upstream's search finds, where the chain breaks (and which delta "
+        "removed the block), and the DC the router prefers.",
+        epilog="--at as for `cbi1kit view`. Ties at the deepest depth go to --local-dc, then to "
+        "the lowest stable rank for --tie-key (the global gateway's request key), then to the "
+        "lowest pool id. Whether a match is a true or a false positive cannot be told from the "
+        "consumer's side (16-bit fingerprints): ck.explain(..., truth=) in Python can.",
+    )
+    p.add_argument(
+        "capture", type=Path, metavar="CAPTURE", help="kvrcap capture with its catalog stream"
+    )
+    p.add_argument(
+        "--model", required=True, metavar="M", help="a model or alias the catalog's pools register"
+    )
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument(
+        "--tokens", type=_token_list, metavar="1,2,3", help="the request's tokens (u32 each)"
+    )
+    given.add_argument(
+        "--tokens-file", type=Path, metavar="F", help="a file of tokens (commas or spaces)"
+    )
+    given.add_argument(
+        "--trace", type=Path, metavar="TRACE", help="a Mooncake trace (with --request)"
+    )
+    p.add_argument(
+        "--request", type=at_least(0), metavar="N", help="which request of --trace (from 0)"
+    )
+    p.add_argument("--lora", metavar="ALIAS", help="a LoRA alias or adapter of the model")
+    p.add_argument(
+        "--at", type=_moment, metavar="SEQ|ISO|+90s", help="a sequence, a time or an offset"
+    )
+    p.add_argument("--local-dc", metavar="DC", help="the router's own DC: it wins a tie")
+    p.add_argument("--tie-key", type=U64, metavar="KEY", help="the request's tie key (u64)")
+    p.add_argument(
+        "--domain", metavar="PREFIX", help="the indexer domain, when the model spans several"
+    )
+    p.add_argument(
+        "--verification-window",
+        type=ranged(1, MAX_VERIFICATION_WINDOW),
+        metavar="W",
+        default=DEFAULT_VERIFICATION_WINDOW,
+        help="the router's prefix-search verification window "
+        f"(1..={MAX_VERIFICATION_WINDOW}, default {DEFAULT_VERIFICATION_WINDOW})",
+    )
+    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    quiet(p)
+    p.set_defaults(handler=cmd_explain)
+
+    p = sub.add_parser(
+        "diff",
+        help="two lanes bucket by bucket: captures, DCs, moments, .npy words",
+        description="Compare two lanes: two captures, two DCs of one capture (--dc-a/--dc-b), "
+        "one lane at two moments (--at-a/--at-b), or a lane's words saved as .npy (a producer's "
+        "lane against the consumer's). Lists the buckets whose words differ, each word in hex "
+        "and the fingerprints removed and added, with the counts.",
+        epilog="B defaults to A. --dc and --at set both sides; --dc-a/--dc-b and --at-a/--at-b "
+        "one side. --at as for `cbi1kit view`: a sequence aligns each lane at its own sequence, "
+        "a time or +offset at what it had received by then. Lanes of different formats cannot "
+        "be compared (exit 1).",
+    )
+    p.add_argument("a", type=Path, metavar="A", help="a capture (or CBI1 frames) or a .npy lane")
+    p.add_argument("b", type=Path, nargs="?", metavar="B", help="another (default: A again)")
+    p.add_argument("--dc", metavar="DC", help="the DC of both sides (its id in hex or its name)")
+    p.add_argument("--dc-a", metavar="DC", help="the DC of side A")
+    p.add_argument("--dc-b", metavar="DC", help="the DC of side B")
+    p.add_argument("--model", metavar="M", help="among the pools the catalog advertises for M")
+    p.add_argument("--at", type=_moment, metavar="SEQ|ISO|+90s", help="the moment of both sides")
+    p.add_argument("--at-a", type=_moment, metavar="X", help="the moment of side A")
+    p.add_argument("--at-b", type=_moment, metavar="Y", help="the moment of side B")
+    p.add_argument(
+        "--limit", type=at_least(0), default=20, metavar="N", help="buckets listed (default 20)"
+    )
+    p.add_argument("--json", action="store_true", help="print the diff as JSON")
+    quiet(p)
+    p.set_defaults(handler=cmd_diff)
+
     register_relay(sub)  # record, serve
+    register_fleet(sub)  # fleet convert, fleet query
 
     p = sub.add_parser("layout", help="the CBI1 byte layout, from the layout tables")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")

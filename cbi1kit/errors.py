@@ -21,6 +21,7 @@ __all__ = [
     "Cbi1Error",
     "Cbi1kitError",
     "CkfError",
+    "DatasetError",
     "HashingError",
     "IdentityError",
     "KvCacheEventError",
@@ -306,7 +307,8 @@ class KvCacheEventError(Cbi1kitError):
 class LaneError(Cbi1kitError):
     """The consumer side: a manifest or lane assignment upstream refuses (``Manifest.<variant>``,
     ``Assignment.<variant>``), a lane fault (``Fault.<variant>``), or a point of a replay that
-    cannot be named (a sequence or time not replayed, several lanes or domains, a bad moment).
+    cannot be named (a sequence or time not replayed, several lanes or domains, a bad moment, a
+    lane not ready then), or lanes that cannot be compared (``DifferentFormats``, ``NotALane``).
     """
 
     builtins: ClassVar[Mapping[str, type[Exception]]] = {
@@ -317,7 +319,10 @@ class LaneError(Cbi1kitError):
         "NoSuchLane": LookupError,
         "SeveralDomains": LookupError,
         "NoCatalog": LookupError,
+        "NotReady": LookupError,
         "At": ValueError,
+        "DifferentFormats": ValueError,
+        "NotALane": ValueError,
     }
 
     plain = True
@@ -369,6 +374,15 @@ class OutputError(Cbi1kitError):
     """A file a command would write: ``Exists`` (not written by this run; overwrite only when
     asked), ``SourceInside`` (the output would land on an input, such as the notebooks a report
     executes)."""
+
+    plain = True
+
+
+class DatasetError(Cbi1kitError):
+    """A partitioned dataset (``cbi1kit export --dataset``, ``cbi1kit.fleet``) that cannot be
+    used: ``NotADataset`` (no ``cbi1kit-dataset.json``), ``SchemaVersion`` (written by a cbi1kit
+    with other table columns: appending to it or reading it is refused), ``Conflict`` (a
+    segment of a recording already in it with other content)."""
 
     plain = True
 

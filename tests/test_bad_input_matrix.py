@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from certs import Pki, make_pki
 from cliutil import cli_run, one_line
+from handfleet import MODEL, HandFleet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stream_roundtrip import build_stream
@@ -75,10 +76,23 @@ def snapshot_tree(root: Path) -> dict[str, bytes | None]:
 # ------------------------------------------------------------------ numbers out of their range
 
 
-def numeric_options() -> Iterator[tuple[str, str, Number]]:
-    parser = cli.build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, sub in commands.choices.items():
+def subcommands(
+    parser: argparse.ArgumentParser | None = None, words: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every subcommand's words and parser, nested ones (``fleet convert``) included."""
+    parser = parser or cli.build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                nested = any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+                if nested:
+                    yield from subcommands(sub, (*words, name))
+                else:
+                    yield (*words, name), sub
+
+
+def numeric_options() -> Iterator[tuple[tuple[str, ...], str, Number]]:
+    for name, sub in subcommands():
         for action in sub._actions:
             if action.type is None or not action.option_strings:
                 continue
@@ -95,7 +109,14 @@ NUMERIC = list(numeric_options())
 
 def test_every_numeric_option_has_a_range() -> None:
     assert len(NUMERIC) > 40  # the walk found the options (simulate alone has 30)
-    assert {name for name, _, _ in NUMERIC} >= {"simulate", "inspect", "stats", "record", "serve"}
+    assert {name[0] for name, _, _ in NUMERIC} >= {
+        "simulate",
+        "inspect",
+        "stats",
+        "record",
+        "serve",
+    }
+    assert {("fleet", "convert"), ("fleet", "query")} <= {name for name, _, _ in NUMERIC}
 
 
 def _outside(number: Number) -> st.SearchStrategy[str]:
@@ -116,7 +137,7 @@ def _outside(number: Number) -> st.SearchStrategy[str]:
 def test_a_number_outside_its_range_is_a_usage_error(data: st.DataObject) -> None:
     command, flag, number = data.draw(st.sampled_from(NUMERIC))
     value = data.draw(_outside(number))
-    code, _, err = cli_run(command, f"{flag}={value}")
+    code, _, err = cli_run(*command, f"{flag}={value}")
     assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
 
 
@@ -134,29 +155,35 @@ def test_a_number_inside_its_range_parses_exactly(data: st.DataObject) -> None:
         assert number(str(value)) == value and number(hex(value)) == value
 
 
+#: what ``--at`` refuses
+BAD_MOMENTS = [
+    "noon",
+    "+5",
+    "+-5s",
+    "-1",
+    "2026-11-30T12:00:00",
+    "2026-02-30T00:00:00Z",
+    str(1 << 64),
+]
 #: options whose text is no number but is parsed at parse time all the same: (command, flag,
 #: values it refuses)
 PARSED_TEXT = [
-    (
-        "view",
-        "--at",
-        ["noon", "+5", "+-5s", "-1", "2026-11-30T12:00:00", "2026-02-30T00:00:00Z", str(1 << 64)],
-    ),
-    ("record", "--authority", ["", "a b", "host/path", "caf\u00e9"]),
-    (
-        "record",
-        "--header",
-        ["no-colon", "grpc-timeout: 1", "x-bin: AA", "Bad Name: v", "k: \u00e9"],
-    ),
+    ("view", "--at", BAD_MOMENTS),
+    ("explain", "--at", BAD_MOMENTS),
+    ("explain", "--tokens", ["", "x", "1,,2", "-1", "4294967296", "1.5", "[", "1;2", "0x"]),
+    ("diff", "--at", BAD_MOMENTS),
+    ("diff", "--at-a", BAD_MOMENTS),
+    ("diff", "--at-b", BAD_MOMENTS),
+    ("record", "--header", ["no colon", "grpc-timeout: 1", "key-bin: AA", "a b: v", "x: \x01"]),
+    ("record", "--authority", ["", "a b", "host/path"]),
+    ("fleet query", "--every", ["", "1", "0m", "1y", "1.5h", "-1h", "m", "1h30m"]),
 ]
 
 
 def test_every_parsed_text_option_is_walked() -> None:
-    parser = cli.build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     typed = {
-        (name, action.option_strings[-1])
-        for name, sub in commands.choices.items()
+        (" ".join(name), action.option_strings[-1])
+        for name, sub in subcommands()
         for action in sub._actions
         if action.option_strings
         and action.type is not None
@@ -172,7 +199,8 @@ def test_every_parsed_text_option_is_walked() -> None:
 def test_a_text_its_option_cannot_parse_is_a_usage_error(
     command: str, flag: str, value: str, tmp_path: Path
 ) -> None:
-    code, _, err = cli_run(command, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
+    words = [*command.split(), *(["churn"] if command == "fleet query" else [])]  # its query
+    code, _, err = cli_run(*words, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
     assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
     assert not list(tmp_path.iterdir())
 
@@ -180,13 +208,23 @@ def test_a_text_its_option_cannot_parse_is_a_usage_error(
 # ------------------------------------------------------------- input paths: every subcommand
 
 REPORT_TRACE = ["report", str(SAMPLE), "-o", "{out}", "--trace", "{in}", "--no-notebooks"]
-#: (id, argv with {in} for the bad input and {out} for a fresh output, foreign bytes' exit code)
+EXPLAIN = ["explain", "{fleet}", "--model", MODEL]
+#: (id, argv with {in} for the bad input, {out} for a fresh output and {fleet} for a capture
+#: with a catalog (blocks of 64 tokens: a few foreign digits are too few), foreign bytes' code)
 INPUTS = [
     ("inspect", ["inspect", "{in}"], 1),
     ("replay", ["replay", "{in}"], 3),
     ("stats", ["stats", "{in}", "--fpr-probes", "0"], 3),
     ("view", ["view", "{in}"], 3),
+    ("explain", ["explain", "{in}", "--model", MODEL, "--tokens", "1,2,3,4"], 3),
+    ("explain --tokens-file", [*EXPLAIN, "--tokens-file", "{in}"], 1),
+    ("explain --trace", [*EXPLAIN, "--trace", "{in}", "--request", "0"], 1),
+    ("diff", ["diff", "{in}", "{fleet}"], 3),
+    ("diff b", ["diff", "{fleet}", "{in}"], 3),
     ("export", ["export", "{in}", "-o", "{out}"], 3),
+    ("export --dataset", ["export", "{in}", "-o", "{out}", "--dataset"], 3),
+    ("fleet convert", ["fleet", "convert", "{in}", "-o", "{out}"], 3),
+    ("fleet query", ["fleet", "query", "churn", "{in}"], 3),
     ("report", ["report", "{in}", "-o", "{out}", "--no-notebooks"], 3),
     ("simulate trace", ["simulate", "{in}", "-o", "{out}"], 1),
     ("report --trace", REPORT_TRACE, 1),
@@ -216,14 +254,28 @@ NOT_THERE = [
 ]
 
 
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A capture with a catalog and two DC lanes (what explain and diff read)."""
+    f = HandFleet(tmp_path_factory.mktemp("fleet") / "fleet.kvrcap", block_size=64)
+    f.store(0, list(range(128)))
+    f.open()
+    return f.close()
+
+
+def _argv(argv: list[str], path: Path, out: Path, fleet: Path) -> list[str]:
+    slots = {"{in}": str(path), "{out}": str(out), "{fleet}": str(fleet)}
+    return [slots.get(a, a) for a in argv]
+
+
 @pytest.mark.parametrize("kind,argv_id,argv", NOT_THERE)
 def test_a_missing_directory_or_empty_input(
-    kind: str, argv_id: str, argv: list[str], tmp_path: Path
+    kind: str, argv_id: str, argv: list[str], tmp_path: Path, fleet: Path
 ) -> None:
     path = _bad(kind, tmp_path, b"")
     before = snapshot_tree(tmp_path)
     out = tmp_path / "out"
-    code, _, err = cli_run(*(a.replace("{in}", str(path)).replace("{out}", str(out)) for a in argv))
+    code, _, err = cli_run(*_argv(argv, path, out, fleet))
     assert code == 3 and one_line(err), (kind, err)
     assert str(path) in err or path.name in err, err
     assert snapshot_tree(tmp_path) == before  # nothing created, nothing touched
@@ -248,13 +300,15 @@ foreign_bytes = (
     [i for i in INPUTS if i[0] != "demo --data"],  # a folder: a file there is the "empty" case
     ids=[i[0] for i in INPUTS if i[0] != "demo --data"],
 )
-def test_foreign_bytes(argv_id: str, argv: list[str], foreign_code: int, foreign: bytes) -> None:
+def test_foreign_bytes(
+    argv_id: str, argv: list[str], foreign_code: int, foreign: bytes, fleet: Path
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         path = _bad("foreign", root, foreign)
         before = snapshot_tree(root)
         out = root / "out"
-        argv = [a.replace("{in}", str(path)).replace("{out}", str(out)) for a in argv]
+        argv = _argv(argv, path, out, fleet)
         code, _, err = cli_run(*argv)
         assert code == foreign_code, (argv_id, foreign, code, err)
         if argv_id == "inspect":  # the problems are its report, on stdout
@@ -361,6 +415,8 @@ def test_a_key_that_is_not_the_certificates_and_options_that_go_together(
 OUTPUTS = [
     ("simulate", ["simulate", str(TRACE), "-o", "{out}", "--limit", "20"]),
     ("export", ["export", str(SAMPLE), "-o", "{out}"]),
+    ("export --dataset", ["export", str(SAMPLE), "-o", "{out}", "--dataset"]),
+    ("fleet convert", ["fleet", "convert", str(SAMPLE), "-o", "{out}"]),
     ("report", ["report", str(SAMPLE), "-o", "{out}", "--no-notebooks"]),
     ("record", ["record", "127.0.0.1:1", "-o", "{out}", "--quiet", "--timeout", "0.2"]),
 ]

@@ -82,6 +82,8 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         "export",
         "stats",
         "view",
+        "explain",
+        "diff",
         "layout",
         "demo",
         "lab",
@@ -220,26 +222,14 @@ def test_replay_and_view_every_lane(capture: Path) -> None:
 
 def test_stats_gives_the_measured_fpr_with_its_evidence(capture: Path) -> None:
     """A rate of a handful of hits means little without how many probes and how sure."""
-    res = run(
-        "stats",
-        str(capture),
-        "--dc",
-        "sim-dc-0",
-        "--json",
-        "--fpr-probes",
-        "20000",
-        "--probe-seed",
-        "3",
-    )
+    lane = ["--dc", "sim-dc-0"]  # the capture holds two DCs
+    res = run("stats", str(capture), *lane, "--json", "--fpr-probes", "20000", "--probe-seed", "3")
     figures = json.loads(res.stdout)
     assert figures["fpr_probes"] == 20_000
     assert figures["measured_fpr"] == figures["false_positives"] / 20_000
     assert figures["measured_fpr_low"] <= figures["measured_fpr"] <= figures["measured_fpr_high"]
     assert figures["measured_fpr_interval"] == "95 % Wilson score interval"
-    text = run(
-        "stats", str(capture), "--dc", "sim-dc-0", "--fpr-probes", "20000", "--probe-seed", "3"
-    )
-    text = text.stdout
+    text = run("stats", str(capture), *lane, "--fpr-probes", "20000", "--probe-seed", "3").stdout
     (line,) = [x for x in text.splitlines() if x.startswith("measured_fpr")]
     assert f"{figures['false_positives']} false positives in 20,000 distinct absent probes" in line
     assert f"{figures['measured_fpr_low']:.2e} to {figures['measured_fpr_high']:.2e}" in line

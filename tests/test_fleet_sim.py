@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from errorcheck import raises_variant
 
+from cbi1kit.analysis import global_view, replay
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing import KvQueryHashFormat, resolve_lora_name
 from cbi1kit.relay._messages import descriptor_from_wire
-from cbi1kit.sim import FleetModel, Simulator, SimulatorConfig, fleet_pools
+from cbi1kit.sim import FleetModel, Simulator, SimulatorConfig, fleet_pools, record_fleet
 
 MODELS = (
     FleetModel("fleet/chat", "lora", {"adapter-support": "support-bot"}, sessions=20),
@@ -55,3 +58,22 @@ def test_models_must_be_distinct() -> None:
         fleet_pools([MODELS[0], MODELS[0]])
     with pytest.raises(ValueError):  # the family is a ValueError too
         fleet_pools([])
+
+
+def test_a_recorded_fleet_views_as_its_producers_lanes(tmp_path: Path) -> None:
+    """serve → record of 2 models × 3 DCs: every lane replays cleanly and each model's view
+    (by its name, and the LoRA model's by its adapter's alias) holds the producers' lanes."""
+    capture = tmp_path / "fleet.kvrcap"
+    pools = record_fleet(MODELS, capture, dcs=3, capacity_blocks=512)
+    report = replay(capture)
+    assert report.ok and len(report.lanes) == 6
+    for model, asked in (("fleet/chat", "support-bot"), ("fleet/draft", "fleet/draft")):
+        view = global_view(report, model=asked)
+        (domain,) = view.domains
+        by_dc = {lane.pool.dc_id: lane for lane in domain.lanes}
+        for feed in pools.feeds[model]:
+            lane = by_dc[feed.identity.pool_id.dc_id]
+            assert lane.ready and lane.sequence == feed.sequence
+            assert np.array_equal(domain.table.lane_words(lane.lane), feed.words())
+    with raises_variant(SimulationError, "Config", match="exists"):
+        record_fleet(MODELS, capture, dcs=1)

@@ -312,7 +312,7 @@ def test_the_recorder_records_every_plane_beside_the_pool_stream(
     feeds = two_pools(steps=30)
     srv = serve(feeds)
     path = tmp_path / "c.kvrcap"
-    cfg = recorder_config(srv.address, path, validate=True, selector=PoolSelector(dc="a"))
+    cfg = recorder_config(srv.address, path, validate=True, selector=PoolSelector(dcs=("a",)))
     rec = recorders(cfg)
     wait_for(lambda: all(rec.report.plane_messages.get(p.name, 0) >= 2 for p in PLANES[1:]))
     srv.set_ready(0, False)

@@ -29,6 +29,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -48,7 +49,8 @@ from cbi1kit.analysis._replay import (
 )
 from cbi1kit.analysis._sources import _Batch, _ItemScan
 from cbi1kit.capture._file import CaptureDamage, CaptureRecord, RecordType
-from cbi1kit.capture._readers import FrameDamage, FrameRecord, _unreadable_message
+from cbi1kit.capture._readers import FrameDamage, FrameRecord, ReadCursor, _unreadable_message
+from cbi1kit.capture._segments import capture_segments
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.wire._codec import IMAGE_DTYPE
 from cbi1kit.wire._format import U64_MAX
@@ -99,30 +101,45 @@ def available() -> bool:
 
 
 def feed_capture(
-    player: Replayer, path: str | os.PathLike[str], *, batch_records: int = _BATCH_RECORDS
+    player: Replayer,
+    path: str | os.PathLike[str],
+    *,
+    batch_records: int = _BATCH_RECORDS,
+    cursor: ReadCursor | None = None,
 ) -> Iterator[int]:
     """Replay the capture at ``path`` into ``player`` with the fast engine, item by item (a
     batch of messages, a stream open or close, a catalog update, damage); yields how many
-    items each step replayed, so that a caller can act between them (flush a table)."""
+    items each step replayed, so that a caller can act between them (flush a table). A rotated
+    recording is read segment after segment as one capture (``read_capture_items``' rule); with
+    ``cursor``, ``path`` is one segment read on from where the cursor stands (it moves on)."""
     feeder = _Feeder(player, str(path))
-    items = _ItemScan(path, group_bytes=GROUP_BYTES).items(batch_records)
     try:
-        while True:
-            try:
-                item = next(items)
-            except StopIteration:
-                break
-            except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:
-                player.feed_error(exc)  # as replay() reports a reader's exception
-                break
-            if isinstance(item, _Batch):
-                feeder.batch(item)
-                yield len(item.index)
-            else:
-                player.feed_item(item)
-                yield 1
-    finally:
-        items.close()
+        paths = [Path(path)] if cursor is not None else capture_segments(path)
+    except (Cbi1kitError, OSError, ValueError) as exc:
+        player.feed_error(exc)  # as replay() reports a reader's exception
+        return
+    cursor = ReadCursor() if cursor is None else cursor
+    for segment in paths:
+        feeder.source = str(segment)
+        scan = _ItemScan(segment, group_bytes=GROUP_BYTES, cursor=cursor)
+        items = scan.items(batch_records)
+        try:
+            while True:
+                try:
+                    item = next(items)
+                except StopIteration:
+                    break
+                except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:
+                    player.feed_error(exc)  # as replay() reports a reader's exception
+                    return
+                if isinstance(item, _Batch):
+                    feeder.batch(item)
+                    yield len(item.index)
+                else:
+                    player.feed_item(item)
+                    yield 1
+        finally:
+            items.close()
 
 
 def replay_capture(

@@ -54,6 +54,7 @@ __all__ = [
     "global_timeline",
     "global_view",
     "parse_at",
+    "resolve_moment",
 ]
 
 #: the view's consumer instance ("KVVIEW"): one manifest per domain, leases on it
@@ -340,9 +341,12 @@ def _time_of(seg: _Segment, sequence: int) -> int | None:
     return seg.delta_unix_ns[sequence - seg.sequence - 1]
 
 
-def _state(entry: _Entry, at: At | None, unix_ns: int | None) -> _State:
-    catalog = None if entry.descriptor is None else entry.descriptor.producer
-    lane = entry.lane
+def _state(
+    lane: LaneReport | None, descriptor: PoolDescriptor | None, at: At | None, unix_ns: int | None
+) -> _State:
+    """What ``lane`` (the pool the catalog's ``descriptor`` describes, if any) holds at the
+    moment: its session and sequence, or why it is not ready."""
+    catalog = None if descriptor is None else descriptor.producer
     if lane is None or not lane._segments:
         return _State(catalog, why="not ready: no subscription of the pool installed a snapshot")
     segments = lane._segments
@@ -375,25 +379,29 @@ def _format(states: Sequence[_State]) -> DcCkfFormatIdentity | None:
     return known[0].format if known else None
 
 
-def build_global_view(
-    report: ReplayReport, *, model: str | None = None, at: Any = None
-) -> GlobalView:
-    """The consumer tables of ``report`` at ``at`` (see the module docstring). The manifest's
-    rules are :class:`~cbi1kit.ckf.CkfLaneTable`'s: more than 16 pools of one domain is
-    ``LaneError`` ``Manifest.InvalidLane``, a lane of another format ``Assignment.WrongFormat``.
-    ``model`` without a catalog by then is ``LaneError`` ``NoCatalog``; a model no catalog
-    pool serves is ``IdentityError`` ``UnknownModel``."""
+def resolve_moment(report: ReplayReport, at: Any) -> tuple[At | None, int | None]:
+    """``at`` parsed, and the wall clock it names (None for a sequence or no moment): an
+    offset counts from the report's first message (``LaneError`` ``TimeNotRecorded`` when the
+    source has no receive times)."""
     point = parse_at(at)
-    unix_ns: int | None = None
-    if point is not None and point.unix_ns is not None:
-        unix_ns = point.unix_ns
-    elif point is not None and point.offset_ns is not None:
-        if report.first_unix_ns is None:
-            raise LaneError(
-                "TimeNotRecorded",
-                message="the source has no receive times: ask for a sequence instead",
-            )
-        unix_ns = report.first_unix_ns + point.offset_ns
+    if point is None or point.sequence is not None:
+        return point, None
+    if point.unix_ns is not None:
+        return point, point.unix_ns
+    assert point.offset_ns is not None
+    if report.first_unix_ns is None:
+        raise LaneError(
+            "TimeNotRecorded",
+            message="the source has no receive times: ask for a sequence instead",
+        )
+    return point, report.first_unix_ns + point.offset_ns
+
+
+def _model_catalogs(
+    report: ReplayReport, model: str | None, unix_ns: int | None
+) -> list[PoolCatalog]:
+    """The catalogs at ``unix_ns``; ``LaneError`` ``NoCatalog`` when a model is asked for and
+    none had been received (no pool is known to serve it)."""
     catalogs = _catalogs_at(report, unix_ns)
     if model is not None and not catalogs:
         when = "" if unix_ns is None else f" received by {format_unix_ns(unix_ns)}"
@@ -403,11 +411,24 @@ def build_global_view(
             message=f"the capture holds {held}, so no pool is known to serve {model!r}: "
             "view every lane without a model",
         )
+    return catalogs
+
+
+def build_global_view(
+    report: ReplayReport, *, model: str | None = None, at: Any = None
+) -> GlobalView:
+    """The consumer tables of ``report`` at ``at`` (see the module docstring). The manifest's
+    rules are :class:`~cbi1kit.ckf.CkfLaneTable`'s: more than 16 pools of one domain is
+    ``LaneError`` ``Manifest.InvalidLane``, a lane of another format ``Assignment.WrongFormat``.
+    ``model`` without a catalog by then is ``LaneError`` ``NoCatalog``; a model no catalog
+    pool serves is ``IdentityError`` ``UnknownModel``."""
+    point, unix_ns = resolve_moment(report, at)
+    catalogs = _model_catalogs(report, model, unix_ns)
     view = GlobalView(model, point, unix_ns, [], catalogs)
     by_domain: dict[IndexerDomainId, list[tuple[_Entry, _State]]] = {}
     for entry in _entries(report, catalogs, model):
         by_domain.setdefault(entry.pool.indexer_domain, []).append(
-            (entry, _state(entry, point, unix_ns))
+            (entry, _state(entry.lane, entry.descriptor, point, unix_ns))
         )
     for domain, members in by_domain.items():
         fmt = _format([s for _, s in members])

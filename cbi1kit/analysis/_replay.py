@@ -257,6 +257,35 @@ class _History:
             left -= rows.shape[0]
         return lane
 
+    def bucket_writes(
+        self, segment: _Segment, buckets: npt.ArrayLike, sequence: int
+    ) -> tuple[Words, npt.NDArray[np.void]]:
+        """What a few buckets went through in a segment up to ``sequence``: their snapshot words
+        (in ``buckets`` order) and the ``_ROW`` rows that wrote them, in order; read back as
+        ``lane_at`` reads, without rebuilding the lane (the explanation of a block's slot)."""
+        assert segment.lane_offset is not None
+        self.flush()
+        wanted = np.asarray(buckets, dtype=np.int64)
+        snapshot = np.empty(wanted.shape[0], dtype=np.uint64)
+        word = np.empty(1, dtype=np.uint64)
+        for i, bucket in enumerate(wanted.tolist()):
+            self._read(segment.lane_offset + 8 * bucket, word)
+            snapshot[i] = word[0]
+        found: list[npt.NDArray[np.void]] = []
+        offset, left = segment.lane_offset + 8 * segment.bucket_count, segment.rows
+        while left:
+            rows = np.empty(min(left, _READ_ROWS), dtype=_ROW)
+            self._read(offset, rows)
+            upto = int(np.searchsorted(rows["sequence"], sequence, side="right"))
+            kept = rows[:upto]
+            found.append(kept[np.isin(kept["bucket"], wanted)])
+            if upto < rows.shape[0]:
+                break
+            offset += rows.nbytes
+            left -= rows.shape[0]
+        writes = np.concatenate(found) if found else np.empty(0, dtype=_ROW)
+        return snapshot, writes
+
 
 @dataclass(frozen=True, slots=True)
 class LaneSession:
@@ -339,7 +368,7 @@ class LaneReport:
         """``(snapshot sequence, last delta sequence)`` of every installed snapshot, in order."""
         return [(s.sequence, s.last_sequence) for s in self._segments]
 
-    def _words(self, seg: _Segment, sequence: int) -> Words:
+    def _kept(self, seg: _Segment, sequence: int) -> _History:
         if self._history is None or seg.lane_offset is None:
             raise LaneError(
                 "HistoryNotKept",
@@ -347,7 +376,17 @@ class LaneReport:
                 "(replay with keep_history=True to rebuild lanes)",
                 sequence=sequence,
             )
-        return self._history.lane_at(seg, sequence)
+        return self._history
+
+    def _words(self, seg: _Segment, sequence: int) -> Words:
+        return self._kept(seg, sequence).lane_at(seg, sequence)
+
+    def _bucket_writes(
+        self, seg: _Segment, buckets: npt.ArrayLike, sequence: int
+    ) -> tuple[Words, npt.NDArray[np.void]]:
+        """``buckets``' snapshot words in ``seg`` and the delta rows that wrote them up to
+        ``sequence`` (``sequence``, ``bucket``, ``word``), in order."""
+        return self._kept(seg, sequence).bucket_writes(seg, buckets, sequence)
 
     def _segment_of(self, sequence: int) -> _Segment:
         for seg in reversed(self._segments):
@@ -477,11 +516,12 @@ class ReplayReport:
             raise LaneError(
                 "NoSuchLane", message=f"no lane matches (lanes: {known})", available=known
             )
-        raise LaneError(
-            "SeveralLanes",
-            message=f"the source holds {len(lanes)} lanes ({known}): pick one by its DC",
-            available=known,
-        )
+        if len(lanes) == len(self.lanes):
+            message = f"the source holds {len(lanes)} lanes ({known}): pick one by its DC"
+        else:  # one DC serves several pools (models): the DC alone does not name a lane
+            named = ", ".join(f"{_lane_name(n)} of pool {n.pool}" for n in lanes)
+            message = f"{len(lanes)} lanes match ({named}): pick one by its pool"
+        raise LaneError("SeveralLanes", message=message, available=known)
 
     def _only(self) -> LaneReport | None:
         return self.lane() if self.lanes else None

@@ -40,9 +40,11 @@ from cbi1kit.capture._readers import (
     CatalogRecord,
     FrameDamage,
     FrameRecord,
+    ReadCursor,
     StreamEvent,
     _unreadable_message,
 )
+from cbi1kit.capture._segments import CONTINUED
 from cbi1kit.capture._streams import (
     SUBSCRIBE_KV_POOL_METHOD,
     WATCH_KV_POOL_CATALOG_METHOD,
@@ -189,9 +191,17 @@ class _CaptureScan:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], methods: Iterable[str], *, indexed: bool = True
+        self,
+        path: str | os.PathLike[str],
+        methods: Iterable[str],
+        *,
+        indexed: bool = True,
+        first_frame: int = 0,
     ) -> None:
         self.path = str(path)
+        #: the first frame's index (a segment of a rotated recording numbers on from the last),
+        #: and once read, the index after the last frame
+        self.first_frame = self.frame_end = first_frame
         self.indexed = indexed  # read verified blocks through the index (the compiled kernel)
         self.streams = FrameStreams(methods, self.path)  # the rule read_capture follows
         self.blocks_verified = 0
@@ -221,6 +231,7 @@ class _CaptureScan:
         mm = reader.buffer
         arr = np.frombuffer(mm, dtype=np.uint8)
         rows = _Rows(arr, batch_records)
+        rows.frame_index = self.first_frame
         offset, number = FILE_HEADER_LEN, 0
         index = read_index(mm) if err is None and self.indexed else None
         if index is not None:
@@ -244,6 +255,7 @@ class _CaptureScan:
         yield from rows.batches(final=True)
         for damage in self.control_damage:  # after the rows: they are not in frame order
             yield damage, rows.frame_index
+        self.frame_end = rows.frame_index
 
     def _blocks_rows(
         self,
@@ -405,11 +417,20 @@ class _ItemScan:
     change only there); from the first block that does not the file is walked record by record.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, group_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        group_bytes: int | None = None,
+        cursor: ReadCursor | None = None,
+    ) -> None:
         self.path = str(path)
         self.group_bytes = group_bytes
+        #: where a rotated recording's reading stands: this file numbers frames and catalog
+        #: updates on from it, and streams it left open go on (``read_capture_items``' cursor)
+        self.cursor = ReadCursor() if cursor is None else cursor
         self.streams = FrameStreams((SUBSCRIBE_KV_POOL_METHOD,), self.path)
-        self.catalog_index = 0
+        self.catalog_index = self.cursor.catalog
         self._released = 0
 
     def items(self, batch_records: int) -> Generator[_Batch | CaptureItem, None, None]:
@@ -430,9 +451,24 @@ class _ItemScan:
         mm = reader.buffer
         arr = np.frombuffer(mm, dtype=np.uint8)
         rows = _Rows(arr, batch_records)
+        rows.frame_index = self.cursor.frames
+        try:
+            yield from self._file_items(reader, mm, arr, rows, err, fatal)
+        finally:
+            self.cursor.frames, self.cursor.catalog = rows.frame_index, self.catalog_index
+
+    def _file_items(
+        self,
+        reader: CaptureReader,
+        mm: Any,
+        arr: npt.NDArray[np.uint8],
+        rows: _Rows,
+        err: CaptureError | None,
+        fatal: bool,
+    ) -> Generator[_Batch | CaptureItem, None, None]:
         if err is not None:
             end = len(mm) if fatal else FILE_HEADER_LEN
-            yield FrameDamage(0, 0, err, CaptureDamage(err, end, range(0)))
+            yield FrameDamage(rows.frame_index, 0, err, CaptureDamage(err, end, range(0)))
             if fatal:
                 return
         offset, number = FILE_HEADER_LEN, 0
@@ -517,7 +553,7 @@ class _ItemScan:
                 yield from self._stretch(mm, rows, cols, scanned, rtype, at, k)
             if k < len(offs):
                 yield from self._flush(mm, rows)
-                yield self._control(mm, rows, RecordType(int(rtype[k])), *_row(cols, k))
+                yield from self._control(mm, rows, RecordType(int(rtype[k])), *_row(cols, k))
             at = k + 1
         return len(blocks)
 
@@ -580,16 +616,27 @@ class _ItemScan:
         wall: int,
         mono: int,
         number: int,
-    ) -> CaptureItem:
-        """A stream open or close as ``read_capture_items`` yields it (undecodable: damage)."""
+    ) -> Iterator[CaptureItem]:
+        """A stream open or close as ``read_capture_items`` yields it (undecodable: damage; a
+        stream re-opened at a rotation goes on: no item)."""
         body = bytes(mm[offset + RECORD_HEADER_LEN : offset + RECORD_HEADER_LEN + length])
         decoded, err = self.streams.read_control(rtype, sid, number, offset, body)
         if err is not None:
             end = offset + RECORD_HEADER_LEN + length
-            return FrameDamage(
+            yield FrameDamage(
                 rows.frame_index, 0, err, CaptureDamage(err, end, range(0), rtype, sid)
             )
-        return StreamEvent(
+            return
+        going_on = False
+        if isinstance(decoded, StreamClose):
+            self.cursor.open_streams.discard(sid)
+        elif isinstance(decoded, StreamOpen):
+            continued = bool((decoded.info or {}).get(CONTINUED))
+            going_on = continued and sid in self.cursor.open_streams
+            self.cursor.open_streams.add(sid)
+        if going_on:
+            return
+        yield StreamEvent(
             sid,
             number,
             offset,
@@ -669,7 +716,7 @@ class _ItemScan:
             if rtype is RecordType.STREAM_OPEN or rtype is RecordType.STREAM_CLOSE:
                 gather()
                 yield from self._flush(mm, rows)
-                yield self._control(mm, rows, rtype, *row, item.index)
+                yield from self._control(mm, rows, rtype, *row, item.index)
             elif rtype is not RecordType.MESSAGE:
                 continue
             elif self.streams.is_frame(sid, item.index, item.body):

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from cbi1kit.analysis._frames import _is_segment_list
 from cbi1kit.analysis._replay import Replayer, _fast_engine
 from cbi1kit.analysis._schema import IMAGES_SCHEMA, OCCUPANCY_SCHEMA, SNAPSHOTS_SCHEMA
 from cbi1kit.capture._readers import FrameDamage, read_frames
@@ -40,6 +41,27 @@ class _Collector:
         self.images: list[tuple[Any, ...]] = []
         self.image_rows = 0
         self.snapshots: list[dict[str, Any]] = []
+
+    def on_delta(
+        self,
+        index: int,
+        sequence: int,
+        buckets: npt.NDArray[np.uint32],
+        new: npt.NDArray[np.uint64],
+        prev: npt.NDArray[np.uint64],
+    ) -> None:
+        """One applied delta (``Replayer``'s ``on_delta``)."""
+        n = len(buckets)
+        self.images.append(
+            (
+                np.full(n, index, dtype=np.int64),
+                np.full(n, sequence, dtype=np.uint64),
+                np.array(buckets),
+                np.array(new),
+                prev,
+            )
+        )
+        self.image_rows += n
 
     def on_deltas(
         self,
@@ -123,7 +145,7 @@ def _replay_batches(
     try:
         it: Iterator[Any] = iter(
             read_frames(source, damage="report")
-            if isinstance(source, (str, os.PathLike))
+            if isinstance(source, (str, os.PathLike)) or _is_segment_list(source)
             else source
         )
         for rec in it:

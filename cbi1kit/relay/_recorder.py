@@ -2,8 +2,10 @@
 
 The recorder follows a consumer's lifecycle (relay.md §2, upstream ``grpc-contract.md``):
 ``GetRelayInfo``, then the planes (``PLANES``) watched for the whole session: the pool catalog,
-serving readiness, pool load and serving load; a pool picked from the catalog (model name or
-alias, DC, producer key), and ``SubscribeKvPool`` with that exact ``expected_producer``. Every
+serving readiness, pool load and serving load; and every pool of the catalog, or those the
+selection picks (``PoolSelector``: model names or aliases, DCs, producer keys), each subscribed
+with ``SubscribeKvPool`` and its exact ``expected_producer`` as its own stream. A pool that
+joins the catalog later and is selected gets its stream when the catalog names it. Every
 response message is appended to the capture **raw**, as the serialized bytes received (no stub
 has a deserializer), with wall-clock and monotonic receive times; each plane and the relay info
 go in as their own streams. Every stream close is recorded with its gRPC status, details and
@@ -25,15 +27,23 @@ The connection (``_transport``): plaintext, or TLS with given roots, a client ce
 mTLS, an authority override and auth headers on every call, as a relay behind an mTLS proxy
 needs; upstream's HTTP/2 keepalive either way. The capture keeps header names, never values.
 
-Resubscription (with equal-jitter backoff, 0.5 s doubling to 30 s, reset after a subscription
-that lasted 30 s, as the in-repo Global View consumer does) after everything the spec says
-forces one: a new producer generation in the catalog or ``PRODUCER_CHANGED``, the pool
-withdrawn or ``POOL_NOT_FOUND``, ``SUBSCRIBER_LAGGED``, ``SNAPSHOT_PROGRESS_TIMEOUT``,
+Each pool resubscribes on its own (``_PoolStream``: its producer, its backoff, its stall
+watchdog, its reasons), as the gateway's ``LaneSet`` runs a supervisor per pool (relay.md
+§3.2), with the in-repo Global View consumer's equal-jitter backoff (0.5 s doubling to 30 s,
+reset after a subscription that lasted 30 s), after everything the spec says forces one: a
+new producer generation in the catalog or ``PRODUCER_CHANGED``, the pool withdrawn or
+``POOL_NOT_FOUND``, ``SUBSCRIBER_LAGGED``, ``SNAPSHOT_PROGRESS_TIMEOUT``,
 ``PUBLICATION_UNAVAILABLE``, ``INVALID_PUBLICATION``, ``INTERNAL``, ``RESOURCE_LIMIT``, a
 transport failure, a clean EOF, a stalled stream (no message within ``stall_timeout``) and,
 with ``validate``, any consumer-side validation failure. ``CONTRACT_MISMATCH``,
-``INVALID_REQUEST`` and ``UNSUPPORTED_FEATURE`` are not retried. A relay that stays
-unreachable for ``give_up_after`` seconds ends the session.
+``INVALID_REQUEST`` and ``UNSUPPORTED_FEATURE`` are not retried unchanged. A pool withdrawn
+from the catalog waits for it to come back, up to ``give_up_after`` seconds; so does a pool
+whose subscriptions keep failing without a message (the relay unreachable). A pool that fails
+for good (not retried, gone, unreachable) ends its own stream, named with its reason in the
+report (``PoolRecord.ended``), and starts again if the catalog names it anew (back after it
+left; another producer generation after any other failure); the others record on. The session ends
+when every pool has failed (with one pool's error, or all of them named), or when a relay that
+answers no ``GetRelayInfo`` stays unreachable for ``give_up_after`` seconds.
 
 Bytes that are not the expected message (relay.md: a message that does not decode ends the
 stream) are kept as received and end their stream: a ``FilterUpdate`` resubscribes, a catalog
@@ -61,6 +71,7 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.capture._segments import RotatingCaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import Cbi1kitError, RecorderError, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
@@ -86,12 +97,15 @@ __all__ = [
     "Action",
     "CloseInfo",
     "Plane",
+    "PoolRecord",
     "PoolSelector",
     "RecordReport",
     "Recorder",
     "RecorderConfig",
     "classify_close",
     "describe_pool",
+    "pool_key_text",
+    "pool_label",
     "producer_key_text",
 ]
 
@@ -212,12 +226,19 @@ def classify_close(code: grpc.StatusCode | None, reason: str | None) -> Action:
 # pool selection
 
 
-def producer_key_text(producer: pb.ProducerIdentity) -> str:
-    """``<cs>:<rs>/<dc>@<incarnation>.<generation>`` (hex digests, hex dc and incarnation)."""
-    d = producer.pool_id.indexer_domain
+def pool_key_text(pool: pb.KvPoolId) -> str:
+    """``<cs>:<rs>/<dc>`` (hex digests, hex dc): a pool across its producer generations."""
+    d = pool.indexer_domain
     return (
         f"{bytes(d.cache_semantics.digest).hex()}:{bytes(d.routing_scope.digest).hex()}"
-        f"/{producer.pool_id.dc_id:016x}@{producer.producer_incarnation:x}"
+        f"/{pool.dc_id:016x}"
+    )
+
+
+def producer_key_text(producer: pb.ProducerIdentity) -> str:
+    """``<cs>:<rs>/<dc>@<incarnation>.<generation>`` (hex digests, hex dc and incarnation)."""
+    return (
+        f"{pool_key_text(producer.pool_id)}@{producer.producer_incarnation:x}"
         f".{producer.layout_generation}"
     )
 
@@ -233,6 +254,17 @@ def _names(desc: pb.KvPoolDescriptor) -> list[str]:
         out.append(reg.canonical_model_id)
         out.extend(reg.aliases)
     return out
+
+
+def _pool_of(producer: pb.ProducerIdentity) -> tuple[Any, ...]:
+    """The pool part of a producer key: what stays when the generation changes."""
+    return producer_key(producer)[:4]
+
+
+def pool_label(desc: pb.KvPoolDescriptor) -> str:
+    """A pool for people: its first model name and its DC id (``sim/model dc=1a2b...``)."""
+    names = [reg.canonical_model_id for reg in desc.registrations]
+    return f"{names[0] if names else '-'} dc={desc.producer.pool_id.dc_id:016x}"
 
 
 def describe_pool(desc: pb.KvPoolDescriptor) -> str:
@@ -251,41 +283,42 @@ def describe_pool(desc: pb.KvPoolDescriptor) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PoolSelector:
-    """Which pool to record: every given criterion must match; exactly one pool may match.
+    """Which pools to record: no criterion, every pool of the catalog; otherwise a pool that
+    matches one of the ``models``, one of the ``dcs`` and one of the ``producers``, each kind
+    of criterion counting only when given (``cbi1kit record --model a --model b --dc x``: the
+    pools of model a or b in DC x).
 
-    ``model`` matches a canonical model id or alias; ``dc`` a DC name (hashed with
-    ``stable_dc_id``) or its 16-hex-digit id; ``producer`` a prefix of
-    :func:`producer_key_text` (so the pool part alone survives generation changes).
+    A model is a canonical model id or alias; a DC a name (hashed with ``stable_dc_id``) or its
+    16-hex-digit id; a producer a prefix of :func:`producer_key_text` (so the pool part alone,
+    :func:`pool_key_text`, survives generation changes).
     """
 
-    model: str | None = None
-    dc: str | None = None
-    producer: str | None = None
+    models: tuple[str, ...] = ()
+    dcs: tuple[str, ...] = ()
+    producers: tuple[str, ...] = ()
 
     def _dc_ids(self) -> set[int]:
-        assert self.dc is not None
-        ids = {stable_dc_id(self.dc).value}
-        with contextlib.suppress(Cbi1kitError, ValueError):
-            ids.add(DcId.parse(self.dc).value)
+        ids: set[int] = set()
+        for dc in self.dcs:
+            ids.add(stable_dc_id(dc).value)
+            with contextlib.suppress(Cbi1kitError, ValueError):
+                ids.add(DcId.parse(dc).value)
         return ids
 
     def matches(self, desc: pb.KvPoolDescriptor) -> bool:
-        if self.model is not None and self.model not in _names(desc):
+        if self.models and not set(self.models) & set(_names(desc)):
             return False
-        if self.dc is not None and desc.producer.pool_id.dc_id not in self._dc_ids():
+        if self.dcs and desc.producer.pool_id.dc_id not in self._dc_ids():
             return False
-        return self.producer is None or producer_key_text(desc.producer).startswith(self.producer)
+        key = producer_key_text(desc.producer)
+        return not self.producers or any(key.startswith(p) for p in self.producers)
 
     def select(self, catalog: pb.KvPoolCatalogUpdate) -> list[pb.KvPoolDescriptor]:
         return [d for d in catalog.snapshot.pools if self.matches(d)]
 
 
 # --------------------------------------------------------------------------------------------
-# validation as it goes
-
-
-# --------------------------------------------------------------------------------------------
-# the recorder
+# the report
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,8 +335,31 @@ class CloseInfo:
 
 
 @dataclass(slots=True)
+class PoolRecord:
+    """One selected pool's part of a session: its ``SubscribeKvPool`` streams, one after the
+    other as it resubscribes. ``ended`` says why it stopped recording before the session did
+    (a failure for good: the relay refused it, it left the catalog, it was unreachable), with
+    the CLI's ``exit_code`` for it; None while it records or when the session stopped it."""
+
+    pool: str  # pool_key_text
+    label: str  # pool_label
+    messages: int = 0
+    payload_bytes: int = 0
+    subscriptions: int = 0
+    last_sequence: int | None = None
+    last_kind: str | None = None  # FilterUpdateKind name of its newest message
+    violations: list[str] = field(default_factory=list)
+    closes: list[CloseInfo] = field(default_factory=list)
+    ended: str | None = None
+    exit_code: int = 0
+
+
+@dataclass(slots=True)
 class RecordReport:
-    """What a session did; ``exit_code`` is the CLI's."""
+    """What a session did; ``exit_code`` is the CLI's. ``pools`` holds each selected pool's
+    part in the order they were first subscribed; the pool figures beside it (``messages``,
+    ``subscriptions``, ``last_sequence``, ``violations``, ...) are the session's, over every
+    pool (with one pool, that pool's)."""
 
     exit_code: int = 0
     stop_reason: str = ""
@@ -318,6 +374,7 @@ class RecordReport:
     last_kind: str | None = None  # FilterUpdateKind name of the newest pool message
     violations: list[str] = field(default_factory=list)
     closes: list[CloseInfo] = field(default_factory=list)
+    pools: list[PoolRecord] = field(default_factory=list)
 
     @property
     def subscribe_closes(self) -> list[CloseInfo]:
@@ -326,6 +383,19 @@ class RecordReport:
     @property
     def catalog_updates(self) -> int:
         return self.plane_messages.get(_CATALOG.name, 0)
+
+    @property
+    def failed_pools(self) -> list[PoolRecord]:
+        """The pools that stopped recording for good before the session ended."""
+        return [p for p in self.pools if p.ended is not None]
+
+    def pool(self, key: str) -> PoolRecord:
+        """The pool whose :func:`pool_key_text` starts with ``key``, or whose label is
+        ``key``; ``KeyError`` unless exactly one is."""
+        found = [p for p in self.pools if p.pool.startswith(key) or p.label == key]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} recorded pools match {key!r}")
+        return found[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +426,13 @@ class RecorderConfig:
     seed: int | None = None
     on_message: Callable[[pb.FilterUpdate], None] | None = None
     channel_options: tuple[tuple[str, Any], ...] = ()
+    #: rotate to a new segment (``OUT.0001.kvrcap``, ...) at this many bytes / seconds
+    rotate_bytes: int | None = None
+    rotate_seconds: float | None = None
+
+    @property
+    def rotates(self) -> bool:
+        return self.rotate_bytes is not None or self.rotate_seconds is not None
 
 
 @dataclass(slots=True)
@@ -383,7 +460,13 @@ def _md(md: Sequence[tuple[str, Any]] | None) -> list[tuple[str, str]]:
 
 
 class Recorder:
-    """One recording session. ``run()`` blocks; ``stop()`` (any thread) ends it cleanly."""
+    """One recording session. ``run()`` blocks; ``stop()`` (any thread) ends it cleanly.
+
+    Threads: the caller's runs the session (relay info, the first catalog, then waits); each
+    plane is watched on its own (``_watch``), each selected pool subscribed on its own
+    (:class:`_PoolStream`), a ticker flushes, runs the stall watchdog and the status line. One
+    lock (``_lock``) guards the capture writer, the report and every stream's state.
+    """
 
     def __init__(self, config: RecorderConfig, *, status_stream: TextIO | None = None) -> None:
         self.config = config
@@ -392,12 +475,10 @@ class Recorder:
         self._lock = threading.RLock()  # the writer and the shared state
         self._catalog_cond = threading.Condition(self._lock)
         self._catalog: pb.KvPoolCatalogUpdate | None = None
-        self._call: Any = None
-        self._call_reason: str | None = None
-        self._last_recv = time.monotonic()
-        self._current: pb.ProducerIdentity | None = None
         self._rng = random.Random(config.seed)
-        self._writer: CaptureWriter | None = None
+        self._writer: CaptureWriter | RotatingCaptureWriter | None = None
+        #: the capture's files: one, or a rotated recording's segments
+        self.paths: list[Path] = []
         self._channel: grpc.Channel | None = None
         self._status_out = status_stream or sys.stderr
         show = config.status
@@ -406,6 +487,9 @@ class Recorder:
         self._status_len = 0
         self._watched: dict[str, _Watched] = {}  # plane name -> its open call
         self._plane_threads: list[threading.Thread] = []
+        #: every selected pool's stream, by pool key, once the session records (``_recording``)
+        self._pools: dict[tuple[Any, ...], _PoolStream] = {}
+        self._recording = False
 
     # -- public
     def stop(self, reason: str = "stopped") -> None:
@@ -414,8 +498,8 @@ class Recorder:
                 self.report.stop_reason = self.report.stop_reason or reason
             self._stop.set()
             self._catalog_cond.notify_all()
-            call = self._call
-        if call is not None:
+            calls = [p.call for p in self._pools.values() if p.call is not None]
+        for call in calls:
             call.cancel()
 
     def catalog(self) -> pb.KvPoolCatalogUpdate | None:
@@ -434,7 +518,21 @@ class Recorder:
         ticker = threading.Thread(target=self._tick, name="cbi1kit-recorder-tick", daemon=True)
         try:
             mode: Literal["x", "a"] = "a" if cfg.append and cfg.capture.exists() else "x"
-            with CaptureWriter(cfg.capture, mode=mode, flush_records=16, flush_seconds=0.2) as w:
+            writer: CaptureWriter | RotatingCaptureWriter
+            if cfg.rotates:
+                writer = RotatingCaptureWriter(
+                    cfg.capture,
+                    rotate_bytes=cfg.rotate_bytes,
+                    rotate_seconds=cfg.rotate_seconds,
+                    mode=mode,
+                    flush_records=16,
+                    flush_seconds=0.2,
+                )
+                self.paths = writer.paths  # grows as it rotates
+            else:
+                writer = CaptureWriter(cfg.capture, mode=mode, flush_records=16, flush_seconds=0.2)
+                self.paths = [cfg.capture]
+            with writer as w:
                 self._writer = w
                 ticker.start()
                 try:
@@ -444,7 +542,7 @@ class Recorder:
                     self.report.stop_reason = str(exc)
                 finally:
                     self.stop(self.report.stop_reason or "done")
-                    self._join_planes()
+                    self._join_streams()
                     with self._lock:
                         self._writer = None
         finally:
@@ -479,6 +577,8 @@ class Recorder:
         return grpc.insecure_channel(cfg.target, options=self.channel_options())
 
     def _write_open(self, method: str, request: bytes, info: dict[str, Any]) -> int:
+        """Open a stream in the capture; -1 once the writer is closed (a stream that outlived
+        the session's end: nothing of it is written)."""
         cfg = self.config
         tls = cfg.tls
         transport = "plaintext" if tls is None else "mtls" if tls.private_key else "tls"
@@ -488,20 +588,30 @@ class Recorder:
         # header values are credentials: the capture keeps their names only
         metadata = [(key, WITHHELD) for key, _ in cfg.metadata]
         with self._lock:
-            assert self._writer is not None
+            if self._writer is None:
+                return -1
             return self._writer.open_stream(
                 cfg.target, method, request, metadata=metadata, info=info
             )
 
     def _write_message(self, stream: int, data: bytes, wall: int, mono: int) -> None:
+        """Append one message as received, with its receive times (wall, monotonic ns)."""
         with self._lock:
-            assert self._writer is not None
-            self._writer.message(stream, data, recv_unix_ns=wall, recv_mono_ns=mono)
+            if self._writer is not None and stream >= 0:
+                self._writer.message(stream, data, recv_unix_ns=wall, recv_mono_ns=mono)
 
-    def _write_close(self, stream: int, close: CloseInfo, trailers: list[tuple[str, str]]) -> None:
+    def _write_close(
+        self,
+        stream: int,
+        close: CloseInfo,
+        trailers: list[tuple[str, str]],
+        pool: PoolRecord | None = None,
+    ) -> None:
         with self._lock:
             self.report.closes.append(close)
-            if self._writer is None:
+            if pool is not None:
+                pool.closes.append(close)
+            if self._writer is None or stream < 0:
                 return
             code = getattr(grpc.StatusCode, close.status, None)
             self._writer.close_stream(
@@ -514,8 +624,18 @@ class Recorder:
                 trailing_metadata=trailers,
             )
 
+    def _close_from_error(
+        self, method: str, err: grpc.RpcError, messages: int, local: str | None
+    ) -> CloseInfo:
+        code: grpc.StatusCode = err.code()
+        reason = _trailer_reason(err.trailing_metadata())
+        action = classify_close(code, reason)
+        return CloseInfo(
+            method, code.name, err.details() or "", reason, local, messages, action=action
+        )
+
     def _tick(self) -> None:
-        """Flushes, stall watchdog (the pool stream and every heartbeat plane) and the status
+        """Flushes, stall watchdog (every pool stream and every heartbeat plane) and the status
         line, every 0.2 s."""
         limit = self.config.stall_timeout
         reason = f"stall deadline: no message within {limit} s"
@@ -525,9 +645,10 @@ class Recorder:
             with self._lock:
                 if self._writer is not None:
                     self._writer.flush()
-                if self._call is not None and now - self._last_recv > limit:
-                    self._call_reason = reason
-                    cancel.append(self._call)
+                for pool in self._pools.values():
+                    if pool.call is not None and now - pool.last_recv > limit:
+                        pool.call_reason = reason
+                        cancel.append(pool.call)
                 for watched in self._watched.values():
                     if watched.heartbeat and watched.reason is None and now - watched.last > limit:
                         watched.reason = reason
@@ -536,16 +657,31 @@ class Recorder:
                 call.cancel()
             self._print_status()
 
+    def status_line(self) -> str:
+        """The live status: frames, bytes, the newest sequence, lag, subscriptions; with several
+        pools, how many record and each one's frames and newest sequence (``[i] frames@seq``)."""
+        with self._lock:
+            r = self.report
+            lag = "-" if self._lag_ms is None else f"{self._lag_ms:.1f} ms"
+            head = f"frames {r.messages}  bytes {r.payload_bytes / 1048576:.1f} MiB  "
+            if len(r.pools) <= 1:
+                seq = "-" if r.last_sequence is None else str(r.last_sequence)
+                return f"{head}seq {seq}  lag {lag}  subscriptions {r.subscriptions}"
+            live = sum(p.ended is None for p in r.pools)
+            each = " ".join(
+                f"[{i}] {p.messages}@{'-' if p.last_sequence is None else p.last_sequence}"
+                + ("!" if p.ended is not None else "")
+                for i, p in enumerate(r.pools)
+            )
+            return (
+                f"pools {live}/{len(r.pools)}  {head}lag {lag}  "
+                f"subscriptions {r.subscriptions}  {each}"
+            )
+
     def _print_status(self) -> None:
         if not self._show_status:
             return
-        r = self.report
-        lag = "-" if self._lag_ms is None else f"{self._lag_ms:.1f} ms"
-        seq = "-" if r.last_sequence is None else str(r.last_sequence)
-        line = (
-            f"frames {r.messages}  bytes {r.payload_bytes / 1048576:.1f} MiB  seq {seq}  "
-            f"lag {lag}  subscriptions {r.subscriptions}"
-        )
+        line = self.status_line()
         pad = max(0, self._status_len - len(line))
         self._status_out.write("\r" + line + " " * pad)
         self._status_out.flush()
@@ -587,8 +723,7 @@ class Recorder:
                 why = f"{close.status} {close.details}{self._tls_hint()}"
                 failure = (f"relay {cfg.target} unreachable: {why}", 3)
             else:
-                wall, mono = time.time_ns(), time.monotonic_ns()
-                self._write_message(stream, raw, wall, mono)
+                self._write_message(stream, raw, time.time_ns(), time.monotonic_ns())
                 try:
                     info = pb.RelayInfo.FromString(raw)
                 except DecodeError as exc:
@@ -655,210 +790,52 @@ class Recorder:
         if list_only:
             self.report.stop_reason = "listed the catalog"
             return
-        matches = cfg.selector.select(catalog)
-        if not matches:
-            raise _session_error("no pool in the catalog matches the selection (try --list)", 1)
-        if len(matches) > 1:
-            raise _session_error(
-                f"{len(matches)} pools match the selection; narrow it with --model, --dc "
-                "or --producer (try --list)",
-                2,
-            )
-        self._subscribe_loop()
+        with self._catalog_cond:
+            catalog = self._catalog
+            assert catalog is not None
+            if not cfg.selector.select(catalog):
+                raise _session_error("no pool in the catalog matches the selection (try --list)", 1)
+            self._recording = True
+            self._follow(catalog)
+        self._await_pools()
 
-    def _pick(
-        self, avoid: tuple[Any, ...] | None, wait: float
-    ) -> tuple[pb.ProducerIdentity, pb.KvPoolCatalogUpdate] | None:
-        """The selected pool's producer and the newest catalog it is from; with ``avoid``, wait
-        up to ``wait`` seconds for a catalog that advertises another key."""
-        deadline = time.monotonic() + wait
+    def _follow(self, catalog: pb.KvPoolCatalogUpdate) -> None:
+        """A stream for every selected pool of ``catalog`` that has none: a pool seen for the
+        first time, or one that failed and is back (it had left the catalog, or the catalog
+        now advertises another producer than the one that failed). Under the lock."""
+        if not self._recording or self._stop.is_set():
+            return
+        for desc in self.config.selector.select(catalog):
+            pool = _pool_of(desc.producer)
+            stream = self._pools.get(pool)
+            if stream is None:
+                record = PoolRecord(pool_key_text(desc.producer.pool_id), pool_label(desc))
+                stream = _PoolStream(self, pool, record)
+                self._pools[pool] = stream
+                self.report.pools.append(record)
+                stream.start()
+            elif stream.failed and stream.retry_key != producer_key(desc.producer):
+                stream.start()
+
+    def _await_pools(self) -> None:
+        """Until the session stops, or every pool's stream has failed for good (the session
+        then fails with it: one pool's error as it is, several named each)."""
         with self._catalog_cond:
             while True:
-                catalog = self._catalog
-                pools = [] if catalog is None else self.config.selector.select(catalog)
-                if len(pools) == 1 and producer_key(pools[0].producer) != avoid:
-                    assert catalog is not None
-                    return pools[0].producer, catalog
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set():
-                    return None
-                self._catalog_cond.wait(left)
-
-    def _subscribe_loop(self) -> None:
-        cfg = self.config
-        delay = cfg.backoff_initial
-        unreachable_since: float | None = None
-        avoid: tuple[Any, ...] | None = None
-        while not self._stop.is_set():
-            picked = self._pick(avoid, cfg.backoff_max if avoid is not None else 0.0)
-            if picked is None:
-                picked = self._pick(None, 0.0)
-            if picked is None:
-                # The pool is withdrawn; wait for it to come back, bounded by give_up_after.
-                picked = self._pick(None, cfg.backoff_max)
-                if picked is None:
-                    if self._stop.is_set():
-                        return
-                    raise _session_error("the selected pool left the catalog", 3)
-            producer, catalog = picked
-            started = time.monotonic()
-            close = self._subscribe_once(producer, catalog)
-            if close.action is Action.STOP or self._stop.is_set():
-                return
-            if close.action is Action.FATAL:
-                raise _session_error(f"SubscribeKvPool: {close.status} {close.details}", 1)
-            lasted = time.monotonic() - started
-            got_messages = close.messages > 0
-            if lasted >= cfg.backoff_reset_after:
-                delay = cfg.backoff_initial
-            if got_messages:
-                unreachable_since = None
-            elif unreachable_since is None:
-                unreachable_since = started
-            if (
-                cfg.give_up_after is not None
-                and unreachable_since is not None
-                and time.monotonic() - unreachable_since >= cfg.give_up_after
-            ):
-                raise _session_error(
-                    f"relay {cfg.target} unreachable for {cfg.give_up_after} s: "
-                    f"{close.status} {close.details}",
-                    3,
-                )
-            avoid = producer_key(producer) if close.action is Action.REFRESH else None
-            if not self._sleep(self._jitter(delay)):
-                return
-            delay = min(delay * 2, cfg.backoff_max)
-
-    def _close_from_error(
-        self, method: str, err: grpc.RpcError, messages: int, local: str | None
-    ) -> CloseInfo:
-        code: grpc.StatusCode = err.code()
-        reason = _trailer_reason(err.trailing_metadata())
-        action = classify_close(code, reason)
-        return CloseInfo(
-            method, code.name, err.details() or "", reason, local, messages, action=action
-        )
-
-    def _subscribe_once(
-        self, producer: pb.ProducerIdentity, catalog: pb.KvPoolCatalogUpdate
-    ) -> CloseInfo:
-        assert self._channel is not None
-        cfg = self.config
-        request = pb.SubscribeKvPoolRequest(
-            subscriber_id=cfg.subscriber_id,
-            expected_producer=producer,
-            contract_marker=RELAY_CONTRACT_MARKER,
-        )
-        # the catalog the key came from: its revisions count anew after a relay restart, so
-        # the revision alone is ambiguous without the relay that published it
-        info = {
-            "subscriber_id": cfg.subscriber_id,
-            "producer_key": producer_key_text(producer),
-            "catalog_revision": catalog.revision,
-            "catalog_relay": _relay_text(catalog.relay),
-        }
-        stream = self._write_open(SUBSCRIBE_METHOD, request.SerializeToString(), info)
-        stub = self._channel.unary_stream(
-            SUBSCRIBE_METHOD,
-            request_serializer=pb.SubscribeKvPoolRequest.SerializeToString,
-            response_deserializer=None,
-        )
-        # --validate: the replay engine's rules over this stream (its relay identity is the
-        # stream's own: a restarted relay answers the next subscription with a new one)
-        checker = StreamChecker(expected_producer=producer) if cfg.validate else None
-        count = 0
-        local: str | None = None
-        with self._lock:
-            if self._stop.is_set():
-                close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, "stopped", 0)
-                self._write_close(stream, close, [])
-                return replace(close, action=Action.STOP)
-            call = stub(request, wait_for_ready=False, metadata=cfg.metadata)
-            self._call, self._call_reason = call, None
-            self._current = producer
-            self._last_recv = time.monotonic()
-            self.report.subscriptions += 1
-        try:
-            for raw in call:
-                wall, mono = time.time_ns(), time.monotonic_ns()
-                self._write_message(stream, raw, wall, mono)
-                count += 1
-                try:
-                    update = pb.FilterUpdate.FromString(raw)
-                except DecodeError as exc:
-                    # relay.md: a message that does not decode ends the stream; resubscribe
-                    # (the bytes are kept in the capture as received)
-                    local = f"malformed FilterUpdate: {exc}"
-                    if checker is not None:
-                        self.report.violations.append(f"relay-protobuf-decode: {exc}")
-                    call.cancel()
+                streams = list(self._pools.values())
+                crashed = [s.crash for s in streams if s.crash is not None]
+                if crashed:
+                    raise crashed[0]
+                if self._stop.is_set():
+                    return
+                if streams and all(s.failed for s in streams):
+                    errors = [(s.record, s.error) for s in streams if s.error is not None]
                     break
-                with self._lock:
-                    self._last_recv = time.monotonic()
-                    r = self.report
-                    r.messages += 1
-                    r.payload_bytes += len(update.payload)
-                    r.last_sequence = update.sequence
-                    r.last_kind = pb.FilterUpdateKind.Name(update.kind)
-                    self._lag_ms = (wall / 1000 - update.send_ts_us) / 1000
-                if checker is not None:
-                    step = checker.check(update)
-                    if step.kind is StepKind.VIOLATION:
-                        problem = f"{step.rule}: {step.reason}"
-                        self.report.violations.append(problem)
-                        local = f"validation: {problem}"
-                        call.cancel()
-                        break
-                if cfg.on_message is not None:
-                    cfg.on_message(update)
-                if cfg.max_frames is not None and self.report.messages >= cfg.max_frames:
-                    self.stop("frame limit reached")
-                    break
-            else:
-                close = CloseInfo(
-                    SUBSCRIBE_METHOD,
-                    "OK",
-                    "clean end of stream",
-                    _trailer_reason(call.trailing_metadata()),
-                    "EOF",
-                    count,
-                    action=Action.RESUBSCRIBE,
-                )
-                self._write_close(stream, close, _md(call.trailing_metadata()))
-                return close
-        except grpc.RpcError as err:
-            with self._lock:
-                local = local or self._call_reason
-            if err.code() == grpc.StatusCode.CANCELLED and local is None and self._stop.is_set():
-                local = self.report.stop_reason or "stopped"
-            close = self._close_from_error(SUBSCRIBE_METHOD, err, count, local)
-            if local is not None and local.startswith("stall"):
-                close = CloseInfo(
-                    SUBSCRIBE_METHOD,
-                    grpc.StatusCode.DEADLINE_EXCEEDED.name,
-                    local,
-                    None,
-                    local,
-                    count,
-                    action=Action.RESUBSCRIBE,
-                )
-            elif self._stop.is_set() and close.status == "CANCELLED":
-                close = replace(close, action=Action.STOP)
-            elif local is not None and close.status == "CANCELLED":
-                close = replace(close, action=Action.RESUBSCRIBE)
-            self._write_close(stream, close, _md(err.trailing_metadata()))
-            return close
-        finally:
-            with self._lock:
-                self._call = None
-        # left the loop ourselves: a validation failure or the frame limit
-        with self._lock:
-            reason_text = local or self.report.stop_reason or "stopped"
-        action = Action.STOP if self._stop.is_set() else Action.RESUBSCRIBE
-        close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, reason_text, count, action)
-        self._write_close(stream, close, [])
-        return close
+                self._catalog_cond.wait(0.5)
+        if len(errors) == 1:
+            raise errors[0][1]
+        named = "; ".join(f"{record.label}: {err}" for record, err in errors)
+        raise _session_error(f"every selected pool failed: {named}", errors[0][1].exit_code)
 
     # -- the planes (a background thread each)
     def _watch(self, plane: Plane) -> None:
@@ -891,8 +868,7 @@ class Recorder:
             close: CloseInfo | None = None
             try:
                 for raw in call:
-                    wall, mono = time.time_ns(), time.monotonic_ns()
-                    self._write_message(stream, raw, wall, mono)
+                    self._write_message(stream, raw, time.time_ns(), time.monotonic_ns())
                     count += 1
                     try:
                         update = plane.response.FromString(raw)
@@ -942,32 +918,317 @@ class Recorder:
                 return
             delay = min(delay * 2, cfg.backoff_max)
 
-    def _join_planes(self) -> None:
+    def _join_streams(self) -> None:
+        """End every plane's and pool's call and wait for their threads (bounded)."""
         with self._lock:
             calls = [w.call for w in self._watched.values()]
+            calls += [p.call for p in self._pools.values() if p.call is not None]
+            threads = [*self._plane_threads]
+            threads += [p.thread for p in self._pools.values() if p.thread is not None]
         for call in calls:
             call.cancel()
-        for thread in self._plane_threads:
-            thread.join(5.0)
+        deadline = time.monotonic() + 5.0
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _on_catalog(self, update: pb.KvPoolCatalogUpdate) -> None:
-        """Keep the newest catalog; end the subscription if its producer left or changed."""
-        cancel = None
+        """Keep the newest catalog; end each pool's subscription whose producer left or
+        changed; start a stream for each selected pool that has none."""
+        cancel = []
         with self._catalog_cond:
             self._catalog = update
             self._catalog_cond.notify_all()
-            current = self._current
-            if current is not None and self._call is not None:
-                key = producer_key(current)
-                pool = key[:4]
-                same_pool = [
-                    p for p in update.snapshot.pools if producer_key(p.producer)[:4] == pool
-                ]
-                if not same_pool:
-                    self._call_reason = "catalog: pool withdrawn"
-                    cancel = self._call
-                elif all(producer_key(p.producer) != key for p in same_pool):
-                    self._call_reason = "catalog: new producer generation"
-                    cancel = self._call
-        if cancel is not None:
-            cancel.cancel()
+            for stream in self._pools.values():
+                call = stream.on_catalog(update)
+                if call is not None:
+                    cancel.append(call)
+            self._follow(update)
+        for call in cancel:
+            call.cancel()
+
+
+class _PoolStream:
+    """One selected pool's ``SubscribeKvPool`` stream, on its own thread, with its own
+    resubscription state: the producer it subscribed to, backoff, the stall watchdog's clock,
+    why it ended, and its part of the report (``record``). Everything it shares with the
+    session (the writer, the catalog, the report) is under the recorder's lock."""
+
+    def __init__(self, recorder: Recorder, pool: tuple[Any, ...], record: PoolRecord) -> None:
+        self.r = recorder
+        self.pool = pool
+        self.record = record
+        seed = recorder.config.seed
+        self._rng = random.Random(None if seed is None else f"{seed}/{record.pool}")
+        self.call: Any = None
+        self.call_reason: str | None = None
+        self.last_recv = time.monotonic()
+        self.current: pb.ProducerIdentity | None = None
+        self.thread: threading.Thread | None = None
+        self.running = False  # its thread is on (set and cleared under the lock)
+        #: the failure that ended it for good, and the producer key it failed on (None: it left
+        #: the catalog): only a catalog that advertises another key starts it again
+        self.error: RecorderError | None = None
+        self.retry_key: tuple[Any, ...] | None = None
+        self.crash: BaseException | None = None  # a bug: the session re-raises it
+
+    @property
+    def failed(self) -> bool:
+        """Ended for good: its thread is over, with an error."""
+        return not self.running and self.error is not None
+
+    def start(self) -> None:
+        """Start (or, after a failure, restart) its thread. Under the recorder's lock."""
+        if self.running:
+            return
+        self.running = True
+        self.error, self.retry_key = None, None
+        self.record.ended, self.record.exit_code = None, 0
+        self.thread = threading.Thread(
+            target=self._run, name=f"cbi1kit-recorder-pool-{self.record.label}", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except RecorderError as exc:
+            with self.r._lock:
+                self.error = exc
+                self.record.ended, self.record.exit_code = str(exc), exc.exit_code
+        except BaseException as exc:  # a bug or an unwritable capture: the session ends on it
+            self.crash = exc
+            self.r.stop(f"{type(exc).__name__}: {exc}")
+        finally:
+            with self.r._catalog_cond:
+                self.running = False
+                self.r._catalog_cond.notify_all()  # the session checks whether any is left
+
+    def candidates(self, catalog: pb.KvPoolCatalogUpdate) -> list[pb.KvPoolDescriptor]:
+        """The catalog's entries of this pool that the selection still picks."""
+        return [
+            d
+            for d in catalog.snapshot.pools
+            if _pool_of(d.producer) == self.pool and self.r.config.selector.matches(d)
+        ]
+
+    def on_catalog(self, update: pb.KvPoolCatalogUpdate) -> Any:
+        """The open call to end if ``update`` withdrew this pool or advertises another producer
+        generation for it (None: keep it). Under the recorder's lock."""
+        if self.current is None or self.call is None:
+            return None
+        key = producer_key(self.current)
+        same_pool = self.candidates(update)
+        if not same_pool:
+            self.call_reason = "catalog: pool withdrawn"
+            return self.call
+        if all(producer_key(p.producer) != key for p in same_pool):
+            self.call_reason = "catalog: new producer generation"
+            return self.call
+        return None
+
+    def _pick(
+        self, avoid: tuple[Any, ...] | None, wait: float | None
+    ) -> tuple[pb.ProducerIdentity, pb.KvPoolCatalogUpdate] | None:
+        """The pool's producer and the newest catalog it is from; with ``avoid``, wait up to
+        ``wait`` seconds (None: until the session stops) for a catalog that advertises another
+        key."""
+        r = self.r
+        deadline = None if wait is None else time.monotonic() + wait
+        with r._catalog_cond:
+            while True:
+                catalog = r._catalog
+                pools = [] if catalog is None else self.candidates(catalog)
+                if pools and producer_key(pools[0].producer) != avoid:
+                    assert catalog is not None
+                    return pools[0].producer, catalog
+                if r._stop.is_set():
+                    return None
+                if deadline is None:
+                    r._catalog_cond.wait(1.0)
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                r._catalog_cond.wait(left)
+
+    def _loop(self) -> None:
+        r, cfg = self.r, self.r.config
+        delay = cfg.backoff_initial
+        unreachable_since: float | None = None
+        avoid: tuple[Any, ...] | None = None
+        while not r._stop.is_set():
+            picked = self._pick(avoid, cfg.backoff_max if avoid is not None else 0.0)
+            if picked is None:
+                picked = self._pick(None, 0.0)
+            if picked is None:
+                # The pool is withdrawn; wait for it to come back, bounded by give_up_after.
+                picked = self._pick(None, cfg.give_up_after)
+                if picked is None:
+                    if r._stop.is_set():
+                        return
+                    raise _session_error("the selected pool left the catalog", 3)
+                # it was the pool that was gone, not the relay: the catalog naming it again
+                # came from the relay, so its failed subscriptions before do not count
+                unreachable_since = None
+            producer, catalog = picked
+            started = time.monotonic()
+            close = self._once(producer, catalog)
+            if close.action is Action.STOP or r._stop.is_set():
+                return
+            if close.action is Action.FATAL:
+                self.retry_key = producer_key(producer)
+                raise _session_error(f"SubscribeKvPool: {close.status} {close.details}", 1)
+            lasted = time.monotonic() - started
+            if lasted >= cfg.backoff_reset_after:
+                delay = cfg.backoff_initial
+            if close.messages > 0:
+                unreachable_since = None
+            elif unreachable_since is None:
+                unreachable_since = started
+            if (
+                cfg.give_up_after is not None
+                and unreachable_since is not None
+                and time.monotonic() - unreachable_since >= cfg.give_up_after
+            ):
+                self.retry_key = producer_key(producer)
+                raise _session_error(
+                    f"relay {cfg.target} unreachable for {cfg.give_up_after} s: "
+                    f"{close.status} {close.details}",
+                    3,
+                )
+            avoid = producer_key(producer) if close.action is Action.REFRESH else None
+            if not r._sleep(delay / 2 + self._rng.random() * delay / 2):  # equal jitter
+                return
+            delay = min(delay * 2, cfg.backoff_max)
+
+    def _once(self, producer: pb.ProducerIdentity, catalog: pb.KvPoolCatalogUpdate) -> CloseInfo:
+        r, cfg = self.r, self.r.config
+        assert r._channel is not None
+        record = self.record
+        request = pb.SubscribeKvPoolRequest(
+            subscriber_id=cfg.subscriber_id,
+            expected_producer=producer,
+            contract_marker=RELAY_CONTRACT_MARKER,
+        )
+        # the catalog the key came from: its revisions count anew after a relay restart, so
+        # the revision alone is ambiguous without the relay that published it
+        info = {
+            "subscriber_id": cfg.subscriber_id,
+            "producer_key": producer_key_text(producer),
+            "catalog_revision": catalog.revision,
+            "catalog_relay": _relay_text(catalog.relay),
+        }
+        stream = r._write_open(SUBSCRIBE_METHOD, request.SerializeToString(), info)
+        stub = r._channel.unary_stream(
+            SUBSCRIBE_METHOD,
+            request_serializer=pb.SubscribeKvPoolRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        # --validate: the replay engine's rules over this stream (its relay identity is the
+        # stream's own: a restarted relay answers the next subscription with a new one)
+        checker = StreamChecker(expected_producer=producer) if cfg.validate else None
+        count = 0
+        local: str | None = None
+        with r._lock:
+            if r._stop.is_set():
+                close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, "stopped", 0)
+                r._write_close(stream, close, [], record)
+                return replace(close, action=Action.STOP)
+            call = stub(request, wait_for_ready=False, metadata=cfg.metadata)
+            self.call, self.call_reason = call, None
+            self.current = producer
+            self.last_recv = time.monotonic()
+            record.subscriptions += 1
+            r.report.subscriptions += 1
+        try:
+            for raw in call:
+                wall, mono = time.time_ns(), time.monotonic_ns()
+                try:
+                    update = pb.FilterUpdate.FromString(raw)
+                except DecodeError as exc:
+                    # relay.md: a message that does not decode ends the stream; resubscribe
+                    # (the bytes are kept in the capture as received)
+                    r._write_message(stream, raw, wall, mono)
+                    count += 1
+                    local = f"malformed FilterUpdate: {exc}"
+                    if checker is not None:
+                        self._violation(f"relay-protobuf-decode: {exc}")
+                    call.cancel()
+                    break
+                kind = pb.FilterUpdateKind.Name(update.kind)
+                with r._lock:
+                    if cfg.max_frames is not None and r.report.messages >= cfg.max_frames:
+                        break  # another pool's message was the last one asked for
+                    r._write_message(stream, raw, wall, mono)
+                    count += 1
+                    self.last_recv = time.monotonic()
+                    for figures in (r.report, record):
+                        figures.messages += 1
+                        figures.payload_bytes += len(update.payload)
+                        figures.last_sequence = update.sequence
+                        figures.last_kind = kind
+                    r._lag_ms = (wall / 1000 - update.send_ts_us) / 1000
+                    last = cfg.max_frames is not None and r.report.messages >= cfg.max_frames
+                    if last:  # exactly max_frames, whichever pools they came from
+                        r.stop("frame limit reached")
+                if checker is not None:
+                    step = checker.check(update)
+                    if step.kind is StepKind.VIOLATION:
+                        problem = f"{step.rule}: {step.reason}"
+                        self._violation(problem)
+                        local = f"validation: {problem}"
+                        call.cancel()
+                        break
+                if cfg.on_message is not None:
+                    cfg.on_message(update)
+                if last:
+                    break
+            else:
+                close = CloseInfo(
+                    SUBSCRIBE_METHOD,
+                    "OK",
+                    "clean end of stream",
+                    _trailer_reason(call.trailing_metadata()),
+                    "EOF",
+                    count,
+                    action=Action.RESUBSCRIBE,
+                )
+                r._write_close(stream, close, _md(call.trailing_metadata()), record)
+                return close
+        except grpc.RpcError as err:
+            with r._lock:
+                local = local or self.call_reason
+            if err.code() == grpc.StatusCode.CANCELLED and local is None and r._stop.is_set():
+                local = r.report.stop_reason or "stopped"
+            close = r._close_from_error(SUBSCRIBE_METHOD, err, count, local)
+            if local is not None and local.startswith("stall"):
+                close = CloseInfo(
+                    SUBSCRIBE_METHOD,
+                    grpc.StatusCode.DEADLINE_EXCEEDED.name,
+                    local,
+                    None,
+                    local,
+                    count,
+                    action=Action.RESUBSCRIBE,
+                )
+            elif r._stop.is_set() and close.status == "CANCELLED":
+                close = replace(close, action=Action.STOP)
+            elif local is not None and close.status == "CANCELLED":
+                close = replace(close, action=Action.RESUBSCRIBE)
+            r._write_close(stream, close, _md(err.trailing_metadata()), record)
+            return close
+        finally:
+            with r._lock:
+                self.call = None
+        # left the loop ourselves: a validation failure or the frame limit
+        with r._lock:
+            reason_text = local or r.report.stop_reason or "stopped"
+        action = Action.STOP if r._stop.is_set() else Action.RESUBSCRIBE
+        close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, reason_text, count, action)
+        r._write_close(stream, close, [], record)
+        return close
+
+    def _violation(self, problem: str) -> None:
+        with self.r._lock:
+            self.r.report.violations.append(problem)
+            self.record.violations.append(problem)

@@ -13,8 +13,12 @@ simulator derives.
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -24,12 +28,13 @@ from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import CanonicalModelRegistration, ModelTarget
 from cbi1kit.relay._messages import descriptor_to_wire
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.sim._policies import RoutingPolicy
 from cbi1kit.sim._server import FrameListFeed, RelayServer, ServerConfig
 from cbi1kit.sim._simrelay import catalog_pools
-from cbi1kit.sim._simulator import RoutingPolicy, Simulator, SimulatorConfig
+from cbi1kit.sim._simulator import Simulator, SimulatorConfig
 from cbi1kit.sim._workload import HashSpaceName, Workload, synthetic_chat
 
-__all__ = ["FleetModel", "FleetPools", "fleet_pools", "fleet_server"]
+__all__ = ["FleetModel", "FleetPools", "fleet_pools", "fleet_server", "record_fleet"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +163,57 @@ def fleet_server(
     pools = fleet_pools(models, dcs=dcs, **simulation)
     config = replace(server_config or ServerConfig(), pace=pace)
     return RelayServer(pools.all_feeds(), config), pools
+
+
+#: the kinds a pool's stream carries once its snapshot is in (its last sequence is then live)
+_LIVE = ("FILTER_UPDATE_KIND_DELTA", "FILTER_UPDATE_KIND_HEARTBEAT")
+
+
+def record_fleet(
+    models: Sequence[FleetModel],
+    capture: str | os.PathLike[str],
+    *,
+    dcs: int = 4,
+    overwrite: bool = False,
+    timeout: float = 120.0,
+    **simulation: Any,
+) -> FleetPools:
+    """Serve the fleet on loopback and record it with the recorder, as ``cbi1kit serve`` →
+    ``cbi1kit record`` would, until every pool has published everything and its stream has
+    received it; returns the pools (the producers' lanes, the workloads). The capture holds
+    every pool's stream with the catalog, readiness and load planes beside them."""
+    from cbi1kit.relay._recorder import Recorder, RecorderConfig, pool_key_text
+
+    path = Path(capture)
+    if path.exists() and not overwrite:
+        raise SimulationError("Config", f"{path} exists (pass overwrite=True to replace it)")
+    if overwrite:
+        path.unlink(missing_ok=True)
+    server, pools = fleet_server(models, dcs=dcs, **simulation)
+    feeds = pools.all_feeds()
+    keys = [pool_key_text(feed.descriptor().producer.pool_id) for feed in feeds]
+    with server:
+        recorder = Recorder(RecorderConfig(server.address, path, status=False, seed=0))
+        worker = threading.Thread(target=recorder.run, daemon=True)
+        worker.start()
+
+        def caught_up() -> bool:
+            got = {p.pool: p for p in recorder.report.pools}
+            return all(
+                server.pool_exhausted(i)
+                and key in got
+                and got[key].last_kind in _LIVE
+                and got[key].last_sequence == feed.sequence
+                for i, (key, feed) in enumerate(zip(keys, feeds, strict=True))
+            )
+
+        deadline = time.monotonic() + timeout
+        while not caught_up() and worker.is_alive():
+            if time.monotonic() > deadline:
+                recorder.stop("timed out")
+                worker.join(10)
+                raise SimulationError("Relay", f"the fleet was not recorded within {timeout} s")
+            time.sleep(0.05)
+        recorder.stop("the fleet has published everything")
+        worker.join(10)
+    return pools

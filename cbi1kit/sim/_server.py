@@ -41,10 +41,16 @@ What it reproduces of upstream's gRPC driver (``lib/llm/src/kv_dc_relay/wan/grpc
 For tests, :attr:`RelayServer.calls` holds every call as received (metadata, the mTLS client's
 certificate name) and ``ServerConfig.unimplemented`` leaves RPCs out, as an older relay would.
 
+The pools change while it serves, as producers attach and detach: :meth:`RelayServer.add_pool`
+publishes another, :meth:`RelayServer.withdraw_pool` takes one out of the catalog (its streams
+end, a new subscription is ``POOL_NOT_FOUND``) and :meth:`RelayServer.restore_pool` brings it
+back, by default under a new layout generation.
+
 Faults for tests (:class:`FaultPlan`): drop a stream mid-snapshot, corrupt a delta payload,
 stall a stream, change the producer generation, answer with bytes that are no protobuf message
-(a pool message, a catalog update, the relay info); :meth:`RelayServer.restart` is a relay
-restart on the same address with a new relay identity; "kill the process" is running
+(a pool message, a catalog update, the relay info); :meth:`RelayServer.refuse_pool` refuses one
+pool's subscriptions for good; :meth:`RelayServer.restart` is a relay restart on the same
+address with a new relay identity; "kill the process" is running
 ``python -m cbi1kit._cli_relay serve`` in a subprocess and killing it.
 """
 
@@ -685,6 +691,9 @@ class _Pool:
         self.descriptor = feed.descriptor()
         self.subscribers: list[_Subscriber] = []
         self.ready = True  # its workers serve (the readiness and load planes say so)
+        self.published = True  # in the catalog (``RelayServer.withdraw_pool`` takes it out)
+        #: a RelayErrorReason every subscription is refused with (``RelayServer.refuse_pool``)
+        self.refused: int | None = None
         self.hub_alive = False
         self.exhausted = False
         self.deltas_published = 0
@@ -723,21 +732,27 @@ class _Pool:
                     )
                 )
 
+    def end_subscribers(self, reason: int, details: str) -> None:
+        """End every subscription with ``reason`` (after what is queued). Under ``lock``."""
+        code, _ = reason_status(reason)
+        for sub in self.subscribers:
+            sub.terminate(_Terminal(reason, code, details))
+        self.subscribers.clear()
+
+    def next_generation(self) -> None:
+        """The feed re-attached under a new layout generation: the new key. Under ``lock``."""
+        self.feed.new_generation()
+        self.wire_producer = producer_to_wire(self.feed.identity)
+        self.descriptor = self.feed.descriptor()
+
     def change_generation(self) -> None:
         """Retire the hub: subscribers end PUBLICATION_UNAVAILABLE; the catalog gets the new key."""
         with self.lock:
-            self.feed.new_generation()
-            self.wire_producer = producer_to_wire(self.feed.identity)
-            self.descriptor = self.feed.descriptor()
-            for sub in self.subscribers:
-                sub.terminate(
-                    _Terminal(
-                        _R.RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE,
-                        grpc.StatusCode.UNAVAILABLE,
-                        "producer generation retired; refresh the catalog and resubscribe",
-                    )
-                )
-            self.subscribers.clear()
+            self.next_generation()
+            self.end_subscribers(
+                _R.RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE,
+                "producer generation retired; refresh the catalog and resubscribe",
+            )
         self.server._bump_catalog()
 
     def _run_pump(self) -> None:
@@ -747,7 +762,8 @@ class _Pool:
             with self.lock:
                 if self.exhausted:
                     break
-                frames = self.feed.advance()
+                published = self.published  # a detached producer publishes nothing
+                frames = self.feed.advance() if published else ()
                 if frames is None:
                     self.exhausted = True
                     break
@@ -756,11 +772,11 @@ class _Pool:
                     if frame.kind is PublicationFrameKind.DELTA:
                         self.deltas_published += 1
                 after = self.server.faults.change_generation_after
-                change = after is not None and self.deltas_published >= after
+                change = published and after is not None and self.deltas_published >= after
             if change and self.server.faults.take("change_generation_after") is not None:
                 self.change_generation()
-            if cfg.pace > 0:
-                stop.wait(cfg.pace)
+            if cfg.pace > 0 or not published:
+                stop.wait(max(cfg.pace, 0.01) if not published else cfg.pace)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1171,8 +1187,9 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
             unsupported = exc.variant in {"UnsupportedCkfFormat", "BucketCount"}
             reason = "UNSUPPORTED_FEATURE" if unsupported else "INVALID_REQUEST"
             self._fail(context, _R.Value(f"RELAY_ERROR_REASON_{reason}"), str(exc))
-        pool = s._pools.get(_pool_key(expected))
-        if pool is None:
+        with s._lock:
+            pool = s._pools.get(_pool_key(expected))
+        if pool is None or not pool.published:
             self._fail(context, _R.RELAY_ERROR_REASON_POOL_NOT_FOUND, "pool is not published")
             return
         with pool.lock:
@@ -1182,6 +1199,8 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
                     _R.RELAY_ERROR_REASON_PRODUCER_CHANGED,
                     "expected_producer is not the pool's current generation",
                 )
+            if pool.refused is not None:
+                self._fail(context, pool.refused, "this pool is refused (injected fault)")
             if len(pool.subscribers) >= s.config.max_subscribers_per_pool:
                 self._fail(
                     context,
@@ -1367,11 +1386,20 @@ class RelayServer:
         return cls(feed, config, faults=faults)
 
     # -- catalog
+    def _pool_list(self) -> list[_Pool]:
+        """Every pool ever served, in the order they were added (their ``index``)."""
+        with self._lock:
+            return list(self._pools.values())
+
+    def _pool_at(self, index: int) -> _Pool:
+        return self._pool_list()[index]
+
     def catalog_update(self) -> pb.KvPoolCatalogUpdate:
         pools = []
-        for pool in self._pools.values():
+        for pool in self._pool_list():
             with pool.lock:
-                pools.append(pool.descriptor)
+                if pool.published:
+                    pools.append(pool.descriptor)
         return pb.KvPoolCatalogUpdate(
             protocol_version=RELAY_PROTOCOL_VERSION,
             relay=relay_identity_to_wire(self.relay),
@@ -1382,8 +1410,10 @@ class RelayServer:
 
     def _pool_states(self, *, load: bool) -> list[_PoolState]:
         out = []
-        for pool in self._pools.values():
+        for pool in self._pool_list():
             with pool.lock:
+                if not pool.published:
+                    continue
                 kv = pool.feed.kv_load() if load else None
                 out.append(_PoolState(pool.descriptor, pool.wire_producer, pool.ready, kv))
         return out
@@ -1433,29 +1463,83 @@ class RelayServer:
         and its stream goes on; its topology turns UNAVAILABLE (READY) with the roles missing,
         and the load planes report no rank and no live worker for it: the contract's reason for
         a consumer not to route there though the pool is published."""
-        pool = list(self._pools.values())[index]
+        pool = self._pool_at(index)
         with pool.lock:
             changed = pool.ready != ready
             pool.ready = ready
         if changed:
-            with self._readiness_cond:
-                self._readiness_revision += 1
-                self._readiness_cond.notify_all()
+            self._bump_readiness()
 
     def _bump_catalog(self) -> None:
         with self._catalog_cond:
             self._catalog_revision += 1
             self._catalog_cond.notify_all()
 
+    def _bump_readiness(self) -> None:
+        with self._readiness_cond:
+            self._readiness_revision += 1
+            self._readiness_cond.notify_all()
+
     def change_generation(self, index: int = 0) -> None:
         """Re-attach pool ``index`` under a new layout generation (a fault, or a demo step)."""
-        list(self._pools.values())[index].change_generation()
+        self._pool_at(index).change_generation()
+
+    def add_pool(self, feed: PoolFeed) -> int:
+        """A producer attaches: its pool is served and advertised from the next catalog (and
+        readiness) update on. Its ``index``; a pool served already is a ``ValueError``."""
+        pool = _Pool(feed, self)
+        key = _pool_key(pool.wire_producer)
+        with self._lock:
+            if key in self._pools:
+                raise ValueError("that pool is served already")
+            self._pools[key] = pool
+            index = len(self._pools) - 1
+        self._bump_catalog()
+        self._bump_readiness()
+        return index
+
+    def withdraw_pool(self, index: int = 0) -> None:
+        """Pool ``index``'s producer detaches: the next catalog no longer lists it (no
+        tombstone: it is absent), its subscriptions end ``UNAVAILABLE`` /
+        ``PUBLICATION_UNAVAILABLE``, a new one is ``POOL_NOT_FOUND``, its feed publishes nothing
+        until :meth:`restore_pool`."""
+        pool = self._pool_at(index)
+        with pool.lock:
+            pool.published = False
+            pool.end_subscribers(
+                _R.RELAY_ERROR_REASON_PUBLICATION_UNAVAILABLE, "pool withdrawn from the catalog"
+            )
+        self._bump_catalog()
+        self._bump_readiness()
+
+    def restore_pool(self, index: int = 0, *, new_generation: bool = True) -> None:
+        """Pool ``index`` attaches again, advertised from the next catalog on. Upstream
+        re-attaches a pool under a new ``layout_generation`` (relay.md §2.6), so by default its
+        producer key changes; ``new_generation=False`` keeps the key it had."""
+        pool = self._pool_at(index)
+        with pool.lock:
+            if new_generation:
+                pool.next_generation()
+            pool.published = True
+        self._bump_catalog()
+        self._bump_readiness()
+
+    def refuse_pool(
+        self, index: int = 0, reason: int = _R.RELAY_ERROR_REASON_UNSUPPORTED_FEATURE
+    ) -> None:
+        """Fault: pool ``index`` stays in the catalog, but its open subscriptions end with
+        ``reason`` and every new one is refused with it (by default ``UNSUPPORTED_FEATURE``,
+        which a client must not retry unchanged)."""
+        pool = self._pool_at(index)
+        with pool.lock:
+            pool.refused = reason
+            pool.end_subscribers(reason, "this pool is refused (injected fault)")
 
     def pool_feed(self, index: int = 0) -> PoolFeed:
-        return list(self._pools.values())[index].feed
+        return self._pool_at(index).feed
 
     def pool_exhausted(self, index: int = 0) -> bool:
-        return list(self._pools.values())[index].exhausted
+        return self._pool_at(index).exhausted
 
     # -- lifecycle
     @property

@@ -43,6 +43,7 @@ from cbi1kit.hashing._xxh3 import xxh3_64_u64
 __all__ = [
     "MOONCAKE_BLOCK_SIZE",
     "HashSpaceName",
+    "TraceRequest",
     "Workload",
     "concat",
     "mooncake_local_hashes",
@@ -77,6 +78,37 @@ def _workload_error(
         line=line,
         reason=reason,
     )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TraceRequest:
+    """One request of a workload, as ``ck.explain(request=...)`` takes it: its blocks' local
+    hashes, the block size and hash format they were cut with, the adapter that salted them,
+    and a Mooncake request's ``hash_ids`` (None for token-level requests)."""
+
+    index: int
+    timestamp_ms: int
+    block_size: int
+    hash_format: KvQueryHashFormat
+    local_hashes: U64Array
+    lora_name: str | None = None
+    cache_namespace: str | None = None
+    hash_ids: I64Array | None = None
+
+    def block_hashes(self, lora_name: str | None) -> U64Array:
+        """The local hashes under adapter ``lora_name``: a Mooncake request's ids are hashed
+        again with that salt; a token-level request has only the salt it was built with."""
+        if (lora_name or None) == (self.lora_name or None):
+            return self.local_hashes
+        if self.hash_ids is None:
+            raise _workload_error(
+                f"request {self.index} was hashed with adapter {self.lora_name!r}, not "
+                f"{lora_name!r}, and keeps no hash ids to hash again",
+                source="request",
+            )
+        return mooncake_local_hashes(
+            self.hash_ids, lora_name=lora_name, cache_namespace=self.cache_namespace
+        )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -116,6 +148,27 @@ class Workload:
         """``(local_hashes, seq_hashes)`` of request ``i`` (views)."""
         s, e = int(self.offsets[i]), int(self.offsets[i + 1])
         return self.local_hashes[s:e], self.seq_hashes[s:e]
+
+    def request(self, i: int) -> TraceRequest:
+        """Request ``i`` on its own (what ``ck.explain(request=...)`` looks up)."""
+        if not 0 <= i < len(self):
+            raise _workload_error(
+                f"request {i} is outside the workload's {len(self)} requests",
+                source=self.source or "workload",
+                field="request",
+            )
+        s, e = int(self.offsets[i]), int(self.offsets[i + 1])
+        ns = self.meta.get("cache_namespace")
+        return TraceRequest(
+            i,
+            int(self.timestamps_ms[i]),
+            self.block_size,
+            self.hash_format,
+            self.local_hashes[s:e],
+            self.lora_names[i] if self.lora_names else None,
+            ns if isinstance(ns, str) else None,
+            None if self.hash_ids is None else self.hash_ids[s:e],
+        )
 
     def head(self, n: int) -> Workload:
         """The first ``n`` requests (a trace prefix, for tests and quick runs)."""

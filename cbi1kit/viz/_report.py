@@ -76,6 +76,7 @@ NOTEBOOKS = (
     "04_delta_churn",
     "05_hash_space_round_trips",
     "06_filter_accuracy",
+    "07_fleet_view",
 )
 
 

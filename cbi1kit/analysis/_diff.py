@@ -1,0 +1,517 @@
+"""Two lanes, bucket by bucket: what differs between the words of two captures, two DCs of one
+capture, one lane at two moments, or a producer's lane and what its consumer holds.
+
+Words are absolute bucket images, so comparing two lanes is comparing their words: a bucket
+differs when its words do, and what changed in it is the fingerprints one side holds and the
+other does not (a multiset: a fingerprint held twice and then once was removed once). A side is
+a capture (its lane of a DC at a moment, as the global view resolves moments: a sequence, a
+time, an offset, the end), a lane's words (an array or a ``.npy`` file), a recorded snapshot,
+or a producer (``DcCkfState``, a ``Simulator``'s DC): the producer against the consumer is the
+question a capacity hole or a lagging stream raises.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+import pyarrow as pa
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from cbi1kit.analysis._explain import _plain
+from cbi1kit.analysis._global import (
+    At,
+    _entries,
+    _model_catalogs,
+    _state,
+    _time_of,
+    format_unix_ns,
+    resolve_moment,
+)
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, replay
+from cbi1kit.analysis._schema import DIFF_SCHEMA
+from cbi1kit.ckf._bucket import lane_occupancy, lane_slots
+from cbi1kit.ckf._lane import DcCkfSnapshot
+from cbi1kit.errors import CaptureError, LaneError
+from cbi1kit.hashing._identity import PoolId
+from cbi1kit.relay._messages import PoolDescriptor
+from cbi1kit.relay._publication import HubSnapshot
+from cbi1kit.wire._assembly import AssembledSnapshot
+
+__all__ = ["LaneDiff", "LaneSide", "compare_words", "diff", "load_lane"]
+
+Words = npt.NDArray[np.uint64]
+Moment = At | int | str | datetime | timedelta | None
+#: the first bytes of every .npy file
+NPY_MAGIC: Final = b"\x93NUMPY"
+_SHOWN: Final = 20  # rows ``str()`` lists
+
+
+@dataclass(frozen=True, slots=True)
+class LaneSide:
+    """One side of a diff: what its words are (``source``: a capture's name, ``array``,
+    ``snapshot``, ``producer``) and where they came from: the format (``seed`` None where the
+    source does not say: an array), the DC and pool, the sequence and its receive time, the
+    stream and the moment asked for; ``ok`` is False when the capture broke a consumer rule."""
+
+    source: str
+    bucket_count: int
+    seed: int | None = None
+    dc_id: int | None = None
+    pool: PoolId | None = None
+    sequence: int | None = None
+    unix_ns: int | None = None
+    stream_id: int | None = None
+    at: At | None = None
+    ok: bool = True
+
+    def __str__(self) -> str:
+        parts = [self.source]
+        if self.dc_id is not None:
+            parts.append(f"DC {self.dc_id:016x}")
+        if self.sequence is not None:
+            parts.append(f"sequence {self.sequence}")
+        if self.unix_ns is not None:
+            parts.append(format_unix_ns(self.unix_ns))
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "seed": None if self.seed is None else f"0x{self.seed:016x}",
+            "bucket_count": self.bucket_count,
+            "dc_id": None if self.dc_id is None else f"{self.dc_id:016x}",
+            "pool": None if self.pool is None else str(self.pool),
+            "sequence": self.sequence,
+            "unix_ns": self.unix_ns,
+            "time": None if self.unix_ns is None else format_unix_ns(self.unix_ns),
+            "stream_id": self.stream_id,
+            "at": None if self.at is None else str(self.at),
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LaneDiff:
+    """Lane ``a`` against lane ``b``: ``table`` (``DIFF_SCHEMA``) has a row per bucket whose
+    words differ, in bucket order, with the fingerprints ``b`` lacks (``removed``) and holds
+    anew (``added``); ``occupied_a`` / ``occupied_b`` count each lane's occupied slots."""
+
+    a: LaneSide
+    b: LaneSide
+    table: pl.DataFrame
+    occupied_a: int
+    occupied_b: int
+
+    @property
+    def bucket_count(self) -> int:
+        return self.a.bucket_count
+
+    @property
+    def differing_buckets(self) -> int:
+        return self.table.height
+
+    @property
+    def fingerprints_added(self) -> int:
+        return int(self.table["added"].list.len().sum() or 0)
+
+    @property
+    def fingerprints_removed(self) -> int:
+        return int(self.table["removed"].list.len().sum() or 0)
+
+    @property
+    def same(self) -> bool:
+        return self.table.height == 0
+
+    def to_dict(self, limit: int | None = None) -> dict[str, object]:
+        """JSON-ready, u64 words and fingerprints as hex; the first ``limit`` buckets listed."""
+        shown = self.table if limit is None else self.table.head(limit)
+        return {
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "bucket_count": self.bucket_count,
+            "differing_buckets": self.differing_buckets,
+            "fingerprints_added": self.fingerprints_added,
+            "fingerprints_removed": self.fingerprints_removed,
+            "occupied_slots_a": self.occupied_a,
+            "occupied_slots_b": self.occupied_b,
+            "buckets": [
+                {
+                    "bucket": bucket,
+                    "word_a": f"0x{wa:016x}",
+                    "word_b": f"0x{wb:016x}",
+                    "removed": [f"0x{f:04x}" for f in removed],
+                    "added": [f"0x{f:04x}" for f in added],
+                }
+                for bucket, wa, wb, removed, added in shown.iter_rows()
+            ],
+            "shown": shown.height,
+        }
+
+    def render(self, limit: int | None = _SHOWN) -> RenderableType:
+        """The diff for a terminal: both sides, the counts, the first ``limit`` buckets."""
+        return Group(*self._parts(limit))
+
+    def __rich__(self) -> RenderableType:
+        return self.render()
+
+    def text(self, limit: int | None = _SHOWN) -> str:
+        """:meth:`render` as plain text (what the CLI prints)."""
+        return _plain(self.render(limit))
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """A notebook shows the diff, not the dataclass."""
+        printer.text(self.text())
+
+    def _parts(self, limit: int | None) -> Iterable[RenderableType]:
+        seed = self.a.seed if self.a.seed is not None else self.b.seed
+        fmt = "seed unknown" if seed is None else f"seed 0x{seed:016x}"
+        yield Text(f"== diff: a = {self.a}\n         b = {self.b}", style="bold")
+        yield Text(f"{fmt}, {self.bucket_count} buckets")
+        if self.same:
+            yield Text("the lanes are equal: no bucket differs")
+            return
+        yield Text(
+            f"{self.differing_buckets} bucket(s) differ: {self.fingerprints_added} fingerprint(s) "
+            f"added, {self.fingerprints_removed} removed (occupied slots {self.occupied_a} → "
+            f"{self.occupied_b})"
+        )
+        rows = self.table if limit is None else self.table.head(limit)
+        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        for name in ("bucket", "word a", "word b", "removed", "added"):
+            table.add_column(name, no_wrap=True)
+        for bucket, wa, wb, removed, added in rows.iter_rows():
+            table.add_row(
+                str(bucket),
+                f"{wa:016x}",
+                f"{wb:016x}",
+                " ".join(f"{f:04x}" for f in removed) or "-",
+                " ".join(f"{f:04x}" for f in added) or "-",
+            )
+        yield table
+        if rows.height < self.table.height:
+            yield Text(f"… {self.table.height - rows.height} more bucket(s)")
+
+
+# -------------------------------------------------------------------------------- sides
+
+
+def _not_a_lane(what: str, reason: str) -> LaneError:
+    return LaneError("NotALane", message=f"{what} is not a lane's words: {reason}")
+
+
+def _words(array: Any, what: str) -> Words:
+    """A lane's words: a 1-D array of unsigned 64-bit words (any byte order), never converted
+    from a float or signed type."""
+    arr = np.asarray(array)
+    if arr.ndim != 1 or arr.shape[0] == 0:
+        raise _not_a_lane(what, f"shape {arr.shape}, expected one word per bucket (1-D)")
+    if arr.dtype.kind != "u" or arr.dtype.itemsize != 8:
+        raise _not_a_lane(what, f"dtype {arr.dtype}, expected unsigned 64-bit words")
+    return arr.astype(np.uint64, copy=False)
+
+
+def _is_npy(path: Path) -> bool:
+    """A ``.npy`` file by name or by its first bytes (an unreadable path is replay's to
+    report)."""
+    if path.suffix == ".npy":
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(NPY_MAGIC)) == NPY_MAGIC
+    except OSError:
+        return False
+
+
+def load_lane(path: str | os.PathLike[str]) -> Words:
+    """A lane's words saved with ``numpy.save`` (no pickles): ``CaptureError`` ``Npy`` when the
+    file is no ``.npy`` numpy reads, ``LaneError`` ``NotALane`` when it holds no lane."""
+    p = Path(path)
+    with open(p, "rb") as f:  # OSError (missing, a directory, ...) goes through
+        head = f.read(len(NPY_MAGIC))
+    if head != NPY_MAGIC:
+        raise CaptureError(
+            "Npy", message=f"{p}: not a .npy file (it starts with {head!r})", source=str(p)
+        )
+    try:
+        array = np.load(p, allow_pickle=False)
+    except (ValueError, EOFError) as exc:
+        raise CaptureError(
+            "Npy", message=f"{p}: not a .npy array numpy can read ({exc})", source=str(p)
+        ) from None
+    return _words(array, str(p))
+
+
+_Candidate = tuple[PoolId | None, PoolDescriptor | None, LaneReport | None]
+
+
+def _capture_side(
+    report: ReplayReport, label: str, *, dc: Any, model: str | None, at: Moment
+) -> tuple[LaneSide, Words]:
+    """The lane of DC ``dc`` (among the catalog's pools for ``model``) at ``at``, as the global
+    view resolves it."""
+    point, unix_ns = resolve_moment(report, at)
+    candidates: list[_Candidate]
+    if model is not None:
+        catalogs = _model_catalogs(report, model, unix_ns)
+        candidates = [(e.pool, e.descriptor, e.lane) for e in _entries(report, catalogs, model)]
+    else:
+        candidates = [(lane.pool, None, lane) for lane in report.lanes]
+    known = ", ".join(_dc_name(c) for c in candidates) or "none"
+    if dc is not None:
+        ids = _dc_value(dc)
+        candidates = [c for c in candidates if _dc_of(c) in ids]
+    if len(candidates) != 1:
+        if not candidates:
+            broken = report.violations[:1]
+            why = f"; the source: {broken[0].reason}" if broken and not report.lanes else ""
+            raise LaneError(
+                "NoSuchLane",
+                message=f"{label}: no lane matches (lanes: {known}){why}",
+                available=known,
+            )
+        raise LaneError(
+            "SeveralLanes",
+            message=f"{label} holds {len(candidates)} lanes ({known}): pick one by its DC",
+            available=known,
+        )
+    pool, descriptor, lane = candidates[0]
+    st = _state(lane, descriptor, point, unix_ns)
+    if st.segment is None or lane is None or st.sequence is None:
+        moment = "at the end" if point is None else f"at {point}"
+        raise LaneError(
+            "NotReady",
+            message=f"{label}: {_lane_name(candidates[0])} {moment} is {st.why}",
+        )
+    seg = st.segment
+    side = LaneSide(
+        label,
+        seg.bucket_count,
+        seg.seed,
+        _dc_of(candidates[0]),
+        pool,
+        st.sequence,
+        _time_of(seg, st.sequence),
+        seg.stream_id,
+        point,
+        report.ok,
+    )
+    return side, lane._words(seg, st.sequence)
+
+
+def _dc_of(candidate: _Candidate) -> int | None:
+    pool, _, lane = candidate
+    if pool is not None:
+        return pool.dc_id.value
+    return None if lane is None else lane.dc_id
+
+
+def _lane_name(candidate: _Candidate) -> str:
+    value = _dc_of(candidate)
+    return "its lane (no DC known)" if value is None else f"the lane of DC {value:016x}"
+
+
+def _dc_name(candidate: _Candidate) -> str:
+    value = _dc_of(candidate)
+    return "a lane without a DC" if value is None else f"DC {value:016x}"
+
+
+def _side(
+    source: Any,
+    *,
+    dc: Any,
+    model: str | None,
+    at: Moment,
+    expected_format: Any,
+    reports: dict[str, ReplayReport],
+    label: str | None,
+) -> tuple[LaneSide, Words]:
+    """One side's words and where they came from, named ``label`` (or after its source)."""
+    if isinstance(source, ReplayReport):
+        return _capture_side(source, label or "the replay", dc=dc, model=model, at=at)
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if _is_npy(path):
+            words = load_lane(path)
+            return LaneSide(label or path.name, int(words.shape[0])), words
+        key = os.fspath(path)
+        if key not in reports:
+            reports[key] = replay(path, expected_format=expected_format, keep_events=False)
+        return _capture_side(reports[key], label or path.name, dc=dc, model=model, at=at)
+    if isinstance(source, (DcCkfSnapshot, HubSnapshot)):
+        name = label or "snapshot"
+        words = _words(source.buckets, name)
+        ident = source.identity
+        side = LaneSide(
+            name,
+            ident.format.bucket_count,
+            ident.format.seed,
+            ident.pool_id.dc_id.value,
+            ident.pool_id,
+            source.sequence,
+        )
+        return _checked(side, words), words
+    if isinstance(source, AssembledSnapshot):
+        name = label or "snapshot"
+        words = _words(source.words, name)
+        return LaneSide(name, source.bucket_count, sequence=source.epoch), words
+    if hasattr(source, "states") and hasattr(source, "config"):  # a Simulator: its producer
+        states = source.states
+        if isinstance(dc, bool) or not isinstance(dc, int) or not 0 <= dc < len(states):
+            raise LaneError(
+                "NoSuchLane",
+                message=f"a simulator's lane is named by its DC index 0..{len(states) - 1} "
+                f"(dc=), got {dc!r}",
+            )
+        return _producer_side(states[dc], label or f"simulator DC {dc}")
+    if callable(getattr(source, "words", None)):
+        return _producer_side(source, label or "producer")
+    if isinstance(source, np.ndarray):
+        name = label or "array"
+        words = _words(source, name)
+        return LaneSide(name, int(words.shape[0])), words
+    raise _not_a_lane(
+        type(source).__name__,
+        "expected a capture, a .npy file, an array, a snapshot or a producer",
+    )
+
+
+def _producer_side(producer: Any, label: str) -> tuple[LaneSide, Words]:
+    words = _words(producer.words(), label)
+    fmt = getattr(producer, "format", None)
+    seed = None if fmt is None else int(fmt.seed)
+    return _checked(LaneSide(label, int(words.shape[0]), seed), words), words
+
+
+def _checked(side: LaneSide, words: Words) -> LaneSide:
+    if words.shape[0] != side.bucket_count:
+        raise _not_a_lane(
+            side.source, f"{words.shape[0]} words for a format of {side.bucket_count} buckets"
+        )
+    return side
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+def _minus(x: npt.NDArray[np.uint16], y: npt.NDArray[np.uint16]) -> npt.NDArray[np.bool_]:
+    """Which slots of ``x`` (rows of 4) hold a fingerprint ``y``'s row lacks, as multisets:
+    the k-th copy of a value in a row is kept when ``y``'s row holds it at most k times."""
+    in_y = (x[:, :, None] == y[:, None, :]).sum(axis=2)
+    rank = np.zeros(x.shape, dtype=np.int64)
+    for j in range(1, x.shape[1]):
+        rank[:, j] = (x[:, :j] == x[:, j : j + 1]).sum(axis=1)
+    kept: npt.NDArray[np.bool_] = (x != 0) & (rank >= in_y)
+    return kept
+
+
+def _lists(slots: npt.NDArray[np.uint16], kept: npt.NDArray[np.bool_]) -> pl.Series:
+    """Each row's kept slots as a list column (built from offsets, no per-row Python)."""
+    offsets = np.zeros(slots.shape[0] + 1, dtype=np.int64)
+    np.cumsum(kept.sum(axis=1), out=offsets[1:])
+    values = pa.array(slots[kept], type=pa.uint16())
+    array = pa.LargeListArray.from_arrays(pa.array(offsets, type=pa.int64()), values)
+    series = pl.from_arrow(array)
+    assert isinstance(series, pl.Series)
+    return series
+
+
+def compare_words(words_a: Words, words_b: Words) -> pl.DataFrame:
+    """The buckets whose words differ (``DIFF_SCHEMA``)."""
+    idx = np.flatnonzero(words_a != words_b)
+    a, b = words_a[idx], words_b[idx]
+    sa, sb = lane_slots(a), lane_slots(b)
+    return pl.DataFrame(
+        {
+            "bucket": idx.astype(np.uint32),
+            "word_a": a,
+            "word_b": b,
+            "removed": _lists(sa, _minus(sa, sb)),
+            "added": _lists(sb, _minus(sb, sa)),
+        },
+        schema=DIFF_SCHEMA,
+    )
+
+
+def diff(
+    a: Any,
+    b: Any = None,
+    *,
+    dc: Any = None,
+    dc_a: Any = None,
+    dc_b: Any = None,
+    model: str | None = None,
+    at: Moment = None,
+    at_a: Moment = None,
+    at_b: Moment = None,
+    expected_format: Any = None,
+    labels: tuple[str | None, str | None] = (None, None),
+) -> LaneDiff:
+    """Lane ``a`` against lane ``b`` (``b`` None: ``a`` again, at another moment or DC).
+
+    Either side is a capture (a path, bare CBI1 frames too, or a ``ReplayReport``): its lane of
+    DC ``dc`` (an id, its hex or a DC name; the only lane without it), among the pools the
+    catalog advertised for ``model`` when one is given, at ``at`` (a sequence: each lane right
+    after its own sequence; a time or an offset: what had been received by then; None: the end)
+    as :func:`cbi1kit.analysis.global_view` resolves moments. ``dc_a``/``dc_b`` and
+    ``at_a``/``at_b`` set one side. A side may also be a lane's words (a 1-D unsigned 64-bit
+    array, or a ``.npy`` file of one), a snapshot (``DcCkfSnapshot``, ``HubSnapshot``,
+    ``AssembledSnapshot``), a producer (``DcCkfState``: its words now) or a ``Simulator`` (its
+    DC ``dc``'s producer). ``labels`` name the sides in the result (default: a file's name,
+    ``array``, ``snapshot``, ...).
+
+    ``LaneError``: ``DifferentFormats`` (other bucket counts, or seeds where both sides say),
+    ``NotReady`` (the lane held nothing at that moment), ``NoSuchLane``, ``SeveralLanes``,
+    ``NotALane``, and the global view's ``NoCatalog``, ``TimeNotRecorded``, ``At``."""
+    reports: dict[str, ReplayReport] = {}
+    side_a, words_a = _side(
+        a,
+        dc=dc if dc_a is None else dc_a,
+        model=model,
+        at=at if at_a is None else at_a,
+        expected_format=expected_format,
+        reports=reports,
+        label=labels[0],
+    )
+    side_b, words_b = _side(
+        a if b is None else b,
+        dc=dc if dc_b is None else dc_b,
+        model=model,
+        at=at if at_b is None else at_b,
+        expected_format=expected_format,
+        reports=reports,
+        label=labels[1],
+    )
+    seeds_differ = None not in (side_a.seed, side_b.seed) and side_a.seed != side_b.seed
+    if side_a.bucket_count != side_b.bucket_count or seeds_differ:
+        raise LaneError(
+            "DifferentFormats",
+            message=f"the lanes have different formats: a {_format(side_a)}, b {_format(side_b)}"
+            " (words of two formats address different buckets: nothing to compare)",
+            expected=(side_a.seed, side_a.bucket_count),
+            actual=(side_b.seed, side_b.bucket_count),
+        )
+    return LaneDiff(
+        side_a,
+        side_b,
+        compare_words(words_a, words_b),
+        lane_occupancy(words_a),
+        lane_occupancy(words_b),
+    )
+
+
+def _format(side: LaneSide) -> str:
+    seed = "seed unknown" if side.seed is None else f"seed 0x{side.seed:x}"
+    return f"({seed}, {side.bucket_count} buckets)"

@@ -1,0 +1,871 @@
+"""Why a global router sees the prefix it sees: one request, step by step, against the consumer
+tables of a capture at one moment.
+
+A router's answer is a number per DC lane: the prefix depth. Behind it lie the catalog's query
+semantics for the model (block size, hash format, the registration and its LoRA adapter), the
+block hashes of the request, each block's fingerprint and two buckets, and the words each lane
+held then, which deltas wrote. :func:`explain` shows every step, each computed by the one
+implementation the rest of the package uses (hashing, ``CkfAddressing``, the global view's
+tables, ``find_prefix_depths``), and reads replay's history for where a slot's fingerprint came
+from or when a block's fingerprint left its buckets.
+
+What the consumer cannot know it says so: a fingerprint in a bucket is 16 bits, so a match is
+a true or a false positive only for someone who knows what the producer holds (``truth=``).
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from cbi1kit.analysis._global import (
+    At,
+    DomainView,
+    GlobalView,
+    ViewLane,
+    _time_of,
+    build_global_view,
+    format_unix_ns,
+)
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, _Segment, replay
+from cbi1kit.ckf._bucket import bucket_contains, bucket_first, bucket_slot
+from cbi1kit.ckf._consumer import find_prefix_depths, sequence_hashes
+from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
+from cbi1kit.errors import HashingError, IdentityError, LaneError
+from cbi1kit.hashing._identity import (
+    CanonicalModelRegistration,
+    DcCkfFormatIdentity,
+    DcId,
+    IdentitySource,
+    IndexerDomainId,
+    KvQueryHashFormat,
+    KvQuerySemantics,
+    PoolId,
+    ProducerIdentity,
+    resolve_registration,
+    stable_dc_id,
+)
+from cbi1kit.relay._messages import PoolDescriptor
+
+__all__ = [
+    "BlockAddress",
+    "BlockRequest",
+    "Change",
+    "Explanation",
+    "LaneBlock",
+    "LaneExplanation",
+    "Truth",
+    "explain",
+    "stable_pool_rank",
+]
+
+_U64: Final = (1 << 64) - 1
+_FNV_OFFSET: Final = 0xCBF29CE484222325
+_FNV_PRIME: Final = 0x100000001B3
+
+
+class BlockRequest(Protocol):
+    """A request of a trace (``Workload.request(i)``): its blocks' local hashes under an
+    adapter's salt, and the block size and hash format it was cut with."""
+
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def hash_format(self) -> KvQueryHashFormat: ...
+
+    def block_hashes(self, lora_name: str | None) -> npt.NDArray[np.uint64]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A write the consumer applied: the snapshot installed at ``sequence`` or the delta that
+    advanced the lane to it, received at ``unix_ns`` (None where the source has no receive
+    times) on capture stream ``stream_id``."""
+
+    kind: Literal["snapshot", "delta"]
+    sequence: int
+    unix_ns: int | None
+    stream_id: int
+
+    def __str__(self) -> str:
+        when = "" if self.unix_ns is None else f" ({format_unix_ns(self.unix_ns)})"
+        return f"{self.kind} {self.sequence}{when}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "sequence": self.sequence,
+            "unix_ns": self.unix_ns,
+            "time": None if self.unix_ns is None else format_unix_ns(self.unix_ns),
+            "stream_id": self.stream_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BlockAddress:
+    """One block of the request: its local hash (the engine's ``tokens_hash``), the canonical
+    sequence hash a CKF stores, and that hash's fingerprint and two buckets (ckf.md §1.3)."""
+
+    index: int
+    local_hash: int
+    sequence_hash: int
+    fingerprint: int
+    bucket_a: int
+    bucket_b: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "index": self.index,
+            "local_hash": f"0x{self.local_hash:016x}",
+            "sequence_hash": f"0x{self.sequence_hash:016x}",
+            "fingerprint": f"0x{self.fingerprint:04x}",
+            "bucket_a": self.bucket_a,
+            "bucket_b": self.bucket_b,
+        }
+
+
+class Truth(enum.StrEnum):
+    """A block on a lane against what its producer holds (``UNKNOWN``: the consumer alone
+    cannot tell a 16-bit fingerprint's owner)."""
+
+    TRUE_POSITIVE = "true positive"
+    FALSE_POSITIVE = "false positive"  # held by the filter, not by the producer
+    FALSE_NEGATIVE = "false negative"  # held by the producer, not by the lane (a hole, a lag)
+    TRUE_NEGATIVE = "true negative"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class LaneBlock:
+    """One block on one lane: whether bucket a or b holds its fingerprint (``held``), which
+    bucket (``side`` "a" is looked at first, as the producer inserts) and slot, and ``since``:
+    the snapshot or delta that wrote the fingerprint into that slot, where it has stayed."""
+
+    index: int
+    held: bool
+    side: Literal["a", "b"] | None = None
+    bucket: int | None = None
+    slot: int | None = None
+    since: Change | None = None
+    truth: Truth = Truth.UNKNOWN
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "index": self.index,
+            "held": self.held,
+            "side": self.side,
+            "bucket": self.bucket,
+            "slot": self.slot,
+            "since": None if self.since is None else self.since.to_dict(),
+            "truth": None if self.truth is Truth.UNKNOWN else self.truth.value,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LaneExplanation:
+    """The request on one DC lane of the table at the moment.
+
+    ``depth`` is the prefix depth upstream's search finds (``find_prefix_depths``: advisory,
+    a false positive at a sampled position can raise it, a hole past the verification window
+    can be jumped); ``first_missing`` is where the chain really breaks on this lane (the first
+    block whose fingerprint neither bucket holds; None: every block is held) and ``removed`` the
+    write after which that fingerprint left both buckets, if the lane held it before (a delta,
+    or a new session's snapshot that no longer had it). A lane that is not ready says ``why``
+    and is not searched (upstream's ready mask)."""
+
+    lane: int
+    pool: PoolId
+    producer: ProducerIdentity | None
+    ready: bool
+    sequence: int | None
+    unix_ns: int | None
+    stream_id: int | None
+    why: str
+    blocks: tuple[LaneBlock, ...] = ()
+    depth: int | None = None
+    first_missing: int | None = None
+    removed: Change | None = None
+    truth_known: bool = False
+
+    @property
+    def dc_id(self) -> DcId:
+        return self.pool.dc_id
+
+    def to_dict(self) -> dict[str, object]:
+        p = self.producer
+        return {
+            "lane": self.lane,
+            "dc_id": f"{self.dc_id.value:016x}",
+            "pool": str(self.pool),
+            "producer": None if p is None else f"{p.producer_incarnation:x}.{p.layout_generation}",
+            "ready": self.ready,
+            "sequence": self.sequence,
+            "unix_ns": self.unix_ns,
+            "time": None if self.unix_ns is None else format_unix_ns(self.unix_ns),
+            "stream_id": self.stream_id,
+            "why": self.why,
+            "depth": self.depth,
+            "first_missing": self.first_missing,
+            "removed": None if self.removed is None else self.removed.to_dict(),
+            "truth_known": self.truth_known,
+            "blocks": [b.to_dict() for b in self.blocks],
+        }
+
+
+def stable_pool_rank(key: int, pool: PoolId) -> int:
+    """The global gateway's request-keyed tie rank of a pool (``stable_pool_rank``: FNV-1a 64
+    from ``0xcbf29ce484222325 ^ key`` over the cache-semantics digest and source byte, the
+    routing-scope digest and source byte (default-derived 0, explicit 1) and the DC id, big
+    endian); the lowest rank wins a tie."""
+    domain = pool.indexer_domain
+    data = b"".join(
+        (
+            domain.cache_semantics.digest,
+            bytes([_source_byte(domain.cache_semantics.source)]),
+            domain.routing_scope.digest,
+            bytes([_source_byte(domain.routing_scope.source)]),
+            pool.dc_id.value.to_bytes(8, "big"),
+        )
+    )
+    h = _FNV_OFFSET ^ (key & _U64)
+    for byte in data:
+        h = ((h ^ byte) * _FNV_PRIME) & _U64
+    return h
+
+
+def _source_byte(source: IdentitySource) -> int:
+    return 0 if source is IdentitySource.DEFAULT_DERIVED else 1
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Explanation:
+    """A request explained against the consumer tables at ``at`` (see :func:`explain`).
+
+    ``ranking`` lists the ready lanes in the order the router prefers them; ``preferred`` is
+    the first, ``tied`` every ready lane at the deepest depth."""
+
+    model: str
+    lora: str | None
+    registration: CanonicalModelRegistration
+    semantics: KvQuerySemantics
+    catalog_revision: int
+    at: At | None
+    unix_ns: int | None
+    indexer_domain: IndexerDomainId
+    format: DcCkfFormatIdentity
+    tokens: int | None
+    blocks: tuple[BlockAddress, ...]
+    lanes: tuple[LaneExplanation, ...]
+    verification_window: int
+    ranking: tuple[int, ...]
+    local_dc: DcId | None = None
+    tie_key: int | None = None
+
+    @property
+    def lora_name(self) -> str | None:
+        """The adapter that salts the request's block hashes (the canonical one, not an alias)."""
+        return self.registration.lora_name
+
+    @property
+    def truth_known(self) -> bool:
+        return any(n.truth_known for n in self.lanes)
+
+    def lane(self, index: int) -> LaneExplanation:
+        return next(n for n in self.lanes if n.lane == index)
+
+    @property
+    def preferred(self) -> LaneExplanation | None:
+        return self.lane(self.ranking[0]) if self.ranking else None
+
+    @property
+    def tied(self) -> tuple[LaneExplanation, ...]:
+        best = self.preferred
+        if best is None:
+            return ()
+        return tuple(self.lane(i) for i in self.ranking if self.lane(i).depth == best.depth)
+
+    def tie_rule(self) -> str:
+        """How the preferred lane was told from the lanes tied with it, in words."""
+        if len(self.tied) <= 1:
+            return "deepest prefix"
+        steps = []
+        if self.local_dc is not None:
+            steps.append(f"the local DC {self.local_dc}")
+        if self.tie_key is not None:
+            steps.append(f"the lowest stable rank for tie key 0x{self.tie_key:x}")
+        steps.append("the lowest pool id")
+        return f"a tie at depth {self.tied[0].depth}, broken by " + ", then ".join(steps)
+
+    # -- rendering ----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, object]:
+        best = self.preferred
+        reg = self.registration
+        return {
+            "model": self.model,
+            "lora": self.lora,
+            "registration": reg.to_json(),
+            "lora_name": self.lora_name,
+            "query_semantics": self.semantics.to_json(),
+            "catalog_revision": self.catalog_revision,
+            "at": None if self.at is None else str(self.at),
+            "unix_ns": self.unix_ns,
+            "indexer_domain": str(self.indexer_domain),
+            "seed": f"0x{self.format.seed:016x}",
+            "bucket_count": self.format.bucket_count,
+            "tokens": self.tokens,
+            "blocks": [b.to_dict() for b in self.blocks],
+            "verification_window": self.verification_window,
+            "lanes": [n.to_dict() for n in self.lanes],
+            "ranking": list(self.ranking),
+            "preferred": None
+            if best is None
+            else {"lane": best.lane, "dc_id": f"{best.dc_id.value:016x}", "depth": best.depth},
+            "tied": [n.lane for n in self.tied],
+            "tie_rule": self.tie_rule() if best is not None else None,
+            "truth": "known" if self.truth_known else "unknown",
+        }
+
+    def __rich__(self) -> RenderableType:
+        return Group(*self._parts())
+
+    def __str__(self) -> str:
+        return _plain(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """A notebook shows the explanation, not the dataclass."""
+        printer.text(str(self))
+
+    def _parts(self) -> Iterable[RenderableType]:
+        sem, reg = self.semantics, self.registration
+        when = "at the end of every lane" if self.at is None else f"at {self.at}"
+        if self.unix_ns is not None and (self.at is None or self.at.unix_ns is None):
+            when += f" ({format_unix_ns(self.unix_ns)})"
+        yield Text(f"== explain: model {self.model!r} {when}", style="bold")
+        target = (
+            "base model"
+            if reg.lora_name is None
+            else f"LoRA adapter {reg.lora_name!r} of {reg.target.base_model}"
+        )
+        aliases = ", ".join(a.value for a in reg.aliases) or "-"
+        yield Text(
+            f"1. catalog revision {self.catalog_revision}: registration {reg.model} ({target}; "
+            f"aliases {aliases}); kv_block_size {sem.kv_block_size}, hash format "
+            f"{sem.hash_format.serde_name}; block hashes salted with "
+            + ("no adapter" if reg.lora_name is None else f"adapter {reg.lora_name!r}")
+        )
+        fmt = self.format
+        size = "the request's " if self.tokens is None else f"{self.tokens} tokens → "
+        yield Text(
+            f"2. {size}{len(self.blocks)} block(s); addressing of the indexer domain "
+            f"{self.indexer_domain}: seed 0x{fmt.seed:016x}, {fmt.bucket_count} buckets"
+        )
+        blocks = _table("block", "local hash", "sequence hash", "fingerprint", "bucket a", "b")
+        for b in self.blocks:
+            blocks.add_row(
+                str(b.index),
+                f"{b.local_hash:016x}",
+                f"{b.sequence_hash:016x}",
+                f"{b.fingerprint:04x}",
+                str(b.bucket_a),
+                str(b.bucket_b),
+            )
+        yield blocks
+        yield Text(
+            f"3. each DC lane ({len(self.lanes)}), prefix search with verification window "
+            f"{self.verification_window}"
+        )
+        for n in self.lanes:
+            yield from _lane_parts(n)
+        best = self.preferred
+        if best is None:
+            yield Text("4. no lane is ready: the router has no answer (upstream: Unavailable)")
+        else:
+            tokens = (best.depth or 0) * sem.kv_block_size
+            yield Text(
+                f"4. the router prefers DC {best.dc_id} (lane {best.lane}): depth {best.depth} "
+                f"block(s) = {tokens} tokens; {self.tie_rule()}",
+                style="bold",
+            )
+        if not self.truth_known:
+            yield Text(
+                "   a match is a true or a false positive only for who knows what the producer "
+                "holds: from the consumer's side (16-bit fingerprints) it cannot be told "
+                "(pass truth=)"
+            )
+
+
+def _table(*columns: str) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for name in columns:
+        table.add_column(name, no_wrap=True)
+    return table
+
+
+def _lane_parts(n: LaneExplanation) -> Iterable[RenderableType]:
+    head = f"-- lane {n.lane}, DC {n.dc_id}: "
+    if not n.ready:
+        yield Text(head + n.why)
+        return
+    when = "" if n.unix_ns is None else f", received {format_unix_ns(n.unix_ns)}"
+    yield Text(head + f"ready at sequence {n.sequence}{when} (stream {n.stream_id})")
+    rows = _table("block", "held", "bucket", "slot", "since", "truth")
+    for b in n.blocks:
+        rows.add_row(
+            str(b.index),
+            "yes" if b.held else "no",
+            "-" if b.bucket is None else f"{b.side} {b.bucket}",
+            "-" if b.slot is None else str(b.slot),
+            "-" if b.since is None else str(b.since),
+            "-" if b.truth is Truth.UNKNOWN else b.truth.value,
+        )
+    yield rows
+    if n.first_missing is None:
+        broke = "every block is held"
+    else:
+        broke = f"the chain breaks at block {n.first_missing}"
+        broke += (
+            f": its fingerprint left both buckets with {n.removed}"
+            if n.removed is not None
+            else ": the lane never held its fingerprint in this capture"
+        )
+    note = ""
+    if n.first_missing is not None and n.depth is not None and n.depth > n.first_missing:
+        note = " (the search is advisory: it sampled past the hole)"
+    yield Text(f"   prefix depth {n.depth}{note}; {broke}")
+
+
+def _plain(renderable: Any, width: int = 1000) -> str:
+    """A rich renderable as plain text: no colour, lines as long as they are."""
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False).print(renderable)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
+# --------------------------------------------------------------------------- the request
+
+
+def _descriptor(view: GlobalView, domain: DomainView, model: str) -> tuple[PoolDescriptor, int]:
+    """The catalog's descriptor of the domain's first pool serving ``model``, and its
+    catalog revision (one domain is one block size and hash format: cache semantics)."""
+    pools = {n.pool for n in domain.lanes}
+    for catalog in view.catalogs:
+        for desc in catalog.pools:
+            if desc.producer.pool_id in pools and desc.serves(model):
+                return desc, catalog.revision
+    raise IdentityError(  # pragma: no cover - the view's lanes are the catalog's pools
+        "UnknownModel", f"no catalog pool of the domain serves {model!r}", field="model"
+    )
+
+
+def _registration(desc: PoolDescriptor, model: str, lora: str | None) -> CanonicalModelRegistration:
+    """The registration a request naming ``model`` (or, with ``lora``, that alias) resolves to,
+    as upstream resolves it: the first advertised registration naming it."""
+    reg = resolve_registration(desc.registrations, model if lora is None else lora)
+    if lora is not None and reg.lora_name is None:
+        raise IdentityError(
+            "NotALora",
+            f"{lora!r} names the base model {reg.model} of pool {desc.producer.pool_id}, not a "
+            "LoRA adapter",
+            field="lora",
+            value=lora,
+        )
+    return reg
+
+
+def _local_hashes(
+    semantics: KvQuerySemantics,
+    lora_name: str | None,
+    tokens: Any,
+    request: BlockRequest | None,
+) -> tuple[npt.NDArray[np.uint64], int | None]:
+    if (tokens is None) == (request is None):
+        raise HashingError(
+            "BlockHashArgument",
+            "explain takes tokens= or request= (one of them)",
+            field="tokens",
+        )
+    if request is not None:
+        if (request.block_size, request.hash_format) != (
+            semantics.kv_block_size,
+            semantics.hash_format,
+        ):
+            raise IdentityError(
+                "QuerySemantics",
+                f"the request was cut into blocks of {request.block_size} tokens "
+                f"({request.hash_format.serde_name}); the catalog's pools hash blocks of "
+                f"{semantics.kv_block_size} ({semantics.hash_format.serde_name})",
+                field="request",
+            )
+        local = np.asarray(request.block_hashes(lora_name), dtype=np.uint64)
+        count = None
+    else:
+        if isinstance(tokens, Iterator):
+            tokens = list(tokens)
+        local = semantics.block_hashes(tokens, lora_name=lora_name)
+        count = len(tokens) if hasattr(tokens, "__len__") else None
+    if local.size == 0:
+        window = semantics.kv_block_size + (1 if semantics.hash_format.is_eagle else 0)
+        what = "the request has no block" if count is None else f"{count} token(s)"
+        raise HashingError(
+            "TooFewTokens",
+            f"{what}: a block needs {window} tokens ({semantics.hash_format.serde_name}, "
+            f"kv_block_size {semantics.kv_block_size}); nothing to look up",
+            field="tokens",
+        )
+    return local, count
+
+
+# ------------------------------------------------------------------------------- the lanes
+
+
+def _holdings(value: Any) -> set[int]:
+    """What a producer holds: its canonical sequence hashes (a ``DcCkfState``'s residents, an
+    array or any collection of u64)."""
+    if hasattr(value, "resident_canonicals"):
+        value = value.resident_canonicals()
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "ui":
+            raise HashingError(
+                "BlockHashArgument", f"truth= holds {value.dtype} values, not u64 hashes"
+            )
+        return set(value.astype(np.uint64).tolist())
+    out: set[int] = set()
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) <= _U64:
+            raise HashingError("BlockHashArgument", f"truth= holds {v!r}, not a u64 hash")
+        out.add(int(v))
+    return out
+
+
+def _truth_by_lane(truth: Any, lanes: Sequence[ViewLane]) -> dict[int, set[int]]:
+    """``truth=`` per lane: a mapping from DC (id, ``DcId``, hex or name) to holdings, or one
+    holdings when the domain has a single lane."""
+    if truth is None:
+        return {}
+    if not isinstance(truth, Mapping):
+        if len(lanes) != 1:
+            raise LaneError(
+                "SeveralLanes",
+                message=f"truth= must say which DC holds what: the table has {len(lanes)} "
+                "lanes (give a mapping from DC to its producer's hashes)",
+            )
+        return {lanes[0].lane: _holdings(truth)}
+    out: dict[int, set[int]] = {}
+    for dc, held in truth.items():
+        ids = _dc_value(dc)
+        match = [n for n in lanes if n.pool.dc_id.value in ids]
+        if not match:
+            known = ", ".join(str(n.pool.dc_id) for n in lanes)
+            raise LaneError(
+                "NoSuchLane", message=f"truth= names DC {dc!r}, no lane of the table ({known})"
+            )
+        out[match[0].lane] = _holdings(held)
+    return out
+
+
+def _truth(held: bool, holds: bool | None) -> Truth:
+    if holds is None:
+        return Truth.UNKNOWN
+    if held:
+        return Truth.TRUE_POSITIVE if holds else Truth.FALSE_POSITIVE
+    return Truth.FALSE_NEGATIVE if holds else Truth.TRUE_NEGATIVE
+
+
+def _change(seg: _Segment, kind: Literal["snapshot", "delta"], sequence: int) -> Change:
+    return Change(kind, sequence, _time_of(seg, sequence), seg.stream_id)
+
+
+def _writes_by_bucket(rows: npt.NDArray[np.void]) -> dict[int, list[tuple[int, int]]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    for sequence, bucket, word in rows.tolist():
+        out.setdefault(int(bucket), []).append((int(sequence), int(word)))
+    return out
+
+
+def _since(
+    seg: _Segment, snapshot: int, writes: Sequence[tuple[int, int]], slot: int, fp: int
+) -> Change:
+    """The write that put ``fp`` in ``slot`` where it has stayed: the last write after which
+    the slot held it, with every later write keeping it there."""
+    holding = bucket_slot(snapshot, slot) == fp
+    since = _change(seg, "snapshot", seg.sequence) if holding else None
+    for sequence, word in writes:
+        now = bucket_slot(word, slot) == fp
+        if now and not holding:
+            since = _change(seg, "delta", sequence)
+        holding = now
+    assert since is not None and holding  # the slot holds fp at the moment
+    return since
+
+
+def _removal(lane: LaneReport, index: int, sequence: int, fp: int, a: int, b: int) -> Change | None:
+    """The write after which neither bucket held ``fp`` any more: the last such delta of the
+    session, or, going back session by session, the snapshot of the session after one that
+    ended holding it; None when the lane never held it (as far as history reaches)."""
+    segments = lane._segments
+    for k in range(index, -1, -1):
+        seg = segments[k]
+        if seg.lane_offset is None:
+            return None
+        upto = sequence if k == index else seg.last_sequence
+        snapshot, rows = lane._bucket_writes(seg, [a, b], upto)
+        words = {a: int(snapshot[0]), b: int(snapshot[1])}
+        present = bucket_contains(words[a], fp) or bucket_contains(words[b], fp)
+        removed: int | None = None
+        for seq, bucket, word in rows.tolist():
+            words[int(bucket)] = int(word)
+            now = bucket_contains(words[a], fp) or bucket_contains(words[b], fp)
+            if present and not now:
+                removed = int(seq)
+            present = now
+        if removed is not None:
+            return _change(seg, "delta", removed)
+        if k < index and present:  # held at this session's end; the next snapshot lacked it
+            nxt = segments[k + 1]
+            return _change(nxt, "snapshot", nxt.sequence)
+    return None
+
+
+def _lane(
+    n: ViewLane,
+    report_lane: LaneReport | None,
+    words: npt.NDArray[np.uint64],
+    blocks: Sequence[BlockAddress],
+    masks: Sequence[int],
+    depth: int,
+    holds: set[int] | None,
+) -> LaneExplanation:
+    """One ready lane: per block, where its fingerprint sits and since when; where it breaks."""
+    assert n.sequence is not None and n.session is not None and report_lane is not None
+    index = n.session - 1
+    seg = report_lane._segments[index]
+    buckets = sorted({b.bucket_a for b in blocks} | {b.bucket_b for b in blocks})
+    snapshot, rows = report_lane._bucket_writes(seg, buckets, n.sequence)
+    at_snapshot = dict(zip(buckets, (int(w) for w in snapshot.tolist()), strict=True))
+    writes = _writes_by_bucket(rows)
+    out: list[LaneBlock] = []
+    first_missing: int | None = None
+    for blk in blocks:
+        held = bool((masks[blk.index] >> n.lane) & 1)
+        truth = _truth(held, None if holds is None else blk.sequence_hash in holds)
+        if not held:
+            first_missing = blk.index if first_missing is None else first_missing
+            out.append(LaneBlock(blk.index, False, truth=truth))
+            continue
+        side: Literal["a", "b"] = "a"
+        slot = bucket_first(int(words[blk.bucket_a]), blk.fingerprint)
+        bucket = blk.bucket_a
+        if slot is None:
+            side, bucket = "b", blk.bucket_b
+            slot = bucket_first(int(words[bucket]), blk.fingerprint)
+        assert slot is not None
+        since = _since(seg, at_snapshot[bucket], writes.get(bucket, ()), slot, blk.fingerprint)
+        out.append(LaneBlock(blk.index, True, side, bucket, slot, since, truth))
+    removed = None
+    if first_missing is not None:
+        blk = blocks[first_missing]
+        removed = _removal(
+            report_lane, index, n.sequence, blk.fingerprint, blk.bucket_a, blk.bucket_b
+        )
+    return LaneExplanation(
+        n.lane,
+        n.pool,
+        n.producer,
+        True,
+        n.sequence,
+        n.time_unix_ns,
+        n.stream_id,
+        n.why,
+        tuple(out),
+        depth,
+        first_missing,
+        removed,
+        holds is not None,
+    )
+
+
+def _ranking(
+    lanes: Sequence[LaneExplanation], local_dc: DcId | None, tie_key: int | None
+) -> tuple[int, ...]:
+    """Ready lanes in the router's order (see :func:`explain`)."""
+
+    def key(n: LaneExplanation) -> tuple[int, bool, int, PoolId]:
+        return (
+            -(n.depth or 0),
+            local_dc is not None and n.dc_id != local_dc,
+            0 if tie_key is None else stable_pool_rank(tie_key, n.pool),
+            n.pool,
+        )
+
+    return tuple(n.lane for n in sorted((n for n in lanes if n.ready), key=key))
+
+
+def _pick_domain(view: GlobalView, domain: IndexerDomainId | str | None) -> DomainView:
+    domains = view.domains
+    if domain is not None:
+        want = str(domain)
+        domains = [d for d in domains if str(d.indexer_domain).startswith(want)]
+    if len(domains) == 1:
+        return domains[0]
+    names = ", ".join(str(d.indexer_domain) for d in view.domains) or "none"
+    if not domains:
+        raise LaneError(
+            "NoSuchLane", message=f"no indexer domain of the view matches (domains: {names})"
+        )
+    raise LaneError(
+        "SeveralDomains",
+        message=f"the model's pools span {len(domains)} indexer domains ({names}): one "
+        "consumer table each, name one (domain=)",
+    )
+
+
+def _local_dc(value: int | str | DcId | None, lanes: Sequence[ViewLane]) -> DcId | None:
+    """The router's own DC: an id, a ``DcId``, 16 hex digits or a DC name (one the table need
+    not hold: then no lane is local)."""
+    if value is None or isinstance(value, DcId):
+        return value
+    if isinstance(value, int):
+        return DcId(value)
+    ids = _dc_value(value)
+    for n in lanes:
+        if n.pool.dc_id.value in ids:
+            return n.pool.dc_id
+    return stable_dc_id(value)
+
+
+def explain(
+    capture: str | os.PathLike[str] | ReplayReport,
+    *,
+    model: str,
+    tokens: npt.ArrayLike | Sequence[int] | None = None,
+    request: BlockRequest | None = None,
+    at: At | int | str | datetime | timedelta | None = None,
+    lora: str | None = None,
+    truth: Any = None,
+    local_dc: int | str | DcId | None = None,
+    tie_key: int | None = None,
+    domain: IndexerDomainId | str | None = None,
+    verification_window: int = DEFAULT_VERIFICATION_WINDOW,
+    expected_format: Any = None,
+) -> Explanation:
+    """Explain how the router sees ``tokens`` (or a trace ``request``) for ``model`` at ``at``.
+
+    The steps: the catalog's registration for ``model`` (or the LoRA alias ``lora``) and its
+    query semantics; the request's block hashes under them (salted with the canonical adapter);
+    each block's fingerprint and buckets; then, per DC lane of the model's consumer table at
+    the moment (``at`` as :func:`cbi1kit.analysis.global_view` takes it), whether a slot of
+    bucket a or b holds the fingerprint, which, and since which snapshot or delta; the prefix
+    depth upstream's search finds (``find_prefix_depths``, ``verification_window`` as the
+    router's ``PrefixSearchConfig``), where the chain breaks and what removed the block.
+
+    The preferred DC: upstream's consumer table answers a depth per ready lane and no more
+    (``global.rs``, ``GlobalCkfIndexer::find_prefix_matches``; the test-only
+    ``MaxDepthMatches`` mode of ``search.rs`` keeps every lane tied at the deepest depth). The
+    global gateway's exact policy (``select_pool``: a crate over ``dynamo_kv_router`` found by
+    content, relay.md §6) orders eligible pools by projected uncached prefill time, then
+    occupancy, then the local DC, then ``stable_pool_rank`` of a request's tie key, then the
+    pool id. The filter stream carries neither prefill capacity nor occupancy, so they are
+    taken as equal: the deepest lane wins, a tie goes to ``local_dc`` (if given), then to the
+    lowest :func:`stable_pool_rank` for ``tie_key`` (if given), then to the lowest pool id.
+
+    ``truth`` is what the producers hold (canonical sequence hashes: a ``DcCkfState``, an array
+    or a set; a mapping from DC to those for a table of several lanes): each block is then
+    labelled a true or false positive (or negative). Without it, that cannot be told.
+
+    Errors: ``IdentityError`` ``UnknownModel`` (no catalog pool serves the model or alias),
+    ``NotALora``, ``QuerySemantics`` (a request cut differently); ``LaneError`` ``NoCatalog``
+    (none received by then), ``SeveralDomains``, ``Manifest.InvalidVerificationWindow``;
+    ``HashingError`` ``TooFewTokens`` (not one complete block) and the hashing's own."""
+    if not 1 <= verification_window <= MAX_VERIFICATION_WINDOW:
+        raise LaneError(
+            "Manifest.InvalidVerificationWindow",
+            message=f"verification_window {verification_window} is outside "
+            f"1..={MAX_VERIFICATION_WINDOW}",
+        )
+    report = (
+        capture
+        if isinstance(capture, ReplayReport)
+        else replay(capture, expected_format=expected_format, keep_events=False)
+    )
+    view = build_global_view(report, model=model, at=at)
+    dom = _pick_domain(view, domain)
+    desc, revision = _descriptor(view, dom, model)
+    reg = _registration(desc, model, lora)
+    semantics = desc.query_semantics
+    local, count = _local_hashes(semantics, reg.lora_name, tokens, request)
+    table = dom.table
+    seq = sequence_hashes(local)
+    fp, a, b = table.addressing.prepare_many(seq)
+    blocks = tuple(
+        BlockAddress(i, h, s, f, x, y)
+        for i, (h, s, f, x, y) in enumerate(
+            zip(local.tolist(), seq.tolist(), fp.tolist(), a.tolist(), b.tolist(), strict=True)
+        )
+    )
+    masks = table.probe_many(seq).tolist()
+    depths = find_prefix_depths(
+        len(blocks), table.ready_mask(), verification_window, masks.__getitem__
+    )
+    truths = _truth_by_lane(truth, dom.lanes)
+    by_pool = {lane.pool: lane for lane in report.lanes if lane.pool is not None}
+    lanes: list[LaneExplanation] = []
+    for n in dom.lanes:
+        if not n.ready:
+            lanes.append(
+                LaneExplanation(
+                    n.lane,
+                    n.pool,
+                    n.producer,
+                    False,
+                    None,
+                    None,
+                    None,
+                    n.why,
+                    truth_known=n.lane in truths,
+                )
+            )
+            continue
+        words = table.storage[:, n.lane]
+        lanes.append(
+            _lane(
+                n,
+                by_pool.get(n.pool),
+                words,
+                blocks,
+                masks,
+                depths[n.lane],
+                truths.get(n.lane),
+            )
+        )
+    local_id = _local_dc(local_dc, dom.lanes)
+    key = None if tie_key is None else int(tie_key) & _U64
+    return Explanation(
+        model,
+        lora,
+        reg,
+        semantics,
+        revision,
+        view.at,
+        view.unix_ns,
+        dom.indexer_domain,
+        table.format,
+        count,
+        blocks,
+        tuple(lanes),
+        verification_window,
+        _ranking(lanes, local_id, key),
+        local_id,
+        key,
+    )
