@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError, Message
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._frames import segment_frames
-from cbi1kit.analysis._replay import Replayer, Violation
+from cbi1kit.analysis._replay import Replayer, Violation, _fast_engine
 from cbi1kit.analysis._schema import (
     _FRAME_KEYS,
     DATASET_SCHEMA_VERSION,
@@ -350,6 +350,23 @@ def _replay_segment(
     assert player is not None
     c.flush_rows = flush_rows
     violations: list[Violation] = []
+    fast = _fast_engine(seg.path, "auto")
+    if fast is not None:  # runs of deltas a batch at a time, to the same rows
+        seen = len(player._violations)
+        for _ in fast.feed_capture(player, seg.path, cursor=carry.cursor):
+            violations += player._violations[seen:]
+            seen = len(player._violations)
+            if c.image_rows >= flush_rows:
+                yield "images", c.images_df()
+            if c.snapshots:
+                yield "snapshots", c.snapshots_df()
+            if len(violations) >= flush_rows:
+                yield "violations", _violations_df(violations)
+                violations.clear()
+        yield "images", c.images_df()
+        yield "snapshots", c.snapshots_df()
+        yield "violations", _violations_df(violations)
+        return
     it = read_capture_items(seg.path, damage="report", cursor=carry.cursor)
     while True:
         try:
