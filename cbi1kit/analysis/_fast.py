@@ -36,9 +36,9 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
+import cbi1kit.analysis._replay_kernels as k
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis import _replay_kernels as k
-from cbi1kit.analysis._frames import _scan_batch
+from cbi1kit.analysis._kernels import scan_filter_updates
 from cbi1kit.analysis._replay import (
     _ROW,
     EventKind,
@@ -78,13 +78,13 @@ _State = tuple[int, int, int, int, int, bool, bytes, bytes]
 
 @lru_cache(maxsize=1)
 def available() -> bool:
-    """Whether the replay kernels load and run (with the frames table's): any failure means
-    the per-message engine, never an error."""
-    from cbi1kit.analysis._reference import kernels_available
-
-    if not kernels_available():
-        return False
+    """Whether the replay kernels and the envelope scan load and run (compiled, or read from
+    their cache): any failure means the per-message engine, never an error."""
     try:
+        raw = pb.FilterUpdate(sequence=1, payload=b"x" * 64).SerializeToString()
+        one_row = np.zeros(1, dtype=np.int64)
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        scan_filter_updates(buf, one_row, one_row + len(raw), np.ones(1, dtype=np.bool_))
         k.replay_candidates(
             np.zeros((1, 9), dtype=np.uint64),
             np.zeros((1, 9), dtype=np.bool_),
@@ -220,7 +220,10 @@ class _Feeder:
         return self.stamps
 
     def batch(self, batch: _Batch) -> None:
-        scanned = batch.scanned if batch.scanned is not None else _scan_batch(batch)
+        scanned = batch.scanned
+        if scanned is None:  # rows the block check did not scan (a walked stretch)
+            end = batch.start + batch.length
+            scanned = scan_filter_updates(batch.buf, batch.start, end, batch.is_pb)
         value, present, _offset, flags, checksum, _run, head, _top = scanned
         cand = k.replay_candidates(value, present, flags, checksum, head)
         streams, row_slot = np.unique(batch.stream_id, return_inverse=True)

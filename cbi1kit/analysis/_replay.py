@@ -37,6 +37,7 @@ import bisect
 import contextlib
 import dataclasses
 import enum
+import importlib
 import io
 import os
 import tempfile
@@ -1133,7 +1134,9 @@ def _fast_engine(source: Any, engine: str) -> Any:
     try:
         if not _is_capture(source):
             return None
-        from cbi1kit.analysis import _fast
+        # the module itself: ``from cbi1kit.analysis import _fast`` would ask the lazy stage
+        # for the name first, which imports every analysis module (polars too) looking for it
+        _fast = importlib.import_module("cbi1kit.analysis._fast")
     except Exception:  # unreadable (the reference reports it), or no numba: per message
         return None
     return _fast if engine == "fast" or _fast.available() else None

@@ -11,14 +11,13 @@ from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._schema import I64, U64, Bool, _Scanned
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     FILE_MAGIC,
@@ -52,6 +51,9 @@ from cbi1kit.capture._streams import (
 )
 from cbi1kit.errors import CaptureError, Cbi1kitError
 from cbi1kit.wire._format import U64_MAX
+
+if TYPE_CHECKING:  # the tables' type names; replay's fast engine reads captures without polars
+    from cbi1kit.analysis._schema import I64, U64, Bool, _Scanned
 
 __all__: list[str] = []
 
