@@ -417,6 +417,7 @@ class _ItemScan:
     Blocks that verify are read through the index, as :class:`_CaptureScan` reads them, a
     stretch between two stream opens or closes at a time (a stream's method and first frame
     change only there); from the first block that does not the file is walked record by record.
+    One file of a rotated recording reads on from ``cursor`` (``read_capture_items``' rule).
     """
 
     def __init__(
@@ -468,6 +469,7 @@ class _ItemScan:
         err: CaptureError | None,
         fatal: bool,
     ) -> Generator[_Batch | CaptureItem, None, None]:
+        """The file's items: verified blocks through the index, the rest walked."""
         if err is not None:
             end = len(mm) if fatal else FILE_HEADER_LEN
             yield FrameDamage(rows.frame_index, 0, err, CaptureDamage(err, end, range(0)))
