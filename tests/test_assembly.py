@@ -291,9 +291,17 @@ def _streams(draw: st.DrawFn) -> list[bytes]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(_streams())
-def test_bytes_path_matches_two_step_path_on_any_stream(frames: list[bytes]) -> None:
-    _both(SMALL, list(frames))
+@given(_streams(), st.sampled_from([8, 20, 1 << 18]))
+def test_bytes_path_matches_two_step_path_on_any_stream(frames: list[bytes], block: int) -> None:
+    """``block``: the one-pass path's copy block, in bytes (small ones split every chunk)."""
+    import cbi1kit.wire._assembly as assembly
+
+    saved = assembly.COPY_BLOCK
+    assembly.COPY_BLOCK = block
+    try:
+        _both(SMALL, list(frames))
+    finally:
+        assembly.COPY_BLOCK = saved
 
 
 @settings(max_examples=100, deadline=None)
