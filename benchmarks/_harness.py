@@ -3,7 +3,9 @@
 A figure is a *candidate* (our code) against a *baseline* (the same work done the plainest fair
 way) measured in the same process, in the same run, round by round: round ``r`` runs the
 candidate then the baseline when ``r`` is even and the other way round when it is odd, so a
-burst of load or a cache warmed by the one before lands on both sides alike. Each side is timed
+burst of load or a cache warmed by the one before lands on both sides alike. A round of short
+work repeats it until the round lasts 50 ms (times are per call), after a garbage collection
+and with the collector off, as ``timeit`` does. Each side is timed
 by CPU time (``time.process_time``: this process, all threads) and by wall time
 (``time.perf_counter``); the machine these run on is shared, and wall time swung up to 3x with
 load while CPU time stayed within a few percent, so goals are judged on the **median CPU time**
@@ -54,8 +56,10 @@ __all__ = [
     "Mix",
     "Report",
     "Timing",
+    "calls_for",
     "compare",
     "current_rss",
+    "measure",
     "parser",
     "peak_rss",
     "reset_peak_rss",
@@ -95,13 +99,30 @@ class Timing:
         return statistics.median(self.wall)
 
 
-def time_once(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(cpu seconds, wall seconds, result) of one call, after a garbage collection."""
+def time_once(fn: Callable[[], Any], number: int = 1) -> tuple[float, float, Any]:
+    """(cpu seconds, wall seconds, last result) of one call of ``fn`` (``number`` calls, times
+    divided by ``number``): a garbage collection first, none during (as ``timeit``)."""
     gc.collect()
-    c0, w0 = time.process_time(), time.perf_counter()
-    out = fn()
-    w1, c1 = time.perf_counter(), time.process_time()
-    return c1 - c0, w1 - w0, out
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(number):
+            out = fn()
+        w1, c1 = time.perf_counter(), time.process_time()
+    finally:
+        if enabled:
+            gc.enable()
+    return (c1 - c0) / number, (w1 - w0) / number, out
+
+
+def calls_for(fn: Callable[[], Any], min_seconds: float) -> int:
+    """How many calls of ``fn`` make a round of at least ``min_seconds`` (one call's time is
+    measured after a first, warm-up, call): short work is repeated within a round, so that
+    a round is not dominated by a cache the collection before it left cold."""
+    fn()
+    _, wall, _ = time_once(fn)
+    return max(1, min(1_000_000, int(min_seconds / max(wall, 1e-7)) + 1))
 
 
 @dataclass
@@ -130,19 +151,30 @@ def compare(
     baseline: Callable[[], Any],
     *,
     rounds: int,
-    warmup: int = 1,
+    min_seconds: float = 0.05,
 ) -> tuple[Timing, Timing]:
-    """Alternating rounds (candidate first on even rounds, baseline first on odd ones)."""
-    for _ in range(warmup):
-        candidate()
-        baseline()
+    """Alternating rounds (candidate first on even rounds, baseline first on odd ones), each
+    side's round at least ``min_seconds`` long (short work is repeated; times are per call).
+    One warm-up call of each side comes first, untimed."""
+    n_cand = calls_for(candidate, min_seconds)
+    n_base = calls_for(baseline, min_seconds)
     cand, base = Timing(), Timing()
     for r in range(rounds):
-        order = ((candidate, cand), (baseline, base))
-        for fn, timing in order if r % 2 == 0 else order[::-1]:
-            cpu, wall, _ = time_once(fn)
+        order = ((candidate, cand, n_cand), (baseline, base, n_base))
+        for fn, timing, number in order if r % 2 == 0 else order[::-1]:
+            cpu, wall, _ = time_once(fn, number)
             timing.add(cpu, wall)
     return cand, base
+
+
+def measure(fn: Callable[[], Any], *, rounds: int, min_seconds: float = 0.05) -> Timing:
+    """One side alone (a reference figure printed beside a comparison), timed as ``compare``."""
+    number = calls_for(fn, min_seconds)
+    timing = Timing()
+    for _ in range(rounds):
+        cpu, wall, _ = time_once(fn, number)
+        timing.add(cpu, wall)
+    return timing
 
 
 def _fmt_time(t: float) -> str:
