@@ -206,10 +206,12 @@ class Report:
         *,
         goal_ratio: float | None = None,
         goal_rate: float | None = None,
+        goal_time: float | None = None,
         note: str = "",
     ) -> None:
         """``goal_ratio``: baseline time / candidate time must reach it; ``goal_rate``: the
-        candidate's rate (``work / cpu median / scale``) must reach it."""
+        candidate's rate (``work / cpu median / scale``) must reach it; ``goal_time``: the
+        candidate's time (seconds, CPU median) must stay within it."""
         r = c.ratio("cpu_median")
         if c.unit:
             cand = f"{c.rate(c.candidate.cpu_median):,.3g} {c.unit}"
@@ -224,6 +226,10 @@ class Report:
             met = c.rate(c.candidate.cpu_median) >= goal_rate
             ok = met if ok is None else ok and met
             goal = (goal + " and " if goal else "") + f">= {goal_rate:,g} {c.unit}"
+        if goal_time is not None:
+            met = c.candidate.cpu_median <= goal_time
+            ok = met if ok is None else ok and met
+            goal = (goal + " and " if goal else "") + f"<= {_fmt_time(goal_time)}"
         print(
             f"{c.name}: {c.candidate_label} {cand} vs {c.baseline_label} {base} "
             f"({r:.2f}x{self._verdict(c.name, ok, goal)})"
