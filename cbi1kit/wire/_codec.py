@@ -549,8 +549,7 @@ def decode(expected_format: FilterFormat, data: Buffer) -> Frame:
         or seed != expected_format.seed
         or bucket_count != expected_format.bucket_count
         # a small body is copied to be hashed (cheaper than a view for a few hundred bytes)
-        or _xxh3_64(buf[HEADER_LEN:] if n <= 1024 else memoryview(buf)[HEADER_LEN:])
-        & 0xFFFFFFFF
+        or _xxh3_64(buf[HEADER_LEN:] if n <= 1024 else memoryview(buf)[HEADER_LEN:]) & 0xFFFFFFFF
         != checksum
     ):
         return _decode_reference(expected_format, data)
