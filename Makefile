@@ -24,10 +24,12 @@ $(VENV)/bin/python:
 
 $(STAMP_BASE): pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[notebooks,browser]'
+	$(PY) -m cbi1kit._warm
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev,oracle]'
+	$(PY) -m cbi1kit._warm
 	touch $@ $(STAMP_BASE)
 
 # Debian's chromium drives the browser test and the demo's screenshots (Playwright's own browser

@@ -13,6 +13,7 @@ from typing import Final, NoReturn
 from cbi1kit.errors import (
     CaptureError,
     Cbi1kitError,
+    DatasetError,
     OutputError,
     SimulationError,
     TransportError,
@@ -76,6 +77,10 @@ def exit_code(exc: BaseException) -> int:
     """The README's exit code for an error that reached the command line."""
     if isinstance(exc, CliError):
         return exc.code
+    if isinstance(exc, DatasetError):  # not a dataset: unreadable; another schema: unusable
+        return {"NotADataset": EXIT_UNREADABLE, "SchemaVersion": EXIT_USAGE}.get(
+            exc.variant, EXIT_INVALID
+        )
     if isinstance(exc, OutputError | TransportError):  # an output that exists, holds the
         return EXIT_USAGE  # inputs; a certificate, key, header or authority that cannot be used
     if isinstance(exc, SimulationError) and exc.variant == "Workload":

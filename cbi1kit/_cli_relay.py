@@ -126,6 +126,8 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
         stall_timeout=args.stall_timeout,
         give_up_after=args.give_up_after,
         append=args.append,
+        rotate_bytes=None if args.rotate_size is None else int(args.rotate_size * (1 << 20)),
+        rotate_seconds=args.rotate_time,
     )
     recorder = Recorder(config)
     _on_signals(lambda: recorder.stop("interrupted"))
@@ -154,10 +156,12 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
         planes = ", ".join(f"{report.plane_messages.get(p.name, 0)} {p.name}" for p in PLANES)
         unserved = "".join(f"; not served: {u}" for u in report.unserved)
         pools = f" of {len(report.pools)} pools" if several else ""
+        files = len(recorder.paths)
+        segments = f" ({files} segments, {recorder.paths[-1].name} the last)" if files > 1 else ""
         print(
             f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
             f"{report.subscriptions} subscription(s){pools} and {planes} message(s) to "
-            f"{capture}; stopped: {report.stop_reason}{unserved}",
+            f"{capture}{segments}; stopped: {report.stop_reason}{unserved}",
             file=sys.stderr,
         )
         if several:  # a line per pool: what it recorded, and why it ended if it failed
@@ -269,6 +273,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("target", help="relay address, host:port")
     p.add_argument("-o", "--output", type=Path, help="capture file to write")
     p.add_argument("--append", action="store_true", help="append to an existing capture")
+    p.add_argument(
+        "--rotate-size",
+        type=real_above(0),
+        metavar="MiB",
+        help="start a new segment (OUT.0001.kvrcap, ...) once the current one holds this many "
+        "MiB; every reader takes OUT.kvrcap for the whole recording",
+    )
+    p.add_argument(
+        "--rotate-time",
+        type=real_above(0),
+        metavar="S",
+        help="start a new segment once the current one has been written this many seconds",
+    )
     p.add_argument("--list", action="store_true", help="print the pool catalog and exit")
     p.add_argument(
         "--model",

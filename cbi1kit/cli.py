@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit._cli_common import (
     EXIT_INTERRUPTED,
@@ -33,6 +33,7 @@ from cbi1kit._cli_common import (
     ranged,
     real_at_least,
 )
+from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError
 from cbi1kit.wire._format import (
@@ -41,8 +42,10 @@ from cbi1kit.wire._format import (
     FilterFormat,
     max_delta_images,
 )
-from cbi1kit.wire._inspect import Inspection, inspect
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
+
+if TYPE_CHECKING:
+    from cbi1kit.wire._inspect import Inspection
 
 __all__ = ["main"]
 
@@ -71,6 +74,8 @@ def _is_capture(path: Path) -> bool:
 
 
 def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
+    from cbi1kit.wire._inspect import inspect  # numpy loads here, not for --help
+
     """A file as one CBI1 frame; a file too large to be one is answered from its header
     alone, without reading the rest."""
     try:
@@ -154,6 +159,35 @@ def _progress(
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+def _export_dataset(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._dataset import export_dataset, prepare_dataset
+
+    if args.force:
+        raise CliError(
+            "--dataset appends and never rewrites: --force is for the flat export", EXIT_USAGE
+        )
+    for capture in args.capture:
+        check_source(capture)
+        if not _is_capture_file(capture):
+            raise CliError(f"{capture}: --dataset takes kvrcap captures", EXIT_UNREADABLE)
+    prepare_dataset(args.output)
+    with _progress("export --dataset", None, not args.no_progress):
+        results = export_dataset(args.capture, args.output)
+    written = [r for r in results if not r.skipped]
+    for r in results:
+        what = "already in the dataset" if r.skipped else f"{r.rows.get('frames', 0)} frames"
+        print(f"{r.path}: {what}")
+    print(f"{len(written)} capture file(s) added to {args.output}")
+    return EXIT_OK
+
+
+def _is_capture_file(path: Path) -> bool:
+    from cbi1kit.capture._file import FILE_MAGIC
+
+    with open(path, "rb") as f:
+        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -369,6 +403,8 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
         k, kind, payload = pick
         print(f"\n-- frame {k}: annotated CBI1 payload ({kind})")
         if payload:
+            from cbi1kit.wire._inspect import inspect
+
             ins = inspect(payload, fmt)
             print(ins.hexdump(head=args.head, tail=args.tail))
         else:
@@ -573,13 +609,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.dataset:
+        return _export_dataset(args)
     try:
         from cbi1kit.analysis._export import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
-    check_source(args.capture)
-    with _progress(f"export {args.capture.name}", None, not args.no_progress):
-        written = export_parquet(args.capture, args.output, overwrite=args.force)
+    if len(args.capture) > 1:
+        raise CliError(
+            "the flat export writes one source's tables: give one, or --dataset for several",
+            EXIT_USAGE,
+        )
+    (source,) = args.capture
+    check_source(source)
+    with _progress(f"export {source.name}", None, not args.no_progress):
+        written = export_parquet(source, args.output, overwrite=args.force)
     for name, where in written.items():
         print(f"{name}: {where}")
     import polars as pl
@@ -1108,8 +1152,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cbi1kit.ckf._producer import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
-    from cbi1kit.sim._simulator import POLICIES
+    from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
+    from cbi1kit.sim._policies import POLICIES
 
     parser = OneLineParser(
         prog="cbi1kit",
@@ -1186,13 +1230,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "export",
-        help="capture → Parquet tables (frames, images, snapshots)",
+        help="capture → Parquet tables (frames, images, snapshots); --dataset: many captures",
         description="Write the capture's frames, images and snapshots tables as Parquet files "
-        "into a directory.",
+        "into a directory; with --dataset, append captures to a hive-partitioned dataset "
+        "(frames, images, snapshots, violations) that cbi1kit.open_dataset reads lazily.",
     )
-    p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
+    p.add_argument(
+        "capture",
+        type=Path,
+        nargs="+",
+        help="kvrcap capture, grpcurl JSON or CBI1 frames (--dataset: kvrcap captures, a "
+        "rotated recording by its first segment)",
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
-    p.add_argument("--force", action="store_true", help="overwrite existing table files")
+    p.add_argument(
+        "--dataset",
+        action="store_true",
+        help="append the captures to the partitioned dataset at -o (dc=/producer=/date=; a "
+        "capture file already in it is skipped, nothing is rewritten)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite existing table files (not --dataset)"
+    )
     quiet(p)
     p.set_defaults(handler=cmd_export)
 
@@ -1323,6 +1382,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_diff)
 
     register_relay(sub)  # record, serve
+    register_fleet(sub)  # fleet convert, fleet query
 
     p = sub.add_parser("layout", help="the CBI1 byte layout, from the layout tables")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")

@@ -21,6 +21,7 @@ __all__ = [
     "Cbi1Error",
     "Cbi1kitError",
     "CkfError",
+    "DatasetError",
     "HashingError",
     "IdentityError",
     "KvCacheEventError",
@@ -373,6 +374,15 @@ class OutputError(Cbi1kitError):
     """A file a command would write: ``Exists`` (not written by this run; overwrite only when
     asked), ``SourceInside`` (the output would land on an input, such as the notebooks a report
     executes)."""
+
+    plain = True
+
+
+class DatasetError(Cbi1kitError):
+    """A partitioned dataset (``cbi1kit export --dataset``, ``cbi1kit.fleet``) that cannot be
+    used: ``NotADataset`` (no ``cbi1kit-dataset.json``), ``SchemaVersion`` (written by a cbi1kit
+    with other table columns: appending to it or reading it is refused), ``Conflict`` (a
+    segment of a recording already in it with other content)."""
 
     plain = True
 

@@ -76,10 +76,23 @@ def snapshot_tree(root: Path) -> dict[str, bytes | None]:
 # ------------------------------------------------------------------ numbers out of their range
 
 
-def numeric_options() -> Iterator[tuple[str, str, Number]]:
-    parser = cli.build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, sub in commands.choices.items():
+def subcommands(
+    parser: argparse.ArgumentParser | None = None, words: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every subcommand's words and parser, nested ones (``fleet convert``) included."""
+    parser = parser or cli.build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                nested = any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+                if nested:
+                    yield from subcommands(sub, (*words, name))
+                else:
+                    yield (*words, name), sub
+
+
+def numeric_options() -> Iterator[tuple[tuple[str, ...], str, Number]]:
+    for name, sub in subcommands():
         for action in sub._actions:
             if action.type is None or not action.option_strings:
                 continue
@@ -96,7 +109,14 @@ NUMERIC = list(numeric_options())
 
 def test_every_numeric_option_has_a_range() -> None:
     assert len(NUMERIC) > 40  # the walk found the options (simulate alone has 30)
-    assert {name for name, _, _ in NUMERIC} >= {"simulate", "inspect", "stats", "record", "serve"}
+    assert {name[0] for name, _, _ in NUMERIC} >= {
+        "simulate",
+        "inspect",
+        "stats",
+        "record",
+        "serve",
+    }
+    assert {("fleet", "convert"), ("fleet", "query")} <= {name for name, _, _ in NUMERIC}
 
 
 def _outside(number: Number) -> st.SearchStrategy[str]:
@@ -117,7 +137,7 @@ def _outside(number: Number) -> st.SearchStrategy[str]:
 def test_a_number_outside_its_range_is_a_usage_error(data: st.DataObject) -> None:
     command, flag, number = data.draw(st.sampled_from(NUMERIC))
     value = data.draw(_outside(number))
-    code, _, err = cli_run(command, f"{flag}={value}")
+    code, _, err = cli_run(*command, f"{flag}={value}")
     assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
 
 
@@ -156,15 +176,14 @@ PARSED_TEXT = [
     ("diff", "--at-b", BAD_MOMENTS),
     ("record", "--header", ["no colon", "grpc-timeout: 1", "key-bin: AA", "a b: v", "x: \x01"]),
     ("record", "--authority", ["", "a b", "host/path"]),
+    ("fleet query", "--every", ["", "1", "0m", "1y", "1.5h", "-1h", "m", "1h30m"]),
 ]
 
 
 def test_every_parsed_text_option_is_walked() -> None:
-    parser = cli.build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     typed = {
-        (name, action.option_strings[-1])
-        for name, sub in commands.choices.items()
+        (" ".join(name), action.option_strings[-1])
+        for name, sub in subcommands()
         for action in sub._actions
         if action.option_strings
         and action.type is not None
@@ -180,7 +199,8 @@ def test_every_parsed_text_option_is_walked() -> None:
 def test_a_text_its_option_cannot_parse_is_a_usage_error(
     command: str, flag: str, value: str, tmp_path: Path
 ) -> None:
-    code, _, err = cli_run(command, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
+    words = [*command.split(), *(["churn"] if command == "fleet query" else [])]  # its query
+    code, _, err = cli_run(*words, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
     assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
     assert not list(tmp_path.iterdir())
 
@@ -202,6 +222,9 @@ INPUTS = [
     ("diff", ["diff", "{in}", "{fleet}"], 3),
     ("diff b", ["diff", "{fleet}", "{in}"], 3),
     ("export", ["export", "{in}", "-o", "{out}"], 3),
+    ("export --dataset", ["export", "{in}", "-o", "{out}", "--dataset"], 3),
+    ("fleet convert", ["fleet", "convert", "{in}", "-o", "{out}"], 3),
+    ("fleet query", ["fleet", "query", "churn", "{in}"], 3),
     ("report", ["report", "{in}", "-o", "{out}", "--no-notebooks"], 3),
     ("simulate trace", ["simulate", "{in}", "-o", "{out}"], 1),
     ("report --trace", REPORT_TRACE, 1),
@@ -392,6 +415,8 @@ def test_a_key_that_is_not_the_certificates_and_options_that_go_together(
 OUTPUTS = [
     ("simulate", ["simulate", str(TRACE), "-o", "{out}", "--limit", "20"]),
     ("export", ["export", str(SAMPLE), "-o", "{out}"]),
+    ("export --dataset", ["export", str(SAMPLE), "-o", "{out}", "--dataset"]),
+    ("fleet convert", ["fleet", "convert", str(SAMPLE), "-o", "{out}"]),
     ("report", ["report", str(SAMPLE), "-o", "{out}", "--no-notebooks"]),
     ("record", ["record", "127.0.0.1:1", "-o", "{out}", "--quiet", "--timeout", "0.2"]),
 ]

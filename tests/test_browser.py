@@ -204,6 +204,7 @@ def test_the_scrubber_in_02_shows_the_lane_at_the_sequence_chosen(
         shown = opened.wait_for_text(index, f"the delta at sequence {chosen}")
         assert f"the delta at sequence {chosen}" in shown, shown
         assert f"{occupied:,}" in shown or str(occupied) in shown, (occupied, shown)
+        opened.charts(index).first.wait_for(timeout=30_000)  # the lane's chart, redrawn
         assert opened.charts(index).count() == 1
     finally:
         opened.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -331,7 +332,35 @@ def _charts(stream: dict[str, Any]) -> dict[str, Any]:
         "compare_runs": C.compare_runs_chart(
             sweep, x="request", metrics=["capacity_failures"], by="run"
         ),
+        "fleet_churn": C.fleet_churn_chart(fleet_churn(), bin_words="minute"),
     }
+
+
+def fleet_churn() -> pl.DataFrame:
+    """What ``fleet.churn_per_pool_per_hour(..., every="1m")`` gives: two pools, three bins."""
+    start = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    return pl.DataFrame(
+        {
+            "cache_semantics": ["ab" * 32] * 3 + ["cd" * 32] * 3,
+            "routing_scope": ["ef" * 32] * 6,
+            "dc_id": [2**64 - 1] * 3 + [7] * 3,
+            "hour": [start + timedelta(minutes=m) for m in (0, 1, 2)] * 2,
+            "deltas": [3, 4, 5, 6, 7, 8],
+            "images": [30, 40, 50, 60, 70, 80],
+            "delta_bytes": [300, 400, 500, 600, 700, 800],
+        },
+        schema_overrides={c: pl.UInt64 for c in ("dc_id", "deltas", "images", "delta_bytes")},
+    )
+
+
+def test_fleet_churn_names_pools_with_hex_dc_ids() -> None:
+    spec = C.fleet_churn_chart(fleet_churn(), names={"ab" * 32: "model-a"}).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert {r["pool"] for r in rows} == {
+        "model-a · DC 0xffffffffffffffff",
+        "cdcdcdcd… · DC 0x0000000000000007",
+    }
+    assert all(isinstance(r["dc"], str) for r in rows)  # u64 reaches Vega as hex only
 
 
 def test_every_chart_has_a_title_and_axes_titled_in_words(stream: dict[str, Any]) -> None:

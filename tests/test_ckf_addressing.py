@@ -19,7 +19,7 @@ from cbi1kit.ckf._bucket import (
     pack_slots,
     unpack_slots,
 )
-from cbi1kit.ckf._producer import DEFAULT_SEED
+from cbi1kit.ckf._limits import DEFAULT_SEED
 from cbi1kit.errors import CkfError
 from cbi1kit.hashing._xxh3 import BLOCK
 

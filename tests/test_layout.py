@@ -1,8 +1,8 @@
 """The tree shows the data flow: no module imports a stage that comes after its own.
 
 Stages, bottom up: errors and the generated protobuf, then hashing -> wire -> ckf -> capture ->
-relay -> analysis -> sim -> viz, then the front door and the CLI. A module may import its own
-stage or any stage below it (``TYPE_CHECKING`` imports included: they are the same arrow).
+relay -> analysis -> fleet -> sim -> viz, then the front door and the CLI. A module may import
+its own stage or any stage below it (``TYPE_CHECKING`` imports included: they are the same arrow).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ ORDER = [
     "capture",
     "relay",
     "analysis",
+    "fleet",
     "sim",
     "viz",
     "cli",
@@ -31,6 +32,8 @@ TOP = {
     "__main__": "cli",
     "_cli_relay": "cli",
     "_cli_common": "cli",
+    "_warm": "cli",
+    "_cli_fleet": "cli",
     "cli": "cli",
     "errors": "errors",
     "_lazy": "errors",

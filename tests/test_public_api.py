@@ -13,7 +13,7 @@ import pytest
 import cbi1kit
 
 ROOT = Path(__file__).parents[1]
-STAGES = ("hashing", "wire", "ckf", "capture", "relay", "analysis", "sim", "viz")
+STAGES = ("hashing", "wire", "ckf", "capture", "relay", "analysis", "fleet", "sim", "viz")
 
 
 def test_front_door_is_small() -> None:
@@ -33,22 +33,49 @@ def test_each_stage_exports_what_it_lists(stage: str) -> None:
         assert getattr(module, name) is not None, f"{stage}.{name}"
 
 
-@pytest.mark.parametrize(
-    ("stage", "module"),
-    [
-        ("relay", "_recorder"),
-        ("sim", "_server"),
-        ("viz", "_charts"),
-        ("viz", "_display"),
-        ("viz", "_report"),
-    ],
-)
-def test_lazily_loaded_names_are_the_modules_whole_surface(stage: str, module: str) -> None:
-    """A stage lists the names of its heavy modules so they load on first use; the list and the
-    module's ``__all__`` must not drift apart."""
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_stage_is_its_modules_surface_loaded_on_first_use(stage: str) -> None:
+    """A stage restates none of its modules' names: its surface is their ``__all__``, in order,
+    and a fresh interpreter importing the stage imports none of those modules."""
     package = getattr(cbi1kit, stage)
-    listed = {name for name, home in package._LAZY.items() if home == module}
-    assert listed == set(importlib.import_module(f"cbi1kit.{stage}.{module}").__all__)
+    expected = [
+        name
+        for module in package.MODULES
+        for name in importlib.import_module(f"cbi1kit.{stage}.{module}").__all__
+    ]
+    assert list(package.__all__) == expected
+    code = (
+        f"import sys, cbi1kit.{stage} as s; "
+        f"print([m for m in s.MODULES if 'cbi1kit.{stage}.' + m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+HEAVY = ("numpy", "polars", "pyarrow", "grpc", "altair", "google.protobuf", "numba")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-c", "import cbi1kit"], ["-m", "cbi1kit", "--help"], ["-m", "cbi1kit", "inspect", "--help"]],
+    ids=["import", "help", "subcommand help"],
+)
+def test_a_cold_start_imports_nothing_heavy(argv: list[str]) -> None:
+    """``import cbi1kit`` and ``cbi1kit --help`` load no numpy, polars, pyarrow, grpc or altair:
+    each is imported where it is used (issue #17: a cold start within 0.15 s)."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = {['cbi1kit', *argv[2:]]!r}\n"
+        + (
+            "import cbi1kit\n"
+            if argv[0] == "-c"
+            else "try:\n    runpy.run_module('cbi1kit', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+        )
+        + f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:]
 
 
 def test_each_stage_lists_a_name_once() -> None:
@@ -85,7 +112,6 @@ def test_notebooks_and_readme_use_only_the_front_door(path: Path) -> None:
     assert not unknown, unknown
 
 
-def test_importing_cbi1kit_does_not_import_altair_or_grpc() -> None:
-    code = "import sys, cbi1kit; print('altair' in sys.modules, 'grpc' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
+def test_front_door_table_lists_what_all_lists() -> None:
+    assert set(cbi1kit.__all__) == set(cbi1kit._FRONT) | set(cbi1kit._STAGES)
+    assert {n for n in dir(cbi1kit) if not n.startswith("_")} == set(cbi1kit.__all__)

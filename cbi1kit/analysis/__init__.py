@@ -3,22 +3,31 @@ it, lanes compared, the polars tables, Parquet export."""
 
 from __future__ import annotations
 
-from cbi1kit.analysis import _diff, _explain, _export, _frames, _global, _replay, _schema, _tables
-from cbi1kit.analysis._diff import *  # noqa: F403
-from cbi1kit.analysis._explain import *  # noqa: F403
-from cbi1kit.analysis._export import *  # noqa: F403
-from cbi1kit.analysis._frames import *  # noqa: F403
-from cbi1kit.analysis._global import *  # noqa: F403
-from cbi1kit.analysis._replay import *  # noqa: F403
-from cbi1kit.analysis._schema import *  # noqa: F403
-from cbi1kit.analysis._tables import *  # noqa: F403
+from typing import TYPE_CHECKING
 
-__all__: list[str] = []
-__all__ += _replay.__all__
-__all__ += _global.__all__
-__all__ += _explain.__all__
-__all__ += _diff.__all__
-__all__ += _schema.__all__
-__all__ += _frames.__all__
-__all__ += _tables.__all__
-__all__ += _export.__all__
+from cbi1kit._lazy import lazy_stage
+
+if TYPE_CHECKING:
+    from cbi1kit.analysis._dataset import *  # noqa: F403
+    from cbi1kit.analysis._diff import *  # noqa: F403
+    from cbi1kit.analysis._explain import *  # noqa: F403
+    from cbi1kit.analysis._export import *  # noqa: F403
+    from cbi1kit.analysis._frames import *  # noqa: F403
+    from cbi1kit.analysis._global import *  # noqa: F403
+    from cbi1kit.analysis._replay import *  # noqa: F403
+    from cbi1kit.analysis._schema import *  # noqa: F403
+    from cbi1kit.analysis._tables import *  # noqa: F403
+
+#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
+MODULES = (
+    "_replay",
+    "_global",
+    "_explain",
+    "_diff",
+    "_schema",
+    "_frames",
+    "_tables",
+    "_export",
+    "_dataset",
+)
+__getattr__, __dir__ = lazy_stage(__name__, MODULES)

@@ -41,7 +41,7 @@ from cbi1kit.analysis._global import (
 from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, _Segment, replay
 from cbi1kit.ckf._bucket import bucket_contains, bucket_first, bucket_slot
 from cbi1kit.ckf._consumer import find_prefix_depths, sequence_hashes
-from cbi1kit.ckf._producer import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
+from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
 from cbi1kit.errors import HashingError, IdentityError, LaneError
 from cbi1kit.hashing._identity import (
     CanonicalModelRegistration,

@@ -40,6 +40,7 @@ from cbi1kit.analysis._schema import (
 )
 from cbi1kit.analysis._sources import _Batch, _CaptureScan, _is_capture, _record_batches
 from cbi1kit.capture._readers import read_frames
+from cbi1kit.capture._segments import CaptureSet, capture_segments
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import CaptureError, Cbi1kitError, RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
@@ -48,6 +49,7 @@ from cbi1kit.wire._rules import RULES
 __all__ = [
     "frames_batches",
     "frames_table",
+    "segment_frames",
 ]
 
 # ------------------------------------------------------------------------------ frames table
@@ -360,28 +362,64 @@ def _engine(engine: str) -> str:
     return engine
 
 
+def _is_segment_list(source: Any) -> bool:
+    return (
+        isinstance(source, (list, tuple))
+        and bool(source)
+        and all(isinstance(p, (str, os.PathLike)) for p in source)
+    )
+
+
+def segment_frames(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    first_frame: int = 0,
+    batch_records: int = 65536,
+    engine: str = "auto",
+    ends: list[int] | None = None,
+) -> Iterator[pl.DataFrame]:
+    """The frames of capture files read one after the other as one capture (a rotated
+    recording's segments, or one of them going on from ``first_frame``); ``ends`` gets each
+    file's next frame index once it is read."""
+    engine = _engine(engine)
+    first = first_frame
+    for path in paths:
+        scan = _CaptureScan(
+            path, (SUBSCRIBE_KV_POOL_METHOD,), indexed=engine == "compiled", first_frame=first
+        )
+        items = scan.items(batch_records)
+        try:
+            yield from _pipelined(items, engine)
+        finally:
+            items.close()  # after the kernel thread has let go of the mapped file
+        first = scan.frame_end
+        if ends is not None:
+            ends.append(first)
+
+
 def frames_batches(
     source: Any, *, batch_records: int = 65536, engine: str = "auto"
 ) -> Iterator[pl.DataFrame]:
     """The ``frames`` table as a sequence of DataFrames of at most ``batch_records`` rows.
 
     ``source``: a capture / grpcurl JSON / CBI1 file path, or an iterable of ``FrameRecord`` or
-    ``FilterUpdate`` values. Source damage becomes a ``SOURCE_ERROR`` row: a capture's damage
-    where it is, reading going on past it (as ``CaptureReader.items``; frame numbers as
-    ``read_capture(..., damage="report")``), other sources' as the last row.
+    ``FilterUpdate`` values. A rotated recording (its first segment's path, a ``CaptureSet`` or
+    a list of its segment paths) is one capture: frame numbers run on across segments.
+    Source damage becomes a ``SOURCE_ERROR`` row: a capture's damage where it is, reading going
+    on past it (as ``CaptureReader.items``; frame numbers as ``read_capture(...,
+    damage="report")``), other sources' as the last row.
 
     ``engine``: ``compiled`` (the numba kernels), ``reference`` (protobuf, relay validation,
     ``decode`` and the rulebook per message, in Python: the same table, slower) or ``auto``
     (compiled, falling back to reference when the kernels cannot be loaded).
     """
     engine = _engine(engine)
+    if _is_segment_list(source):
+        source = CaptureSet.of(source)
     if _is_capture(source):
-        scan = _CaptureScan(source, (SUBSCRIBE_KV_POOL_METHOD,), indexed=engine == "compiled")
-        items = scan.items(batch_records)
-        try:
-            yield from _pipelined(items, engine)
-        finally:
-            items.close()  # after the kernel thread has let go of the mapped file
+        yield from segment_frames(
+            capture_segments(source), batch_records=batch_records, engine=engine
+        )
         return
     damage: list[Any] = []
     try:

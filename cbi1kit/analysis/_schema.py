@@ -12,12 +12,16 @@ import polars as pl
 import pyarrow as pa
 
 __all__ = [
+    "DATASET_SCHEMA_VERSION",
+    "DATASET_TABLES",
     "DIFF_SCHEMA",
     "FRAMES_SCHEMA",
     "IMAGES_SCHEMA",
     "KINDS",
     "OCCUPANCY_SCHEMA",
+    "PARTITION_SCHEMA",
     "SNAPSHOTS_SCHEMA",
+    "VIOLATIONS_SCHEMA",
 ]
 
 
@@ -117,6 +121,57 @@ DIFF_SCHEMA: Final[dict[str, Any]] = {
     "word_b": _U64,
     "removed": pl.List(_U16),
     "added": pl.List(_U16),
+}
+
+VIOLATIONS_SCHEMA: Final[dict[str, Any]] = {
+    "record_index": _U64,
+    "stream_id": _U32,
+    "sequence": _U64,
+    "rule": pl.Utf8,
+    "reason": pl.Utf8,
+}
+
+# ------------------------------------------------------------------ the partitioned dataset
+
+#: bumped whenever a dataset table's columns change; a dataset says its own in
+#: ``cbi1kit-dataset.json`` and in every file's metadata (``cbi1kit.schema_version``)
+DATASET_SCHEMA_VERSION: Final = 1
+
+#: where each row comes from: the capture (a rotated recording's set id, or the content hash of
+#: a capture of one file), its segment (0 for one file) and the file's content hash
+_PROVENANCE: Final[dict[str, Any]] = {"capture": pl.Utf8, "segment": _U32, "source": pl.Utf8}
+
+#: the hive partitions (directories, not file columns): the row's frame's DC id, producer
+#: incarnation and UTC receive date, null where the frame has none
+PARTITION_SCHEMA: Final[dict[str, Any]] = {"dc": _U64, "producer": _U64, "date": pl.Date}
+
+#: what an images, snapshots or violations row takes from its frame (same ``record_index``)
+_FRAME_KEYS: Final = (
+    "stream_id",
+    "recv_time",
+    "dc_id",
+    "producer_incarnation",
+    "cache_semantics",
+    "routing_scope",
+    "relay_drt_instance_id",
+    "relay_incarnation",
+)
+
+
+def _with_frame_keys(schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **_PROVENANCE,
+        **schema,
+        **{k: FRAMES_SCHEMA[k] for k in _FRAME_KEYS if k not in schema},
+    }
+
+
+#: the dataset's tables: each table's columns with the provenance first (``docs/tables.md``)
+DATASET_TABLES: Final[dict[str, dict[str, Any]]] = {
+    "frames": {**_PROVENANCE, **FRAMES_SCHEMA},
+    "images": _with_frame_keys(IMAGES_SCHEMA),
+    "snapshots": _with_frame_keys(SNAPSHOTS_SCHEMA),
+    "violations": _with_frame_keys(VIOLATIONS_SCHEMA),
 }
 
 _PA: Final[dict[Any, pa.DataType]] = {

@@ -150,9 +150,17 @@ class _CaptureScan:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], methods: Iterable[str], *, indexed: bool = True
+        self,
+        path: str | os.PathLike[str],
+        methods: Iterable[str],
+        *,
+        indexed: bool = True,
+        first_frame: int = 0,
     ) -> None:
         self.path = str(path)
+        #: the first frame's index (a segment of a rotated recording numbers on from the last),
+        #: and once read, the index after the last frame
+        self.first_frame = self.frame_end = first_frame
         self.indexed = indexed  # read verified blocks through the index (the compiled kernel)
         self.streams = FrameStreams(methods, self.path)  # the rule read_capture follows
         self.blocks_verified = 0
@@ -182,6 +190,7 @@ class _CaptureScan:
         mm = reader.buffer
         arr = np.frombuffer(mm, dtype=np.uint8)
         rows = _Rows(arr, batch_records)
+        rows.frame_index = self.first_frame
         offset, number = FILE_HEADER_LEN, 0
         index = read_index(mm) if err is None and self.indexed else None
         if index is not None:
@@ -205,6 +214,7 @@ class _CaptureScan:
         yield from rows.batches(final=True)
         for damage in self.control_damage:  # after the rows: they are not in frame order
             yield damage, rows.frame_index
+        self.frame_end = rows.frame_index
 
     def _blocks_rows(
         self,

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from cbi1kit.analysis._frames import _is_segment_list
 from cbi1kit.analysis._replay import Replayer
 from cbi1kit.analysis._schema import IMAGES_SCHEMA, OCCUPANCY_SCHEMA, SNAPSHOTS_SCHEMA
 from cbi1kit.capture._readers import FrameDamage, read_frames
@@ -111,7 +112,7 @@ def _replay_batches(
     try:
         it: Iterator[Any] = iter(
             read_frames(source, damage="report")
-            if isinstance(source, (str, os.PathLike))
+            if isinstance(source, (str, os.PathLike)) or _is_segment_list(source)
             else source
         )
         for rec in it:

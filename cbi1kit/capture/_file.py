@@ -339,6 +339,7 @@ class CaptureWriter:
         write_schema: bool = True,
         clock: Callable[[], tuple[int, int]] | None = None,
         index_every: int = DEFAULT_INDEX_EVERY,
+        next_stream: int = 1,
     ) -> None:
         if flush_records < 1:
             raise ValueError("flush_records must be >= 1")
@@ -349,7 +350,7 @@ class CaptureWriter:
         self._clock = clock or (lambda: (time.time_ns(), time.monotonic_ns()))
         self.recovered: CaptureError | None = None
         self._open_streams: dict[int, int] = {}
-        self._next_stream = 1
+        self._next_stream = max(1, next_stream)
         self._unflushed = 0
         self._last_flush = time.monotonic()
         self._closed = False
@@ -404,7 +405,7 @@ class CaptureWriter:
             self._file.seek(end)
             self._offset = end
             self._next_index = count
-            self._next_stream = max_stream + 1
+            self._next_stream = max(self._next_stream, max_stream + 1)
         else:
             raise ValueError(f"mode must be 'x' or 'a', got {mode!r}")
 
@@ -423,6 +424,21 @@ class CaptureWriter:
     @property
     def record_count(self) -> int:
         return self._next_index
+
+    @property
+    def size(self) -> int:
+        """Bytes in the file so far (header and every record written)."""
+        return self._offset
+
+    @property
+    def open_streams(self) -> dict[int, int]:
+        """Every open stream's id and the messages it has received."""
+        return dict(self._open_streams)
+
+    @property
+    def next_stream(self) -> int:
+        """The id the next :meth:`open_stream` gives a stream."""
+        return self._next_stream
 
     def write(
         self,
@@ -514,10 +530,19 @@ class CaptureWriter:
         info: Mapping[str, Any] | None = None,
         recv_unix_ns: int | None = None,
         recv_mono_ns: int | None = None,
+        stream_id: int | None = None,
+        messages: int = 0,
     ) -> int:
-        """Start a stream (e.g. ``/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool``); its id."""
-        stream_id = self._next_stream
-        self._next_stream += 1
+        """Start a stream (e.g. ``/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool``); its id.
+
+        ``stream_id`` and ``messages`` are for a stream that goes on from an earlier file (a
+        rotated recording's next segment): its id, and the messages it had already received
+        (its close counts them all)."""
+        if stream_id is None:
+            stream_id = self._next_stream
+        elif stream_id < 1 or stream_id in self._open_streams:
+            raise ValueError(f"stream {stream_id} is open or not a stream id")
+        self._next_stream = max(self._next_stream, stream_id + 1)
         body = _encode_stream_open(
             StreamOpen(target, method, bytes(request), tuple(metadata), dict(info or {}))
         )
@@ -528,7 +553,7 @@ class CaptureWriter:
             recv_unix_ns=recv_unix_ns,
             recv_mono_ns=recv_mono_ns,
         )
-        self._open_streams[stream_id] = 0
+        self._open_streams[stream_id] = messages
         return stream_id
 
     def message(

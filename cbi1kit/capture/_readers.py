@@ -18,7 +18,8 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, Final, Literal
 
 from google.protobuf import json_format
@@ -34,6 +35,7 @@ from cbi1kit.capture._file import (
     StreamClose,
     StreamOpen,
 )
+from cbi1kit.capture._segments import CONTINUED, capture_segments
 from cbi1kit.capture._streams import (
     SUBSCRIBE_KV_POOL_METHOD,
     WATCH_KV_POOL_CATALOG_METHOD,
@@ -59,6 +61,7 @@ __all__ = [
     "CatalogRecord",
     "FrameDamage",
     "FrameRecord",
+    "ReadCursor",
     "StreamEvent",
     "read_capture",
     "read_capture_items",
@@ -163,6 +166,21 @@ class StreamEvent:
 
 CaptureItem = FrameRecord | CatalogRecord | StreamEvent | FrameDamage
 
+#: a capture: a path (a rotated recording's first segment finds the rest), a ``CaptureSet``,
+#: or a list of a recording's segment paths
+CaptureSource = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+
+
+@dataclass(slots=True)
+class ReadCursor:
+    """Where reading a segment set stands between segments: the frame indexes and catalog
+    updates used up so far, and the streams open at the end of the last segment read (whose
+    re-opens in the next segment go on with them rather than start new streams)."""
+
+    frames: int = 0
+    catalog: int = 0
+    open_streams: set[int] = field(default_factory=set)
+
 
 def _unreadable_message(
     source: str, rec: CaptureRecord, what: str, exc: DecodeError
@@ -178,19 +196,42 @@ def _unreadable_message(
 
 
 def _items(
-    path: str | os.PathLike[str],
+    path: CaptureSource,
     methods: Iterable[str],
     damage: Literal["raise", "report"],
     *,
     frames: bool = True,
     catalog: bool = False,
     streams: bool = False,
+    cursor: ReadCursor | None = None,
 ) -> Iterator[Any]:
     """One pass over a capture: the frames of ``methods`` streams, and with ``catalog`` the
-    catalog updates, with ``streams`` every stream's open and close, in file order."""
+    catalog updates, with ``streams`` every stream's open and close, in file order. A segment
+    set is read segment after segment as one capture; with ``cursor``, ``path`` is one
+    segment going on from where the cursor stands (and the cursor is moved on)."""
+    methods = tuple(methods)
+    if cursor is None:
+        cursor = ReadCursor()
+        paths = capture_segments(path)
+    else:
+        paths = [Path(path)]  # type: ignore[arg-type]
+    for segment in paths:
+        yield from _segment_items(segment, methods, damage, frames, catalog, streams, cursor)
+
+
+def _segment_items(
+    path: Path,
+    methods: Iterable[str],
+    damage: Literal["raise", "report"],
+    frames: bool,
+    catalog: bool,
+    streams: bool,
+    cursor: ReadCursor,
+) -> Iterator[Any]:
+    """One capture file of a set: numbering from the cursor, streams it left open going on."""
     source = str(path)
     known = FrameStreams(methods, source)
-    index = catalog_index = 0
+    index, catalog_index = cursor.frames, cursor.catalog
     report = damage == "report"
     with CaptureReader(path) as reader:
         for rec in reader.items():
@@ -215,7 +256,16 @@ def _items(
                         raise err
                     gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
                     yield FrameDamage(index, 0, err, gone)
-                elif streams:
+                    continue
+                going_on = False
+                if isinstance(decoded, StreamClose):
+                    cursor.open_streams.discard(rec.stream_id)
+                elif isinstance(decoded, StreamOpen):
+                    going_on = bool((decoded.info or {}).get(CONTINUED)) and (
+                        rec.stream_id in cursor.open_streams
+                    )
+                    cursor.open_streams.add(rec.stream_id)
+                if streams and not going_on:  # a re-open at a rotation is no new stream
                     yield StreamEvent(
                         rec.stream_id,
                         rec.index,
@@ -278,10 +328,11 @@ def _items(
                     source,
                 )
                 catalog_index += 1
+    cursor.frames, cursor.catalog = index, catalog_index
 
 
 def read_capture(
-    path: str | os.PathLike[str],
+    path: CaptureSource,
     *,
     methods: Iterable[str] = (SUBSCRIBE_KV_POOL_METHOD,),
     damage: Literal["raise", "report"] = "raise",
@@ -294,12 +345,16 @@ def read_capture(
     after every intact frame before it has been yielded; with ``damage="report"`` each damaged
     stretch is yielded inline as a :class:`FrameDamage` and reading goes on with the next intact
     record (so the iterator yields ``FrameRecord | FrameDamage``).
+
+    A rotated recording reads as one capture: its first segment's path finds the later ones
+    (``OUT.0001.kvrcap``, ...), as do a :class:`~cbi1kit.capture.CaptureSet` and a list of its
+    segment paths; frame numbers run on across segments.
     """
     return _items(path, methods, damage)
 
 
 def read_catalog(
-    path: str | os.PathLike[str], *, damage: Literal["raise", "report"] = "raise"
+    path: CaptureSource, *, damage: Literal["raise", "report"] = "raise"
 ) -> Iterator[Any]:
     """The ``KvPoolCatalogUpdate`` messages of the capture's ``WatchKvPoolCatalog`` streams, as
     :class:`CatalogRecord` values in file order (damage as in :func:`read_capture`; a message
@@ -308,13 +363,19 @@ def read_catalog(
 
 
 def read_capture_items(
-    path: str | os.PathLike[str], *, damage: Literal["raise", "report"] = "raise"
+    path: CaptureSource,
+    *,
+    damage: Literal["raise", "report"] = "raise",
+    cursor: ReadCursor | None = None,
 ) -> Iterator[Any]:
     """Everything a multi-stream analysis needs in one pass, in file order: the frames
     (:class:`FrameRecord`, numbered as :func:`read_capture` numbers them), the catalog updates
     (:class:`CatalogRecord`), every stream's open and close (:class:`StreamEvent`) and, with
-    ``damage="report"``, the damage (:class:`FrameDamage`)."""
-    return _items(path, (SUBSCRIBE_KV_POOL_METHOD,), damage, catalog=True, streams=True)
+    ``damage="report"``, the damage (:class:`FrameDamage`). With ``cursor``, ``path`` is one
+    segment of a rotated recording read on from where the cursor stands (it moves on)."""
+    return _items(
+        path, (SUBSCRIBE_KV_POOL_METHOD,), damage, catalog=True, streams=True, cursor=cursor
+    )
 
 
 # ------------------------------------------------------------------------------ grpcurl JSON
@@ -602,13 +663,16 @@ def read_cbi1_files(
 
 
 def read_frames(
-    path: str | os.PathLike[str], *, damage: Literal["raise", "report"] = "raise"
+    path: CaptureSource, *, damage: Literal["raise", "report"] = "raise"
 ) -> Iterator[Any]:
     """Pick the reader from the file's first bytes: kvrcap magic, CBI1/CKF1 magic, or JSON.
 
     ``damage="report"`` makes a capture's damage :class:`FrameDamage` items inline (other
-    sources still raise at their first damage).
+    sources still raise at their first damage). A list of paths is a rotated recording's
+    segments (:func:`read_capture`).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        return read_capture(path, damage=damage)
     with open(path, "rb") as f:
         head = f.read(16)
         blank = not head.strip()

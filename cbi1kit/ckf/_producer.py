@@ -25,6 +25,11 @@ import xxhash
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
+from cbi1kit.ckf._limits import (
+    DEFAULT_SEED,
+    DEFAULT_VERIFICATION_WINDOW,
+    MAX_VERIFICATION_WINDOW,
+)
 from cbi1kit.ckf._table import (
     DEFAULT_MAX_KICKS,
     MAX_KICKS,
@@ -42,9 +47,6 @@ from cbi1kit.hashing._identity import (
 )
 
 __all__ = [
-    "DEFAULT_SEED",
-    "DEFAULT_VERIFICATION_WINDOW",
-    "MAX_VERIFICATION_WINDOW",
     "CkfConfig",
     "DcCkfPublicationBatch",
     "DcCkfPublisher",
@@ -61,9 +63,6 @@ __all__ = [
     "canonical_chain",
 ]
 
-DEFAULT_SEED = 0x5DEECE66D1B54A33
-DEFAULT_VERIFICATION_WINDOW = 2
-MAX_VERIFICATION_WINDOW = 8
 MAX_OWNERS = 0xFFFF_FFFF
 _U64 = 0xFFFF_FFFF_FFFF_FFFF
 

@@ -4,12 +4,15 @@ model / pool / producer identities every later stage keys on.
 
 from __future__ import annotations
 
-from cbi1kit.hashing import _blocks, _identity, _xxh3
-from cbi1kit.hashing._blocks import *  # noqa: F403
-from cbi1kit.hashing._identity import *  # noqa: F403
-from cbi1kit.hashing._xxh3 import *  # noqa: F403
+from typing import TYPE_CHECKING
 
-__all__: list[str] = []
-__all__ += _xxh3.__all__
-__all__ += _blocks.__all__
-__all__ += _identity.__all__
+from cbi1kit._lazy import lazy_stage
+
+if TYPE_CHECKING:
+    from cbi1kit.hashing._blocks import *  # noqa: F403
+    from cbi1kit.hashing._identity import *  # noqa: F403
+    from cbi1kit.hashing._xxh3 import *  # noqa: F403
+
+#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
+MODULES = ("_xxh3", "_blocks", "_identity")
+__getattr__, __dir__ = lazy_stage(__name__, MODULES)

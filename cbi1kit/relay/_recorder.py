@@ -71,6 +71,7 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.capture._segments import RotatingCaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import Cbi1kitError, RecorderError, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
@@ -425,6 +426,13 @@ class RecorderConfig:
     seed: int | None = None
     on_message: Callable[[pb.FilterUpdate], None] | None = None
     channel_options: tuple[tuple[str, Any], ...] = ()
+    #: rotate to a new segment (``OUT.0001.kvrcap``, ...) at this many bytes / seconds
+    rotate_bytes: int | None = None
+    rotate_seconds: float | None = None
+
+    @property
+    def rotates(self) -> bool:
+        return self.rotate_bytes is not None or self.rotate_seconds is not None
 
 
 @dataclass(slots=True)
@@ -468,7 +476,9 @@ class Recorder:
         self._catalog_cond = threading.Condition(self._lock)
         self._catalog: pb.KvPoolCatalogUpdate | None = None
         self._rng = random.Random(config.seed)
-        self._writer: CaptureWriter | None = None
+        self._writer: CaptureWriter | RotatingCaptureWriter | None = None
+        #: the capture's files: one, or a rotated recording's segments
+        self.paths: list[Path] = []
         self._channel: grpc.Channel | None = None
         self._status_out = status_stream or sys.stderr
         show = config.status
@@ -508,7 +518,21 @@ class Recorder:
         ticker = threading.Thread(target=self._tick, name="cbi1kit-recorder-tick", daemon=True)
         try:
             mode: Literal["x", "a"] = "a" if cfg.append and cfg.capture.exists() else "x"
-            with CaptureWriter(cfg.capture, mode=mode, flush_records=16, flush_seconds=0.2) as w:
+            writer: CaptureWriter | RotatingCaptureWriter
+            if cfg.rotates:
+                writer = RotatingCaptureWriter(
+                    cfg.capture,
+                    rotate_bytes=cfg.rotate_bytes,
+                    rotate_seconds=cfg.rotate_seconds,
+                    mode=mode,
+                    flush_records=16,
+                    flush_seconds=0.2,
+                )
+                self.paths = writer.paths  # grows as it rotates
+            else:
+                writer = CaptureWriter(cfg.capture, mode=mode, flush_records=16, flush_seconds=0.2)
+                self.paths = [cfg.capture]
+            with writer as w:
                 self._writer = w
                 ticker.start()
                 try:

@@ -28,9 +28,10 @@ from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import CanonicalModelRegistration, ModelTarget
 from cbi1kit.relay._messages import descriptor_to_wire
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.sim._policies import RoutingPolicy
 from cbi1kit.sim._server import FrameListFeed, RelayServer, ServerConfig
 from cbi1kit.sim._simrelay import catalog_pools
-from cbi1kit.sim._simulator import RoutingPolicy, Simulator, SimulatorConfig
+from cbi1kit.sim._simulator import Simulator, SimulatorConfig
 from cbi1kit.sim._workload import HashSpaceName, Workload, synthetic_chat
 
 __all__ = ["FleetModel", "FleetPools", "fleet_pools", "fleet_server", "record_fleet"]

@@ -24,8 +24,8 @@ import polars as pl
 
 from cbi1kit.ckf._consumer import CkfLaneTable
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
+from cbi1kit.ckf._limits import DEFAULT_SEED
 from cbi1kit.ckf._producer import (
-    DEFAULT_SEED,
     CkfConfig,
     DcCkfPublisher,
     DcCkfState,

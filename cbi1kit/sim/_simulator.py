@@ -46,18 +46,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
+from cbi1kit.ckf._limits import DEFAULT_SEED, DEFAULT_VERIFICATION_WINDOW
 from cbi1kit.ckf._producer import (
-    DEFAULT_SEED,
-    DEFAULT_VERIFICATION_WINDOW,
     CkfConfig,
     DcCkfPublicationBatch,
     DcCkfPublisher,
@@ -86,18 +84,19 @@ from cbi1kit.hashing._identity import (
 )
 from cbi1kit.sim._workload import Workload
 
+if TYPE_CHECKING:
+    import polars as pl
+
+from cbi1kit.sim._policies import POLICIES, RoutingPolicy
+
 __all__ = [
-    "POLICIES",
     "Member",
-    "RoutingPolicy",
     "SimulationResult",
     "Simulator",
     "SimulatorConfig",
     "producer_identity",
 ]
 
-RoutingPolicy = Literal["round_robin", "random", "exact", "ckf"]
-POLICIES: tuple[RoutingPolicy, ...] = ("round_robin", "random", "exact", "ckf")
 _U64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 
@@ -275,6 +274,8 @@ class SimulationResult:
 
     def depth_table(self) -> pl.DataFrame:
         """CKF against exact prefix depth of every routed request and DC (ckf policy only)."""
+        import polars as pl  # the CLI's parser imports this module: polars loads on use
+
         return pl.DataFrame(
             self.depth_log,
             schema={
@@ -288,6 +289,8 @@ class SimulationResult:
 
     def health_table(self) -> pl.DataFrame:
         """Each DC's filter over the run: load, resident items, capacity failures, estimate."""
+        import polars as pl
+
         slots = 4 * self.config.ckf_config().bucket_count()
         return (
             pl.DataFrame(

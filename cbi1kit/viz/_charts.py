@@ -42,6 +42,7 @@ __all__ = [
     "filter_health_chart",
     "filter_health_table",
     "fingerprint_chart",
+    "fleet_churn_chart",
     "fpr_vs_load_chart",
     "full_table",
     "hex64",
@@ -1098,3 +1099,78 @@ def lanes_over_time_chart(timeline: pl.DataFrame, *, by: str = "domain") -> alt.
             subtitle=f"the global view at {rows['offset_s'].n_unique()} moments",
         )
     )
+
+
+# -------------------------------------------------------------------------------- fleet churn
+
+
+def fleet_churn_chart(
+    churn: pl.DataFrame,
+    *,
+    names: dict[str, str] | None = None,
+    bin_words: str = "hour",
+) -> alt.Chart:
+    """Images sent per pool and time bin across a fleet of captures: ``fleet.churn_per_pool_per
+    _hour`` (``hour`` is each bin's start, ``bin_words`` its length in words). A pool is its
+    indexer domain (``names`` maps a ``cache_semantics`` digest to a model name; otherwise its
+    first 8 hex digits) and its DC (as hex), one line each; the tooltip has deltas and bytes."""
+    _require(
+        churn, ["cache_semantics", "dc_id", "hour", "deltas", "images", "delta_bytes"], "churn"
+    )
+    rows = churn.drop_nulls("hour")
+    known = names or {}
+    domains = [known.get(cs, f"{cs[:8]}…") for cs in rows["cache_semantics"].to_list()]
+    dcs = hex64(rows["dc_id"].to_numpy())
+    rows = _bounded(
+        rows.select("hour", "deltas", "images", "delta_bytes").with_columns(
+            pl.Series("dc", dcs),
+            pl.Series("pool", [f"{d} · DC {dc}" for d, dc in zip(domains, dcs, strict=True)]),
+        ),
+        "fleet churn",
+    )
+    pools = sorted(set(rows["pool"].to_list()))
+    starts = sorted(set(rows["hour"].to_list()))
+    step = max(1, -(-len(starts) // 24))  # at most 24 ticks
+    ticks = [round(t.timestamp() * 1000) for t in starts[::step]]
+    first, last = rows["hour"].min(), rows["hour"].max()
+    span = (
+        f"{first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"
+        if isinstance(first, datetime) and isinstance(last, datetime)
+        else "no deltas"
+    )
+    chart: alt.Chart = (
+        alt.Chart(rows)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "hour:T",
+                title=f"receive time (UTC), per {bin_words}",
+                scale=alt.Scale(type="utc", nice=False),
+                # a tick at each bin's start (ms since the epoch: Vega's time), UTC as labelled
+                axis=alt.Axis(format="%H:%M", labelOverlap=True, values=ticks),
+            ),
+            y=alt.Y("images:Q", title=f"images sent per {bin_words}"),
+            color=alt.Color(
+                "pool:N",
+                title="pool (indexer domain · DC id)",
+                sort=pools,
+                legend=alt.Legend(labelLimit=400),
+            ),
+            tooltip=[
+                alt.Tooltip("pool:N", title="pool"),
+                alt.Tooltip("utcyearmonthdatehoursminutes(hour):T", title="from (UTC)"),
+                alt.Tooltip("images:Q", title="images", format=","),
+                alt.Tooltip("deltas:Q", title="deltas", format=","),
+                alt.Tooltip("delta_bytes:Q", title="delta bytes", format=","),
+            ],
+        )
+        .properties(
+            title=alt.TitleParams(
+                f"Delta churn per pool: images sent per {bin_words}",
+                subtitle=f"{len(pools)} pools, {span}",
+            ),
+            width=640,
+            height=240,
+        )
+    )
+    return chart

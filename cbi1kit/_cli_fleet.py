@@ -1,0 +1,177 @@
+"""``cbi1kit fleet``: many captures into the partitioned dataset as Dask tasks, and fleet queries
+over it as Dask computations, on a local cluster (the default) or an existing one
+(``--scheduler tcp://HOST:8786``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from contextlib import AbstractContextManager, nullcontext
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from cbi1kit._cli_common import EXIT_OK, EXIT_USAGE, CliError, at_least, check_source, real_above
+
+__all__ = ["register"]
+
+_DEFAULT_WORKERS = 2
+
+
+def _client(args: argparse.Namespace) -> AbstractContextManager[Any]:
+    """The Dask client the options ask for, closed (with its local cluster) after the command;
+    an unreachable scheduler is exit 3 (``ConnectionError``, an ``OSError``)."""
+    from cbi1kit.fleet._cluster import client, dashboard_link
+
+    if args.scheduler is not None and args.workers is not None:
+        raise CliError("--workers sizes the local cluster: not with --scheduler", EXIT_USAGE)
+    c = client(
+        args.scheduler,
+        workers=args.workers or _DEFAULT_WORKERS,
+        timeout=args.connect_timeout,
+    )
+    where = args.scheduler or f"a local cluster of {args.workers or _DEFAULT_WORKERS} workers"
+    link = dashboard_link(c)
+    if not args.quiet:
+        print(
+            f"dask: {where}" + (f", dashboard {link}" if link else ""),
+            file=sys.stderr,
+        )
+    return c  # type: ignore[no-any-return]
+
+
+def cmd_fleet_convert(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._dataset import prepare_dataset
+    from cbi1kit.fleet._convert import convert
+
+    for capture in args.captures:
+        check_source(capture)
+    prepare_dataset(args.output)  # a usage error before any cluster starts
+    with _client(args) as c:
+        results = convert(args.captures, args.output, client=c)
+    written = [r for r in results if not r.skipped]
+    rows = sum(r.rows.get("frames", 0) for r in written)
+    if not args.quiet:
+        print(
+            f"{len(written)} capture file(s) converted ({rows} frames), "
+            f"{len(results) - len(written)} already in {args.output}"
+        )
+    return EXIT_OK
+
+
+_EVERY = re.compile(r"[1-9]\d{0,5}(s|m|h|d)")
+
+
+def _every(text: str) -> str:
+    """A bin length: a whole number of seconds, minutes, hours or days (``30s``, ``1m``,
+    ``1h``, ``1d``)."""
+    if not _EVERY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bin length such as 30s, 1m, 1h or 1d")
+    return text
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return value
+
+
+def cmd_fleet_query(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from cbi1kit.analysis._dataset import open_dataset
+    from cbi1kit.fleet._queries import run_query
+
+    open_dataset(args.dataset)  # not a dataset: exit 3 before any cluster starts
+    params = (
+        {} if args.every is None or args.query not in ("churn", "load") else {"every": args.every}
+    )
+    ctx: AbstractContextManager[Any] = nullcontext(None) if args.local else _client(args)
+    with ctx as c:
+        if c is None:
+            from cbi1kit.fleet._queries import run_local
+
+            result = run_local(args.query, args.dataset, **params)
+        else:
+            result = run_query(args.query, args.dataset, client=c, **params)
+    if args.json:
+        rows = [{k: _plain(v) for k, v in row.items()} for row in result.iter_rows(named=True)]
+        print(json.dumps({"query": args.query, "rows": rows}, indent=2))
+    else:
+        with pl.Config(tbl_rows=args.rows, tbl_cols=-1, fmt_str_lengths=16, tbl_width_chars=200):
+            print(result)
+    return EXIT_OK
+
+
+def register(subparsers: Any) -> None:
+    """Add ``fleet convert`` and ``fleet query`` to ``cbi1kit``'s subcommands."""
+    from cbi1kit.fleet._menu import QUERY_DOCS  # names only: no polars or Dask for --help
+
+    fleet = subparsers.add_parser(
+        "fleet",
+        help="many captures → the partitioned dataset, and fleet queries, on Dask",
+        description="Convert many captures into the partitioned Parquet dataset as Dask tasks "
+        "(one per capture file) and run fleet queries over it as Dask computations. A local "
+        "cluster of worker processes on 127.0.0.1 by default; --scheduler tcp://HOST:8786 "
+        "uses an existing cluster, whose workers need this cbi1kit and the same paths.",
+    )
+    sub = fleet.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
+
+    def cluster(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--scheduler",
+            metavar="ADDR",
+            help="an existing Dask cluster's scheduler, e.g. tcp://HOST:8786",
+        )
+        p.add_argument(
+            "--workers",
+            type=at_least(1),
+            help=f"worker processes of the local cluster (default {_DEFAULT_WORKERS})",
+        )
+        p.add_argument(
+            "--connect-timeout",
+            type=real_above(0),
+            default=10.0,
+            metavar="S",
+            help="give up on --scheduler after this many seconds (exit 3)",
+        )
+        p.add_argument("--quiet", action="store_true", help="no cluster line on stderr")
+
+    p = sub.add_parser(
+        "convert",
+        help="captures → the partitioned dataset (appends; a file already in it is skipped)",
+        description="Append captures to the partitioned dataset at -o DIR, one Dask task per "
+        "capture file (a rotated recording's segments in order). Nothing in DIR is rewritten.",
+    )
+    p.add_argument(
+        "captures",
+        type=Path,
+        nargs="+",
+        help="kvrcap captures (a rotated recording: its first segment)",
+    )
+    p.add_argument("-o", "--output", type=Path, required=True, help="dataset directory")
+    cluster(p)
+    p.set_defaults(handler=cmd_fleet_convert)
+
+    p = sub.add_parser(
+        "query",
+        help="a fleet query over the dataset: " + ", ".join(QUERY_DOCS),
+        description="Run a fleet query over the dataset as a Dask computation: "
+        + "; ".join(f"{name}: {doc}" for name, doc in QUERY_DOCS.items())
+        + ". --local runs it in this process (the same result).",
+    )
+    p.add_argument("query", choices=list(QUERY_DOCS), help="which query")
+    p.add_argument("dataset", type=Path, help="dataset directory")
+    p.add_argument("--json", action="store_true", help="the rows as JSON")
+    p.add_argument("--rows", type=at_least(1), default=40, help="rows shown (not with --json)")
+    p.add_argument("--local", action="store_true", help="in this process, no Dask")
+    p.add_argument(
+        "--every",
+        type=_every,
+        metavar="BIN",
+        help="churn and load: the time bin (30s, 1m, 1h, 1d; churn 1h, load 1m by default)",
+    )
+    cluster(p)
+    p.set_defaults(handler=cmd_fleet_query)

@@ -1,0 +1,46 @@
+"""Compile the frames-table kernels ahead of first use, into numba's disk cache.
+
+A fresh clone otherwise pays 10-20 s of compilation the first time a table is built (issue #17).
+``make`` runs this once after installing (``python -m cbi1kit._warm``): a small
+simulated capture, whole and torn, goes through the frames table, which compiles and caches
+every kernel the scan dispatches (a torn record takes the damage path). Later processes load
+the cached machine code (see :mod:`cbi1kit.analysis._cache` for where it goes and when it is
+stale). Never an error: caching is an optimisation.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["compile_ahead"]
+
+
+def compile_ahead() -> float:
+    """Build the frames table of a small simulated capture, whole and torn; the seconds taken."""
+    from cbi1kit.analysis._frames import frames_table
+    from cbi1kit.sim._simrelay import RelayConfig, SimRelayConfig, simulate_capture
+    from cbi1kit.sim._simulator import SimulatorConfig
+    from cbi1kit.sim._workload import synthetic_chat
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cbi1kit-warm-") as scratch:
+        whole = Path(scratch) / "warm.kvrcap"
+        config = SimRelayConfig(
+            SimulatorConfig(dcs=2, workers_per_dc=1, capacity_blocks=256, policy="ckf"),
+            RelayConfig(heartbeat_interval_ms=500),
+        )
+        simulate_capture(synthetic_chat(8, seed=1), whole, config)
+        torn = Path(scratch) / "torn.kvrcap"
+        data = whole.read_bytes()
+        torn.write_bytes(data[: len(data) * 2 // 3])
+        for path in (whole, torn):
+            frames_table(path).collect()
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    seconds = compile_ahead()
+    print(f"cbi1kit: frames-table kernels compiled and cached in {seconds:.1f} s", file=sys.stderr)

@@ -1,0 +1,582 @@
+"""The partitioned dataset: the tables of many captures as hive-partitioned Parquet that more
+captures append to without rewriting anything, read back lazily with polars.
+
+``DIR/cbi1kit-dataset.json`` says what it is (schema version, tables, partitioning); each table
+is a directory of ``dc=<DC id>/producer=<producer incarnation>/date=<UTC receive date>/``
+partitions (``PARTITION_SCHEMA``), every file zstd Parquet with its unsigned types, named after
+the content hash of the capture file it comes from (``<source>-<n>.parquet``) and carrying the
+schema version, the cbi1kit version, its table and its source in its metadata.
+``DIR/sources/<source>.json`` records each converted capture file (a segment of a rotated
+recording, or a capture of one file) once its files are in place: a file already converted is
+skipped, so converting the same captures again adds nothing.
+
+The unit of work is the capture file (:func:`convert_segment`): frames, then a replay pass for
+images, snapshots and violations. A rotated recording's segments go in order, each taking the
+state the one before left (:class:`Carry`: the reader's cursor, the replayer's lanes), so a
+segment set converts exactly as the unrotated capture would; :func:`export_dataset` runs them in
+this process, ``cbi1kit.fleet.convert`` as one Dask task each.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata as _metadata
+from pathlib import Path
+from typing import Any, Final
+
+import blake3
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
+from google.protobuf.message import DecodeError, Message
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.analysis._frames import segment_frames
+from cbi1kit.analysis._replay import Replayer, Violation
+from cbi1kit.analysis._schema import (
+    _FRAME_KEYS,
+    DATASET_SCHEMA_VERSION,
+    DATASET_TABLES,
+    PARTITION_SCHEMA,
+    VIOLATIONS_SCHEMA,
+)
+from cbi1kit.analysis._tables import _Collector
+from cbi1kit.capture._readers import ReadCursor, read_capture_items
+from cbi1kit.capture._segments import capture_segments, read_segment_info
+from cbi1kit.errors import Cbi1kitError, DatasetError, OutputError
+
+__all__ = [
+    "DATASET_FILE",
+    "Carry",
+    "Dataset",
+    "SegmentResult",
+    "SegmentSource",
+    "capture_files",
+    "convert_segment",
+    "export_dataset",
+    "open_dataset",
+    "prepare_dataset",
+    "scan_table",
+    "segment_source",
+]
+
+DATASET_FILE: Final = "cbi1kit-dataset.json"
+_SOURCES: Final = "sources"
+_FORMAT: Final = "cbi1kit partitioned dataset"
+TABLES: Final = tuple(DATASET_TABLES)
+
+
+def _version() -> str:
+    try:
+        return _metadata.version("cbi1kit")
+    except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree on sys.path
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------ the sources
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSource:
+    """One capture file to convert: its path, the capture it belongs to (a rotated recording's
+    set id, or this file's hash when it stands alone), its segment number, its content hash."""
+
+    path: Path
+    capture: str
+    segment: int
+    source: str
+
+
+def _content_hash(path: Path) -> str:
+    h = blake3.blake3(max_threads=1)
+    h.update_mmap(path)
+    return h.hexdigest()[:32]
+
+
+def segment_source(path: str | os.PathLike[str]) -> SegmentSource:
+    """What a capture file is to the dataset (its content hashed: one read of the file)."""
+    path = Path(path)
+    source = _content_hash(path)
+    info = read_segment_info(path)
+    if info is None:
+        return SegmentSource(path, source, 0, source)
+    return SegmentSource(path, info.set_id, info.segment, source)
+
+
+def capture_files(captures: Any) -> list[list[Path]]:
+    """Each capture's files, in order: a path (a rotated recording's first segment finds the
+    rest) or a ``CaptureSet``, or a list of them (a list of plain paths is several captures).
+    A file named twice is converted once."""
+    if isinstance(captures, (str, os.PathLike)):
+        captures = [captures]
+    out: list[list[Path]] = []
+    seen: set[Path] = set()
+    for capture in captures:
+        files = []
+        for path in capture_segments(capture):
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(path)
+        if files:
+            out.append(files)
+    return out
+
+
+# ------------------------------------------------------------------------- the dataset file
+
+
+def _read_meta(out: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((out / DATASET_FILE).read_text())
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            raise ValueError("not a cbi1kit dataset description")
+    except (OSError, ValueError) as exc:
+        raise DatasetError(
+            "NotADataset", f"{out}: {DATASET_FILE} cannot be read ({exc})", field=str(out)
+        ) from None
+    if meta.get("schema_version") != DATASET_SCHEMA_VERSION:
+        raise DatasetError(
+            "SchemaVersion",
+            f"{out} holds tables of schema version {meta.get('schema_version')} (written by "
+            f"cbi1kit {meta.get('created_by', '?')}); this cbi1kit ({_version()}) reads and "
+            f"writes version {DATASET_SCHEMA_VERSION}: use another directory",
+            field=str(out),
+            expected=DATASET_SCHEMA_VERSION,
+            actual=meta.get("schema_version"),
+        )
+    return meta
+
+
+def prepare_dataset(out_dir: str | os.PathLike[str]) -> Path:
+    """The dataset at ``out_dir``, made when new (or an empty directory); an existing one is
+    appended to when its schema version is this cbi1kit's (``DatasetError`` ``SchemaVersion``
+    otherwise), and a directory holding anything else is refused (``OutputError`` ``Exists``)."""
+    out = Path(out_dir)
+    if (out / DATASET_FILE).exists():
+        _read_meta(out)
+        return out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise OutputError(
+            "Exists",
+            f"{out} exists and is not a cbi1kit dataset (no {DATASET_FILE}): give a new or "
+            "empty directory, or a dataset to append to",
+            field=str(out),
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": _FORMAT,
+        "schema_version": DATASET_SCHEMA_VERSION,
+        "created_by": _version(),
+        "tables": list(TABLES),
+        "partitioning": list(PARTITION_SCHEMA),
+    }
+    try:
+        with open(out / DATASET_FILE, "x") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+    except FileExistsError:  # made meanwhile by another writer: append to it
+        _read_meta(out)
+    return out
+
+
+def _manifests(out: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for p in sorted((out / _SOURCES).glob("*.json")):
+        try:
+            found[p.stem] = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue  # being written: not in the dataset yet
+    return found
+
+
+# ------------------------------------------------------------------------------- conversion
+
+
+def _reduce_message(message: Message) -> tuple[Any, tuple[str, bytes]]:
+    return _message, (message.DESCRIPTOR.name, message.SerializeToString())
+
+
+def _message(name: str, data: bytes) -> Message:
+    cls: Any = getattr(pb, name)
+    return cls.FromString(data)  # type: ignore[no-any-return]
+
+
+# The relay messages a replay holds pickle by their bytes, so that a conversion's state
+# (:class:`Carry`) can go from one Dask worker to the next (the generated module's name is not
+# importable as pickle would look it up).
+for _name in pb.DESCRIPTOR.message_types_by_name:
+    copyreg.pickle(getattr(pb, _name), _reduce_message)
+
+
+@dataclass(slots=True)
+class Carry:
+    """What converting a rotated recording's next segment needs from the ones before: where the
+    reader stands (frame numbers, open streams) and the replayer with every lane."""
+
+    cursor: ReadCursor = field(default_factory=ReadCursor)
+    collector: _Collector = field(default_factory=lambda: _Collector(1 << 20))
+    player: Replayer | None = None
+
+    def __post_init__(self) -> None:
+        if self.player is None:
+            self.player = Replayer(
+                keep_history=False,
+                keep_events=False,
+                on_snapshot=self.collector.on_snapshot,
+                on_delta=self.collector.on_delta,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentResult:
+    """One capture file's conversion: ``skipped`` when the dataset already held it; the rows
+    written per table and the files (relative to the dataset)."""
+
+    source: str
+    capture: str
+    segment: int
+    path: str
+    skipped: bool
+    rows: dict[str, int]
+    files: tuple[str, ...]
+
+
+def _arrow_schema(table: str) -> pa.Schema:
+    columns = {**DATASET_TABLES[table], **PARTITION_SCHEMA}
+    schema = pl.DataFrame(schema=columns).to_arrow().schema
+    return schema.with_metadata(
+        {
+            "cbi1kit.schema_version": str(DATASET_SCHEMA_VERSION),
+            "cbi1kit.version": _version(),
+            "cbi1kit.table": table,
+        }
+    )
+
+
+_PARTITION_OF: Final = (
+    pl.col("dc_id").alias("dc"),
+    pl.col("producer_incarnation").alias("producer"),
+    pl.col("recv_time").dt.date().alias("date"),
+)
+
+
+def _provenance(seg: SegmentSource) -> list[pl.Expr]:
+    return [
+        pl.lit(seg.capture, pl.Utf8).alias("capture"),
+        pl.lit(seg.segment, pl.UInt32).alias("segment"),
+        pl.lit(seg.source, pl.Utf8).alias("source"),
+    ]
+
+
+_PART: Final = ".part"  # a file being written: not ``*.parquet`` until renamed
+
+
+class _TableWriter:
+    """One table's rows of one source, written straight into the table's partitions as hidden
+    ``.<source>-<call>-<n>.parquet.part`` files; :meth:`publish` renames them into place."""
+
+    def __init__(self, table: str, seg: SegmentSource, out: Path) -> None:
+        self.table = table
+        self.seg = seg
+        schema = _arrow_schema(table)
+        self.schema = schema.with_metadata(
+            {**schema.metadata, b"cbi1kit.source": seg.source.encode()}
+        )
+        self.root = out / table
+        self.rows = 0
+        self.calls = 0
+        self.written: list[Path] = []
+
+    def frames(self, batches: Iterable[pl.DataFrame]) -> Iterator[pa.RecordBatch]:
+        columns = list(DATASET_TABLES[self.table])
+        for df in batches:
+            if not df.height:
+                continue
+            full = df.with_columns(*_provenance(self.seg), *_PARTITION_OF).select(
+                *columns, *PARTITION_SCHEMA
+            )
+            self.rows += full.height
+            yield from full.to_arrow().cast(self.schema).to_batches()
+
+    def write(self, batches: Iterable[pl.DataFrame]) -> None:
+        self.calls += 1
+        pads.write_dataset(
+            self.frames(batches),
+            self.root,
+            schema=self.schema,
+            format="parquet",
+            partitioning=pads.partitioning(
+                pa.schema([self.schema.field(n) for n in PARTITION_SCHEMA]), flavor="hive"
+            ),
+            basename_template=f".{self.seg.source}-{self.calls}-{{i}}.parquet{_PART}",
+            existing_data_behavior="overwrite_or_ignore",
+            file_options=pads.ParquetFileFormat().make_write_options(compression="zstd"),
+            max_partitions=1 << 16,
+            file_visitor=lambda f: self.written.append(Path(f.path)),
+        )
+
+    def publish(self) -> list[str]:
+        """Every file renamed into place; their paths relative to the dataset."""
+        done = []
+        for part in self.written:
+            final = part.with_name(part.name[1 : -len(_PART)])
+            os.replace(part, final)
+            done.append(final.relative_to(self.root.parent).as_posix())
+        return sorted(done)
+
+
+def _violations_df(events: list[Violation]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "record_index": [e.record_index for e in events],
+            "stream_id": [e.stream_id for e in events],
+            "sequence": [e.sequence for e in events],
+            "rule": [e.rule for e in events],
+            "reason": [e.reason for e in events],
+        },
+        schema=VIOLATIONS_SCHEMA,
+    )
+
+
+def _replay_segment(
+    seg: SegmentSource, carry: Carry, flush_rows: int
+) -> Iterator[tuple[str, pl.DataFrame]]:
+    """(table, rows) of one file's replay pass, going on from ``carry``."""
+    player, c = carry.player, carry.collector
+    assert player is not None
+    c.flush_rows = flush_rows
+    violations: list[Violation] = []
+    it = read_capture_items(seg.path, damage="report", cursor=carry.cursor)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            break
+        except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:  # as replay() does
+            violations.append(player.feed_error(exc))  # type: ignore[arg-type]
+            break
+        event = player.feed_item(item)
+        if isinstance(event, Violation):
+            violations.append(event)
+        if c.image_rows >= flush_rows:
+            yield "images", c.images_df()
+        if c.snapshots:
+            yield "snapshots", c.snapshots_df()
+        if len(violations) >= flush_rows:
+            yield "violations", _violations_df(violations)
+            violations.clear()
+    yield "images", c.images_df()
+    yield "snapshots", c.snapshots_df()
+    yield "violations", _violations_df(violations)
+
+
+def _keyed(table: str, rows: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """A replay table's rows with what they take from their frame."""
+    own = [k for k in keys.columns if k == "record_index" or k not in rows.columns]
+    return rows.join(keys.select(own), on="record_index", how="left").with_columns(
+        pl.col("cache_semantics", "routing_scope").cast(pl.Utf8)
+    )
+
+
+def _leftovers(out: Path, source: str) -> list[Path]:
+    """The files of an interrupted conversion of ``source``: renamed or not yet."""
+    return [
+        p
+        for t in TABLES
+        for pattern in (f"{source}-*.parquet", f".{source}-*.parquet{_PART}")
+        for p in (out / t).rglob(pattern)
+    ]
+
+
+def convert_segment(
+    seg: SegmentSource | str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    carry: Carry | None = None,
+    *,
+    batch_records: int = 65536,
+    flush_rows: int = 1 << 20,
+) -> tuple[SegmentResult, Carry]:
+    """Convert one capture file into the dataset (made beforehand: :func:`prepare_dataset`),
+    going on from ``carry`` (the segment before's; None for a capture's first file); the
+    result and the state the next segment takes. A file the dataset holds is replayed for that
+    state, not written again."""
+    out = Path(out_dir)
+    if not isinstance(seg, SegmentSource):
+        seg = segment_source(seg)
+    carry = carry if carry is not None else Carry()
+    first = carry.cursor.frames
+    present = _manifests(out)
+    if seg.source in present:
+        for _ in _replay_segment(seg, carry, flush_rows):
+            pass
+        return SegmentResult(
+            seg.source, seg.capture, seg.segment, str(seg.path), True, {}, ()
+        ), carry
+    for other in present.values():
+        if (other.get("capture"), other.get("segment")) == (seg.capture, seg.segment):
+            raise DatasetError(
+                "Conflict",
+                f"{seg.path}: segment {seg.segment} of recording {seg.capture} is already in "
+                f"{out} with other content (source {other.get('source')}; was it converted "
+                "while still being written?)",
+                field=str(seg.path),
+            )
+    for stale in _leftovers(out, seg.source):  # an interrupted conversion of this same file
+        stale.unlink()
+    keys: list[pl.DataFrame] = []
+    key_columns = ["record_index", *_FRAME_KEYS]
+    strings = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
+
+    def frames() -> Iterator[pl.DataFrame]:
+        for df in segment_frames([seg.path], first_frame=first, batch_records=batch_records):
+            keys.append(df.select(key_columns).with_columns(strings))
+            yield df
+
+    writers = {t: _TableWriter(t, seg, out) for t in TABLES}
+    writers["frames"].write(frames())
+    frame_schema = DATASET_TABLES["frames"]
+    key = (
+        pl.concat(keys)
+        if keys
+        else pl.DataFrame(schema={k: frame_schema[k] for k in key_columns}).with_columns(strings)
+    )
+    small: dict[str, list[pl.DataFrame]] = {"snapshots": [], "violations": []}
+    for table, df in _replay_segment(seg, carry, flush_rows):
+        if not df.height:
+            continue
+        if table == "images":  # a flush of up to ``flush_rows`` images: written at once
+            writers[table].write([_keyed(table, df, key)])
+        else:
+            small[table].append(df)
+    for table, dfs in small.items():
+        writers[table].write(_keyed(table, df, key) for df in dfs)
+    files = [f for w in writers.values() for f in w.publish()]
+    rows = {t: w.rows for t, w in writers.items()}
+    manifest = {
+        "source": seg.source,
+        "capture": seg.capture,
+        "segment": seg.segment,
+        "path": str(seg.path),
+        "rows": rows,
+        "files": files,
+        "frames": [first, carry.cursor.frames],
+        "schema_version": DATASET_SCHEMA_VERSION,
+        "cbi1kit_version": _version(),
+    }
+    sources = out / _SOURCES
+    sources.mkdir(exist_ok=True)
+    tmp = sources / f".{seg.source}.json{_PART}"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    os.replace(tmp, sources / f"{seg.source}.json")  # the file is in the dataset now
+    return (
+        SegmentResult(
+            seg.source, seg.capture, seg.segment, str(seg.path), False, rows, tuple(files)
+        ),
+        carry,
+    )
+
+
+def export_dataset(
+    captures: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    batch_records: int = 65536,
+) -> list[SegmentResult]:
+    """Append captures to the partitioned dataset at ``out_dir`` in this process: a capture path
+    (a rotated recording's first segment finds the rest), a list of them, or a ``CaptureSet``
+    (a list of plain paths is several captures; ``[CaptureSet.of([...])]`` one recording).
+    Files already in the dataset are skipped; nothing written before is rewritten."""
+    out = prepare_dataset(out_dir)
+    results = []
+    for files in capture_files(captures):
+        carry = None
+        for path in files:
+            result, carry = convert_segment(path, out, carry, batch_records=batch_records)
+            results.append(result)
+    return results
+
+
+# ---------------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """A partitioned dataset, read lazily: each table a polars ``LazyFrame`` over its files with
+    the hive partitions ``dc``, ``producer`` and ``date`` as columns, so that a filter on them
+    reads only the partitions it keeps (``frames``, ``images``, ``snapshots``,
+    ``violations``; ``sources()``: what has been converted into it)."""
+
+    path: Path
+    schema_version: int
+    tables: dict[str, pl.LazyFrame]
+
+    @property
+    def frames(self) -> pl.LazyFrame:
+        return self.tables["frames"]
+
+    @property
+    def images(self) -> pl.LazyFrame:
+        return self.tables["images"]
+
+    @property
+    def snapshots(self) -> pl.LazyFrame:
+        return self.tables["snapshots"]
+
+    @property
+    def violations(self) -> pl.LazyFrame:
+        return self.tables["violations"]
+
+    def files(self, table: str) -> list[Path]:
+        return sorted((self.path / table).rglob("*.parquet"))
+
+    def sources(self) -> pl.DataFrame:
+        found = _manifests(self.path)
+        return pl.DataFrame(
+            {
+                "source": list(found),
+                "capture": [m["capture"] for m in found.values()],
+                "segment": [m["segment"] for m in found.values()],
+                "path": [m["path"] for m in found.values()],
+            },
+            schema={"source": pl.Utf8, "capture": pl.Utf8, "segment": pl.UInt32, "path": pl.Utf8},
+        ).sort("capture", "segment")
+
+
+def scan_table(table: str, files: list[str] | list[Path] | str) -> pl.LazyFrame:
+    """One dataset table's files (or a glob) as a LazyFrame in the table's schema."""
+    schema = {**DATASET_TABLES[table], **PARTITION_SCHEMA}
+    if not files:
+        return pl.LazyFrame(schema=schema)
+    # the schema is given, not read from a file: every file was written in it, and a filter
+    # on the partitions then reaches the scan with nothing in between (and opens no other file)
+    return pl.scan_parquet(
+        files if isinstance(files, str) else [str(f) for f in files],
+        schema=pl.Schema(DATASET_TABLES[table]),
+        hive_partitioning=True,
+        hive_schema=pl.Schema(PARTITION_SCHEMA),
+    )
+
+
+def open_dataset(path: str | os.PathLike[str]) -> Dataset:
+    """The dataset at ``path`` (``DatasetError`` ``NotADataset`` / ``SchemaVersion``)."""
+    out = Path(path)
+    if not (out / DATASET_FILE).exists():
+        raise DatasetError(
+            "NotADataset",
+            f"{out} is not a cbi1kit dataset (no {DATASET_FILE}; `cbi1kit export --dataset` "
+            "or `cbi1kit fleet convert` make one)",
+            field=str(out),
+        )
+    meta = _read_meta(out)
+    tables = {}
+    for table in TABLES:
+        root = out / table
+        any_file = next(root.rglob("*.parquet"), None) if root.exists() else None
+        tables[table] = scan_table(
+            table, str(root / "**" / "*.parquet") if any_file is not None else []
+        )
+    return Dataset(out, int(meta["schema_version"]), tables)

@@ -1,0 +1,13 @@
+"""The CKF's fixed numbers a user sets or is shown before anything heavy loads: the default
+seed and the prefix search's verification window (upstream's ``PrefixSearchConfig``), in a
+module of their own so the CLI's parser reads them without importing numpy."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["DEFAULT_SEED", "DEFAULT_VERIFICATION_WINDOW", "MAX_VERIFICATION_WINDOW"]
+
+DEFAULT_SEED: Final = 0x5DEECE66D1B54A33
+DEFAULT_VERIFICATION_WINDOW: Final = 2
+MAX_VERIFICATION_WINDOW: Final = 8

@@ -1,0 +1,55 @@
+"""The Dask client the fleet runs on: a local cluster of worker processes on loopback by default,
+or an existing cluster given its scheduler's address."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["DEFAULT_WORKERS", "client", "dashboard_link"]
+
+DEFAULT_WORKERS: Final = 2
+
+
+def client(
+    scheduler: str | None = None,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    timeout: float = 10.0,
+    quiet: bool = True,
+) -> Client:
+    """A ``distributed.Client``. Without ``scheduler``: a ``LocalCluster`` of ``workers`` worker
+    processes (one thread each) on 127.0.0.1 with its dashboard on a free loopback port, closed
+    with the client. With ``scheduler`` (``tcp://HOST:8786``): that cluster, whose workers need
+    this cbi1kit (same version, Python and numba), read access to the captures' paths and write
+    access to the dataset directory; one that does not answer within ``timeout`` seconds is a
+    ``ConnectionError`` naming it."""
+    from distributed import Client
+
+    if workers < 1:
+        raise ValueError("workers must be >= 1")
+    if scheduler is not None:
+        try:
+            return Client(scheduler, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ConnectionError(
+                f"no Dask scheduler answers at {scheduler} within {timeout:g} s ({exc})"
+            ) from None
+    return Client(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=logging.ERROR if quiet else logging.WARNING,
+        set_as_default=False,
+    )
+
+
+def dashboard_link(c: Any) -> str | None:
+    """The client's dashboard address (None when the cluster runs none)."""
+    link = getattr(c, "dashboard_link", None)
+    return str(link) if link else None

@@ -1,0 +1,72 @@
+"""Captures into the partitioned dataset as Dask tasks: one task per capture file.
+
+Each task is :func:`cbi1kit.analysis.convert_segment` on its file, writing that file's own
+Parquet files into the dataset. A rotated recording's segments are a chain (a task takes the
+state the one before it left: the reader's cursor and the replayed lanes, which do not restart
+at a rotation); different captures run side by side. The result is what
+:func:`cbi1kit.analysis.export_dataset` writes in one process, row for row.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from cbi1kit.analysis._dataset import (
+    SegmentResult,
+    capture_files,
+    convert_segment,
+    prepare_dataset,
+)
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["convert", "convert_graph"]
+
+
+def convert_graph(
+    captures: Any, out_dir: str | os.PathLike[str], *, batch_records: int = 65536
+) -> list[Any]:
+    """The conversion as ``dask.delayed`` values (one task per capture file), one result per
+    file: compute them on any Dask scheduler. The dataset is made (or checked) here."""
+    from dask import delayed
+
+    out = prepare_dataset(out_dir)
+    run = uuid.uuid4().hex[:8]  # keys of this conversion (a long-lived client runs several)
+    results = []
+    for c, files in enumerate(capture_files(captures)):
+        carry = None
+        for s, path in enumerate(files):
+            result, carry = delayed(convert_segment, nout=2, pure=False)(
+                os.path.abspath(path),
+                os.path.abspath(out),
+                carry,
+                batch_records=batch_records,
+                dask_key_name=f"convert-{path.name}-{c}.{s}-{run}",
+            )
+            results.append(result)
+    return results
+
+
+def convert(
+    captures: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    client: Client | None = None,
+    batch_records: int = 65536,
+) -> list[SegmentResult]:
+    """Convert captures into the dataset at ``out_dir`` on a Dask cluster: ``client`` (see
+    :func:`cbi1kit.fleet.client`), or a local cluster started for the call and closed after.
+    Each capture file is one task; files the dataset already holds are skipped. The results
+    in the order of the captures and their segments."""
+    graph = convert_graph(captures, out_dir, batch_records=batch_records)
+    if not graph:
+        return []
+    if client is None:
+        from cbi1kit.fleet._cluster import client as make_client
+
+        with make_client() as own:
+            return list(own.gather(own.compute(graph)))
+    return list(client.gather(client.compute(graph)))

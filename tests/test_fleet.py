@@ -1,0 +1,235 @@
+"""``cbi1kit.fleet`` (#16): conversion and fleet queries as Dask computations.
+
+One ``distributed.LocalCluster`` for the module (two worker processes, one thread each, on
+loopback: ``fleet.client()``). Small simulated fleet captures (several DCs, two relays, broken
+frames, a rotated recording) converted through Dask equal the in-process conversion row for row
+(and file for file); every fleet query equals its single-process path exactly and agrees with
+the captures' own tables; the CLI reaches the same cluster by its scheduler's address; an
+unreachable scheduler is a ``ConnectionError`` and, on the command line, one line and exit 3.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from cliutil import cli_run, one_line
+from fleetdata import fleet_captures
+
+from cbi1kit import fleet
+from cbi1kit.analysis import (
+    DATASET_TABLES,
+    export_dataset,
+    frames_table,
+    open_dataset,
+    replay,
+    snapshots_table,
+)
+from cbi1kit.capture import capture_segments
+from cbi1kit.ckf import estimated_false_positive_rate, lane_stats
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    c = fleet.client()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return fleet_captures(tmp_path_factory.mktemp("captures"))
+
+
+@pytest.fixture(scope="module")
+def inputs(captures: dict[str, Path]) -> list[Path]:
+    return [captures[k] for k in ("a", "b", "broken", "rotated")]
+
+
+@pytest.fixture(scope="module")
+def converted(
+    client: Any, inputs: list[Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[Any]]:
+    out = tmp_path_factory.mktemp("dask") / "fleet"
+    return out, fleet.convert(inputs, out, client=client)
+
+
+@pytest.fixture(scope="module")
+def in_process(inputs: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("local") / "fleet"
+    export_dataset(inputs, out)
+    return out
+
+
+def test_the_cluster_is_two_worker_processes_on_loopback(client: Any) -> None:
+    info = client.scheduler_info()
+    workers = info["workers"]
+    assert len(workers) == 2
+    assert all(w["nthreads"] == 1 and w["host"] == "127.0.0.1" for w in workers.values())
+    assert len({w["id"] for w in workers.values()}) == 2
+    assert client.scheduler.address.startswith("tcp://127.0.0.1:")
+    link = fleet.dashboard_link(client)
+    assert link is not None and link.startswith("http://127.0.0.1:")
+    pids = client.run(lambda: __import__("os").getpid())
+    assert len(set(pids.values())) == 2 and __import__("os").getpid() not in pids.values()
+
+
+def test_dask_conversion_equals_the_in_process_one(
+    converted: tuple[Path, list[Any]], in_process: Path, inputs: list[Path]
+) -> None:
+    out, results = converted
+    files = [p for c in inputs for p in capture_segments(c)]
+    assert [r.path for r in results] == [str(p.resolve()) for p in files]  # a task per file
+    assert not any(r.skipped for r in results)
+    dask_ds, local_ds = open_dataset(out), open_dataset(in_process)
+    for table in DATASET_TABLES:
+        a = dask_ds.tables[table].collect().sort(pl.all())
+        b = local_ds.tables[table].collect().sort(pl.all())
+        assert a.height > 0 and a.equals(b), table
+        names = {p.relative_to(out).as_posix() for p in dask_ds.files(table)}
+        assert names == {p.relative_to(in_process).as_posix() for p in local_ds.files(table)}
+
+
+def test_converting_again_through_dask_adds_nothing(
+    client: Any, converted: tuple[Path, list[Any]], inputs: list[Path]
+) -> None:
+    out, _ = converted
+    before = sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
+    again = fleet.convert(inputs[:2], out, client=client)
+    assert again and all(r.skipped for r in again)
+    assert sorted(p.relative_to(out) for p in out.rglob("*.parquet")) == before
+
+
+@pytest.mark.parametrize("name", list(fleet.QUERIES))
+def test_every_query_equals_the_single_process_path(
+    client: Any, converted: tuple[Path, list[Any]], name: str
+) -> None:
+    out, _ = converted
+    graph = fleet.query_graph(name, out)
+    leaves = {f.parent for t in fleet.QUERIES[name].tables for f in (out / t).rglob("*.parquet")}
+    partials = [k for k in graph.dask if not str(k).startswith(f"{name}-combine-")]
+    assert len(partials) == len(leaves) > 0  # a task per partition, and the combining one
+    got = fleet.run_query(name, out, client=client)
+    want = fleet.run_local(name, out)
+    assert got.height > 0
+    assert got.schema == want.schema and got.equals(want)
+
+
+def test_churn_adds_up_to_the_captures_deltas(
+    client: Any, converted: tuple[Path, list[Any]], inputs: list[Path]
+) -> None:
+    out, _ = converted
+    churn = fleet.churn_per_pool_per_hour(out, client=client)
+    assert churn.schema["deltas"] == pl.UInt64 and churn.schema["images"] == pl.UInt64
+    deltas = pl.concat([frames_table(c).collect() for c in inputs]).filter(
+        pl.col("kind") == "DELTA"
+    )
+    want = (
+        deltas.group_by("dc_id")
+        .agg(pl.len().cast(pl.UInt64).alias("deltas"), pl.col("image_count").cast(pl.UInt64).sum())
+        .sort("dc_id")
+    )
+    got = churn.group_by("dc_id").agg(pl.col("deltas").sum(), pl.col("images").sum()).sort("dc_id")
+    assert got["deltas"].equals(want["deltas"]) and got["images"].equals(want["image_count"])
+    assert got.height >= 3  # several DCs
+
+
+def test_load_ends_at_each_lane_final_load(
+    client: Any, converted: tuple[Path, list[Any]], captures: dict[str, Path]
+) -> None:
+    out, _ = converted
+    load = fleet.load_over_time(out, client=client)
+    # capture a alone holds its pools (its DCs are in no other capture but broken's, whose
+    # receive times are a's too): its lanes' final loads are the last load of their pool
+    only = export_dataset(captures["a"], out.parent / "only-a")
+    assert only
+    mine = fleet.load_over_time(out.parent / "only-a", client=client)
+    report = replay(captures["a"])
+    for lane in report.lanes:
+        assert lane.final_lane is not None
+        stats = lane_stats(lane.final_lane)
+        last = mine.filter(pl.col("dc_id") == lane.dc_id).sort("time").tail(1)
+        assert last["load_factor"].item() == stats.load_factor
+        assert last["estimated_fpr"].item() == estimated_false_positive_rate(stats.load_factor)
+    assert set(mine["dc_id"].to_list()) <= set(load["dc_id"].to_list())
+
+
+def test_snapshots_and_violations(
+    client: Any, converted: tuple[Path, list[Any]], captures: dict[str, Path]
+) -> None:
+    out, _ = converted
+    sizes = fleet.snapshot_sizes(out, client=client)
+    installed = snapshots_table(captures["a"])
+    capture = open_dataset(out).sources().filter(pl.col("path").str.ends_with("/a.kvrcap"))
+    mine = sizes.filter(pl.col("capture") == capture["capture"][0])
+    assert mine.height >= installed.height > 0
+    assert (mine["words"] == mine["bucket_count"]).all()  # a whole lane in every snapshot
+    violations = fleet.violations_per_relay(out, client=client)
+    broken = replay(captures["broken"]).violations
+    assert violations["violations"].sum() == len(broken) > 0
+    assert set(violations["relay_drt_instance_id"].to_list()) == {0xA}
+    assert set(violations["rule"].to_list()) == {v.rule for v in broken}
+
+
+# -------------------------------------------------------------------------- the command line
+
+
+def test_cli_on_the_cluster_by_its_address(
+    client: Any, converted: tuple[Path, list[Any]], captures: dict[str, Path], tmp_path: Path
+) -> None:
+    address = client.scheduler.address
+    out = tmp_path / "ds"
+    code, stdout, err = cli_run(
+        "fleet", "convert", str(captures["a"]), str(captures["rotated"]), "-o", str(out),
+        "--scheduler", address,
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"dask: {address}" in err and "capture file(s) converted" in stdout
+    for name in fleet.QUERIES:
+        code, stdout, err = cli_run(
+            "fleet", "query", name, str(out), "--json", "--scheduler", address
+        )
+        assert code == 0, err
+        rows = json.loads(stdout)["rows"]
+        want = fleet.run_local(name, out)
+        assert len(rows) == want.height
+        if rows:
+            assert list(rows[0]) == want.columns
+    code, stdout, _ = cli_run("fleet", "query", "churn", str(out), "--local")
+    assert code == 0 and "deltas" in stdout
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_3(
+    converted: tuple[Path, list[Any]], tmp_path: Path
+) -> None:
+    out, _ = converted
+    with pytest.raises(ConnectionError, match=r"no Dask scheduler answers at tcp://127\.0\.0\.1:9"):
+        fleet.client("tcp://127.0.0.1:9", timeout=1)
+    for argv in (
+        ["fleet", "query", "load", str(out)],
+        ["fleet", "convert", str(out.parent / "none.kvrcap"), "-o", str(tmp_path / "x")],
+    ):
+        code, _, err = cli_run(
+            *argv[:4], *argv[4:], "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "1"
+        )
+        assert code == 3 and one_line(err), err
+    code, _, err = cli_run(
+        "fleet", "query", "load", str(out), "--scheduler", "tcp://h:1", "--workers", "2"
+    )
+    assert code == 2 and one_line(err)
+    code, _, err = cli_run("fleet", "query", "load", str(tmp_path))
+    assert code == 3 and one_line(err) and "not a cbi1kit dataset" in err
+
+
+def test_the_query_menu_names_exactly_the_queries() -> None:
+    from cbi1kit.fleet._menu import QUERY_DOCS
+    from cbi1kit.fleet._queries import QUERIES
+
+    assert list(QUERIES) == list(QUERY_DOCS)
+    assert all(q.doc == QUERY_DOCS[name] for name, q in QUERIES.items())
