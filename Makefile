@@ -8,12 +8,13 @@ PIP    := $(PY) -m pip
 STAMP_BASE := $(VENV)/.stamp-base
 STAMP_DEV  := $(VENV)/.stamp-dev
 
-.PHONY: demo test lint typecheck pytest bench sample lab chromium clean help
+.PHONY: demo test lint typecheck pytest bench bench-quick sample lab chromium clean help
 
 help:
 	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
 	@echo "make test   - build .venv with dev+oracle extras, then ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in benchmarks/ and print their figures"
+	@echo "make bench-quick - every benchmark's --quick smoke run (CI: no timed assertions)"
 	@echo "make sample - regenerate the bundled sample capture from the trace"
 	@echo "make lab    - JupyterLab on notebooks/ with this project's environment as the kernel"
 
@@ -68,8 +69,12 @@ pytest: $(STAMP_DEV) chromium
 
 test: lint typecheck pytest
 
+# each prints its figures beside a baseline of the same run (benchmarks/README.md)
 bench: $(STAMP_DEV)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+bench-quick: $(STAMP_DEV)
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f --quick || exit 1; done
 
 # everything a run leaves behind: the venv, tool caches, numba's kernel caches, the report
 clean:

@@ -1,23 +1,48 @@
-"""CKF benchmarks: vectorised prepare, the producer on the Mooncake trace, prefix search.
+"""CKF: the compiled kick walk, vectorised addressing, the producer on the trace, prefix search.
 
-Run from the repo root: ``.venv/bin/python benchmarks/bench_ckf.py [--requests N]``.
+Each figure is candidate vs baseline in the same run, alternating rounds, CPU and wall time
+(``_harness``); the trace is the bundled ``data/mooncake/conversation_trace.jsonl``, so this
+runs in a plain clone. Baselines, and why each is fair:
+
+* **Kick walk, insert to failure** (a 2^16-bucket table filled with random items until the
+  first insert fails, ``max_kicks`` 500): ``CuckooTable.insert_prepared`` (the compiled kernel
+  of ``ckf/_kick``) against **its Python reference** ``insert_walk_reference`` over a list of
+  Python ints (the fastest form for a Python walk), same items, same RNG; both must end with
+  the same words after the same number of inserts. Goal: well under a second (<= 0.25 s).
+* **prepare** (fingerprint and both buckets of each hash) vectorised, against a per-item loop
+  (one ``xxhash`` call per item): the same items. No goal.
+* **Producer on the trace** (LRU of ``--capacity`` blocks over the trace's requests, every
+  store and eviction applied to a ``DcCkfState``) against **the exact bookkeeping of the same
+  events** (a dict of the resident blocks: insert on store, delete on removal), the floor any
+  consumer of the events pays. No goal.
+* **Prefix search** (16 lanes, 64-block queries): ``CkfLaneTable.find_prefix_matches``
+  (vectorised probes, upstream's advisory search) against **the exact linear reference**
+  (``linear_prefix_depths`` probing position by position with ``probe_hash``). No goal.
+
+    .venv/bin/python benchmarks/bench_ckf.py [--quick] [--rounds N] [--requests N]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import time
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 import xxhash
+from _harness import TRACE, Comparison, Report, compare, parser
 
 from cbi1kit.ckf._addressing import CkfAddressing
-from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths, sequence_hashes
+from cbi1kit.ckf._consumer import CkfLaneTable, linear_prefix_depths, sequence_hashes
+from cbi1kit.ckf._kick import insert_walk_reference
 from cbi1kit.ckf._lane import DcCkfSnapshot
 from cbi1kit.ckf._producer import CkfConfig, DcCkfState, KvRemoved, KvStored, StoredBlock
+from cbi1kit.ckf._table import (
+    DEFAULT_MAX_KICKS,
+    MAX_KICKS,
+    CuckooTable,
+    SplitMix64,
+    lane_rng_seed,
+)
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     DcId,
@@ -29,33 +54,107 @@ from cbi1kit.hashing._identity import (
     RoutingScopeId,
 )
 
-TRACE = Path(__file__).resolve().parents[2] / "shared/data/mooncake/conversation_trace.jsonl"
+SEED = 0x5DEECE66D1B54A33
 
 
-def bench_prepare(n: int = 2_000_000, loop_n: int = 200_000, repeats: int = 5) -> None:
-    """Best of ``repeats`` for both sides (first call included in neither: warm-up)."""
-    addressing = CkfAddressing(1 << 19, 0x5DEECE66D1B54A33)
-    hashes = np.random.default_rng(0).integers(0, 2**64, size=n, dtype=np.uint64)
-    addressing.prepare_many(hashes[:1000])
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        addressing.prepare_many(hashes)
-        best = min(best, time.perf_counter() - t)
-    vec = n / best
+def bench_kick(report: Report, log2: int, rounds: int) -> None:
+    addressing = CkfAddressing(1 << log2, SEED)
+    hashes = np.random.default_rng(3).integers(0, 2**64, 5 << log2, dtype=np.uint64)
+    fp, a, b = addressing.prepare_many(hashes)
+    items = list(zip(fp.tolist(), a.tolist(), b.tolist(), strict=True))
+    rng_seed = lane_rng_seed(SEED)
+    delta = addressing._delta_list
+
+    def compiled() -> tuple[int, list[int]]:
+        table = CuckooTable(addressing)
+        rng = SplitMix64(rng_seed)
+        table.insert_many(fp, a, b, rng, DEFAULT_MAX_KICKS)
+        return table.inserts, table.words_list()
+
+    def per_item() -> tuple[int, list[int]]:
+        table = CuckooTable(addressing)
+        rng = SplitMix64(rng_seed)
+        for f, x, y in items:
+            if table.insert_prepared(f, x, y, rng, DEFAULT_MAX_KICKS) is None:
+                break
+        return table.inserts, table.words_list()
+
+    def reference() -> tuple[int, list[int]]:
+        words = [0] * addressing.bucket_count
+        t_bucket = [0] * (MAX_KICKS + 1)
+        t_before = [0] * (MAX_KICKS + 1)
+        state, inserts = rng_seed, 0
+        for f, x, y in items:
+            n, state = insert_walk_reference(
+                words, delta, f, x, y, state, DEFAULT_MAX_KICKS, t_bucket, t_before
+            )
+            if n < 0:
+                break
+            inserts += 1
+        return inserts, words
+
+    got, want = compiled(), reference()
+    assert got == want == per_item(), "the compiled walk and its reference differ"
+    inserts = got[0]
+    label = (
+        f"2^{log2} buckets: {inserts:,} inserts, load {inserts / (4 << log2):.3f}, "
+        f"max_kicks {DEFAULT_MAX_KICKS}"
+    )
+    cand, base = compare(compiled, reference, rounds=rounds)
+    report.figure(
+        Comparison(
+            f"kick walk, insert to failure [{label}]",
+            cand,
+            base,
+            "CuckooTable.insert_many (one compiled call)",
+            "insert_walk_reference over Python ints",
+        ),
+        goal_time=0.25,
+        note="same items, same RNG; the two end with identical words after identical inserts",
+    )
+    cand, base = compare(per_item, reference, rounds=rounds)
+    report.figure(
+        Comparison(
+            f"kick walk, insert to failure, one call per item [{label}]",
+            cand,
+            base,
+            "CuckooTable.insert_prepared per item",
+            "insert_walk_reference over Python ints",
+        ),
+        note="the producer's path (it needs each insert's writes): a numba call per item; no goal",
+    )
+
+
+def bench_prepare(report: Report, n: int, rounds: int) -> None:
+    addressing = CkfAddressing(1 << 19, SEED)
+    hashes = np.random.default_rng(0).integers(0, 2**64, n, dtype=np.uint64)
+    items = hashes.tolist()
     seed, mask = addressing.seed, addressing.mask
-    items = hashes[:loop_n].tolist()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
+    delta = addressing._delta_list
+
+    def loop() -> list[tuple[int, int, int]]:
+        out = []
         for h in items:
             m = xxhash.xxh3_64_intdigest(h.to_bytes(8, "little"), seed)
-            _ = ((m & 0xFFFF) or 1, (m >> 16) & mask)
-        best = min(best, time.perf_counter() - t)
-    loop = loop_n / best
-    print(
-        f"prepare: vectorised {vec / 1e6:.1f} M hashes/s; per-item xxhash loop "
-        f"{loop / 1e6:.2f} M/s; ratio {vec / loop:.1f}x (best of {repeats})"
+            f = (m & 0xFFFF) or 1
+            x = (m >> 16) & mask
+            out.append((f, x, x ^ delta[f]))
+        return out
+
+    fp, a, b = addressing.prepare_many(hashes[:1000])
+    assert list(zip(fp.tolist(), a.tolist(), b.tolist(), strict=True)) == loop()[:1000]
+    cand, base = compare(lambda: addressing.prepare_many(hashes), loop, rounds=rounds)
+    report.figure(
+        Comparison(
+            f"prepare [{n:,} hashes]",
+            cand,
+            base,
+            "prepare_many",
+            "per-item xxhash loop",
+            work=n,
+            unit="M hashes/s",
+            scale=1e6,
+        )
     )
 
 
@@ -64,15 +163,14 @@ def local_hash(block_id: int) -> int:
     return xxhash.xxh3_64_intdigest(block_id.to_bytes(8, "little"), 1337)
 
 
-def bench_producer(requests: int, capacity: int) -> None:
+def trace_events(requests: int, capacity: int) -> tuple[list[KvStored | KvRemoved], int, int]:
+    """The trace's requests through an LRU of ``capacity`` blocks, as producer events."""
     lines = TRACE.read_text().splitlines()[:requests]
-    state = DcCkfState(CkfConfig(capacity))
-    lru: OrderedDict[int, None] = OrderedDict()  # resident block ids (external = hash id)
+    lru: OrderedDict[int, None] = OrderedDict()
+    events: list[KvStored | KvRemoved] = []
     stores = removes = 0
-    t_store = t_remove = 0.0
     for line in lines:
         ids = json.loads(line)["hash_ids"]
-        # store the request's chain from its first non-cached block
         k = 0
         while k < len(ids) and ids[k] in lru:
             lru.move_to_end(ids[k])
@@ -80,9 +178,7 @@ def bench_producer(requests: int, capacity: int) -> None:
         if k < len(ids):
             parent = ids[k - 1] if k else None
             blocks = tuple(StoredBlock(i, local_hash(i)) for i in ids[k:])
-            t = time.perf_counter()
-            state.apply(KvStored(1, blocks, parent_hash=parent))
-            t_store += time.perf_counter() - t
+            events.append(KvStored(1, blocks, parent_hash=parent))
             stores += len(blocks)
             for i in ids[k:]:
                 lru[i] = None
@@ -90,34 +186,51 @@ def bench_producer(requests: int, capacity: int) -> None:
         while len(lru) > capacity:
             evict.append(lru.popitem(last=False)[0])
         if evict:
-            t = time.perf_counter()
-            state.apply(KvRemoved(1, tuple(evict)))
-            t_remove += time.perf_counter() - t
+            events.append(KvRemoved(1, tuple(evict)))
             removes += len(evict)
-    # time split over the store path: hashing (chain), addressing (prepare), table (insert)
-    sample = [local_hash(i) for i in range(100_000)]
-    t = time.perf_counter()
-    prev = 0
-    for x in sample:
-        prev = xxhash.xxh3_64_intdigest(prev.to_bytes(8, "little") + x.to_bytes(8, "little"), 1337)
-    t_hash = time.perf_counter() - t
-    t = time.perf_counter()
-    for x in sample:
-        state.addressing.prepare_ints(x)
-    t_addr = time.perf_counter() - t
-    per_store = t_store / max(stores, 1)
-    h_share = t_hash / len(sample) / per_store
-    a_share = t_addr / len(sample) / per_store
-    print(
-        f"producer ({len(lines)} requests, LRU {capacity} blocks, "
-        f"{state.bucket_count} buckets): {stores / t_store / 1e3:.0f} k stores/s, "
-        f"{removes / max(t_remove, 1e-9) / 1e3:.0f} k removes/s; capacity failures "
-        f"{state.capacity_failures}; per store ≈ hashing {h_share:.0%}, addressing "
-        f"{a_share:.0%}, table + bookkeeping {1 - h_share - a_share:.0%}"
+    return events, stores, removes
+
+
+def bench_producer(report: Report, requests: int, capacity: int, rounds: int) -> None:
+    events, stores, removes = trace_events(requests, capacity)
+
+    def producer() -> DcCkfState:
+        state = DcCkfState(CkfConfig(capacity))
+        for ev in events:
+            state.apply(ev)
+        return state
+
+    def exact() -> dict[int, int]:
+        resident: dict[int, int] = {}
+        for ev in events:
+            if isinstance(ev, KvStored):
+                for blk in ev.blocks:
+                    resident[blk.block_hash] = blk.tokens_hash
+            else:
+                for h in ev.block_hashes:
+                    del resident[h]
+        return resident
+
+    state = producer()
+    cand, base = compare(producer, exact, rounds=rounds, min_seconds=0.0)
+    report.figure(
+        Comparison(
+            f"producer on the trace [{requests:,} requests, LRU {capacity:,} blocks, "
+            f"{state.bucket_count:,} buckets: {stores:,} stores, {removes:,} removes, "
+            f"{state.capacity_failures} capacity failures]",
+            cand,
+            base,
+            "DcCkfState.apply",
+            "exact dict of the resident blocks",
+            work=stores + removes,
+            unit="k events/s",
+            scale=1e3,
+        ),
+        note="events = blocks stored + blocks removed",
     )
 
 
-def bench_search(queries: int = 2000) -> None:
+def bench_search(report: Report, queries: int, rounds: int) -> None:
     config = CkfConfig(4096, seed=0x5EED)
     fmt = config.format()
     table = CkfLaneTable(fmt)
@@ -137,29 +250,49 @@ def bench_search(queries: int = 2000) -> None:
         rep = table.replica(lane)
         rep.assign(ident, lease)
         rep.install_snapshot(DcCkfSnapshot(ident, lease, 1, s.words()))
-    t = time.perf_counter()
-    for i in range(queries):
-        table.find_prefix_matches(qs[i % len(qs)])
-    full = queries / (time.perf_counter() - t)
-    masks = [table.probe_many(sequence_hashes(q)).tolist() for q in qs]
-    t = time.perf_counter()
-    for i in range(queries):
-        find_prefix_depths(64, 0xFFFF, 2, masks[i % len(masks)].__getitem__)
-    search_only = queries / (time.perf_counter() - t)
-    print(
-        f"prefix search, 16 lanes × 64-block queries: {full:.0f} queries/s end to end "
-        f"(chain + vectorised probes + search); search alone {search_only:.0f} queries/s"
+    ready = table.ready_mask()
+
+    def vectorised() -> list[dict[int, int] | None]:
+        return [table.find_prefix_matches(qs[i % len(qs)]) for i in range(queries)]
+
+    def linear() -> list[list[int]]:
+        out = []
+        for i in range(queries):
+            seq = sequence_hashes(qs[i % len(qs)]).tolist()
+            out.append(
+                linear_prefix_depths(len(seq), ready, lambda p, s=seq: table.probe_hash(s[p]))
+            )
+        return out
+
+    cand, base = compare(vectorised, linear, rounds=rounds)
+    report.figure(
+        Comparison(
+            f"prefix search [16 lanes, {queries:,} queries of 64 blocks]",
+            cand,
+            base,
+            "find_prefix_matches",
+            "linear reference, probe_hash per position",
+            work=queries,
+            unit="queries/s",
+        ),
+        note="the advisory search may stop short of the linear depth on a false positive "
+        "(upstream's behaviour); the figure times the same queries, not equal answers",
     )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=12_031)
+    ap = parser(__doc__)
+    ap.add_argument("--requests", type=int, default=None, help="trace requests (all: 12,031)")
     ap.add_argument("--capacity", type=int, default=50_000)
     args = ap.parse_args()
-    bench_prepare()
-    bench_producer(args.requests, args.capacity)
-    bench_search()
+    report = Report("bench_ckf: kick walk, prepare, producer, prefix search", args.quick)
+    rounds = args.rounds or (2 if args.quick else 5)
+    bench_kick(report, 12 if args.quick else 16, args.rounds or (2 if args.quick else 3))
+    bench_prepare(report, 20_000 if args.quick else 500_000, rounds)
+    requests = args.requests or (500 if args.quick else 12_031)
+    bench_producer(report, requests, args.capacity, args.rounds or (2 if args.quick else 3))
+    bench_search(report, 200 if args.quick else 2_000, rounds)
+    report.done()
 
 
 if __name__ == "__main__":

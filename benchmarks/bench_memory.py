@@ -1,27 +1,30 @@
 """Peak memory of ``cbi1kit inspect``, ``replay`` and ``stats`` on a ~1 GiB capture with many
-snapshots, beside what they have to hold: the lanes in play (issue 13).
+snapshots, and on a simulator-like one, beside what they have to hold: the lanes in play
+(issue 13).
 
-A seeded capture (``bench_tables.generate``): sessions of one snapshot of a 2^22-bucket lane
-(32 MiB in 8 chunk messages), each followed by deltas (log-normal image counts, median 32), with
-about 60% of the bytes in snapshots: ~19 snapshots in 1 GiB. Each command runs in a fresh
-subprocess and its peak resident set is the kernel's (``VmHWM`` of that process, read as it
-exits), printed beside baselines measured the same way in the same run:
+Seeded captures (``bench_tables.generate_mix``): snapshot-heavy, sessions of one snapshot of a
+2^22-bucket lane (32 MiB in 8 chunk messages), each followed by deltas (log-normal image counts,
+median 32), with about 60% of the bytes in snapshots: ~19 snapshots in 1 GiB; and the
+harness's simulator-like mix (4,096-bucket lanes, small deltas), 128 MiB. Each command runs in
+a fresh subprocess and its peak resident set is the kernel's (``VmHWM`` of that process, read
+as it exits), printed beside baselines measured the same way in the same run:
 
 * ``python -c "import cbi1kit"``: the interpreter and the package, before any work;
 * the lane (``bucket_count`` x 8 bytes) and the file's size;
 * ``replay`` of a capture a quarter as long, to show that the peak does not follow the length.
 
 Commands: ``inspect``, ``replay``, ``stats``, and ``stats --at SEQ`` (which keeps the history it
-reads on disk). Best and median of ``--rounds`` runs of each. Target: above the import baseline,
-a few lanes and a bounded batch, whatever the capture's length (it was 2.4 GB for this capture).
+reads on disk). Best and median of ``--rounds`` runs of each (a command's runs one after the
+other: each is a process of its own, so there is nothing to alternate within). No goal: the
+target (#13) is a peak above the import baseline of a few lanes and a bounded batch, whatever
+the capture's length (it was 2.4 GB for this capture); the figures say how many lanes.
 
-    .venv/bin/python benchmarks/bench_memory.py [--size-mib 1024] [--buckets-log2 22]
-        [--rounds 2] [--keep FILE] [--quick]
+    .venv/bin/python benchmarks/bench_memory.py [--quick] [--size-mib 1024]
+        [--sim-size-mib 128] [--buckets-log2 22] [--rounds 2] [--keep DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -30,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_tables import MiB, generate
+from _harness import MIXES, MiB, Mix, Report, parser
+from bench_tables import generate_mix
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Runs ``python ARGS...`` (``-c CODE`` or ``-m MODULE ...``) in this process and, at exit,
@@ -83,7 +87,7 @@ def run(argv: list[str]) -> tuple[int, float, str]:
         return int(peak.read()), seconds, out.read().decode()
 
 
-def rounds(argv: list[str], n: int) -> tuple[list[int], list[float], str]:
+def rounds_of(argv: list[str], n: int) -> tuple[list[int], list[float], str]:
     peaks, times, text = [], [], ""
     for _ in range(n):
         peak, seconds, text = run(argv)
@@ -102,39 +106,32 @@ def lane_buckets(path: Path) -> int:
     raise SystemExit(f"{path} holds no CBI1 frame")
 
 
-def capture(path: Path, size_mib: int, buckets: int, keep: bool) -> float:
+def _mib(n: int) -> str:
+    return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n / 1024:.0f} KiB"
+
+
+def capture(path: Path, size_mib: int, mix: Mix, keep: bool) -> float:
     """Generate (unless kept); the seconds it took."""
     t = time.perf_counter()
     if not (keep and path.exists()):
-        generate(path, size_mib * MiB, snapshot_share=0.6, median_images=32, buckets=buckets)
+        generate_mix(path, size_mib * MiB, mix)
     return time.perf_counter() - t
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--size-mib", type=int, default=1024)
-    ap.add_argument("--buckets-log2", type=int, default=22)
-    ap.add_argument("--rounds", type=int, default=2, help="runs of each command (best, median)")
-    ap.add_argument(
-        "--keep", type=Path, help="capture path: reuse it if it exists, else generate it there"
-    )
-    ap.add_argument("--quick", action="store_true", help="64 MiB, 2^20 buckets, one round")
-    args = ap.parse_args()
-    if args.quick:
-        args.size_mib, args.buckets_log2, args.rounds = 64, 20, 1
+def run_mix(report: Report, mix: Mix, size_mib: int, rounds: int, keep: Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.keep or Path(tmp) / "bench.kvrcap"
-        gen_s = capture(path, args.size_mib, 1 << args.buckets_log2, args.keep is not None)
+        path = (keep or Path(tmp)) / f"memory-{mix.name}-{size_mib}MiB.kvrcap"
+        gen_s = capture(path, size_mib, mix, keep is not None)
         short = Path(tmp) / "short.kvrcap"
-        capture(short, max(1, args.size_mib // 4), 1 << args.buckets_log2, False)
+        capture(short, max(1, size_mib // 4), mix, False)
         size, buckets = path.stat().st_size, lane_buckets(path)
         lane = buckets * 8
 
-        base, _, _ = rounds(["-c", "import cbi1kit"], args.rounds)
+        base, _, _ = rounds_of(["-c", "import cbi1kit"], rounds)
         cmd = ["-m", "cbi1kit"]
         results: dict[str, tuple[list[int], list[float]]] = {}
         replay = [*cmd, "replay", str(path), "--json", "--no-progress"]
-        peaks, times, text = rounds(replay, args.rounds)
+        peaks, times, text = rounds_of(replay, rounds)
         results["replay"] = (peaks, times)
         summary = json.loads(text)
         first, last = summary["sequence_ranges"][0]
@@ -144,39 +141,63 @@ def main() -> None:
             ("stats", ["stats", str(path), "--no-progress"]),
             (f"stats --at {at}", ["stats", str(path), "--at", str(at), "--no-progress"]),
         ):
-            peaks, times, _ = rounds([*cmd, *argv], args.rounds)
+            peaks, times, _ = rounds_of([*cmd, *argv], rounds)
             results[name] = (peaks, times)
         short_peak, _, _ = run([*cmd, "replay", str(short), "--no-progress"])
 
     counts = summary["counts"]
     chunks = counts.get("snapshot_chunk", 0) + counts.get("snapshot_installed", 0)
-    print(
-        f"capture: {size / MiB:.0f} MiB, {counts.get('snapshot_installed', 0)} snapshots of "
-        f"{buckets} buckets ({chunks} chunk messages), {counts.get('delta_applied', 0)} deltas, "
-        f"{counts.get('heartbeat', 0)} heartbeats"
-        + ("" if args.keep and gen_s < 1 else f"; generated in {gen_s:.1f} s")
-    )
-    print(f"lane: {lane / MiB:.0f} MiB ({buckets} buckets x 8 bytes)")
     floor = min(base)
     print(
-        f"baseline, python -c 'import cbi1kit': peak RSS best {min(base) / MiB:.0f} MiB, "
-        f"median {statistics.median(base) / MiB:.0f} MiB"
+        f"capture [{mix.name}]: {size / MiB:.0f} MiB, {counts.get('snapshot_installed', 0)} "
+        f"snapshots of {buckets:,} buckets ({chunks} chunk messages), "
+        f"{counts.get('delta_applied', 0):,} deltas, {counts.get('heartbeat', 0):,} heartbeats"
+        + ("" if keep is not None and gen_s < 1 else f"; generated in {gen_s:.1f} s")
+        + f"; python -c 'import cbi1kit' peaks at {floor / MiB:.0f} MiB (best of {len(base)})"
     )
-    print(f"\n{'command':<22} {'peak RSS best / median':>24} {'above import':>13} {'lanes':>6}")
     for name, (p, t) in results.items():
         above = min(p) - floor
-        print(
-            f"{name:<22} {min(p) / MiB:>13.0f} / {statistics.median(p) / MiB:>4.0f} MiB "
-            f"{above / MiB:>9.0f} MiB {above / lane:>6.1f}   ({len(p)} runs, best {min(t):.1f} s)"
+        report.value(
+            f"peak RSS of cbi1kit {name} [{mix.name}, {size / MiB:.0f} MiB]",
+            f"{above / MiB:.0f} MiB above importing cbi1kit",
+            f"the lane {_mib(lane)}",
+            above / lane,
+            detail=f"best / median {min(p) / MiB:.0f} / {statistics.median(p) / MiB:.0f} MiB "
+            f"({len(p)} runs, best {min(t):.1f} s); the capture is {size / lane:,.0f} lanes; "
+            "no goal",
         )
-    print(
-        f"replay of a capture a quarter as long: {short_peak / MiB:.0f} MiB "
-        f"({(short_peak - floor) / lane:.1f} lanes above import)"
+    report.value(
+        f"peak RSS of cbi1kit replay [{mix.name}, a capture a quarter as long]",
+        f"{(short_peak - floor) / MiB:.0f} MiB above importing cbi1kit",
+        f"the full capture's {(min(results['replay'][0]) - floor) / MiB:.0f} MiB",
+        (short_peak - floor) / max(1, min(results["replay"][0]) - floor),
+        detail="the peak must not follow the capture's length (#13); no goal",
     )
-    print(
-        f"target (#13): above the import baseline, a few lanes plus a bounded batch, not the "
-        f"file ({size / MiB:.0f} MiB = {size / lane:.0f} lanes)"
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--size-mib", type=int, default=None, help="snapshot-heavy capture size")
+    ap.add_argument("--sim-size-mib", type=int, default=None, help="simulator-like capture size")
+    ap.add_argument("--buckets-log2", type=int, default=22, help="snapshot-heavy lane size")
+    ap.add_argument(
+        "--keep", type=Path, help="a directory: reuse its captures if they exist, else write them"
     )
+    args = ap.parse_args()
+    rounds = args.rounds or (1 if args.quick else 2)
+    report = Report("bench_memory: peak memory of inspect, replay and stats", args.quick)
+    heavy = Mix(
+        "snapshot-heavy",
+        1 << (20 if args.quick else args.buckets_log2),
+        0.6,
+        32,
+        1.0,
+        64,
+    )
+    run_mix(report, heavy, args.size_mib or (64 if args.quick else 1024), rounds, args.keep)
+    sim = MIXES["simulator-like"]
+    run_mix(report, sim, args.sim_size_mib or (8 if args.quick else 128), rounds, args.keep)
+    report.done()
 
 
 if __name__ == "__main__":

@@ -1,41 +1,39 @@
-"""Replay a ~1 GiB capture of small deltas: the fast engine beside the per-message one (#16).
+"""Replay of a 1 GiB capture: the fast engine vs the per-message engine (#16).
 
-A seeded capture shaped like a simulated busy pool is generated in a temp dir: one DC pool of a
-2^19-bucket lane (the relay's default lane: one snapshot chunk), deltas of log-normal image
-counts (median ``--median-images``, ``--sigma``, at most 1,024: the simulator publishes a few
-stored or evicted blocks at a time; some 2.1 M messages in 1 GiB, as in the issue) whose images
-are absolute words (a fingerprint added to or cleared from a slot of the lane), a heartbeat
-every ``--heartbeat-every`` deltas, a resubscription (a new stream, opened by a snapshot of the
-lane) every ``--resubscribe-every`` deltas, receive times 1 ms apart. A capture generated with
-the same options but a smaller size is a prefix of it: the same messages, fewer of them.
+For each capture mix of the harness (``simulator-like``, the figure of issue #16: small deltas,
+a 4,096-bucket lane's one-chunk snapshots at every resubscription; and ``snapshot-heavy``) a
+seeded capture is generated (``bench_tables.generate_mix``: ``--sim-size-mib`` 1024 and
+``--size-mib`` 256, ``--quick`` 32 each), and its first ``--prefix-mib`` (64, ``--quick`` 8)
+copied record by record into a capture of their own (same bytes, same receive times; at least
+four snapshots' worth). In a fresh
+process, after a first replay that loads the compiled kernels:
 
-In a fresh process, after a first replay that loads the compiled kernels, ``--rounds``
-alternating rounds of:
+* **prefix**: ``replay(path, keep_events=False, keep_history=False)`` (what ``cbi1kit replay``
+  runs) with the fast engine vs the same with ``engine="reference"``, the per-message engine
+  that the fast one is tested against: the same messages, the same report (checked here:
+  counts, final sequences, final words), alternating rounds. Goal >= 10x (simulator-like).
+* **whole capture**: the fast engine over all of it, beside the reference's per-message rate on
+  the prefix (at some 30 µs a message the reference would take over a minute a round on 1 GiB,
+  so it is not run whole: its rate per message is the baseline). Goal >= 1,000,000 messages/s
+  by CPU median on the simulator-like capture (#16); the snapshot-heavy one, half of whose bytes
+  are snapshot chunks (each taken by the per-message engine), is a figure beside it.
+* **history kept**: the same keeping the history ``lane_at`` reads (``replay``'s default; a
+  temporary file of 20 bytes per image), a figure beside it, no goal.
+* **memory**: ``cbi1kit replay`` of the whole capture in a fresh process, its peak resident set
+  (``bench_memory.run``) above ``python -c "import cbi1kit"``; beside it the engine's fixed cost,
+  ``cbi1kit replay`` of the capture's first snapshot and a few hundred deltas (numpy, protobuf,
+  numba and its kernels, a lane). Goal: <= the lane + 256 MiB (#16).
 
-* fast: ``replay(path, keep_events=False, keep_history=False)`` (what ``cbi1kit replay`` runs)
-  over the whole capture, then the same with ``keep_history=True`` (the library's default,
-  which keeps what ``lane_at`` reads in a temporary file);
-* reference, the baseline: the same with ``engine="reference"``, the per-message engine (the
-  fast one's oracle). At some 25-35 µs a message it would take over a minute on 1 GiB, so it
-  runs on the ``--prefix-mib`` prefix (64 MiB) and is reported per message; the fast engine is
-  timed on that prefix too, for a ratio on the very same messages;
+CPU time is the whole process's (the thread that checks and scans capture blocks included).
 
-best and median of CPU time (the whole process's: the thread that checks and scans blocks
-included) and wall time, and messages/s. Peak memory: ``cbi1kit replay`` of the whole capture
-in a fresh process, its peak resident set measured as ``bench_memory.py`` measures it, beside the
-``import cbi1kit`` baseline, ``cbi1kit replay`` of a capture of one snapshot and a few hundred
-deltas (the engine's fixed cost) and the lane. Targets (#16): fast ≥ 1,000,000 messages/s on one
-core; peak ≤ lanes + 256 MiB above the import baseline.
-
-    .venv/bin/python benchmarks/bench_replay.py [--size-mib 1024] [--prefix-mib 64]
-        [--rounds 3] [--keep FILE] [--quick]
+    .venv/bin/python benchmarks/bench_replay.py [--quick] [--rounds N] [--sim-size-mib 1024]
+        [--size-mib 256] [--prefix-mib 64] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,298 +41,223 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import xxhash
-from bench_memory import run as peak_rss
+from _harness import MIXES, Comparison, MiB, Mix, Report, Timing, compare, measure, parser
+from bench_memory import run as peak_of
+from bench_tables import generate_mix
 
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureWriter
-from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
-from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
-from cbi1kit.wire._codec import IMAGE_DTYPE, encode_delta, encode_snapshot_chunks
-from cbi1kit.wire._format import FilterFormat, FrameKind
-from cbi1kit.wire._layout import DELTA_PREFIX, HEADER
+from cbi1kit.capture._file import (
+    CaptureReader,
+    CaptureWriter,
+    RecordType,
+    decode_stream_close,
+    decode_stream_open,
+)
+from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS
 
-MiB = 1 << 20
-SEED = 0x5DEECE66D1B54A33
-DC = 0x0123456789ABCDEF
-T0 = 1_800_000_000_000_000_000
-MS = 1_000_000
-BUCKETS = 1 << 19
-RECORD_HEADER = 48
-
-
-def producer(generation: int, buckets: int) -> pb.ProducerIdentity:
-    d = pb.DigestIdentity
-    return pb.ProducerIdentity(
-        pool_id=pb.KvPoolId(
-            identity_version=1,
-            indexer_domain=pb.IndexerDomainId(
-                cache_semantics=d(digest=b"\x11" * 16, source=2),
-                routing_scope=d(digest=b"\x22" * 16, source=1),
-            ),
-            dc_id=DC,
-        ),
-        producer_incarnation=0xFEEDFACE,
-        layout_generation=generation,
-        ckf_format=pb.CkfFormat(
-            format_version=1,
-            seed=SEED,
-            bucket_count=buckets,
-            fingerprint_bits=16,
-            slots_per_bucket=4,
-        ),
-    )
+GOAL_RATE = 1_000_000  # messages/s, the fast engine over the whole capture (#16)
+GOAL_RATIO = 10.0  # the fast engine vs the per-message one on the same messages
+LANE_SLACK = 256 * MiB  # peak above import <= the lane + this (#16)
 
 
-class _Deltas:
-    """``encode_delta``'s bytes without its per-call checks and Python image list: the header
-    once per format, its epoch and checksum patched per delta (checked against
-    ``encode_delta`` on the first delta of every stream)."""
-
-    def __init__(self, fmt: FilterFormat) -> None:
-        self.head = bytearray(encode_delta(fmt, DC, 0, 1, [(0, 0)])[: HEADER.size])
-        assert self.head[HEADER.field("flags").offset] == FrameKind.DELTA
-        self.epoch = HEADER.field("epoch")
-        self.checksum = HEADER.field("body_checksum")
-        self.prefix = DELTA_PREFIX.codec
-
-    def __call__(self, base: int, images: np.ndarray) -> bytes:
-        body = self.prefix.pack(base, len(images)) + images.tobytes()
-        head = self.head
-        head[self.epoch.offset : self.epoch.end] = (base + 1).to_bytes(8, "little")
-        check = xxhash.xxh3_64_intdigest(body) & 0xFFFFFFFF
-        head[self.checksum.offset : self.checksum.end] = check.to_bytes(4, "little")
-        return bytes(head) + body
-
-
-def generate(
-    path: Path,
-    size: int,
-    *,
-    buckets: int = BUCKETS,
-    median_images: float = 12.0,
-    sigma: float = 1.0,
-    resubscribe_every: int = 500_000,
-    heartbeat_every: int = 1000,
-    seed: int = 16,
-) -> dict[str, int]:
-    """Write the capture until ``size`` bytes; its message counts."""
-    rng = np.random.default_rng(seed)
-    fmt = FilterFormat(SEED, buckets)
-    deltas = _Deltas(fmt)
-    counts = {"chunks": 0, "deltas": 0, "heartbeats": 0, "streams": 0}
-    lane = np.zeros(buckets, dtype=np.uint64)
-    seq, t, written = 1000, T0, 0
-    msg = pb.FilterUpdate(
-        protocol_version=1,
-        relay=pb.RelayIdentity(drt_instance_id=3, relay_incarnation=4),
-        contract_marker=RELAY_CONTRACT_MARKER,
-    )
-
-    def send(sid: int) -> None:
-        nonlocal written, t
-        data = msg.SerializeToString()
-        w.message(sid, data, recv_unix_ns=t, recv_mono_ns=t - T0)
-        written += len(data) + RECORD_HEADER
-        t += MS
-
-    with CaptureWriter(path, flush_records=4096) as w:
-        while written < size:
-            sid = w.open_stream("relay:50051", SUBSCRIBE_KV_POOL_METHOD, b"", recv_unix_ns=t)
-            counts["streams"] += 1
-            msg.producer.CopyFrom(producer(counts["streams"], buckets))
-            msg.kind = pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK
-            msg.base_sequence = msg.sequence = seq
-            for chunk in encode_snapshot_chunks(fmt, DC, seq, lane):
-                msg.payload = chunk
-                send(sid)
-                counts["chunks"] += 1
-            in_stream = 0
-            while written < size and in_stream < resubscribe_every:
-                # 4,096 deltas drawn at once: image counts, buckets, the slot and fingerprint
-                # each image writes (an eviction writes 0: the slot empties)
-                n = np.clip(rng.lognormal(np.log(median_images), sigma, 4096), 1, 1024)
-                n = n.astype(np.int64)
-                ends = np.cumsum(n)
-                where = rng.integers(0, buckets, int(ends[-1]))
-                shift = rng.integers(0, 4, int(ends[-1])).astype(np.uint64) * np.uint64(16)
-                fp = rng.integers(1, 1 << 16, int(ends[-1])).astype(np.uint64)
-                fp[rng.random(int(ends[-1])) < 0.3] = 0
-                for k in range(len(n)):
-                    span = slice(int(ends[k] - n[k]), int(ends[k]))
-                    b, first = np.unique(where[span], return_index=True)  # distinct buckets
-                    sh, f = shift[span][first], fp[span][first]
-                    images = np.empty(len(b), dtype=IMAGE_DTYPE)
-                    images["bucket"] = b
-                    images["word"] = (lane[b] & ~(np.uint64(0xFFFF) << sh)) | (f << sh)
-                    lane[b] = images["word"]
-                    payload = deltas(seq, images)
-                    if in_stream == 0:
-                        assert payload == encode_delta(fmt, DC, seq, seq + 1, images)
-                    msg.kind = pb.FILTER_UPDATE_KIND_DELTA
-                    msg.base_sequence, msg.sequence = seq, seq + 1
-                    msg.send_ts_us = t // 1000
-                    msg.payload = payload
-                    send(sid)
-                    seq += 1
-                    counts["deltas"] += 1
-                    in_stream += 1
-                    if in_stream % heartbeat_every == 0:
-                        msg.kind = pb.FILTER_UPDATE_KIND_HEARTBEAT
-                        msg.base_sequence = msg.sequence = seq
-                        msg.ClearField("payload")
-                        send(sid)
-                        counts["heartbeats"] += 1
-                    if written >= size or in_stream >= resubscribe_every:
-                        break
-            w.close_stream(sid, recv_unix_ns=t, recv_mono_ns=t - T0)
-    return counts
+def copy_prefix(src: Path, dst: Path, size: int) -> None:
+    """The records of ``src`` that start in its first ``size`` bytes, as a capture of their own
+    (same stream ids, bytes and receive times; streams still open are closed at the end)."""
+    with CaptureReader(src) as reader, CaptureWriter(dst, flush_records=4096) as w:
+        for rec in reader.records():
+            if rec.offset >= size:
+                break
+            t = {"recv_unix_ns": rec.recv_unix_ns, "recv_mono_ns": rec.recv_mono_ns}
+            if rec.type is RecordType.STREAM_OPEN:
+                o = decode_stream_open(rec.body)
+                w.open_stream(o.target, o.method, o.request, metadata=o.metadata, info=o.info, **t)
+            elif rec.type is RecordType.MESSAGE:
+                w.message(rec.stream_id, rec.body, **t)
+            elif rec.type is RecordType.STREAM_CLOSE:
+                c = decode_stream_close(rec.body)
+                w.close_stream(
+                    rec.stream_id, status_code=c.status_code, status_name=c.status_name, **t
+                )
+        for sid in w.open_streams:
+            w.close_stream(sid)
 
 
-# ----------------------------------------------------------------------------- measurement
-
-Run = tuple[float, float, int, str]  # CPU seconds, wall seconds, messages, what it found
+# ------------------------------------------------------------------- in the measuring process
 
 
-def _timed(path: str, **kw: Any) -> Run:
-    from cbi1kit.analysis import replay
+def _replay(path: str, **kw: Any) -> tuple[int, str]:
+    """One replay: its messages, and what it found (counts, each lane's final words)."""
+    from cbi1kit.analysis._replay import replay
 
-    c, t = time.process_time(), time.perf_counter()
     report = replay(path, keep_events=False, **kw)
-    wall, cpu = time.perf_counter() - t, time.process_time() - c
-    assert report.ok, report.violations[:3]
-    lane = report.final_lane
-    found = f"{report.counts()} {report.final_sequence} {xxhash.xxh3_64_hexdigest(lane.tobytes())}"
-    return cpu, wall, report.records, found
+    lanes = [
+        (lane.final_sequence, xxhash.xxh3_64_hexdigest(lane.final_lane.tobytes()))
+        for lane in report.lanes
+        if lane.final_lane is not None
+    ]
+    return report.records, f"{report.counts()} {report.violations} {lanes}"
 
 
-def measure(full: str, prefix: str, rounds: int) -> dict[str, list[Run]]:
-    """Alternating rounds of every configuration (after one pass that loads the kernels)."""
-    _timed(prefix, keep_history=False)
-    out: dict[str, list[Run]] = {}
-    plan = (
-        ("fast", full, {"keep_history": False}),
-        ("reference_prefix", prefix, {"keep_history": False, "engine": "reference"}),
-        ("fast_prefix", prefix, {"keep_history": False}),
-        ("fast_history", full, {"keep_history": True}),
-        ("reference_history_prefix", prefix, {"keep_history": True, "engine": "reference"}),
+def measure_mix(full: str, prefix: str, rounds: int) -> dict[str, Any]:
+    t = time.perf_counter()
+    _replay(prefix, keep_history=False)  # loads the compiled kernels (or compiles them)
+    first = time.perf_counter() - t
+    messages, fast_found = _replay(prefix, keep_history=False)
+    _, ref_found = _replay(prefix, keep_history=False, engine="reference")
+    assert fast_found == ref_found, "the engines disagree"  # tests/test_replay_fast.py's job
+    cand, base = compare(
+        lambda: _replay(prefix, keep_history=False),
+        lambda: _replay(prefix, keep_history=False, engine="reference"),
+        rounds=rounds,
     )
-    for _ in range(rounds):
-        for name, path, kw in plan:
-            out.setdefault(name, []).append(_timed(path, **kw))
-    # the engines found the same: counts, final sequence, final words
-    assert len({r[3] for name in out if name.endswith("prefix") for r in out[name]}) == 1
-    return out
-
-
-def _line(label: str, runs: list[Run]) -> tuple[str, float]:
-    cpu = [r[0] for r in runs]
-    wall = [r[1] for r in runs]
-    n = runs[0][2]
-    rate = n / min(cpu)
-    return (
-        f"  {label:<40} {n:>10,} msgs  CPU best {min(cpu):7.3f} s median "
-        f"{statistics.median(cpu):7.3f} s   wall best {min(wall):7.3f} s median "
-        f"{statistics.median(wall):7.3f} s   {rate:>11,.0f} msgs/s CPU, {n / min(wall):>11,.0f} "
-        f"wall ({1e6 * min(cpu) / n:.2f} µs/msg)",
-        rate,
-    )
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--size-mib", type=int, default=1024)
-    ap.add_argument("--prefix-mib", type=int, default=64)
-    ap.add_argument("--median-images", type=float, default=12.0)
-    ap.add_argument("--sigma", type=float, default=1.0, help="of the log-normal image counts")
-    ap.add_argument("--resubscribe-every", type=int, default=500_000)
-    ap.add_argument("--heartbeat-every", type=int, default=1000)
-    ap.add_argument("--rounds", type=int, default=3, help="alternating timed rounds")
-    ap.add_argument("--keep", type=Path, help="reuse this capture if it exists, else write it")
-    ap.add_argument("--quick", action="store_true", help="32 MiB, an 8 MiB prefix, one round")
-    ap.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.measure:
-        print(json.dumps(measure(*args.measure, args.rounds)))
-        return
-    if args.quick:
-        args.size_mib, args.prefix_mib, args.rounds = 32, 8, 1
-    shape: dict[str, Any] = {
-        "median_images": args.median_images,
-        "sigma": args.sigma,
-        "resubscribe_every": args.resubscribe_every,
-        "heartbeat_every": args.heartbeat_every,
+    whole, _ = _replay(full, keep_history=False)
+    fast = measure(lambda: _replay(full, keep_history=False), rounds=rounds)
+    history = measure(lambda: _replay(full, keep_history=True), rounds=rounds)
+    return {
+        "first_s": first,
+        "prefix_messages": messages,
+        "messages": whole,
+        "candidate": [cand.cpu, cand.wall],
+        "baseline": [base.cpu, base.wall],
+        "fast": [fast.cpu, fast.wall],
+        "history": [history.cpu, history.wall],
     }
+
+
+# ------------------------------------------------------------------------------ the figures
+
+
+def _times(t: Timing) -> str:
+    return (
+        f"cpu best/median {t.cpu_best:.3f} / {t.cpu_median:.3f} s | wall best/median "
+        f"{t.wall_best:.3f} / {t.wall_median:.3f} s | {len(t.cpu)} rounds"
+    )
+
+
+def run_mix(
+    report: Report,
+    mix: Mix,
+    size_mib: int,
+    prefix_mib: int,
+    rounds: int,
+    keep: Path | None,
+    *,
+    goals: bool,
+) -> None:
+    """One mix's figures (``goals``: the rate and ratio goals of #16 apply to it)."""
+    snapshot = mix.buckets * 8 + 64 * -(-mix.buckets // SNAPSHOT_CHUNK_BUCKETS)
+    # the prefix holds a few sessions of deltas, not only a snapshot's chunks
+    prefix_mib = min(size_mib, max(prefix_mib, 4 * snapshot // MiB))
     with tempfile.TemporaryDirectory() as tmp:
-        full = args.keep or Path(tmp) / "replay.kvrcap"
+        full = (keep or Path(tmp)) / f"replay-{mix.name}-{size_mib}MiB.kvrcap"
         t = time.perf_counter()
-        if not (args.keep and full.exists()):
-            generate(full, args.size_mib * MiB, **shape)
+        counts = None
+        if not (keep is not None and full.exists()):
+            counts = generate_mix(full, size_mib * MiB, mix)
         gen_s = time.perf_counter() - t
         prefix = Path(tmp) / "prefix.kvrcap"
-        generate(prefix, min(args.prefix_mib, args.size_mib) * MiB, **shape)
-        measure_argv = ["--measure", str(full), str(prefix), "--rounds", str(args.rounds)]
-        res = subprocess.run(
-            [sys.executable, __file__, *measure_argv],
+        copy_prefix(full, prefix, min(prefix_mib, size_mib) * MiB)
+        fixed = Path(tmp) / "fixed.kvrcap"  # a snapshot and a few hundred deltas
+        copy_prefix(full, fixed, snapshot + (256 << 10))
+        argv = ["--measure", str(full), str(prefix), "--rounds", str(rounds)]
+        out = subprocess.run(
+            [sys.executable, __file__, *argv],
             check=True,
             capture_output=True,
             text=True,
         )
-        r = json.loads(res.stdout)
-        base = [peak_rss(["-c", "import cbi1kit"])[0] for _ in range(args.rounds)]
-        # the engine's fixed cost: one snapshot and a few hundred deltas of the same capture
-        tiny = Path(tmp) / "tiny.kvrcap"
-        generate(tiny, BUCKETS * 8 + (256 << 10), **shape)
+        r = json.loads(out.stdout)
         cli = ["-m", "cbi1kit", "replay", "--json", "--no-progress"]
-        fixed = [peak_rss([*cli, str(tiny)])[0] for _ in range(args.rounds)]
-        peaks = [peak_rss([*cli, str(full)]) for _ in range(args.rounds)]
-        summary = json.loads(peaks[0][2])
+        floor = min(peak_of(["-c", "import cbi1kit"])[0] for _ in range(rounds))
+        engine = min(peak_of([*cli, str(fixed)])[0] for _ in range(rounds))
+        peak = min(peak_of([*cli, str(full)])[0] for _ in range(rounds))
         size, prefix_size = full.stat().st_size, prefix.stat().st_size
 
-    counts = summary["counts"]
-    lane = BUCKETS * 8
-    print(
-        f"capture: {size / MiB:.0f} MiB, {r['fast'][0][2]:,} messages: "
-        f"{counts.get('delta_applied', 0):,} deltas (log-normal, median {args.median_images:g} "
-        f"images), {counts.get('heartbeat', 0):,} heartbeats, "
-        f"{counts.get('snapshot_installed', 0)} snapshot(s) of a {BUCKETS}-bucket lane"
-        + ("" if args.keep and gen_s < 1 else f"; generated in {gen_s:.0f} s")
-    )
-    print(
-        f"replay, {args.rounds} alternating rounds; the reference (per-message) engine runs on "
-        f"the first {prefix_size / MiB:.0f} MiB ({r['reference_prefix'][0][2]:,} messages), "
-        "its rates are per message:"
-    )
-    lines = {
-        name: _line(label, r[name])
-        for name, label in (
-            ("fast", "fast, whole capture"),
-            ("fast_prefix", "fast, prefix"),
-            ("reference_prefix", "reference (baseline), prefix"),
-            ("fast_history", "fast, whole capture, history kept"),
-            ("reference_history_prefix", "reference, prefix, history kept"),
+    made = (
+        ""
+        if counts is None
+        else (
+            f"{counts['chunks']:,} snapshot chunks, {counts['deltas']:,} deltas (median "
+            f"{mix.median_images} images), {counts['heartbeats']:,} heartbeats; generated in "
+            f"{gen_s:.0f} s; "
         )
+    )
+    print(
+        f"capture [{mix.name}]: {size / MiB:.0f} MiB, {r['messages']:,} messages: {made}first "
+        f"replay (loading the kernels) {r['first_s']:.2f} s"
+    )
+    n = r["prefix_messages"]
+    cand, base = Timing(*r["candidate"]), Timing(*r["baseline"])
+    report.figure(
+        Comparison(
+            f"replay [{mix.name}, the first {prefix_size / MiB:.0f} MiB: {n:,} messages]",
+            cand,
+            base,
+            "fast engine",
+            "per-message engine",
+            work=n,
+            unit="M msgs/s",
+            scale=1e6,
+        ),
+        goal_ratio=GOAL_RATIO if goals else None,
+        note="replay(path, keep_events=False, keep_history=False); both found the same",
+    )
+    fast, history = Timing(*r["fast"]), Timing(*r["history"])
+    rate, ref_rate = r["messages"] / fast.cpu_median, n / base.cpu_median
+    report.value(
+        f"replay [{mix.name}, the whole {size / MiB:.0f} MiB: {r['messages']:,} messages]",
+        f"fast engine {rate / 1e6:.3g} M msgs/s",
+        f"per-message engine {ref_rate / 1e6:.3g} M msgs/s (its rate on the prefix)",
+        rate / ref_rate,
+        ok=rate >= GOAL_RATE if goals else None,
+        goal=f">= {GOAL_RATE / 1e6:g} M msgs/s by cpu median" if goals else "",
+        detail=_times(fast),
+    )
+    report.value(
+        f"replay keeping the history [{mix.name}, the whole capture]",
+        f"fast engine {r['messages'] / history.cpu_median / 1e6:.3g} M msgs/s",
+        f"without history {rate / 1e6:.3g} M msgs/s",
+        fast.cpu_median / history.cpu_median,
+        detail=f"{_times(history)}; the history lane_at reads: 20 bytes per image to a "
+        "temporary file; no goal",
+    )
+    lane = mix.buckets * 8
+    report.value(
+        f"replay memory [{mix.name}, the whole capture]",
+        f"`cbi1kit replay` peak RSS {peak / MiB:.0f} MiB, {(peak - floor) / MiB:.0f} MiB above "
+        "import",
+        f"the lane + 256 MiB = {(lane + LANE_SLACK) / MiB:.0f} MiB",
+        (peak - floor) / (lane + LANE_SLACK),
+        ok=peak - floor <= lane + LANE_SLACK,
+        goal="<= the lane + 256 MiB above `import cbi1kit`",
+        detail=f"`import cbi1kit` {floor / MiB:.0f} MiB; the engine's fixed cost (replay of one "
+        f"snapshot and a few hundred deltas: numpy, protobuf, numba, the kernels, a lane) "
+        f"{engine / MiB:.0f} MiB; above it {(peak - engine) / MiB:.0f} MiB for the whole capture",
+    )
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--sim-size-mib", type=int, default=None, help="simulator-like capture")
+    ap.add_argument("--size-mib", type=int, default=None, help="snapshot-heavy capture")
+    ap.add_argument("--prefix-mib", type=int, default=None, help="what the reference replays")
+    ap.add_argument("--keep", type=Path, help="a directory: reuse its captures, else write them")
+    ap.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    rounds = args.rounds or (1 if args.quick else 3)
+    if args.measure:
+        print(json.dumps(measure_mix(*args.measure, rounds)))
+        return
+    report = Report("bench_replay: replay, the fast engine vs the per-message engine", args.quick)
+    prefix = args.prefix_mib or (8 if args.quick else 64)
+    sizes = {
+        "simulator-like": args.sim_size_mib or (32 if args.quick else 1024),
+        "snapshot-heavy": args.size_mib or (32 if args.quick else 256),
     }
-    for text, _rate in lines.values():
-        print(text)
-    fast, ref = lines["fast_prefix"][1], lines["reference_prefix"][1]
-    print(f"  fast vs reference on the same messages: {fast / ref:.0f}x (messages/s by CPU)")
-    floor, engine = min(base), min(fixed)
-    peak = min(p[0] for p in peaks)
-    print(
-        f"peak RSS of `cbi1kit replay` on the whole capture: best {peak / MiB:.0f} MiB, median "
-        f"{statistics.median(p[0] for p in peaks) / MiB:.0f} MiB ({min(p[1] for p in peaks):.1f} s"
-        f" wall); baselines: `import cbi1kit` {floor / MiB:.0f} MiB, `cbi1kit replay` of one "
-        f"snapshot and a few hundred deltas {engine / MiB:.0f} MiB (numpy, protobuf, numba, the "
-        f"kernels, a lane); lane {lane / MiB:.0f} MiB; above that replay: "
-        f"{(peak - engine) / MiB:.0f} MiB"
-    )
-    print(
-        f"targets (#16): fast >= 1,000,000 msgs/s on the whole capture: "
-        f"{lines['fast'][1]:,.0f}; peak above import <= lane + 256 MiB = "
-        f"{(lane + 256 * MiB) / MiB:.0f} MiB: {(peak - floor) / MiB:.0f} MiB"
-    )
+    for name in ("simulator-like", "snapshot-heavy"):  # #16's goals: the small deltas
+        goals = name == "simulator-like"
+        run_mix(report, MIXES[name], sizes[name], prefix, rounds, args.keep, goals=goals)
+    report.done()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 from errorcheck import raises_variant
@@ -9,8 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbi1kit.errors import Cbi1Error
-from cbi1kit.wire._assembly import SnapshotAssembly
-from cbi1kit.wire._codec import Delta, SnapshotChunk, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
+from cbi1kit.wire._codec import (
+    Delta,
+    FrameHeader,
+    SnapshotChunk,
+    decode,
+    encode_delta,
+    encode_snapshot_chunks,
+)
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
 
 FMT = FilterFormat(0xC0FFEE, 1 << 21)  # four chunks
@@ -109,3 +122,302 @@ def test_overlong_constructed_chunk_cannot_complete() -> None:
     asm = SnapshotAssembly(fmt)
     with raises_variant(Cbi1Error, "IncompleteCoverage"):
         asm.absorb(SnapshotChunk(header, 0, 1, 0, np.ones(20, np.uint64)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The one-pass path (a frame's bytes: checksum verified as the words are copied into the lane)
+# against the two-step path (decode, then absorb the decoded chunk) and against the lane as the
+# decoded chunks' words laid end to end (what the assembly returned before it wrote one lane).
+
+VECTORS = Path(__file__).parent / "vectors" / "cbi1"
+CASES = json.loads((VECTORS / "manifest.json").read_text())["cases"]
+
+
+def _vector(rel: str) -> bytes:
+    data = (VECTORS / rel).read_bytes()
+    return gzip.decompress(data) if rel.endswith(".gz") else data
+
+
+def _case_format(spec: dict[str, Any]) -> FilterFormat:
+    seed, buckets = int(spec["seed"]), int(spec["bucket_count"])
+    if spec.get("constructed_via", "FilterFormat::new") == "FilterFormat::new":
+        return FilterFormat(seed, buckets)
+    return FilterFormat.unchecked(seed, buckets)
+
+
+def _outcome(asm: SnapshotAssembly, step: Any) -> tuple[Any, ...]:
+    """What one absorb did: its result or error, and the assembly's state after it."""
+    try:
+        got = step()
+    except Cbi1Error as exc:
+        result: tuple[Any, ...] = (
+            "error",
+            exc.variant,
+            exc.subvariant,
+            exc.field,
+            exc.offset,
+            str(exc),
+        )
+    else:
+        if got is None:
+            result = ("none",)
+        else:
+            assert isinstance(got, AssembledSnapshot)
+            assert got.words.flags.c_contiguous and got.words.shape == (got.bucket_count,)
+            result = (
+                "done",
+                got.epoch,
+                got.words.tobytes(),
+                [(o, w.tobytes()) for o, w in got.parts],
+                got.image_count,
+                got.images.tobytes(),
+            )
+    state = (asm.in_progress, asm.epoch, asm.chunk_count, asm.next_chunk, asm.next_bucket)
+    return (*result, state)
+
+
+def _both(fmt: FilterFormat, frames: list[bytes | SnapshotChunk | Delta]) -> None:
+    """Feed the same frames to the two paths; every step's outcome and state must agree."""
+    two, one = SnapshotAssembly(fmt), SnapshotAssembly(fmt)
+    for f in frames:
+        if isinstance(f, (SnapshotChunk, Delta)):
+            a = _outcome(two, lambda f=f: two.absorb(f))
+            b = _outcome(one, lambda f=f: one.absorb(f))
+        else:
+            try:
+                decoded = decode(fmt, f)
+            except Cbi1Error as exc:  # decode refused it: the assembly never saw it
+                a = (
+                    "error",
+                    exc.variant,
+                    exc.subvariant,
+                    exc.field,
+                    exc.offset,
+                    str(exc),
+                    (two.in_progress, two.epoch, two.chunk_count, two.next_chunk, two.next_bucket),
+                )
+            else:
+                a = _outcome(two, lambda d=decoded: two.absorb(d))
+            b = _outcome(one, lambda f=f: one.absorb(f))
+        assert a == b
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c["id"]) for c in CASES if c["kind"] == "assembly"]
+)
+def test_bytes_path_matches_two_step_path_on_golden_assembly_cases(case: dict[str, Any]) -> None:
+    fmt = _case_format(case["assembly_format"])
+    if _case_format(case["decode_format"]) != fmt:
+        pytest.skip("decoded against another format than the assembly's")
+    frames: list[bytes | SnapshotChunk | Delta] = []
+    for step in case["steps"]:
+        if step["action"] == "reset":
+            _both(fmt, frames)  # up to here, then a fresh pair: reset is the same call
+            frames = []
+        elif step["action"] == "absorb_constructed_frame":
+            h, s = step["frame"]["header"], step["frame"]
+            count, value = (int(x) for x in s["words"].split(" copies of "))
+            header = FrameHeader(int(h["seed"]), int(h["bucket_count"]), 0, int(h["epoch"]))
+            words = np.full(count, value, dtype=np.uint64)
+            frames.append(
+                SnapshotChunk(
+                    header, s["chunk_index"], s["chunk_count"], int(s["bucket_offset"]), words
+                )
+            )
+        else:
+            frames.append(_vector(step["file"]))
+    _both(fmt, frames)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in CASES if "file" in c])
+def test_bytes_path_matches_two_step_path_on_every_golden_frame(case: dict[str, Any]) -> None:
+    """Every golden frame (valid or not) absorbed alone, and after chunk 0 of a snapshot in
+    progress: the same result or error, in the same order, as decode then absorb."""
+    spec = case.get("expected_format") or case.get("decode_format")
+    if spec is None:
+        pytest.skip("a bare body (upstream's private body decoder), not a frame")
+    fmt = _case_format(spec)
+    data = _vector(case["file"])
+    _both(fmt, [data])
+    if fmt.bucket_count <= 1 << 22:
+        lane = np.arange(fmt.bucket_count, dtype=np.uint64)
+        first = encode_snapshot_chunks(fmt, 0, 12345, lane)[0]
+        _both(fmt, [first, data])
+
+
+def _chunk_frames(fmt: FilterFormat, epoch: int, lane: np.ndarray, sizes: list[int]) -> list[bytes]:
+    header = FrameHeader(fmt.seed, fmt.bucket_count, 3, epoch)
+    out, at = [], 0
+    for i, n in enumerate(sizes):
+        out.append(SnapshotChunk(header, i, len(sizes), at, lane[at : at + n]).serialize())
+        at += n
+    return out
+
+
+SMALL = FilterFormat(0xABCDEF, 64)
+
+
+@st.composite
+def _streams(draw: st.DrawFn) -> list[bytes]:
+    """Chunks of two snapshots (uneven sizes), deltas, corrupt and foreign frames, in any
+    order: mostly in order, so that snapshots also complete."""
+    lanes = [
+        np.array(draw(st.lists(st.integers(0, 2**64 - 1), min_size=64, max_size=64)), np.uint64)
+        for _ in range(2)
+    ]
+    pool: list[bytes] = []
+    for epoch, lane in zip((7, 8), lanes, strict=True):
+        cuts = sorted(draw(st.sets(st.integers(1, 63), max_size=4)))
+        sizes = [b - a for a, b in zip([0, *cuts], [*cuts, 64], strict=True)]
+        pool += _chunk_frames(SMALL, epoch, lane, sizes)
+    pool.append(encode_delta(SMALL, 3, 8, 9, [(1, 2)]))
+    pool.append(encode_snapshot_chunks(FilterFormat(1, 64), 3, 7, lanes[0])[0])  # other seed
+    pool.append(_chunk_frames(SMALL, 7, lanes[0], [64])[0])  # a whole lane in one chunk
+    ops = draw(
+        st.lists(
+            st.tuples(st.integers(0, len(pool) - 1), st.integers(0, 4), st.integers(0, 10**6)),
+            max_size=20,
+        )
+    )
+    out: list[bytes] = []
+    for i, mode, where in ops:
+        frame = bytearray(pool[i])
+        if mode == 1:  # one byte changed anywhere: header, prefix or words
+            frame[where % len(frame)] ^= 1 + where % 255
+        elif mode == 2:  # truncated
+            del frame[where % len(frame) :]
+        out.append(bytes(frame))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_streams(), st.sampled_from([8, 20, 1 << 18]))
+def test_bytes_path_matches_two_step_path_on_any_stream(frames: list[bytes], block: int) -> None:
+    """``block``: the one-pass path's copy block, in bytes (small ones split every chunk)."""
+    import cbi1kit.wire._assembly as assembly
+
+    saved = assembly.COPY_BLOCK
+    assembly.COPY_BLOCK = block
+    try:
+        _both(SMALL, list(frames))
+    finally:
+        assembly.COPY_BLOCK = saved
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lane=st.lists(st.integers(0, 2**64 - 1), min_size=64, max_size=64),
+    cuts=st.sets(st.integers(1, 63), max_size=6),
+)
+def test_lane_is_the_chunks_words_end_to_end(lane: list[int], cuts: set[int]) -> None:
+    """The assembled lane equals the decoded chunks' words concatenated (the chunk-view
+    assembly's ``words``), whichever path, and ``parts`` are those chunks."""
+    words = np.array(lane, dtype=np.uint64)
+    bounds = sorted(cuts)
+    sizes = [b - a for a, b in zip([0, *bounds], [*bounds, 64], strict=True)]
+    frames = _chunk_frames(SMALL, 5, words, sizes)
+    decoded = [decode(SMALL, f) for f in frames]
+    expected = np.concatenate([d.words for d in decoded])  # type: ignore[union-attr]
+    for feed in (frames, decoded):
+        asm = SnapshotAssembly(SMALL)
+        done = None
+        for f in feed:
+            done = asm.absorb(f)
+        assert done is not None
+        assert np.array_equal(done.words, expected)
+        assert [(o, w.tolist()) for o, w in done.parts] == [
+            (d.bucket_offset, d.words.tolist())  # type: ignore[union-attr]
+            for d in decoded
+        ]
+
+
+def test_into_assembles_in_the_consumers_lane(chunks) -> None:  # type: ignore[no-untyped-def]
+    lane, frames = chunks
+    raw = list(encode_snapshot_chunks(FMT, 1, 99, lane))
+    mine = np.zeros(FMT.bucket_count, dtype=np.uint64)
+    asm = SnapshotAssembly(FMT, into=mine)
+    for feed in (raw, frames, raw):  # bytes, decoded, bytes again: the same array each time
+        mine[:] = 0
+        done = None
+        for f in feed:
+            done = asm.absorb(f)
+        assert done is not None and done.words is mine
+        assert np.array_equal(mine, lane)
+        done.copy_into(mine)  # already there: nothing to do
+        assert np.array_equal(mine, lane)
+    with pytest.raises(ValueError, match="uint64"):
+        SnapshotAssembly(FMT, into=np.zeros(10, np.uint64))
+    with pytest.raises(ValueError, match="uint64"):
+        SnapshotAssembly(FMT, into=np.zeros(FMT.bucket_count, np.int64))
+
+
+def test_each_snapshot_gets_its_own_lane(chunks) -> None:  # type: ignore[no-untyped-def]
+    lane, _ = chunks
+    raw = list(encode_snapshot_chunks(FMT, 1, 99, lane))
+    asm = SnapshotAssembly(FMT)
+    first = second = None
+    for f in raw:
+        first = asm.absorb(f)
+    for f in raw:
+        second = asm.absorb(f)
+    assert first is not None and second is not None
+    assert not np.shares_memory(first.words, second.words)
+    assert np.array_equal(first.words, lane) and np.array_equal(second.words, lane)
+
+
+def test_corrupt_chunk_keeps_the_snapshot_in_progress(chunks) -> None:  # type: ignore[no-untyped-def]
+    """A chunk whose checksum fails in the one-pass path leaves what was assembled intact,
+    including when it is a chunk 0 restarting a snapshot in progress."""
+    lane, _ = chunks
+    raw = list(encode_snapshot_chunks(FMT, 1, 99, lane))
+    asm = SnapshotAssembly(FMT)
+    asm.absorb(raw[0])
+    asm.absorb(raw[1])
+    for bad_index in (2, 0):
+        bad = bytearray(raw[bad_index])
+        bad[-1] ^= 0xFF
+        with raises_variant(Cbi1Error, "Checksum"):
+            asm.absorb(bytes(bad))
+        assert asm.next_chunk == 2
+    asm.absorb(raw[2])
+    done = asm.absorb(raw[3])
+    assert done is not None and np.array_equal(done.words, lane)
+
+
+def test_memory_is_the_lane_and_one_chunk(chunks) -> None:  # type: ignore[no-untyped-def]
+    """Assembling from bytes allocates the lane and nothing per chunk (chunks arrive one at a
+    time in one reused buffer, as a stream delivers them)."""
+    lane, _ = chunks
+    raw = list(encode_snapshot_chunks(FMT, 1, 99, lane))
+    buf = memoryview(bytearray(len(raw[0])))
+    asm = SnapshotAssembly(FMT)
+    tracemalloc.start()
+    try:
+        done = None
+        for f in raw:
+            buf[: len(f)] = f  # (a bytearray's own slice assignment would copy f first)
+            done = asm.absorb(buf[: len(f)])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert done is not None and np.array_equal(done.words, lane)
+    assert peak <= lane.nbytes + (64 << 10), peak
+
+
+def test_in_order_chunk_bytes_take_the_one_pass_path(chunks, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Chunks that pass every check never go through ``decode`` (which hashes the body in a
+    pass of its own): the words are hashed as they are copied."""
+    import cbi1kit.wire._assembly as assembly
+
+    lane, _ = chunks
+    raw = list(encode_snapshot_chunks(FMT, 1, 99, lane))
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("decode called")
+
+    monkeypatch.setattr(assembly, "decode", refuse)
+    asm = SnapshotAssembly(FMT)
+    done = None
+    for f in raw:
+        done = asm.absorb(f)
+    assert done is not None and np.array_equal(done.words, lane)

@@ -185,3 +185,49 @@ def test_a_kick_budget_beyond_the_scratch_space_is_refused() -> None:
     table = CuckooTable(CkfAddressing(16, SEED))
     with raises_variant(CkfError, "InvalidMaxKicks"):
         table.insert(1, SplitMix64(1), MAX_KICKS + 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    log2=st.integers(1, 8),
+    seed=st.integers(0, (1 << 64) - 1),
+    rng_state=st.integers(0, (1 << 64) - 1),
+    max_kicks=st.sampled_from([0, 1, 2, 17, 500, MAX_KICKS]),
+    items=st.lists(st.integers(0, (1 << 64) - 1), max_size=2100),
+)
+def test_insert_many_is_insert_prepared_item_by_item_up_to_the_first_failure(
+    log2: int, seed: int, rng_state: int, max_kicks: int, items: list[int]
+) -> None:
+    """The same words, RNG state and counters as inserting each item in turn and stopping at
+    the first failure (rolled back); offering the rest again carries on from there."""
+    addressing = CkfAddressing(1 << log2, seed)
+    fp, a, b = addressing.prepare_many(np.array(items, dtype=np.uint64))
+    one, many = CuckooTable(addressing), CuckooTable(addressing)
+    rng_one, rng_many = SplitMix64(rng_state), SplitMix64(rng_state)
+    start = 0
+    while start <= len(items):
+        k = many.insert_many(fp[start:], a[start:], b[start:], rng_many, max_kicks)
+        expected = 0
+        for f, x, y in zip(
+            fp[start:].tolist(), a[start:].tolist(), b[start:].tolist(), strict=True
+        ):
+            if one.insert_prepared(f, x, y, rng_one, max_kicks) is None:
+                break
+            expected += 1
+        assert k == expected
+        assert many.words_list() == one.words_list()
+        assert rng_many.state == rng_one.state
+        assert (many.inserts, many.insert_failures) == (one.inserts, one.insert_failures)
+        start += k + 1  # past the failed item (or past the end)
+
+
+def test_insert_many_fills_a_table_to_its_first_failure() -> None:
+    addressing = CkfAddressing(1 << 10, SEED)
+    items = np.random.default_rng(5).integers(0, 2**64, 8 << 10, dtype=np.uint64)
+    table = CuckooTable(addressing)
+    k = table.insert_many(*addressing.prepare_many(items), SplitMix64(9), 500)
+    assert 0.9 < k / (4 << 10) < 1.0  # a cuckoo filter of 4 slots fills to ~95%
+    assert table.insert_failures == 1
+    assert all(_copies(table, int(item)) >= 1 for item in items[:k])
+    with raises_variant(CkfError, "InvalidMaxKicks"):
+        table.insert_many([1], [0], [1], SplitMix64(1), MAX_KICKS + 1)

@@ -12,6 +12,7 @@ from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cbi1kit.hashing._blocks as blocks_module
 from cbi1kit.errors import HashingError
 from cbi1kit.hashing._blocks import (
     block_count,
@@ -375,3 +376,139 @@ def test_ragged_and_batch_agree_with_single_chains(seqs: list[list[int]]) -> Non
     if seqs and all(len(s) == len(seqs[0]) for s in seqs):
         batch = compute_seq_hash_batch(np.array(seqs, dtype=np.uint64).reshape(len(seqs), -1))
         assert batch.tolist() == [compute_seq_hash_for_block(s).tolist() for s in seqs]
+
+
+# ------------------------------------------------- the compiled loops against the Python ones
+# From COMPILED_MIN_BLOCKS blocks on, block and sequence hashes run hashing/_compiled's kernels;
+# below, the Python loops. Each test runs both with the threshold moved so that every call takes
+# the one path, then the other, and requires the same bits (and the same errors).
+
+
+def _both_paths(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` through the Python loops and through the kernels: equal."""
+    saved = blocks_module.COMPILED_MIN_BLOCKS
+    results = []
+    try:
+        for threshold in (2**62, 1):
+            blocks_module.COMPILED_MIN_BLOCKS = threshold
+            try:
+                got = fn(*args, **kwargs)
+            except HashingError as exc:
+                results.append(("error", exc.variant, str(exc)))
+            else:
+                assert got.dtype == np.uint64
+                results.append(("ok", got.shape, got.tolist()))
+    finally:
+        blocks_module.COMPILED_MIN_BLOCKS = saved
+    assert results[0] == results[1]
+    return results[1]
+
+
+def test_the_kernels_load_and_their_constants_are_xxh3s() -> None:
+    from cbi1kit.hashing import _compiled
+    from cbi1kit.hashing._xxh3 import SECRET
+
+    assert blocks_module._kernels() is _compiled
+    words = [int.from_bytes(SECRET[o : o + 8], "little") for o in (24, 32, 40, 48)]
+    assert list(_compiled._SECRET_24_56) == words
+    assert _compiled._CHAIN_SEED == 1337 == blocks_module.CHAIN_XXH3_SEED
+
+
+mm_infos = st.none() | st.lists(
+    st.none()
+    | st.fixed_dictionaries(
+        {"mm_objects": st.lists(st.fixed_dictionaries({"mm_hash": u64s, "offsets": st.just([])}))}
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tokens=st.lists(u32s, max_size=300),
+    bs=st.integers(1, 70),
+    lora=st.none() | names,
+    eagle=st.none() | st.booleans(),
+    ns=st.none() | names,
+    mm=mm_infos,
+    as_array=st.booleans(),
+)
+def test_compiled_block_hashes_equal_the_python_loop(
+    tokens: list[int],
+    bs: int,
+    lora: str | None,
+    eagle: bool | None,
+    ns: str | None,
+    mm: Any,
+    as_array: bool,
+) -> None:
+    """Every hash space (standard, EAGLE windows, LoRA and namespace salts, multimodal blocks)
+    and block sizes across XXH3's length classes (4 bytes to 284)."""
+    arg = np.array(tokens, dtype=np.uint32) if as_array else tokens
+    _both_paths(
+        compute_block_hash_for_seq,
+        arg,
+        bs,
+        block_mm_infos=mm,
+        lora_name=lora,
+        is_eagle=eagle,
+        cache_namespace=ns,
+    )
+
+
+@pytest.mark.parametrize("bs", [1, 3, 4, 16, 32, 33, 59, 60, 64, 128, 512, 1024])
+@pytest.mark.parametrize("eagle", [False, True])
+def test_compiled_block_hashes_match_xxhash_per_window(bs: int, eagle: bool) -> None:
+    """Long inputs, each window checked against python-xxhash itself."""
+    rng = np.random.default_rng(bs)
+    tokens = rng.integers(0, 2**32, 40 * bs + 7, dtype=np.uint64).astype(np.uint32)
+    seed = block_hash_seed("adapter-a", "tenant")
+    got = _both_paths(
+        compute_block_hash_for_seq,
+        tokens,
+        bs,
+        lora_name="adapter-a",
+        is_eagle=eagle,
+        cache_namespace="tenant",
+    )
+    raw = tokens.astype("<u4").tobytes()
+    width = 4 * (bs + 1 if eagle else bs)
+    n = block_count(tokens.size, bs, eagle)
+    want = [xxhash.xxh3_64_intdigest(raw[4 * bs * i : 4 * bs * i + width], seed) for i in range(n)]
+    assert got == ("ok", (n,), want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(u64s, max_size=40), max_size=12))
+def test_compiled_chains_equal_the_python_loops(seqs: list[list[int]]) -> None:
+    flat = np.array([h for s in seqs for h in s], dtype=np.uint64)
+    lengths = [len(s) for s in seqs]
+    ragged = _both_paths(compute_seq_hash_ragged, flat, lengths)
+    assert ragged[2] == [h for s in seqs for h in _ref_chain(s)]
+    for s in seqs:
+        assert _both_paths(compute_seq_hash_for_block, s)[2] == _ref_chain(s)
+    if seqs and all(len(s) == len(seqs[0]) for s in seqs):
+        batch = np.array(seqs, dtype=np.uint64).reshape(len(seqs), -1)
+        assert _both_paths(compute_seq_hash_batch, batch)[2] == [_ref_chain(s) for s in seqs]
+        _both_paths(compute_seq_hash_batch, batch.T)  # a non-contiguous view
+
+
+def test_compiled_chains_on_mooncake_shaped_batches() -> None:
+    """100 chains of 3,200 blocks (and a ragged batch of such lengths), edge values included."""
+    rng = np.random.default_rng(17)
+    batch = rng.integers(0, 2**64, (100, 3200), dtype=np.uint64)
+    batch[0] = 2**64 - 1
+    batch[1] = 0
+    got = _both_paths(compute_seq_hash_batch, batch)
+    for r in (0, 1, 57):
+        assert got[2][r] == _ref_chain(batch[r].tolist())
+    lengths = rng.integers(0, 3200, 100)
+    flat = rng.integers(0, 2**64, int(lengths.sum()), dtype=np.uint64)
+    _both_paths(compute_seq_hash_ragged, flat, lengths)
+
+
+def test_compiled_paths_raise_what_the_python_paths_raise() -> None:
+    _both_paths(compute_block_hash_for_seq, [1, 2**32], 1)
+    _both_paths(compute_block_hash_for_seq, list(range(100)), 0)
+    _both_paths(compute_seq_hash_ragged, np.zeros(100, np.uint64), [50, 51])
+    _both_paths(compute_seq_hash_for_block, [1] * 70 + [-1])

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from errorcheck import raises_variant
 
+import cbi1kit.hashing._blocks as blocks_module
 from cbi1kit.errors import HashingError
 from cbi1kit.hashing._blocks import (
     compute_block_hash_for_seq,
@@ -176,7 +177,13 @@ def _run(fn: Any, case: dict[str, Any]) -> tuple[str, Any]:
     return "ok", [int(h) for h in result]
 
 
-def test_block_hashes_match_oracle_on_20000_seeded_cases() -> None:
+@pytest.mark.parametrize("path", ["as called", "compiled"])
+def test_block_hashes_match_oracle_on_20000_seeded_cases(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compiled``: every call, however few its blocks, through hashing/_compiled's kernel."""
+    if path == "compiled":
+        monkeypatch.setattr(blocks_module, "COMPILED_MIN_BLOCKS", 1)
     rng = np.random.default_rng(20_240_603)
     n_cases = 20_000
     n_hashes = n_errors = n_mm = n_eagle = 0

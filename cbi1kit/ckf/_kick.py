@@ -21,7 +21,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["insert_kernel", "insert_walk_reference"]
+__all__ = ["insert_kernel", "insert_many_kernel", "insert_walk_reference"]
 
 _SPLITMIX_INCREMENT: Final = 0x9E3779B97F4A7C15
 _MIX1: Final = 0xBF58476D1CE4E5B9
@@ -151,11 +151,41 @@ def _walk(
 
 
 _KERNEL = numba.njit(nogil=True, boundscheck=False)(_walk)
+
+
+def _walk_many(
+    words: npt.NDArray[np.uint64],
+    delta: npt.NDArray[np.uint64],
+    fps: npt.NDArray[np.uint64],
+    a_s: npt.NDArray[np.int64],
+    b_s: npt.NDArray[np.int64],
+    state: np.uint64,
+    max_kicks: np.int64,
+    t_bucket: npt.NDArray[np.int64],
+    t_before: npt.NDArray[np.uint64],
+) -> tuple[int, np.uint64]:
+    for k in range(fps.shape[0]):
+        n, state = _KERNEL(
+            words, delta, fps[k], a_s[k], b_s[k], state, max_kicks, t_bucket, t_before
+        )
+        if n < 0:
+            return k, state
+    return fps.shape[0], state
+
+
+_MANY = numba.njit(nogil=True, boundscheck=False)(_walk_many)
 # a disk cache where one can be written (keyed on this file); otherwise compile in memory
-with contextlib.suppress(Exception):
-    _KERNEL.enable_caching()
+for _kernel in (_KERNEL, _MANY):
+    with contextlib.suppress(Exception):
+        _kernel.enable_caching()
 
 
 def insert_kernel() -> InsertWalk:
     """The compiled insert (compiled on its first call)."""
     return _KERNEL  # type: ignore[no-any-return]
+
+
+def insert_many_kernel() -> InsertWalk:
+    """The compiled insert of many items in order, up to the first that fails: ``(k, state)``
+    where ``k`` items went in (item ``k`` failed and was rolled back when ``k`` is short)."""
+    return _MANY  # type: ignore[no-any-return]

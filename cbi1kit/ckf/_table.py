@@ -12,6 +12,8 @@ Everything whole-lane (occupancy, probes) goes through numpy via :meth:`CuckooTa
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -59,6 +61,20 @@ def lane_rng_seed(seed: int, lane: int = 0) -> int:
     The G3 producer uses lane 0; G2's per-lane relays used their lane index.
     """
     return SplitMix64(seed ^ (((lane + 1) * SPLITMIX_INCREMENT) & _U64)).next()
+
+
+_u64 = np.uint64
+#: The compiled insert and insert-many, once ``_kick`` is loaded: on the first insert, so that
+#: ``import cbi1kit`` does not load numba.
+_KERNELS: dict[str, Any] = {}
+
+
+def _kernels() -> dict[str, Any]:
+    if not _KERNELS:
+        from cbi1kit.ckf._kick import insert_kernel, insert_many_kernel
+
+        _KERNELS.update(insert=insert_kernel(), many=insert_many_kernel())
+    return _KERNELS
 
 
 def _first(word: int, value: int) -> int:
@@ -142,18 +158,18 @@ class CuckooTable:
         self, fp: int, a: int, b: int, rng: SplitMix64, max_kicks: int
     ) -> list[tuple[int, int]] | None:
         """``insert`` for an already-prepared (fingerprint, bucket_a, bucket_b)."""
-        from cbi1kit.ckf._kick import insert_kernel
-
         if not 0 <= max_kicks <= MAX_KICKS:
             raise CkfError("InvalidMaxKicks", f"max_kicks {max_kicks} is outside 0..={MAX_KICKS}")
-        n, state = insert_kernel()(
+        # the buckets and the budget go in as Python ints (numba types them int64, as the
+        # kernel takes them); the fingerprint and the RNG state as uint64, never int64
+        n, state = (_KERNELS.get("insert") or _kernels()["insert"])(
             self._words,
             self.addressing._delta,
-            np.uint64(fp),
-            np.int64(a),
-            np.int64(b),
-            np.uint64(rng.state),
-            np.int64(max_kicks),
+            _u64(fp),
+            a,
+            b,
+            _u64(rng.state),
+            max_kicks,
             self._t_bucket,
             self._t_before,
         )
@@ -162,7 +178,48 @@ class CuckooTable:
             self.insert_failures += 1
             return None
         self.inserts += 1
+        if n == 1:  # a free slot in a or b: most inserts
+            return [(int(self._t_bucket[0]), int(self._t_before[0]))]
         return list(zip(self._t_bucket[:n].tolist(), self._t_before[:n].tolist(), strict=True))
+
+    def insert_many(
+        self,
+        fps: npt.ArrayLike,
+        a: npt.ArrayLike,
+        b: npt.ArrayLike,
+        rng: SplitMix64,
+        max_kicks: int,
+    ) -> int:
+        """Insert prepared items in order, up to the first that fails; how many went in.
+
+        Exactly ``insert_prepared`` of each item in turn (the same words and RNG state after),
+        in one compiled call, without reporting the writes: for filling a table (the
+        benchmarks' insert to failure, sizing experiments). A failed item is rolled back and
+        counted in ``insert_failures``, and the items after it are not offered.
+        """
+        if not 0 <= max_kicks <= MAX_KICKS:
+            raise CkfError("InvalidMaxKicks", f"max_kicks {max_kicks} is outside 0..={MAX_KICKS}")
+        f = np.ascontiguousarray(fps, dtype=np.uint64)
+        x = np.ascontiguousarray(a, dtype=np.int64)
+        y = np.ascontiguousarray(b, dtype=np.int64)
+        if not f.shape == x.shape == y.shape or f.ndim != 1:
+            raise ValueError("fps, a and b must be 1-D and of one length")
+        n, state = _kernels()["many"](
+            self._words,
+            self.addressing._delta,
+            f,
+            x,
+            y,
+            _u64(rng.state),
+            max_kicks,
+            self._t_bucket,
+            self._t_before,
+        )
+        rng.state = int(state)
+        self.inserts += int(n)
+        if n < f.shape[0]:
+            self.insert_failures += 1
+        return int(n)
 
     def delete(self, item: int) -> tuple[int, int]:
         """Clear the lowest slot equal to the item's fingerprint, bucket a before b.

@@ -13,6 +13,7 @@ Every hash is an unsigned 64-bit value: a numpy ``uint64`` array or a Python ``i
 from __future__ import annotations
 
 import array
+import functools
 import operator
 import struct
 import sys
@@ -322,6 +323,25 @@ def block_count(n_tokens: int, kv_block_size: int, is_eagle: bool | None = None)
 
 
 # --------------------------------------------------------------------------------------------
+# The compiled loops
+
+#: Calls with fewer blocks than this run the Python loops (microseconds at that size), so a
+#: small call never loads numba; larger ones run :mod:`cbi1kit.hashing._compiled`.
+COMPILED_MIN_BLOCKS = 64
+
+
+@functools.cache
+def _kernels() -> Any:
+    """:mod:`cbi1kit.hashing._compiled` (compiled on its first call, then cached on disk), or
+    ``None`` where it cannot be loaded: the Python loops give the same values."""
+    try:
+        from cbi1kit.hashing import _compiled
+    except Exception:  # pragma: no cover - numba or the xxHash library unavailable
+        return None
+    return _compiled
+
+
+# --------------------------------------------------------------------------------------------
 # Local block hashes
 
 
@@ -339,7 +359,9 @@ def compute_block_hash_for_seq(
     ``uint64`` array. Standard windows are ``kv_block_size`` tokens; EAGLE windows are
     ``kv_block_size + 1`` tokens striding by ``kv_block_size``. Each window is hashed as u32 LE
     bytes, followed on blocks that carry multimodal info by their sorted ``mm_hash`` values as
-    u64 LE, with ``xxh3_64(bytes, block_hash_seed(lora_name, cache_namespace))``.
+    u64 LE, with ``xxh3_64(bytes, block_hash_seed(lora_name, cache_namespace))``. From
+    :data:`COMPILED_MIN_BLOCKS` blocks on, the windows are hashed in a compiled loop
+    (:mod:`cbi1kit.hashing._compiled`); below, one ``xxhash`` call per window.
     """
     buf, n_tokens = _token_bytes(tokens)
     bs = _block_size(kv_block_size)
@@ -354,12 +376,17 @@ def compute_block_hash_for_seq(
     n = block_count(n_tokens, bs, bool(is_eagle))
     stride = bs * 4
     width = stride + 4 if is_eagle else stride
-    windows = [buf[s : s + width] for s in range(0, n * stride, stride)]
-    out = np.fromiter(map(_xxh3, windows, repeat(seed, n)), dtype=np.uint64, count=n)
+    kernels = _kernels() if n >= COMPILED_MIN_BLOCKS else None
+    if kernels is not None:
+        out: U64Array = kernels.block_hashes(buf, n, stride, width, seed)
+    else:
+        windows = [buf[s : s + width] for s in range(0, n * stride, stride)]
+        out = np.fromiter(map(_xxh3, windows, repeat(seed, n)), dtype=np.uint64, count=n)
     for i, hashes in mm:
         if i >= n:
             break
-        out[i] = _xxh3(windows[i] + struct.pack(f"<{len(hashes)}Q", *hashes), seed)
+        window = buf[i * stride : i * stride + width]
+        out[i] = _xxh3(window + struct.pack(f"<{len(hashes)}Q", *hashes), seed)
     return out
 
 
@@ -396,12 +423,18 @@ def compute_seq_hash_for_block(block_hashes: npt.ArrayLike | Sequence[int]) -> U
     """The rolling chain over one sequence's local block hashes.
 
     ``seq[0] = block[0]``; ``seq[i] = xxh3_64(u64_le(seq[i-1]) ‖ u64_le(block[i]), seed=1337)``.
-    Inherently serial, so one long chain runs at Python-call speed; use
-    :func:`compute_seq_hash_batch` / :func:`compute_seq_hash_ragged` for many chains.
+    Inherently serial: from :data:`COMPILED_MIN_BLOCKS` blocks on, a compiled loop
+    (:mod:`cbi1kit.hashing._compiled`); below, one ``xxhash`` call per block.
     """
     arr = _u64_blocks(block_hashes, "block_hashes")
     if arr.ndim != 1:
         raise _sequence_input_error("block_hashes", f"expected a 1-D vector, got {arr.shape}")
+    kernels = _kernels() if arr.size >= COMPILED_MIN_BLOCKS else None
+    if kernels is not None:
+        chain: U64Array = kernels.seq_hash_chains(
+            arr, np.zeros(1, np.int64), np.full(1, arr.size, np.int64)
+        )
+        return chain
     values = arr.tolist()
     if not values:
         return np.empty(0, dtype=np.uint64)
@@ -414,13 +447,24 @@ def compute_seq_hash_for_block(block_hashes: npt.ArrayLike | Sequence[int]) -> U
 
 def compute_seq_hash_batch(block_hashes: npt.ArrayLike) -> U64Array:
     """Chains of equal length at once: row ``r`` of the ``(n_seqs, n_blocks)`` result is
-    :func:`compute_seq_hash_for_block` of row ``r``. Vectorised across sequences."""
+    :func:`compute_seq_hash_for_block` of row ``r``. Compiled (every chain in turn) from
+    :data:`COMPILED_MIN_BLOCKS` blocks on; below, vectorised across sequences."""
     arr = _u64_blocks(block_hashes, "block_hashes")
     if arr.ndim != 2:
         raise _sequence_input_error("block_hashes", f"expected (n_seqs, n_blocks), got {arr.shape}")
-    out = np.empty(arr.shape, dtype=np.uint64)
     if arr.shape[1] == 0 or arr.shape[0] == 0:
-        return out
+        return np.empty(arr.shape, dtype=np.uint64)
+    kernels = _kernels() if arr.size >= COMPILED_MIN_BLOCKS else None
+    if kernels is not None:
+        rows, cols = arr.shape
+        flat = kernels.seq_hash_chains(
+            arr.reshape(-1),
+            np.arange(rows, dtype=np.int64) * cols,
+            np.full(rows, cols, dtype=np.int64),
+        )
+        result: U64Array = flat.reshape(arr.shape)
+        return result
+    out = np.empty(arr.shape, dtype=np.uint64)
     out[:, 0] = arr[:, 0]
     for j in range(1, arr.shape[1]):
         out[:, j] = xxh3_64_u64_pair(out[:, j - 1], arr[:, j], CHAIN_XXH3_SEED)
@@ -431,7 +475,9 @@ def compute_seq_hash_ragged(block_hashes: npt.ArrayLike, lengths: npt.ArrayLike)
     """Chains of different lengths laid end to end in one flat vector.
 
     ``lengths[k]`` blocks of sequence ``k`` follow those of sequence ``k-1``; the result has the
-    same layout. Vectorised across sequences: one numpy step per block position.
+    same layout. Compiled from :data:`COMPILED_MIN_BLOCKS` blocks on (a chain is serial, so
+    numpy's one step per block position across sequences was slow for a few long chains);
+    below, that numpy loop.
     """
     flat = _u64_blocks(block_hashes, "block_hashes")
     if flat.ndim != 1:
@@ -447,6 +493,9 @@ def compute_seq_hash_ragged(block_hashes: npt.ArrayLike, lengths: npt.ArrayLike)
         raise _sequence_input_error(
             "lengths", f"sum to {total} but there are {flat.size} block hashes", lengths
         )
+    if lens.size and total >= COMPILED_MIN_BLOCKS and (kernels := _kernels()) is not None:
+        chains: U64Array = kernels.seq_hash_chains(flat, np.cumsum(lens) - lens, lens)
+        return chains
     out = flat.copy()
     if not lens.size or total == 0:
         return out
