@@ -19,8 +19,9 @@ Everything else (a stream's first message, snapshot chunks, violations, damage, 
 and closes, catalog updates, anything unusual in the bytes) goes to the per-message engine, one
 message at a time, exactly as it would without this one: both work on the same
 :class:`~cbi1kit.analysis._replay.LaneReplayer` state. The report is the same, bit for bit
-(``tests/test_replay_fast.py`` holds the two engines to it). Memory: the lanes in play and one
-batch; with ``keep_events=False``, no Python object per message.
+(``tests/test_replay_fast.py`` holds the two engines to it). Memory: the lanes in play and a
+few groups of capture blocks (``GROUP_BYTES`` each) with their batches; with
+``keep_events=False``, no Python object per message.
 """
 
 from __future__ import annotations
