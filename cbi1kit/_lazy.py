@@ -55,6 +55,8 @@ def lazy_stage(
     def __getattr__(name: str) -> Any:
         if name == "__all__":
             value: Any = surface()
+        elif name.startswith("_"):  # `from stage import _module` asks first: import nothing
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
         else:
             for module in modules:
                 loaded = importlib.import_module(f"{package}.{module}")

@@ -115,3 +115,14 @@ def test_notebooks_and_readme_use_only_the_front_door(path: Path) -> None:
 def test_front_door_table_lists_what_all_lists() -> None:
     assert set(cbi1kit.__all__) == set(cbi1kit._FRONT) | set(cbi1kit._STAGES)
     assert {n for n in dir(cbi1kit) if not n.startswith("_")} == set(cbi1kit.__all__)
+
+
+def test_importing_one_private_module_of_a_stage_imports_it_alone() -> None:
+    """``from cbi1kit.analysis import _schema`` asks the stage for the name first: the lazy
+    stage must not import every module looking for it."""
+    code = (
+        "import sys\nfrom cbi1kit.analysis import _schema\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cbi1kit.analysis.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['cbi1kit.analysis._schema']"
