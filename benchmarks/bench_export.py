@@ -1,0 +1,61 @@
+"""``export_parquet`` of a capture against one read of the same file (issue #16: <= 5x).
+
+For each mix of ``_harness.MIXES`` a seeded capture is generated (``bench_tables.generate_mix``)
+and exported to Parquet (frames, images and snapshots: every table past the frames table goes
+through replay) in alternating rounds with ``bench_tables.read_once`` (every byte of the file
+read once into a buffer allocated once, page cache warm for both): the least any reader of those
+bytes does. Goal: export within 5x that read (>= 0.2x), judged on the CPU median.
+
+    .venv/bin/python benchmarks/bench_export.py [--size-mib 256] [--rounds 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from _harness import MIXES, Comparison, MiB, Report, compare, parser
+from bench_tables import generate_mix, read_once
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--size-mib", type=int, default=256, help="capture size per mix")
+    args = ap.parse_args()
+    size = (8 if args.quick else args.size_mib) * MiB
+    rounds = args.rounds or (1 if args.quick else 3)
+    report = Report("export_parquet vs one read of the file", args.quick)
+
+    from cbi1kit.analysis._export import export_parquet
+
+    with tempfile.TemporaryDirectory(prefix="cbi1kit-bench-export-") as scratch:
+        for mix in MIXES.values():
+            path = Path(scratch) / f"{mix.name}.kvrcap"
+            generate_mix(path, size, mix)
+            out = Path(scratch) / "out"
+
+            def export(path: Path = path, out: Path = out) -> None:
+                shutil.rmtree(out, ignore_errors=True)
+                export_parquet(path, out)
+
+            cand, base = compare(export, lambda path=path: read_once(path), rounds=rounds)
+            written = sum(p.stat().st_size for p in out.iterdir())
+            report.figure(
+                Comparison(
+                    f"export [{mix.name}, {path.stat().st_size / MiB:.0f} MiB]",
+                    cand,
+                    base,
+                    "export_parquet",
+                    "readinto the whole file once",
+                    work=path.stat().st_size / MiB,
+                    unit="MiB/s",
+                ),
+                goal_ratio=0.2,
+                note=f"{written / MiB:.1f} MiB of Parquet written",
+            )
+    report.done()
+
+
+if __name__ == "__main__":
+    main()
