@@ -10,6 +10,7 @@ import os
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -58,6 +59,21 @@ if TYPE_CHECKING:  # the tables' type names; replay's fast engine reads captures
 __all__: list[str] = []
 
 # ------------------------------------------------------------------------------------ sources
+
+
+@contextmanager
+def _held_reader(path: str) -> Iterator[CaptureReader]:
+    """A capture reader for one scan, closed after it even while a caller still holds a batch's
+    view of its map (the map then goes with that view)."""
+    reader = CaptureReader(path)
+    try:
+        yield reader
+    finally:
+        try:
+            reader.close()
+        except BufferError:
+            reader._map = None
+            reader._file.close()
 
 
 @dataclass(slots=True)
@@ -212,15 +228,8 @@ class _CaptureScan:
 
     def items(self, batch_records: int) -> Generator[_Batch | tuple[CaptureError, int], None, None]:
         """Batches of message rows, and ``(error, frame index)`` where damage is."""
-        reader = CaptureReader(self.path)
-        try:
+        with _held_reader(self.path) as reader:
             yield from self._items(reader, batch_records)
-        finally:
-            try:
-                reader.close()
-            except BufferError:  # a caller still holds a batch view; the map goes with it
-                reader._map = None
-                reader._file.close()
 
     def _items(
         self, reader: CaptureReader, batch_records: int
@@ -437,15 +446,8 @@ class _ItemScan:
         self._released = 0
 
     def items(self, batch_records: int) -> Generator[_Batch | CaptureItem, None, None]:
-        reader = CaptureReader(self.path)
-        try:
+        with _held_reader(self.path) as reader:
             yield from self._items(reader, batch_records)
-        finally:
-            try:
-                reader.close()
-            except BufferError:  # a caller still holds a batch view; the map goes with it
-                reader._map = None
-                reader._file.close()
 
     def _items(
         self, reader: CaptureReader, batch_records: int
