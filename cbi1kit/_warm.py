@@ -1,4 +1,5 @@
-"""Compile the frames-table and replay kernels ahead of first use, into numba's disk cache.
+"""Compile the frames-table and replay kernels ahead of first use, into numba's disk cache, and
+bundle the notebooks' offline chart JavaScript into cbi1kit's.
 
 A fresh clone otherwise pays 10-20 s of compilation the first time a table is built or a capture
 replayed (issue #17). ``make`` runs this once after installing (``python -m cbi1kit._warm``): a
@@ -42,12 +43,15 @@ def compile_ahead() -> float:
         for path in (whole, torn):
             frames_table(path).collect()
             replay(path, keep_events=False)
+    from cbi1kit.viz._display import offline_bundle
+
+    offline_bundle()  # the notebooks' chart JavaScript, bundled once (viz._display)
     return time.perf_counter() - start
 
 
 if __name__ == "__main__":
     seconds = compile_ahead()
     print(
-        f"cbi1kit: frames-table and replay kernels compiled and cached in {seconds:.1f} s",
+        f"cbi1kit: kernels compiled and chart JavaScript bundled, cached, in {seconds:.1f} s",
         file=sys.stderr,
     )

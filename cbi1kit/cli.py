@@ -45,6 +45,8 @@ from cbi1kit.wire._format import (
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from cbi1kit.wire._inspect import Inspection
 
 __all__ = ["main"]
@@ -1021,8 +1023,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     data: Path = args.data
     capture = data / "sample.kvrcap"
     trace = data / "mooncake" / "conversation_trace.jsonl"
+    notebooks = None if args.no_report else _DemoNotebooks(args, capture, trace)
     print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
     if capture.exists() and not args.resimulate:
+        if notebooks is not None:
+            notebooks.start()  # Lab and the notebooks' kernels start while we replay
         print(
             f"1. simulate: reusing {capture} ({capture.stat().st_size} bytes;"
             " `make sample` rebuilds it)"
@@ -1033,6 +1038,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             trace, capture, sample_config(), limit=None, force=True, progress=not args.no_progress
         )
         _print_sim(result)
+        if notebooks is not None:
+            notebooks.start()
     print(f"\n2. replay {capture} with the consumer's rules")
     report = _replay(capture, None, not args.no_progress)
     _print_replay_summary(report, 10)
@@ -1063,48 +1070,112 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
         )
     notebooks_ok = True
-    if not args.no_report:
-        from cbi1kit._files import claim_outputs
-        from cbi1kit.viz._browser import unavailable
-
-        notebooks = Path("notebooks")
-        shots = args.report / "screenshots"
-        browser_missing = unavailable()
-        if browser_missing is None:
-            pngs = [shots / f"{p.stem}.png" for p in sorted(notebooks.glob("*.ipynb"))]
-            claim_outputs(pngs, overwrite=args.force)
-        print(f"\n4. report: every chart and the executed notebooks → {args.report}/")
-        built = _build_report(
-            capture, args.report, trace, notebooks, args.no_progress, force=args.force
-        )
-        print(
-            f"   wrote {built.index} ({len(built.pngs)} chart PNGs, "
-            f"{len(built.notebooks)} notebooks) in {built.seconds:.0f} s"
-        )
-        print(f"\n5. screenshots: each notebook run in JupyterLab, offline → {shots}/")
-        if browser_missing is not None:
-            print(f"   skipped: {browser_missing}")
-        else:
-            notebooks_ok = _screenshots(notebooks, shots, args.no_progress)
+    if notebooks is not None:
+        notebooks_ok = notebooks.report()
     print("\nnext: cbi1kit inspect / stats / export on", capture)
     return EXIT_OK if report.ok and notebooks_ok else EXIT_INVALID
 
 
-def _screenshots(notebooks: Path, out: Path, quiet: bool) -> bool:
+class _DemoNotebooks:
+    """The demo's notebooks and report: every notebook run once, in JupyterLab (offline, Run All,
+    a screenshot each) in a thread started early, while the demo replays and the report draws
+    its charts; the report's notebook pages are those runs (papermill runs them only without a
+    browser, or on data that is not the notebooks' own)."""
+
+    def __init__(self, args: argparse.Namespace, capture: Path, trace: Path) -> None:
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        from cbi1kit._files import claim_outputs
+        from cbi1kit.viz._browser import unavailable
+        from cbi1kit.viz._report import NOTEBOOKS, report_outputs
+
+        self.args, self.capture, self.trace = args, capture, trace
+        self.folder = Path("notebooks")
+        self.shots = args.report / "screenshots"
+        self.browser_missing = unavailable()
+        outputs = report_outputs(args.report, trace=True, notebooks=NOTEBOOKS)
+        if self.browser_missing is None:
+            outputs += [self.shots / f"{p.stem}.png" for p in sorted(self.folder.glob("*.ipynb"))]
+        claim_outputs(outputs, overwrite=args.force)  # before any work, not after a minute
+
+        self._pool = ThreadPoolExecutor(1)
+        self._lab: Future[dict[str, Any]] | None = None
+        self.ok = True
+        self._held: list[str] | None = []  # the thread's progress, held until step 4 shows it
+        self._lock = threading.Lock()
+
+    def _say(self, msg: str) -> None:
+        if self.args.no_progress:
+            return
+        with self._lock:
+            if self._held is not None:
+                self._held.append(msg)
+                return
+        print(f"   {msg}", file=sys.stderr, flush=True)
+
+    def start(self) -> None:
+        if self.browser_missing is None:
+            self._lab = self._pool.submit(_screenshots, self.folder, self.shots, self._say)
+
+    def _executed(self) -> dict[str, Any] | None:
+        from cbi1kit.viz._report import drawn_cells
+
+        if self._lab is None:
+            return None
+        runs = self._lab.result()
+        for name, run in runs.items():
+            for problem in run.on_opening + run.problems:
+                print(f"   {name}: {problem}")
+        print(f"   wrote {len(runs)} screenshots")
+        self.ok = not any(r.on_opening or r.problems for r in runs.values())
+        # the pages are these runs when they ran on this capture and trace (the notebooks'
+        # defaults: the bundled data); otherwise papermill runs them with these as parameters
+        bundled = self.folder.resolve().parent / "data"
+        ours = self.capture.resolve() == (bundled / "sample.kvrcap").resolve() and (
+            self.trace.resolve() == (bundled / "mooncake" / "conversation_trace.jsonl").resolve()
+        )
+        return {n: drawn_cells(r.cells, r.drawn) for n, r in runs.items()} if ours else None
+
+    def report(self) -> bool:
+        """Step 4: the charts drawn while the notebooks run, then their pages; whether every
+        notebook ran clean."""
+        report = self.args.report
+        print(
+            f"\n4. report: every chart → {report}/, and beside them each notebook run in"
+            f" JupyterLab with Run All, offline → {self.shots}/"
+        )
+        if self.browser_missing is not None:
+            print(f"   no screenshots: {self.browser_missing}; the report runs the notebooks")
+        with self._lock:
+            held, self._held = self._held or [], None
+        for msg in held:
+            self._say(msg)
+        try:
+            built = _build_report(
+                self.capture,
+                report,
+                self.trace,
+                self.folder,
+                self.args.no_progress,
+                force=self.args.force,
+                executed=self._executed,
+            )
+        finally:
+            self._pool.shutdown(wait=True)
+        print(
+            f"   wrote {built.index} ({len(built.pngs)} chart PNGs, "
+            f"{len(built.notebooks)} notebooks) in {built.seconds:.0f} s"
+        )
+        return self.ok
+
+
+def _screenshots(notebooks: Path, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
     """Every notebook run with Run All in JupyterLab (chromium, offline) and screenshot to
-    ``out``; prints what went wrong in each, and whether nothing did."""
+    ``out``; the runs (``NotebookRun``) by name."""
     from cbi1kit.viz._browser import screenshot_notebooks
 
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"   {msg}", file=sys.stderr, flush=True)
-
-    found = screenshot_notebooks(notebooks, out, say=say)
-    for name, problems in found.items():
-        for problem in problems:
-            print(f"   {name}: {problem}")
-    print(f"   wrote {len(found)} screenshots")
-    return not any(found.values())
+    return screenshot_notebooks(notebooks, out, say=say)
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
@@ -1127,6 +1198,7 @@ def _build_report(
     quiet: bool,
     *,
     force: bool,
+    executed: Any = None,
 ) -> Any:
     from cbi1kit.viz._report import build_report
 
@@ -1139,7 +1211,13 @@ def _build_report(
             print(f"   {msg}", file=sys.stderr, flush=True)
 
     return build_report(
-        capture, out, trace=trace, notebooks_dir=notebooks, progress=say, overwrite=force
+        capture,
+        out,
+        trace=trace,
+        notebooks_dir=notebooks,
+        progress=say,
+        overwrite=force,
+        executed=executed,
     )
 
 

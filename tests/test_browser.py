@@ -2,10 +2,13 @@
 
 JupyterLab runs on a copy of ``notebooks/`` on a free loopback port with a random token, the way
 ``cbi1kit lab`` starts it; chromium reaches loopback only (every other request is aborted and
-recorded). Each notebook must open with its kernel started and nothing to ask or save, run with
-Run All without an error output, draw every chart, log no console error, and save back unchanged.
-The report's pages are opened from disk and checked the same way. A screenshot of every notebook
-after Run All goes to the session's temporary folder.
+recorded). Every notebook is opened in one Lab page, a tab each, and run with Run All, their
+kernels side by side — once, as ``cbi1kit demo`` runs them: each must open with its kernel
+started and nothing to ask or save, run without an error output, draw every chart, log no
+console error, and save back unchanged; the brush and scrubber checks then work on those open
+tabs. The report is built from those runs (its notebook pages are what chromium drew), and its
+pages are opened from disk and checked the same way. A screenshot of every notebook after Run
+All goes to the session's temporary folder.
 
 Without chromium or playwright the module skips, unless CI is set: there it fails, so a broken
 install cannot pass as a skip.
@@ -14,6 +17,7 @@ install cannot pass as a skip.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -25,14 +29,19 @@ import pytest
 from cbi1kit.analysis import replay
 from cbi1kit.viz._browser import (
     LabNotebook,
+    NotebookRun,
     OfflineBrowser,
     check_report_page,
+    run_notebooks,
     unavailable,
 )
 from cbi1kit.viz._lab import KERNELSPEC, LabServer, running_lab
+from cbi1kit.viz._report import NOTEBOOKS as REPORT_NOTEBOOKS
+from cbi1kit.viz._report import build_report, drawn_cells
 
 ROOT = Path(__file__).parents[1]
 SAMPLE = ROOT / "data" / "sample.kvrcap"
+TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
@@ -59,8 +68,15 @@ def lab(
 
 
 @pytest.fixture(scope="module")
-def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("screenshots")
+def runs(
+    lab: tuple[LabServer, OfflineBrowser], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, NotebookRun]:
+    """Every notebook run once with Run All, side by side in one Lab page (the demo's run); the
+    tests read these runs, and the notebooks stay open for the interaction tests."""
+    server, browser = lab
+    browser.findings.clear()
+    shots = tmp_path_factory.mktemp("screenshots")
+    return run_notebooks(browser, server, [p.name for p in NOTEBOOKS], screenshots=shots)
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -69,27 +85,45 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_offline_in_lab_and_draws_every_chart(
-    notebook: Path, lab: tuple[LabServer, OfflineBrowser], screenshots: Path
+    notebook: Path, lab: tuple[LabServer, OfflineBrowser], runs: dict[str, NotebookRun]
 ) -> None:
+    server, _ = lab
+    run = runs[notebook.stem]
+    # as a user opens it: the kernel started unasked, nothing modified yet
+    assert run.on_opening == []
+    assert not run.problems, "\n".join(run.problems)
+    assert run.screenshot is not None and run.screenshot.stat().st_size > 10_000
+    opened = run.notebook
+    for cell in run.cells:  # what a cell printed is on the screen under it
+        printed = [line for line in cell.text().splitlines() if line.strip()]
+        if printed and all(o.get("output_type") == "stream" for o in cell.outputs):
+            assert printed[0].strip() in opened.shown_text(cell.index), cell.index
+    opened.save()  # what autosave does: the tracked files must come out unchanged
+    tracked, saved = _files(ROOT / "notebooks"), _files(server.root)
+    assert [n for n in tracked if saved.get(n) != tracked[n]] == []
+
+
+def test_the_checks_see_a_raising_cell_and_the_cells_it_stopped(
+    lab: tuple[LabServer, OfflineBrowser],
+) -> None:
+    """The run's checks can fail: a cell that raises is an error and stops Run All, so the
+    cells after it are reported as not run."""
     server, browser = lab
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
+    nb.cells = [
+        nbformat.v4.new_code_cell("raise ValueError('on purpose')"),
+        nbformat.v4.new_code_cell("print('never')"),
+    ]
+    nbformat.write(nb, server.root / "scratch_raises.ipynb")
     browser.findings.clear()
-    opened = LabNotebook.open(browser, server, notebook.name)
     try:
-        # as a user opens it: the kernel started unasked, nothing modified yet
-        assert opened.dialogs() == [], "a dialog on opening (Select Kernel?)"
-        assert opened.kernel_name() == KERNELSPEC["name"]
-        assert not opened.is_dirty(), "marked modified on opening"
-        problems = opened.run_and_check(screenshots / f"{notebook.stem}.png")
-        assert not problems, "\n".join(problems)
-        for cell in opened.cells():  # what a cell printed is on the screen under it
-            printed = [line for line in cell.text().splitlines() if line.strip()]
-            if printed and all(o.get("output_type") == "stream" for o in cell.outputs):
-                assert printed[0].strip() in opened.shown_text(cell.index), cell.index
-        opened.save()  # what autosave does: the tracked files must come out unchanged
-        tracked, saved = _files(ROOT / "notebooks"), _files(server.root)
-        assert [n for n in tracked if saved.get(n) != tracked[n]] == []
+        (run,) = run_notebooks(browser, server, ["scratch_raises.ipynb"]).values()
+        assert "cell 0: ValueError: on purpose" in run.problems, run.problems
+        assert "cell 1: not run" in run.problems, run.problems
+        run.notebook.close()
     finally:
-        opened.close()
+        for scratch in server.root.glob("scratch_raises.*"):
+            scratch.unlink()
 
 
 def test_a_chart_drawn_from_a_cdn_is_caught(lab: tuple[LabServer, OfflineBrowser]) -> None:
@@ -118,13 +152,36 @@ def test_a_chart_drawn_from_a_cdn_is_caught(lab: tuple[LabServer, OfflineBrowser
             scratch.unlink()
 
 
-def test_report_pages_draw_every_chart_offline(full_report: Path, browser: OfflineBrowser) -> None:
+@pytest.fixture(scope="module")
+def lab_report(runs: dict[str, NotebookRun], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's report: every notebook's page made from its run above, not run again."""
+    out = tmp_path_factory.mktemp("lab-report")
+    executed = {name: drawn_cells(run.cells, run.drawn) for name, run in runs.items()}
+    result = build_report(
+        SAMPLE, out, trace=TRACE, notebooks_dir=ROOT / "notebooks", executed=executed
+    )
+    assert set(result.notebooks) == set(REPORT_NOTEBOOKS)
+    return out
+
+
+def test_report_pages_draw_every_chart_offline(
+    lab_report: Path, full_report: Path, browser: OfflineBrowser
+) -> None:
+    """Every page of the report made from the Lab runs, and the page papermill made, draw every
+    chart (a widget's chart: the SVG or canvas chromium drew in Lab) with nothing fetched."""
     browser.findings.clear()
-    pages = [full_report / "index.html", *sorted((full_report / "notebooks").glob("*.html"))]
+    pages = [lab_report / "index.html", *sorted((lab_report / "notebooks").glob("*.html"))]
+    pages += sorted((full_report / "notebooks").glob("*.html"))
+    assert len(pages) == 1 + len(REPORT_NOTEBOOKS) + 1
     problems = [p for page in pages for p in check_report_page(browser, page)]
     problems += browser.findings.problems()
-    assert len(pages) > 1
     assert not problems, "\n".join(problems)
+    for name in REPORT_NOTEBOOKS:
+        page = (lab_report / "notebooks" / f"{name}.html").read_text()
+        assert "<pre class='code'>" in page and "class='error'" not in page, name
+        assert not re.search(r"<script|src=['\"]https?:|href=['\"]https?:", page, re.I), name
+    occupancy = (lab_report / "notebooks" / "03_bucket_occupancy.html").read_text()
+    assert "buckets 0–" in occupancy  # the explorer's listed words: a widget's drawn output
 
 
 def test_a_report_page_that_fetches_or_lacks_a_chart_is_caught(
@@ -145,50 +202,36 @@ def test_a_report_page_that_fetches_or_lacks_a_chart_is_caught(
     assert "request off the machine: https://cdn.jsdelivr.net/npm/vega@6" in problems
 
 
-def _opened_and_run(lab: tuple[LabServer, OfflineBrowser], name: str) -> LabNotebook:
-    server, browser = lab
-    browser.findings.clear()
-    opened = LabNotebook.open(browser, server, name)
-    problems = opened.run_and_check()
-    assert not problems, "\n".join(problems)
-    return opened
-
-
-def test_brushing_in_03_lists_the_brushed_words(lab: tuple[LabServer, OfflineBrowser]) -> None:
+def test_brushing_in_03_lists_the_brushed_words(runs: dict[str, NotebookRun]) -> None:
     """A brush dragged over 03's overview strip lists that range's words under the chart (a
     ``display()`` in the callback went to Lab's hidden log console, one table per step)."""
-    import re
-
     from cbi1kit.viz._widgets import LISTED_BUCKETS
 
     lane = replay(SAMPLE).final_lane
     buckets = int(lane.shape[0])
-    opened = _opened_and_run(lab, "03_bucket_occupancy.ipynb")
-    try:
-        index = opened.cell_index("ck.viz.occupancy_explorer(")
-        assert f"buckets 0–{LISTED_BUCKETS - 1}" in opened.shown_text(index)
-        opened.drag_across_first_marks(index, 0.40, 0.60)
+    opened = runs["03_bucket_occupancy"].notebook
+    index = opened.cell_index("ck.viz.occupancy_explorer(")
+    assert f"buckets 0–{LISTED_BUCKETS - 1}" in opened.shown_text(index)
+    opened.drag_across_first_marks(index, 0.40, 0.60)
+    shown = opened.shown_text(index)
+    for _ in range(60):  # until the brush's range came back through the kernel
+        found = re.search(r"buckets (\d+)–(\d+)", shown)
+        if found and found.group(1) != "0":
+            break
+        time.sleep(0.5)
         shown = opened.shown_text(index)
-        for _ in range(60):  # until the brush's range came back through the kernel
-            found = re.search(r"buckets (\d+)–(\d+)", shown)
-            if found and found.group(1) != "0":
-                break
-            time.sleep(0.5)
-            shown = opened.shown_text(index)
-        assert found and found.group(1) != "0", shown
-        first, last = int(found.group(1)), int(found.group(2))
-        assert abs(first - 0.40 * buckets) < 0.02 * buckets, (first, buckets)
-        assert last == first + LISTED_BUCKETS - 1
-        # the listed words are the lane's, bucket by bucket, as hex
-        for bucket in (first, last):
-            word = f"0x{int(lane[bucket]):016x}"
-            assert word in shown, (bucket, word)
-    finally:
-        opened.close()
+    assert found and found.group(1) != "0", shown
+    first, last = int(found.group(1)), int(found.group(2))
+    assert abs(first - 0.40 * buckets) < 0.02 * buckets, (first, buckets)
+    assert last == first + LISTED_BUCKETS - 1
+    # the listed words are the lane's, bucket by bucket, as hex
+    for bucket in (first, last):
+        word = f"0x{int(lane[bucket]):016x}"
+        assert word in shown, (bucket, word)
 
 
 def test_the_scrubber_in_02_shows_the_lane_at_the_sequence_chosen(
-    lab: tuple[LabServer, OfflineBrowser],
+    runs: dict[str, NotebookRun],
 ) -> None:
     from cbi1kit.ckf import lane_occupancy
 
@@ -196,15 +239,12 @@ def test_the_scrubber_in_02_shows_the_lane_at_the_sequence_chosen(
     first, last = report.sequence_ranges[-1]
     chosen = (first + last) // 2
     occupied = lane_occupancy(report.lane_at(chosen))
-    opened = _opened_and_run(lab, "02_load_captured_frames.ipynb")
-    try:
-        index = opened.cell_index("ck.viz.stream_scrubber(")
-        assert f"the delta at sequence {last}" in opened.shown_text(index)
-        opened.set_slider(index, chosen)
-        shown = opened.wait_for_text(index, f"the delta at sequence {chosen}")
-        assert f"the delta at sequence {chosen}" in shown, shown
-        assert f"{occupied:,}" in shown or str(occupied) in shown, (occupied, shown)
-        opened.charts(index).first.wait_for(timeout=30_000)  # the lane's chart, redrawn
-        assert opened.charts(index).count() == 1
-    finally:
-        opened.close()
+    opened = runs["02_load_captured_frames"].notebook
+    index = opened.cell_index("ck.viz.stream_scrubber(")
+    assert f"the delta at sequence {last}" in opened.shown_text(index)
+    opened.set_slider(index, chosen)
+    shown = opened.wait_for_text(index, f"the delta at sequence {chosen}")
+    assert f"the delta at sequence {chosen}" in shown, shown
+    assert f"{occupied:,}" in shown or str(occupied) in shown, (occupied, shown)
+    opened.charts(index).first.wait_for(timeout=30_000)  # the lane's chart, redrawn
+    assert opened.charts(index).count() == 1

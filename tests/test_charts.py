@@ -250,6 +250,35 @@ def test_setup_notebook_draws_charts_offline_in_a_live_kernel(
     assert "application/vnd.jupyter.widget-view+json" in shown  # a JupyterChart
 
 
+def test_the_offline_bundle_is_cached_on_disk_and_a_bad_cache_is_a_miss(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, renderer_restored: Any
+) -> None:
+    """The bundle a kernel reads from the cache is altair's own; a cache entry that does not
+    read is bundled again and rewritten; a cache that cannot be written still yields it."""
+    import altair as alt
+
+    from cbi1kit.viz import _display
+
+    alt.JupyterChart.enable_offline(False)
+    alt.JupyterChart.enable_offline()
+    altairs = alt.JupyterChart._esm
+    alt.JupyterChart.enable_offline(False)
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert _display.offline_bundle() == altairs
+    (entry,) = (tmp_path / "cache" / "cbi1kit").iterdir()
+    assert entry.read_text() == altairs
+    entry.write_text("// what the cache holds is what a kernel gets")
+    assert _display.offline_bundle() == "// what the cache holds is what a kernel gets"
+    entry.write_bytes(b"\xff\xfe not utf-8")
+    assert _display.offline_bundle() == altairs and entry.read_text() == altairs
+    assert alt.JupyterChart._esm != altairs  # looking it up did not turn offline mode on
+
+    (tmp_path / "ro").write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "ro"))
+    assert _display.offline_bundle() == altairs
+
+
 def test_setup_notebook_in_a_report_build_is_static_svg(
     monkeypatch: pytest.MonkeyPatch, renderer_restored: Any
 ) -> None:

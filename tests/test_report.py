@@ -9,7 +9,8 @@ from pathlib import Path
 from errorcheck import raises_variant
 
 from cbi1kit.errors import OutputError, VizError
-from cbi1kit.viz._report import CHART_KINDS, NOTEBOOKS, build_report
+from cbi1kit.viz._report import CHART_KINDS, build_report
+from conftest import HEADLESS_NOTEBOOK
 
 ROOT = Path(__file__).parents[1]
 SAMPLE = ROOT / "data" / "sample.kvrcap"
@@ -41,16 +42,62 @@ def test_report_has_every_chart_offline(full_report: Path) -> None:
         assert str(ROOT) not in page  # no absolute path: the capture is named, not located
 
 
-def test_report_has_every_notebook_executed(full_report: Path) -> None:
+def test_report_runs_a_notebook_headless_with_papermill(full_report: Path) -> None:
+    """Without a run made in JupyterLab, a notebook's page comes from papermill, its charts
+    rendered statically as inline SVG (every notebook's page, from Lab: test_browser)."""
     index = (full_report / "index.html").read_text()
-    for name in NOTEBOOKS:
-        assert f"notebooks/{name}.html" in index
-        page = (full_report / "notebooks" / f"{name}.html").read_text()
-        assert "<pre class='code'>" in page
-        assert "class='error'" not in page, f"{name} raised"
-        assert not NOT_OFFLINE.search(page), f"{name} fetches something"
-    # the notebooks' charts were rendered statically, as inline SVG
-    assert "<svg" in (full_report / "notebooks" / "03_bucket_occupancy.html").read_text()
+    assert f"notebooks/{HEADLESS_NOTEBOOK}.html" in index
+    assert [p.stem for p in (full_report / "notebooks").iterdir()] == [HEADLESS_NOTEBOOK]
+    page = (full_report / "notebooks" / f"{HEADLESS_NOTEBOOK}.html").read_text()
+    assert "<pre class='code'>" in page and "ck.viz.byte_map_chart" in page
+    assert "class='error'" not in page, f"{HEADLESS_NOTEBOOK} raised"
+    assert not NOT_OFFLINE.search(page), f"{HEADLESS_NOTEBOOK} fetches something"
+    assert "<svg" in page and 'class="marks"' in page
+
+
+def test_a_notebook_the_report_does_not_know_is_a_report_error(tmp_path: Path) -> None:
+    with raises_variant(VizError, "Report", match="no such notebook: 99_nope"):
+        build_report(SAMPLE, tmp_path, notebooks_dir=ROOT / "notebooks", notebooks=["99_nope"])
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_a_notebook_run_elsewhere_is_its_page_and_not_run_again(tmp_path: Path) -> None:
+    """``executed``: a run already made (the demo's JupyterLab run) is the page, widget outputs
+    as the browser drew them; given as a callable, it is asked for once the charts are drawn."""
+    from cbi1kit.viz._report import ShownCell, drawn_cells
+
+    class Run:
+        def __init__(self, type: str, source: str, outputs: list[dict[str, object]]) -> None:
+            self.type, self.source, self.outputs = type, source, outputs
+
+    widget = {"data": {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}}}
+    printed = {"output_type": "stream", "name": "stdout", "text": "hello <there>"}
+    cells = drawn_cells(
+        [Run("markdown", "# Title", []), Run("code", "ck.viz.churn_chart(x)", [widget, printed])],
+        [[], ["<svg class='marks'><g/></svg>", "<ignored>"]],
+    )
+    assert cells[1] == ShownCell(
+        "code",
+        "ck.viz.churn_chart(x)",
+        ("<svg class='marks'><g/></svg>", "<pre class='stream'>hello &lt;there&gt;</pre>"),
+    )
+    asked: list[bool] = []
+
+    def executed() -> dict[str, list[ShownCell]]:
+        asked.append((tmp_path / "png" / "churn.png").exists())  # the charts came first
+        return {HEADLESS_NOTEBOOK: cells}
+
+    result = build_report(
+        SAMPLE,
+        tmp_path,
+        notebooks_dir=ROOT / "notebooks",
+        notebooks=[HEADLESS_NOTEBOOK],
+        executed=executed,
+    )
+    assert asked == [True]
+    page = result.notebooks[HEADLESS_NOTEBOOK].read_text()
+    assert "<h1>Title</h1>" in page and "<svg class='marks'><g/></svg>" in page
+    assert "byte_map_chart" not in page  # not run again: the page is the run given
 
 
 def test_charts_only_without_a_trace_skips_the_routing_charts(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cbi1kit.viz._lab import LabServer
+from cbi1kit.viz._lab import KERNELSPEC, LabServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page, Playwright, Route, WebSocketRoute
@@ -31,10 +31,12 @@ __all__ = [
     "CHART_CALL",
     "Findings",
     "LabNotebook",
+    "NotebookRun",
     "OfflineBrowser",
     "check_report_page",
     "find_chromium",
     "lab_session",
+    "run_notebooks",
     "screenshot_notebooks",
     "unavailable",
 ]
@@ -159,19 +161,22 @@ class OfflineBrowser:
 
 # -------------------------------------------------------------------------- a notebook in Lab
 
-_PANEL = "window.jupyterapp.shell.currentWidget"
+#: The notebook panel a script works on, found by its id: every script below is called with the
+#: id, so several notebooks can be open, and running, in one Lab page at once.
+_FIND = "[...window.jupyterapp.shell.widgets('main')].find(w => w.id === id)"
 
 #: The element the notebook scrolls in.
 _SCROLLER = (
-    f"({_PANEL}.content.node.querySelector('.jp-WindowedPanel-outer') ?? {_PANEL}.content.node)"
+    f"(({_FIND}).content.node.querySelector('.jp-WindowedPanel-outer') ?? ({_FIND}).content.node)"
 )
 
-_KERNEL_IDLE = f"() => {_PANEL}?.sessionContext?.session?.kernel?.status === 'idle'"
+_KERNEL_CHOSEN = f"(id) => !!({_FIND})?.sessionContext?.session?.kernel?.name"
+_KERNEL_IDLE = f"(id) => ({_FIND})?.sessionContext?.session?.kernel?.status === 'idle'"
 
 #: Run All is over: the kernel idle, no cell queued or running, and every code cell run unless
 #: one raised (Run All stops there).
-_RUN_OVER = f"""() => {{
-  const panel = {_PANEL};
+_RUN_OVER = f"""(id) => {{
+  const panel = {_FIND};
   if (panel?.sessionContext?.session?.kernel?.status !== 'idle') return false;
   const prompts = [...panel.node.querySelectorAll('.jp-InputArea-prompt')];
   if (prompts.some(p => p.textContent.includes('*'))) return false;
@@ -181,12 +186,42 @@ _RUN_OVER = f"""() => {{
 }}"""
 
 #: Every cell: its type, source, execution count and outputs (nbformat JSON).
-_CELLS = f"""() => {_PANEL}.content.widgets.map(c => ({{
+_CELLS = f"""(id) => ({_FIND}).content.widgets.map(c => ({{
   type: c.model.type,
   source: c.model.sharedModel.getSource(),
   count: c.model.type === 'code' ? c.model.executionCount : null,
   outputs: c.model.type === 'code' ? c.model.outputs.toJSON() : [],
 }}))"""
+
+#: Each code cell's outputs as the browser drew them, as static HTML (a widget's output is a
+#: model id in the notebook; what it drew is only here): a canvas becomes the PNG it holds,
+#: vega-embed's action menu and any script are dropped, a reference to this page is made local.
+_DRAWN_OUTPUTS = f"""(id) => ({_FIND}).content.widgets.map(c => c.model.type !== 'code' ? [] :
+  [...c.outputArea.node.children].filter(e => e.classList.contains('jp-OutputArea-child'))
+    .map(child => {{
+      const out = child.querySelector('.jp-OutputArea-output');
+      if (!out) return '';
+      const copy = out.cloneNode(true);
+      const drawn = [...out.querySelectorAll('canvas')];
+      copy.querySelectorAll('canvas').forEach((canvas, i) => {{
+        const img = document.createElement('img');
+        img.src = drawn[i].toDataURL('image/png');
+        img.className = canvas.className;
+        img.style.width = drawn[i].style.width || drawn[i].width + 'px';
+        canvas.replaceWith(img);
+      }});
+      copy.querySelectorAll('details, script, .vega-actions').forEach(e => e.remove());
+      // vega points a gradient fill at this page's own URL (url(http://…/lab/tree/NB#id)): on
+      // another page that is a fetch back to Lab, so keep the fragment only
+      return copy.innerHTML.replace(/url\\((['"]?)[^)'"#]*#/g, 'url($1#');
+    }}))"""
+
+#: Open ``path`` as a double-click in the file browser does; the new panel's id once loaded.
+_OPEN = """async (path) => {
+  const panel = await window.jupyterapp.commands.execute('docmanager:open', {path});
+  await panel.context.ready;
+  return panel.id;
+}"""
 
 _DRAWN_IN = f"""(el) => [...el.querySelectorAll('{_DRAWN}')].some(m => {{
   const r = m.getBoundingClientRect();
@@ -223,68 +258,115 @@ class Cell:
 
 
 class LabNotebook:
-    """One notebook open in JupyterLab, in its own page: run it, read it, look at it."""
+    """One notebook open in a Lab page, as a tab among others: run it, read it, look at it.
 
-    def __init__(self, page: Page, name: str, findings: Findings) -> None:
+    Every method acts on this notebook's panel (found by its id), so several can be open and
+    running at once; what needs the screen (a menu, a drag, a screenshot) activates its tab."""
+
+    def __init__(self, page: Page, panel_id: str, name: str, findings: Findings) -> None:
         self.page = page
+        self.id = panel_id
         self.name = name
-        self.findings = findings  # the browser's: what this page did off the machine, its errors
+        self.findings = findings  # the browser's: what its pages did off the machine, their errors
 
     @classmethod
-    def open(cls, browser: OfflineBrowser, server: LabServer, name: str) -> LabNotebook:
-        """``name`` opened the way a user opens it (its URL, in a fresh workspace), once its kernel
-        is up and idle."""
+    def open(
+        cls, browser: OfflineBrowser, server: LabServer, name: str, *, idle: bool = True
+    ) -> LabNotebook:
+        """``name`` opened the way a user opens it (its URL, a fresh page and workspace), once
+        its kernel is up and idle (``idle=False``: once it has one, starting or not)."""
         page = browser.new_page()
         page.goto(server.notebook_url(name))
         page.wait_for_selector(".jp-NotebookPanel .jp-Cell")
-        notebook = cls(page, name, browser.findings)
-        notebook.wait_for_kernel_idle()
+        panel_id = str(page.evaluate("() => window.jupyterapp.shell.currentWidget.id"))
+        notebook = cls(page, panel_id, name, browser.findings)
+        if idle:
+            notebook.wait_for_kernel_idle()
         return notebook
 
+    def open_beside(self, name: str) -> LabNotebook:
+        """``name`` opened in this notebook's Lab as a double-click in the file browser opens it:
+        a new tab, its kernel started (not waited for: ``wait_for_kernel_idle``)."""
+        panel_id = str(self.page.evaluate(_OPEN, name))
+        return LabNotebook(self.page, panel_id, name, self.findings)
+
     # -- state
+    def _eval(self, script: str) -> Any:
+        return self.page.evaluate(script, self.id)
+
+    def wait_for_kernel(self) -> None:
+        """Until its session has a kernel (starting, perhaps not yet ready)."""
+        self.page.wait_for_function(_KERNEL_CHOSEN, arg=self.id, timeout=STEP_TIMEOUT_MS)
+
     def wait_for_kernel_idle(self) -> None:
-        self.page.wait_for_function(_KERNEL_IDLE, timeout=STEP_TIMEOUT_MS)
+        self.page.wait_for_function(_KERNEL_IDLE, arg=self.id, timeout=STEP_TIMEOUT_MS)
 
     def kernel_name(self) -> str:
-        return str(self.page.evaluate(f"() => {_PANEL}.sessionContext.session.kernel.name"))
+        return str(self._eval(f"(id) => ({_FIND}).sessionContext.session.kernel.name"))
 
     def dialogs(self) -> list[str]:
         """The text of every dialog on screen (a "Select Kernel" would be one)."""
         return self.page.locator(".jp-Dialog").all_inner_texts()
 
     def is_dirty(self) -> bool:
-        """Whether Lab marks the notebook modified (its tab's dot)."""
-        return self.page.locator(".lm-TabBar-tab.jp-mod-dirty").count() > 0
+        """Whether Lab holds the notebook modified (its tab's dot)."""
+        return bool(self._eval(f"(id) => ({_FIND}).context.model.dirty"))
 
     def cells(self) -> list[Cell]:
-        return [Cell(i, **c) for i, c in enumerate(self.page.evaluate(_CELLS))]
+        return [Cell(i, **c) for i, c in enumerate(self._eval(_CELLS))]
+
+    def drawn_outputs(self) -> list[list[str]]:
+        """Each cell's outputs as the browser drew them, static HTML (``_DRAWN_OUTPUTS``)."""
+        return [list(cell) for cell in self._eval(_DRAWN_OUTPUTS)]
 
     # -- actions, through the menus as a user clicks them
+    def activate(self) -> None:
+        """Bring its tab to the front (what a click on the tab does)."""
+        self._eval("(id) => window.jupyterapp.shell.activateById(id)")
+
     def menu(self, menu: str, item: str) -> None:
+        self.activate()
         self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).click()
         self.page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{item}$")).click()
 
-    def run_all(self) -> None:
-        """Run → Run All Cells, then wait until the run is over (stopped at an error or not)."""
+    def start_run_all(self) -> None:
+        """Run → Run All Cells, without waiting for the run (``wait_for_run``)."""
         self.menu("Run", "Run All Cells")
-        self.page.wait_for_function(_RUN_OVER, timeout=RUN_TIMEOUT_MS, polling=500)
+
+    def wait_for_run(self) -> None:
+        """Until the run is over (stopped at an error or not)."""
+        self.page.wait_for_function(_RUN_OVER, arg=self.id, timeout=RUN_TIMEOUT_MS, polling=500)
+
+    def run_all(self) -> None:
+        """Run → Run All Cells, then wait until the run is over."""
+        self.start_run_all()
+        self.wait_for_run()
 
     def save(self) -> None:
         """File → Save Notebook (what autosave does), then wait until Lab has written it."""
         self.menu("File", "Save Notebook")
-        self.page.wait_for_function(f"() => !{_PANEL}.context.model.dirty")
+        self.page.wait_for_function(f"(id) => !({_FIND}).context.model.dirty", arg=self.id)
         self.page.wait_for_function(
-            f"() => !{_PANEL}.context.isDisposed && {_PANEL}.context.contentsModel !== null"
+            f"(id) => {{ const p = {_FIND}; "
+            "return !p.context.isDisposed && p.context.contentsModel !== null; }",
+            arg=self.id,
         )
 
     def close(self) -> None:
-        """Shut its kernel down and close its page."""
-        self.page.evaluate(f"async () => {{ await {_PANEL}.sessionContext.shutdown(); }}")
-        self.page.close()
+        """Shut its kernel down and close its tab (the page with it, when it is the last)."""
+        self._eval(
+            f"async (id) => {{ const p = {_FIND}; "
+            "await p.sessionContext.shutdown(); p.dispose(); }"
+        )
+        if not self._eval("() => [...window.jupyterapp.shell.widgets('main')].length"):
+            self.page.close()
 
     # -- what it shows
+    def _panel(self) -> Locator:
+        return self.page.locator(f'[id="{self.id}"]')
+
     def cell(self, index: int) -> Locator:
-        return self.page.locator(".jp-NotebookPanel .jp-Cell").nth(index)
+        return self._panel().locator(".jp-Cell").nth(index)
 
     def outputs(self, index: int) -> Locator:
         """The output areas of cell ``index`` (a widget, a table, a chart each)."""
@@ -297,7 +379,7 @@ class LabNotebook:
 
     def charts(self, index: int | None = None) -> Locator:
         """vega-embed's containers in cell ``index`` (all cells: None): a chart each."""
-        scope = self.page.locator(".jp-NotebookPanel") if index is None else self.cell(index)
+        scope = self._panel() if index is None else self.cell(index)
         return scope.locator(".vega-embed")
 
     def chart_cells(self) -> list[Cell]:
@@ -307,6 +389,7 @@ class LabNotebook:
     def undrawn_charts(self, wait_ms: int = STEP_TIMEOUT_MS) -> list[str]:
         """Each chart-making cell without a chart vega drew, after up to ``wait_ms`` for the
         charts to draw (they draw once their widget's JavaScript has loaded)."""
+        self.activate()
         missing: list[str] = []
         deadline = time.monotonic() + wait_ms / 1000
         for cell in self.chart_cells():
@@ -335,6 +418,7 @@ class LabNotebook:
     def drag_across_first_marks(self, index: int, start: float, end: float) -> None:
         """Press the mouse at fraction ``start`` of the width of cell ``index``'s first chart's
         first marks (an overview strip) and release it at ``end``: a brush, as a hand drags it."""
+        self.activate()
         marks = self.charts(index).first.locator('svg .role-mark:not([class*="brush"])').first
         marks.scroll_into_view_if_needed()
         box = marks.bounding_box()
@@ -351,6 +435,7 @@ class LabNotebook:
     def set_slider(self, index: int, value: int) -> None:
         """Type ``value`` into the readout of cell ``index``'s slider and press Enter (what a
         user does to land on one sequence of thousands)."""
+        self.activate()
         readout = self.cell(index).locator(".widget-readout").first
         readout.scroll_into_view_if_needed()
         readout.click()
@@ -394,18 +479,19 @@ class LabNotebook:
     def screenshot(self, path: Path, *, cells: tuple[int, int] | None = None) -> Path:
         """The whole notebook, every cell, as one PNG (the page grown to the notebook's height,
         the side panels folded); with ``cells`` (first, last), only those cells."""
+        self.activate()
         page = self.page
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
         page.evaluate("() => window.jupyterapp.shell.collapseRight()")
         viewport = page.viewport_size or {"width": 1280, "height": 900}
         extra = int(
-            page.evaluate(
-                f"() => {{ const s = {_SCROLLER}; return s.scrollHeight - s.clientHeight; }}"
+            self._eval(
+                f"(id) => {{ const s = {_SCROLLER}; return s.scrollHeight - s.clientHeight; }}"
             )
         )
         page.set_viewport_size({"width": viewport["width"], "height": viewport["height"] + extra})
         try:
-            page.evaluate(f"() => {{ {_SCROLLER}.scrollTop = 0; }}")
+            self._eval(f"(id) => {{ {_SCROLLER}.scrollTop = 0; }}")
             page.evaluate("() => new Promise(done => requestAnimationFrame(() => done(null)))")
             path.parent.mkdir(parents=True, exist_ok=True)
             if cells is None:
@@ -419,6 +505,72 @@ class LabNotebook:
         finally:
             page.set_viewport_size(viewport)
         return path
+
+
+@dataclass
+class NotebookRun:
+    """One notebook after Run All in a shared Lab: what it was on opening, what went wrong, its
+    cells and outputs as the browser drew them, its screenshot; ``notebook`` is still open."""
+
+    notebook: LabNotebook
+    on_opening: list[str]
+    problems: list[str]
+    cells: list[Cell]
+    drawn: list[list[str]]
+    screenshot: Path | None
+
+
+def run_notebooks(
+    browser: OfflineBrowser,
+    server: LabServer,
+    names: list[str],
+    *,
+    screenshots: Path | None = None,
+    say: Callable[[str], None] | None = None,
+) -> dict[str, NotebookRun]:
+    """Each of ``names`` opened in one Lab page (the first by its URL, the rest as tabs beside
+    it) and Run All started in it at once, so their kernels run side by side as they do for a
+    user with several tabs; then, each run over, checked, read and screenshot to
+    ``screenshots/NAME.png``. Left open (the caller closes them, or the Lab with them).
+
+    ``on_opening`` holds what a user must not meet on opening (a dialog, another kernel, a
+    notebook already modified); ``problems`` what ``LabNotebook.problems`` finds after the run,
+    the findings of the page (shared by its notebooks) included."""
+    say = say or (lambda _msg: None)
+    opened: list[LabNotebook] = []
+    on_opening: dict[str, list[str]] = {}
+    for name in names:  # each opened while those before it run
+        notebook = (
+            LabNotebook.open(browser, server, name, idle=False)
+            if not opened
+            else opened[0].open_beside(name)
+        )
+        notebook.wait_for_kernel()  # Run All waits for it to start; nothing else need wait
+        found = [f"a dialog on opening: {d!r}" for d in notebook.dialogs()]
+        if notebook.kernel_name() != KERNELSPEC["name"]:
+            found.append(f"kernel {notebook.kernel_name()!r}, not {KERNELSPEC['name']!r}")
+        if notebook.is_dirty():
+            found.append("marked modified on opening")
+        on_opening[name] = found
+        say(f"notebook {Path(name).stem}: Run All")
+        notebook.start_run_all()
+        opened.append(notebook)
+    runs: dict[str, NotebookRun] = {}
+    for notebook in opened:
+        notebook.wait_for_run()
+        stem = Path(notebook.name).stem
+        problems = notebook.problems()
+        shot = None if screenshots is None else notebook.screenshot(screenshots / f"{stem}.png")
+        say(f"notebook {stem}: " + ("ok" if not problems else f"{len(problems)} problems"))
+        runs[stem] = NotebookRun(
+            notebook,
+            on_opening[notebook.name],
+            problems,
+            notebook.cells(),
+            notebook.drawn_outputs(),
+            shot,
+        )
+    return runs
 
 
 # ---------------------------------------------------------------------------------- the report
@@ -458,21 +610,14 @@ def check_report_page(browser: OfflineBrowser, page_path: Path) -> list[str]:
 
 def screenshot_notebooks(
     notebooks: Path, out: Path, *, say: Callable[[str], None] | None = None
-) -> dict[str, list[str]]:
+) -> dict[str, NotebookRun]:
     """Every notebook in ``notebooks`` opened in Lab (on a copy), run with Run All and
-    screenshot to ``out/NAME.png``; the problems found in each, by name."""
-    say = say or (lambda _msg: None)
-    found: dict[str, list[str]] = {}
+    screenshot to ``out/NAME.png`` (``run_notebooks``); each one's run, by name."""
     with tempfile.TemporaryDirectory(prefix="cbi1kit-lab-") as scratch:
         token = secrets.token_hex(24)
         with lab_session(notebooks, Path(scratch), token=token) as (server, browser):
-            for path in sorted(notebooks.glob("*.ipynb")):
-                say(f"notebook {path.stem}")
-                browser.findings.clear()
-                notebook = LabNotebook.open(browser, server, path.name)
-                found[path.stem] = notebook.run_and_check(out / f"{path.stem}.png")
-                notebook.close()
-    return found
+            names = [p.name for p in sorted(notebooks.glob("*.ipynb"))]
+            return run_notebooks(browser, server, names, screenshots=out, say=say)
 
 
 @contextmanager

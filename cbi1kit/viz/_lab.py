@@ -10,6 +10,7 @@ autosave nor Ctrl+S can leave outputs or a machine's metadata in a tracked file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -166,6 +167,19 @@ def _copy_notebooks(notebooks: Path, into: Path) -> Path:
     return target
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc; elsewhere none are found)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # after "(comm)": state, then ppid
+            found.append(int(entry.name))
+    return found
+
+
 @contextmanager
 def running_lab(
     notebooks: Path, scratch: Path, *, token: str, startup_timeout: float = 120.0
@@ -210,7 +224,10 @@ def running_lab(
                 time.sleep(0.1)
         yield LabServer(url=url if url.endswith("/") else url + "/", token=token, root=root)
     finally:
-        process.terminate()  # the server shuts its kernels down
+        process.terminate()  # the server shuts its kernels down, one shutdown request each...
+        for kernel in _children(process.pid):  # ...which takes seconds; a scratch Lab's kernels
+            with contextlib.suppress(OSError):  # hold nothing to save: each its own session
+                os.killpg(kernel, signal.SIGKILL)
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:

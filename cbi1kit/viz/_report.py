@@ -2,8 +2,10 @@
 
 Everything is embedded — charts as inline SVG rendered by vl-convert, notebook outputs as their
 own HTML/SVG/PNG — so the report opens with no network and no CDN. Key charts are also written as
-PNGs. Notebooks run through papermill with the capture as their parameter and
-``CBI1KIT_CHART_RENDERER=svg``, which makes their ``ck.setup_notebook()`` render charts statically.
+PNGs. A notebook's page comes from one execution: either a run the caller already made in
+JupyterLab (``executed``: the demo's browser run, whose outputs are what chromium drew), or, for
+the rest, papermill with the capture as their parameter and ``CBI1KIT_CHART_RENDERER=svg``, which
+makes their ``ck.setup_notebook()`` render charts statically.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import altair as alt
 
@@ -48,8 +50,11 @@ __all__ = [
     "CHART_KINDS",
     "NOTEBOOKS",
     "ReportResult",
+    "ShownCell",
     "build_report",
+    "drawn_cells",
     "report_charts",
+    "report_outputs",
 ]
 
 #: Every chart kind the toolkit draws, in the order the report shows them.
@@ -88,6 +93,29 @@ class ReportResult:
     pngs: dict[str, Path] = field(default_factory=dict)
     notebooks: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ShownCell:
+    """A notebook cell as its report page shows it: each output already static HTML."""
+
+    type: str
+    source: str
+    outputs: tuple[str, ...] = ()
+
+
+class _RunCell(Protocol):
+    @property
+    def type(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def outputs(self) -> list[dict[str, Any]]: ...
+
+
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: Notebooks already run, by name: each one's cells as its page shows them.
+Executed = Mapping[str, Sequence[ShownCell]]
 
 
 # ----------------------------------------------------------------------------------- charts
@@ -219,19 +247,48 @@ def _render_output(output: dict[str, Any]) -> str:
     return ""
 
 
-def _render_notebook(path: Path, title: str) -> str:
+def _executed_cells(path: Path) -> list[ShownCell]:
+    """A notebook papermill executed, its outputs rendered from their mime bundles."""
     import nbformat
-    from markdown_it import MarkdownIt
 
     nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
+    return [
+        ShownCell(
+            cell.cell_type,
+            cell.source,
+            tuple(_render_output(o) for o in cell.get("outputs", [])),
+        )
+        for cell in nb.cells
+    ]
+
+
+def drawn_cells(cells: Sequence[_RunCell], drawn: Sequence[Sequence[str]]) -> list[ShownCell]:
+    """A notebook run in JupyterLab: its cells with their outputs (nbformat JSON), each widget's
+    output (a chart, a brushed table: only a model id in the notebook) replaced by what the
+    browser drew for it, ``drawn[cell][output]``."""
+    shown = []
+    for cell, pictures in zip(cells, drawn, strict=True):
+        outputs = tuple(
+            pictures[k]
+            if _WIDGET_VIEW in o.get("data", {}) and k < len(pictures)
+            else _render_output(o)
+            for k, o in enumerate(cell.outputs)
+        )
+        shown.append(ShownCell(cell.type, cell.source, outputs))
+    return shown
+
+
+def _render_notebook(cells: Sequence[ShownCell], title: str) -> str:
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark").enable("table")
     parts = [_page_head(title), "<p><a href='../index.html'>← report</a></p>"]
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
+    for cell in cells:
+        if cell.type == "markdown":
             parts.append(f"<div class='md'>{md.render(cell.source)}</div>")
-        elif cell.cell_type == "code":
+        elif cell.type == "code":
             parts.append(f"<pre class='code'><code>{html.escape(cell.source)}</code></pre>")
-            parts += [f"<div class='out'>{_render_output(o)}</div>" for o in cell.outputs]
+            parts += [f"<div class='out'>{o}</div>" for o in cell.outputs]
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -257,6 +314,17 @@ def _page_head(title: str) -> str:
     )
 
 
+def report_outputs(out: Path, *, trace: bool, notebooks: Sequence[str] = ()) -> list[Path]:
+    """Every file ``build_report`` writes into ``out`` (with a trace or not, and the pages of
+    ``notebooks``)."""
+    kinds = [k for k in CHART_KINDS if trace or k not in TRACE_CHART_KINDS]
+    return [
+        out / "index.html",
+        *(out / "png" / f"{kind}.png" for kind in kinds),
+        *(out / "notebooks" / f"{n}.html" for n in notebooks),
+    ]
+
+
 def build_report(
     capture: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -266,9 +334,15 @@ def build_report(
     requests: int = 2000,
     progress: Callable[[str], None] | None = None,
     overwrite: bool = False,
+    executed: Executed | Callable[[], Executed | None] | None = None,
+    notebooks: Sequence[str] = NOTEBOOKS,
 ) -> ReportResult:
     """Write ``out_dir/index.html`` (every chart kind, inline SVG), ``out_dir/png/*.png`` and,
-    with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``.
+    with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``: from
+    ``executed`` (by name: a run already made, ``drawn_cells``) or else run by papermill.
+    ``executed`` may be a callable, called once the charts are drawn: a run going on beside
+    them (the demo's JupyterLab run, in another thread) is waited for only then. ``notebooks``
+    names the notebooks the report holds (all of them unless told).
 
     Nothing is written over an existing file unless ``overwrite`` (``OutputError`` ``Exists``,
     raised before anything is written), and never into the folder of the notebooks it runs
@@ -283,6 +357,9 @@ def build_report(
     # the inputs first: a trace that does not read stops the report before any output
     workload = None if trace is None else read_mooncake(Path(trace).resolve(), limit=requests)
     out = Path(out_dir)
+    names = [n for n in NOTEBOOKS if n in notebooks]
+    if unknown := sorted(set(notebooks) - set(NOTEBOOKS)):
+        raise VizError("Report", f"no such notebook: {', '.join(unknown)}")
     source_dir = None if notebooks_dir is None else Path(notebooks_dir).resolve()
     if source_dir is not None and (out / "notebooks").resolve() == source_dir:
         raise OutputError(
@@ -292,15 +369,7 @@ def build_report(
             field=str(out),
         )
     claim_outputs(
-        [
-            out / "index.html",
-            *(
-                out / "png" / f"{kind}.png"
-                for kind in CHART_KINDS
-                if trace is not None or kind not in TRACE_CHART_KINDS
-            ),
-            *((out / "notebooks" / f"{n}.html" for n in NOTEBOOKS) if source_dir else ()),
-        ],
+        report_outputs(out, trace=trace is not None, notebooks=names if source_dir else ()),
         overwrite=overwrite,
     )
     (out / "png").mkdir(parents=True, exist_ok=True)
@@ -321,6 +390,8 @@ def build_report(
         )
 
     notebook_links = []
+    if callable(executed):
+        executed = executed()
     if source_dir is not None:
         (out / "notebooks").mkdir(exist_ok=True)
         # relative to the notebooks (their working folder): the pages show no home folder
@@ -329,18 +400,20 @@ def build_report(
             params["trace"] = os.path.relpath(Path(trace).resolve(), source_dir)
         with tempfile.TemporaryDirectory(prefix="cbi1kit-report-") as scratch_dir:
             scratch = Path(scratch_dir)
-            for name in NOTEBOOKS:
+            for name in names:
                 source = source_dir / f"{name}.ipynb"
                 if not source.exists():
                     raise VizError("Report", f"{source}: notebook missing")
-                say(f"notebook {name}")
-                executed = scratch / f"{name}.ipynb"
-                nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
-                _execute_notebook(source, executed, nb_params)
+                if executed is not None and name in executed:
+                    cells = list(executed[name])
+                else:
+                    say(f"notebook {name}")
+                    ran = scratch / f"{name}.ipynb"
+                    nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
+                    _execute_notebook(source, ran, nb_params)
+                    cells = _executed_cells(ran)
                 page = out / "notebooks" / f"{name}.html"
-                page.write_text(
-                    _render_notebook(executed, name.replace("_", " ")), encoding="utf-8"
-                )
+                page.write_text(_render_notebook(cells, name.replace("_", " ")), encoding="utf-8")
                 result.notebooks[name] = page
                 notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
 
