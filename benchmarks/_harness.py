@@ -303,6 +303,48 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     return ap
 
 
+# ---------------------------------------------------------------------------------- processes
+
+
+def time_process(
+    argv: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[float, float]:
+    """(CPU, wall) seconds of a command run to the end in a fresh process: CPU is what it and
+    every descendant it waited for used (``RUSAGE_CHILDREN``), wall from start to exit. It must
+    exit 0 (its output is kept only to show the tail of it when it does not)."""
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        tail = done.stdout.decode(errors="replace")[-3000:]
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{tail}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+def compare_processes(
+    candidate: Callable[[], tuple[float, float]],
+    baseline: Callable[[], tuple[float, float]],
+    *,
+    rounds: int,
+) -> tuple[Timing, Timing]:
+    """``compare`` for work done in other processes: each side returns its own (CPU, wall) of a
+    round (``time_process``); rounds alternate as ``compare``'s, with no warm-up unless the
+    caller makes one."""
+    cand, base = Timing(), Timing()
+    for r in range(rounds):
+        order = ((candidate, cand), (baseline, base))
+        for fn, timing in order if r % 2 == 0 else order[::-1]:
+            timing.add(*fn())
+    return cand, base
+
+
 # ------------------------------------------------------------------------------------- memory
 
 

@@ -163,3 +163,41 @@ def test_opening_in_lab_names_the_kernel_as_this_environment_does(
     assert model["content"]["metadata"]["kernelspec"]["display_name"] == "cbi1kit (.venv)"
     asyncio.run(manager.save({"type": "notebook", "content": model["content"]}, name))
     assert _files(copied) == before
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie has exited
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_a_scratch_lab_stops_with_its_kernels(tmp_path: Path) -> None:
+    """The browser test's and the demo's Lab: on leaving, its server and every kernel it
+    started are gone (killed, not left running; nothing there to save)."""
+    import json
+    import os
+    import time
+    import urllib.request
+
+    from cbi1kit.viz._lab import _children, running_lab
+
+    with running_lab(NOTEBOOKS, tmp_path, token="t0ken") as server:
+        request = urllib.request.Request(
+            f"{server.url}api/kernels?token=t0ken", data=json.dumps({"name": "python3"}).encode()
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            assert answer.status == 201
+        (lab,) = [  # this test's Lab, among whatever else this process started
+            pid
+            for pid in _children(os.getpid())
+            if str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+        ]
+        deadline = time.monotonic() + 60
+        while not (kernels := _children(lab)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert kernels and all(_alive(k) for k in kernels)
+    assert not _alive(lab)
+    assert [k for k in kernels if _alive(k)] == []

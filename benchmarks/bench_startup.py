@@ -1,0 +1,124 @@
+"""Cold start (#17): what a fresh process pays before it does any work, each in fresh processes
+against a baseline in the same run, alternating rounds.
+
+* ``import cbi1kit`` and ``cbi1kit --help``, against the bare interpreter (``python -c pass``):
+  heavy dependencies (polars, pyarrow, numba, altair) are imported where they are used, so
+  neither pays for them. Goal: each <= 0.15 s by CPU median, the interpreter included.
+* A notebook's first cell (``import cbi1kit as ck; ck.setup_notebook()`` in a live kernel's
+  setting), with the offline chart bundle cached as ``make`` leaves it, against the same with an
+  empty cache (altair bundles vega, vega-lite and vega-embed afresh). No goal.
+* The first use of every compiled kernel (the frames table and replay of the bundled capture, a
+  batch of block and sequence hashes, a kick walk), with numba's disk cache as ``make`` leaves
+  it (``python -m cbi1kit._warm``), against the same compiled from nothing (``NUMBA_CACHE_DIR``
+  an empty folder). Goal: <= 3 s by CPU median. ``--quick`` compares it with ``import cbi1kit``
+  instead (a smoke run: compiling from nothing takes 15-20 s).
+
+CPU time is the child's and every process it waited for (``RUSAGE_CHILDREN``).
+
+    .venv/bin/python benchmarks/bench_startup.py [--rounds 9] [--quick]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from _harness import Comparison, Report, compare_processes, parser, time_process
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+FIRST_CELL = "import cbi1kit as ck; ck.setup_notebook()"
+FIRST_USE = """
+import numpy as np
+import cbi1kit as ck
+from cbi1kit.ckf._addressing import CkfAddressing
+from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
+from cbi1kit.hashing import compute_block_hash_for_seq, compute_seq_hash_batch
+
+sample = "data/sample.kvrcap"
+ck.frames_table(sample).collect()
+ck.replay(sample, keep_events=False)
+blocks = compute_block_hash_for_seq(np.arange(16 * 256, dtype=np.uint32), 16)
+compute_seq_hash_batch(blocks.reshape(16, 16))
+addressing = CkfAddressing(1 << 10, 7)
+fp, a, b = addressing.prepare_many(np.arange(1, 5000, dtype=np.uint64) * 0x9E3779B97F4A7C15)
+CuckooTable(addressing).insert_many(fp, a, b, SplitMix64(lane_rng_seed(7)), 500)
+"""
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("CBI1KIT_CHART_RENDERER", None)  # a live kernel's setting: charts are widgets
+    return env | extra
+
+
+def run(code_or_argv: str | list[str], **env: str) -> tuple[float, float]:
+    argv = [PY, *code_or_argv] if isinstance(code_or_argv, list) else [PY, "-c", code_or_argv]
+    return time_process(argv, cwd=ROOT, env=env_with(**env))
+
+
+def main() -> None:
+    args = parser(__doc__).parse_args()
+    rounds = args.rounds or (2 if args.quick else 9)
+    report = Report("bench_startup: cold start", args.quick)
+    bare = ("python -c pass", lambda: run("pass"))
+
+    for name, candidate in (
+        ("import cbi1kit", lambda: run("import cbi1kit")),
+        ("cbi1kit --help", lambda: run(["-m", "cbi1kit", "--help"])),
+    ):
+        run("import cbi1kit")  # warm-up: the page cache and the bytecode
+        cand, base = compare_processes(candidate, bare[1], rounds=rounds)
+        report.figure(
+            Comparison(name, cand, base, "", bare[0]),
+            goal_time=0.15,
+            note="a fresh process each round, the interpreter's own start included",
+        )
+
+    with tempfile.TemporaryDirectory() as scratch:
+        rounds_made = iter(range(1_000_000))
+
+        def empty() -> str:
+            """A folder no round has used: every baseline round starts from nothing."""
+            return str(Path(scratch) / f"empty-{next(rounds_made)}")
+
+        run(FIRST_CELL)  # the bundle cached, as `make` leaves it
+        cand, base = compare_processes(
+            lambda: run(FIRST_CELL),
+            lambda: run(FIRST_CELL, XDG_CACHE_HOME=empty()),
+            rounds=rounds,
+        )
+        report.figure(
+            Comparison(
+                "a notebook's first cell (import, setup_notebook)",
+                cand,
+                base,
+                "bundle cached",
+                "bundled afresh",
+            ),
+        )
+        run(FIRST_USE)  # numba's cache as `make` leaves it (a no-op when it already is)
+        if args.quick:
+            baseline, label = (lambda: run("import cbi1kit")), "import cbi1kit"
+        else:
+            baseline, label = (lambda: run(FIRST_USE, NUMBA_CACHE_DIR=empty())), "from nothing"
+        cand, base = compare_processes(lambda: run(FIRST_USE), baseline, rounds=min(rounds, 3))
+        report.figure(
+            Comparison(
+                "first use of every compiled kernel (frames table, replay, hashes, kick walk)",
+                cand,
+                base,
+                "disk cache warm",
+                label,
+            ),
+            goal_time=3.0,
+        )
+    report.done()
+
+
+if __name__ == "__main__":
+    main()
