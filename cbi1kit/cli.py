@@ -1024,54 +1024,64 @@ def cmd_demo(args: argparse.Namespace) -> int:
     capture = data / "sample.kvrcap"
     trace = data / "mooncake" / "conversation_trace.jsonl"
     notebooks = None if args.no_report else _DemoNotebooks(args, capture, trace)
-    print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
-    if capture.exists() and not args.resimulate:
-        if notebooks is not None:
-            notebooks.start()  # Lab and the notebooks' kernels start while we replay
-        print(
-            f"1. simulate: reusing {capture} ({capture.stat().st_size} bytes;"
-            " `make sample` rebuilds it)"
-        )
-    else:
-        print(f"1. simulate: {trace} → {capture}")
-        result = _run_simulation(
-            trace, capture, sample_config(), limit=None, force=True, progress=not args.no_progress
-        )
-        _print_sim(result)
-        if notebooks is not None:
-            notebooks.start()
-    print(f"\n2. replay {capture} with the consumer's rules")
-    report = _replay(capture, None, not args.no_progress)
-    _print_replay_summary(report, 10)
-    print("\n3. summary: the replayed lane at its final sequence")
-    for lane in report.lanes[:1]:  # the sample records one DC
-        from cbi1kit.ckf._addressing import CkfAddressing
-        from cbi1kit.ckf._stats import lane_stats
-
-        fmt = lane.format
-        if lane.final_lane is None or fmt is None:
-            break
-        stats = lane_stats(
-            lane.final_lane,
-            addressing=CkfAddressing(fmt.bucket_count, fmt.seed),
-            fpr_probes=200_000,
-        )
-        print(
-            _table(
-                [
-                    ("buckets", stats.buckets),
-                    ("occupied slots", stats.occupied_slots),
-                    ("load factor α", f"{stats.load_factor:.4f}"),
-                    ("estimated FPR 8α/65534", f"{stats.estimated_fpr:.2e}"),
-                    ("measured FPR", str(stats.fpr)),
-                    ("lane size", f"{stats.size_bytes} bytes"),
-                ],
-                ("figure", "value"),
+    try:
+        print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
+        if capture.exists() and not args.resimulate:
+            if notebooks is not None:
+                check_source(capture)  # not a capture: say so now, not after the notebooks
+                notebooks.start()  # Lab and the notebooks' kernels start while we replay
+            print(
+                f"1. simulate: reusing {capture} ({capture.stat().st_size} bytes;"
+                " `make sample` rebuilds it)"
             )
-        )
-    notebooks_ok = True
-    if notebooks is not None:
-        notebooks_ok = notebooks.report()
+        else:
+            print(f"1. simulate: {trace} → {capture}")
+            result = _run_simulation(
+                trace,
+                capture,
+                sample_config(),
+                limit=None,
+                force=True,
+                progress=not args.no_progress,
+            )
+            _print_sim(result)
+            if notebooks is not None:
+                notebooks.start()
+        print(f"\n2. replay {capture} with the consumer's rules")
+        report = _replay(capture, None, not args.no_progress)
+        _print_replay_summary(report, 10)
+        print("\n3. summary: the replayed lane at its final sequence")
+        for lane in report.lanes[:1]:  # the sample records one DC
+            from cbi1kit.ckf._addressing import CkfAddressing
+            from cbi1kit.ckf._stats import lane_stats
+
+            fmt = lane.format
+            if lane.final_lane is None or fmt is None:
+                break
+            stats = lane_stats(
+                lane.final_lane,
+                addressing=CkfAddressing(fmt.bucket_count, fmt.seed),
+                fpr_probes=200_000,
+            )
+            print(
+                _table(
+                    [
+                        ("buckets", stats.buckets),
+                        ("occupied slots", stats.occupied_slots),
+                        ("load factor α", f"{stats.load_factor:.4f}"),
+                        ("estimated FPR 8α/65534", f"{stats.estimated_fpr:.2e}"),
+                        ("measured FPR", str(stats.fpr)),
+                        ("lane size", f"{stats.size_bytes} bytes"),
+                    ],
+                    ("figure", "value"),
+                )
+            )
+        notebooks_ok = True
+        if notebooks is not None:
+            notebooks_ok = notebooks.report()
+    finally:
+        if notebooks is not None:
+            notebooks.close()
     print("\nnext: cbi1kit inspect / stats / export on", capture)
     return EXIT_OK if report.ok and notebooks_ok else EXIT_INVALID
 
@@ -1115,8 +1125,17 @@ class _DemoNotebooks:
         print(f"   {msg}", file=sys.stderr, flush=True)
 
     def start(self) -> None:
+        from cbi1kit.viz._browser import screenshot_notebooks
+
         if self.browser_missing is None:
-            self._lab = self._pool.submit(_screenshots, self.folder, self.shots, self._say)
+            self._lab = self._pool.submit(
+                screenshot_notebooks, self.folder, self.shots, say=self._say
+            )
+
+    def close(self) -> None:
+        """Wait for the notebooks' thread (a demo that stopped early: it cannot be cut short
+        without leaving Lab's processes behind)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _executed(self) -> dict[str, Any] | None:
         from cbi1kit.viz._report import drawn_cells
@@ -1146,7 +1165,7 @@ class _DemoNotebooks:
             f" JupyterLab with Run All, offline → {self.shots}/"
         )
         if self.browser_missing is not None:
-            print(f"   no screenshots: {self.browser_missing}; the report runs the notebooks")
+            print(f"   no screenshots: {self.browser_missing}; the notebooks run headless")
         with self._lock:
             held, self._held = self._held or [], None
         for msg in held:
@@ -1162,20 +1181,12 @@ class _DemoNotebooks:
                 executed=self._executed,
             )
         finally:
-            self._pool.shutdown(wait=True)
+            self.close()
         print(
             f"   wrote {built.index} ({len(built.pngs)} chart PNGs, "
             f"{len(built.notebooks)} notebooks) in {built.seconds:.0f} s"
         )
         return self.ok
-
-
-def _screenshots(notebooks: Path, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    """Every notebook run with Run All in JupyterLab (chromium, offline) and screenshot to
-    ``out``; the runs (``NotebookRun``) by name."""
-    from cbi1kit.viz._browser import screenshot_notebooks
-
-    return screenshot_notebooks(notebooks, out, say=say)
 
 
 def cmd_lab(args: argparse.Namespace) -> int:

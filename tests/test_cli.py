@@ -286,6 +286,18 @@ def test_demo_simulates_when_missing_then_reuses(tmp_path: Path) -> None:
     assert second.returncode == 0 and "reusing" in second.stdout
 
 
+def test_demo_on_a_file_that_is_no_capture_stops_before_the_notebooks(tmp_path: Path) -> None:
+    """With the report on, the notebooks start in JupyterLab beside the replay; a capture that
+    is not one is a one-line error (exit 3) before they do, and nothing is written."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sample.kvrcap").write_bytes(b"not a capture at all, " * 8)
+    out = run("demo", "--data", str(data), "--report", str(tmp_path / "reports"))
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.count("\n") == 1 and "unrecognised input" in out.stderr
+    assert not (tmp_path / "reports").exists()
+
+
 def test_bundled_sample_is_valid_and_small() -> None:
     sample = ROOT / "data" / "sample.kvrcap"
     assert sample.stat().st_size < 4 * 2**20
