@@ -34,7 +34,7 @@ pl.DataFrame([stats.as_dict()]).select(
 #
 # Each stripe is a range of buckets, coloured by its slot load. Brush the top strip to zoom the
 # bottom one: in a live JupyterLab the brushed range comes back to Python and its words are
-# listed under the chart. Executed headless (as in the report), the first buckets are listed.
+# listed under the chart. Until a brush moves (and in a headless run), the first buckets are listed.
 
 # %%
 ck.viz.occupancy_explorer(lane, bins=512)
