@@ -2,16 +2,18 @@
 cluster, against the single-process conversion measured in the same run.
 
 Eight captures are simulated (seeded: ``synthetic_chat`` traces through 2-DC fleets, each with
-its own seed and relay) into a temp dir. Then, alternating for ``--rounds`` rounds, each into a
-fresh dataset directory:
+its own seed and relay) into a temp dir. Then, for ``--rounds`` rounds on the shared harness
+(alternating which side goes first), each into a fresh dataset directory:
 
 * baseline: ``cbi1kit.export_dataset`` of the 8 captures in this process (one after the other);
 * fleet: ``cbi1kit.fleet.convert`` of the same captures on ``fleet.client()`` (a
   ``LocalCluster`` of 2 worker processes, one thread each, on loopback; started once, before the
   rounds, and warmed by one conversion, as a long-lived cluster is);
 
-best and median wall time of each, and the speed-up (baseline / fleet). Every fleet dataset is
-checked against the baseline's: the same files, and every table the same rows.
+best and median of each by wall time (the goal's clock: the work is in other processes) and by
+CPU time (the fleet's: both workers and this process), and the speed-up (baseline / fleet).
+Every fleet dataset is checked against the baseline's: the same files, and every table the
+same rows.
 
 Target (#16): speed-up ≥ 1.6× with identical output.
 
@@ -20,17 +22,16 @@ Target (#16): speed-up ≥ 1.6× with identical output.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import polars as pl
+from _harness import Comparison, Report, compare_processes, parser
 
 from cbi1kit import fleet
 from cbi1kit.analysis import DATASET_TABLES, export_dataset, open_dataset
@@ -75,17 +76,16 @@ def same_output(a: Path, b: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = parser(__doc__)
     ap.add_argument("--requests", type=int, default=2500, help="trace requests per capture")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="small captures, one round (CI smoke)")
     args = ap.parse_args()
-    if args.quick:
-        args.requests, args.rounds = 150, 1
+    requests = 150 if args.quick else args.requests
+    rounds = args.rounds or (1 if args.quick else 3)
+    report = Report("bench_fleet: fleet conversion on Dask", args.quick)
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         root = Path(tmp)
         t0 = time.perf_counter()
-        captures = make_captures(root, args.requests)
+        captures = make_captures(root, requests)
         size = sum(p.stat().st_size for p in captures)
         print(
             f"{CAPTURES} captures, {size / (1 << 20):.1f} MiB, simulated in "
@@ -95,36 +95,54 @@ def main() -> None:
             print(f"cluster: 2 worker processes, dashboard {fleet.dashboard_link(client)}")
             fleet.convert(captures[:2], root / "warm", client=client)  # workers load the kernels
             export_dataset(captures[:2], root / "warm-local")  # and so does this process
-            base: list[float] = []
-            dask: list[float] = []
-            base_cpu: list[float] = []
-            dask_cpu: list[float] = []
-            for r in range(args.rounds):
-                local_out, fleet_out = root / f"local-{r}", root / f"fleet-{r}"
+            pairs: list[tuple[Path, Path]] = []
+
+            def single() -> tuple[float, float]:
+                out = root / f"local-{len(pairs)}"
                 t, c = time.perf_counter(), cpu_seconds()
-                export_dataset(captures, local_out)
-                base.append(time.perf_counter() - t)
-                base_cpu.append(cpu_seconds() - c)
-                before = sum(client.run(cpu_seconds).values())
+                export_dataset(captures, out)
+                return cpu_seconds() - c, time.perf_counter() - t
+
+            def on_fleet() -> tuple[float, float]:
+                out = root / f"fleet-{len(pairs)}"
+                before = sum(client.run(cpu_seconds).values()) + cpu_seconds()
                 t = time.perf_counter()
-                fleet.convert(captures, fleet_out, client=client)
-                dask.append(time.perf_counter() - t)
-                dask_cpu.append(sum(client.run(cpu_seconds).values()) - before)
-                same_output(local_out, fleet_out)
-                shutil.rmtree(local_out)
-                if r:
-                    shutil.rmtree(fleet_out)
-    print(f"{'':<34}{'best':>9}{'median':>9}")
-    print(f"{'baseline: single process':<34}{min(base):>8.2f}s{statistics.median(base):>8.2f}s")
-    print(f"{'fleet: 2-worker LocalCluster':<34}{min(dask):>8.2f}s{statistics.median(dask):>8.2f}s")
-    best, median = min(base) / min(dask), statistics.median(base) / statistics.median(dask)
-    print(f"speed-up (baseline / fleet): best {best:.2f}x, median {median:.2f}x (target >= 1.6x)")
-    print(
-        f"CPU seconds per wall second: baseline {sum(base_cpu) / sum(base):.2f} (this process, "
-        f"its threads included), fleet {sum(dask_cpu) / sum(dask):.2f} (both workers); "
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+                fleet.convert(captures, out, client=client)
+                wall = time.perf_counter() - t
+                return sum(client.run(cpu_seconds).values()) + cpu_seconds() - before, wall
+
+            def round_of(side: str) -> tuple[float, float]:
+                timing = single() if side == "single" else on_fleet()
+                done = {p.name for p in root.iterdir()}
+                if f"local-{len(pairs)}" in done and f"fleet-{len(pairs)}" in done:
+                    pair = (root / f"local-{len(pairs)}", root / f"fleet-{len(pairs)}")
+                    same_output(*pair)
+                    pairs.append(pair)
+                    for out in pair:
+                        shutil.rmtree(out)
+                return timing
+
+            cand, base = compare_processes(
+                lambda: round_of("fleet"), lambda: round_of("single"), rounds=rounds
+            )
+    report.figure(
+        Comparison(
+            f"fleet conversion of {CAPTURES} captures ({size / (1 << 20):.1f} MiB)",
+            cand,
+            base,
+            "2-worker LocalCluster",
+            "one process",
+        ),
+        goal_ratio=1.6,
+        clock="wall",
+        note=(
+            f"CPU seconds per wall second: one process {sum(base.cpu) / sum(base.wall):.2f} "
+            f"(its threads included), fleet {sum(cand.cpu) / sum(cand.wall):.2f} (both workers "
+            f"and this process); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+            f"cores; output identical in all {len(pairs)} rounds (every table's rows and files)"
+        ),
     )
-    print("output: identical (every table's rows and files)")
+    report.done()
 
 
 if __name__ == "__main__":
