@@ -221,6 +221,9 @@ def _execute_notebook(source: Path, out: Path, parameters: dict[str, Any]) -> No
             language="python",
             progress_bar=False,
             log_output=False,
+            # the kernel's own log (not the notebook's warnings, which are cell outputs): its one
+            # warning is ipykernel's about TCP on loopback, printed over the report's progress
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )
     except Exception as exc:  # papermill raises its own PapermillExecutionError
         raise VizError("Report", f"{source.name} failed: {exc}") from exc
