@@ -306,10 +306,21 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------- processes
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment for a child process, with this checkout first on ``PYTHONPATH`` (the
+    cbi1kit measured is this one, installed or not) and ``extra`` set."""
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env | extra
+
+
 def time_process(
-    argv: list[str], *, cwd: Path, env: dict[str, str] | None = None
+    argv: list[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None
 ) -> tuple[float, float]:
-    """(CPU, wall) seconds of a command run to the end in a fresh process: CPU is what it and
+    """(CPU, wall) seconds of a command run to the end in a fresh process (in ``cwd``, with
+    ``env``, by default the checkout and ``child_env()``): CPU is what it and
     every descendant it waited for used (``RUSAGE_CHILDREN``), wall from start to exit. It must
     exit 0 (its output is kept only to show the tail of it when it does not)."""
     import subprocess
@@ -317,7 +328,12 @@ def time_process(
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
+        argv,
+        cwd=cwd,
+        env=child_env() if env is None else env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
     )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -8,13 +8,13 @@ environment, each against a baseline doing the same work in the same run, altern
   same notebooks one after another through papermill, headless (the old demo ran both, the
   notebooks twice). Goal: <= 45 s by wall median (it is many processes; a user waits on the
   wall clock).
-* ``make test``'s work once installed: ``ruff check``, ``ruff format --check``, ``mypy`` and
-  ``pytest`` (a worker per core, pytest-xdist), against the same with ``pytest -n0`` (one
-  process). One round each (the suite takes minutes). Goal: <= 5 min by wall median.
+* ``make test`` once installed (ruff, mypy, and pytest with a worker per core, pytest-xdist),
+  against the same with ``pytest -n0`` (one process). One round each (the suite takes minutes).
+  Goal: <= 5 min by wall median.
 
 CPU time is the child's and every process it waited for (``RUSAGE_CHILDREN``). ``--quick``
-(a smoke run, which ``make test`` runs) times ``demo --no-report`` against ``replay`` and the
-collection of one test module instead: nothing ``make test`` runs is run twice.
+(a smoke run, which ``make test`` runs) times ``demo --no-report`` against ``replay`` and
+``make pytest`` collecting one test module instead: nothing ``make test`` runs is run twice.
 
     .venv/bin/python benchmarks/bench_demo.py [--rounds 2] [--quick]
 """
@@ -27,36 +27,28 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import Comparison, Report, compare_processes, parser, time_process
+from _harness import (
+    DATA,
+    TRACE,
+    Comparison,
+    Report,
+    child_env,
+    compare_processes,
+    parser,
+    time_process,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-PY = sys.executable
-BIN = Path(PY).parent
-SAMPLE = "data/sample.kvrcap"
-TRACE = "data/mooncake/conversation_trace.jsonl"
-
-
-def env() -> dict[str, str]:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return e
+SAMPLE = str(DATA / "sample.kvrcap")
 
 
 def cli(*argv: str) -> tuple[float, float]:
-    return time_process([PY, "-m", "cbi1kit", *argv], cwd=ROOT, env=env())
+    return time_process([sys.executable, "-m", "cbi1kit", *argv])
 
 
-def checks(pytest_args: list[str], *, lint: bool = True) -> tuple[float, float]:
-    """``make test``'s four steps (``lint``: or pytest alone), one after another, as one
-    timing."""
-    steps = [
-        f"{BIN}/ruff check cbi1kit tests benchmarks notebooks",
-        f"{BIN}/ruff format --check cbi1kit tests benchmarks notebooks",
-        f"{BIN}/mypy cbi1kit",
-    ]
-    suite = " ".join([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args])
-    script = " && ".join([*(steps if lint else []), suite])
-    return time_process(["bash", "-c", script], cwd=ROOT, env=env())
+def make(target: str, pytest_args: str = "") -> tuple[float, float]:
+    """``make TARGET`` as the README runs it, ``pytest_args`` added to its pytest run
+    (``PYTEST_ADDOPTS``: after the project's own options, so ``-n0`` wins over ``-n auto``)."""
+    return time_process(["make", "-s", target], env=child_env(PYTEST_ADDOPTS=pytest_args))
 
 
 def main() -> None:
@@ -77,7 +69,7 @@ def main() -> None:
             names = ("cbi1kit demo --no-report", "demo", "replay of the sample")
         else:
             demo = ["demo", "--force", "--no-progress", "--report", str(out / "demo")]
-            headless = ["report", SAMPLE, "--trace", TRACE, "-o", str(out / "headless")]
+            headless = ["report", SAMPLE, "--trace", str(TRACE), "-o", str(out / "headless")]
             cli(*demo)  # warm-up: the page cache, Lab's assets, the kernels' bytecode
             cand, base = compare_processes(
                 lambda: cli(*demo),
@@ -101,15 +93,13 @@ def main() -> None:
         )
 
     if args.quick:  # collection only: make test runs this, and must not run its tests twice
-        suite = ["--collect-only", "tests/test_errors.py"]
+        suite = "--collect-only -q tests/test_errors.py"
         cand, base = compare_processes(
-            lambda: checks(suite, lint=False),
-            lambda: checks([*suite, "-n0"], lint=False),
-            rounds=1,
+            lambda: make("pytest", suite), lambda: make("pytest", f"{suite} -n0"), rounds=1
         )
-        label = "pytest --collect-only of one module"
+        label = "make pytest, collecting one module"
     else:
-        cand, base = compare_processes(lambda: checks([]), lambda: checks(["-n0"]), rounds=1)
+        cand, base = compare_processes(lambda: make("test"), lambda: make("test", "-n0"), rounds=1)
         label = "make test (ruff, mypy, pytest)"
     report.figure(
         Comparison(label, cand, base, "a worker per core", "pytest -n0"),

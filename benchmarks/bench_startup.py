@@ -20,14 +20,14 @@ CPU time is the child's and every process it waited for (``RUSAGE_CHILDREN``).
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from pathlib import Path
 
-from _harness import Comparison, Report, compare_processes, parser, time_process
+from _harness import Comparison, Report, child_env, compare_processes, parser, time_process
 
-ROOT = Path(__file__).resolve().parents[1]
+from cbi1kit.viz._display import STATIC_ENV
+
 PY = sys.executable
 
 FIRST_CELL = "import cbi1kit as ck; ck.setup_notebook()"
@@ -49,16 +49,10 @@ CuckooTable(addressing).insert_many(fp, a, b, SplitMix64(lane_rng_seed(7)), 500)
 """
 
 
-def env_with(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.pop("CBI1KIT_CHART_RENDERER", None)  # a live kernel's setting: charts are widgets
-    return env | extra
-
-
 def run(code_or_argv: str | list[str], **env: str) -> tuple[float, float]:
     argv = [PY, *code_or_argv] if isinstance(code_or_argv, list) else [PY, "-c", code_or_argv]
-    return time_process(argv, cwd=ROOT, env=env_with(**env))
+    # a live kernel's setting: charts are widgets, whatever this shell set
+    return time_process(argv, env=child_env(**env) | {STATIC_ENV: ""})
 
 
 def main() -> None:

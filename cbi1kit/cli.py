@@ -1148,12 +1148,9 @@ class _DemoNotebooks:
                 print(f"   {name}: {problem}")
         print(f"   wrote {len(runs)} screenshots")
         self.ok = not any(r.on_opening or r.problems for r in runs.values())
-        # the pages are these runs when they ran on this capture and trace (the notebooks'
-        # defaults: the bundled data); otherwise papermill runs them with these as parameters
-        bundled = self.folder.resolve().parent / "data"
-        ours = self.capture.resolve() == (bundled / "sample.kvrcap").resolve() and (
-            self.trace.resolve() == (bundled / "mooncake" / "conversation_trace.jsonl").resolve()
-        )
+        # the pages are these runs when they ran on the demo's data (the notebooks read the
+        # data folder beside them); otherwise papermill runs them with its capture and trace
+        ours = self.args.data.resolve() == (self.folder.resolve().parent / "data").resolve()
         return {n: drawn_cells(r.cells, r.drawn) for n, r in runs.items()} if ours else None
 
     def report(self) -> bool:

@@ -166,11 +166,10 @@ def test_opening_in_lab_names_the_kernel_as_this_environment_does(
 
 
 def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie has exited
+    from cbi1kit.viz._lab import _proc_stat
+
+    fields = _proc_stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")  # a zombie has exited
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")

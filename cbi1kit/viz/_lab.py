@@ -167,15 +167,22 @@ def _copy_notebooks(notebooks: Path, into: Path) -> Path:
     return target
 
 
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after its ``(comm)``: state, ppid, ... (None: no such
+    process, or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (Linux's /proc; elsewhere none are found)."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # after "(comm)": state, then ppid
+        fields = _proc_stat(int(entry.name))
+        if fields is not None and int(fields[1]) == pid:
             found.append(int(entry.name))
     return found
 
