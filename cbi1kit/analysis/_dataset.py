@@ -350,35 +350,9 @@ def _replay_segment(
     assert player is not None
     c.flush_rows = flush_rows
     violations: list[Violation] = []
-    fast = _fast_engine(seg.path, "auto")
-    if fast is not None:  # runs of deltas a batch at a time, to the same rows
-        seen = len(player._violations)
-        for _ in fast.feed_capture(player, seg.path, cursor=carry.cursor):
-            violations += player._violations[seen:]
-            seen = len(player._violations)
-            if c.image_rows >= flush_rows:
-                yield "images", c.images_df()
-            if c.snapshots:
-                yield "snapshots", c.snapshots_df()
-            if len(violations) >= flush_rows:
-                yield "violations", _violations_df(violations)
-                violations.clear()
-        yield "images", c.images_df()
-        yield "snapshots", c.snapshots_df()
-        yield "violations", _violations_df(violations)
-        return
-    it = read_capture_items(seg.path, damage="report", cursor=carry.cursor)
-    while True:
-        try:
-            item = next(it)
-        except StopIteration:
-            break
-        except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:  # as replay() does
-            violations.append(player.feed_error(exc))  # type: ignore[arg-type]
-            break
-        event = player.feed_item(item)
-        if isinstance(event, Violation):
-            violations.append(event)
+
+    def due() -> Iterator[tuple[str, pl.DataFrame]]:
+        """The rows that have reached ``flush_rows`` (snapshots: any)."""
         if c.image_rows >= flush_rows:
             yield "images", c.images_df()
         if c.snapshots:
@@ -386,6 +360,28 @@ def _replay_segment(
         if len(violations) >= flush_rows:
             yield "violations", _violations_df(violations)
             violations.clear()
+
+    fast = _fast_engine(seg.path, "auto")
+    if fast is not None:  # runs of deltas a batch at a time, to the same rows
+        seen = len(player._violations)
+        for _ in fast.feed_capture(player, seg.path, cursor=carry.cursor):
+            violations += player._violations[seen:]
+            seen = len(player._violations)
+            yield from due()
+    else:
+        it = read_capture_items(seg.path, damage="report", cursor=carry.cursor)
+        while True:
+            try:
+                item = next(it)
+            except StopIteration:
+                break
+            except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:  # as replay() does
+                violations.append(player.feed_error(exc))  # type: ignore[arg-type]
+                break
+            event = player.feed_item(item)
+            if isinstance(event, Violation):
+                violations.append(event)
+            yield from due()
     yield "images", c.images_df()
     yield "snapshots", c.snapshots_df()
     yield "violations", _violations_df(violations)
