@@ -157,7 +157,11 @@ class CapturePlan:
         return path
 
 
-def _wire_producer(fmt: FilterFormat, dc_id: int, generation: int) -> pb.ProducerIdentity:
+def wire_producer(
+    seed: int, bucket_count: int, *, dc_id: int, generation: int = 1, incarnation: int = 7
+) -> pb.ProducerIdentity:
+    """A producer identity as the relay sends it (fixed digests), for a lane of ``seed`` and
+    ``bucket_count``: the tests that build relay messages by hand share it."""
     d = pb.DigestIdentity
     return pb.ProducerIdentity(
         pool_id=pb.KvPoolId(
@@ -168,12 +172,12 @@ def _wire_producer(fmt: FilterFormat, dc_id: int, generation: int) -> pb.Produce
             ),
             dc_id=dc_id,
         ),
-        producer_incarnation=7,
+        producer_incarnation=incarnation,
         layout_generation=generation,
         ckf_format=pb.CkfFormat(
             format_version=1,
-            seed=fmt.seed,
-            bucket_count=fmt.bucket_count,
+            seed=seed,
+            bucket_count=bucket_count,
             fingerprint_bits=16,
             slots_per_bucket=4,
         ),
@@ -198,7 +202,9 @@ def _pool_records(
         m = pb.FilterUpdate(
             protocol_version=1,
             relay=relay,
-            producer=_wire_producer(fmt, dc, state["generation"]),
+            producer=wire_producer(
+                fmt.seed, fmt.bucket_count, dc_id=dc, generation=state["generation"]
+            ),
             base_sequence=base,
             sequence=seq,
             send_ts_us=1,
@@ -334,7 +340,9 @@ def _pool_records(
             extra = pb.ProducerIdentity(layout_generation=state["generation"])
             m.ClearField("producer")
             body = m.SerializeToString()
-            producer = _wire_producer(fmt, dc, state["generation"]).SerializeToString()
+            producer = wire_producer(
+                fmt.seed, fmt.bucket_count, dc_id=dc, generation=state["generation"]
+            ).SerializeToString()
             producer += extra.SerializeToString()  # the same value again: last one wins
             send(body + b"\x1a" + _varint(len(producer)) + producer)
         elif op == "snapshot":

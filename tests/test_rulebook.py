@@ -18,6 +18,7 @@ import xxhash
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import wire_producer
 from test_conformance_cbi1 import CASES, _format, _frame_bytes
 
 from cbi1kit import errors
@@ -32,29 +33,6 @@ from cbi1kit.wire import RULE_INDEX, RULES, Rule, decode, rule_for
 from cbi1kit.wire._codec import Delta, SnapshotChunk
 
 MAX_INLINE = 1 << 20  # bigger frames (the 4 MiB golden frames) go through their own capture
-
-
-def producer(seed: int, buckets: int, dc_id: int) -> pb.ProducerIdentity:
-    d = pb.DigestIdentity
-    return pb.ProducerIdentity(
-        pool_id=pb.KvPoolId(
-            identity_version=1,
-            indexer_domain=pb.IndexerDomainId(
-                cache_semantics=d(digest=b"\x11" * 16, source=2),
-                routing_scope=d(digest=b"\x22" * 16, source=1),
-            ),
-            dc_id=dc_id,
-        ),
-        producer_incarnation=9,
-        layout_generation=1,
-        ckf_format=pb.CkfFormat(
-            format_version=1,
-            seed=seed,
-            bucket_count=buckets,
-            fingerprint_bits=16,
-            slots_per_bucket=4,
-        ),
-    )
 
 
 def wrap(fmt_seed: int, fmt_buckets: int, frame: bytes) -> pb.FilterUpdate:
@@ -72,7 +50,7 @@ def wrap(fmt_seed: int, fmt_buckets: int, frame: bytes) -> pb.FilterUpdate:
     return pb.FilterUpdate(
         protocol_version=1,
         relay=pb.RelayIdentity(drt_instance_id=3, relay_incarnation=4),
-        producer=producer(fmt_seed, fmt_buckets, dc_id),
+        producer=wire_producer(fmt_seed, fmt_buckets, dc_id=dc_id, incarnation=9),
         base_sequence=base % 2**64,
         sequence=seq % 2**64,
         send_ts_us=1_700_000_000_000_000,

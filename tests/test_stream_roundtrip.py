@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import strategies
 from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
@@ -52,25 +53,12 @@ class Ident:
 
 
 def wire_producer(fmt: Any, *, dc_id: int = DC, generation: int = 1) -> pb.ProducerIdentity:
-    digest = pb.DigestIdentity
-    return pb.ProducerIdentity(
-        pool_id=pb.KvPoolId(
-            identity_version=1,
-            indexer_domain=pb.IndexerDomainId(
-                cache_semantics=digest(digest=b"\x11" * 16, source=2),
-                routing_scope=digest(digest=b"\x22" * 16, source=1),
-            ),
-            dc_id=dc_id,
-        ),
-        producer_incarnation=0xDEADBEEF_00000001,
-        layout_generation=generation,
-        ckf_format=pb.CkfFormat(
-            format_version=1,
-            seed=fmt.seed,
-            bucket_count=fmt.bucket_count,
-            fingerprint_bits=16,
-            slots_per_bucket=4,
-        ),
+    return strategies.wire_producer(
+        fmt.seed,
+        fmt.bucket_count,
+        dc_id=dc_id,
+        generation=generation,
+        incarnation=0xDEADBEEF_00000001,
     )
 
 
