@@ -227,7 +227,7 @@ class Carry:
                 keep_history=False,
                 keep_events=False,
                 on_snapshot=self.collector.on_snapshot,
-                on_delta=self.collector.on_delta,
+                on_deltas=self.collector.on_deltas,
             )
 
 
