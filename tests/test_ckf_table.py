@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbi1kit.ckf._addressing import CkfAddressing
-from cbi1kit.ckf._bucket import lane_occupancy, pack_slots, unpack_slots
+from cbi1kit.ckf._bucket import (
+    bucket_occupancy,
+    lane_occupancy,
+    lane_slots,
+    pack_slots,
+    unpack_slots,
+)
 from cbi1kit.ckf._table import MAX_KICKS, CuckooTable, SplitMix64
 from cbi1kit.errors import CkfError
 
@@ -231,3 +237,32 @@ def test_insert_many_fills_a_table_to_its_first_failure() -> None:
     assert all(_copies(table, int(item)) >= 1 for item in items[:k])
     with raises_variant(CkfError, "InvalidMaxKicks"):
         table.insert_many([1], [0], [1], SplitMix64(1), MAX_KICKS + 1)
+
+
+_EDGE_WORDS = [
+    0,
+    1,
+    1 << 15,
+    1 << 16,
+    1 << 63,
+    0xFFFF,
+    0xFFFF << 48,
+    2**64 - 1,
+    0x8000_0001_0000_0100,
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=64), st.integers(0, 2**32 - 1))
+def test_bucket_occupancy_counts_nonzero_slots(words: list[int], seed: int) -> None:
+    """The bit-folding count equals counting the nonzero slots of each word's slot view, on
+    hypothesis' words, the edge words and random lanes with slots emptied at random."""
+    rng = np.random.default_rng(seed)
+    lane = rng.integers(0, 2**64, size=256, dtype=np.uint64, endpoint=False)
+    slots = lane.view(np.uint16).copy()
+    slots[rng.random(slots.size) < 0.5] = 0
+    for arr in (np.array(words + _EDGE_WORDS, dtype=np.uint64), slots.view(np.uint64)):
+        got = bucket_occupancy(arr)
+        assert got.dtype == np.uint8
+        assert got.tolist() == np.count_nonzero(lane_slots(arr), axis=1).tolist()
+        assert int(got.sum()) == lane_occupancy(arr)

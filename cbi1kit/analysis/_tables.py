@@ -17,6 +17,7 @@ from cbi1kit.analysis._frames import _is_segment_list
 from cbi1kit.analysis._replay import Replayer, _fast_engine
 from cbi1kit.analysis._schema import IMAGES_SCHEMA, OCCUPANCY_SCHEMA, SNAPSHOTS_SCHEMA
 from cbi1kit.capture._readers import FrameDamage, read_frames
+from cbi1kit.ckf._bucket import bucket_occupancy
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.wire._assembly import AssembledSnapshot
 
@@ -29,39 +30,12 @@ __all__ = [
 # ---------------------------------------------------------------------- images and snapshots
 
 
-def _occupied(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint8]:
-    slots = np.ascontiguousarray(words, dtype="<u8").view("<u2").reshape(-1, 4)
-    out: npt.NDArray[np.uint8] = np.count_nonzero(slots, axis=1).astype(np.uint8)
-    return out
-
-
 class _Collector:
     def __init__(self, flush_rows: int) -> None:
         self.flush_rows = flush_rows
         self.images: list[tuple[Any, ...]] = []
         self.image_rows = 0
         self.snapshots: list[dict[str, Any]] = []
-
-    def on_delta(
-        self,
-        index: int,
-        sequence: int,
-        buckets: npt.NDArray[np.uint32],
-        new: npt.NDArray[np.uint64],
-        prev: npt.NDArray[np.uint64],
-    ) -> None:
-        """One applied delta (``Replayer``'s ``on_delta``)."""
-        n = len(buckets)
-        self.images.append(
-            (
-                np.full(n, index, dtype=np.int64),
-                np.full(n, sequence, dtype=np.uint64),
-                np.array(buckets),
-                np.array(new),
-                prev,
-            )
-        )
-        self.image_rows += n
 
     def on_deltas(
         self,
@@ -79,7 +53,7 @@ class _Collector:
         self.image_rows += len(buckets)
 
     def on_snapshot(self, index: int, sequence: int, snap: AssembledSnapshot, stream: int) -> None:
-        occupied = sum(int(_occupied(w).sum(dtype=np.int64)) for _, w in snap.parts)
+        occupied = sum(int(bucket_occupancy(w).sum(dtype=np.int64)) for _, w in snap.parts)
         self.snapshots.append(
             {
                 "record_index": index,
@@ -105,8 +79,8 @@ class _Collector:
                 "bucket": np.concatenate([x[2] for x in self.images]).astype(np.uint32),
                 "new_word": new,
                 "previous_word": prev,
-                "occupied_before": _occupied(prev),
-                "occupied_after": _occupied(new),
+                "occupied_before": bucket_occupancy(prev),
+                "occupied_after": bucket_occupancy(new),
             },
             schema=IMAGES_SCHEMA,
         )
@@ -199,7 +173,7 @@ def occupancy_table(lane: npt.ArrayLike, *, bins: int = 64) -> pl.DataFrame:
     n = words.shape[0]
     bins = max(1, min(bins, n)) if n else 1
     edges = np.linspace(0, n, bins + 1).astype(np.int64)
-    occ = _occupied(words).astype(np.int64)
+    occ = bucket_occupancy(words).astype(np.int64)
     starts = edges[:-1]
     if n:
         slots = np.add.reduceat(occ, starts)

@@ -18,6 +18,7 @@ __all__ = [
     "bucket_contains",
     "bucket_first",
     "bucket_first_empty",
+    "bucket_occupancy",
     "bucket_slot",
     "bucket_with_slot",
     "lane_contains",
@@ -118,6 +119,27 @@ def lane_slots(words: npt.ArrayLike) -> U16Array:
     le = arr.astype("<u8", copy=False)
     out: U16Array = le.view("<u2").reshape(-1, SLOTS_PER_BUCKET).astype(np.uint16, copy=False)
     return out
+
+
+_SLOT_LOW_BITS = np.uint64(0x0001_0001_0001_0001)  # bit 0 of each slot
+
+
+def bucket_occupancy(words: npt.ArrayLike) -> npt.NDArray[np.uint8]:
+    """Occupied (nonzero) slots of each bucket word, 0 to 4.
+
+    Word-wide bit arithmetic rather than counting an ``(n, 4)`` slot view along its rows:
+    numpy reduces a row axis element by element, which made this the costliest step of the
+    images table (about 50 ns a word against under 5 here).
+    """
+    w = np.asarray(words, dtype=np.uint64)
+    x = w >> np.uint64(8)
+    x |= w
+    for shift in (4, 2, 1):  # each slot's bits folded into its lowest bit
+        x |= x >> np.uint64(shift)
+    x &= _SLOT_LOW_BITS
+    x *= _SLOT_LOW_BITS  # the four bits summed into the top slot (no carry past 4)
+    x >>= np.uint64(48)
+    return x.astype(np.uint8)
 
 
 def lane_occupancy(words: npt.ArrayLike) -> int:

@@ -73,6 +73,7 @@ from google.protobuf import message_factory
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._proto import kvrelay_v1_pb2_grpc as pb_grpc
+from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfPublisher,
@@ -217,12 +218,6 @@ class PoolLoad:
     total_blocks: int
     workers: int
     ranks: int
-
-
-def _occupied_slots(words: npt.NDArray[np.uint64]) -> int:
-    """Fingerprints in a lane: each is one block the pool's filter holds."""
-    slots = words.view(np.uint16)
-    return int(np.count_nonzero(slots))
 
 
 def _descriptor(
@@ -463,7 +458,9 @@ class FrameListFeed:
     def kv_load(self) -> PoolLoad:
         capacity, workers, ranks = self._load
         if self._occupied is None:
-            self._occupied = _occupied_slots(self._words)
+            self._occupied = lane_occupancy(
+                self._words
+            )  # each fingerprint is a block the pool holds
         return PoolLoad(self._occupied, capacity, workers, ranks)
 
     def snapshot(self) -> HubSnapshot:
