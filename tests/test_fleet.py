@@ -78,6 +78,9 @@ def test_the_cluster_is_two_worker_processes_on_loopback(client: Any) -> None:
     assert link is not None and link.startswith("http://127.0.0.1:")
     pids = client.run(lambda: __import__("os").getpid())
     assert len(set(pids.values())) == 2 and __import__("os").getpid() not in pids.values()
+    # one thread per worker, polars' pool included (set before the worker imports polars)
+    pools = client.run(lambda: __import__("polars").thread_pool_size())
+    assert set(pools.values()) == {1}
 
 
 def test_dask_conversion_equals_the_in_process_one(

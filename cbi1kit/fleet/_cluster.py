@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_WORKERS", "client", "dashboard_link"]
 
 DEFAULT_WORKERS: Final = 2
+_PRE_SPAWN: Final = "distributed.nanny.pre-spawn-environ"
 
 
 def client(
@@ -27,6 +28,7 @@ def client(
     this cbi1kit (same version, Python and numba), read access to the captures' paths and write
     access to the dataset directory; one that does not answer within ``timeout`` seconds is a
     ``ConnectionError`` naming it."""
+    import dask
     from distributed import Client
 
     if workers < 1:
@@ -38,15 +40,21 @@ def client(
             raise ConnectionError(
                 f"no Dask scheduler answers at {scheduler} within {timeout:g} s ({exc})"
             ) from None
-    return Client(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-        silence_logs=logging.ERROR if quiet else logging.WARNING,
-        set_as_default=False,
-    )
+    # One thread per worker process, polars' pool included, as Dask already does for OpenMP
+    # and BLAS (pre-spawn: polars sizes its pool at import). The task's own pipeline threads
+    # stay; polars' second thread only contended with the other worker's (bench_fleet).
+    environ = dict(dask.config.get(_PRE_SPAWN, default={}) or {})
+    environ.setdefault("POLARS_MAX_THREADS", "1")
+    with dask.config.set({_PRE_SPAWN: environ}):
+        return Client(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.ERROR if quiet else logging.WARNING,
+            set_as_default=False,
+        )
 
 
 def dashboard_link(c: Any) -> str | None:
