@@ -31,7 +31,7 @@ from typing import Any, Final
 import blake3
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 from google.protobuf.message import DecodeError, Message
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
@@ -275,9 +275,26 @@ def _provenance(seg: SegmentSource) -> list[pl.Expr]:
 _PART: Final = ".part"  # a file being written: not ``*.parquet`` until renamed
 
 
+#: a partition directory's value where the row has none (as pyarrow's and polars' hive readers)
+_NULL_PARTITION: Final = "__HIVE_DEFAULT_PARTITION__"
+
+
+def _hive_dirs(key: tuple[Any, ...]) -> list[str]:
+    """``name=value`` directories of one partition key (dates ISO, integers in decimal)."""
+    return [
+        f"{name}={_NULL_PARTITION if value is None else value}"
+        for name, value in zip(PARTITION_SCHEMA, key, strict=True)
+    ]
+
+
 class _TableWriter:
     """One table's rows of one source, written straight into the table's partitions as hidden
-    ``.<source>-<call>-<n>.parquet.part`` files; :meth:`publish` renames them into place."""
+    ``.<source>-<call>-<n>.parquet.part`` files; :meth:`publish` renames them into place.
+
+    Each call writes one file per partition it reaches, on this thread. (pyarrow's dataset
+    writer closed its files on its own threads and dropped the Python file visitor there:
+    when the process exited right after, that thread could abort it, ``terminate called
+    without an active exception``.)"""
 
     def __init__(self, table: str, seg: SegmentSource, out: Path) -> None:
         self.table = table
@@ -286,12 +303,18 @@ class _TableWriter:
         self.schema = schema.with_metadata(
             {**schema.metadata, b"cbi1kit.source": seg.source.encode()}
         )
+        # a file holds the table's columns; its partition's are its directories
+        self.file_schema = pa.schema(
+            [f for f in self.schema if f.name not in PARTITION_SCHEMA],
+            metadata=self.schema.metadata,
+        )
         self.root = out / table
         self.rows = 0
         self.calls = 0
         self.written: list[Path] = []
 
-    def frames(self, batches: Iterable[pl.DataFrame]) -> Iterator[pa.RecordBatch]:
+    def parts(self, batches: Iterable[pl.DataFrame]) -> Iterator[tuple[tuple[Any, ...], pa.Table]]:
+        """Each batch's rows, with their provenance, split by partition key."""
         columns = list(DATASET_TABLES[self.table])
         for df in batches:
             if not df.height:
@@ -300,24 +323,28 @@ class _TableWriter:
                 *columns, *PARTITION_SCHEMA
             )
             self.rows += full.height
-            yield from full.to_arrow().cast(self.schema).to_batches()
+            for key, part in full.partition_by(
+                list(PARTITION_SCHEMA), as_dict=True, maintain_order=True, include_key=False
+            ).items():
+                yield key, part.to_arrow().cast(self.file_schema)
 
     def write(self, batches: Iterable[pl.DataFrame]) -> None:
         self.calls += 1
-        pads.write_dataset(
-            self.frames(batches),
-            self.root,
-            schema=self.schema,
-            format="parquet",
-            partitioning=pads.partitioning(
-                pa.schema([self.schema.field(n) for n in PARTITION_SCHEMA]), flavor="hive"
-            ),
-            basename_template=f".{self.seg.source}-{self.calls}-{{i}}.parquet{_PART}",
-            existing_data_behavior="overwrite_or_ignore",
-            file_options=pads.ParquetFileFormat().make_write_options(compression="zstd"),
-            max_partitions=1 << 16,
-            file_visitor=lambda f: self.written.append(Path(f.path)),
-        )
+        writers: dict[tuple[Any, ...], pq.ParquetWriter] = {}
+        try:
+            for key, rows in self.parts(batches):
+                writer = writers.get(key)
+                if writer is None:
+                    name = f".{self.seg.source}-{self.calls}-{len(writers)}.parquet{_PART}"
+                    path = self.root.joinpath(*_hive_dirs(key), name)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    writer = pq.ParquetWriter(path, self.file_schema, compression="zstd")
+                    writers[key] = writer
+                    self.written.append(path)
+                writer.write_table(rows)
+        finally:
+            for writer in writers.values():
+                writer.close()
 
     def publish(self) -> list[str]:
         """Every file renamed into place; their paths relative to the dataset."""
