@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from cbi1kit.errors import (
     CaptureError,
@@ -18,6 +19,9 @@ from cbi1kit.errors import (
     SimulationError,
     TransportError,
 )
+
+if TYPE_CHECKING:  # the CLI's start loads no table code
+    from cbi1kit.analysis._dataset import SegmentResult
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -32,6 +36,8 @@ __all__ = [
     "OneLineParser",
     "at_least",
     "check_source",
+    "damaged_input",
+    "dataset_damage",
     "exit_code",
     "ranged",
     "real_above",
@@ -71,6 +77,25 @@ def check_source(path: Path) -> None:
         raise _unreadable(path, exc) from None
     except CaptureError as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def damaged_input(ranges: int, first: str, holder: str) -> CliError:
+    """Exit 1 after a conversion that read past damage: what it wrote holds every intact
+    record (``holder``: the tables, the dataset), but the input was not whole."""
+    return CliError(
+        f"damaged input ({ranges} damaged range(s)), first: {first}; {holder} every intact record",
+        EXIT_INVALID,
+    )
+
+
+def dataset_damage(results: Sequence[SegmentResult]) -> None:
+    """``damaged_input`` for the converted capture files that had damage, if any."""
+    hit = [r for r in results if r.damaged]
+    if hit:
+        ranges = sum(r.damaged for r in hit)
+        raise damaged_input(
+            ranges, f"{hit[0].first_damage} ({len(hit)} capture file(s))", "the dataset holds"
+        )
 
 
 def exit_code(exc: BaseException) -> int:

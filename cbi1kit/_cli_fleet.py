@@ -13,7 +13,15 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from cbi1kit._cli_common import EXIT_OK, EXIT_USAGE, CliError, at_least, check_source, real_above
+from cbi1kit._cli_common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    at_least,
+    check_source,
+    dataset_damage,
+    real_above,
+)
 
 __all__ = ["register"]
 
@@ -58,6 +66,7 @@ def cmd_fleet_convert(args: argparse.Namespace) -> int:
             f"{len(written)} capture file(s) converted ({rows} frames), "
             f"{len(results) - len(written)} already in {args.output}"
         )
+    dataset_damage(results)
     return EXIT_OK
 
 

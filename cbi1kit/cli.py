@@ -29,6 +29,8 @@ from cbi1kit._cli_common import (
     OneLineParser,
     at_least,
     check_source,
+    damaged_input,
+    dataset_damage,
     exit_code,
     ranged,
     real_at_least,
@@ -182,6 +184,7 @@ def _export_dataset(args: argparse.Namespace) -> int:
         what = "already in the dataset" if r.skipped else f"{r.rows.get('frames', 0)} frames"
         print(f"{r.path}: {what}")
     print(f"{len(written)} capture file(s) added to {args.output}")
+    dataset_damage(results)
     return EXIT_OK
 
 
@@ -643,11 +646,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         .collect()
     )
     if damaged.height:  # any source: a damaged capture, a dump that stops parsing, ...
-        raise CliError(
-            f"damaged input ({damaged.height} damaged range(s)), first: {damaged.item(0, 0)}; "
-            "the tables hold every intact record",
-            EXIT_INVALID,
-        )
+        raise damaged_input(damaged.height, damaged.item(0, 0), "the tables hold")
     return EXIT_OK
 
 

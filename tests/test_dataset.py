@@ -274,6 +274,24 @@ def test_export_dataset_cli(captures: dict[str, Path], tmp_path: Path) -> None:
     assert code == 2 and one_line(err) and "--dataset" in err
 
 
+def test_cli_export_dataset_of_a_damaged_capture_is_exit_1(
+    captures: dict[str, Path], tmp_path: Path
+) -> None:
+    """The rows before the damage are in the dataset; the command exits 1 naming it, as the
+    flat export does."""
+    cut = tmp_path / "cut.kvrcap"
+    cut.write_bytes(captures["a"].read_bytes()[:5000])
+    out = tmp_path / "ds"
+    code, stdout, err = cli_run("export", str(cut), "-o", str(out), "--dataset", "--no-progress")
+    assert code == 1 and one_line(err), err
+    assert "damaged input (1 damaged range(s)), first: CaptureError.Truncated" in err
+    assert "1 capture file(s) added" in stdout
+    kinds = open_dataset(out).frames.select("kind").collect().get_column("kind").to_list()
+    assert kinds == ["SOURCE_ERROR"]
+    flat = tmp_path / "flat"
+    code, _, flat_err = cli_run("export", str(cut), "-o", str(flat), "--no-progress")
+    assert code == 1 and flat_err.split(";")[0] == err.split(" (1 capture file(s))")[0]
+
 
 _EXIT_RIGHT_AFTER = """
 import sys

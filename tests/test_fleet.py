@@ -208,6 +208,27 @@ def test_cli_on_the_cluster_by_its_address(
     assert code == 0 and "deltas" in stdout
 
 
+def test_a_damaged_capture_is_converted_and_exit_1(
+    client: Any, captures: dict[str, Path], tmp_path: Path
+) -> None:
+    """As the flat export: every intact record goes into the dataset, and the command says the
+    input was not whole (one line, exit 1, the first damage named); the whole capture beside
+    it is converted as usual."""
+    cut = tmp_path / "cut.kvrcap"
+    cut.write_bytes(captures["a"].read_bytes()[:5000])
+    out = tmp_path / "ds"
+    code, _, err = cli_run(
+        "fleet", "convert", str(cut), str(captures["b"]), "-o", str(out),
+        "--scheduler", client.scheduler.address, "--quiet",
+    )  # fmt: skip
+    assert code == 1 and one_line(err), err
+    assert "damaged input (1 damaged range(s))" in err and "Truncated" in err
+    assert "(1 capture file(s)); the dataset holds every intact record" in err
+    frames = open_dataset(out).frames.collect()
+    assert frames.filter(pl.col("kind") == "SOURCE_ERROR").height == 1
+    assert frames.height == 1 + frames_table(captures["b"]).collect().height
+
+
 def test_an_unreachable_scheduler_is_one_line_and_exit_3(
     converted: tuple[Path, list[Any]], tmp_path: Path
 ) -> None:

@@ -234,7 +234,8 @@ class Carry:
 @dataclass(frozen=True, slots=True)
 class SegmentResult:
     """One capture file's conversion: ``skipped`` when the dataset already held it; the rows
-    written per table and the files (relative to the dataset)."""
+    written per table and the files (relative to the dataset); the damaged ranges read past
+    (``SOURCE_ERROR`` frames) and the first one's message."""
 
     source: str
     capture: str
@@ -243,6 +244,8 @@ class SegmentResult:
     skipped: bool
     rows: dict[str, int]
     files: tuple[str, ...]
+    damaged: int = 0
+    first_damage: str | None = None
 
 
 def _arrow_schema(table: str) -> pa.Schema:
@@ -470,10 +473,14 @@ def convert_segment(
     keys: list[pl.DataFrame] = []
     key_columns = ["record_index", *_FRAME_KEYS]
     strings = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
+    damage: list[str] = []
 
     def frames() -> Iterator[pl.DataFrame]:
         for df in segment_frames([seg.path], first_frame=first, batch_records=batch_records):
             keys.append(df.select(key_columns).with_columns(strings))
+            damage.extend(
+                df.filter(pl.col("kind") == "SOURCE_ERROR").get_column("validation_error")
+            )
             yield df
 
     writers = {t: _TableWriter(t, seg, out) for t in TABLES}
@@ -514,7 +521,15 @@ def convert_segment(
     os.replace(tmp, sources / f"{seg.source}.json")  # the file is in the dataset now
     return (
         SegmentResult(
-            seg.source, seg.capture, seg.segment, str(seg.path), False, rows, tuple(files)
+            seg.source,
+            seg.capture,
+            seg.segment,
+            str(seg.path),
+            False,
+            rows,
+            tuple(files),
+            len(damage),
+            damage[0] if damage else None,
         ),
         carry,
     )
