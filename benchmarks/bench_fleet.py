@@ -125,6 +125,8 @@ def main() -> None:
             cand, base = compare_processes(
                 lambda: round_of("fleet"), lambda: round_of("single"), rounds=rounds
             )
+    cores = min(os.cpu_count() or 1, fleet.DEFAULT_WORKERS)
+    floor = cand.cpu_median / cores
     report.figure(
         Comparison(
             f"fleet conversion of {CAPTURES} captures ({size / (1 << 20):.1f} MiB)",
@@ -139,7 +141,10 @@ def main() -> None:
             f"CPU seconds per wall second: one process {sum(base.cpu) / sum(base.wall):.2f} "
             f"(its threads included), fleet {sum(cand.cpu) / sum(cand.wall):.2f} (both workers "
             f"and this process); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
-            f"cores; output identical in all {len(pairs)} rounds (every table's rows and files)"
+            f"cores; output identical in all {len(pairs)} rounds (every table's rows and files). "
+            f"Ceiling here: the fleet's {cand.cpu_median:.2f} s of CPU take at least "
+            f"{floor:.2f} s of wall on {cores} cores, so the speed-up cannot pass "
+            f"{base.wall_median / floor:.2f}x (the one process's wall / that floor)"
         ),
     )
     report.done()
