@@ -307,8 +307,8 @@ def test_a_process_exiting_right_after_a_conversion_exits_cleanly(
     """A short conversion (a capture cut off in its first record) in a process that exits at
     once, on a busy machine. pyarrow's dataset writer released its Python file visitor on its
     own thread after returning: a process exiting then was aborted by that thread (SIGABRT,
-    ``terminate called without an active exception``), 3 runs in 16 with both cores busy;
-    eight runs passed the old writer about one time in five."""
+    ``terminate called without an active exception``), 3 runs in 16 with both cores busy:
+    five runs catch that writer about two times in three (the next test is the exact guard)."""
     import subprocess
     import sys
 
@@ -316,7 +316,7 @@ def test_a_process_exiting_right_after_a_conversion_exits_cleanly(
     cut.write_bytes(captures["a"].read_bytes()[:5000])
     busy = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(2)]
     try:
-        for i in range(8):
+        for i in range(5):
             run = subprocess.run(
                 [sys.executable, "-c", _EXIT_RIGHT_AFTER, str(cut), str(tmp_path / f"ds{i}")],
                 capture_output=True,
