@@ -81,6 +81,9 @@ def test_the_cluster_is_two_worker_processes_on_loopback(client: Any) -> None:
     # one thread per worker, polars' pool included (set before the worker imports polars)
     pools = client.run(lambda: __import__("polars").thread_pool_size())
     assert set(pools.values()) == {1}
+    # glibc's allocator as in this process (Dask's trim threshold doubled the page faults)
+    trims = client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
+    assert set(trims.values()) == {__import__("os").environ.get("MALLOC_TRIM_THRESHOLD_")}
 
 
 def test_dask_conversion_equals_the_in_process_one(

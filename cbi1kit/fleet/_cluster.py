@@ -40,11 +40,16 @@ def client(
             raise ConnectionError(
                 f"no Dask scheduler answers at {scheduler} within {timeout:g} s ({exc})"
             ) from None
-    # One thread per worker process, polars' pool included, as Dask already does for OpenMP
-    # and BLAS (pre-spawn: polars sizes its pool at import). The task's own pipeline threads
-    # stay; polars' second thread only contended with the other worker's (bench_fleet).
-    environ = dict(dask.config.get(_PRE_SPAWN, default={}) or {})
+    # Set before each worker starts (polars sizes its pool at import, glibc reads its tunables
+    # at start). One thread per worker process, polars' pool included, as Dask already does for
+    # OpenMP and BLAS; the task's own pipeline threads stay. And the worker's allocator as this
+    # process's: Dask's MALLOC_TRIM_THRESHOLD_ also fixes glibc's mmap threshold, so every
+    # batch-sized array was mapped and faulted in afresh (measured on bench_fleet's captures:
+    # twice this process's page faults and system time for the same conversions). A
+    # MALLOC_TRIM_THRESHOLD_ in the environment still reaches the workers.
+    environ: dict[str, str | None] = dict(dask.config.get(_PRE_SPAWN, default={}) or {})
     environ.setdefault("POLARS_MAX_THREADS", "1")
+    environ["MALLOC_TRIM_THRESHOLD_"] = None  # None: not set (distributed's own convention)
     with dask.config.set({_PRE_SPAWN: environ}):
         return Client(
             n_workers=workers,
