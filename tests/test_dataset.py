@@ -293,51 +293,16 @@ def test_cli_export_dataset_of_a_damaged_capture_is_exit_1(
     assert code == 1 and flat_err.split(";")[0] == err.split(" (1 capture file(s))")[0]
 
 
-_EXIT_RIGHT_AFTER = """
-import sys
-from cbi1kit.analysis import export_dataset
-export_dataset([sys.argv[1]], sys.argv[2])
-"""
-_BUSY = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end: pass"
-
-
-def test_a_process_exiting_right_after_a_conversion_exits_cleanly(
-    captures: dict[str, Path], tmp_path: Path
-) -> None:
-    """A short conversion (a capture cut off in its first record) in a process that exits at
-    once, on a busy machine. pyarrow's dataset writer released its Python file visitor on its
-    own thread after returning: a process exiting then was aborted by that thread (SIGABRT,
-    ``terminate called without an active exception``), 3 runs in 16 with both cores busy:
-    five runs catch that writer about two times in three (the next test is the exact guard)."""
-    import subprocess
-    import sys
-
-    cut = tmp_path / "cut.kvrcap"
-    cut.write_bytes(captures["a"].read_bytes()[:5000])
-    busy = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(2)]
-    try:
-        for i in range(5):
-            run = subprocess.run(
-                [sys.executable, "-c", _EXIT_RIGHT_AFTER, str(cut), str(tmp_path / f"ds{i}")],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            assert run.returncode == 0, (i, run.returncode, run.stderr[-500:])
-            assert open_dataset(tmp_path / f"ds{i}").frames.collect().height == 1
-    finally:
-        for p in busy:
-            p.kill()
-            p.wait()
-
-
 def test_tables_are_written_on_the_calling_thread(
     captures: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every Parquet file of a conversion is opened, written and closed on the thread that
     converts, and is whole when the conversion returns: no library thread holds a file or a
-    Python callback after it (the cause of the abort above)."""
+    Python callback after it. pyarrow's dataset writer released its Python file visitor on its
+    own thread after returning, and a process exiting then was aborted by that thread (SIGABRT,
+    ``terminate called without an active exception``: 3 runs of ``export --dataset`` in 16 with
+    both cores busy; no test here loads the machine to show it, as that starved the browser
+    test running beside it)."""
     import threading
 
     from cbi1kit.analysis import _dataset
