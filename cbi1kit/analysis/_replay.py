@@ -57,10 +57,10 @@ from cbi1kit.capture._readers import (
     FrameDamage,
     FrameRecord,
     StreamEvent,
+    is_catalog_update_damage,
     read_capture_items,
     read_frames,
 )
-from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.ckf._lane import Lane
 from cbi1kit.errors import Cbi1kitError, LaneError
 from cbi1kit.hashing._identity import DcId, PoolId, ProducerIdentity, stable_dc_id
@@ -992,11 +992,11 @@ class Replayer:
     def feed_damage(self, damage: FrameDamage) -> ReplayEvent | None:
         """Capture damage: a violation at the frame index it sits at (its stream's session ends
         when it is an intact record that is no ``FilterUpdate``). An undecodable catalog update
-        is the catalog's business, not the frames': it is kept in ``catalog_damage`` (None)."""
+        is the catalog's business, not the frames': it is kept in ``catalog_damage`` (None).
+        A damaged record of the catalog stream is damage to the capture, as every reader says."""
         err = damage.error
         sid = damage.damage.stream_id
-        info = self.streams.get(sid) if sid is not None else None
-        if info is not None and info.method == WATCH_KV_POOL_CATALOG_METHOD and not damage.frames:
+        if is_catalog_update_damage(damage):
             self.catalog_damage.append(damage)
             return None
         if damage.frames:

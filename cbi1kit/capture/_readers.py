@@ -182,6 +182,22 @@ class ReadCursor:
     open_streams: set[int] = field(default_factory=set)
 
 
+_CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
+
+
+def is_catalog_update_damage(damage: FrameDamage) -> bool:
+    """Whether ``damage`` is an intact catalog record whose bytes are no catalog update (what
+    ``read_capture_items(..., catalog=True)`` reports in place of one): the catalog's business.
+    Anything else, the catalog stream's records included, is damage to the capture."""
+    err = damage.error
+    return (
+        damage.damage.record_type is RecordType.MESSAGE
+        and isinstance(err, CaptureError)
+        and err.variant == "Unreadable"
+        and err.field == _CATALOG_UPDATE
+    )
+
+
 def _unreadable_message(
     source: str, rec: CaptureRecord, what: str, exc: DecodeError
 ) -> CaptureError:
@@ -310,7 +326,7 @@ def _segment_items(
                 try:
                     listing = pb.KvPoolCatalogUpdate.FromString(rec.body)
                 except DecodeError as exc:
-                    err = _unreadable_message(source, rec, "KvPoolCatalogUpdate", exc)
+                    err = _unreadable_message(source, rec, _CATALOG_UPDATE, exc)
                     if not report:
                         raise err from None
                     gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
