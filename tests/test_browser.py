@@ -71,8 +71,9 @@ def lab(
 def runs(
     lab: tuple[LabServer, OfflineBrowser], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, NotebookRun]:
-    """Every notebook run once with Run All, side by side in one Lab page (the demo's run); the
-    tests read these runs, and the notebooks stay open for the interaction tests."""
+    """Every notebook run once with Run All, a kernel per core at a time in one Lab page (the
+    demo's run); the tests read these runs, and the notebooks stay open for the interaction
+    tests."""
     server, browser = lab
     browser.findings.clear()
     shots = tmp_path_factory.mktemp("screenshots")

@@ -10,6 +10,7 @@ lists) are written with ``LabNotebook``'s helpers.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
@@ -527,36 +528,29 @@ def run_notebooks(
     *,
     screenshots: Path | None = None,
     say: Callable[[str], None] | None = None,
+    side_by_side: int | None = None,
 ) -> dict[str, NotebookRun]:
     """Each of ``names`` opened in one Lab page (the first by its URL, the rest as tabs beside
-    it) and Run All started in it at once, so their kernels run side by side as they do for a
-    user with several tabs; then, each run over, checked, read and screenshot to
-    ``screenshots/NAME.png``. Left open (the caller closes them, or the Lab with them).
+    it) with Run All started in it, ``side_by_side`` kernels running at a time (by default one
+    per core, at least two), as a user with several tabs runs them; each run, once over, is
+    checked, read and screenshot to ``screenshots/NAME.png``. Left open (the caller closes
+    them, or the Lab with them).
+
+    Why a bound: with every notebook's kernel at once on two busy cores, a chart's widget could
+    take longer than anywidget's 2 s to initialise, and anywidget logs that as an error in the
+    page even when the chart then draws.
 
     ``on_opening`` holds what a user must not meet on opening (a dialog, another kernel, a
     notebook already modified); ``problems`` what ``LabNotebook.problems`` finds after the run,
-    the findings of the page (shared by its notebooks) included."""
+    the findings of the page (shared by its notebooks) so far included."""
     say = say or (lambda _msg: None)
-    opened: list[LabNotebook] = []
+    window = max(1, side_by_side or max(2, os.cpu_count() or 2))
+    first: LabNotebook | None = None
+    running: list[LabNotebook] = []
     on_opening: dict[str, list[str]] = {}
-    for name in names:  # each opened while those before it run
-        notebook = (
-            LabNotebook.open(browser, server, name, idle=False)
-            if not opened
-            else opened[0].open_beside(name)
-        )
-        notebook.wait_for_kernel()  # Run All waits for it to start; nothing else need wait
-        found = [f"a dialog on opening: {d!r}" for d in notebook.dialogs()]
-        if notebook.kernel_name() != KERNELSPEC["name"]:
-            found.append(f"kernel {notebook.kernel_name()!r}, not {KERNELSPEC['name']!r}")
-        if notebook.is_dirty():
-            found.append("marked modified on opening")
-        on_opening[name] = found
-        say(f"notebook {Path(name).stem}: Run All")
-        notebook.start_run_all()
-        opened.append(notebook)
     runs: dict[str, NotebookRun] = {}
-    for notebook in opened:
+
+    def finish(notebook: LabNotebook) -> None:
         notebook.wait_for_run()
         stem = Path(notebook.name).stem
         problems = notebook.problems()
@@ -570,6 +564,28 @@ def run_notebooks(
             notebook.drawn_outputs(),
             shot,
         )
+
+    for name in names:  # each opened while those before it run, up to the window
+        if len(running) >= window:
+            finish(running.pop(0))
+        notebook = (
+            LabNotebook.open(browser, server, name, idle=False)
+            if first is None
+            else first.open_beside(name)
+        )
+        first = first or notebook
+        notebook.wait_for_kernel()  # Run All waits for it to start; nothing else need wait
+        found = [f"a dialog on opening: {d!r}" for d in notebook.dialogs()]
+        if notebook.kernel_name() != KERNELSPEC["name"]:
+            found.append(f"kernel {notebook.kernel_name()!r}, not {KERNELSPEC['name']!r}")
+        if notebook.is_dirty():
+            found.append("marked modified on opening")
+        on_opening[name] = found
+        say(f"notebook {Path(name).stem}: Run All")
+        notebook.start_run_all()
+        running.append(notebook)
+    for notebook in running:
+        finish(notebook)
     return runs
 
 
