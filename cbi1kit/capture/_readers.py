@@ -187,7 +187,7 @@ _CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
 
 def is_catalog_update_damage(damage: FrameDamage) -> bool:
     """Whether ``damage`` is an intact catalog record whose bytes are no catalog update (what
-    ``read_capture_items(..., catalog=True)`` reports in place of one): the catalog's business.
+    ``read_capture_items`` and ``read_catalog`` report in place of one): the catalog's business.
     Anything else, the catalog stream's records included, is damage to the capture."""
     err = damage.error
     return (
