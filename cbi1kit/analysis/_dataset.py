@@ -249,8 +249,8 @@ class SegmentResult:
 
 
 def _arrow_schema(table: str) -> pa.Schema:
-    columns = {**DATASET_TABLES[table], **PARTITION_SCHEMA}
-    schema = pl.DataFrame(schema=columns).to_arrow().schema
+    """A table's files' schema: its columns (its partitions are directories) and metadata."""
+    schema = pl.DataFrame(schema=DATASET_TABLES[table]).to_arrow().schema
     return schema.with_metadata(
         {
             "cbi1kit.schema_version": str(DATASET_SCHEMA_VERSION),
@@ -306,11 +306,6 @@ class _TableWriter:
         self.schema = schema.with_metadata(
             {**schema.metadata, b"cbi1kit.source": seg.source.encode()}
         )
-        # a file holds the table's columns; its partition's are its directories
-        self.file_schema = pa.schema(
-            [f for f in self.schema if f.name not in PARTITION_SCHEMA],
-            metadata=self.schema.metadata,
-        )
         self.root = out / table
         self.rows = 0
         self.calls = 0
@@ -329,7 +324,7 @@ class _TableWriter:
             for key, part in full.partition_by(
                 list(PARTITION_SCHEMA), as_dict=True, maintain_order=True, include_key=False
             ).items():
-                yield key, part.to_arrow().cast(self.file_schema)
+                yield key, part.to_arrow().cast(self.schema)
 
     def write(self, batches: Iterable[pl.DataFrame]) -> None:
         self.calls += 1
@@ -341,7 +336,7 @@ class _TableWriter:
                     name = f".{self.seg.source}-{self.calls}-{len(writers)}.parquet{_PART}"
                     path = self.root.joinpath(*_hive_dirs(key), name)
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    writer = pq.ParquetWriter(path, self.file_schema, compression="zstd")
+                    writer = pq.ParquetWriter(path, self.schema, compression="zstd")
                     writers[key] = writer
                     self.written.append(path)
                 writer.write_table(rows)

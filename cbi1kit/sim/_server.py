@@ -458,9 +458,8 @@ class FrameListFeed:
     def kv_load(self) -> PoolLoad:
         capacity, workers, ranks = self._load
         if self._occupied is None:
-            self._occupied = lane_occupancy(
-                self._words
-            )  # each fingerprint is a block the pool holds
+            # each fingerprint is one block the pool's filter holds
+            self._occupied = lane_occupancy(self._words)
         return PoolLoad(self._occupied, capacity, workers, ranks)
 
     def snapshot(self) -> HubSnapshot:
