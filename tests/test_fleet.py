@@ -84,6 +84,24 @@ def test_the_cluster_is_two_worker_processes_on_loopback(client: Any) -> None:
     # glibc's allocator as in this process (Dask's trim threshold doubled the page faults)
     trims = client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
     assert set(trims.values()) == {__import__("os").environ.get("MALLOC_TRIM_THRESHOLD_")}
+    # the profiler samples every 100 ms, not distributed's 10 ms
+    assert set(client.run(_profile_interval).values()) == {"100ms"}
+
+
+def _profile_interval() -> str:
+    import dask
+
+    return str(dask.config.get("distributed.worker.profile.interval"))
+
+
+def test_a_users_dask_config_wins_over_the_local_clusters_own() -> None:
+    import dask
+
+    with (
+        dask.config.set({"distributed.worker.profile.interval": "30ms"}),
+        fleet.client(workers=1) as c,
+    ):
+        assert set(c.run(_profile_interval).values()) == {"30ms"}
 
 
 def test_dask_conversion_equals_the_in_process_one(
