@@ -303,6 +303,21 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     return ap
 
 
+def add_keep(ap: argparse.ArgumentParser) -> None:
+    """``--keep DIR``: where generated captures are kept and reused (made if missing)."""
+    ap.add_argument(
+        "--keep",
+        type=_kept_dir,
+        help="a directory: reuse its captures if they exist, else write them",
+    )
+
+
+def _kept_dir(arg: str) -> Path:
+    path = Path(arg)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 # ---------------------------------------------------------------------------------- processes
 
 

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import MIXES, MiB, Mix, Report, parser
+from _harness import MIXES, MiB, Mix, Report, add_keep, parser
 from bench_tables import generate_mix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,9 +180,7 @@ def main() -> None:
     ap.add_argument("--size-mib", type=int, default=None, help="snapshot-heavy capture size")
     ap.add_argument("--sim-size-mib", type=int, default=None, help="simulator-like capture size")
     ap.add_argument("--buckets-log2", type=int, default=22, help="snapshot-heavy lane size")
-    ap.add_argument(
-        "--keep", type=Path, help="a directory: reuse its captures if they exist, else write them"
-    )
+    add_keep(ap)
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 2)
     report = Report("bench_memory: peak memory of inspect, replay and stats", args.quick)

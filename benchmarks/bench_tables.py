@@ -34,7 +34,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _harness import MIXES, Comparison, MiB, Mix, Report, Timing, compare, parser, peak_rss
+from _harness import (
+    MIXES,
+    Comparison,
+    MiB,
+    Mix,
+    Report,
+    Timing,
+    add_keep,
+    compare,
+    parser,
+    peak_rss,
+)
 from _harness import reset_peak_rss as _reset_peak_rss
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
@@ -277,9 +288,7 @@ def main() -> None:
     ap.add_argument("--size-mib", type=int, default=None, help="snapshot-heavy capture size")
     ap.add_argument("--sim-size-mib", type=int, default=None, help="simulator-like capture size")
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument(
-        "--keep", type=Path, help="a directory: reuse its captures if they exist, else write them"
-    )
+    add_keep(ap)
     args = ap.parse_args()
     rounds = args.rounds or (2 if args.quick else 5)
     if args.measure:
