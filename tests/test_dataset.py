@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cliutil import cli_run, one_line
@@ -31,6 +32,7 @@ from cbi1kit.analysis import (
     PARTITION_SCHEMA,
     convert_segment,
     export_dataset,
+    export_parquet,
     frames_table,
     images_table,
     open_dataset,
@@ -291,6 +293,35 @@ def test_cli_export_dataset_of_a_damaged_capture_is_exit_1(
     flat = tmp_path / "flat"
     code, _, flat_err = cli_run("export", str(cut), "-o", str(flat), "--no-progress")
     assert code == 1 and flat_err.split(";")[0] == err.split(" (1 capture file(s))")[0]
+
+
+def dictionary_encoded(path: Path) -> dict[str, bool]:
+    """Each column of a Parquet file: whether its pages are dictionary-encoded."""
+    meta = pq.ParquetFile(path).metadata
+    return {
+        meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).has_dictionary_page
+        for i in range(meta.num_columns)
+    }
+
+
+def test_table_files_are_laid_out_for_their_readers(
+    dataset: Path, captures: dict[str, Path], tmp_path: Path
+) -> None:
+    flat = export_parquet(captures["a"], tmp_path / "flat")
+    files = [*flat.values(), *(f for t in DATASET_TABLES for f in open_dataset(dataset).files(t))]
+    seen = set()
+    for path in files:
+        if "snapshots" in path.parts or path.name == "snapshots.parquet":
+            # a row group for the file's few snapshots, not one each
+            assert pq.ParquetFile(path).metadata.num_row_groups == 1, path
+        # words, digests and indices hardly repeat: a dictionary for them only costs time
+        schema = pq.read_schema(path)
+        for column, encoded in dictionary_encoded(path).items():
+            kind = schema.field(column.split(".")[0]).type
+            text = pa.types.is_dictionary(kind) or pa.types.is_large_string(kind)
+            assert encoded == text, (path.name, column)
+            seen.add(text)
+    assert seen == {True, False}
 
 
 def test_tables_are_written_on_the_calling_thread(

@@ -43,6 +43,8 @@ from cbi1kit.analysis._schema import (
     DATASET_TABLES,
     PARTITION_SCHEMA,
     VIOLATIONS_SCHEMA,
+    arrow_schema,
+    parquet_writer,
 )
 from cbi1kit.analysis._tables import _Collector
 from cbi1kit.capture._readers import ReadCursor, read_capture_items
@@ -250,8 +252,7 @@ class SegmentResult:
 
 def _arrow_schema(table: str) -> pa.Schema:
     """A table's files' schema: its columns (its partitions are directories) and metadata."""
-    schema = pl.DataFrame(schema=DATASET_TABLES[table]).to_arrow().schema
-    return schema.with_metadata(
+    return arrow_schema(DATASET_TABLES[table]).with_metadata(
         {
             "cbi1kit.schema_version": str(DATASET_SCHEMA_VERSION),
             "cbi1kit.version": _version(),
@@ -336,7 +337,7 @@ class _TableWriter:
                     name = f".{self.seg.source}-{self.calls}-{len(writers)}.parquet{_PART}"
                     path = self.root.joinpath(*_hive_dirs(key), name)
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+                    writer = parquet_writer(path, self.schema, compression="zstd")
                     writers[key] = writer
                     self.written.append(path)
                 writer.write_table(rows)
@@ -377,10 +378,10 @@ def _replay_segment(
     violations: list[Violation] = []
 
     def due() -> Iterator[tuple[str, pl.DataFrame]]:
-        """The rows that have reached ``flush_rows`` (snapshots: any)."""
-        if c.image_rows >= flush_rows:
+        """The rows that are due (the collector's rule; violations: ``flush_rows``)."""
+        if c.images_due():
             yield "images", c.images_df()
-        if c.snapshots:
+        if c.snapshots_due():
             yield "snapshots", c.snapshots_df()
         if len(violations) >= flush_rows:
             yield "violations", _violations_df(violations)

@@ -6,22 +6,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_batches
-from cbi1kit.analysis._schema import FRAMES_SCHEMA, IMAGES_SCHEMA, SNAPSHOTS_SCHEMA
+from cbi1kit.analysis._schema import (
+    FRAMES_SCHEMA,
+    IMAGES_SCHEMA,
+    SNAPSHOTS_SCHEMA,
+    arrow_schema,
+    parquet_writer,
+)
 from cbi1kit.analysis._tables import _replay_batches
 
 __all__ = [
     "export_parquet",
 ]
-
-
-def _arrow_schema(schema: dict[str, Any]) -> pa.Schema:
-    return pl.DataFrame(schema=schema).to_arrow().schema
 
 
 def export_parquet(
@@ -42,12 +40,12 @@ def export_parquet(
     paths = {name: out / f"{name}.parquet" for name in ("frames", "images", "snapshots")}
     claim_outputs(paths.values(), overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    with pq.ParquetWriter(paths["frames"], _arrow_schema(FRAMES_SCHEMA)) as w:
+    with parquet_writer(paths["frames"], arrow_schema(FRAMES_SCHEMA)) as w:
         for df in frames_batches(source, batch_records=batch_records):
             w.write_table(df.to_arrow().cast(w.schema))
     with (
-        pq.ParquetWriter(paths["images"], _arrow_schema(IMAGES_SCHEMA)) as wi,
-        pq.ParquetWriter(paths["snapshots"], _arrow_schema(SNAPSHOTS_SCHEMA)) as ws,
+        parquet_writer(paths["images"], arrow_schema(IMAGES_SCHEMA)) as wi,
+        parquet_writer(paths["snapshots"], arrow_schema(SNAPSHOTS_SCHEMA)) as ws,
     ):
         for images, snaps in _replay_batches(
             source, expected_format=expected_format, flush_rows=1 << 20

@@ -4,12 +4,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+import os
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 __all__ = [
     "DATASET_SCHEMA_VERSION",
@@ -22,6 +26,8 @@ __all__ = [
     "PARTITION_SCHEMA",
     "SNAPSHOTS_SCHEMA",
     "VIOLATIONS_SCHEMA",
+    "arrow_schema",
+    "parquet_writer",
 ]
 
 
@@ -185,6 +191,33 @@ _PA: Final[dict[Any, pa.DataType]] = {
     pl.Utf8: pa.string(),
 }
 _SOURCES: Final = {0: "UNSPECIFIED", 1: "DEFAULT_DERIVED", 2: "EXPLICIT"}
+
+
+def arrow_schema(schema: dict[str, Any]) -> pa.Schema:
+    """A table's Arrow schema, as polars converts its columns (unsigned types kept)."""
+    return pl.DataFrame(schema=schema).to_arrow().schema
+
+
+def parquet_writer(
+    path: str | os.PathLike[str], schema: pa.Schema, *, compression: str = "snappy"
+) -> pq.ParquetWriter:
+    """A Parquet writer for one of the tables. Dictionary pages for the string columns only:
+    words, digests and indices hardly repeat, and pyarrow's attempt at a dictionary for each of
+    their pages, given up when it grows too big, took half of the writing (measured on
+    bench_tables' simulator-like capture: frames 0.19 s -> 0.09 s, files no bigger; images
+    0.30 s -> 0.17 s, 12% bigger with snappy, none with zstd)."""
+    import pyarrow.parquet as pq  # not at import: only writers need it
+
+    strings = [
+        f.name
+        for f in schema
+        if pa.types.is_dictionary(f.type)
+        or pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+    ]
+    return pq.ParquetWriter(path, schema, compression=compression, use_dictionary=strings)
+
+
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 Bool = npt.NDArray[np.bool_]

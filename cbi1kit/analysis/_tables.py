@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,16 @@ __all__ = [
 # ---------------------------------------------------------------------- images and snapshots
 
 
+#: at most this many snapshot rows wait for their flush (a row a snapshot, kept as a dict)
+_SNAPSHOT_ROWS: Final = 1 << 14
+
+
 class _Collector:
+    """The images and snapshots tables' rows as replay reports them, handed out as DataFrames
+    when due: ``flush_rows`` images, or as many snapshots (at most ``_SNAPSHOT_ROWS``). Not a
+    flush per snapshot: each write of a DataFrame is a Parquet row group, and a row group a row
+    bloated the files and their readers."""
+
     def __init__(self, flush_rows: int) -> None:
         self.flush_rows = flush_rows
         self.images: list[tuple[Any, ...]] = []
@@ -66,6 +75,12 @@ class _Collector:
                 "load_factor": occupied / (4 * snap.bucket_count),
             }
         )
+
+    def images_due(self) -> bool:
+        return self.image_rows >= self.flush_rows
+
+    def snapshots_due(self) -> bool:
+        return len(self.snapshots) >= min(self.flush_rows, _SNAPSHOT_ROWS)
 
     def images_df(self) -> pl.DataFrame:
         if not self.images:
@@ -110,9 +125,9 @@ def _replay_batches(
     fast = _fast_engine(source, engine)
     if fast is not None:
         for _ in fast.feed_capture(player, source):
-            if c.image_rows >= flush_rows:
+            if c.images_due():
                 yield c.images_df(), None
-            if c.snapshots:
+            if c.snapshots_due():
                 yield None, c.snapshots_df()
         yield c.images_df(), c.snapshots_df()
         return
@@ -127,9 +142,9 @@ def _replay_batches(
                 player.feed_damage(rec)
                 continue
             player.feed(rec)
-            if c.image_rows >= flush_rows:
+            if c.images_due():
                 yield c.images_df(), None
-            if c.snapshots:
+            if c.snapshots_due():
                 yield None, c.snapshots_df()
     except (Cbi1kitError, OSError, ValueError):
         pass  # damage ends the replayable part; replay() reports it
