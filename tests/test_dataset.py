@@ -290,6 +290,14 @@ def test_cli_export_dataset_of_a_damaged_capture_is_exit_1(
     assert "1 capture file(s) added" in stdout
     kinds = open_dataset(out).frames.select("kind").collect().get_column("kind").to_list()
     assert kinds == ["SOURCE_ERROR"]
+    sources = open_dataset(out).sources()
+    assert sources["damaged_ranges"].to_list() == [1]
+    assert str(sources["first_damage"][0]).startswith("CaptureError.Truncated")
+    # converting it again adds nothing and says the same: the dataset's copy is not whole
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    code, again, err2 = cli_run("export", str(cut), "-o", str(out), "--dataset", "--no-progress")
+    assert (code, err2) == (1, err) and "0 capture file(s) added" in again
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
     flat = tmp_path / "flat"
     code, _, flat_err = cli_run("export", str(cut), "-o", str(flat), "--no-progress")
     assert code == 1 and flat_err.split(";")[0] == err.split(" (1 capture file(s))")[0]

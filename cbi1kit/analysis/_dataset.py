@@ -185,6 +185,13 @@ def prepare_dataset(out_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
+def _damage(manifest: dict[str, Any]) -> tuple[int, str | None]:
+    """A converted file's damaged ranges and the first one (none in a manifest from before
+    they were recorded)."""
+    found = manifest.get("damage") or {}
+    return int(found.get("ranges", 0)), found.get("first")
+
+
 def _manifests(out: Path) -> dict[str, dict[str, Any]]:
     found = {}
     for p in sorted((out / _SOURCES).glob("*.json")):
@@ -237,7 +244,8 @@ class Carry:
 class SegmentResult:
     """One capture file's conversion: ``skipped`` when the dataset already held it; the rows
     written per table and the files (relative to the dataset); the damaged ranges read past
-    (``SOURCE_ERROR`` frames) and the first one's message."""
+    (``SOURCE_ERROR`` frames) and the first one's message (a skipped file's as its conversion
+    recorded them, so that converting it again says so again)."""
 
     source: str
     capture: str
@@ -452,8 +460,9 @@ def convert_segment(
     if seg.source in present:
         for _ in _replay_segment(seg, carry, flush_rows):
             pass
+        ranges, first_damage = _damage(present[seg.source])  # as its conversion found it
         return SegmentResult(
-            seg.source, seg.capture, seg.segment, str(seg.path), True, {}, ()
+            seg.source, seg.capture, seg.segment, str(seg.path), True, {}, (), ranges, first_damage
         ), carry
     for other in present.values():
         if (other.get("capture"), other.get("segment")) == (seg.capture, seg.segment):
@@ -507,6 +516,7 @@ def convert_segment(
         "rows": rows,
         "files": files,
         "frames": [first, carry.cursor.frames],
+        "damage": {"ranges": len(damage), "first": damage[0] if damage else None},
         "schema_version": DATASET_SCHEMA_VERSION,
         "cbi1kit_version": _version(),
     }
@@ -559,7 +569,8 @@ class Dataset:
     """A partitioned dataset, read lazily: each table a polars ``LazyFrame`` over its files with
     the hive partitions ``dc``, ``producer`` and ``date`` as columns, so that a filter on them
     reads only the partitions it keeps (``frames``, ``images``, ``snapshots``,
-    ``violations``; ``sources()``: what has been converted into it)."""
+    ``violations``; ``sources()``: what has been converted into it, with the damage each file
+    had)."""
 
     path: Path
     schema_version: int
@@ -592,8 +603,17 @@ class Dataset:
                 "capture": [m["capture"] for m in found.values()],
                 "segment": [m["segment"] for m in found.values()],
                 "path": [m["path"] for m in found.values()],
+                "damaged_ranges": [_damage(m)[0] for m in found.values()],
+                "first_damage": [_damage(m)[1] for m in found.values()],
             },
-            schema={"source": pl.Utf8, "capture": pl.Utf8, "segment": pl.UInt32, "path": pl.Utf8},
+            schema={
+                "source": pl.Utf8,
+                "capture": pl.Utf8,
+                "segment": pl.UInt32,
+                "path": pl.Utf8,
+                "damaged_ranges": pl.UInt32,
+                "first_damage": pl.Utf8,
+            },
         ).sort("capture", "segment")
 
 
