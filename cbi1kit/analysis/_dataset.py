@@ -24,7 +24,6 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from importlib import metadata as _metadata
 from pathlib import Path
 from typing import Any, Final
 
@@ -73,10 +72,9 @@ TABLES: Final = tuple(DATASET_TABLES)
 
 
 def _version() -> str:
-    try:
-        return _metadata.version("cbi1kit")
-    except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree on sys.path
-        return "unknown"
+    from cbi1kit import __version__
+
+    return __version__
 
 
 # ------------------------------------------------------------------------------ the sources
