@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -321,12 +321,19 @@ def _kept_dir(arg: str) -> Path:
 # ---------------------------------------------------------------------------------- processes
 
 
+_MAKE_VARIABLES: Final = frozenset({"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"})
+
+
 def child_env(**extra: str) -> dict[str, str]:
     """This environment for a child process, with this checkout first on ``PYTHONPATH`` (the
-    cbi1kit measured is this one, installed or not) and ``extra`` set."""
+    cbi1kit measured is this one, installed or not) and ``extra`` set. Without make's own
+    variables: a ``make`` measured is a top-level one, as the README runs it. (Run from ``make
+    test PYTEST_ADDOPTS=...``, the child ``make pytest`` took that assignment from
+    ``MAKEFLAGS`` over ``bench_demo --quick``'s "collect one module", and ran the whole suite,
+    this benchmark included, again and again.)"""
     import os
 
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in _MAKE_VARIABLES}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env | extra
 

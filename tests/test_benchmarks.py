@@ -42,3 +42,24 @@ def test_benchmark_runs_quick(script: Path) -> None:
     # each figure: "NAME: candidate X vs baseline Y (R.RRx ...)"; a summary line at the end
     assert re.search(r"^[^#\s].*: .+ vs .+ \(\d+\.\d\dx", out, re.MULTILINE), out[-2000:]
     assert re.search(r"^# .*(goals met|no goals)", out.splitlines()[-1]), out[-500:]
+
+
+def test_a_measured_make_is_a_top_level_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``make test PYTEST_ADDOPTS=...`` the benchmarks' child ``make pytest`` must not
+    inherit that assignment (through ``MAKEFLAGS``) over its own: it ran the suite recursively."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import _harness
+
+    monkeypatch.setenv("MAKEFLAGS", "s -- PYTEST_ADDOPTS=--durations=30")
+    monkeypatch.setenv("MAKELEVEL", "1")
+    env = _harness.child_env(PYTEST_ADDOPTS="--co tests/test_errors.py")
+    assert "MAKEFLAGS" not in env and "MAKELEVEL" not in env
+    shown = subprocess.run(
+        ["make", "-s", "-f", "-", "show"],
+        input="show:\n\t@echo $$PYTEST_ADDOPTS\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == "--co tests/test_errors.py"
