@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         peek_format,
     )
 
-__version__ = "0.1.0"
+from cbi1kit._version import __version__ as __version__
 
 #: Where each front-door name lives: ``stage`` or ``stage:attribute`` (a name the stage spells
 #: differently). Everything loads on first use, so ``import cbi1kit`` and ``cbi1kit --help`` do

@@ -38,6 +38,7 @@ TOP = {
     "errors": "errors",
     "_lazy": "errors",
     "_files": "errors",
+    "_version": "errors",
 }
 
 

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from google.protobuf.message import DecodeError, Message
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._version import __version__
 from cbi1kit.analysis._frames import segment_frames
 from cbi1kit.analysis._replay import Replayer, Violation, _fast_engine
 from cbi1kit.analysis._schema import (
@@ -69,12 +70,6 @@ DATASET_FILE: Final = "cbi1kit-dataset.json"
 _SOURCES: Final = "sources"
 _FORMAT: Final = "cbi1kit partitioned dataset"
 TABLES: Final = tuple(DATASET_TABLES)
-
-
-def _version() -> str:
-    from cbi1kit import __version__
-
-    return __version__
 
 
 # ------------------------------------------------------------------------------ the sources
@@ -143,7 +138,7 @@ def _read_meta(out: Path) -> dict[str, Any]:
         raise DatasetError(
             "SchemaVersion",
             f"{out} holds tables of schema version {meta.get('schema_version')} (written by "
-            f"cbi1kit {meta.get('created_by', '?')}); this cbi1kit ({_version()}) reads and "
+            f"cbi1kit {meta.get('created_by', '?')}); this cbi1kit ({__version__}) reads and "
             f"writes version {DATASET_SCHEMA_VERSION}: use another directory",
             field=str(out),
             expected=DATASET_SCHEMA_VERSION,
@@ -171,7 +166,7 @@ def prepare_dataset(out_dir: str | os.PathLike[str]) -> Path:
     meta = {
         "format": _FORMAT,
         "schema_version": DATASET_SCHEMA_VERSION,
-        "created_by": _version(),
+        "created_by": __version__,
         "tables": list(TABLES),
         "partitioning": list(PARTITION_SCHEMA),
     }
@@ -261,7 +256,7 @@ def _arrow_schema(table: str) -> pa.Schema:
     return arrow_schema(DATASET_TABLES[table]).with_metadata(
         {
             "cbi1kit.schema_version": str(DATASET_SCHEMA_VERSION),
-            "cbi1kit.version": _version(),
+            "cbi1kit.version": __version__,
             "cbi1kit.table": table,
         }
     )
@@ -516,7 +511,7 @@ def convert_segment(
         "frames": [first, carry.cursor.frames],
         "damage": {"ranges": len(damage), "first": damage[0] if damage else None},
         "schema_version": DATASET_SCHEMA_VERSION,
-        "cbi1kit_version": _version(),
+        "cbi1kit_version": __version__,
     }
     sources = out / _SOURCES
     sources.mkdir(exist_ok=True)
