@@ -37,7 +37,7 @@ from cbi1kit._cli_common import (
 )
 from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
-from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError
+from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, error_name
 from cbi1kit.wire._format import (
     FRAME_HEAD_BYTES,
     IMAGES_MAX_FRAME_BYTES,
@@ -298,6 +298,12 @@ def _print_replay_summary(report: Any, limit: int) -> None:
         print(f"{len(report.violations)} violation(s):")
         for line in _violation_lines(report, limit):
             print(line)
+    if report.catalog_damage:  # the catalog's records, not the frames': no violation
+        first = report.catalog_damage[0].error
+        print(
+            f"catalog: {len(report.catalog_damage)} update(s) that do not decode, first: "
+            f"{error_name(first)}: {first}"
+        )
 
 
 # -------------------------------------------------------------------------- inspect (capture)
@@ -608,6 +614,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
                             "reason": v.reason,
                         }
                         for v in report.violations
+                    ],
+                    "catalog_damage": [
+                        {"record_index": d.error.record_index, "error": str(d.error)}
+                        for d in report.catalog_damage
                     ],
                 },
                 indent=2,

@@ -40,6 +40,7 @@ from cbi1kit.capture import (
     read_capture,
 )
 from cbi1kit.capture._file import FILE_HEADER_LEN, STRUCTURAL, CaptureDamage, CaptureRecord
+from cbi1kit.errors import error_name
 
 CATALOG_METHOD = "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog"
 STREAM = build_stream(expected_blocks=4096, warmup_events=100, deltas=10)
@@ -308,8 +309,18 @@ def test_a_catalog_update_that_does_not_decode_is_no_damage_to_the_frames(
     assert table.filter(pl.col("kind") == "SOURCE_ERROR").height == 0
     library = replay(path)
     assert library.ok and not library.violations
-    code, _, err = cli_run("replay", str(path), "--no-progress")
+    # kept aside, and said: the catalog's record, not the frames'
+    assert [d.index for d in library.catalog_damage] == [reported[0].index]
+    code, out, err = cli_run("replay", str(path), "--no-progress")
     assert code == 0, err
+    assert "valid: no violations" in out
+    assert f"catalog: 1 update(s) that do not decode, first: {error_name(reported[0].error)}" in out
+    code, out, err = cli_run("replay", str(path), "--no-progress", "--json")
+    assert code == 0, err
+    said = json.loads(out)["catalog_damage"]
+    assert said == [
+        {"record_index": reported[0].error.record_index, "error": str(reported[0].error)}
+    ]
 
 
 def test_a_cut_at_a_record_boundary_reads_as_a_capture_still_being_written(

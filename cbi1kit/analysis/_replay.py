@@ -327,6 +327,7 @@ class LaneReport:
     _history: _History | None = field(default=None, repr=False)
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _violations: list[Violation] = field(default_factory=list, repr=False)
+    catalog_damage: list[FrameDamage] = field(default_factory=list, repr=False)
 
     @property
     def violations(self) -> list[Violation]:
@@ -473,7 +474,8 @@ class ReplayReport:
     ``events`` is empty when replay kept none (``keep_events=False``); the counts, the
     violations and the lanes' sessions are there either way. ``catalogs`` are the capture's
     catalog updates and ``streams`` its streams (empty for sources other than a capture);
-    ``first_unix_ns`` is the receive time of its first message.
+    ``catalog_damage`` its catalog records that do not decode (the catalog's, not the frames':
+    no violation); ``first_unix_ns`` is the receive time of its first message.
 
     With one lane, ``final_lane``, ``final_sequence``, ``sequence_ranges`` and ``lane_at`` are
     that lane's (with none: nothing installed); with several they are ``LaneError``
@@ -488,6 +490,7 @@ class ReplayReport:
     first_unix_ns: int | None = None
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _violations: list[Violation] = field(default_factory=list, repr=False)
+    catalog_damage: list[FrameDamage] = field(default_factory=list, repr=False)
 
     @property
     def violations(self) -> list[Violation]:
@@ -1056,6 +1059,7 @@ class Replayer:
             self.first_unix_ns,
             dict(self._counts),
             list(self._violations),
+            list(self.catalog_damage),
         )
 
 
