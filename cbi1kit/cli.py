@@ -68,11 +68,10 @@ def _expected_format(args: argparse.Namespace) -> FilterFormat | None:
 
 
 def _is_capture(path: Path) -> bool:
-    from cbi1kit.capture._file import FILE_MAGIC
+    from cbi1kit.capture._file import is_capture_file
 
     try:
-        with open(path, "rb") as f:
-            return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+        return is_capture_file(path)
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -174,7 +173,7 @@ def _export_dataset(args: argparse.Namespace) -> int:
         )
     for capture in args.capture:
         check_source(capture)
-        if not _is_capture_file(capture):
+        if not _is_capture(capture):
             raise CliError(f"{capture}: --dataset takes kvrcap captures", EXIT_UNREADABLE)
     prepare_dataset(args.output)
     with _progress("export --dataset", None, not args.no_progress):
@@ -186,13 +185,6 @@ def _export_dataset(args: argparse.Namespace) -> int:
     print(f"{len(written)} capture file(s) added to {args.output}")
     dataset_damage(results)
     return EXIT_OK
-
-
-def _is_capture_file(path: Path) -> bool:
-    from cbi1kit.capture._file import FILE_MAGIC
-
-    with open(path, "rb") as f:
-        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -25,6 +25,7 @@ from cbi1kit.capture._file import (
     RecordType,
     decode_stream_close,
     decode_stream_open,
+    is_capture_file,
 )
 from cbi1kit.errors import CaptureError
 
@@ -478,3 +479,19 @@ def test_reading_gives_back_the_mapped_pages_it_has_read(
     if resident[-1] is None:
         pytest.skip("no /proc/self/smaps")
     assert max(r or 0 for r in resident) < 4 << 10  # KiB: the file is 16 MiB
+
+
+def test_a_capture_is_told_by_its_magic_alone(tmp_path: Path) -> None:
+    cases = {
+        "capture": (FILE_MAGIC + b"\0" * 24, True),
+        "magic only": (FILE_MAGIC, True),
+        "empty": (b"", False),
+        "cut magic": (FILE_MAGIC[:3], False),
+        "grpcurl json": (b'{"sequence": 1}', False),
+    }
+    for name, (data, expected) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert is_capture_file(path) is expected, name
+    with pytest.raises(FileNotFoundError):
+        is_capture_file(tmp_path / "missing")

@@ -21,7 +21,6 @@ from google.protobuf.message import DecodeError
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
-    FILE_MAGIC,
     HEADER_DTYPE,
     RECORD_HEADER_LEN,
     RECORD_MAGIC,
@@ -32,6 +31,7 @@ from cbi1kit.capture._file import (
     RecordType,
     StreamClose,
     StreamOpen,
+    is_capture_file,
     read_index,
     release_pages,
 )
@@ -95,10 +95,7 @@ class _Batch:
 
 
 def _is_capture(source: Any) -> bool:
-    if not isinstance(source, (str, os.PathLike)):
-        return False
-    with open(source, "rb") as f:
-        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+    return isinstance(source, (str, os.PathLike)) and is_capture_file(source)
 
 
 class _Rows:

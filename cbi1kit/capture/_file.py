@@ -50,11 +50,21 @@ __all__ = [
     "at_record",
     "decode_stream_close",
     "decode_stream_open",
+    "is_capture_file",
     "read_index",
     "schema_bytes",
 ]
 
 FILE_MAGIC: Final = b"KVRCAP\r\n"
+
+
+def is_capture_file(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` starts with the capture magic (``OSError`` if unreadable):
+    how every reader tells a capture from the other sources it takes."""
+    with open(path, "rb") as f:
+        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+
+
 FORMAT_VERSION: Final = 1
 FILE_HEADER_LEN: Final = 32
 RECORD_MAGIC: Final = b"KRec"

@@ -72,7 +72,7 @@ from google.protobuf.message import DecodeError
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._segments import RotatingCaptureWriter
-from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.errors import Cbi1kitError, RecorderError, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
 from cbi1kit.relay._messages import (
@@ -111,7 +111,7 @@ __all__ = [
 
 _SERVICE: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
 RELAY_INFO_METHOD: Final = _SERVICE + "GetRelayInfo"
-CATALOG_METHOD: Final = _SERVICE + "WatchKvPoolCatalog"
+CATALOG_METHOD: Final = WATCH_KV_POOL_CATALOG_METHOD
 SUBSCRIBE_METHOD: Final = SUBSCRIBE_KV_POOL_METHOD  # the name the capture readers look for
 READINESS_METHOD: Final = _SERVICE + "SubscribeServingReadiness"
 POOL_LOAD_METHOD: Final = _SERVICE + "SubscribeKvPoolLoad"
