@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import xxhash
-from _harness import MIXES, Comparison, MiB, Mix, Report, Timing, compare, measure, parser
+from _harness import MIXES, Comparison, MiB, Mix, Report, Timing, add_keep, compare, measure, parser
 from bench_memory import run as peak_of
 from bench_tables import generate_mix
 
@@ -241,7 +241,7 @@ def main() -> None:
     ap.add_argument("--sim-size-mib", type=int, default=None, help="simulator-like capture")
     ap.add_argument("--size-mib", type=int, default=None, help="snapshot-heavy capture")
     ap.add_argument("--prefix-mib", type=int, default=None, help="what the reference replays")
-    ap.add_argument("--keep", type=Path, help="a directory: reuse its captures, else write them")
+    add_keep(ap)
     ap.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)

@@ -608,7 +608,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         for v in report.violations
                     ],
                     "catalog_damage": [
-                        {"record_index": d.error.record_index, "error": str(d.error)}
+                        {
+                            "record_index": d.error.record_index,
+                            "error": f"{error_name(d.error)}: {d.error}",
+                        }
                         for d in report.catalog_damage
                     ],
                 },

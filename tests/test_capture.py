@@ -487,6 +487,8 @@ def test_a_capture_is_told_by_its_magic_alone(tmp_path: Path) -> None:
         "magic only": (FILE_MAGIC, True),
         "empty": (b"", False),
         "cut magic": (FILE_MAGIC[:3], False),
+        # a copy in text mode: a damaged capture (its header check says so), not a foreign file
+        "text-mode copy": (FILE_MAGIC.replace(b"\r\n", b"\n") + b"\0" * 24, True),
         "grpcurl json": (b'{"sequence": 1}', False),
     }
     for name, (data, expected) in cases.items():

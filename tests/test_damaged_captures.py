@@ -319,7 +319,10 @@ def test_a_catalog_update_that_does_not_decode_is_no_damage_to_the_frames(
     assert code == 0, err
     said = json.loads(out)["catalog_damage"]
     assert said == [
-        {"record_index": reported[0].error.record_index, "error": str(reported[0].error)}
+        {
+            "record_index": reported[0].error.record_index,
+            "error": f"{error_name(reported[0].error)}: {reported[0].error}",
+        }
     ]
 
 

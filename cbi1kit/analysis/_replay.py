@@ -51,7 +51,7 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import FILE_MAGIC, StreamClose, StreamOpen
+from cbi1kit.capture._file import StreamClose, StreamOpen, is_capture_file
 from cbi1kit.capture._readers import (
     CatalogRecord,
     FrameDamage,
@@ -327,7 +327,6 @@ class LaneReport:
     _history: _History | None = field(default=None, repr=False)
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _violations: list[Violation] = field(default_factory=list, repr=False)
-    catalog_damage: list[FrameDamage] = field(default_factory=list, repr=False)
 
     @property
     def violations(self) -> list[Violation]:
@@ -1112,14 +1111,9 @@ class _Rec:
         )
 
 
-def _is_capture(source: str | os.PathLike[str]) -> bool:
-    with open(source, "rb") as f:
-        return f.read(len(FILE_MAGIC[:6])) == FILE_MAGIC[:6]
-
-
 def _records(source: Any) -> Iterator[Any]:
     if isinstance(source, (str, os.PathLike)):
-        if _is_capture(source):  # frames, catalog and streams in one pass
+        if is_capture_file(source):  # frames, catalog and streams in one pass
             return iter(read_capture_items(source, damage="report"))
         return iter(read_frames(source, damage="report"))
     return iter(source)
@@ -1136,7 +1130,7 @@ def _fast_engine(source: Any, engine: str) -> Any:
     if engine == "reference" or not isinstance(source, (str, os.PathLike)):
         return None
     try:
-        if not _is_capture(source):
+        if not is_capture_file(source):
             return None
         # the module itself: ``from cbi1kit.analysis import _fast`` would ask the lazy stage
         # for the name first, which imports every analysis module (polars too) looking for it

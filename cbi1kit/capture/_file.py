@@ -31,6 +31,7 @@ import xxhash
 from cbi1kit.errors import CaptureError
 
 __all__ = [
+    "CAPTURE_SIGNATURE",
     "FILE_HEADER_LEN",
     "FILE_MAGIC",
     "FORMAT_VERSION",
@@ -56,13 +57,16 @@ __all__ = [
 ]
 
 FILE_MAGIC: Final = b"KVRCAP\r\n"
+#: what tells a capture from the other sources: the magic's name. Its line ending is the file
+#: header check's, so that a copy made in text mode is a damaged capture, not a foreign file.
+CAPTURE_SIGNATURE: Final = FILE_MAGIC[:6]
 
 
 def is_capture_file(path: str | os.PathLike[str]) -> bool:
-    """Whether the file at ``path`` starts with the capture magic (``OSError`` if unreadable):
-    how every reader tells a capture from the other sources it takes."""
+    """Whether the file at ``path`` is a capture, whole or damaged (``CAPTURE_SIGNATURE``;
+    ``OSError`` if unreadable): how every reader tells a capture from its other sources."""
     with open(path, "rb") as f:
-        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+        return f.read(len(CAPTURE_SIGNATURE)) == CAPTURE_SIGNATURE
 
 
 FORMAT_VERSION: Final = 1

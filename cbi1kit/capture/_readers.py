@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
-    FILE_MAGIC,
+    CAPTURE_SIGNATURE,
     CaptureDamage,
     CaptureReader,
     CaptureRecord,
@@ -703,7 +703,7 @@ def read_frames(
             offset=0,
             record_index=0,
         )
-    if head.startswith(FILE_MAGIC[:6]):
+    if head.startswith(CAPTURE_SIGNATURE):
         return read_capture(path, damage=damage)
     if head[:4] in (MAGIC, LEGACY_MAGIC):
         return read_cbi1_files(path)

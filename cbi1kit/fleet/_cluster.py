@@ -29,11 +29,11 @@ def client(
 ) -> Client:
     """A ``distributed.Client``. Without ``scheduler``: a ``LocalCluster`` of ``workers`` worker
     processes (one thread each) on 127.0.0.1 with its dashboard on a free loopback port, closed
-    with the client; its workers' profiler samples every 100 ms unless the Dask config says
-    otherwise. With ``scheduler`` (``tcp://HOST:8786``): that cluster, whose workers need
-    this cbi1kit (same version, Python and numba), read access to the captures' paths and write
-    access to the dataset directory; one that does not answer within ``timeout`` seconds is a
-    ``ConnectionError`` naming it."""
+    with the client; its workers' profiler samples every 100 ms unless the Dask config sets
+    another interval than distributed's default. With ``scheduler`` (``tcp://HOST:8786``): that
+    cluster, whose workers need this cbi1kit (same version, Python and numba), read access to
+    the captures' paths and write access to the dataset directory; one that does not answer
+    within ``timeout`` seconds is a ``ConnectionError`` naming it."""
     import dask
     from distributed import Client
 
