@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit.analysis._cache import keyed_cache
+from cbi1kit.hashing._c_xxh3 import STATE_BYTES, c_digest, c_reset, c_update, c_xxh3
 from cbi1kit.hashing._xxh3 import (
     PRIME64_1,
     PRIME_MX2,
@@ -155,43 +156,7 @@ def _mix16(b: Any, p: int, s: Any, k: int) -> Any:
 
 
 # Inputs over 240 bytes (CBI1 bodies of more than 19 images, capture blocks) go to the xxHash C
-# library that python-xxhash ships: its runtime-dispatched SIMD loop runs at memory speed, where
-# numba's scalar stripe loop ran at a third of it. The kernels call it by a fixed symbol name
-# that each process binds to the library's address, so the compiled code caches like the rest.
-# The functions bound, by the fixed names the kernels call: one-shot XXH3 and the streaming
-# trio a capture block is hashed with as the walk goes (each library name: its dispatching
-# variant where the wheel has one, else the plain one).
-_C_FUNCTIONS: Final = {
-    "cbi1kit_xxh3_64": ("XXH3_64bits_dispatch", "XXH3_64bits"),
-    "cbi1kit_xxh3_reset": ("XXH3_64bits_reset",),
-    "cbi1kit_xxh3_update": ("XXH3_64bits_update_dispatch", "XXH3_64bits_update"),
-    "cbi1kit_xxh3_digest": ("XXH3_64bits_digest",),
-}
-
-
-def _bind_c_xxh3() -> None:
-    """Bind each of ``_C_FUNCTIONS`` in the xxHash library python-xxhash ships. ``ImportError``
-    if it does not export one: the table then falls back to its reference path."""
-    import ctypes
-
-    import llvmlite.binding as llvm
-    import xxhash._xxhash as c_xxhash
-
-    lib = ctypes.CDLL(c_xxhash.__file__)
-    for symbol, names in _C_FUNCTIONS.items():
-        fn = next((f for f in (getattr(lib, n, None) for n in names) if f is not None), None)
-        if fn is None:
-            raise ImportError(f"{c_xxhash.__file__} exports none of {names}")
-        llvm.add_symbol(symbol, ctypes.cast(fn, ctypes.c_void_p).value)
-
-
-_bind_c_xxh3()
-_T = numba.types
-_c_xxh3 = _T.ExternalFunction("cbi1kit_xxh3_64", _T.uint64(_T.uintp, _T.uintp))
-_c_reset = _T.ExternalFunction("cbi1kit_xxh3_reset", _T.int32(_T.uintp))
-_c_update = _T.ExternalFunction("cbi1kit_xxh3_update", _T.int32(_T.uintp, _T.uintp, _T.uintp))
-_c_digest = _T.ExternalFunction("cbi1kit_xxh3_digest", _T.uint64(_T.uintp))
-_STATE_BYTES: Final = 576  # sizeof(XXH3_state_t), 64-byte aligned (xxHash 0.8)
+# library that python-xxhash ships (:mod:`cbi1kit.hashing._c_xxh3`).
 _STEP: Final = 64 << 10  # bytes of a block hashed before the walk reads them: stays in L2
 
 
@@ -206,7 +171,7 @@ def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
     ``xxhash.xxh3_64_intdigest``, without a Python call per message."""
     s = _SECRET
     if n > 240:
-        return _c_xxh3(_address(b, p), n)
+        return c_xxh3(_address(b, p), n)
     if n > 128:
         h = np.uint64(n) * PRIME64_1
         for i in range(8):
@@ -474,18 +439,18 @@ def verify_and_scan(
     n = len(start)
     out = _scan_outputs(n)
     is_pb = np.ones(n, dtype=np.bool_)
-    memory = np.empty(_STATE_BYTES + 64, dtype=np.uint8)
+    memory = np.empty(STATE_BYTES + 64, dtype=np.uint8)
     state = (_address(memory, 0) + np.uint64(63)) & ~np.uint64(63)
     good, runs = 0, 0
     for k in range(len(block_start)):
         # the block is hashed a step at a time, and its records walked right after their bytes
         # went through the hash, so they come from memory once; a block whose check fails is
         # dropped whole (its rows are past ``good``)
-        _c_reset(state)
+        c_reset(state)
         pos, i, last = block_start[k], first_record[k], first_record[k + 1]
         while pos < block_end[k]:
             step = min(_STEP, block_end[k] - pos)
-            _c_update(state, _address(b, pos), step)
+            c_update(state, _address(b, pos), step)
             pos += step
             j = i
             while j < last and end[j] <= pos:
@@ -495,7 +460,7 @@ def verify_and_scan(
                 i = j
         if i < last:
             runs = _scan_rows(b, start, end, is_pb, i, last, runs, out)
-        digest = _c_digest(state) & _LO32
+        digest = c_digest(state) & _LO32
         if block_check[k] < 0 or digest != np.uint64(block_check[k]):
             break
         good += 1

@@ -4,8 +4,8 @@ Block hashes: one ``xxh3_64(window, seed)`` per block. From Python that is one `
 per block, ~150 ns of interpreter overhead around ~10 ns of hashing for a 16-token window;
 :func:`block_hashes` runs the same loop in numba and calls the xxHash C library python-xxhash
 ships (``XXH3_64bits_withSeed``, its runtime-dispatched SIMD variant where the wheel has one)
-once per window, by a fixed symbol name each process binds to the library's address (as
-``analysis/_kernels`` does for its checksums), so long windows hash at the library's speed and
+once per window (bound in :mod:`cbi1kit.hashing._c_xxh3`, as the capture checks and CBI1
+checksums are), so long windows hash at the library's speed and
 short ones without the interpreter.
 
 Sequence hashes: ``seq[i] = xxh3_64(u64_le(seq[i-1]) ‖ u64_le(block[i]), seed=1337)``, serial
@@ -23,13 +23,13 @@ cannot be loaded.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 from typing import Final
 
-import llvmlite.binding as llvm
 import numba
 import numpy as np
 import numpy.typing as npt
+
+from cbi1kit.hashing._c_xxh3 import c_xxh3_seeded
 
 __all__ = ["block_hashes", "seq_hash_chains"]
 
@@ -37,33 +37,13 @@ U64Array = npt.NDArray[np.uint64]
 
 # ------------------------------------------------------------------------ the C library's XXH3
 
-_SYMBOL: Final = "cbi1kit_xxh3_64_with_seed"
-_NAMES: Final = ("XXH3_64bits_withSeed_dispatch", "XXH3_64bits_withSeed")
-
-
-def _bind() -> None:
-    """Bind ``_SYMBOL`` to XXH3_64bits_withSeed in python-xxhash's library (``ImportError`` if
-    it exports neither name: the callers then keep their Python loops)."""
-    import xxhash._xxhash as c_xxhash
-
-    lib = ctypes.CDLL(c_xxhash.__file__)
-    fn = next((f for f in (getattr(lib, n, None) for n in _NAMES) if f is not None), None)
-    if fn is None:
-        raise ImportError(f"{c_xxhash.__file__} exports none of {_NAMES}")
-    llvm.add_symbol(_SYMBOL, ctypes.cast(fn, ctypes.c_void_p).value)
-
-
-_bind()
-_T = numba.types
-_c_xxh3_seeded = _T.ExternalFunction(_SYMBOL, _T.uint64(_T.uintp, _T.uintp, _T.uint64))
-
 
 def _blocks(
     buf: npt.NDArray[np.uint8], n: int, stride: int, width: int, seed: np.uint64, out: U64Array
 ) -> None:
     base = np.uint64(buf.ctypes.data)
     for i in range(n):
-        out[i] = _c_xxh3_seeded(base + np.uint64(i * stride), width, seed)
+        out[i] = c_xxh3_seeded(base + np.uint64(i * stride), width, seed)
 
 
 # ------------------------------------------------------------------------- the 16-byte XXH3
