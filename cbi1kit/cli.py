@@ -663,8 +663,13 @@ def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
     try:
         return report.lane(dc)
     except LaneError as exc:
-        hint = " (--dc); `cbi1kit view` shows every lane" if len(report.lanes) > 1 else ""
-        raise CliError(f"{path}: {exc}{hint}", EXIT_USAGE) from None
+        raise _lane_choice(path, exc, len(report.lanes)) from None
+
+
+def _lane_choice(path: Path, exc: LaneError, lanes: int) -> CliError:
+    """The usage error of a lane ``--dc`` did not pick out of ``lanes``."""
+    hint = " (--dc); `cbi1kit view` shows every lane" if lanes > 1 else ""
+    return CliError(f"{path}: {exc}{hint}", EXIT_USAGE)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -1211,6 +1216,7 @@ def _build_report(
     *,
     force: bool,
     executed: Any = None,
+    dc: str | None = None,
 ) -> Any:
     from cbi1kit.viz._report import build_report
 
@@ -1222,21 +1228,31 @@ def _build_report(
         if not quiet:
             print(f"   {msg}", file=sys.stderr, flush=True)
 
-    return build_report(
-        capture,
-        out,
-        trace=trace,
-        notebooks_dir=notebooks,
-        progress=say,
-        overwrite=force,
-        executed=executed,
-    )
+    try:
+        return build_report(
+            capture,
+            out,
+            trace=trace,
+            notebooks_dir=notebooks,
+            progress=say,
+            overwrite=force,
+            executed=executed,
+            dc=dc,
+        )
+    except LaneError as exc:
+        raise _lane_choice(capture, exc, 2 if exc.variant == "SeveralLanes" else 1) from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     notebooks = None if args.no_notebooks else args.notebooks
     built = _build_report(
-        args.capture, args.output, args.trace, notebooks, args.no_progress, force=args.force
+        args.capture,
+        args.output,
+        args.trace,
+        notebooks,
+        args.no_progress,
+        force=args.force,
+        dc=args.dc,
     )
     print(f"{built.index}: {len(built.pngs)} charts, {len(built.notebooks)} notebooks")
     for kind, png in built.pngs.items():
@@ -1523,6 +1539,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
     p.add_argument("--no-notebooks", action="store_true", help="charts only, no notebooks")
+    p.add_argument(
+        "--dc",
+        help="of a capture of several lanes, chart this DC's: its id (16 hex digits) or its name "
+        "(charts only: the notebooks chart a capture of one lane)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an existing report")
     quiet(p)
     p.set_defaults(handler=cmd_report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -310,6 +311,35 @@ def test_report_charts_only(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "index.html").exists()
     assert "occupancy" in res.stdout
+
+
+def test_report_of_a_capture_of_several_lanes_charts_the_dc_chosen(
+    capture: Path, tmp_path: Path
+) -> None:
+    """Of two lanes, the report charts the one ``--dc`` names; without it, or with the
+    notebooks (which chart a capture of one lane), it says so and writes nothing."""
+    from cbi1kit.analysis import replay
+    from cbi1kit.ckf import lane_stats
+
+    lanes = replay(capture, keep_events=False).lanes
+    assert len(lanes) == 2
+    out = tmp_path / "report"
+    res = run("report", str(capture), "-o", str(out), "--no-notebooks")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "(--dc)" in res.stderr
+    res = run("report", str(capture), "-o", str(out), "--dc", f"{lanes[1].dc_id:016x}")
+    assert res.returncode == 1 and "notebooks chart a capture of one lane" in res.stderr
+    assert not out.exists()
+    for lane in lanes:
+        dc = f"{lane.dc_id:016x}"
+        res = run("report", str(capture), "-o", str(out / dc), "--no-notebooks", "--dc", dc)
+        assert res.returncode == 0, res.stderr
+        page = (out / dc / "index.html").read_text()
+        final_lane = lane.final_lane
+        assert final_lane is not None
+        rows = dict(re.findall(r"<tr><th>([^<]*)</th><td>([^<]*)</td></tr>", page))
+        assert rows["charted lane"] == f"DC {dc}"
+        assert rows["final sequence"] == str(lane.final_sequence)
+        assert rows["load factor"] == f"{lane_stats(final_lane).load_factor:.4f}"
 
 
 def test_report_on_a_missing_capture_is_exit_3(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit.analysis._replay import ReplayReport
+from cbi1kit.analysis._replay import LaneReport, ReplayReport
 from cbi1kit.analysis._tables import occupancy_table
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_slots
@@ -502,7 +502,7 @@ def filter_health_table(
     images: pl.DataFrame,
     *,
     max_points: int = 1000,
-    report: ReplayReport | None = None,
+    report: ReplayReport | LaneReport | None = None,
     seed: int | None = None,
     fpr_points: int = 12,
     fpr_probes: int = 200_000,

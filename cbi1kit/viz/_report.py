@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import altair as alt
+import polars as pl
 
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._global import global_timeline
-from cbi1kit.analysis._replay import replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import read_capture
 from cbi1kit.ckf._stats import lane_stats
@@ -121,24 +122,49 @@ Executed = Mapping[str, Sequence[ShownCell]]
 # ----------------------------------------------------------------------------------- charts
 
 
-def report_charts(
-    capture: Path, workload: Workload | None
-) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
-    """(kind, caption, chart) for every chart kind: all from the capture, but for the trace
-    charts, which come from a separate simulation of ``workload`` and are labelled so."""
+def _chosen_lane(capture: Path, dc: int | str | None) -> tuple[ReplayReport, LaneReport]:
+    """The capture's replay and the lane the report charts: DC ``dc``'s (an id, its hex or a
+    DC name), or the only one (``LaneError`` ``SeveralLanes`` or ``NoSuchLane`` otherwise)."""
     report = replay(capture, keep_events=False)  # the lanes and counts; no per-record events
-    if report.final_lane is None:
+    one = report.lane(dc) if report.lanes else None
+    if one is None or one.final_lane is None:
         raise VizError("Report", f"{capture}: no snapshot was ever installed, nothing to chart")
-    lane = report.final_lane
-    first = next(r for r in read_capture(capture) if r.update is not None and r.payload)
+    return report, one
+
+
+def report_charts(
+    capture: Path, workload: Workload | None, *, dc: int | str | None = None
+) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
+    """(kind, caption, chart) for every chart kind: all from the capture (of a capture of
+    several lanes, DC ``dc``'s; the lanes chart shows every one), but for the trace charts,
+    which come from a separate simulation of ``workload`` and are labelled so."""
+    return _charts(capture, workload, *_chosen_lane(capture, dc))
+
+
+def _charts(
+    capture: Path, workload: Workload | None, report: ReplayReport, one: LaneReport
+) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
+    lane = one.final_lane
+    assert lane is not None  # _chosen_lane's
     frames = frames_table(capture).collect()
-    images = images_table(capture)
-    yield "byte_map", "The first frame of the capture, byte by byte", byte_map_chart(first.payload)
+    images, snapshots = images_table(capture), snapshots_table(capture)
+    streams = set(one.streams)
+    if len(report.lanes) > 1:  # the tables hold every lane's rows: the chosen one's only
+        frames = frames.filter(pl.col("stream_id").is_in(sorted(streams)))
+        ours = frames.select("record_index")
+        images = images.join(ours, on="record_index", how="semi")
+        snapshots = snapshots.join(ours, on="record_index", how="semi")
+    first = next(
+        r
+        for r in read_capture(capture)
+        if r.update is not None and r.payload and (len(report.lanes) == 1 or r.stream_id in streams)
+    )
+    yield "byte_map", "The first frame of the lane, byte by byte", byte_map_chart(first.payload)
     yield "occupancy", "Occupied slots per bucket range of the final lane", occupancy_chart(lane)
     yield "slots_histogram", "Slots per bucket against Binomial(4, α)", slots_histogram_chart(lane)
     yield "fingerprints", "Stored fingerprint values", fingerprint_chart(lane)
     seed = int(frames["cbi1_seed"].drop_nulls()[0])
-    health = filter_health_table(snapshots_table(capture), images, report=report, seed=seed)
+    health = filter_health_table(snapshots, images, report=one, seed=seed)
     yield (
         "filter_health",
         "Load over the stream; estimated and measured FPR (95 % Wilson intervals)",
@@ -185,15 +211,17 @@ def report_charts(
     )
 
 
-def _summary(capture: Path) -> list[tuple[str, str]]:
-    report = replay(capture, keep_events=False)  # the lanes and counts; no per-record events
+def _summary(capture: Path, report: ReplayReport, one: LaneReport) -> list[tuple[str, str]]:
     counts = report.counts()
     rows = [("capture", capture.name), ("violations", str(len(report.violations)))]
     rows += [(k, str(v)) for k, v in sorted(counts.items())]
-    if report.final_lane is not None:
-        stats = lane_stats(report.final_lane)
+    if len(report.lanes) > 1:
+        dc = "-" if one.dc_id is None else f"{one.dc_id:016x}"
+        rows += [("lanes", str(len(report.lanes))), ("charted lane", f"DC {dc}")]
+    if one.final_lane is not None:
+        stats = lane_stats(one.final_lane)
         rows += [
-            ("final sequence", str(report.final_sequence)),
+            ("final sequence", str(one.final_sequence)),
             ("buckets", str(stats.buckets)),
             ("load factor", f"{stats.load_factor:.4f}"),
             ("estimated FPR", f"{stats.estimated_fpr:.3e}"),
@@ -339,13 +367,16 @@ def build_report(
     overwrite: bool = False,
     executed: Executed | Callable[[], Executed | None] | None = None,
     notebooks: Sequence[str] = NOTEBOOKS,
+    dc: int | str | None = None,
 ) -> ReportResult:
     """Write ``out_dir/index.html`` (every chart kind, inline SVG), ``out_dir/png/*.png`` and,
     with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``: from
     ``executed`` (by name: a run already made, ``drawn_cells``) or else run by papermill.
     ``executed`` may be a callable, called once the charts are drawn: a run going on beside
     them (the demo's JupyterLab run, in another thread) is waited for only then. ``notebooks``
-    names the notebooks the report holds (all of them unless told).
+    names the notebooks the report holds (all of them unless told). Of a capture of several
+    lanes, the charts are DC ``dc``'s (``LaneError`` without it) and the notebooks, which chart
+    a capture of one lane, are refused (``VizError``).
 
     Nothing is written over an existing file unless ``overwrite`` (``OutputError`` ``Exists``,
     raised before anything is written), and never into the folder of the notebooks it runs
@@ -375,12 +406,19 @@ def build_report(
         report_outputs(out, trace=trace is not None, notebooks=names if source_dir else ()),
         overwrite=overwrite,
     )
+    report, one = _chosen_lane(cap, dc)  # a capture that cannot be charted: no output either
+    if source_dir is not None and names and len(report.lanes) > 1:
+        raise VizError(
+            "Report",
+            f"{cap}: {len(report.lanes)} lanes; the notebooks chart a capture of one lane "
+            "(make the charts alone: no notebooks folder, --no-notebooks)",
+        )
     (out / "png").mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _msg: None)
     result = ReportResult(out / "index.html")
 
     figures = []
-    for kind, caption, chart in report_charts(cap, workload):
+    for kind, caption, chart in _charts(cap, workload, report, one):
         say(f"chart {kind}")
         spec = chart.to_json()
         svg = vlc.vegalite_to_svg(spec)
@@ -421,7 +459,8 @@ def build_report(
                 notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
 
     rows = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in _summary(cap)
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+        for k, v in _summary(cap, report, one)
     )
     parts = [
         _page_head("cbi1kit report"),
