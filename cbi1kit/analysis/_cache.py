@@ -46,6 +46,7 @@ INLINED_SOURCES: Final = (
     "analysis/_kernels.py",
     "analysis/_replay_kernels.py",
     "hashing/_xxh3.py",
+    "hashing/_c_xxh3.py",
     "wire/_format.py",
     "wire/_rules.py",
     "wire/_layout.py",

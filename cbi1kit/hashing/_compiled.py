@@ -111,7 +111,8 @@ def _chains(
 
 _BLOCKS = numba.njit(nogil=True, boundscheck=False)(_blocks)
 _CHAINS = numba.njit(nogil=True, boundscheck=False)(_chains)
-# a disk cache where one can be written (keyed on this file); otherwise compile in memory
+# a disk cache where one can be written (keyed on this file: the C function the block loop
+# calls is XXH3's fixed API, bound by name in _c_xxh3); otherwise compile in memory
 for _kernel in (_BLOCKS, _CHAINS):
     with contextlib.suppress(Exception):
         _kernel.enable_caching()
