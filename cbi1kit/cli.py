@@ -663,12 +663,12 @@ def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
     try:
         return report.lane(dc)
     except LaneError as exc:
-        raise _lane_choice(path, exc, len(report.lanes)) from None
+        raise _lane_choice(path, exc, several=len(report.lanes) > 1) from None
 
 
-def _lane_choice(path: Path, exc: LaneError, lanes: int) -> CliError:
-    """The usage error of a lane ``--dc`` did not pick out of ``lanes``."""
-    hint = " (--dc); `cbi1kit view` shows every lane" if lanes > 1 else ""
+def _lane_choice(path: Path, exc: LaneError, *, several: bool) -> CliError:
+    """The usage error of a lane ``--dc`` did not pick (out of ``several``, a hint)."""
+    hint = " (--dc); `cbi1kit view` shows every lane" if several else ""
     return CliError(f"{path}: {exc}{hint}", EXIT_USAGE)
 
 
@@ -1240,7 +1240,7 @@ def _build_report(
             dc=dc,
         )
     except LaneError as exc:
-        raise _lane_choice(capture, exc, 2 if exc.variant == "SeveralLanes" else 1) from None
+        raise _lane_choice(capture, exc, several=exc.variant == "SeveralLanes") from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:

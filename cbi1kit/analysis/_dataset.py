@@ -380,10 +380,11 @@ def _replay_segment(
 
     def due() -> Iterator[tuple[str, pl.DataFrame]]:
         """The rows that are due (the collector's rule; violations: ``flush_rows``)."""
-        if c.images_due():
-            yield "images", c.images_df()
-        if c.snapshots_due():
-            yield "snapshots", c.snapshots_df()
+        images, snapshots = c.due()
+        if images is not None:
+            yield "images", images
+        if snapshots is not None:
+            yield "snapshots", snapshots
         if len(violations) >= flush_rows:
             yield "violations", _violations_df(violations)
             violations.clear()
@@ -527,8 +528,7 @@ def convert_segment(
             False,
             rows,
             tuple(files),
-            len(damage),
-            damage[0] if damage else None,
+            *_damage(manifest),
         ),
         carry,
     )
@@ -590,14 +590,15 @@ class Dataset:
 
     def sources(self) -> pl.DataFrame:
         found = _manifests(self.path)
+        damage = [_damage(m) for m in found.values()]
         return pl.DataFrame(
             {
                 "source": list(found),
                 "capture": [m["capture"] for m in found.values()],
                 "segment": [m["segment"] for m in found.values()],
                 "path": [m["path"] for m in found.values()],
-                "damaged_ranges": [_damage(m)[0] for m in found.values()],
-                "first_damage": [_damage(m)[1] for m in found.values()],
+                "damaged_ranges": [ranges for ranges, _ in damage],
+                "first_damage": [first for _, first in damage],
             },
             schema={
                 "source": pl.Utf8,

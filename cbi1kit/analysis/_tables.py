@@ -76,11 +76,11 @@ class _Collector:
             }
         )
 
-    def images_due(self) -> bool:
-        return self.image_rows >= self.flush_rows
-
-    def snapshots_due(self) -> bool:
-        return len(self.snapshots) >= min(self.flush_rows, _SNAPSHOT_ROWS)
+    def due(self) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+        """The images and the snapshots whose flush is due, each None until it is."""
+        images = self.images_df() if self.image_rows >= self.flush_rows else None
+        due = len(self.snapshots) >= min(self.flush_rows, _SNAPSHOT_ROWS)
+        return images, self.snapshots_df() if due else None
 
     def images_df(self) -> pl.DataFrame:
         if not self.images:
@@ -125,10 +125,9 @@ def _replay_batches(
     fast = _fast_engine(source, engine)
     if fast is not None:
         for _ in fast.feed_capture(player, source):
-            if c.images_due():
-                yield c.images_df(), None
-            if c.snapshots_due():
-                yield None, c.snapshots_df()
+            images, snapshots = c.due()
+            if images is not None or snapshots is not None:
+                yield images, snapshots
         yield c.images_df(), c.snapshots_df()
         return
     try:
@@ -142,10 +141,9 @@ def _replay_batches(
                 player.feed_damage(rec)
                 continue
             player.feed(rec)
-            if c.images_due():
-                yield c.images_df(), None
-            if c.snapshots_due():
-                yield None, c.snapshots_df()
+            images, snapshots = c.due()
+            if images is not None or snapshots is not None:
+                yield images, snapshots
     except (Cbi1kitError, OSError, ValueError):
         pass  # damage ends the replayable part; replay() reports it
     yield c.images_df(), c.snapshots_df()
