@@ -9,7 +9,10 @@ bytes does. Goal: export within 5x that read (>= 0.2x), judged on the CPU median
 Beside it, the export's two passes alone, each against the same read: the frames table
 (``frames_table(path).collect()``) and the replay every other table comes from (``replay(path,
 keep_events=False, keep_history=False)``, what ``cbi1kit replay`` runs). The export can be no
-quicker than its replay, so the replay's ratio bounds what the export's can reach.
+quicker than its replay, so the replay's ratio bounds what the export's can reach. And the
+export's own tables, already in memory, written again by pyarrow's Parquet writer with nothing
+before it (as the export writes them, and set to do the least it can: no compression, dictionary
+or statistics): a floor under any Parquet export of these tables, whatever computes them.
 
     .venv/bin/python benchmarks/bench_export.py [--size-mib 256] [--rounds 3] [--quick]
 """
@@ -20,8 +23,34 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from _harness import MIXES, Comparison, MiB, Report, compare, measure, parser
 from bench_tables import generate_mix, read_once
+
+
+def write_tables(tables: dict[str, pa.Table], out: Path, *, cheapest: bool) -> None:
+    """The floor under any export of these tables: an export's own tables, already in memory
+    (read back from its files), written again with no work before the writer: by the export's
+    own writer, or (``cheapest``) by the least work pyarrow's Parquet writer can be set to do
+    (no compression, no dictionary, no statistics)."""
+    from cbi1kit.analysis._schema import parquet_writer
+
+    out.mkdir(exist_ok=True)
+    for name, table in tables.items():
+        writer = (
+            pq.ParquetWriter(
+                out / name,
+                table.schema,
+                compression="none",
+                use_dictionary=False,
+                write_statistics=False,
+            )
+            if cheapest
+            else parquet_writer(out / name, table.schema)
+        )
+        with writer:
+            writer.write_table(table)
 
 
 def main() -> None:
@@ -67,6 +96,16 @@ def main() -> None:
                 rounds=rounds,
             )
             t_frames, t_replay, t_export = frames.cpu_median, alone.cpu_median, cand.cpu_median
+            tables = {p.name: pq.read_table(p) for p in sorted(out.glob("*.parquet"))}
+            written_alone = [
+                measure(
+                    lambda tables=tables, cheapest=cheapest: write_tables(
+                        tables, Path(scratch) / "alone", cheapest=cheapest
+                    ),
+                    rounds=rounds,
+                )
+                for cheapest in (False, True)
+            ]
             report.value(
                 f"export's replay pass [{mix.name}]",
                 f"export {t_export:.3g} s ({t_export / read:.1f}x the read)",
@@ -76,6 +115,21 @@ def main() -> None:
                     f"the frames table alone {t_frames:.3g} s ({t_frames / read:.1f}x the read); "
                     "CPU medians. The export can be no quicker than its replay pass: here it "
                     f"cannot come within {t_replay / read:.1f}x the read"
+                ),
+            )
+            t_write, t_bare = (t.cpu_median for t in written_alone)
+            report.value(
+                f"export's writing [{mix.name}]",
+                f"export {t_export:.3g} s ({t_export / read:.1f}x the read)",
+                f"its own tables written alone {t_write:.3g} s ({t_write / read:.1f}x the read)",
+                t_write / t_export,
+                detail=(
+                    f"with no compression, dictionary or statistics {t_bare:.3g} s "
+                    f"({t_bare / read:.1f}x the read): the export's frames, images and "
+                    "snapshots, already in memory, through pyarrow's Parquet writer and nothing "
+                    "else. No export writing these tables to Parquet comes within "
+                    f"{t_bare / read:.1f}x the read; with its replay pass, "
+                    f"{(t_bare + t_replay) / read:.1f}x"
                 ),
             )
     report.done()
