@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,14 @@ __all__ = [
     "EXIT_OK",
     "EXIT_UNREADABLE",
     "EXIT_USAGE",
+    "I64_MAX",
     "U64",
     "U64_MAX",
     "CliError",
     "Number",
     "OneLineParser",
     "at_least",
+    "check_regular_file",
     "check_source",
     "damaged_input",
     "dataset_damage",
@@ -52,6 +55,7 @@ EXIT_UNREADABLE: Final = 3  # missing, a directory, empty, unrecognised, denied,
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C, as a shell reports SIGINT
 
 U64_MAX: Final = (1 << 64) - 1
+I64_MAX: Final = (1 << 63) - 1
 
 
 class CliError(Exception):
@@ -66,11 +70,32 @@ def _unreadable(path: Path, exc: OSError) -> CliError:
     return CliError(f"cannot read {path}: {exc.strerror or exc}")
 
 
+def check_regular_file(path: Path) -> None:
+    """Exit 3 for an input that is not a regular file (a pipe, socket or device), before it is
+    opened: inputs are told apart by their first bytes and then read again from the start, or
+    mapped, which a pipe cannot do (its first bytes would be lost, and opening a pipe with no
+    writer waits for one). Missing and denied paths are left to the reader, which names them."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = (
+            "a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        )
+        raise CliError(
+            f"cannot read {path}: not a regular file ({kind}); cbi1kit reads its inputs from "
+            "files: save it to one first"
+        )
+
+
 def check_source(path: Path) -> None:
     """A capture, grpcurl dump or bare frames that can be opened and is of a format cbi1kit
-    reads, or exit 3 naming the path: missing, a directory, empty, unrecognised, denied."""
+    reads, or exit 3 naming the path: missing, a directory, a pipe or device, empty,
+    unrecognised, denied."""
     from cbi1kit.capture._readers import read_frames
 
+    check_regular_file(path)
     try:
         read_frames(path)  # recognises the source from its first bytes (reads no further)
     except OSError as exc:
@@ -155,7 +180,9 @@ def ranged(
 
 
 def at_least(lo: int) -> Number:
-    return ranged(lo)
+    """A count from ``lo``: at most ``I64_MAX``, the most numpy and polars take as a count (a
+    larger one was a traceback deep in polars, not a usage error)."""
+    return ranged(lo, I64_MAX)
 
 
 def real_at_least(lo: float) -> Number:

@@ -28,6 +28,7 @@ from cbi1kit._cli_common import (
     CliError,
     OneLineParser,
     at_least,
+    check_regular_file,
     check_source,
     damaged_input,
     dataset_damage,
@@ -70,6 +71,7 @@ def _expected_format(args: argparse.Namespace) -> FilterFormat | None:
 def _is_capture(path: Path) -> bool:
     from cbi1kit.capture._file import is_capture_file
 
+    check_regular_file(path)
     try:
         return is_capture_file(path)
     except OSError as exc:
@@ -77,10 +79,10 @@ def _is_capture(path: Path) -> bool:
 
 
 def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
-    from cbi1kit.wire._inspect import inspect  # numpy loads here, not for --help
-
     """A file as one CBI1 frame; a file too large to be one is answered from its header
     alone, without reading the rest."""
+    from cbi1kit.wire._inspect import inspect  # numpy loads here, not for --help
+
     try:
         size = path.stat().st_size
         if size > IMAGES_MAX_FRAME_BYTES:
@@ -973,6 +975,7 @@ def _lane_input(path: Path) -> Any:
     from cbi1kit.analysis._diff import NPY_MAGIC, load_lane
     from cbi1kit.errors import CaptureError
 
+    check_regular_file(path)
     try:
         with open(path, "rb") as f:
             npy = path.suffix == ".npy" or f.read(len(NPY_MAGIC)) == NPY_MAGIC

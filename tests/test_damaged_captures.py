@@ -365,3 +365,30 @@ def test_each_kind_of_damage_is_seen(make: Callable[[], Damage], tmp_path: Path)
     assert f"at byte offset {damage.first[1]}" in str(found[0].error)
     code, _out, err = cli_run("replay", str(path), "--no-progress")
     assert code == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_a_damaged_record_is_blamed_on_its_own_stream(tmp_path: Path, engine: str) -> None:
+    """A record whose header is intact but whose body fails its check names its own stream,
+    not the stream of the message read before it (two pools' streams, interleaved)."""
+    from cbi1kit.capture import CaptureWriter
+    from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+
+    a, b = build_stream(deltas=3, seed=1), build_stream(deltas=3, seed=2, dc_id=0xD2)
+    path = tmp_path / "two.kvrcap"
+    with CaptureWriter(path) as w:
+        sa = w.open_stream("relay-a", SUBSCRIBE_KV_POOL_METHOD, b"")
+        sb = w.open_stream("relay-b", SUBSCRIBE_KV_POOL_METHOD, b"")
+        w.message(sa, a.messages[0].SerializeToString())
+        w.message(sb, b.messages[0].SerializeToString())  # the one to damage
+        for m in a.messages[1:]:
+            w.message(sa, m.SerializeToString())
+    with CaptureReader(path) as reader:
+        victim = [r for r in reader.records() if r.stream_id == sb and r.type.name == "MESSAGE"]
+    data = bytearray(path.read_bytes())
+    data[victim[0].end_offset - 8] ^= 0x01
+    path.write_bytes(bytes(data))
+    report = replay(path, engine=engine)
+    damaged = [v for v in report.violations if v.rule == "SourceDamaged"]
+    assert len(damaged) == 1 and "body checksum mismatch" in damaged[0].reason
+    assert damaged[0].stream_id == sb != sa

@@ -256,6 +256,18 @@ def test_the_preferred_dc_is_the_deepest_then_upstreams_tie_rule(tmp_path: Path)
     other = 3 - lowest
     local = ck.explain(f.path, model=MODEL, tokens=T, local_dc=f"sim-dc-{other}")
     assert local.preferred is not None and local.preferred.lane == other
+    # the local DC by its hex, in either case (a user copies it from anywhere)
+    hex_id = f"{pools[other].dc_id.value:016x}"
+    for text in (hex_id, hex_id.upper()):
+        by_hex = ck.explain(f.path, model=MODEL, tokens=T, local_dc=text)
+        assert by_hex.preferred is not None and by_hex.preferred.lane == other
+        assert "no tied lane" not in by_hex.tie_rule()
+    # a local DC no tied lane is in breaks nothing, and the rule says so
+    elsewhere = ck.explain(f.path, model=MODEL, tokens=T, local_dc="sim-dc-9")
+    assert elsewhere.preferred is not None and elsewhere.preferred.lane == lowest
+    assert (
+        "the local DC" in elsewhere.tie_rule() and "no tied lane is in it" in elsewhere.tie_rule()
+    )
     # a tie key whose rank prefers the higher DC id: the rank, not the pool id, decides
     key = next(k for k in range(1000) if fnv_rank(k, pools[other]) < fnv_rank(k, pools[lowest]))
     assert stable_pool_rank(key, pools[other]) == fnv_rank(key, pools[other])

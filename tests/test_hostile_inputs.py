@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from cliutil import cli_run
+from cliutil import cli_run, one_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stream_roundtrip import Stream, build_stream
@@ -208,3 +208,48 @@ def test_replay_reads_on_past_a_message_that_is_no_filter_update(tmp_path: Path)
     assert report.final_sequence == STREAM.final_sequence  # the second stream replayed whole
     table = frames_table(path).collect()
     assert table["validation_rule"].to_list()[3] == "relay-protobuf-decode"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "{}"],
+        ["inspect", "{}"],
+        ["stats", "{}"],
+        ["view", "{}"],
+        ["diff", "{}"],
+        ["explain", "{}", "--model", "m", "--tokens", "1"],
+        ["export", "{}", "-o", "{out}"],
+        ["export", "--dataset", "{}", "-o", "{out}"],
+        ["report", "{}", "-o", "{out}", "--no-notebooks"],
+        ["fleet", "convert", "{}", "-o", "{out}"],
+    ],
+    ids=lambda argv: " ".join(a for a in argv if "{" not in a),
+)
+def test_a_pipe_or_device_is_refused_before_it_is_opened(argv: list[str], tmp_path: Path) -> None:
+    """A FIFO (its first bytes would be lost to the format check, and opening one with no
+    writer waits for a writer) and a device are exit 3 at once, naming what they are."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+
+    def unblock() -> None:  # should the command open the pipe after all, it reads an end
+        if not done.wait(20):
+            with open(fifo, "wb"):
+                pass
+
+    done = threading.Event()
+    guard = threading.Thread(target=unblock, daemon=True)
+    guard.start()
+    try:
+        for source, kind in ((fifo, "a pipe"), (Path("/dev/null"), "a device")):
+            code, _, err = cli_run(*(a.format(source, out=out) for a in argv))
+            assert code == 3, err
+            assert one_line(err) and f"not a regular file ({kind})" in err, err
+            assert not out.exists()
+    finally:
+        done.set()
+        guard.join()

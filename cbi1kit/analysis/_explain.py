@@ -302,7 +302,10 @@ class Explanation:
             return "deepest prefix"
         steps = []
         if self.local_dc is not None:
-            steps.append(f"the local DC {self.local_dc}")
+            held = any(n.dc_id == self.local_dc for n in self.tied)
+            steps.append(
+                f"the local DC {self.local_dc}" + ("" if held else " (no tied lane is in it)")
+            )
         if self.tie_key is not None:
             steps.append(f"the lowest stable rank for tie key 0x{self.tie_key:x}")
         steps.append("the lowest pool id")

@@ -439,14 +439,15 @@ class LaneReport:
 
 
 def _dc_value(dc: int | str | DcId) -> set[int]:
-    """The DC ids a user's ``dc`` may mean: an id, a ``DcId``, its hex, or a DC name."""
+    """The DC ids a user's ``dc`` may mean: an id, a ``DcId``, its hex (either case: a user
+    copies it from anywhere), or a DC name."""
     if isinstance(dc, DcId):
         return {dc.value}
     if isinstance(dc, int):
         return {dc}
     ids = {stable_dc_id(dc).value}
     with contextlib.suppress(Cbi1kitError, ValueError):
-        ids.add(DcId.parse(dc).value)
+        ids.add(DcId.parse(dc.lower()).value)
     return ids
 
 
@@ -1020,7 +1021,10 @@ class Replayer:
                 rule_of(err),
             )
             return self._emit(event)
-        return self._emit(_source_damaged(damage.index, err, self._last_stream or 0, err.offset))
+        # the damaged record's own stream where its header is intact (a body that fails its
+        # check, a torn record); else the stream read last, the best guess there is
+        stream = (self._last_stream or 0) if sid is None else sid
+        return self._emit(_source_damaged(damage.index, err, stream, err.offset))
 
     def feed_item(self, item: Any) -> ReplayEvent | None:
         """Any item of :func:`cbi1kit.capture.read_capture_items` (or a frame source)."""
