@@ -93,11 +93,14 @@ def check_source(path: Path) -> None:
     """A capture, grpcurl dump or bare frames that can be opened and is of a format cbi1kit
     reads, or exit 3 naming the path: missing, a directory, a pipe or device, empty,
     unrecognised, denied."""
-    from cbi1kit.capture._readers import read_frames
+    from cbi1kit.capture._readers import read_grpcurl_json, source_format
 
     check_regular_file(path)
     try:
-        read_frames(path)  # recognises the source from its first bytes (reads no further)
+        # JSON is a grpcurl dump only if its first object is a FilterUpdate: other JSON is a
+        # file cbi1kit does not read, where damage further on is the dump's (exit 1)
+        if source_format(path) == "json":
+            next(read_grpcurl_json(path), None)
     except OSError as exc:
         raise _unreadable(path, exc) from None
     except CaptureError as exc:

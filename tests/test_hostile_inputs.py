@@ -253,3 +253,19 @@ def test_a_pipe_or_device_is_refused_before_it_is_opened(argv: list[str], tmp_pa
     finally:
         done.set()
         guard.join()
+
+
+@pytest.mark.parametrize("command", ["replay", "stats", "view", "diff", "export"])
+def test_json_whose_first_object_is_no_filter_update_is_a_foreign_file(
+    command: str, tmp_path: Path
+) -> None:
+    """JSON is a grpcurl dump when its first object is a FilterUpdate; other JSON is a file
+    cbi1kit does not read: exit 3 on one line (protobuf's own error has several), as a PNG."""
+    foreign = tmp_path / "manifest.json"
+    foreign.write_text('{"a": 1}\n')
+    out = tmp_path / "out"
+    extra = ["-o", str(out)] if command == "export" else []
+    code, _, err = cli_run(command, str(foreign), *extra)
+    assert code == 3 and one_line(err), err
+    assert 'no field named "a"' in err and "record 0 at byte offset 0" in err
+    assert not out.exists()

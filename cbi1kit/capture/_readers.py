@@ -69,6 +69,7 @@ __all__ = [
     "read_cbi1_files",
     "read_frames",
     "read_grpcurl_json",
+    "source_format",
     "write_grpcurl_json",
 ]
 
@@ -570,7 +571,7 @@ def read_grpcurl_json(
             except json_format.ParseError as exc:
                 raise CaptureError(
                     "Unreadable",
-                    f"not a FilterUpdate: {exc}",
+                    f"not a FilterUpdate: {' '.join(str(exc).split())}",  # protobuf's has lines
                     source=name,
                     offset=offset,
                     record_index=index,
@@ -678,17 +679,12 @@ def read_cbi1_files(
 # --------------------------------------------------------------------------------- dispatcher
 
 
-def read_frames(
-    path: CaptureSource, *, damage: Literal["raise", "report"] = "raise"
-) -> Iterator[Any]:
-    """Pick the reader from the file's first bytes: kvrcap magic, CBI1/CKF1 magic, or JSON.
+SourceFormat = Literal["capture", "cbi1", "json"]
 
-    ``damage="report"`` makes a capture's damage :class:`FrameDamage` items inline (other
-    sources still raise at their first damage). A list of paths is a rotated recording's
-    segments (:func:`read_capture`).
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        return read_capture(path, damage=damage)
+
+def source_format(path: str | os.PathLike[str]) -> SourceFormat:
+    """Which reader a file takes, from its first bytes: kvrcap magic, CBI1/CKF1 magic, or JSON;
+    ``CaptureError`` ``Unreadable`` for an empty (or all whitespace) or unrecognised file."""
     with open(path, "rb") as f:
         head = f.read(16)
         blank = not head.strip()
@@ -704,11 +700,11 @@ def read_frames(
             record_index=0,
         )
     if head.startswith(CAPTURE_SIGNATURE):
-        return read_capture(path, damage=damage)
+        return "capture"
     if head[:4] in (MAGIC, LEGACY_MAGIC):
-        return read_cbi1_files(path)
-    if head.lstrip()[:1] in (b"{", b""):
-        return read_grpcurl_json(path)
+        return "cbi1"
+    if head.lstrip()[:1] in (b"{", b""):  # JSON, or whitespace before it
+        return "json"
     raise CaptureError(
         "Unreadable",
         f"unrecognised input (starts with {head[:8]!r}): not a kvrcap capture, CBI1 frames or "
@@ -717,3 +713,22 @@ def read_frames(
         offset=0,
         record_index=0,
     )
+
+
+def read_frames(
+    path: CaptureSource, *, damage: Literal["raise", "report"] = "raise"
+) -> Iterator[Any]:
+    """Pick the reader from the file's first bytes (:func:`source_format`).
+
+    ``damage="report"`` makes a capture's damage :class:`FrameDamage` items inline (other
+    sources still raise at their first damage). A list of paths is a rotated recording's
+    segments (:func:`read_capture`).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        return read_capture(path, damage=damage)
+    kind = source_format(path)
+    if kind == "capture":
+        return read_capture(path, damage=damage)
+    if kind == "cbi1":
+        return read_cbi1_files(path)
+    return read_grpcurl_json(path)
