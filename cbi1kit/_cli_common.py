@@ -45,6 +45,7 @@ __all__ = [
     "ranged",
     "real_above",
     "real_at_least",
+    "seconds",
 ]
 
 #: The README's exit codes.
@@ -134,6 +135,8 @@ def exit_code(exc: BaseException) -> int:
         return {"NotADataset": EXIT_UNREADABLE, "SchemaVersion": EXIT_USAGE}.get(
             exc.variant, EXIT_INVALID
         )
+    if isinstance(exc, OutputError) and exc.variant == "NotAFile":
+        return EXIT_UNREADABLE  # an output that cannot be written as a file
     if isinstance(exc, OutputError | TransportError):  # an output that exists, holds the
         return EXIT_USAGE  # inputs; a certificate, key, header or authority that cannot be used
     if isinstance(exc, SimulationError) and exc.variant == "Workload":
@@ -197,6 +200,15 @@ def real_above(lo: float) -> Number:
 
 
 U64: Final = ranged(0, U64_MAX)
+
+#: the longest time any option takes, in seconds: about 31 years (a wait beyond what time_t and
+#: threading take was a traceback in a background thread, and the limit was lost)
+SECONDS_MAX: Final = 1e9
+
+
+def seconds(*, zero: bool = False) -> Number:
+    """A time in seconds: above 0 (or from 0 with ``zero``), at most ``SECONDS_MAX``."""
+    return ranged(0, SECONDS_MAX, real=True, open_lo=not zero)
 
 
 class OneLineParser(argparse.ArgumentParser):

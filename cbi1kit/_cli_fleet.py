@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from contextlib import AbstractContextManager, nullcontext
@@ -20,12 +21,16 @@ from cbi1kit._cli_common import (
     at_least,
     check_source,
     dataset_damage,
-    real_above,
+    ranged,
+    seconds,
 )
 
 __all__ = ["register"]
 
 _DEFAULT_WORKERS = 2
+#: a local cluster's largest: four worker processes per core (each a Python process of its
+#: own; 2**64 of them took the machine's memory)
+_MAX_WORKERS = 4 * (os.cpu_count() or 1)
 
 
 def _client(args: argparse.Namespace) -> AbstractContextManager[Any]:
@@ -136,12 +141,13 @@ def register(subparsers: Any) -> None:
         )
         p.add_argument(
             "--workers",
-            type=at_least(1),
-            help=f"worker processes of the local cluster (default {_DEFAULT_WORKERS})",
+            type=ranged(1, _MAX_WORKERS),
+            help=f"worker processes of the local cluster (default {_DEFAULT_WORKERS}; at most "
+            f"4 per core, {_MAX_WORKERS} here)",
         )
         p.add_argument(
             "--connect-timeout",
-            type=real_above(0),
+            type=seconds(),
             default=10.0,
             metavar="S",
             help="give up on --scheduler after this many seconds (exit 3)",

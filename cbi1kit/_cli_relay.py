@@ -26,8 +26,7 @@ from cbi1kit._cli_common import (
     at_least,
     exit_code,
     ranged,
-    real_above,
-    real_at_least,
+    seconds,
 )
 from cbi1kit.errors import CaptureError, Cbi1kitError, TransportError
 from cbi1kit.relay._transport import parse_authority, parse_header
@@ -275,14 +274,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--append", action="store_true", help="append to an existing capture")
     p.add_argument(
         "--rotate-size",
-        type=real_above(0),
+        type=ranged(0, 1 << 40, real=True, open_lo=True),
         metavar="MiB",
         help="start a new segment (OUT.0001.kvrcap, ...) once the current one holds this many "
         "MiB; every reader takes OUT.kvrcap for the whole recording",
     )
     p.add_argument(
         "--rotate-time",
-        type=real_above(0),
+        type=seconds(),
         metavar="S",
         help="start a new segment once the current one has been written this many seconds",
     )
@@ -327,22 +326,22 @@ def register(subparsers: Any) -> None:
         help="metadata sent with every call, e.g. an auth header (repeatable; the capture "
         "keeps only its name)",
     )
-    p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
+    p.add_argument("--duration", type=seconds(), help="stop after this many seconds")
     p.add_argument(
         "--frames", type=at_least(1), help="stop after this many pool messages (all pools')"
     )
     p.add_argument("--validate", action="store_true", help="check every frame as it arrives")
     p.add_argument("--quiet", action="store_true", help="no status line or summary")
-    p.add_argument("--timeout", type=real_above(0), default=10.0, help="RPC deadline, seconds")
+    p.add_argument("--timeout", type=seconds(), default=10.0, help="RPC deadline, seconds")
     p.add_argument(
         "--stall-timeout",
-        type=real_above(0),
+        type=seconds(),
         default=30.0,
         help="resubscribe when a stream is silent this long (seconds)",
     )
     p.add_argument(
         "--give-up-after",
-        type=real_above(0),
+        type=seconds(),
         default=60.0,
         help="exit 3 when the relay stays unreachable this long (seconds); a pool that cannot "
         "be subscribed to, or stays out of the catalog, this long ends its own stream (exit 3 "
@@ -361,17 +360,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--trace", type=Path, help="drive the simulator with this Mooncake trace")
     p.add_argument("--limit", type=at_least(1), help="read only this many trace requests")
     p.add_argument(
-        "--pace", type=real_at_least(0), default=0.01, help="seconds between producer steps"
+        "--pace", type=seconds(zero=True), default=0.01, help="seconds between producer steps"
     )
-    p.add_argument("--heartbeat", type=real_above(0), default=10.0, help="heartbeat interval, s")
+    p.add_argument("--heartbeat", type=seconds(), default=10.0, help="heartbeat interval, s")
     p.add_argument(
         "--readiness-heartbeat",
-        type=real_above(0),
+        type=seconds(),
         default=10.0,
         help="readiness snapshot repeat interval, s",
     )
     p.add_argument(
-        "--load-window", type=real_above(0), default=1.0, help="load and serving-load window, s"
+        "--load-window", type=seconds(), default=1.0, help="load and serving-load window, s"
     )
     p.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate chain")
     p.add_argument("--tls-key", type=Path, help="and this unencrypted PEM private key")
@@ -393,7 +392,7 @@ def register(subparsers: Any) -> None:
         help="DC name, hashed into the pool id (default dc-sim; repeatable: a pool per model "
         "and DC)",
     )
-    p.add_argument("--duration", type=real_above(0), help="stop after this many seconds")
+    p.add_argument("--duration", type=seconds(), help="stop after this many seconds")
     p.add_argument(
         "--drop-after-chunks", type=at_least(1), help="fault: drop a stream mid-snapshot"
     )

@@ -13,8 +13,15 @@ __all__ = ["claim_outputs"]
 def claim_outputs(paths: Iterable[Path], *, overwrite: bool) -> list[Path]:
     """The files a run is about to write, refused up front (before anything is written) if one
     already exists and ``overwrite`` is not set: a file this run did not create is never
-    replaced unasked."""
+    replaced unasked. A device, pipe or socket is never an output (``NotAFile``)."""
     claimed = list(paths)
+    special = [p for p in claimed if p.exists() and not (p.is_file() or p.is_dir())]
+    if special:  # a device or pipe: written over as a file, it would be replaced, --force or not
+        raise OutputError(
+            "NotAFile",
+            f"{special[0]} is not a regular file (a device, pipe or socket): write to a file",
+            field=str(special[0]),
+        )
     if not overwrite:
         taken = [p for p in claimed if p.exists() or p.is_symlink()]
         if taken:

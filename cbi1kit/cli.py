@@ -459,7 +459,7 @@ _RELAY_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
     (
         "--epoch-unix-ns",
         "epoch_unix_ns",
-        ranged(0, (1 << 63) - 1),
+        ranged(0, (1 << 62) - 1),  # room for a trace's span: receive times stay i64 ns
         "wall clock at simulated time 0",
     ),
 )
@@ -494,11 +494,11 @@ def _sim_config(args: argparse.Namespace) -> Any:
 def _run_simulation(
     trace: Path, out: Path, config: Any, *, limit: int | None, force: bool, progress: bool
 ) -> Any:
+    from cbi1kit._files import claim_outputs
     from cbi1kit.sim._simrelay import simulate_capture
     from cbi1kit.sim._workload import read_mooncake
 
-    if out.exists() and not force:
-        raise CliError(f"{out} exists (use --force to overwrite)", EXIT_USAGE)
+    claim_outputs([out], overwrite=force)
     workload = read_mooncake(trace, limit=limit)  # a bad trace: exit_code's answer
     out.parent.mkdir(parents=True, exist_ok=True)
     with _progress(f"simulate {trace.name}", len(workload), progress) as advance:

@@ -373,7 +373,7 @@ class CaptureError(Cbi1kitError, ValueError):
 class OutputError(Cbi1kitError):
     """A file a command would write: ``Exists`` (not written by this run; overwrite only when
     asked), ``SourceInside`` (the output would land on an input, such as the notebooks a report
-    executes)."""
+    executes), ``NotAFile`` (a device, pipe or socket: never replaced by a file)."""
 
     plain = True
 

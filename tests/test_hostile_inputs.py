@@ -166,10 +166,19 @@ def test_hostile_json_dumps_give_typed_errors(content: bytes, tmp_path: Path) ->
         assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
 
 
+_GOOD_LINE = {"timestamp": 1, "input_length": 10, "output_length": 3, "hash_ids": [1]}
 TRACE_HOSTILE = {
     "png": b"\x89PNG\r\n\x1a\n" + bytes(range(256)),
     "deep-line": b'{"timestamp": 0}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n",
     "huge-integer": b'{"timestamp": ' + b"9" * 5000 + b"}\n",
+    # past what the simulator's i64 arrays and nanosecond clock hold: a traceback in numpy
+    **{
+        f"{field}-2**64": json.dumps(
+            {**_GOOD_LINE, field: [2**64 - 1] if field == "hash_ids" else 2**64 - 1}
+        ).encode()
+        + b"\n"
+        for field in _GOOD_LINE
+    },
 }
 
 
@@ -269,3 +278,29 @@ def test_json_whose_first_object_is_no_filter_update_is_a_foreign_file(
     assert code == 3 and one_line(err), err
     assert 'no field named "a"' in err and "record 0 at byte offset 0" in err
     assert not out.exists()
+
+
+def test_an_output_that_is_a_pipe_or_device_is_never_replaced(tmp_path: Path) -> None:
+    """``--force`` overwrites a file; a pipe or device at the output path is refused (exit 3)
+    and left as it is (a capture's atomic write had replaced /dev/full with a file)."""
+    import os
+    import stat
+
+    from cbi1kit._files import claim_outputs
+    from cbi1kit.errors import OutputError
+
+    fifo = tmp_path / "out.kvrcap"
+    os.mkfifo(fifo)
+    trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+    code, _, err = cli_run("simulate", str(trace), "-o", str(fifo), "--force", "--limit", "3")
+    assert code == 3 and one_line(err) and "not a regular file" in err, err
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    os.mkfifo(tables / "images.parquet")
+    code, _, err = cli_run("export", str(trace), "-o", str(tables), "--force")
+    assert code == 3 and one_line(err), err
+    assert sorted(p.name for p in tables.iterdir()) == ["images.parquet"]
+    with pytest.raises(OutputError) as info:
+        claim_outputs([Path("/dev/null")], overwrite=True)
+    assert info.value.variant == "NotAFile"

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -219,11 +219,26 @@ def mooncake_local_hashes(
     return xxh3_64_u64(ids.astype(np.uint64), block_hash_seed(lora_name, cache_namespace))
 
 
+#: the largest value each integer field of a trace line may hold: a timestamp (ms) whose ns,
+#: added to any epoch the simulator takes (below 2**62 ns), stays an i64; token counts a u32;
+#: hash ids an i64 (larger ones were a traceback deep in numpy, not a bad line)
+TRACE_FIELD_MAX: Final = {
+    "timestamp": ((1 << 62) - 1) // 1_000_000,
+    "input_length": (1 << 32) - 1,
+    "output_length": (1 << 32) - 1,
+    "hash_ids": (1 << 63) - 1,
+}
+
+
 def _int_field(obj: dict[str, object], key: str, source: str, line: int) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _workload_error(
             f"expected a non-negative integer, got {value!r}", source=source, line=line, field=key
+        )
+    if value > TRACE_FIELD_MAX[key]:
+        raise _workload_error(
+            f"{value} is above {TRACE_FIELD_MAX[key]}", source=source, line=line, field=key
         )
     return value
 
@@ -288,10 +303,13 @@ def read_mooncake(
                 )
             hid = obj.get("hash_ids")
             if not isinstance(hid, list) or any(
-                isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hid
+                isinstance(h, bool)
+                or not isinstance(h, int)
+                or not 0 <= h <= TRACE_FIELD_MAX["hash_ids"]
+                for h in hid
             ):
                 raise _workload_error(
-                    "expected a list of non-negative integers",
+                    f"expected a list of integers in 0..={TRACE_FIELD_MAX['hash_ids']}",
                     source=source,
                     line=lineno,
                     field="hash_ids",
