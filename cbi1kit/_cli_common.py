@@ -37,6 +37,7 @@ __all__ = [
     "Number",
     "OneLineParser",
     "at_least",
+    "check_capture",
     "check_regular_file",
     "check_source",
     "damaged_input",
@@ -106,6 +107,19 @@ def check_source(path: Path) -> None:
         raise _unreadable(path, exc) from None
     except CaptureError as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def check_capture(path: Path) -> None:
+    """``check_source``, and a kvrcap capture (a dataset's rows are a capture's records and
+    streams): exit 3 for any other source, before anything is written."""
+    from cbi1kit.capture._file import is_capture_file
+
+    check_source(path)
+    if not is_capture_file(path):
+        raise CliError(
+            f"cannot read {path}: not a kvrcap capture; a dataset holds captures (`cbi1kit "
+            "export` without --dataset writes the tables of other sources)"
+        )
 
 
 def damaged_input(ranges: int, first: str, holder: str) -> CliError:

@@ -19,7 +19,7 @@ from cbi1kit._cli_common import (
     EXIT_USAGE,
     CliError,
     at_least,
-    check_source,
+    check_capture,
     dataset_damage,
     ranged,
     seconds,
@@ -40,11 +40,14 @@ def _client(args: argparse.Namespace) -> AbstractContextManager[Any]:
 
     if args.scheduler is not None and args.workers is not None:
         raise CliError("--workers sizes the local cluster: not with --scheduler", EXIT_USAGE)
-    c = client(
-        args.scheduler,
-        workers=args.workers or _DEFAULT_WORKERS,
-        timeout=args.connect_timeout,
-    )
+    try:
+        c = client(
+            args.scheduler,
+            workers=args.workers or _DEFAULT_WORKERS,
+            timeout=args.connect_timeout,
+        )
+    except ValueError as exc:  # not an address: a usage error (unreachable: ConnectionError)
+        raise CliError(f"--scheduler: {exc}", EXIT_USAGE) from None
     where = args.scheduler or f"a local cluster of {args.workers or _DEFAULT_WORKERS} workers"
     link = dashboard_link(c)
     if not args.quiet:
@@ -60,7 +63,7 @@ def cmd_fleet_convert(args: argparse.Namespace) -> int:
     from cbi1kit.fleet._convert import convert
 
     for capture in args.captures:
-        check_source(capture)
+        check_capture(capture)
     prepare_dataset(args.output)  # a usage error before any cluster starts
     with _client(args) as c:
         results = convert(args.captures, args.output, client=c)

@@ -28,6 +28,7 @@ from cbi1kit._cli_common import (
     CliError,
     OneLineParser,
     at_least,
+    check_capture,
     check_regular_file,
     check_source,
     damaged_input,
@@ -174,9 +175,7 @@ def _export_dataset(args: argparse.Namespace) -> int:
             "--dataset appends and never rewrites: --force is for the flat export", EXIT_USAGE
         )
     for capture in args.capture:
-        check_source(capture)
-        if not _is_capture(capture):
-            raise CliError(f"{capture}: --dataset takes kvrcap captures", EXIT_UNREADABLE)
+        check_capture(capture)
     prepare_dataset(args.output)
     with _progress("export --dataset", None, not args.no_progress):
         results = export_dataset(args.capture, args.output)

@@ -270,6 +270,13 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_3(
     assert code == 2 and one_line(err)
     code, _, err = cli_run("fleet", "query", "load", str(tmp_path))
     assert code == 3 and one_line(err) and "not a cbi1kit dataset" in err
+    # no address at all: a usage error at once (the half-made client took 20 s to close and
+    # left a traceback on stderr)
+    for bad in ("bogus", "http://127.0.0.1:1", "tcp://127.0.0.1:99999"):
+        with pytest.raises(ValueError, match="address|port"):
+            fleet.client(bad)
+        code, _, err = cli_run("fleet", "query", "load", str(out), "--scheduler", bad)
+        assert code == 2 and one_line(err) and "--scheduler" in err, err
 
 
 def test_the_query_menu_names_exactly_the_queries() -> None:

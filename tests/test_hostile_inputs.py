@@ -304,3 +304,23 @@ def test_an_output_that_is_a_pipe_or_device_is_never_replaced(tmp_path: Path) ->
     with pytest.raises(OutputError) as info:
         claim_outputs([Path("/dev/null")], overwrite=True)
     assert info.value.variant == "NotAFile"
+
+
+def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(
+    tmp_path: Path,
+) -> None:
+    """Bare CBI1 frames or a grpcurl dump given to the dataset are refused before anything is
+    written (fleet convert had added a frames row and a sources entry for them, for good)."""
+    from cbi1kit.analysis import export_dataset
+    from cbi1kit.fleet import convert_graph
+
+    frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
+    out = tmp_path / "ds"
+    for argv in (["fleet", "convert"], ["export", "--dataset"]):
+        code, _, err = cli_run(*argv, str(frames), "-o", str(out))
+        assert code == 3 and one_line(err) and "not a kvrcap capture" in err, err
+        assert not out.exists()
+    for call in (export_dataset, convert_graph):
+        with pytest.raises(CaptureError, match="not a kvrcap capture"):
+            call([frames], out)
+        assert not out.exists()

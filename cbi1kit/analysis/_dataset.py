@@ -47,9 +47,10 @@ from cbi1kit.analysis._schema import (
     parquet_writer,
 )
 from cbi1kit.analysis._tables import _Collector
+from cbi1kit.capture._file import is_capture_file
 from cbi1kit.capture._readers import ReadCursor, read_capture_items
 from cbi1kit.capture._segments import capture_segments, read_segment_info
-from cbi1kit.errors import Cbi1kitError, DatasetError, OutputError
+from cbi1kit.errors import CaptureError, Cbi1kitError, DatasetError, OutputError
 
 __all__ = [
     "DATASET_FILE",
@@ -105,7 +106,9 @@ def segment_source(path: str | os.PathLike[str]) -> SegmentSource:
 def capture_files(captures: Any) -> list[list[Path]]:
     """Each capture's files, in order: a path (a rotated recording's first segment finds the
     rest) or a ``CaptureSet``, or a list of them (a list of plain paths is several captures).
-    A file named twice is converted once."""
+    A file named twice is converted once. A file that is no capture (CBI1 frames, a grpcurl
+    dump, anything else) is refused before anything is written: ``CaptureError``
+    ``Unreadable`` (the dataset's rows are a capture's records and streams)."""
     if isinstance(captures, (str, os.PathLike)):
         captures = [captures]
     out: list[list[Path]] = []
@@ -113,6 +116,15 @@ def capture_files(captures: Any) -> list[list[Path]]:
     for capture in captures:
         files = []
         for path in capture_segments(capture):
+            if not is_capture_file(path):
+                raise CaptureError(
+                    "Unreadable",
+                    "not a kvrcap capture: a dataset holds captures (`cbi1kit export` writes "
+                    "the tables of other sources)",
+                    source=str(path),
+                    offset=0,
+                    record_index=0,
+                )
             key = path.resolve()
             if key not in seen:
                 seen.add(key)
@@ -544,9 +556,10 @@ def export_dataset(
     (a rotated recording's first segment finds the rest), a list of them, or a ``CaptureSet``
     (a list of plain paths is several captures; ``[CaptureSet.of([...])]`` one recording).
     Files already in the dataset are skipped; nothing written before is rewritten."""
+    captured = capture_files(captures)  # a file that is no capture: refused before any write
     out = prepare_dataset(out_dir)
     results = []
-    for files in capture_files(captures):
+    for files in captured:
         carry = None
         for path in files:
             result, carry = convert_segment(path, out, carry, batch_records=batch_records)

@@ -20,6 +20,21 @@ _PRE_SPAWN: Final = "distributed.nanny.pre-spawn-environ"
 _LOCAL_CONFIG: Final = {"distributed.worker.profile.interval": "100ms"}
 
 
+def _check_address(scheduler: str) -> None:
+    """A scheduler address Dask can dial, or ``ValueError``: given one it cannot parse, the
+    half-made ``Client`` spent 20 s closing itself and left a traceback on the way out."""
+    from distributed.comm import get_address_host_port
+
+    try:
+        _host, port = get_address_host_port(scheduler)
+    except ValueError as exc:
+        raise ValueError(
+            f"{scheduler!r} is not a Dask scheduler address (tcp://HOST:PORT): {exc}"
+        ) from None
+    if not 0 < port < 1 << 16:
+        raise ValueError(f"{scheduler!r}: port {port} is outside 1..=65535")
+
+
 def client(
     scheduler: str | None = None,
     *,
@@ -33,13 +48,15 @@ def client(
     another interval than distributed's default. With ``scheduler`` (``tcp://HOST:8786``): that
     cluster, whose workers need this cbi1kit (same version, Python and numba), read access to
     the captures' paths and write access to the dataset directory; one that does not answer
-    within ``timeout`` seconds is a ``ConnectionError`` naming it."""
+    within ``timeout`` seconds is a ``ConnectionError`` naming it, an address that is none a
+    ``ValueError`` (before any connection)."""
     import dask
     from distributed import Client
 
     if workers < 1:
         raise ValueError("workers must be >= 1")
     if scheduler is not None:
+        _check_address(scheduler)
         try:
             return Client(scheduler, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:

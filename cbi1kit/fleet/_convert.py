@@ -33,10 +33,11 @@ def convert_graph(
     file: compute them on any Dask scheduler. The dataset is made (or checked) here."""
     from dask import delayed
 
+    captured = capture_files(captures)  # a file that is no capture: refused before any write
     out = prepare_dataset(out_dir)
     run = uuid.uuid4().hex[:8]  # keys of this conversion (a long-lived client runs several)
     results = []
-    for c, files in enumerate(capture_files(captures)):
+    for c, files in enumerate(captured):
         carry = None
         for s, path in enumerate(files):
             result, carry = delayed(convert_segment, nout=2, pure=False)(
