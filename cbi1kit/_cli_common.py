@@ -146,9 +146,11 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, CliError):
         return exc.code
     if isinstance(exc, DatasetError):  # not a dataset: unreadable; another schema: unusable
-        return {"NotADataset": EXIT_UNREADABLE, "SchemaVersion": EXIT_USAGE}.get(
-            exc.variant, EXIT_INVALID
-        )
+        return {
+            "NotADataset": EXIT_UNREADABLE,
+            "Unreadable": EXIT_UNREADABLE,
+            "SchemaVersion": EXIT_USAGE,
+        }.get(exc.variant, EXIT_INVALID)
     if isinstance(exc, OutputError) and exc.variant == "NotAFile":
         return EXIT_UNREADABLE  # an output that cannot be written as a file
     if isinstance(exc, OutputError | TransportError):  # an output that exists, holds the

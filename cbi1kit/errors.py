@@ -382,7 +382,8 @@ class DatasetError(Cbi1kitError):
     """A partitioned dataset (``cbi1kit export --dataset``, ``cbi1kit.fleet``) that cannot be
     used: ``NotADataset`` (no ``cbi1kit-dataset.json``), ``SchemaVersion`` (written by a cbi1kit
     with other table columns: appending to it or reading it is refused), ``Conflict`` (a
-    segment of a recording already in it with other content)."""
+    segment of a recording already in it with other content), ``Unreadable`` (a table file that
+    cannot be read, named)."""
 
     plain = True
 

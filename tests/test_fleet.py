@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -273,7 +274,7 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_3(
     # no address at all: a usage error at once (the half-made client took 20 s to close and
     # left a traceback on stderr)
     for bad in ("bogus", "http://127.0.0.1:1", "tcp://127.0.0.1:99999"):
-        with pytest.raises(ValueError, match="address|port"):
+        with pytest.raises(ValueError, match=r"address|port"):
             fleet.client(bad)
         code, _, err = cli_run("fleet", "query", "load", str(out), "--scheduler", bad)
         assert code == 2 and one_line(err) and "--scheduler" in err, err
@@ -285,3 +286,26 @@ def test_the_query_menu_names_exactly_the_queries() -> None:
 
     assert list(QUERIES) == list(QUERY_DOCS)
     assert all(q.doc == QUERY_DOCS[name] for name, q in QUERIES.items())
+
+
+def test_a_damaged_table_file_is_named_on_one_line(
+    client: Any, in_process: Path, tmp_path: Path
+) -> None:
+    """A table file that cannot be read is DatasetError Unreadable naming it, in this process
+    and on the cluster, and on the command line one line and exit 3 (it was polars' traceback
+    naming no file, and under Dask the workers' logs as well)."""
+    import shutil
+
+    from cbi1kit.errors import DatasetError
+    from cbi1kit.fleet._queries import run_local, run_query
+
+    copy = tmp_path / "fleet"
+    shutil.copytree(in_process, copy)
+    victim = sorted((copy / "frames").rglob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # cut short
+    for run in (run_local, partial(run_query, client=client)):
+        with pytest.raises(DatasetError) as info:
+            run("churn", copy)
+        assert info.value.variant == "Unreadable" and str(victim) in str(info.value)
+    code, _, err = cli_run("fleet", "query", "churn", str(copy), "--local")
+    assert code == 3 and one_line(err) and str(victim) in err, err

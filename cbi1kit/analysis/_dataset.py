@@ -639,6 +639,42 @@ def scan_table(table: str, files: list[str] | list[Path] | str) -> pl.LazyFrame:
     )
 
 
+def collect_table(frame: pl.LazyFrame, table: str, files: Iterable[str | Path]) -> pl.DataFrame:
+    """``frame`` (a query over the ``table`` files ``files``) collected; a file that cannot be
+    read (damaged, cut short, gone) is ``DatasetError`` ``Unreadable`` naming it, found by
+    its Parquet footer (polars' own error names no file)."""
+    try:
+        return frame.collect()
+    except (pl.exceptions.ComputeError, OSError) as exc:
+        named = [Path(f) for f in files]
+        bad = next((f for f in named if _unreadable_parquet(f)), None)
+        where = str(bad) if bad is not None else f"one of the {len(named)} {table} file(s)"
+        raise DatasetError(
+            "Unreadable",
+            f"{where} cannot be read: {_printable(exc)}",
+            field=table,
+        ) from None
+
+
+def _printable(exc: BaseException) -> str:
+    """An error on one line of plain text (polars quotes the damaged bytes it found)."""
+    return " ".join(str(exc).split()).encode("ascii", "backslashreplace").decode()
+
+
+def _unreadable_parquet(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+    except (OSError, pa.ArrowException):
+        return True
+    return False
+
+
+def table_files(dataset: str | os.PathLike[str], table: str) -> list[Path]:
+    """Every file of one of the dataset's tables."""
+    root = Path(dataset) / table
+    return sorted(root.rglob("*.parquet")) if root.exists() else []
+
+
 def open_dataset(path: str | os.PathLike[str]) -> Dataset:
     """The dataset at ``path`` (``DatasetError`` ``NotADataset`` / ``SchemaVersion``)."""
     out = Path(path)

@@ -86,7 +86,8 @@ def client(
             processes=True,
             host="127.0.0.1",
             dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR if quiet else logging.WARNING,
+            # quiet: not even a task's failure, which reaches the caller as its exception
+            silence_logs=logging.CRITICAL if quiet else logging.WARNING,
             set_as_default=False,
         )
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import polars as pl
 
-from cbi1kit.analysis._dataset import open_dataset, scan_table
+from cbi1kit.analysis._dataset import collect_table, open_dataset, scan_table, table_files
 from cbi1kit.ckf._stats import FINGERPRINT_MATCH_PROBABILITY
 from cbi1kit.fleet._menu import QUERY_DOCS
 
@@ -249,7 +249,11 @@ def run_local(name: str, dataset: str | os.PathLike[str], **params: Any) -> pl.D
     q = _query(name)
     ds = open_dataset(dataset)
     return q.combine(
-        {t: q.partial(t, ds.tables[t], **params).collect() for t in q.tables}, **params
+        {
+            t: collect_table(q.partial(t, ds.tables[t], **params), t, table_files(ds.path, t))
+            for t in q.tables
+        },
+        **params,
     )
 
 
@@ -263,7 +267,7 @@ def _partitions(root: Path) -> list[list[str]]:
 
 def _partial_task(name: str, table: str, files: list[str], params: dict[str, Any]) -> pl.DataFrame:
     q = _query(name)
-    return q.partial(table, scan_table(table, files), **params).collect()
+    return collect_table(q.partial(table, scan_table(table, files), **params), table, files)
 
 
 def _combine_task(
