@@ -1259,6 +1259,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{built.index}: {len(built.pngs)} charts, {len(built.notebooks)} notebooks")
     for kind, png in built.pngs.items():
         print(f"  {kind:<16} {png}")
+    if built.violations:  # charted all the same; the capture is not whole, as replay says
+        print(
+            f"note: the capture has {built.violations} violation(s), first: "
+            f"{built.first_violation}; see `cbi1kit replay`",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     return EXIT_OK
 
 

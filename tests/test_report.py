@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import struct
 from pathlib import Path
+from typing import Any
 
+import pytest
 from errorcheck import raises_variant
 
 from cbi1kit.errors import OutputError, VizError
@@ -168,3 +170,63 @@ def test_report_never_writes_over_an_existing_file_unasked(tmp_path: Path) -> No
         build_report(SAMPLE, tmp_path)
     assert (tmp_path / "index.html").read_text() == "mine"
     assert not (tmp_path / "png").exists()  # refused before anything was written
+
+
+def test_a_report_of_a_capture_that_is_not_whole_says_so(tmp_path: Path) -> None:
+    """A capture cut short, or damaged in its first record, is charted all the same; the
+    summary names the first violation, the result counts them and the CLI exits 1 with a note
+    (it was exit 0 and no word of the damage; damage in the first record was an error after
+    the png/ folder was made)."""
+    from cliutil import cli_run, one_line
+
+    data = SAMPLE.read_bytes()
+    cut = tmp_path / "cut.kvrcap"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    flipped = tmp_path / "flipped.kvrcap"
+    first_body = 32 + 48  # the first record's body, past the file and record headers
+    flipped.write_bytes(data[:first_body] + bytes([data[first_body] ^ 1]) + data[first_body + 1 :])
+    for capture, expected in ((cut, "Truncated"), (flipped, "body checksum mismatch")):
+        result = build_report(capture, tmp_path / f"py-{capture.stem}")
+        assert result.violations >= 1 and expected in (result.first_violation or "")
+        index = result.index.read_text()
+        assert "<th>first violation</th>" in index and expected in index
+        out = tmp_path / f"cli-{capture.stem}"
+        code, _, err = cli_run(
+            "report", str(capture), "-o", str(out), "--no-progress", "--no-notebooks"
+        )
+        assert code == 1 and one_line(err) and expected in err, err
+        assert (out / "index.html").exists()
+
+
+def test_a_report_that_fails_leaves_nothing_behind(tmp_path: Path, monkeypatch: Any) -> None:
+    """Every notebook the report runs is looked for before any output; a failure while the
+    charts are drawn takes what the run wrote with it (a report missing a notebook left its
+    charts, which then blocked the next run without --force)."""
+    import vl_convert
+
+    empty = tmp_path / "notebooks"
+    empty.mkdir()
+    out = tmp_path / "report"
+    with raises_variant(VizError, "Report", match="notebook missing"):
+        build_report(SAMPLE, out, notebooks_dir=empty)
+    assert not out.exists()
+    calls = 0
+
+    def failing(spec: Any, **kw: Any) -> bytes:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise RuntimeError("disk full")
+        return real(spec, **kw)
+
+    real = vl_convert.vegalite_to_png
+    monkeypatch.setattr(vl_convert, "vegalite_to_png", failing)
+    with pytest.raises(RuntimeError, match="disk full"):
+        build_report(SAMPLE, out)
+    assert not out.exists()
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(RuntimeError, match="disk full"):
+        calls = 0
+        build_report(SAMPLE, out)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]

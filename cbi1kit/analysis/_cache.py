@@ -11,7 +11,8 @@ cache whose stamp hashes all of :data:`INLINED_SOURCES` (and the numba version),
 any of them, or upgrading numba, recompiles instead of loading stale code.
 
 Caching is an optimisation, and never a failure. The cache goes where numba would put it
-(``NUMBA_CACHE_DIR``, the package's ``__pycache__``, the user's cache directory) or, when none of
+(``NUMBA_CACHE_DIR``, the package's ``__pycache__``, the user's cache directory; a package's
+``__pycache__`` that this user cannot write but that holds its kernels is read) or, when none of
 those is writable (a service account with a read-only package and home), in a directory of the
 user's own under the temporary directory; with none at all the kernels compile in memory on
 every run. An entry that cannot be read (damaged, half written, not ours) is a miss, and one that
@@ -97,12 +98,27 @@ class _TempDirLocator(UserWideCacheLocator):  # type: ignore[misc]
         super().ensure_cache_path()
 
 
+class _ReadOnlyInTreeLocator(InTreeCacheLocator):  # type: ignore[misc]
+    """The package's ``__pycache__`` where this user cannot write it but it holds the kernels
+    ``make`` compiled (a package installed by another user, such as root): read, never
+    written. Only a directory no one but its owner can write: a cache entry is unpickled. A
+    kernel missing there is compiled for the run (without this, every other user compiled
+    every kernel once, about a minute, before a first answer)."""
+
+    def ensure_cache_path(self) -> None:
+        path = Path(self.get_cache_path())
+        st = path.stat()  # OSError (none there): the next locator
+        if st.st_mode & 0o022 or not any(path.glob(f"{Path(self._py_file).stem}.*.nbi")):
+            raise PermissionError(f"{path} holds no kernels this user may load")
+
+
 class _KeyedImpl(CompileResultCacheImpl):  # type: ignore[misc]
     _locator_classes: ClassVar[list[type[CacheLocator]]] = [
         _keyed(cls)
         for cls in (
             UserProvidedCacheLocator,
             InTreeCacheLocator,
+            _ReadOnlyInTreeLocator,
             UserWideCacheLocator,
             _TempDirLocator,
         )

@@ -10,6 +10,7 @@ makes their ``ck.setup_notebook()`` render charts statically.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import sys
@@ -26,9 +27,9 @@ import polars as pl
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._global import global_timeline
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, Violation, replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
-from cbi1kit.capture._readers import read_capture
+from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.ckf._stats import lane_stats
 from cbi1kit.errors import OutputError, VizError
 from cbi1kit.sim._simulator import Simulator, SimulatorConfig
@@ -94,6 +95,10 @@ class ReportResult:
     pngs: dict[str, Path] = field(default_factory=dict)
     notebooks: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
+    #: the capture's violations (damage included), and the first of them: a report of a
+    #: capture that is not whole says so, as replay does
+    violations: int = 0
+    first_violation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,8 +161,11 @@ def _charts(
         snapshots = snapshots.join(ours, on="record_index", how="semi")
     first = next(
         r
-        for r in read_capture(capture)
-        if r.update is not None and r.payload and (len(report.lanes) == 1 or r.stream_id in streams)
+        for r in read_capture(capture, damage="report")  # damage is the summary's to tell
+        if isinstance(r, FrameRecord)
+        and r.update is not None
+        and r.payload
+        and (len(report.lanes) == 1 or r.stream_id in streams)
     )
     yield "byte_map", "The first frame of the lane, byte by byte", byte_map_chart(first.payload)
     yield "occupancy", "Occupied slots per bucket range of the final lane", occupancy_chart(lane)
@@ -211,9 +219,15 @@ def _charts(
     )
 
 
+def _violation_text(v: Violation) -> str:
+    return f"record {v.record_index} (stream {v.stream_id}): {v.rule}: {v.reason}"
+
+
 def _summary(capture: Path, report: ReplayReport, one: LaneReport) -> list[tuple[str, str]]:
     counts = report.counts()
     rows = [("capture", capture.name), ("violations", str(len(report.violations)))]
+    if report.violations:
+        rows.append(("first violation", _violation_text(report.violations[0])))
     rows += [(k, str(v)) for k, v in sorted(counts.items())]
     if len(report.lanes) > 1:
         dc = "-" if one.dc_id is None else f"{one.dc_id:016x}"
@@ -254,7 +268,14 @@ def _execute_notebook(source: Path, out: Path, parameters: dict[str, Any]) -> No
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )
     except Exception as exc:  # papermill raises its own PapermillExecutionError
-        raise VizError("Report", f"{source.name} failed: {exc}") from exc
+        cell = getattr(exc, "exec_count", None)
+        what = (
+            f"{exc.ename}: {exc.evalue}"  # type: ignore[attr-defined]
+            if hasattr(exc, "ename")
+            else str(exc)
+        )
+        where = f" in cell [{cell}]" if cell is not None else ""
+        raise VizError("Report", f"{source.name} failed{where}: {' '.join(what.split())}") from exc
     finally:
         os.environ.clear()
         os.environ.update(env)
@@ -382,9 +403,7 @@ def build_report(
     raised before anything is written), and never into the folder of the notebooks it runs
     (``SourceInside``); a notebook is executed into a temporary folder, not beside its source.
     """
-    import vl_convert as vlc
-
-    started = time.perf_counter()
+    started, started_wall = time.perf_counter(), time.time()
     cap = Path(capture).resolve()
     if not cap.exists():
         raise VizError("Report", f"{cap}: no such capture")
@@ -406,6 +425,10 @@ def build_report(
         report_outputs(out, trace=trace is not None, notebooks=names if source_dir else ()),
         overwrite=overwrite,
     )
+    if source_dir is not None:  # every notebook it runs is there, before any output
+        for name in names:
+            if not (source_dir / f"{name}.ipynb").exists():
+                raise VizError("Report", f"{source_dir / name}.ipynb: notebook missing")
     report, one = _chosen_lane(cap, dc)  # a capture that cannot be charted: no output either
     if source_dir is not None and names and len(report.lanes) > 1:
         raise VizError(
@@ -413,9 +436,43 @@ def build_report(
             f"{cap}: {len(report.lanes)} lanes; the notebooks chart a capture of one lane "
             "(make the charts alone: no notebooks folder, --no-notebooks)",
         )
+    made = [d for d in (out, out / "png", out / "notebooks") if not d.exists()]
+    try:
+        return _write_report(
+            cap, out, workload, report, one, names, source_dir, trace, progress, executed, started
+        )
+    except BaseException:  # what this run wrote goes with it: no half report left behind
+        for path in report_outputs(out, trace=trace is not None, notebooks=names):
+            # (without overwrite none was there before; with it, the older ones were)
+            if path.exists() and (not overwrite or path.stat().st_mtime >= started_wall):
+                path.unlink()
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only if empty
+        raise
+
+
+def _write_report(
+    cap: Path,
+    out: Path,
+    workload: Workload | None,
+    report: ReplayReport,
+    one: LaneReport,
+    names: list[str],
+    source_dir: Path | None,
+    trace: str | os.PathLike[str] | None,
+    progress: Callable[[str], None] | None,
+    executed: Executed | Callable[[], Executed | None] | None,
+    started: float,
+) -> ReportResult:
+    import vl_convert as vlc
+
     (out / "png").mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _msg: None)
     result = ReportResult(out / "index.html")
+    if report.violations:
+        result.violations = len(report.violations)
+        result.first_violation = _violation_text(report.violations[0])
 
     figures = []
     for kind, caption, chart in _charts(cap, workload, report, one):
@@ -443,8 +500,6 @@ def build_report(
             scratch = Path(scratch_dir)
             for name in names:
                 source = source_dir / f"{name}.ipynb"
-                if not source.exists():
-                    raise VizError("Report", f"{source}: notebook missing")
                 if executed is not None and name in executed:
                     cells = list(executed[name])
                 else:
