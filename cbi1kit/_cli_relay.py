@@ -28,8 +28,8 @@ from cbi1kit._cli_common import (
     ranged,
     seconds,
 )
-from cbi1kit.errors import CaptureError, Cbi1kitError, TransportError
-from cbi1kit.relay._transport import parse_authority, parse_header
+from cbi1kit.errors import CaptureError, Cbi1kitError, CkfError, TransportError
+from cbi1kit.relay._transport import parse_authority, parse_header, parse_target
 
 __all__ = ["main", "register"]
 
@@ -147,6 +147,8 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
             print(f"catalog revision {catalog.revision}: {len(catalog.snapshot.pools)} pool(s)")
             for i, desc in enumerate(catalog.snapshot.pools):
                 print(f"[{i}] {describe_pool(desc)}")
+    if report.recovered is not None:
+        print(f"note: {capture}: {report.recovered}", file=sys.stderr)
     if report.exit_code != EXIT_OK:
         _err("record", report.stop_reason)
         return report.exit_code
@@ -209,7 +211,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         change_generation_after=args.change_generation_after,
     )
     if args.trace is not None and not args.trace.is_file():
-        _err("serve", f"cannot read {args.trace}: no such file")
+        what = "no such file" if not args.trace.exists() else "not a regular file"
+        _err("serve", f"cannot read {args.trace}: {what}")
         return EXIT_UNREADABLE
     try:
         if args.trace is not None:
@@ -242,6 +245,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (OSError, RuntimeError) as exc:
         _err("serve", f"cannot serve on {args.host}:{args.port}: {exc}")
         return EXIT_UNREADABLE
+    except CkfError as exc:  # the feed's CkfConfig, from --expected-blocks: the option's fault
+        _err("serve", str(exc))
+        return EXIT_USAGE if exc.variant == "Config" else exit_code(exc)
     except (Cbi1kitError, ValueError) as exc:
         _err("serve", str(exc))
         return exit_code(exc) if isinstance(exc, Cbi1kitError) else EXIT_INVALID
@@ -269,7 +275,7 @@ def register(subparsers: Any) -> None:
         "that join the catalog later included: every message, raw, into a kvrcap capture, "
         "with the catalog, readiness and load planes and every stream's end.",
     )
-    p.add_argument("target", help="relay address, host:port")
+    p.add_argument("target", type=_checked(parse_target), help="relay address, host:port")
     p.add_argument("-o", "--output", type=Path, help="capture file to write")
     p.add_argument("--append", action="store_true", help="append to an existing capture")
     p.add_argument(

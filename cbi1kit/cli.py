@@ -660,11 +660,22 @@ def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
     """The lane ``--dc`` names (an id in hex or a DC name), or the only one; a usage error
     naming the lanes otherwise."""
     if not report.lanes:
-        raise CliError(f"{path}: no snapshot was ever installed", EXIT_INVALID)
+        raise _never_installed(path, report.violations)
     try:
         return report.lane(dc)
     except LaneError as exc:
         raise _lane_choice(path, exc, several=len(report.lanes) > 1) from None
+
+
+def _never_installed(path: Path, violations: Sequence[Any]) -> CliError:
+    """Exit 1 for a lane with no snapshot, naming the first violation that kept it out (a
+    wrong --seed or --buckets, damage): 'never installed' alone sent the user looking."""
+    why = ""
+    if violations:
+        v = violations[0]
+        why = f" (first of {len(violations)} violation(s): record {v.record_index}: {v.rule}: "
+        why += f"{v.reason})"
+    return CliError(f"{path}: no snapshot was ever installed{why}", EXIT_INVALID)
 
 
 def _lane_choice(path: Path, exc: LaneError, *, several: bool) -> CliError:
@@ -681,7 +692,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     report = _replay(args.capture, fmt, not args.no_progress, history=args.at is not None)
     lane = _pick_lane(report, args.capture, args.dc)
     if lane.final_lane is None:
-        raise CliError(f"{args.capture}: no snapshot was ever installed", EXIT_INVALID)
+        raise _never_installed(args.capture, lane.violations or report.violations)
     lane_fmt = fmt or lane.format
     if args.at is None:
         sequence, words = lane.final_sequence, lane.final_lane
@@ -795,7 +806,7 @@ def _view_json(view: Any, report: Any, path: Path) -> dict[str, object]:
             }
             for d in view.domains
         ],
-        "skipped": [[str(pool), why] for pool, why in view.skipped],
+        "skipped": [[None if pool is None else str(pool), why] for pool, why in view.skipped],
         "ok": report.ok,
         "violations": len(report.violations),
     }
@@ -837,7 +848,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         header = ("lane", "dc", "producer", "ready", "sequence", "time", "stream", "load", "why")
         print(_table(_view_lane_rows(d), header))
     for pool, why in view.skipped:
-        print(f"skipped {pool}: {why}")
+        print(f"skipped {'a lane' if pool is None else pool}: {why}")
     if not report.ok:
         print(
             f"\nnote: the capture has {len(report.violations)} violation(s); see `cbi1kit replay`"

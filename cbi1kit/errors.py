@@ -398,13 +398,14 @@ class RecorderError(Cbi1kitError):
 class TransportError(Cbi1kitError, ValueError):
     """A gRPC transport setting that cannot be used, found before any connection is made: a
     certificate or key file (``field`` is the option that named it), an auth header gRPC would
-    not send, an authority; the CLI answers it as a usage error."""
+    not send, an authority, a relay address; the CLI answers it as a usage error."""
 
     summaries: ClassVar[Mapping[str, str]] = {
         "Certificate": "not a usable PEM certificate file",
         "PrivateKey": "not a usable PEM private key for the certificate",
         "Header": "not a metadata header gRPC can send",
         "Authority": "not an authority",
+        "Target": "not a relay address gRPC dials as given",
         "Pairing": "these options go together",
     }
 

@@ -243,3 +243,13 @@ def test_moments_parse_exactly() -> None:
             parse_at(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         parse_at("now")
+
+
+def test_a_lane_without_a_pool_is_listed_as_skipped() -> None:
+    """Bare CBI1 frames carry no producer identity: no indexer domain holds their lane, and
+    the view says so rather than 'no pool' alone (replay and stats show that lane)."""
+    frames = Path(__file__).parents[1] / "data" / "frames" / "snapshot-bc1024-chunk0.cbi1"
+    view = global_view(frames)
+    assert view.domains == []
+    assert [pool for pool, _ in view.skipped] == [None]
+    assert "DC 0000000000000009" in view.skipped[0][1]

@@ -539,3 +539,25 @@ def test_record_validate_exits_1_after_a_validation_failure(
     argv = ["record", srv.address, "-o", str(path), "--validate", "--quiet", "--timeout", "5"]
     assert relay_main([*argv, "--frames", "12"]) == 1
     assert path.stat().st_size > 0  # what was received is kept, the bad message included
+
+
+def test_append_to_a_torn_capture_says_what_it_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A capture whose last record was torn (a recorder killed mid-write) is appended to after
+    cutting that record off: the user is told, and the capture holds a MARK saying so (it was
+    cut silently and the result replayed as whole)."""
+    from cbi1kit.capture._file import CaptureReader, CaptureWriter, RecordType
+
+    path = tmp_path / "torn.kvrcap"
+    with CaptureWriter(path, index_every=0) as w:
+        w.mark("first")
+        w.mark("the record a crash tore")
+    path.write_bytes(path.read_bytes()[:-5])
+    argv = ["record", "127.0.0.1:1", "-o", str(path), "--append", "--give-up-after", "0.5"]
+    assert relay_main([*argv, "--quiet", "--timeout", "1"]) == 3
+    err = capsys.readouterr().err
+    assert "a torn last record was cut off before appending (record 2 at byte offset" in err, err
+    with CaptureReader(path) as reader:
+        marks = [r.body.decode() for r in reader.records() if r.type is RecordType.MARK]
+    assert marks[0] == "first" and "torn last record" in marks[1]

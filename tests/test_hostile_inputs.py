@@ -324,3 +324,21 @@ def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(
         with pytest.raises(CaptureError, match="not a kvrcap capture"):
             call([frames], out)
         assert not out.exists()
+
+
+def test_a_lane_never_installed_names_the_violation_that_kept_it_out() -> None:
+    """``stats --seed`` other than the capture's: every snapshot breaks the format rule, and
+    the error says so, not only that no snapshot was installed."""
+    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    code, _, err = cli_run("stats", str(sample), "--seed", "0", "--buckets", "4096")
+    assert code == 1 and one_line(err), err
+    assert "no snapshot was ever installed" in err and "FormatMismatch" in err
+
+
+def test_serve_names_what_is_wrong_with_its_options_and_trace(tmp_path: Path) -> None:
+    """A CKF capacity the options ask for that upstream's config refuses is a usage error
+    (exit 2, as simulate's); a trace that is a folder is not 'no such file'."""
+    code, _, err = cli_run("serve", "--expected-blocks", "100000000000", "--duration", "1")
+    assert code == 2 and one_line(err) and "CapacityOverflow" in err, err
+    code, _, err = cli_run("serve", "--trace", str(tmp_path), "--duration", "1")
+    assert code == 3 and one_line(err) and "not a regular file" in err, err

@@ -296,3 +296,21 @@ def test_record_cli_validate_across_a_relay_restart(
     assert relay_of(pb.FilterUpdate.FromString(last.messages[0])) == (NEW_DRT, NEW_INCARNATION)
     assert cli_main(["replay", str(path), "--no-progress"]) == 0
     assert "valid: no violations" in capsys.readouterr().out
+
+
+def test_a_duration_over_before_the_relay_ever_answered_is_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--duration`` ending while nothing listens is exit 3 naming the relay, not exit 0 with
+    '0 frames': the recording asked for never began."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "c.kvrcap"
+    code = cli_main(["record", f"127.0.0.1:{port}", "-o", str(path), "--duration", "1"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert err.startswith(f"cbi1kit record: error: relay 127.0.0.1:{port} unreachable"), err
+    assert err.count("\n") == 1

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import replay
@@ -17,6 +18,7 @@ from cbi1kit.capture._file import (
 )
 from cbi1kit.capture._readers import read_capture, read_catalog
 from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.errors import OutputError
 from cbi1kit.hashing._identity import stable_dc_id
 from cbi1kit.relay._messages import catalog_from_wire, producer_from_wire
 from cbi1kit.relay._recorder import CATALOG_METHOD
@@ -184,9 +186,22 @@ def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
     path = tmp_path / "o.kvrcap"
     w = trace.head(20)
     simulate_capture(w, path, SimRelayConfig(SMALL))
-    with pytest.raises(FileExistsError):
+    before = path.read_bytes()
+    with raises_variant(OutputError, "Exists"):  # refused before anything is touched
         simulate_capture(w, path, SimRelayConfig(SMALL))
+    assert path.read_bytes() == before
     simulate_capture(w, path, SimRelayConfig(SMALL), overwrite=True)
+    # cut short (Ctrl-C, or any error): no capture is left that would read as whole
+    calls = 0
+
+    def interrupt(_done: int) -> None:
+        nonlocal calls
+        calls += 1
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        simulate_capture(w, path, SimRelayConfig(SMALL), overwrite=True, progress=interrupt)
+    assert calls == 1 and not path.exists()
     assert sample_config().relay.record_dc == 0
 
 

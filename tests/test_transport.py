@@ -20,6 +20,7 @@ from cbi1kit.relay._transport import (
     keepalive_options,
     parse_authority,
     parse_header,
+    parse_target,
 )
 
 
@@ -106,3 +107,27 @@ def test_certificate_and_key_files_are_checked_before_anything_connects(
     assert ServerTls.from_files(cert=None, key=None) is None
     mutual = ServerTls.from_files(cert=pki.server_cert, key=pki.server_key, client_ca=pki.ca)
     assert mutual is not None and mutual.client_ca == pki.read("ca")
+
+
+@pytest.mark.parametrize(
+    "target", ["127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:-1", "", "127.0.0.1", ":50051"]
+)
+def test_a_relay_address_outside_the_port_range_is_a_usage_error(
+    target: str, tmp_path: Path
+) -> None:
+    """gRPC took a port above 65535 modulo 65536: another port was dialled, and whatever
+    listened there recorded. Refused before any connection or file."""
+    with pytest.raises(TransportError) as info:
+        parse_target(target)
+    assert info.value.variant == "Target"
+    out = tmp_path / "rec.kvrcap"
+    code, _, err = cli_run("record", target, "-o", str(out), "--give-up-after", "1")
+    assert code == 2 and one_line(err) and "1..=65535" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "target", ["127.0.0.1:50051", "[::1]:8786", "relay.example.com:443", "dns:///relay:50051"]
+)
+def test_a_relay_address_grpc_dials_as_given_is_kept(target: str) -> None:
+    assert parse_target(target) == target

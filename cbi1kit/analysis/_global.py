@@ -196,14 +196,15 @@ class DomainView:
 class GlobalView:
     """Upstream's consumer tables at ``at`` (resolved to ``unix_ns`` for a time): one per
     indexer domain of the model's pools. ``catalogs`` are the catalog revisions it used (per
-    relay target); ``skipped`` the pools left out, and why."""
+    relay target); ``skipped`` the pools left out, and why (``None``: a lane of frames without a
+    producer identity, such as bare CBI1 frames, which no indexer domain holds)."""
 
     model: str | None
     at: At | None
     unix_ns: int | None
     domains: list[DomainView]
     catalogs: list[PoolCatalog] = field(default_factory=list)
-    skipped: list[tuple[PoolId, str]] = field(default_factory=list)
+    skipped: list[tuple[PoolId | None, str]] = field(default_factory=list)
 
     @property
     def table(self) -> CkfLaneTable:
@@ -468,6 +469,17 @@ def build_global_view(
                 )
             )
         view.domains.append(DomainView(domain, table, lanes))
+    if model is None:  # a lane a router cannot place: said, not dropped
+        for lane in report.lanes:
+            if lane.pool is None:
+                dc = "-" if lane.dc_id is None else f"{lane.dc_id:016x}"
+                view.skipped.append(
+                    (
+                        None,
+                        f"the lane of DC {dc}: frames without a producer identity (bare CBI1 "
+                        "frames), so no indexer domain holds it; `cbi1kit stats` shows it",
+                    )
+                )
     return view
 
 

@@ -419,6 +419,11 @@ class RotatingCaptureWriter:
         self._opens.pop(stream_id, None)
         return index
 
+    @property
+    def recovered(self) -> CaptureError | None:
+        """What appending cut off the last segment's torn tail (``CaptureWriter.recovered``)."""
+        return self._writer.recovered
+
     def mark(self, text: str) -> int:
         return self._writer_now().mark(text)
 

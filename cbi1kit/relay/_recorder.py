@@ -167,6 +167,7 @@ _CATALOG: Final = PLANES[0]
 WITHHELD: Final = "(not recorded)"
 
 _SESSION_VARIANTS: Final = {0: "Stopped", 1: "Invalid", 2: "Usage", 3: "Unreachable"}
+_DURATION_REACHED: Final = "duration reached"
 
 
 def _session_error(message: str, exit_code: int) -> RecorderError:
@@ -375,6 +376,8 @@ class RecordReport:
     violations: list[str] = field(default_factory=list)
     closes: list[CloseInfo] = field(default_factory=list)
     pools: list[PoolRecord] = field(default_factory=list)
+    #: appending to a capture whose last record was torn: what was cut off (else None)
+    recovered: str | None = None
 
     @property
     def subscribe_closes(self) -> list[CloseInfo]:
@@ -509,7 +512,7 @@ class Recorder:
     def run(self, *, list_only: bool = False) -> RecordReport:
         cfg = self.config
         if cfg.duration is not None:
-            timer = threading.Timer(cfg.duration, self.stop, args=("duration reached",))
+            timer = threading.Timer(cfg.duration, self.stop, args=(_DURATION_REACHED,))
             timer.daemon = True
             timer.start()
         else:
@@ -534,6 +537,13 @@ class Recorder:
                 self.paths = [cfg.capture]
             with writer as w:
                 self._writer = w
+                cut = w.recovered
+                if cut is not None:  # appending cut a torn last record off: said, and marked
+                    self.report.recovered = (
+                        f"a torn last record was cut off before appending (record "
+                        f"{cut.record_index} at byte offset {cut.at}: {cut.reason})"
+                    )
+                    w.mark(f"cbi1kit record --append: {self.report.recovered}")
                 ticker.start()
                 try:
                     self._session(list_only)
@@ -745,6 +755,8 @@ class Recorder:
             if cfg.give_up_after is not None and waited >= cfg.give_up_after:
                 raise _session_error(*failure)
             if not self._sleep(self._jitter(delay)):
+                if self.report.stop_reason == _DURATION_REACHED:  # never answered: a failure
+                    raise _session_error(*failure)
                 raise _session_error("stopped before the relay answered", 0)
             delay = min(delay * 2, cfg.backoff_max)
 

@@ -217,6 +217,20 @@ def authority_host(authority: str) -> str:
     return authority.rsplit(":", 1)[0] if authority.count(":") == 1 else authority
 
 
+def parse_target(text: str) -> str:
+    """A relay's address: ``host:port`` (an IPv6 host in brackets) with a port in 1..=65535, or
+    a gRPC target with a scheme (``dns:///host:port``, ``unix:/path``), passed on as it is.
+    A port outside the range was taken modulo 65536 by gRPC: another port was dialled."""
+    if re.match(r"[a-z][a-z0-9+.-]*:", text) and not re.fullmatch(r"[^:]+:\d+", text):
+        return text  # a scheme: gRPC's own syntax
+    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})", text)
+    if m is None or not 0 < int(m.group(2)) < 1 << 16:
+        raise TransportError(
+            "Target", f"{text!r} is not host:port with a port in 1..=65535", field="target"
+        )
+    return text
+
+
 def parse_authority(text: str) -> str:
     """An HTTP/2 ``:authority`` (``host`` or ``host:port``): printable, no spaces or slashes."""
     if not text or not re.fullmatch(r"[\x21-\x7e]+", text) or "/" in text:

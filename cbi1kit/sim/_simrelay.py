@@ -37,6 +37,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from cbi1kit._files import claim_outputs
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
@@ -372,8 +373,22 @@ def simulate_capture(
     """
     cfg = config or SimRelayConfig()
     out = Path(path)
-    if overwrite and out.exists():
+    claim_outputs([out], overwrite=overwrite)  # never a device; an existing file only if asked
+    if out.exists():
         out.unlink()
+    try:
+        return _simulate_into(out, workload, cfg, progress)
+    except BaseException:  # Ctrl-C, a bad event: a cut-short simulation is no capture of it
+        out.unlink(missing_ok=True)  # (closed with a trailer, it read as whole and valid)
+        raise
+
+
+def _simulate_into(
+    out: Path,
+    workload: Workload,
+    cfg: SimRelayConfig,
+    progress: Callable[[int], None] | None,
+) -> SimRelayResult:
     sim = Simulator(cfg.simulator)
     result = SimRelayResult(sim.result, out)
     t0 = int(workload.timestamps_ms[0]) if len(workload) else 0
