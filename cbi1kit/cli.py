@@ -664,7 +664,7 @@ def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
     try:
         return report.lane(dc)
     except LaneError as exc:
-        raise _lane_choice(path, exc, several=len(report.lanes) > 1) from None
+        raise _lane_choice(path, exc, several=len(report.lanes) > 1, reports=[report]) from None
 
 
 def _never_installed(path: Path, violations: Sequence[Any]) -> CliError:
@@ -678,10 +678,29 @@ def _never_installed(path: Path, violations: Sequence[Any]) -> CliError:
     return CliError(f"{path}: no snapshot was ever installed{why}", EXIT_INVALID)
 
 
-def _lane_choice(path: Path, exc: LaneError, *, several: bool) -> CliError:
+def _lane_choice(
+    path: Path, exc: LaneError, *, several: bool, reports: Sequence[Any] = ()
+) -> CliError:
     """The usage error of a lane ``--dc`` did not pick (out of ``several``, a hint)."""
     hint = " (--dc); `cbi1kit view` shows every lane" if several else ""
-    return CliError(f"{path}: {exc}{hint}", EXIT_USAGE)
+    return _unanswerable(f"{path}: {exc}{hint}", reports)
+
+
+def _unanswerable(message: str, reports: Sequence[Any]) -> CliError:
+    """A question the capture cannot answer (no such lane, no catalog, a moment not replayed):
+    a usage error (exit 2), unless a capture asked is damaged, which may be why: then exit 1
+    naming the first damage (the lane, the catalog or the moment may be what it took)."""
+    damage = [v for r in reports for v in r.violations if v.rule == "SourceDamaged"]
+    if not damage:
+        return CliError(message, EXIT_USAGE)
+    first = damage[0]
+    if first.reason in message:  # the answer already names it
+        return CliError(message, EXIT_INVALID)
+    return CliError(
+        f"{message}; the capture is damaged ({len(damage)} damaged range(s), first: record "
+        f"{first.record_index}: {first.reason}), which may be why",
+        EXIT_INVALID,
+    )
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -700,7 +719,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         try:
             sequence, words = args.at, lane.lane_at(args.at)
         except LaneError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise _unanswerable(str(exc), [report]) from None
     stats = lane_stats(
         words,
         addressing=CkfAddressing(lane_fmt.bucket_count, lane_fmt.seed),
@@ -824,7 +843,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_USAGE) from None
     except LaneError as exc:
         if exc.variant in ("NoCatalog", "TimeNotRecorded"):  # a question this capture can't answer
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise _unanswerable(str(exc), [report]) from None
         raise  # the manifest's rules: invalid input (exit 1)
     if args.json:
         print(json.dumps(_view_json(view, report, args.capture), indent=2))
@@ -928,9 +947,9 @@ _EXPLAIN_USAGE: Final = {
 }
 
 
-def _usage_if_unanswerable(exc: Cbi1kitError) -> None:
+def _usage_if_unanswerable(exc: Cbi1kitError, reports: Sequence[Any]) -> None:
     if exc.variant in _EXPLAIN_USAGE.get(type(exc).__name__, ()):
-        raise CliError(str(exc), EXIT_USAGE) from None
+        raise _unanswerable(str(exc), reports) from None
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -962,7 +981,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             verification_window=args.verification_window,
         )
     except Cbi1kitError as exc:
-        _usage_if_unanswerable(exc)
+        _usage_if_unanswerable(exc, [report])
         raise
     if args.json:
         print(
@@ -1025,9 +1044,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
             labels=(args.a.name, b_path.name),
         )
     except Cbi1kitError as exc:
-        _usage_if_unanswerable(exc)
+        _usage_if_unanswerable(exc, list(reports.values()))
         if exc.variant == "NotReady":  # nothing held then: a moment this lane cannot answer
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise _unanswerable(str(exc), list(reports.values())) from None
         raise
     ok = all(r.ok for r in reports.values())
     if args.json:

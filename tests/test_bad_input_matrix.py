@@ -200,7 +200,9 @@ def test_a_text_its_option_cannot_parse_is_a_usage_error(
     command: str, flag: str, value: str, tmp_path: Path
 ) -> None:
     words = [*command.split(), *(["churn"] if command == "fleet query" else [])]  # its query
-    code, _, err = cli_run(*words, str(tmp_path / "never-read.kvrcap"), f"{flag}={value}")
+    # the positional: a capture never read, or (record) an address never dialled
+    first = "127.0.0.1:1" if command == "record" else str(tmp_path / "never-read.kvrcap")
+    code, _, err = cli_run(*words, first, f"{flag}={value}")
     assert code == 2 and one_line(err) and flag in err, (command, flag, value, err)
     assert not list(tmp_path.iterdir())
 

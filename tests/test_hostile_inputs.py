@@ -342,3 +342,28 @@ def test_serve_names_what_is_wrong_with_its_options_and_trace(tmp_path: Path) ->
     assert code == 2 and one_line(err) and "CapacityOverflow" in err, err
     code, _, err = cli_run("serve", "--trace", str(tmp_path), "--duration", "1")
     assert code == 3 and one_line(err) and "not a regular file" in err, err
+
+
+def test_a_question_a_damaged_capture_cannot_answer_is_its_damage(tmp_path: Path) -> None:
+    """No catalog, no such lane, a sequence not replayed: a usage error (exit 2) for a whole
+    capture, but when the capture is damaged the damage may be why: exit 1, naming it."""
+    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    data = sample.read_bytes()
+    cut = tmp_path / "cut.kvrcap"
+    cut.write_bytes(data[:100])
+    flipped = tmp_path / "flipped.kvrcap"
+    mid = len(data) // 2
+    flipped.write_bytes(data[:mid] + bytes([data[mid] ^ 0x10]) + data[mid + 1 :])
+    asked = [
+        (cut, ["explain", "{}", "--model", "m", "--tokens", "1"]),
+        (cut, ["view", "{}", "--model", "m"]),
+        (cut, ["diff", "{}"]),
+        (cut, ["stats", "{}"]),
+        (flipped, ["stats", "{}", "--at", "3000", "--fpr-probes", "0"]),
+    ]
+    for capture, argv in asked:
+        code, _, err = cli_run(*(a.format(capture) for a in argv))
+        assert code == 1 and one_line(err), (argv, err)
+        assert "damaged" in err or "Truncated" in err or "mismatch" in err, (argv, err)
+    code, _, err = cli_run("stats", str(sample), "--dc", "nope")  # whole: a usage error
+    assert code == 2 and one_line(err) and "damaged" not in err, err
