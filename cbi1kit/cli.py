@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -735,6 +736,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         if stats.fpr is not None:
             figures["measured_fpr_interval"] = stats.fpr.INTERVAL
+        # the exit code's reason, in the answer too
+        figures |= {"ok": report.ok, "violations": len(report.violations)}
         print(json.dumps(figures, indent=2))
     else:
         # the measurement as one line: rate, counts and interval read together
@@ -1590,6 +1593,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # gRPC core logs its own failures to stderr (a port in use, a name that does not resolve)
+    # beside the one line an error gets here; GRPC_VERBOSITY set by the user still wins
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
