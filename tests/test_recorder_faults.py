@@ -314,3 +314,26 @@ def test_a_duration_over_before_the_relay_ever_answered_is_unreachable(
     assert code == 3, err
     assert err.startswith(f"cbi1kit record: error: relay 127.0.0.1:{port} unreachable"), err
     assert err.count("\n") == 1
+
+
+def test_a_relay_gone_mid_recording_is_given_up_on_after_give_up_after(
+    tmp_path: Path, serve: Serve
+) -> None:
+    """The outage counts from the moment the relay stopped answering, and waiting for a catalog
+    naming another producer spends the same budget: a relay stopped mid-recording with
+    ``give_up_after`` 1 s and a 30 s backoff ceiling was given up on after about 40 s."""
+    import time
+
+    feed = ProducerFeed(steps=None, seed=31)
+    srv = serve(feed)
+    path = tmp_path / "c.kvrcap"
+    cfg = recorder_config(srv.address, path, give_up_after=1.0, backoff_max=30.0)
+    rec = Running(cfg)
+    wait_for(lambda: (rec.recorder.report.messages or 0) > 3)
+    srv.stop()  # as `cbi1kit serve` stops on SIGTERM: its streams end asking for a new catalog
+    gone = time.monotonic()
+    rec.thread.join(15)
+    assert not rec.thread.is_alive(), "still waiting on a relay gone for 15 s"
+    assert time.monotonic() - gone < 15
+    report = rec.recorder.report
+    assert report.exit_code == 3 and "unreachable for 1.0 s" in report.stop_reason

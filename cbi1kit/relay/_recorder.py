@@ -1069,7 +1069,12 @@ class _PoolStream:
         unreachable_since: float | None = None
         avoid: tuple[Any, ...] | None = None
         while not r._stop.is_set():
-            picked = self._pick(avoid, cfg.backoff_max if avoid is not None else 0.0)
+            wait = cfg.backoff_max if avoid is not None else 0.0
+            if cfg.give_up_after is not None and unreachable_since is not None:
+                # waiting for a catalog naming another producer spends the same budget
+                spent = time.monotonic() - unreachable_since
+                wait = min(wait, max(0.0, cfg.give_up_after - spent))
+            picked = self._pick(avoid, wait)
             if picked is None:
                 picked = self._pick(None, 0.0)
             if picked is None:
@@ -1093,8 +1098,8 @@ class _PoolStream:
             lasted = time.monotonic() - started
             if lasted >= cfg.backoff_reset_after:
                 delay = cfg.backoff_initial
-            if close.messages > 0:
-                unreachable_since = None
+            if close.messages > 0:  # the relay answered until now: an outage starts here
+                unreachable_since = time.monotonic()
             elif unreachable_since is None:
                 unreachable_since = started
             if (
