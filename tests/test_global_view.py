@@ -253,3 +253,21 @@ def test_a_lane_without_a_pool_is_listed_as_skipped() -> None:
     assert view.domains == []
     assert [pool for pool, _ in view.skipped] == [None]
     assert "DC 0000000000000009" in view.skipped[0][1]
+
+
+@pytest.mark.parametrize(
+    "text,said",
+    [
+        ("0001-01-01T00:00:00Z", "a time from 1970 to 2554"),
+        ("9999-12-31T23:59:59Z", "a time from 1970 to 2554"),
+        (str(1 << 64), "sequence 18446744073709551616 is outside"),
+    ],
+)
+def test_a_moment_out_of_range_says_what_and_why_once(text: str, said: str) -> None:
+    """The message names the field and the range in words (it was the dataclass's repr, and
+    'cannot name a moment' twice)."""
+    with raises_variant(LaneError, "At") as info:
+        parse_at(text)
+    message = str(info.value)
+    assert said in message and "At(" not in message
+    assert message.count("cannot name a moment") == 1

@@ -82,9 +82,22 @@ class At:
     offset_ns: int | None = None
 
     def __post_init__(self) -> None:
-        given = [v for v in (self.sequence, self.unix_ns, self.offset_ns) if v is not None]
-        if len(given) != 1 or not 0 <= given[0] <= _U64_MAX:
-            raise _at_error(f"{self!r} must set one of sequence, unix_ns, offset_ns in 0..2^64")
+        given = {
+            name: v
+            for name, v in (
+                ("sequence", self.sequence),
+                ("unix_ns", self.unix_ns),
+                ("offset_ns", self.offset_ns),
+            )
+            if v is not None
+        }
+        if len(given) != 1:
+            named = ", ".join(given) or "none"
+            raise _at_error(f"exactly one of sequence, unix_ns, offset_ns, not {named}")
+        ((name, v),) = given.items()
+        if not 0 <= v <= _U64_MAX:
+            meaning = {"unix_ns": " (a time from 1970 to 2554)"}.get(name, "")
+            raise _at_error(f"{name} {v} is outside 0..={_U64_MAX}{meaning}")
 
     def __str__(self) -> str:
         if self.sequence is not None:
@@ -95,8 +108,11 @@ class At:
         return f"+{_fraction(self.offset_ns)}s"
 
 
+_AT_PREFIX: Final = "cannot name a moment: "
+
+
 def _at_error(reason: str) -> LaneError:
-    return LaneError("At", message=f"cannot name a moment: {reason}")
+    return LaneError("At", message=f"{_AT_PREFIX}{reason}")
 
 
 def _fraction(ns: int) -> str:
@@ -151,6 +167,8 @@ def parse_at(value: At | int | str | datetime | timedelta | None) -> At | None:
             zone = "+00:00" if m[4] == "Z" else m[4]
             when = datetime.fromisoformat(f"{m[1]}T{m[2]}{zone}")
             return At(unix_ns=_timedelta_ns(when - _EPOCH) + _digits_ns("0", m[3], 10**9))
+    except LaneError as exc:  # At's own: a moment outside what it holds
+        raise _at_error(f"{value!r}: {str(exc).removeprefix(_AT_PREFIX)}") from None
     except ValueError as exc:  # a date that does not exist, a number past u64
         raise _at_error(f"{value!r}: {exc}") from None
     raise _at_error(
