@@ -1027,6 +1027,22 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     b_path: Path = args.b if args.b is not None else args.a
     sides = [_lane_input(args.a), _lane_input(b_path)]
+    picks = {
+        "--dc": args.dc,
+        "--dc-a": args.dc_a,
+        "--dc-b": args.dc_b,
+        "--model": args.model,
+        "--at": args.at,
+        "--at-a": args.at_a,
+        "--at-b": args.at_b,
+    }
+    if not any(isinstance(side, Path) for side in sides) and (
+        given := [flag for flag, value in picks.items() if value is not None]
+    ):  # two .npy lanes: nothing to pick a lane or a moment in
+        raise CliError(
+            f"{', '.join(given)}: picks a lane or a moment of a capture, and both sides are .npy",
+            EXIT_USAGE,
+        )
     reports: dict[Path, Any] = {}
     for i, side in enumerate(sides):
         if isinstance(side, Path):

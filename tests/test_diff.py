@@ -273,3 +273,13 @@ def test_cli_diff(tmp_path: Path) -> None:
     for argv, want_code, why in cases:
         code, _, err = cli_run("diff", *argv)
         assert code == want_code and one_line(err) and why in err, (argv, code, err)
+
+
+def test_lane_and_moment_options_on_two_npy_lanes_are_a_usage_error(tmp_path: Path) -> None:
+    """Two .npy lanes hold no lane to pick and no moment: --dc or --at there was ignored."""
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, np.zeros(64, dtype=np.uint64))
+    np.save(b, np.ones(64, dtype=np.uint64))
+    assert cli_run("diff", str(a), str(b))[0] == 0
+    code, _, err = cli_run("diff", str(a), str(b), "--at", "5")
+    assert code == 2 and one_line(err) and "--at" in err, err
