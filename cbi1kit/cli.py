@@ -102,10 +102,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     fmt = _expected_format(args)
     worst = EXIT_OK
     for path in args.files:
-        if _is_capture(path):
-            worst = max(worst, _inspect_capture(path, fmt, args))
+        try:  # a file that cannot be read is said and skipped: the others are still inspected
+            if _is_capture(path):
+                worst = max(worst, _inspect_capture(path, fmt, args))
+                continue
+            report = _inspect_frame_file(path, fmt)
+        except CliError as exc:
+            if len(args.files) == 1:
+                raise
+            print(f"cbi1kit inspect: error: {exc}", file=sys.stderr)
+            worst = max(worst, exc.code)
             continue
-        report = _inspect_frame_file(path, fmt)
         print(f"== {path}")
         print(report.hexdump(head=args.head, tail=args.tail))
         if report.problems:

@@ -367,3 +367,12 @@ def test_a_question_a_damaged_capture_cannot_answer_is_its_damage(tmp_path: Path
         assert "damaged" in err or "Truncated" in err or "mismatch" in err, (argv, err)
     code, _, err = cli_run("stats", str(sample), "--dc", "nope")  # whole: a usage error
     assert code == 2 and one_line(err) and "damaged" not in err, err
+
+
+def test_inspect_goes_on_past_a_file_it_cannot_read(tmp_path: Path) -> None:
+    """Several files: one that cannot be read is one line on stderr and the worst exit code,
+    and the rest are still inspected (it stopped at the first)."""
+    good = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
+    code, out, err = cli_run("inspect", str(tmp_path / "missing.cbi1"), str(good))
+    assert code == 3 and one_line(err) and "missing.cbi1" in err, err
+    assert f"== {good}" in out and "valid: decodes cleanly" in out
