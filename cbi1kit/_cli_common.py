@@ -110,16 +110,15 @@ def check_source(path: Path) -> None:
 
 
 def check_capture(path: Path) -> None:
-    """``check_source``, and a kvrcap capture (a dataset's rows are a capture's records and
-    streams): exit 3 for any other source, before anything is written."""
-    from cbi1kit.capture._file import is_capture_file
+    """``check_source``, and what a dataset takes (``capture_files``' rule: kvrcap captures):
+    exit 3 for any other source, before anything is written."""
+    from cbi1kit.analysis._dataset import capture_files
 
     check_source(path)
-    if not is_capture_file(path):
-        raise CliError(
-            f"cannot read {path}: not a kvrcap capture; a dataset holds captures (`cbi1kit "
-            "export` without --dataset writes the tables of other sources)"
-        )
+    try:
+        capture_files([path])
+    except CaptureError as exc:
+        raise CliError(f"cannot read {path}: {exc.reason}") from None
 
 
 def damaged_input(ranges: int, first: str, holder: str) -> CliError:

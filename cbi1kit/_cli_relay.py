@@ -24,6 +24,7 @@ from cbi1kit._cli_common import (
     U64,
     OneLineParser,
     at_least,
+    check_regular_file,
     exit_code,
     ranged,
     seconds,
@@ -210,6 +211,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stall_after=args.stall_after,
         change_generation_after=args.change_generation_after,
     )
+    if args.trace is not None:
+        check_regular_file(args.trace)
     if args.trace is not None and not args.trace.is_file():
         what = "no such file" if not args.trace.exists() else "not a regular file"
         _err("serve", f"cannot read {args.trace}: {what}")

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -506,6 +506,7 @@ def _run_simulation(
     from cbi1kit.sim._workload import read_mooncake
 
     claim_outputs([out], overwrite=force)
+    check_regular_file(trace)
     workload = read_mooncake(trace, limit=limit)  # a bad trace: exit_code's answer
     out.parent.mkdir(parents=True, exist_ok=True)
     with _progress(f"simulate {trace.name}", len(workload), progress) as advance:
@@ -672,7 +673,8 @@ def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
     try:
         return report.lane(dc)
     except LaneError as exc:
-        raise _lane_choice(path, exc, several=len(report.lanes) > 1, reports=[report]) from None
+        several = len(report.lanes) > 1
+        raise _lane_choice(path, exc, several=several, asked={path: report}) from None
 
 
 def _never_installed(path: Path, violations: Sequence[Any]) -> CliError:
@@ -687,28 +689,31 @@ def _never_installed(path: Path, violations: Sequence[Any]) -> CliError:
 
 
 def _lane_choice(
-    path: Path, exc: LaneError, *, several: bool, reports: Sequence[Any] = ()
+    path: Path, exc: LaneError, *, several: bool, asked: Mapping[Path, Any] | None = None
 ) -> CliError:
     """The usage error of a lane ``--dc`` did not pick (out of ``several``, a hint)."""
     hint = " (--dc); `cbi1kit view` shows every lane" if several else ""
-    return _unanswerable(f"{path}: {exc}{hint}", reports)
+    return _unanswerable(f"{path}: {exc}{hint}", asked or {})
 
 
-def _unanswerable(message: str, reports: Sequence[Any]) -> CliError:
-    """A question the capture cannot answer (no such lane, no catalog, a moment not replayed):
-    a usage error (exit 2), unless a capture asked is damaged, which may be why: then exit 1
-    naming the first damage (the lane, the catalog or the moment may be what it took)."""
-    damage = [v for r in reports for v in r.violations if v.rule == "SourceDamaged"]
-    if not damage:
-        return CliError(message, EXIT_USAGE)
-    first = damage[0]
-    if first.reason in message:  # the answer already names it
-        return CliError(message, EXIT_INVALID)
-    return CliError(
-        f"{message}; the capture is damaged ({len(damage)} damaged range(s), first: record "
-        f"{first.record_index}: {first.reason}), which may be why",
-        EXIT_INVALID,
-    )
+def _unanswerable(message: str, asked: Mapping[Path, Any]) -> CliError:
+    """A question the captures ``asked`` (path: replay report) cannot answer (no such lane, no
+    catalog, a moment not replayed): a usage error (exit 2), unless one of them is damaged,
+    which may be why: then exit 1 naming it and its first damage (the lane, the catalog or the
+    moment may be what it took)."""
+    for path, report in asked.items():
+        damage = [v for v in report.violations if v.rule == "SourceDamaged"]
+        if not damage:
+            continue
+        first = damage[0]
+        if first.reason in message:  # the answer already names it
+            return CliError(message, EXIT_INVALID)
+        return CliError(
+            f"{message}; {path} is damaged ({len(damage)} damaged range(s), first: record "
+            f"{first.record_index}: {first.reason}), which may be why",
+            EXIT_INVALID,
+        )
+    return CliError(message, EXIT_USAGE)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -727,7 +732,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         try:
             sequence, words = args.at, lane.lane_at(args.at)
         except LaneError as exc:
-            raise _unanswerable(str(exc), [report]) from None
+            raise _unanswerable(str(exc), {args.capture: report}) from None
     stats = lane_stats(
         words,
         addressing=CkfAddressing(lane_fmt.bucket_count, lane_fmt.seed),
@@ -853,7 +858,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_USAGE) from None
     except LaneError as exc:
         if exc.variant in ("NoCatalog", "TimeNotRecorded"):  # a question this capture can't answer
-            raise _unanswerable(str(exc), [report]) from None
+            raise _unanswerable(str(exc), {args.capture: report}) from None
         raise  # the manifest's rules: invalid input (exit 1)
     if args.json:
         print(json.dumps(_view_json(view, report, args.capture), indent=2))
@@ -922,6 +927,7 @@ def _token_list(text: str) -> list[int]:
 def _read_tokens(path: Path) -> list[int]:
     """``--tokens-file``: exit 3 when it cannot be read or is empty, 1 when it holds anything
     but tokens."""
+    check_regular_file(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -942,6 +948,7 @@ def _trace_request(path: Path, index: int) -> Any:
     """Request ``index`` of a Mooncake trace (a bad trace: exit_code's answer)."""
     from cbi1kit.sim._workload import read_mooncake
 
+    check_regular_file(path)
     workload = read_mooncake(path, limit=index + 1)
     if index >= len(workload):
         raise CliError(
@@ -957,9 +964,9 @@ _EXPLAIN_USAGE: Final = {
 }
 
 
-def _usage_if_unanswerable(exc: Cbi1kitError, reports: Sequence[Any]) -> None:
+def _usage_if_unanswerable(exc: Cbi1kitError, asked: Mapping[Path, Any]) -> None:
     if exc.variant in _EXPLAIN_USAGE.get(type(exc).__name__, ()):
-        raise _unanswerable(str(exc), reports) from None
+        raise _unanswerable(str(exc), asked) from None
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -991,7 +998,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             verification_window=args.verification_window,
         )
     except Cbi1kitError as exc:
-        _usage_if_unanswerable(exc, [report])
+        _usage_if_unanswerable(exc, {args.capture: report})
         raise
     if args.json:
         print(
@@ -1070,9 +1077,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
             labels=(args.a.name, b_path.name),
         )
     except Cbi1kitError as exc:
-        _usage_if_unanswerable(exc, list(reports.values()))
+        _usage_if_unanswerable(exc, reports)
         if exc.variant == "NotReady":  # nothing held then: a moment this lane cannot answer
-            raise _unanswerable(str(exc), list(reports.values())) from None
+            raise _unanswerable(str(exc), reports) from None
         raise
     ok = all(r.ok for r in reports.values())
     if args.json:
@@ -1279,6 +1286,8 @@ def _build_report(
     from cbi1kit.viz._report import build_report
 
     check_source(capture)
+    if trace is not None:
+        check_regular_file(trace)
     if notebooks is not None and not notebooks.is_dir():
         raise CliError(f"{notebooks}: no notebooks folder", EXIT_USAGE)
 

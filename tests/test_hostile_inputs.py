@@ -232,6 +232,12 @@ def test_replay_reads_on_past_a_message_that_is_no_filter_update(tmp_path: Path)
         ["export", "--dataset", "{}", "-o", "{out}"],
         ["report", "{}", "-o", "{out}", "--no-notebooks"],
         ["fleet", "convert", "{}", "-o", "{out}"],
+        # traces and token files are inputs as well
+        ["simulate", "{}", "-o", "{out}"],
+        ["report", "SAMPLE", "-o", "{out}", "--trace", "{}", "--no-notebooks"],
+        ["explain", "SAMPLE", "--model", "m", "--trace", "{}", "--request", "0"],
+        ["explain", "SAMPLE", "--model", "m", "--tokens-file", "{}"],
+        ["serve", "--trace", "{}", "--duration", "1"],
     ],
     ids=lambda argv: " ".join(a for a in argv if "{" not in a),
 )
@@ -255,7 +261,9 @@ def test_a_pipe_or_device_is_refused_before_it_is_opened(argv: list[str], tmp_pa
     guard.start()
     try:
         for source, kind in ((fifo, "a pipe"), (Path("/dev/null"), "a device")):
-            code, _, err = cli_run(*(a.format(source, out=out) for a in argv))
+            sample = str(Path(__file__).parents[1] / "data" / "sample.kvrcap")
+            args = [sample if a == "SAMPLE" else a.format(source, out=out) for a in argv]
+            code, _, err = cli_run(*args)
             assert code == 3, err
             assert one_line(err) and f"not a regular file ({kind})" in err, err
             assert not out.exists()
@@ -354,19 +362,20 @@ def test_a_question_a_damaged_capture_cannot_answer_is_its_damage(tmp_path: Path
     flipped = tmp_path / "flipped.kvrcap"
     mid = len(data) // 2
     flipped.write_bytes(data[:mid] + bytes([data[mid] ^ 0x10]) + data[mid + 1 :])
-    asked = [
-        (cut, ["explain", "{}", "--model", "m", "--tokens", "1"]),
-        (cut, ["view", "{}", "--model", "m"]),
-        (cut, ["diff", "{}"]),
-        (cut, ["stats", "{}"]),
-        (flipped, ["stats", "{}", "--at", "3000", "--fpr-probes", "0"]),
+    asked = [  # each a question the damage may have taken: no catalog, lane or moment
+        (cut, ["explain", "{}", "--model", "m", "--tokens", "1"], "Truncated"),
+        (cut, ["view", "{}", "--model", "m"], "Truncated"),
+        (flipped, ["diff", "{}", "--dc", "nope"], "body checksum mismatch"),
+        (flipped, ["stats", "{}", "--dc", "nope", "--fpr-probes", "0"], "body checksum mismatch"),
+        (flipped, ["stats", "{}", "--at", "3000", "--fpr-probes", "0"], "body checksum mismatch"),
     ]
-    for capture, argv in asked:
+    for capture, argv, damage in asked:
         code, _, err = cli_run(*(a.format(capture) for a in argv))
         assert code == 1 and one_line(err), (argv, err)
-        assert "damaged" in err or "Truncated" in err or "mismatch" in err, (argv, err)
-    code, _, err = cli_run("stats", str(sample), "--dc", "nope")  # whole: a usage error
-    assert code == 2 and one_line(err) and "damaged" not in err, err
+        assert f"{capture} is damaged" in err and damage in err, (argv, err)
+    for argv in (["stats", "--dc", "nope"], ["diff", "--dc", "nope"]):  # whole: usage errors
+        code, _, err = cli_run(argv[0], str(sample), *argv[1:])
+        assert code == 2 and one_line(err) and "damaged" not in err, err
 
 
 def test_inspect_goes_on_past_a_file_it_cannot_read(tmp_path: Path) -> None:
@@ -376,3 +385,24 @@ def test_inspect_goes_on_past_a_file_it_cannot_read(tmp_path: Path) -> None:
     code, out, err = cli_run("inspect", str(tmp_path / "missing.cbi1"), str(good))
     assert code == 3 and one_line(err) and "missing.cbi1" in err, err
     assert f"== {good}" in out and "valid: decodes cleanly" in out
+
+
+def test_grpc_core_logs_nothing_beside_the_one_error_line() -> None:
+    """gRPC's C core wrote its own failure (an E1201 add_port.cc line) to stderr beside the
+    error: off unless GRPC_VERBOSITY says otherwise. A process of its own: the core reads the
+    setting once, when it starts."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    res = subprocess.run(
+        [sys.executable, "-m", "cbi1kit", "serve", "--host", "999.1.1.1", "--duration", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert res.returncode == 3 and one_line(res.stderr), res.stderr
+    assert res.stderr.startswith("cbi1kit serve: error: cannot serve on 999.1.1.1")

@@ -85,11 +85,18 @@ def test_a_package_cache_this_user_cannot_write_is_read(tmp_path: Path) -> None:
     find = _cache._ReadOnlyInTreeLocator.from_function
     assert find(module.twice_plus, source) is None  # nothing cached there yet
     (tmp_path / "__pycache__").mkdir(exist_ok=True)
-    (tmp_path / "__pycache__" / "cache_probe.twice_plus-1.py311.nbi").write_bytes(b"")
+    version = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    (tmp_path / "__pycache__" / "cache_probe.twice_plus-1.py27.nbi").write_bytes(b"")
+    assert find(module.twice_plus, source) is None  # another Python's kernels
+    (tmp_path / "__pycache__" / f"cache_probe.twice_plus-1.{version}.nbi").write_bytes(b"")
     (tmp_path / "__pycache__").chmod(0o755)
     assert find(module.twice_plus, source) is not None
     (tmp_path / "__pycache__").chmod(0o775)  # the group could have put anything there
     assert find(module.twice_plus, source) is None
+    (tmp_path / "__pycache__").chmod(0o755)
+    if os.geteuid() == 0:  # someone else's folder (only root can make one): not loaded
+        os.chown(tmp_path / "__pycache__", 65534, 65534)
+        assert find(module.twice_plus, source) is None
 
 
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")

@@ -316,24 +316,32 @@ def test_a_duration_over_before_the_relay_ever_answered_is_unreachable(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("backoff_initial", [0.05, 20.0])
 def test_a_relay_gone_mid_recording_is_given_up_on_after_give_up_after(
-    tmp_path: Path, serve: Serve
+    tmp_path: Path, serve: Serve, backoff_initial: float
 ) -> None:
-    """The outage counts from the moment the relay stopped answering, and waiting for a catalog
-    naming another producer spends the same budget: a relay stopped mid-recording with
-    ``give_up_after`` 1 s and a 30 s backoff ceiling was given up on after about 40 s."""
+    """The outage counts from the moment the relay stopped answering, and neither waiting for a
+    catalog naming another producer nor a backoff grown long outlasts the budget: a relay
+    stopped mid-recording with ``give_up_after`` 1 s and a 30 s backoff ceiling was given up on
+    after about 40 s."""
     import time
 
     feed = ProducerFeed(steps=None, seed=31)
     srv = serve(feed)
     path = tmp_path / "c.kvrcap"
-    cfg = recorder_config(srv.address, path, give_up_after=1.0, backoff_max=30.0)
+    cfg = recorder_config(
+        srv.address,
+        path,
+        give_up_after=1.0,
+        backoff_initial=backoff_initial,
+        backoff_max=30.0,
+    )
     rec = Running(cfg)
     wait_for(lambda: (rec.recorder.report.messages or 0) > 3)
     srv.stop()  # as `cbi1kit serve` stops on SIGTERM: its streams end asking for a new catalog
     gone = time.monotonic()
-    rec.thread.join(15)
-    assert not rec.thread.is_alive(), "still waiting on a relay gone for 15 s"
-    assert time.monotonic() - gone < 15
+    rec.thread.join(8)  # a 1 s budget; the backoff would have slept 10 s to 20 s
+    assert not rec.thread.is_alive(), "still waiting on a relay gone for 8 s"
+    assert time.monotonic() - gone < 8
     report = rec.recorder.report
     assert report.exit_code == 3 and "unreachable for 1.0 s" in report.stop_reason

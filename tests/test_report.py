@@ -224,9 +224,20 @@ def test_a_report_that_fails_leaves_nothing_behind(tmp_path: Path, monkeypatch: 
     with pytest.raises(RuntimeError, match="disk full"):
         build_report(SAMPLE, out)
     assert not out.exists()
-    out.mkdir()
+    # a folder with the user's files, a page of an earlier report among them (not this run's
+    # to claim: it writes no notebook pages): they stay, whatever the run wrote goes
+    (out / "notebooks").mkdir(parents=True)
     (out / "keep.txt").write_text("mine")
+    page = out / "notebooks" / "01_wire_format_tour.html"
+    page.write_text("an earlier report's page")
     with pytest.raises(RuntimeError, match="disk full"):
         calls = 0
         build_report(SAMPLE, out)
-    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert sorted(p.name for p in out.rglob("*")) == sorted(["keep.txt", "notebooks", page.name])
+    assert page.read_text() == "an earlier report's page"
+    # parents this run made go too
+    deep = tmp_path / "a" / "b" / "report"
+    with pytest.raises(RuntimeError, match="disk full"):
+        calls = 0
+        build_report(SAMPLE, deep)
+    assert not (tmp_path / "a").exists()

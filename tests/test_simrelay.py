@@ -191,7 +191,9 @@ def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
         simulate_capture(w, path, SimRelayConfig(SMALL))
     assert path.read_bytes() == before
     simulate_capture(w, path, SimRelayConfig(SMALL), overwrite=True)
-    # cut short (Ctrl-C, or any error): no capture is left that would read as whole
+    # cut short (Ctrl-C, or any error): nothing that would read as a whole capture is left,
+    # and the earlier capture stays as it was
+    earlier = path.read_bytes()
     calls = 0
 
     def interrupt(_done: int) -> None:
@@ -201,7 +203,13 @@ def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
 
     with pytest.raises(KeyboardInterrupt):
         simulate_capture(w, path, SimRelayConfig(SMALL), overwrite=True, progress=interrupt)
-    assert calls == 1 and not path.exists()
+    assert calls == 1 and path.read_bytes() == earlier
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no partial file beside it
+    fresh = tmp_path / "fresh.kvrcap"
+    calls = 0
+    with pytest.raises(KeyboardInterrupt):
+        simulate_capture(w, fresh, SimRelayConfig(SMALL), progress=interrupt)
+    assert not fresh.exists()
     assert sample_config().relay.record_dc == 0
 
 

@@ -110,7 +110,7 @@ def test_certificate_and_key_files_are_checked_before_anything_connects(
 
 
 @pytest.mark.parametrize(
-    "target", ["127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:-1", "", "127.0.0.1", ":50051"]
+    "target", ["127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:-1", "", ":50051", "dns:///h:99999"]
 )
 def test_a_relay_address_outside_the_port_range_is_a_usage_error(
     target: str, tmp_path: Path
@@ -127,7 +127,15 @@ def test_a_relay_address_outside_the_port_range_is_a_usage_error(
 
 
 @pytest.mark.parametrize(
-    "target", ["127.0.0.1:50051", "[::1]:8786", "relay.example.com:443", "dns:///relay:50051"]
+    "target",
+    [
+        "127.0.0.1:50051",
+        "[::1]:8786",
+        "[fe80::1%eth0]:50051",
+        "relay.example.com",  # gRPC's default port, 443
+        "DNS:///relay:50051",
+        "unix:/run/relay.sock",
+    ],
 )
 def test_a_relay_address_grpc_dials_as_given_is_kept(target: str) -> None:
     assert parse_target(target) == target

@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, ClassVar, Final, TypeVar
@@ -100,15 +101,23 @@ class _TempDirLocator(UserWideCacheLocator):  # type: ignore[misc]
 
 class _ReadOnlyInTreeLocator(InTreeCacheLocator):  # type: ignore[misc]
     """The package's ``__pycache__`` where this user cannot write it but it holds the kernels
-    ``make`` compiled (a package installed by another user, such as root): read, never
-    written. Only a directory no one but its owner can write: a cache entry is unpickled. A
-    kernel missing there is compiled for the run (without this, every other user compiled
-    every kernel once, about a minute, before a first answer)."""
+    ``make`` compiled for this Python (a package installed by another user, such as root):
+    read, never written. Only a real directory that root or the package's owner owns and no
+    one else can write: a cache entry is unpickled (as trusted as the ``.pyc`` files beside
+    it). A kernel missing there, or stale, is compiled for the run (without this, every other
+    user compiled every kernel once, 33 s, before a first answer)."""
 
     def ensure_cache_path(self) -> None:
         path = Path(self.get_cache_path())
-        st = path.stat()  # OSError (none there): the next locator
-        if st.st_mode & 0o022 or not any(path.glob(f"{Path(self._py_file).stem}.*.nbi")):
+        st = path.lstat()  # OSError (none there): the next locator
+        owners = {0, Path(self._py_file).stat().st_uid}  # root, or who installed the package
+        ours = f"{Path(self._py_file).stem}.*.py{sys.version_info[0]}{sys.version_info[1]}.nbi"
+        if (
+            not stat.S_ISDIR(st.st_mode)  # not a link elsewhere
+            or st.st_uid not in owners
+            or st.st_mode & 0o022
+            or not any(path.glob(ours))
+        ):
             raise PermissionError(f"{path} holds no kernels this user may load")
 
 

@@ -754,7 +754,10 @@ class Recorder:
             waited = time.monotonic() - started
             if cfg.give_up_after is not None and waited >= cfg.give_up_after:
                 raise _session_error(*failure)
-            if not self._sleep(self._jitter(delay)):
+            pause = self._jitter(delay)
+            if cfg.give_up_after is not None:  # the last try comes when the budget ends
+                pause = min(pause, cfg.give_up_after - waited)
+            if not self._sleep(pause):
                 if self.report.stop_reason == _DURATION_REACHED:  # never answered: a failure
                     raise _session_error(*failure)
                 raise _session_error("stopped before the relay answered", 0)
@@ -1114,7 +1117,12 @@ class _PoolStream:
                     3,
                 )
             avoid = producer_key(producer) if close.action is Action.REFRESH else None
-            if not r._sleep(delay / 2 + self._rng.random() * delay / 2):  # equal jitter
+            pause = delay / 2 + self._rng.random() * delay / 2  # equal jitter
+            if cfg.give_up_after is not None and unreachable_since is not None:
+                # a backoff grown over a flapping relay does not outlast the budget
+                spent = time.monotonic() - unreachable_since
+                pause = min(pause, max(0.0, cfg.give_up_after - spent))
+            if not r._sleep(pause):
                 return
             delay = min(delay * 2, cfg.backoff_max)
 

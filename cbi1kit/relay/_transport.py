@@ -217,18 +217,29 @@ def authority_host(authority: str) -> str:
     return authority.rsplit(":", 1)[0] if authority.count(":") == 1 else authority
 
 
+#: gRPC's name-resolver schemes (``scheme:rest``); a port they name is checked all the same
+_GRPC_SCHEMES: Final = frozenset({"dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock"})
+
+
 def parse_target(text: str) -> str:
-    """A relay's address: ``host:port`` (an IPv6 host in brackets) with a port in 1..=65535, or
-    a gRPC target with a scheme (``dns:///host:port``, ``unix:/path``), passed on as it is.
-    A port outside the range was taken modulo 65536 by gRPC: another port was dialled."""
-    if re.match(r"[a-z][a-z0-9+.-]*:", text) and not re.fullmatch(r"[^:]+:\d+", text):
-        return text  # a scheme: gRPC's own syntax
-    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})", text)
-    if m is None or not 0 < int(m.group(2)) < 1 << 16:
-        raise TransportError(
-            "Target", f"{text!r} is not host:port with a port in 1..=65535", field="target"
-        )
-    return text
+    """A relay's address as gRPC dials it: ``host:port`` or ``host`` (port 443), an IPv6 host
+    in brackets (a zone after ``%``), or a target with gRPC's scheme (``dns:///host:port``,
+    ``unix:/path``); returned as given. A port outside 1..=65535 is refused: gRPC took it
+    modulo 65536 and dialled another port."""
+    scheme = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", text)
+    if scheme is not None and scheme[1].lower() in _GRPC_SCHEMES:
+        port = re.search(r":(\d+)$", scheme[2]) if scheme[1].lower() in ("dns", "ipv4") else None
+        if port is None or 0 < int(port[1]) < 1 << 16:
+            return text
+    else:
+        m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+(?:%[^\]]+)?\]|[^\s:/\[\]]+)(?::(\d{1,5}))?", text)
+        if m is not None and (m[2] is None or 0 < int(m[2]) < 1 << 16):
+            return text
+    raise TransportError(
+        "Target",
+        f"{text!r} is not host:port (a port in 1..=65535) or a gRPC target (dns:///host:port)",
+        field="target",
+    )
 
 
 def parse_authority(text: str) -> str:

@@ -374,16 +374,23 @@ def simulate_capture(
     cfg = config or SimRelayConfig()
     out = Path(path)
     claim_outputs([out], overwrite=overwrite)  # never a device; an existing file only if asked
-    if out.exists():
-        out.unlink()
+    # written beside it and put in place whole: a simulation cut short (Ctrl-C, a bad event)
+    # leaves no capture that reads as whole and valid, and an earlier capture stays until then
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
-        return _simulate_into(out, workload, cfg, progress)
-    except BaseException:  # Ctrl-C, a bad event: a cut-short simulation is no capture of it
-        out.unlink(missing_ok=True)  # (closed with a trailer, it read as whole and valid)
-        raise
+        result = _simulate_into(partial, out, workload, cfg, progress)
+        if overwrite:
+            os.replace(partial, out)
+        else:  # a file another run put there meanwhile is not replaced
+            os.link(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+    result.capture_bytes = out.stat().st_size
+    return result
 
 
 def _simulate_into(
+    partial: Path,
     out: Path,
     workload: Workload,
     cfg: SimRelayConfig,
@@ -397,7 +404,7 @@ def _simulate_into(
     def clock() -> tuple[int, int]:
         return clock_ns[0], clock_ns[1]
 
-    with CaptureWriter(out, clock=clock, flush_records=4096) as writer:
+    with CaptureWriter(partial, clock=clock, flush_records=4096) as writer:
         relay = _Relay(writer, cfg, result)
         writer.write(
             RecordType.MARK,
@@ -426,7 +433,6 @@ def _simulate_into(
                 raise SimulationError(
                     "Relay", f"hub mirror of DC {dc} differs from its producer's words"
                 )
-    result.capture_bytes = out.stat().st_size
     return result
 
 

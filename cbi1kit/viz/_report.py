@@ -403,7 +403,7 @@ def build_report(
     raised before anything is written), and never into the folder of the notebooks it runs
     (``SourceInside``); a notebook is executed into a temporary folder, not beside its source.
     """
-    started, started_wall = time.perf_counter(), time.time()
+    started = time.perf_counter()
     cap = Path(capture).resolve()
     if not cap.exists():
         raise VizError("Report", f"{cap}: no such capture")
@@ -436,17 +436,29 @@ def build_report(
             f"{cap}: {len(report.lanes)} lanes; the notebooks chart a capture of one lane "
             "(make the charts alone: no notebooks folder, --no-notebooks)",
         )
-    made = [d for d in (out, out / "png", out / "notebooks") if not d.exists()]
+    # the folders this run makes (the output's missing parents too) and the files it writes
+    made = [d for d in (out / "notebooks", out / "png", out, *out.parents) if not d.exists()]
+    written: list[Path] = []
     try:
         return _write_report(
-            cap, out, workload, report, one, names, source_dir, trace, progress, executed, started
+            cap,
+            out,
+            workload,
+            report,
+            one,
+            names,
+            source_dir,
+            trace,
+            progress,
+            executed,
+            started,
+            written,
         )
     except BaseException:  # what this run wrote goes with it: no half report left behind
-        for path in report_outputs(out, trace=trace is not None, notebooks=names):
-            # (without overwrite none was there before; with it, the older ones were)
-            if path.exists() and (not overwrite or path.stat().st_mtime >= started_wall):
+        for path in written:
+            with contextlib.suppress(OSError):
                 path.unlink()
-        for d in reversed(made):
+        for d in made:  # deepest first
             with contextlib.suppress(OSError):
                 d.rmdir()  # only if empty
         raise
@@ -464,7 +476,9 @@ def _write_report(
     progress: Callable[[str], None] | None,
     executed: Executed | Callable[[], Executed | None] | None,
     started: float,
+    written: list[Path],
 ) -> ReportResult:
+    """The report's files, each added to ``written`` before it is written."""
     import vl_convert as vlc
 
     (out / "png").mkdir(parents=True, exist_ok=True)
@@ -480,6 +494,7 @@ def _write_report(
         spec = chart.to_json()
         svg = vlc.vegalite_to_svg(spec)
         png = out / "png" / f"{kind}.png"
+        written.append(png)
         png.write_bytes(vlc.vegalite_to_png(spec, scale=1.5))
         result.pngs[kind] = png
         figures.append(
@@ -509,6 +524,7 @@ def _write_report(
                     _execute_notebook(source, ran, nb_params)
                     cells = _executed_cells(ran)
                 page = out / "notebooks" / f"{name}.html"
+                written.append(page)
                 page.write_text(_render_notebook(cells, name.replace("_", " ")), encoding="utf-8")
                 result.notebooks[name] = page
                 notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
@@ -528,6 +544,7 @@ def _write_report(
     if notebook_links:
         parts += ["<h2>Notebooks (executed)</h2><ul>", *notebook_links, "</ul>"]
     parts.append("</body></html>")
+    written.append(result.index)
     result.index.write_text("\n".join(parts), encoding="utf-8")
     result.seconds = time.perf_counter() - started
     return result
