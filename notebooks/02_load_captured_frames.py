@@ -28,7 +28,7 @@ import polars as pl
 
 import cbi1kit as ck
 
-ck.setup_notebook()  # every chart draws here with no network
+renderer = ck.setup_notebook()  # every chart draws here with no network
 
 # %% [markdown]
 # ## The frames table
@@ -80,7 +80,7 @@ print("snapshots and the deltas after them:", report.sequence_ranges)
 # snapshot that covers it plus the deltas up to it.
 
 # %%
-first, last = report.sequence_ranges[-1]
+first, last = ck.viz.charted_lane(report).sequence_ranges[-1]  # or why there is no lane
 middle = (first + last) // 2
 lane = report.lane_at(middle)
 print(f"sequence {middle}: {ck.ckf.lane_occupancy(lane)} occupied slots of {4 * lane.shape[0]}")

@@ -23,7 +23,7 @@ import cbi1kit as ck
 ck.setup_notebook()  # every chart draws here with no network
 
 report = ck.replay(capture)
-lane = report.final_lane
+lane = ck.viz.charted_lane(report).final_lane  # the lane to chart, or why there is none
 stats = ck.lane_stats(lane)
 pl.DataFrame([stats.as_dict()]).select(
     "buckets", "slots", "occupied_slots", "load_factor", "bits_per_item", "estimated_fpr"

@@ -20,9 +20,9 @@ import cbi1kit as ck
 
 ck.setup_notebook()  # every chart draws here with no network
 
+bucket_count = ck.viz.charted_lane(capture).format.bucket_count  # or why there is no lane
 frames = ck.frames_table(capture).collect()
 images = ck.images_table(capture)
-bucket_count = int(frames["cbi1_bucket_count"].drop_nulls()[0])
 
 # %% [markdown]
 # ## Churn in the capture

@@ -29,7 +29,7 @@ import polars as pl
 
 import cbi1kit as ck
 
-ck.setup_notebook()  # every chart draws here with no network
+renderer = ck.setup_notebook()  # every chart draws here with no network
 
 # %% [markdown]
 # ## A LoRA reached through an alias

@@ -25,7 +25,7 @@ import polars as pl
 
 import cbi1kit as ck
 
-ck.setup_notebook()  # every chart draws here with no network
+renderer = ck.setup_notebook()  # every chart draws here with no network
 
 # %% [markdown]
 # ## Serve and record the fleet

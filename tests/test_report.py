@@ -241,3 +241,24 @@ def test_a_report_that_fails_leaves_nothing_behind(tmp_path: Path, monkeypatch: 
         calls = 0
         build_report(SAMPLE, deep)
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize(
+    "name", ["02_load_captured_frames", "03_bucket_occupancy", "04_delta_churn"]
+)
+def test_a_notebook_given_a_capture_it_cannot_chart_says_why(name: str, tmp_path: Path) -> None:
+    """A trace file passed as the capture (a plausible slip): the notebook stops at the first
+    cell that needs a lane, with charted_lane's VizError naming the first violation (it was a
+    TypeError or an IndexError from deep inside)."""
+    from cbi1kit.viz import charted_lane
+    from cbi1kit.viz._report import _execute_notebook
+
+    with raises_variant(VizError, "Chart", match="no snapshot was ever installed"):
+        charted_lane(TRACE)
+    assert charted_lane(SAMPLE).final_lane is not None
+    source = ROOT / "notebooks" / f"{name}.ipynb"
+    with pytest.raises(VizError) as info:
+        _execute_notebook(source, tmp_path / "ran.ipynb", {"capture": str(TRACE)})
+    message = str(info.value)
+    assert "VizError: " in message and "not a FilterUpdate" in message, message
+    assert "\n" not in message

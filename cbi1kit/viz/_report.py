@@ -54,6 +54,7 @@ __all__ = [
     "ReportResult",
     "ShownCell",
     "build_report",
+    "charted_lane",
     "drawn_cells",
     "report_charts",
     "report_outputs",
@@ -127,14 +128,32 @@ Executed = Mapping[str, Sequence[ShownCell]]
 # ----------------------------------------------------------------------------------- charts
 
 
-def _chosen_lane(capture: Path, dc: int | str | None) -> tuple[ReplayReport, LaneReport]:
-    """The capture's replay and the lane the report charts: DC ``dc``'s (an id, its hex or a
-    DC name), or the only one (``LaneError`` ``SeveralLanes`` or ``NoSuchLane`` otherwise)."""
-    report = replay(capture, keep_events=False)  # the lanes and counts; no per-record events
+def charted_lane(
+    source: str | os.PathLike[str] | ReplayReport, dc: int | str | None = None
+) -> LaneReport:
+    """The lane a chart of ``source`` (a capture, or its replay) draws: DC ``dc``'s (an id, its
+    hex or a DC name), or the only one (``LaneError`` ``SeveralLanes`` or ``NoSuchLane``
+    otherwise). ``VizError`` ``Chart`` when no snapshot was ever installed, naming the first
+    violation that kept it out: a notebook given a capture it cannot chart (empty, foreign,
+    damaged before its first snapshot) says why at its first cell, not with a ``TypeError``
+    further down."""
+    report = source if isinstance(source, ReplayReport) else replay(source, keep_events=False)
     one = report.lane(dc) if report.lanes else None
     if one is None or one.final_lane is None:
-        raise VizError("Report", f"{capture}: no snapshot was ever installed, nothing to chart")
-    return report, one
+        name = "the capture" if isinstance(source, ReplayReport) else str(source)
+        broken = (one.violations if one is not None else []) or report.violations
+        why = ""
+        if broken:
+            why = f" (first of {len(broken)} violation(s): {_violation_text(broken[0])})"
+        raise VizError("Chart", f"{name}: no snapshot was ever installed, nothing to chart{why}")
+    return one
+
+
+def _chosen_lane(capture: Path, dc: int | str | None) -> tuple[ReplayReport, LaneReport]:
+    """The capture's replay (the lanes and counts; no per-record events) and the lane the
+    report charts (``charted_lane``)."""
+    report = replay(capture, keep_events=False)
+    return report, charted_lane(report, dc)
 
 
 def report_charts(
