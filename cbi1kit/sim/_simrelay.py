@@ -42,7 +42,7 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import SimulationError
+from cbi1kit.errors import OutputError, SimulationError
 from cbi1kit.hashing._identity import CanonicalModelRegistration, KvQuerySemantics, RelayIdentity
 from cbi1kit.relay._messages import (
     RELAY_CONTRACT_MARKER,
@@ -381,12 +381,25 @@ def simulate_capture(
         result = _simulate_into(partial, out, workload, cfg, progress)
         if overwrite:
             os.replace(partial, out)
-        else:  # a file another run put there meanwhile is not replaced
-            os.link(partial, out)
+        else:
+            _put_new(partial, out)
     finally:
         partial.unlink(missing_ok=True)
     result.capture_bytes = out.stat().st_size
     return result
+
+
+def _put_new(partial: Path, out: Path) -> None:
+    """``partial`` at ``out``, which must not exist: a file another run put there meanwhile is
+    not replaced (``OutputError`` ``Exists``)."""
+    try:
+        os.link(partial, out)
+    except FileExistsError:
+        raise OutputError("Exists", f"{out} exists (use --force to overwrite)") from None
+    except OSError:  # a file system without hard links: the same check, not atomic
+        if out.exists():
+            raise OutputError("Exists", f"{out} exists (use --force to overwrite)") from None
+        os.replace(partial, out)
 
 
 def _simulate_into(
