@@ -240,8 +240,7 @@ def _replay(path: Path, fmt: FilterFormat | None, progress: bool, *, history: bo
 def _violation_lines(report: Any, limit: int) -> list[str]:
     out = []
     for v in report.violations[:limit]:
-        seq = "" if v.sequence is None else f" sequence {v.sequence}"
-        out.append(f"  - record {v.record_index} (stream {v.stream_id}){seq}: {v.rule}: {v.reason}")
+        out.append(f"  - {v.describe()}")
     more = len(report.violations) - limit
     if more > 0:
         out.append(f"  … {more} more")
@@ -680,12 +679,9 @@ def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
 def _never_installed(path: Path, violations: Sequence[Any]) -> CliError:
     """Exit 1 for a lane with no snapshot, naming the first violation that kept it out (a
     wrong --seed or --buckets, damage): 'never installed' alone sent the user looking."""
-    why = ""
-    if violations:
-        v = violations[0]
-        why = f" (first of {len(violations)} violation(s): record {v.record_index}: {v.rule}: "
-        why += f"{v.reason})"
-    return CliError(f"{path}: no snapshot was ever installed{why}", EXIT_INVALID)
+    from cbi1kit.analysis._replay import never_installed
+
+    return CliError(f"{path}: {never_installed(violations)}", EXIT_INVALID)
 
 
 def _lane_choice(
@@ -709,8 +705,8 @@ def _unanswerable(message: str, asked: Mapping[Path, Any]) -> CliError:
         if first.reason in message:  # the answer already names it
             return CliError(message, EXIT_INVALID)
         return CliError(
-            f"{message}; {path} is damaged ({len(damage)} damaged range(s), first: record "
-            f"{first.record_index}: {first.reason}), which may be why",
+            f"{message}; {path} is damaged ({len(damage)} damaged range(s), first: "
+            f"{first.describe()}), which may be why",
             EXIT_INVALID,
         )
     return CliError(message, EXIT_USAGE)

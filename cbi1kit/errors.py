@@ -34,6 +34,7 @@ __all__ = [
     "TransportError",
     "VizError",
     "error_name",
+    "one_line",
 ]
 
 
@@ -147,6 +148,13 @@ _MIXED: dict[tuple[type[Cbi1kitError], type[Exception]], type[Cbi1kitError]] = {
 def error_name(error: BaseException) -> str:
     """How reports and tables name an error: ``Family.Variant`` for ours, else the class name."""
     return error.name if isinstance(error, Cbi1kitError) else type(error).__name__
+
+
+def one_line(text: str) -> str:
+    """A message on one line, its runs of whitespace one space: an error reaches the command
+    line as one line, and some libraries' own messages (protobuf's, papermill's, polars') span
+    several."""
+    return " ".join(text.split())
 
 
 def _with_builtin(family: type[Cbi1kitError], extra: type[Exception]) -> type[Cbi1kitError]:

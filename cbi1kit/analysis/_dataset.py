@@ -50,7 +50,7 @@ from cbi1kit.analysis._tables import _Collector
 from cbi1kit.capture._file import is_capture_file
 from cbi1kit.capture._readers import ReadCursor, read_capture_items
 from cbi1kit.capture._segments import capture_segments, read_segment_info
-from cbi1kit.errors import CaptureError, Cbi1kitError, DatasetError, OutputError
+from cbi1kit.errors import CaptureError, Cbi1kitError, DatasetError, OutputError, one_line
 
 __all__ = [
     "DATASET_FILE",
@@ -599,6 +599,7 @@ class Dataset:
         return self.tables["violations"]
 
     def files(self, table: str) -> list[Path]:
+        """Every file of one of the tables."""
         return sorted((self.path / table).rglob("*.parquet"))
 
     def sources(self) -> pl.DataFrame:
@@ -658,7 +659,7 @@ def collect_table(frame: pl.LazyFrame, table: str, files: Iterable[str | Path]) 
 
 def _printable(exc: BaseException) -> str:
     """An error on one line of plain text (polars quotes the damaged bytes it found)."""
-    return " ".join(str(exc).split()).encode("ascii", "backslashreplace").decode()
+    return one_line(str(exc)).encode("ascii", "backslashreplace").decode()
 
 
 def _unreadable_parquet(path: Path) -> bool:
@@ -667,12 +668,6 @@ def _unreadable_parquet(path: Path) -> bool:
     except (OSError, pa.ArrowException):
         return True
     return False
-
-
-def table_files(dataset: str | os.PathLike[str], table: str) -> list[Path]:
-    """Every file of one of the dataset's tables."""
-    root = Path(dataset) / table
-    return sorted(root.rglob("*.parquet")) if root.exists() else []
 
 
 def open_dataset(path: str | os.PathLike[str]) -> Dataset:

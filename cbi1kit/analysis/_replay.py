@@ -91,6 +91,7 @@ __all__ = [
     "Replayer",
     "StreamInfo",
     "Violation",
+    "never_installed",
     "replay",
 ]
 
@@ -124,6 +125,20 @@ class Violation(ReplayEvent):
     """A broken rule. ``rule`` names it (upstream's variant where there is one)."""
 
     rule: str = ""
+
+    def describe(self) -> str:
+        """The violation on one line, as every report lists it: where, which rule, why."""
+        seq = "" if self.sequence is None else f" sequence {self.sequence}"
+        return (
+            f"record {self.record_index} (stream {self.stream_id}){seq}: {self.rule}: {self.reason}"
+        )
+
+
+def never_installed(violations: Sequence[Violation]) -> str:
+    """Why a lane has nothing to show: no snapshot was ever installed, and the first of the
+    ``violations`` that kept one out (a wrong format, damage, a foreign file), if any."""
+    why = f" (first of {len(violations)} violation(s): {violations[0].describe()})"
+    return "no snapshot was ever installed" + (why if violations else "")
 
 
 @dataclass(slots=True, eq=False)

@@ -41,7 +41,7 @@ from cbi1kit.capture._streams import (
     WATCH_KV_POOL_CATALOG_METHOD,
     FrameStreams,
 )
-from cbi1kit.errors import CaptureError
+from cbi1kit.errors import CaptureError, one_line
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
     FRAME_HEAD_BYTES,
@@ -571,7 +571,7 @@ def read_grpcurl_json(
             except json_format.ParseError as exc:
                 raise CaptureError(
                     "Unreadable",
-                    f"not a FilterUpdate: {' '.join(str(exc).split())}",  # protobuf's has lines
+                    f"not a FilterUpdate: {one_line(str(exc))}",
                     source=name,
                     offset=offset,
                     record_index=index,

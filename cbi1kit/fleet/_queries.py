@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import polars as pl
 
-from cbi1kit.analysis._dataset import collect_table, open_dataset, scan_table, table_files
+from cbi1kit.analysis._dataset import collect_table, open_dataset, scan_table
 from cbi1kit.ckf._stats import FINGERPRINT_MATCH_PROBABILITY
 from cbi1kit.fleet._menu import QUERY_DOCS
 
@@ -249,18 +249,15 @@ def run_local(name: str, dataset: str | os.PathLike[str], **params: Any) -> pl.D
     q = _query(name)
     ds = open_dataset(dataset)
     return q.combine(
-        {
-            t: collect_table(q.partial(t, ds.tables[t], **params), t, table_files(ds.path, t))
-            for t in q.tables
-        },
+        {t: collect_table(q.partial(t, ds.tables[t], **params), t, ds.files(t)) for t in q.tables},
         **params,
     )
 
 
-def _partitions(root: Path) -> list[list[str]]:
+def _partitions(files: list[Path]) -> list[list[str]]:
     """A table's files, grouped by leaf partition directory."""
     by_dir: dict[Path, list[str]] = {}
-    for f in sorted(root.rglob("*.parquet")):
+    for f in files:
         by_dir.setdefault(f.parent, []).append(str(f))
     return list(by_dir.values())
 
@@ -297,7 +294,7 @@ def query_graph(name: str, dataset: str | os.PathLike[str], **params: Any) -> An
     run = uuid.uuid4().hex[:8]
     args: list[Any] = []
     for table in q.tables:
-        groups = _partitions(ds.path / table)
+        groups = _partitions(ds.files(table))
         empty = q.partial(table, scan_table(table, []), **params).collect()
         parts = [
             delayed(_partial_task, pure=True)(

@@ -4,7 +4,7 @@ runtime-dispatched SIMD loop, where a numba stripe loop ran at a third of it.
 
 Each function is bound once per process, here, to a fixed symbol name the kernels call, so
 their compiled code caches like the rest (each library name: its dispatching variant where the
-wheel has one, else the plain one). ``ImportError`` when the library exports one of them not:
+wheel has one, else the plain one). ``ImportError`` when the library lacks one of them:
 the callers then keep their Python or reference paths.
 """
 

@@ -27,11 +27,11 @@ import polars as pl
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._global import global_timeline
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, Violation, replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, never_installed, replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.ckf._stats import lane_stats
-from cbi1kit.errors import OutputError, VizError
+from cbi1kit.errors import OutputError, VizError, one_line
 from cbi1kit.sim._simulator import Simulator, SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake
 from cbi1kit.viz._charts import (
@@ -142,10 +142,7 @@ def charted_lane(
     if one is None or one.final_lane is None:
         name = "the capture" if isinstance(source, ReplayReport) else str(source)
         broken = (one.violations if one is not None else []) or report.violations
-        why = ""
-        if broken:
-            why = f" (first of {len(broken)} violation(s): {_violation_text(broken[0])})"
-        raise VizError("Chart", f"{name}: no snapshot was ever installed, nothing to chart{why}")
+        raise VizError("Chart", f"{name}: nothing to chart: {never_installed(broken)}")
     return one
 
 
@@ -238,15 +235,11 @@ def _charts(
     )
 
 
-def _violation_text(v: Violation) -> str:
-    return f"record {v.record_index} (stream {v.stream_id}): {v.rule}: {v.reason}"
-
-
 def _summary(capture: Path, report: ReplayReport, one: LaneReport) -> list[tuple[str, str]]:
     counts = report.counts()
     rows = [("capture", capture.name), ("violations", str(len(report.violations)))]
     if report.violations:
-        rows.append(("first violation", _violation_text(report.violations[0])))
+        rows.append(("first violation", report.violations[0].describe()))
     rows += [(k, str(v)) for k, v in sorted(counts.items())]
     if len(report.lanes) > 1:
         dc = "-" if one.dc_id is None else f"{one.dc_id:016x}"
@@ -294,7 +287,7 @@ def _execute_notebook(source: Path, out: Path, parameters: dict[str, Any]) -> No
             else str(exc)
         )
         where = f" in cell [{cell}]" if cell is not None else ""
-        raise VizError("Report", f"{source.name} failed{where}: {' '.join(what.split())}") from exc
+        raise VizError("Report", f"{source.name} failed{where}: {one_line(what)}") from exc
     finally:
         os.environ.clear()
         os.environ.update(env)
@@ -422,6 +415,8 @@ def build_report(
     raised before anything is written), and never into the folder of the notebooks it runs
     (``SourceInside``); a notebook is executed into a temporary folder, not beside its source.
     """
+    import vl_convert as vlc
+
     started = time.perf_counter()
     cap = Path(capture).resolve()
     if not cap.exists():
@@ -455,25 +450,88 @@ def build_report(
             f"{cap}: {len(report.lanes)} lanes; the notebooks chart a capture of one lane "
             "(make the charts alone: no notebooks folder, --no-notebooks)",
         )
-    # the folders this run makes (the output's missing parents too) and the files it writes
+    with _undone_on_failure(out) as written:  # each file added before it is written
+        (out / "png").mkdir(parents=True, exist_ok=True)
+        say = progress or (lambda _msg: None)
+        result = ReportResult(out / "index.html")
+        if report.violations:
+            result.violations = len(report.violations)
+            result.first_violation = report.violations[0].describe()
+
+        figures = []
+        for kind, caption, chart in _charts(cap, workload, report, one):
+            say(f"chart {kind}")
+            spec = chart.to_json()
+            svg = vlc.vegalite_to_svg(spec)
+            png = out / "png" / f"{kind}.png"
+            written.append(png)
+            png.write_bytes(vlc.vegalite_to_png(spec, scale=1.5))
+            result.pngs[kind] = png
+            figures.append(
+                f"<figure id='{kind}' data-chart='{kind}'><figcaption>{html.escape(caption)}"
+                f"</figcaption>{svg}</figure>"
+            )
+
+        notebook_links = []
+        if callable(executed):
+            executed = executed()
+        if source_dir is not None:
+            (out / "notebooks").mkdir(exist_ok=True)
+            # relative to the notebooks (their working folder): the pages show no home folder
+            params = {"capture": os.path.relpath(cap, source_dir)}
+            if trace:
+                params["trace"] = os.path.relpath(Path(trace).resolve(), source_dir)
+            with tempfile.TemporaryDirectory(prefix="cbi1kit-report-") as scratch_dir:
+                scratch = Path(scratch_dir)
+                for name in names:
+                    source = source_dir / f"{name}.ipynb"
+                    if executed is not None and name in executed:
+                        cells = list(executed[name])
+                    else:
+                        say(f"notebook {name}")
+                        ran = scratch / f"{name}.ipynb"
+                        nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
+                        _execute_notebook(source, ran, nb_params)
+                        cells = _executed_cells(ran)
+                    page = out / "notebooks" / f"{name}.html"
+                    written.append(page)
+                    page.write_text(
+                        _render_notebook(cells, name.replace("_", " ")), encoding="utf-8"
+                    )
+                    result.notebooks[name] = page
+                    notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
+
+        rows = "".join(
+            f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+            for k, v in _summary(cap, report, one)
+        )
+        parts = [
+            _page_head("cbi1kit report"),
+            f"<p>Generated from <code>{html.escape(cap.name)}</code>; every chart is embedded, "
+            "nothing is fetched.</p>",
+            f"<h2>Replay</h2><table>{rows}</table>",
+            "<h2>Charts</h2>",
+            *figures,
+        ]
+        if notebook_links:
+            parts += ["<h2>Notebooks (executed)</h2><ul>", *notebook_links, "</ul>"]
+        parts.append("</body></html>")
+        written.append(result.index)
+        result.index.write_text("\n".join(parts), encoding="utf-8")
+        result.seconds = time.perf_counter() - started
+        return result
+
+
+@contextlib.contextmanager
+def _undone_on_failure(out: Path) -> Iterator[list[Path]]:
+    """The files a report run writes, which the run adds before writing each: on failure they
+    go, with the folders the run made (the output's missing parents too), and nothing of a
+    half report is left behind; files it did not write stay."""
     made = [d for d in (out / "notebooks", out / "png", out, *out.parents) if not d.exists()]
     written: list[Path] = []
     try:
-        return _write_report(
-            cap,
-            out,
-            workload,
-            report,
-            one,
-            names,
-            source_dir,
-            trace,
-            progress,
-            executed,
-            started,
-            written,
-        )
-    except BaseException:  # what this run wrote goes with it: no half report left behind
+        yield written
+    except BaseException:
         for path in written:
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -481,92 +539,6 @@ def build_report(
             with contextlib.suppress(OSError):
                 d.rmdir()  # only if empty
         raise
-
-
-def _write_report(
-    cap: Path,
-    out: Path,
-    workload: Workload | None,
-    report: ReplayReport,
-    one: LaneReport,
-    names: list[str],
-    source_dir: Path | None,
-    trace: str | os.PathLike[str] | None,
-    progress: Callable[[str], None] | None,
-    executed: Executed | Callable[[], Executed | None] | None,
-    started: float,
-    written: list[Path],
-) -> ReportResult:
-    """The report's files, each added to ``written`` before it is written."""
-    import vl_convert as vlc
-
-    (out / "png").mkdir(parents=True, exist_ok=True)
-    say = progress or (lambda _msg: None)
-    result = ReportResult(out / "index.html")
-    if report.violations:
-        result.violations = len(report.violations)
-        result.first_violation = _violation_text(report.violations[0])
-
-    figures = []
-    for kind, caption, chart in _charts(cap, workload, report, one):
-        say(f"chart {kind}")
-        spec = chart.to_json()
-        svg = vlc.vegalite_to_svg(spec)
-        png = out / "png" / f"{kind}.png"
-        written.append(png)
-        png.write_bytes(vlc.vegalite_to_png(spec, scale=1.5))
-        result.pngs[kind] = png
-        figures.append(
-            f"<figure id='{kind}' data-chart='{kind}'><figcaption>{html.escape(caption)}"
-            f"</figcaption>{svg}</figure>"
-        )
-
-    notebook_links = []
-    if callable(executed):
-        executed = executed()
-    if source_dir is not None:
-        (out / "notebooks").mkdir(exist_ok=True)
-        # relative to the notebooks (their working folder): the pages show no home folder
-        params = {"capture": os.path.relpath(cap, source_dir)}
-        if trace:
-            params["trace"] = os.path.relpath(Path(trace).resolve(), source_dir)
-        with tempfile.TemporaryDirectory(prefix="cbi1kit-report-") as scratch_dir:
-            scratch = Path(scratch_dir)
-            for name in names:
-                source = source_dir / f"{name}.ipynb"
-                if executed is not None and name in executed:
-                    cells = list(executed[name])
-                else:
-                    say(f"notebook {name}")
-                    ran = scratch / f"{name}.ipynb"
-                    nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
-                    _execute_notebook(source, ran, nb_params)
-                    cells = _executed_cells(ran)
-                page = out / "notebooks" / f"{name}.html"
-                written.append(page)
-                page.write_text(_render_notebook(cells, name.replace("_", " ")), encoding="utf-8")
-                result.notebooks[name] = page
-                notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
-
-    rows = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-        for k, v in _summary(cap, report, one)
-    )
-    parts = [
-        _page_head("cbi1kit report"),
-        f"<p>Generated from <code>{html.escape(cap.name)}</code>; every chart is embedded, "
-        "nothing is fetched.</p>",
-        f"<h2>Replay</h2><table>{rows}</table>",
-        "<h2>Charts</h2>",
-        *figures,
-    ]
-    if notebook_links:
-        parts += ["<h2>Notebooks (executed)</h2><ul>", *notebook_links, "</ul>"]
-    parts.append("</body></html>")
-    written.append(result.index)
-    result.index.write_text("\n".join(parts), encoding="utf-8")
-    result.seconds = time.perf_counter() - started
-    return result
 
 
 def _has_parameter(notebook: Path, name: str) -> bool:
