@@ -24,6 +24,7 @@ from cbi1kit._cli_common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
+    I64_MAX,
     U64,
     U64_MAX,
     CliError,
@@ -465,7 +466,7 @@ _RELAY_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
     (
         "--epoch-unix-ns",
         "epoch_unix_ns",
-        ranged(0, (1 << 62) - 1),  # room for a trace's span: receive times stay i64 ns
+        ranged(0, I64_MAX),  # RelayConfig holds it to the simulated clock's half
         "wall clock at simulated time 0",
     ),
 )

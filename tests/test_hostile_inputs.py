@@ -406,3 +406,15 @@ def test_grpc_core_logs_nothing_beside_the_one_error_line() -> None:
     )
     assert res.returncode == 3 and one_line(res.stderr), res.stderr
     assert res.stderr.startswith("cbi1kit serve: error: cannot serve on 999.1.1.1")
+
+
+def test_an_epoch_past_the_simulated_clocks_half_is_a_usage_error(tmp_path: Path) -> None:
+    """Receive times are the epoch plus the trace's time, in i64 ns: an epoch of 2**63 - 1 was
+    taken, and the frames table showed 1677 (wrapped)."""
+    trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+    out = tmp_path / "sim.kvrcap"
+    code, _, err = cli_run(
+        "simulate", str(trace), "-o", str(out), "--limit", "3", "--epoch-unix-ns", str(1 << 62)
+    )
+    assert code == 2 and one_line(err) and "epoch_unix_ns" in err, err
+    assert not out.exists()

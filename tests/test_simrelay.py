@@ -183,6 +183,13 @@ def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
         SimRelayConfig(SimulatorConfig(dcs=2), RelayConfig(record_dc=2))
     with pytest.raises(ValueError):
         RelayConfig(max_delta_images=0)
+    # the epoch and a trace's time each within half the i64 clock: receive times never wrap
+    from cbi1kit.sim._workload import SIM_NS_MAX, TRACE_FIELD_MAX
+
+    RelayConfig(epoch_unix_ns=SIM_NS_MAX)
+    with pytest.raises(ValueError, match="epoch_unix_ns"):
+        RelayConfig(epoch_unix_ns=SIM_NS_MAX + 1)
+    assert SIM_NS_MAX + TRACE_FIELD_MAX["timestamp"] * 1_000_000 < 1 << 63
     path = tmp_path / "o.kvrcap"
     w = trace.head(20)
     simulate_capture(w, path, SimRelayConfig(SMALL))

@@ -60,7 +60,7 @@ from cbi1kit.sim._simulator import (
     SimulatorConfig,
     producer_identity,
 )
-from cbi1kit.sim._workload import Workload
+from cbi1kit.sim._workload import SIM_NS_MAX, Workload
 from cbi1kit.wire._format import max_delta_images
 
 __all__ = [
@@ -100,6 +100,8 @@ class RelayConfig:
             raise ValueError(f"max_delta_images must be in 1..={max_delta_images()}")
         if self.resubscribe_every_ms is not None and self.resubscribe_every_ms < 1:
             raise ValueError("resubscribe_every_ms must be >= 1 or None")
+        if not 0 <= self.epoch_unix_ns <= SIM_NS_MAX:  # receive times wrapped past 2262
+            raise ValueError(f"epoch_unix_ns must be in 0..={SIM_NS_MAX}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,11 +219,14 @@ def mooncake_local_hashes(
     return xxh3_64_u64(ids.astype(np.uint64), block_hash_seed(lora_name, cache_namespace))
 
 
-#: the largest value each integer field of a trace line may hold: a timestamp (ms) whose ns,
-#: added to any epoch the simulator takes (below 2**62 ns), stays an i64; token counts a u32;
-#: hash ids an i64 (larger ones were a traceback deep in numpy, not a bad line)
+#: the simulated clock's halves: the epoch (``RelayConfig.epoch_unix_ns``) and a trace's time
+#: each at most this many ns, so that their sum, every receive time, stays an i64 of ns
+SIM_NS_MAX: Final = (1 << 62) - 1
+#: the largest value each integer field of a trace line may hold: a timestamp (ms) within
+#: ``SIM_NS_MAX``; token counts a u32; hash ids an i64 (larger ones were a traceback deep in
+#: numpy, not a bad line)
 TRACE_FIELD_MAX: Final = {
-    "timestamp": ((1 << 62) - 1) // 1_000_000,
+    "timestamp": SIM_NS_MAX // 1_000_000,
     "input_length": (1 << 32) - 1,
     "output_length": (1 << 32) - 1,
     "hash_ids": (1 << 63) - 1,
