@@ -42,7 +42,7 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import OutputError, SimulationError
+from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import CanonicalModelRegistration, KvQuerySemantics, RelayIdentity
 from cbi1kit.relay._messages import (
     RELAY_CONTRACT_MARKER,
@@ -397,10 +397,10 @@ def _put_new(partial: Path, out: Path) -> None:
     try:
         os.link(partial, out)
     except FileExistsError:
-        raise OutputError("Exists", f"{out} exists (use --force to overwrite)") from None
+        claim_outputs([out], overwrite=False)  # refuses it, as for any output that exists
+        raise
     except OSError:  # a file system without hard links: the same check, not atomic
-        if out.exists():
-            raise OutputError("Exists", f"{out} exists (use --force to overwrite)") from None
+        claim_outputs([out], overwrite=False)
         os.replace(partial, out)
 
 
