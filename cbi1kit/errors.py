@@ -34,7 +34,6 @@ __all__ = [
     "TransportError",
     "VizError",
     "error_name",
-    "one_line",
 ]
 
 
@@ -153,7 +152,7 @@ def error_name(error: BaseException) -> str:
 def one_line(text: str) -> str:
     """A message on one line, its runs of whitespace one space: an error reaches the command
     line as one line, and some libraries' own messages (protobuf's, papermill's, polars') span
-    several."""
+    several. (Not in ``__all__``: the module's front is its families and ``error_name``.)"""
     return " ".join(text.split())
 
 
