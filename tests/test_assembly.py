@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import xxhash
 from errorcheck import raises_variant
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -391,6 +392,8 @@ def test_memory_is_the_lane_and_one_chunk(chunks) -> None:  # type: ignore[no-un
     raw = list(encode_snapshot_chunks(FMT, 1, 99, lane))
     buf = memoryview(bytearray(len(raw[0])))
     asm = SnapshotAssembly(FMT)
+    for f in raw:  # once untraced: the kernel compiled or loaded (code, not the lane's memory)
+        asm.absorb(f)
     tracemalloc.start()
     try:
         done = None
@@ -421,3 +424,72 @@ def test_in_order_chunk_bytes_take_the_one_pass_path(chunks, monkeypatch) -> Non
     for f in raw:
         done = asm.absorb(f)
     assert done is not None and np.array_equal(done.words, lane)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel (numba, stores past the cache, into lanes of STREAM_LANE_BYTES or more) against its
+# Python reference, bit for bit: the digest and every byte of the destination and around it.
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(0, 3 * (1 << 13) + 40),
+    shift=st.integers(0, 31),
+    seed=st.integers(0, 2**32 - 1),
+    form=st.sampled_from([bytes, bytearray]),
+)
+def test_kernel_matches_its_python_reference_bit_for_bit(
+    size: int, shift: int, seed: int, form: type
+) -> None:
+    """Any length past the 64-byte head (several kernel steps, odd tails), any alignment of
+    the destination (its unaligned ends are copied byte by byte)."""
+    import cbi1kit.wire._assembly as assembly
+
+    kernel = assembly._kernel()
+    assert kernel is not None
+    data = np.random.default_rng(seed).integers(0, 256, 64 + size, dtype=np.uint8).tobytes()
+    view = memoryview(form(data))
+    out = [np.zeros(size + 64, np.uint8) for _ in range(2)]
+    frame = np.frombuffer(view, np.uint8)
+    frame.flags.writeable = False
+    state = np.empty(assembly._STATE_BYTES + 64, np.uint8)
+    got = kernel(frame, 48, 64, out[0][shift : shift + size], state)
+    want = assembly._hash_copy_reference(view, 64, out[1][shift : shift + size].data)
+    assert got == want == xxhash.xxh3_64_intdigest(data[48:])
+    assert out[0].tobytes() == out[1].tobytes() == bytes(shift) + data[64:] + bytes(64 - shift)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_streams())
+def test_kernel_path_matches_two_step_path_on_any_stream(frames: list[bytes]) -> None:
+    """The streams above with every lane taken by the kernel, small ones included."""
+    import cbi1kit.wire._assembly as assembly
+
+    saved = assembly.STREAM_LANE_BYTES
+    assembly.STREAM_LANE_BYTES = 0
+    try:
+        _both(SMALL, list(frames))
+    finally:
+        assembly.STREAM_LANE_BYTES = saved
+
+
+def test_a_large_lane_is_filled_by_the_kernel(chunks, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """From ``STREAM_LANE_BYTES`` up the kernel fills the lane; below it, the Python path."""
+    import cbi1kit.wire._assembly as assembly
+
+    lane, _ = chunks
+    raw = list(encode_snapshot_chunks(FMT, 1, 99, lane))
+    calls: list[str] = []
+    reference = assembly._hash_copy_reference
+    monkeypatch.setattr(
+        assembly, "_hash_copy_reference", lambda *a: calls.append("python") or reference(*a)
+    )
+    for limit, path in ((FMT.bucket_count * 8, None), (FMT.bucket_count * 8 + 1, "python")):
+        monkeypatch.setattr(assembly, "STREAM_LANE_BYTES", limit)
+        calls.clear()
+        asm = SnapshotAssembly(FMT)
+        done = None
+        for f in raw:
+            done = asm.absorb(f)
+        assert done is not None and np.array_equal(done.words, lane)
+        assert calls == ([] if path is None else ["python"] * len(raw))

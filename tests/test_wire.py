@@ -17,10 +17,13 @@ from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._codec import (
     IMAGE_DTYPE,
     Delta,
+    DeltaBatch,
     FrameHeader,
     SnapshotChunk,
+    _decode_deltas_reference,
     body_checksum,
     decode,
+    decode_deltas,
     encode_delta,
     encode_snapshot_chunk,
     encode_snapshot_chunks,
@@ -293,6 +296,12 @@ def mutated_frames(draw: st.DrawFn) -> tuple[FilterFormat, bytes]:
         frame = encode_delta(fmt, 1, 2, 3, draw(images_for(fmt, max_size=8)))
     else:
         (frame,) = encode_snapshot_chunks(fmt, 1, 2, draw(lanes_for(fmt)))
+    return fmt, _damaged(draw, frame)
+
+
+def _damaged(draw: st.DrawFn, frame: bytes) -> bytes:
+    """``frame`` with one to four bytes flipped, cut, added or fields overwritten, its checksum
+    fixed up afterwards or not."""
     buf = bytearray(frame)
     for _ in range(draw(st.integers(1, 4))):
         op = draw(st.sampled_from(["flip", "truncate", "extend", "field"]))
@@ -308,7 +317,7 @@ def mutated_frames(draw: st.DrawFn) -> tuple[FilterFormat, bytes]:
             buf[at : at + 4] = draw(st.binary(min_size=4, max_size=4))
     if draw(st.booleans()) and len(buf) >= HEADER_LEN:
         struct.pack_into("<I", buf, 44, body_checksum(buf))  # get past the checksum
-    return fmt, bytes(buf)
+    return bytes(buf)
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
@@ -438,3 +447,151 @@ def test_fast_decode_matches_the_reference_on_deltas_of_any_size(
         )
         struct.pack_into("<I", frame, 44, body_checksum(frame))
     _agree(fmt, bytes(frame))
+
+
+# ----------------------------------------------------------------- many deltas: decode_deltas
+# ``decode_deltas`` checks every frame at once; per frame it must be ``decode``: the same deltas,
+# or the error ``decode`` raises for the first frame it refuses (or the first snapshot chunk),
+# with that frame's index. ``_decode_deltas_reference`` (decode frame by frame) must agree too.
+
+
+def _error(exc: Cbi1Error) -> tuple[Any, ...]:
+    return (type(exc), exc.variant, exc.subvariant, exc.field, exc.offset, exc.expected, exc.actual)
+
+
+def _per_frame(fmt: FilterFormat, frames: list[Any]) -> tuple[Any, ...]:
+    """What ``decode`` says of the frames in order: their deltas, or the first refusal."""
+    deltas = []
+    for i, data in enumerate(frames):
+        try:
+            frame = decode(fmt, data)
+        except Cbi1Error as exc:
+            return ("error", i, (*_error(exc), f"frame {i}: {exc}"))
+        if not isinstance(frame, Delta):
+            return ("error", i, (Cbi1Error, "Flags", None, "header.flags", 6, 2, 1))
+        deltas.append(frame)
+    return ("ok", deltas)
+
+
+def _batch_agrees(fmt: FilterFormat, frames: list[Any]) -> None:
+    expected = _per_frame(fmt, frames)
+    for fn in (decode_deltas, _decode_deltas_reference):
+        try:
+            batch = fn(fmt, frames)
+        except Cbi1Error as exc:
+            assert expected[0] == "error", exc
+            _, index, error = expected
+            assert exc.frame_index == index
+            assert (*_error(exc), str(exc))[: len(error)] == error
+            assert str(exc).startswith(f"frame {index}: ")
+            continue
+        assert expected[0] == "ok"
+        deltas = expected[1]
+        assert len(batch) == len(frames) and list(batch) == deltas
+        assert batch.format is fmt
+        assert batch.dc_id.tolist() == [d.header.dc_id for d in deltas]
+        assert batch.epoch.tolist() == [d.header.epoch for d in deltas]
+        assert batch.base_epoch.tolist() == [d.base_epoch for d in deltas]
+        assert batch.image_counts.tolist() == [d.image_count for d in deltas]
+        assert batch.images.dtype == IMAGE_DTYPE
+        assert batch.images.tobytes() == b"".join(d.images.tobytes() for d in deltas)
+        for array in (batch.images, batch.offsets, batch.dc_id, batch.epoch, batch.base_epoch):
+            assert not array.flags.writeable
+        assert all(not d.images.flags.writeable for d in batch)
+
+
+@pytest.mark.parametrize(("fmt", "data"), _golden_frames())
+def test_decode_deltas_matches_decode_on_every_golden_frame(fmt: FilterFormat, data: bytes) -> None:
+    """Each golden frame alone, between two valid deltas, and after a frame that fails."""
+    good = encode_delta(FilterFormat.unchecked(fmt.seed, fmt.bucket_count), 5, 6, 7, [(0, 9)])
+    damaged = good[:-1]
+    for frames in ([data], [good, data, good], [good, damaged, data], [data, data]):
+        _batch_agrees(fmt, frames)
+        _batch_agrees(fmt, [memoryview(f) for f in frames])
+
+
+def test_decode_deltas_matches_decode_on_all_golden_frames_at_once() -> None:
+    """Every golden frame of each format in one batch, valid deltas first: the first refusal
+    among them is the one reported."""
+    by_format: dict[FilterFormat, list[bytes]] = {}
+    for param in _golden_frames():
+        fmt, data = param.values
+        by_format.setdefault(fmt, []).append(data)
+    for fmt, frames in by_format.items():
+        frames.sort(key=lambda f: _per_frame(fmt, [f])[0] != "ok")
+        _batch_agrees(fmt, frames)
+
+
+@st.composite
+def delta_batches(draw: st.DrawFn) -> tuple[FilterFormat, list[Any]]:
+    """A format and frames for it: mostly valid deltas, some damaged (a bucket past the lane,
+    bytes flipped, cut or added, fields overwritten, with or without a fixed checksum), a
+    snapshot chunk now and then, each as bytes, a bytearray or a memoryview."""
+    fmt = draw(formats(max_log2=6))
+    frames: list[Any] = []
+    for i in range(draw(st.integers(0, 8))):
+        frame = encode_delta(fmt, i, i, i + 1, draw(images_for(fmt, max_size=8)))
+        how = draw(st.sampled_from(["ok"] * 4 + ["damaged", "bucket", "chunk"]))
+        if how == "damaged":
+            frame = _damaged(draw, frame)
+        elif how == "bucket" and len(frame) > 60:
+            buf = bytearray(frame)
+            struct.pack_into("<I", buf, 60, draw(st.integers(fmt.bucket_count, 2**32 - 1)))
+            struct.pack_into("<I", buf, 44, body_checksum(buf))
+            frame = bytes(buf)
+        elif how == "chunk":
+            (frame,) = encode_snapshot_chunks(fmt, 1, 2, draw(lanes_for(fmt)))
+        form = draw(st.sampled_from([bytes, bytearray, memoryview]))
+        frames.append(form(frame))
+    return fmt, frames
+
+
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(delta_batches())
+def test_decode_deltas_matches_decode_frame_by_frame(case: tuple[FilterFormat, list[Any]]) -> None:
+    _batch_agrees(*case)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.binary(max_size=120), max_size=6), formats())
+def test_decode_deltas_matches_decode_on_arbitrary_bytes(
+    frames: list[bytes], fmt: FilterFormat
+) -> None:
+    _batch_agrees(fmt, frames)
+
+
+def test_decode_deltas_of_nothing_is_an_empty_batch() -> None:
+    batch = decode_deltas(FMT, iter([]))
+    assert len(batch) == 0 and list(batch) == [] and batch.images.shape == (0,)
+    assert batch.offsets.tolist() == [0]
+
+
+def test_delta_batch_is_a_sequence_of_deltas() -> None:
+    frames = [encode_delta(FMT, 7, e, e + 1, [(e, e * 10)] * e) for e in range(5)]
+    batch = decode_deltas(FMT, frames)
+    assert isinstance(batch, DeltaBatch)
+    assert batch[-1] == batch[4] == decode(FMT, frames[4])
+    assert batch[1:3] == [decode(FMT, f) for f in frames[1:3]]
+    assert batch.offsets.tolist() == [0, 0, 1, 3, 6, 10]
+    with pytest.raises(IndexError):
+        batch[5]
+    assert repr(batch) == f"DeltaBatch({FMT!r}, deltas=5, images=10)"
+    again = DeltaBatch.of(FMT, list(batch))
+    assert again.images.tobytes() == batch.images.tobytes()
+    assert again.offsets.tolist() == batch.offsets.tolist()
+
+
+def test_decode_deltas_names_the_frame_that_failed() -> None:
+    frames = [encode_delta(FMT, 1, e, e + 1, [(e, 1)]) for e in range(4)]
+    short = bytearray(frames[2][:-1])
+    struct.pack_into("<I", short, 44, body_checksum(short))  # an image cut short, checksum fixed
+    with raises_variant(Cbi1Error, "Malformed", match=r"^frame 2: ") as info:
+        decode_deltas(FMT, [*frames[:2], short, frames[3][:10]])
+    assert info.value.frame_index == 2 and info.value.field == "delta.images"
+    with raises_variant(Cbi1Error, "Truncated") as info:
+        decode_deltas(FMT, [frames[0], frames[3][:10]])
+    assert isinstance(info.value, EOFError) and info.value.frame_index == 1
+    chunk = encode_snapshot_chunk(FMT, 1, 2, 0, 1, np.zeros(FMT.bucket_count, np.uint64))
+    with raises_variant(Cbi1Error, "Flags", match="snapshot chunk") as info:
+        decode_deltas(FMT, [frames[0], chunk])
+    assert (info.value.frame_index, info.value.expected, info.value.actual) == (1, 2, 1)

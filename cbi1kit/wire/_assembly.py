@@ -11,14 +11,20 @@ array given as ``into``), so the finished snapshot's ``words`` is that lane, wit
 and the memory held is the lane plus the chunk being absorbed. ``absorb`` takes a decoded
 ``SnapshotChunk`` (one copy: ``decode`` already hashed it) or the frame's bytes, which it decodes
 itself: the body's checksum is computed block by block as each block is copied into the lane
-(the block hashed is still in cache when it is copied), one pass over the bytes. Every check
-runs in ``decode``'s then ``absorb``'s order either way: a frame that fails any of them takes
-the two-step path, which raises exactly what ``decode`` then ``absorb`` of a decoded frame would.
+(the block hashed is still in cache when it is copied), one pass over the bytes. Into a lane too
+large for the cache (``STREAM_LANE_BYTES``) the pass is a numba kernel whose stores bypass the
+cache (a plain store first reads the line it writes), so it costs what a bare memcpy does; it is
+compiled on first use and cached beside this file (loading this module does not load numba),
+and ``_hash_copy_reference`` is its Python path, tested against it. Every check runs in
+``decode``'s then ``absorb``'s order either way: a frame that fails any of them takes the two-step
+path, which raises exactly what ``decode`` then ``absorb`` of a decoded frame would.
 """
 
 from __future__ import annotations
 
+import contextlib
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,10 +61,18 @@ __all__ = ["AssembledSnapshot", "SnapshotAssembly"]
 
 Words = npt.NDArray[np.uint64]
 
-#: Bytes hashed then copied at a time by the one-pass path: 256 KiB, read from memory by the
-#: hash and copied while still in L2 (measured with ``benchmarks/bench_wire.py``: 64 KiB
+#: Bytes hashed then copied at a time by the one-pass path in Python: 256 KiB, read from memory
+#: by the hash and copied while still in L2 (measured with ``benchmarks/bench_wire.py``: 64 KiB
 #: blocks cost more in calls, 1 MiB ones fall out of L2).
 COPY_BLOCK = 1 << 18
+#: A lane at least this large is filled by the compiled kernel (:func:`_hash_copy_kernel`),
+#: whose stores bypass the cache: such a lane is not read back from cache anyway, and a plain
+#: store first reads every line it fills, a third of a copy's memory traffic. A smaller lane
+#: keeps the Python path (its next reader finds it in cache).
+STREAM_LANE_BYTES = 16 << 20
+#: Bytes the kernel hashes, then copies from L1/L2, at a time (``bench_wire``: 4 to 16 KiB
+#: alike, 64 KiB slower).
+KERNEL_STEP = 1 << 13
 
 
 class AssembledSnapshot:
@@ -254,20 +268,7 @@ class SnapshotAssembly:
         if plan is None:  # anything but a chunk that fits next: decode's errors, then ours
             return self.absorb(decode(self.format, view))
         epoch, count, start, n, checksum = plan
-        begin = HEADER_LEN + SNAPSHOT_BODY_PREFIX
-        h = xxhash.xxh3_64(view[HEADER_LEN:begin])
-        # the lane's bytes from ``start``: memoryview slices copy with memcpy, at a fraction of
-        # the call overhead of numpy slicing (it shows at 4 MiB a chunk)
-        dst = self._target(start + n).data.cast("B")[start * WORD_BYTES :]
-        end = begin + n * WORD_BYTES
-        at = 0
-        for i in range(begin, end, COPY_BLOCK):
-            piece = view[i : min(i + COPY_BLOCK, end)]
-            h.update(piece)
-            size = len(piece)
-            dst[at : at + size] = piece
-            at += size
-        actual = h.intdigest() & 0xFFFFFFFF
+        actual = _hash_copy(view, self._target(start + n), start) & 0xFFFFFFFF
         if actual != checksum:
             # decode would have refused the frame before the assembly saw it: state kept (the
             # words written lie past ``next_bucket``, where nothing assembled lives yet)
@@ -324,3 +325,133 @@ class SnapshotAssembly:
                 and offset == self.next_bucket
             )
         return (epoch, count, offset, n, checksum) if ok else None
+
+
+# ------------------------------------------------------------------- one pass: hash and copy
+
+
+def _hash_copy(view: memoryview, lane: Words, start: int) -> int:
+    """XXH3-64 of the chunk frame's body, its words copied into ``lane`` from bucket ``start``
+    as they are hashed: by the kernel into a lane of ``STREAM_LANE_BYTES`` or more (where it
+    loads), else by :func:`_hash_copy_reference`."""
+    begin = HEADER_LEN + SNAPSHOT_BODY_PREFIX
+    at = start * WORD_BYTES
+    dst = lane.view(np.uint8)[at : at + len(view) - begin]
+    kernel = _kernel() if lane.nbytes >= STREAM_LANE_BYTES else None
+    if kernel is None:
+        return _hash_copy_reference(view, begin, dst.data)
+    frame = np.frombuffer(view, np.uint8)
+    frame.flags.writeable = False  # one compiled signature, whatever the buffer
+    state = np.empty(_STATE_BYTES + 64, dtype=np.uint8)
+    return int(kernel(frame, HEADER_LEN, begin, dst, state))
+
+
+def _hash_copy_reference(frame: memoryview, begin: int, dst: memoryview) -> int:
+    """XXH3-64 of ``frame[HEADER_LEN:]``, ``frame[begin:]`` copied into ``dst`` block by block
+    (each block hashed, then copied while it is in L2): the kernel's Python reference."""
+    h = xxhash.xxh3_64(frame[HEADER_LEN:begin])
+    # memoryview slices copy with memcpy, at a fraction of numpy slicing's call overhead
+    for at in range(0, len(frame) - begin, COPY_BLOCK):
+        piece = frame[begin + at : begin + at + COPY_BLOCK]
+        h.update(piece)
+        dst[at : at + len(piece)] = piece
+    return int(h.intdigest())
+
+
+# The kernel's helpers, bound by ``_load_kernel`` (numba reads a kernel's globals when it
+# compiles it; binding them at import would load numba with this module): python-xxhash's C
+# XXH3 streaming calls (and the size of their state), a 16-byte store past the cache, a fence.
+_c_reset: Any = None
+_c_update: Any = None
+_c_digest: Any = None
+_STATE_BYTES: int = 0
+_stream16: Any = None
+_fence: Any = None
+
+
+def _hash_copy_kernel(frame: Any, head: int, begin: int, dst: Any, memory: Any) -> Any:
+    """What :func:`_hash_copy_reference` does, compiled (numba): XXH3-64 of ``frame[head:]``
+    (its streaming state in ``memory``), each step of ``KERNEL_STEP`` bytes from ``begin``
+    hashed, then copied from cache into ``dst`` with 16-byte stores that bypass it (``dst``'s
+    unaligned ends byte by byte). numba keys its cache on this file alone: the only constant
+    compiled in is ``KERNEL_STEP``, the rest come as arguments."""
+    state = (np.uint64(memory.ctypes.data) + np.uint64(63)) & ~np.uint64(63)
+    src, out = np.uint64(frame.ctypes.data), np.uint64(dst.ctypes.data)
+    _c_reset(state)
+    _c_update(state, src + np.uint64(head), begin - head)
+    n = frame.shape[0] - begin
+    for pos in range(0, n, KERNEL_STEP):
+        end = min(pos + KERNEL_STEP, n)
+        _c_update(state, src + np.uint64(begin + pos), end - pos)
+        k = pos
+        while k < end and (out + np.uint64(k)) % np.uint64(16) != 0:
+            dst[k] = frame[begin + k]
+            k += 1
+        while k + 16 <= end:
+            _stream16(out + np.uint64(k), src + np.uint64(begin + k))
+            k += 16
+        while k < end:
+            dst[k] = frame[begin + k]
+            k += 1
+    _fence()  # the streamed stores are weakly ordered: done before anything after the call
+    return _c_digest(state)
+
+
+_KERNEL: list[Any] = []  # empty until first asked for; then the kernel, or None
+
+
+def _kernel() -> Any:
+    """The compiled kernel (compiled, or loaded from its cache beside this file, on first
+    use); ``None`` where numba or python-xxhash's C XXH3 cannot be loaded."""
+    if not _KERNEL:
+        _KERNEL.append(_load_kernel())
+    return _KERNEL[0]
+
+
+def _load_kernel() -> Any:
+    """numba and the C XXH3 imported, the kernel's helpers bound, the kernel made (it
+    compiles, or loads from its disk cache, at its first call)."""
+    try:
+        import numba
+
+        from cbi1kit.hashing import _c_xxh3
+    except ImportError:
+        return None
+    stream16, fence = _intrinsics()
+    globals().update(
+        _c_reset=_c_xxh3.c_reset,
+        _c_update=_c_xxh3.c_update,
+        _c_digest=_c_xxh3.c_digest,
+        _STATE_BYTES=_c_xxh3.STATE_BYTES,
+        _stream16=stream16,
+        _fence=fence,
+    )
+    kernel = numba.njit(nogil=True, boundscheck=False)(_hash_copy_kernel)
+    with contextlib.suppress(Exception):  # a disk cache where one can be written
+        kernel.enable_caching()
+    return kernel
+
+
+def _intrinsics() -> tuple[Any, Any]:
+    """``stream16(dst, src)``: 16 bytes from ``src`` (any alignment) to ``dst`` (16-aligned),
+    stored past the cache; ``fence()``: every store before it done before any after it."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    def stream16(typingctx: Any, dst: Any, src: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> None:
+            vector = ir.VectorType(ir.IntType(64), 2).as_pointer()
+            value = builder.load(builder.inttoptr(args[1], vector), align=1)
+            store = builder.store(value, builder.inttoptr(args[0], vector), align=16)
+            store.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
+
+        return types.void(types.uint64, types.uint64), codegen
+
+    def fence(typingctx: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> None:
+            builder.fence("seq_cst")
+
+        return types.void(), codegen
+
+    return intrinsic(stream16), intrinsic(fence)
