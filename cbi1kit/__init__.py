@@ -17,6 +17,7 @@ from cbi1kit._lazy import lazy_getattr
 if TYPE_CHECKING:
     from cbi1kit import analysis, capture, ckf, errors, fleet, hashing, relay, sim, viz, wire
     from cbi1kit.analysis import (
+        Capture,
         diff,
         explain,
         export_dataset,
@@ -29,12 +30,13 @@ if TYPE_CHECKING:
         replay,
         snapshots_table,
     )
+    from cbi1kit.analysis import (
+        open_capture as open,
+    )
     from cbi1kit.capture import (
         CaptureWriter,
         read_capture,
-        read_cbi1_files,
         read_frames,
-        read_grpcurl_json,
     )
     from cbi1kit.ckf import (
         CkfAddressing,
@@ -82,16 +84,18 @@ from cbi1kit._version import __version__ as __version__
 #: differently). Everything loads on first use, so ``import cbi1kit`` and ``cbi1kit --help`` do
 #: not pay for numpy, polars, pyarrow, grpc or altair until a name needs them.
 _FRONT: dict[str, str] = {
+    "open": "analysis:open_capture",
     **dict.fromkeys(
-        ("diff", "explain", "export_dataset", "export_parquet", "frames_table", "open_dataset"),
+        ("Capture", "diff", "explain", "export_dataset", "export_parquet", "frames_table"),
         "analysis",
     ),
+    "open_dataset": "analysis",
     **dict.fromkeys(
         ("global_view", "images_table", "occupancy_table", "replay", "snapshots_table"),
         "analysis",
     ),
     **dict.fromkeys(
-        ("CaptureWriter", "read_capture", "read_cbi1_files", "read_frames", "read_grpcurl_json"),
+        ("CaptureWriter", "read_capture", "read_frames"),
         "capture",
     ),
     **dict.fromkeys(
@@ -134,6 +138,7 @@ _STAGES = (
 #: ``_FRONT`` and ``_STAGES``, spelled out for readers and linters (a test holds them equal).
 __all__ = [
     "CanonicalModelRegistration",
+    "Capture",
     "CaptureWriter",
     "CkfAddressing",
     "CkfConfig",
@@ -176,12 +181,11 @@ __all__ = [
     "inspect",
     "lane_stats",
     "occupancy_table",
+    "open",
     "open_dataset",
     "peek_format",
     "read_capture",
-    "read_cbi1_files",
     "read_frames",
-    "read_grpcurl_json",
     "read_mooncake",
     "relay",
     "replay",

@@ -4,9 +4,12 @@ needs them (a cold start within 0.15 s)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 
@@ -72,3 +75,21 @@ def lazy_stage(
         return sorted(set(__getattr__("__all__")) | set(vars(pkg)))
 
     return __getattr__, __dir__
+
+
+@functools.cache
+def compiled(module: str) -> ModuleType | None:
+    """The compiled kernels' ``module``, or None where numba (or the xxHash library it calls)
+    cannot load: then the reference engines run, and one warning says why. Anything else that
+    goes wrong in a kernel module is a bug, and raised."""
+    try:
+        import numba  # noqa: F401
+
+        return importlib.import_module(module)
+    except ImportError as exc:  # numba, llvmlite, or python-xxhash's C library (_c_xxh3)
+        warnings.warn(
+            f"cbi1kit runs without its compiled kernels ({exc}): the reference engines, slower",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None

@@ -208,33 +208,26 @@ def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def _counted(records: Any, advance: Callable[[int], None]) -> Iterator[Any]:
-    for rec in records:
-        advance(1)
-        yield rec
+def _replay(
+    path: Path | Any,
+    fmt: FilterFormat | None,
+    progress: bool,
+    *,
+    history: bool = False,
+) -> Any:
+    """Replay any frame source (a path, or a ``Capture`` already open) as the library does: a
+    capture's damage is reported where it is and reading goes on after it; unreadable sources
+    raise CliError (exit 3). Per-record events are counted, not kept, and the history
+    ``lane_at`` reads is kept only for ``stats --at``."""
+    from cbi1kit.analysis._capture import Capture, open_capture
 
-
-def _replay(path: Path, fmt: FilterFormat | None, progress: bool, *, history: bool = False) -> Any:
-    """Replay any frame source as the library does: a capture's damage is reported where it is
-    and reading goes on after it; unreadable sources raise CliError (exit 3). Per-record events
-    are counted, not kept, and the history ``lane_at`` reads is kept only for ``stats --at``:
-    memory stays at the lanes in play, whatever the capture's length."""
-    from cbi1kit.analysis._replay import replay
-    from cbi1kit.capture._readers import read_frames
-
-    check_source(path)
-    with _progress(f"replay {path.name}", None, progress) as advance:
-        if _is_capture(path):  # its frames, catalog and stream opens/closes (the fast engine)
-            return replay(
-                path,
-                expected_format=fmt,
-                keep_history=history,
-                keep_events=False,
-                progress=advance,
-            )
-        records = read_frames(path, damage="report")
-        return replay(
-            _counted(records, advance), expected_format=fmt, keep_history=history, keep_events=False
+    if not isinstance(path, Capture):
+        check_source(path)
+    capture = path if isinstance(path, Capture) else open_capture(path, keep_tables=False)
+    name = Path(str(getattr(capture.source, "name", capture.source))).name
+    with _progress(f"replay {name}", None, progress) as advance:
+        return capture.replay(
+            expected_format=fmt, keep_history=history, keep_events=False, progress=advance
         )
 
 
@@ -311,126 +304,60 @@ def _print_replay_summary(report: Any, limit: int) -> None:
 
 
 def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namespace) -> int:
-    from google.protobuf.message import DecodeError
+    """A capture's overview (``Capture.overview``), one frame annotated, then its replay: one
+    scan serves all three."""
+    from cbi1kit.analysis._capture import Capture
 
-    from cbi1kit._proto import kvrelay_v1_pb2 as pb
-    from cbi1kit.capture._file import (
-        CaptureReader,
-        RecordType,
-        at_record,
-        decode_stream_close,
-        decode_stream_open,
-    )
-    from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
-
-    kinds = {1: "SNAPSHOT_CHUNK", 2: "DELTA", 3: "HEARTBEAT"}
     print(f"== {path} (kvrcap capture)")
-    by_type: dict[str, int] = {}
-    streams: dict[int, list[object]] = {}
-    # memory stays at the rows shown plus one payload, whatever the capture's size
-    shown: list[tuple[object, ...]] = []
-    count = 0
-    pick: tuple[int, str, bytes] | None = None  # the frame to hexdump: --frame, or 1st delta
-    first: tuple[int, str, bytes] | None = None
-    unreadable: list[CaptureError] = []  # control records whose bodies do not decode
-    try:
-        reader = CaptureReader(path)
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with reader:
-        for rec in reader.records(strict=False, resync=True):
-            by_type[rec.type.name] = by_type.get(rec.type.name, 0) + 1
-            try:
-                if rec.type is RecordType.STREAM_OPEN:
-                    method = decode_stream_open(rec.body).method
-                    streams[rec.stream_id] = [rec.stream_id, method, 0, "open", ""]
-                elif rec.type is RecordType.STREAM_CLOSE and rec.stream_id in streams:
-                    close = decode_stream_close(rec.body)
-                    streams[rec.stream_id][3] = close.status_name
-                    streams[rec.stream_id][4] = close.error_reason or close.local_reason or ""
-            except CaptureError as exc:
-                unreadable.append(at_record(exc, str(path), rec.offset, rec.index))
-                continue
-            if rec.type is RecordType.MESSAGE:
-                if rec.stream_id in streams:
-                    row = streams[rec.stream_id]
-                    row[2] = int(str(row[2])) + 1
-                    if row[1] != SUBSCRIBE_KV_POOL_METHOD:  # a catalog update is no frame
-                        continue
-                try:
-                    up = pb.FilterUpdate.FromString(rec.body)
-                except DecodeError:
-                    continue
-                kind = kinds.get(up.kind, f"kind {up.kind}")
-                if count < args.rows:
-                    shown.append(
-                        (
-                            count,
-                            rec.index,
-                            rec.offset,
-                            rec.stream_id,
-                            kind,
-                            f"{up.base_sequence}→{up.sequence}",
-                            len(up.payload),
-                            up.send_ts_us,
-                        )
-                    )
-                this = (count, kind, bytes(up.payload))
-                first = first or this
-                if args.frame is None:
-                    pick = pick or (this if kind == "DELTA" else None)
-                elif count == args.frame:
-                    pick = this
-                count += 1
-        damage: CaptureError | None = reader.damage
-        size = path.stat().st_size
-        print(
-            _table(
-                [
-                    ("magic", "KVRCAP\\r\\n"),
-                    ("size", f"{size} bytes"),
-                    ("created_unix_ns", reader.created_unix_ns),
-                    ("records", sum(by_type.values())),
-                    *((f"records.{k}", v) for k, v in sorted(by_type.items())),
-                    ("damage", "none" if damage is None else str(damage)),
-                    *(
-                        (f"damage {i + 1}", str(d.error))
-                        for i, d in enumerate(reader.damages[1:8], start=1)
-                    ),
-                    ("damaged ranges", len(reader.damages)),
-                    *((f"unreadable {e.context.get('record_index')}", str(e)) for e in unreadable),
-                ],
-                ("field", "value"),
-            )
-        )
-    print()
-    print(_table(list(streams.values()), ("stream", "method", "messages", "status", "reason")))
-    print()
+    capture = Capture(path)
+    view = capture.overview(rows=args.rows, frame=args.frame)
+    first = view.damage[0] if view.damage else None
     print(
         _table(
-            shown,
-            ("frame", "record", "offset", "stream", "kind", "base→seq", "payload", "send_ts_us"),
+            [
+                ("magic", "KVRCAP\\r\\n"),
+                ("size", f"{view.size} bytes"),
+                ("created_unix_ns", view.created_unix_ns),
+                ("records", sum(view.records.values())),
+                *((f"records.{k}", v) for k, v in view.records.items()),
+                ("damage", "none" if first is None else str(first)),
+                *((f"damage {i + 1}", str(d)) for i, d in enumerate(view.damage[1:8], start=1)),
+                ("damaged ranges", len(view.damage)),
+                *((f"unreadable {e.context.get('record_index')}", str(e)) for e in view.unreadable),
+            ],
+            ("field", "value"),
         )
     )
+    print()
+    streams = [(r.stream, r.method, r.messages, r.status, r.reason) for r in view.streams.values()]
+    print(_table(streams, ("stream", "method", "messages", "status", "reason")))
+    print()
+    shown = [
+        (f.frame, f.record, f.offset, f.stream, f.kind, f"{f.base_sequence}→{f.sequence}",
+         f.payload_len, f.send_ts_us)
+        for f in view.frames
+    ]  # fmt: skip
+    header = ("frame", "record", "offset", "stream", "kind", "base→seq", "payload", "send_ts_us")
+    print(_table(shown, header))
+    count = view.frame_count
     if count > len(shown):
         print(f"… {count - len(shown)} more frames (--rows)")
     if count:
-        pick = pick or (first if args.frame is None else None)
-        if pick is None:
+        if view.picked is None:
             raise CliError(f"--frame {args.frame} is outside 0..{count - 1}", EXIT_USAGE)
-        k, kind, payload = pick
+        k, kind, payload = view.picked
         print(f"\n-- frame {k}: annotated CBI1 payload ({kind})")
         if payload:
             from cbi1kit.wire._inspect import inspect
 
-            ins = inspect(payload, fmt)
-            print(ins.hexdump(head=args.head, tail=args.tail))
+            print(inspect(payload, fmt).hexdump(head=args.head, tail=args.tail))
         else:
             print("(empty payload: a heartbeat)")
     print("\n-- validation (replay with the consumer's rules)")
-    report = _replay(path, fmt, not args.no_progress)
+    report = _replay(capture, fmt, not args.no_progress)
     _print_replay_summary(report, args.max_violations)
-    return EXIT_OK if report.ok and damage is None and not unreadable else EXIT_INVALID
+    clean = report.ok and first is None and not view.unreadable
+    return EXIT_OK if clean else EXIT_INVALID
 
 
 # ---------------------------------------------------------------------------------- simulate
@@ -680,7 +607,7 @@ def _pick_lane(report: Any, path: Path, dc: str | None) -> Any:
 def _never_installed(path: Path, violations: Sequence[Any]) -> CliError:
     """Exit 1 for a lane with no snapshot, naming the first violation that kept it out (a
     wrong --seed or --buckets, damage): 'never installed' alone sent the user looking."""
-    from cbi1kit.analysis._replay import never_installed
+    from cbi1kit.analysis._events import never_installed
 
     return CliError(f"{path}: {never_installed(violations)}", EXIT_INVALID)
 
@@ -1016,7 +943,6 @@ def _lane_input(path: Path) -> Any:
     """A diff side given on the command line, checked before any replay: a ``.npy`` lane
     (loaded; unreadable: exit 3, no lane: exit 1) or a readable capture (its path)."""
     from cbi1kit.analysis._diff import NPY_MAGIC, load_lane
-    from cbi1kit.errors import CaptureError
 
     check_regular_file(path)
     try:

@@ -597,11 +597,11 @@ def test_capture_records_of_every_type_with_any_body(
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch: pytest.MonkeyPatch) -> None:
     """An interrupted command ends as a shell reports SIGINT, without a traceback."""
-    import cbi1kit.analysis._replay as replay_module
+    from cbi1kit.analysis._capture import Capture
 
     def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(replay_module, "replay", interrupted)
+    monkeypatch.setattr(Capture, "replay", interrupted)
     code, _, err = cli_run("replay", str(SAMPLE), "--no-progress")
     assert code == 130 and one_line(err) and "interrupted" in err

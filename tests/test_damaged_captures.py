@@ -367,7 +367,7 @@ def test_each_kind_of_damage_is_seen(make: Callable[[], Damage], tmp_path: Path)
     assert code == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize("engine", ["fast", "reference"])
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
 def test_a_damaged_record_is_blamed_on_its_own_stream(tmp_path: Path, engine: str) -> None:
     """A record whose header is intact but whose body fails its check names its own stream,
     not the stream of the message read before it (two pools' streams, interleaved)."""

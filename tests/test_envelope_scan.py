@@ -1,6 +1,6 @@
-"""The compiled kernels behind the frames table, against the reference implementations:
-xxh3 against python-xxhash, the FilterUpdate walk against protobuf's own parser, runs against
-byte comparison."""
+"""The compiled kernels behind the frames table and replay, against the reference
+implementations: xxh3 against python-xxhash, the FilterUpdate walk against protobuf's own
+parser."""
 
 from __future__ import annotations
 
@@ -15,13 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._kernels import (
-    FIELD_SLOTS,
-    MALFORMED,
-    UNKNOWN_FIELDS,
-    scan_filter_updates,
-    xxh3_64_at,
-)
+from cbi1kit.analysis import _kernels as k
+from cbi1kit.analysis._kernels import MALFORMED, UNKNOWN_FIELDS, walk_update, xxh3_64_at
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -42,25 +37,13 @@ def test_xxh3_matches_xxhash_on_any_bytes(data: bytes, skip: int) -> None:
     assert xxh3_64_at(buf, skip, len(data)) == xxhash.xxh3_64_intdigest(data)
 
 
-def _scan(raws: list[bytes], is_pb: list[bool]) -> tuple[np.ndarray, ...]:
-    """The kernel over messages laid end to end between guard bytes."""
-    guard = b"\xee"
-    buf = np.frombuffer(guard + guard.join(raws) + guard, dtype=np.uint8)
-    length = np.array([len(r) for r in raws], dtype=np.int64)
-    start = 1 + np.concatenate([[0], np.cumsum(length[:-1] + 1)]).astype(np.int64)
-    return scan_filter_updates(buf, start, start + length, np.array(is_pb))  # type: ignore[no-any-return]
-
-
 def test_checksums_cover_the_bytes_after_the_cbi1_header() -> None:
-    """Bare frames hash as a whole; a message's payload is found by the walk."""
     rng = np.random.default_rng(7)
-    frames = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (0, 47, 48, 63, 64, 300)]
-    msgs = [pb.FilterUpdate(sequence=9, payload=f).SerializeToString() for f in frames]
-    scanned = _scan([*frames, *msgs], [False] * 6 + [True] * 6)
-    want = [xxhash.xxh3_64_intdigest(f[48:]) & 0xFFFFFFFF if len(f) >= 48 else 0 for f in frames]
-    assert scanned[4].tolist() == want + want
-    heads = [f[:64].ljust(64, b"\0") for f in frames]
-    assert [bytes(row) for row in scanned[6]] == heads + heads  # the payload's first 64 bytes
+    for n in (0, 47, 48, 63, 64, 300):
+        frame = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        buf = np.frombuffer(b"\xee" + frame + b"\xee", dtype=np.uint8)
+        want = xxhash.xxh3_64_intdigest(frame[48:]) & 0xFFFFFFFF if n >= 48 else 0
+        assert k._body_check(buf, 1, n) == want
 
 
 @st.composite
@@ -88,9 +71,32 @@ def _field(number: int, wire_type: int, body: bytes) -> bytes:
     return _VarintBytes(number << 3 | wire_type) + body
 
 
-def _scan_one(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    value, present, offset, flags, *_ = _scan([raw], [True])  # guard bytes must not leak in
-    return value[0], present[0], offset[0] - 1, int(flags[0])
+#: each field's (presence bit, where its value is, where its bytes start) in the walk's tuple
+_FIELDS = {
+    1: (k.HAS_VERSION, k.W_VERSION, None),
+    4: (k.HAS_BASE, k.W_BASE, None),
+    5: (k.HAS_SEQ, k.W_SEQ, None),
+    6: (k.HAS_SEND, k.W_SEND, None),
+    7: (k.HAS_KIND, k.W_KIND, None),
+    2: (k.HAS_RELAY, k.W_RELAY_LEN, k.W_RELAY_AT),
+    3: (k.HAS_PRODUCER, k.W_PRODUCER_LEN, k.W_PRODUCER_AT),
+    8: (k.HAS_PAYLOAD, k.W_PAYLOAD_LEN, k.W_PAYLOAD_AT),
+    127: (k.HAS_MARKER, k.W_MARKER, None),
+}
+
+
+def _walk(raw: bytes) -> tuple[dict[int, int], dict[int, int], int]:
+    """The walk over ``raw`` between guard bytes (they must not leak in): each present field's
+    value (a length for bytes), where bytes fields start, and the flags."""
+    buf = np.frombuffer(b"\xee" + raw + b"\xee", dtype=np.uint8)
+    w = walk_update(buf, 1, 1 + len(raw))
+    values, starts = {}, {}
+    for number, (bit, at, start) in _FIELDS.items():
+        if w[k.W_HAS] & bit:
+            values[number] = int(w[at])
+            if start is not None:
+                starts[number] = int(w[start]) - 1
+    return values, starts, int(w[k.W_FLAGS])
 
 
 @settings(max_examples=300, deadline=None)
@@ -113,21 +119,22 @@ def test_the_walk_reads_what_protobuf_reads(
         parts.append(one.SerializeToString())
     shuffle.shuffle(parts)
     raw = b"".join(parts)
-    value, present, offset, flags = _scan_one(raw)
+    values, starts, flags = _walk(raw)
     assert flags == UNKNOWN_FIELDS
     back = pb.FilterUpdate.FromString(raw)
-    for number, slot in FIELD_SLOTS.items():
+    for number in _FIELDS:
         name = back.DESCRIPTOR.fields_by_number[number].name
         is_message = number in (2, 3)
-        assert present[slot] == (back.HasField(name) if is_message else bool(getattr(back, name)))
-        if not present[slot]:
+        present = number in values
+        assert present == (back.HasField(name) if is_message else bool(getattr(back, name)))
+        if not present:
             continue
         if number in (2, 3, 8):
-            got = raw[offset[slot] : offset[slot] + int(value[slot])]
+            got = raw[starts[number] : starts[number] + values[number]]
             want = getattr(back, name)
             assert got == (want if number == 8 else want.SerializeToString())
         else:
-            assert int(value[slot]) == getattr(back, name) % 2**64
+            assert values[number] == getattr(back, name) % 2**64
 
 
 @settings(max_examples=300, deadline=None)
@@ -142,7 +149,7 @@ def test_a_cut_message_is_malformed_exactly_when_protobuf_rejects_it(
         rejected = False
     except DecodeError:
         rejected = True
-    assert bool(_scan_one(raw)[3] & MALFORMED) == rejected
+    assert bool(_walk(raw)[2] & MALFORMED) == rejected
 
 
 @pytest.mark.parametrize(
@@ -158,7 +165,7 @@ def test_a_cut_message_is_malformed_exactly_when_protobuf_rejects_it(
     ],
 )
 def test_malformed_encodings(raw: bytes) -> None:
-    assert _scan_one(raw)[3] & MALFORMED
+    assert _walk(raw)[2] & MALFORMED
 
 
 @pytest.mark.parametrize(
@@ -172,70 +179,6 @@ def test_malformed_encodings(raw: bytes) -> None:
     ],
 )
 def test_each_unknown_field_is_skipped_and_flagged(raw: bytes) -> None:
-    value, present, _, flags = _scan_one(raw + pb.FilterUpdate(sequence=7).SerializeToString())
+    values, _, flags = _walk(raw + pb.FilterUpdate(sequence=7).SerializeToString())
     assert flags == UNKNOWN_FIELDS
-    assert present[FIELD_SLOTS[5]] and int(value[FIELD_SLOTS[5]]) == 7
-
-
-def test_bare_frames_are_not_walked() -> None:
-    raw = pb.FilterUpdate(sequence=5, kind=2).SerializeToString()
-    value, present, _, flags, *_ = _scan([raw, raw], [False, True])
-    assert not present[0].any() and flags[0] == 0
-    assert int(value[1, FIELD_SLOTS[5]]) == 5
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    keys=st.lists(
-        st.tuples(st.sampled_from([None, b"", b"a", b"ab" * 9, b"ba" * 9]), st.booleans()),
-        min_size=1,
-    )
-)
-def test_runs_split_exactly_where_relay_or_producer_bytes_change(
-    keys: list[tuple[bytes | None, bool]],
-) -> None:
-    """A run is a stretch of rows with the same relay (absent, or these bytes) and producer."""
-    raws: list[bytes] = []
-    for relay, producer in keys:
-        m = pb.FilterUpdate(sequence=len(raws), payload=b"p" * len(raws))
-        if relay is not None:
-            m.relay.MergeFromString(
-                _field(9, 2, _VarintBytes(len(relay)) + relay) if relay else b""
-            )
-            m.relay.SetInParent()
-        if producer:
-            m.producer.layout_generation = 3
-        raws.append(m.SerializeToString())
-    run = _scan(raws, [True] * len(raws))[5]
-    want = np.cumsum([0] + [keys[i] != keys[i - 1] for i in range(1, len(keys))])
-    assert run.tolist() == want.tolist()
-
-
-def test_the_kernel_numbers_rules_in_rulebook_order() -> None:
-    """``frame_rules`` returns indices into ``cbi1kit.wire.RULES``: each of its constants is the
-    index of the rule it names, the kernel names every rule once, in the rulebook's order."""
-    from cbi1kit.analysis import _kernels
-    from cbi1kit.wire import RULE_INDEX, RULES
-
-    assert tuple(r.id for r in RULES) == _kernels.KERNEL_RULES
-    assert len(RULES) == _kernels.RULE_COUNT
-    assert RULES[_kernels.PRODUCER_RULE].id == "relay-producer-identity"
-    constants = {
-        name: value
-        for name, value in vars(_kernels).items()
-        if name.isupper()
-        and name.startswith("_")
-        and isinstance(value, int)
-        and name not in ("_MAX_FRAME",)
-    }
-    named = {rule.id.split("-", 1)[1].replace("-", "_").upper(): rule.id for rule in RULES}
-    aliases = {
-        "IDENTITY_PRESENT": "_RELAY_PRESENT",
-        "PROTOBUF_DECODE": "_PROTOBUF",
-        "PRODUCER_IDENTITY": None,
-    }
-    for short, rid in named.items():
-        name = aliases.get(short, f"_{short}")
-        if name is None:
-            continue
-        assert constants[name] == RULE_INDEX[rid], (name, rid)
+    assert values[5] == 7

@@ -19,8 +19,8 @@ import numba
 import polars as pl
 import pytest
 
-from cbi1kit.analysis import _cache
-from cbi1kit.analysis._cache import keyed_cache
+from cbi1kit import _compile as _cache
+from cbi1kit._compile import keyed_cache
 
 ROOT = Path(__file__).parents[1]
 SAMPLE = ROOT / "data" / "sample.kvrcap"

@@ -37,6 +37,7 @@ TOP = {
     "cli": "cli",
     "errors": "errors",
     "_lazy": "errors",
+    "_compile": "errors",
     "_files": "errors",
     "_version": "errors",
 }

@@ -22,8 +22,6 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture import _readers
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._readers import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    WATCH_KV_POOL_CATALOG_METHOD,
     CatalogRecord,
     FrameDamage,
     FrameRecord,
@@ -35,6 +33,7 @@ from cbi1kit.capture._readers import (
     read_frames,
     read_grpcurl_json,
 )
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.errors import CaptureError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,

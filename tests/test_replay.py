@@ -27,7 +27,7 @@ from cbi1kit.analysis._replay import (
 from cbi1kit.capture._file import CaptureReader, CaptureWriter, RecordType
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
-from cbi1kit.errors import LaneError
+from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.wire._format import FilterFormat
 
 SNAP, DELTA, HB = 1, 2, 3
@@ -363,25 +363,41 @@ def test_replay_memory_does_not_grow_with_the_snapshots(tmp_path: Path) -> None:
     assert peaks[1] < peaks[0] + 8 * LANE // 2, peaks  # half a lane's bytes
 
 
-@pytest.mark.parametrize("spill", [False, True])
-def test_lane_at_from_history_read_in_small_batches(
-    stream: Stream, spill: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("where", ["messages", "capture"])
+def test_lane_at_from_history_read_back_in_small_windows(
+    stream: Stream, where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """History written and read back a few rows at a time (or kept in memory where no
-    temporary file can be made) rebuilds every sequence's lane."""
-    from cbi1kit.analysis import _replay
+    """The history is the messages replay took, read back where the source holds them (a
+    capture's records a few at a time, or the messages kept in memory): every sequence's lane
+    is rebuilt."""
+    from cbi1kit.analysis import _history
 
-    monkeypatch.setattr(_replay, "_READ_ROWS", 3)
-    monkeypatch.setattr(_replay, "_SPILL_BYTES", 100)
-    if not spill:
-
-        def no_temp_dir(*args: object, **kwargs: object) -> None:
-            raise FileNotFoundError("no usable temporary directory")
-
-        monkeypatch.setattr(_replay.tempfile, "TemporaryFile", no_temp_dir)
-    report = replay(stream.messages)
+    monkeypatch.setattr(_history, "_WINDOW", 64)
+    source: object = stream.messages
+    if where == "capture":
+        source = write_capture(tmp_path / "s.kvrcap", stream.messages)
+    report = replay(source)  # type: ignore[arg-type]
     for seq, words in stream.lanes.items():
         np.testing.assert_array_equal(report.lane_at(seq), words)
+
+
+def test_a_capture_changed_after_replay_is_not_read_as_its_history(
+    stream: Stream, tmp_path: Path
+) -> None:
+    """``lane_at`` reads the capture's records back: a record that is not the one replay took
+    (the file rewritten since) is ``CaptureError`` ``Changed``, never a wrong lane."""
+    path = write_capture(tmp_path / "s.kvrcap", stream.messages)
+    report = replay(path)
+    last = max(stream.lanes)
+    with CaptureReader(path) as reader:
+        msgs = [r for r in reader.records() if r.type is RecordType.MESSAGE]
+    data = bytearray(path.read_bytes())
+    for m in msgs[-3:]:  # the last messages' bodies (a delta among them)
+        data[(m.body_offset + m.end_offset) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CaptureError, match="not the record replay read") as info:
+        report.lane_at(last)
+    assert info.value.variant == "Changed"
 
 
 def test_without_events_the_counts_and_violations_stay(stream: Stream) -> None:

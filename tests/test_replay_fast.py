@@ -1,7 +1,7 @@
 """The fast replay engine against the per-message reference (#16): the same report, bit for bit.
 
-``replay(..., engine="fast")`` takes runs of deltas, heartbeats and skipped messages a batch at a
-time with compiled kernels and hands everything else to the per-message engine
+``replay(..., engine="compiled")`` takes runs of deltas, heartbeats and skipped messages a span
+at a time with compiled kernels and hands everything else to the per-message engine
 (``engine="reference"``, which stays the oracle). Both replay the same captures here, and
 ``summary`` of their reports must be equal: counts, every event and violation (record index,
 sequence, reason, stream, offset, rule), the streams and catalog updates, and per lane its
@@ -35,10 +35,11 @@ from test_rulebook import GOLDEN, mutated
 from test_stream_roundtrip import build_stream, write_capture
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis import _fast
-from cbi1kit.analysis._replay import Replayer, ReplayReport, replay
+from cbi1kit.analysis import _capture, _fast
+from cbi1kit.analysis._replay import ReplayReport, replay
 from cbi1kit.analysis._replay_kernels import RULE_CHECKS
 from cbi1kit.analysis._tables import images_table, snapshots_table
+from cbi1kit.capture import _scan
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import LaneError
@@ -86,8 +87,8 @@ def summary(report: ReplayReport, seed: int = 0) -> dict[str, Any]:
                 g.sequence,
                 g.last_sequence,
                 g.bucket_count,
-                g.lane_offset,
-                g.rows,
+                g.kept,
+                None if g.history is None else g.history.rows,
                 g.stream_id,
                 g.producer,
                 g.dc_id,
@@ -138,7 +139,7 @@ def fresh(tmp_path: Path, name: str) -> Path:
 
 def assert_same(path: Path, **kw: Any) -> ReplayReport:
     """Both engines over ``path``; their summaries must be equal. The fast engine's report."""
-    fast = replay(path, engine="fast", **kw)
+    fast = replay(path, engine="compiled", **kw)
     ref = replay(path, engine="reference", **kw)
     a, b = summary(fast), summary(ref)
     for key in a:
@@ -156,8 +157,8 @@ def test_the_bundled_sample(events: bool) -> None:
 
 
 def test_the_bundled_sample_tables() -> None:
-    assert images_table(SAMPLE, engine="fast").equals(images_table(SAMPLE, engine="reference"))
-    assert snapshots_table(SAMPLE, engine="fast").equals(
+    assert images_table(SAMPLE, engine="compiled").equals(images_table(SAMPLE, engine="reference"))
+    assert snapshots_table(SAMPLE, engine="compiled").equals(
         snapshots_table(SAMPLE, engine="reference")
     )
 
@@ -216,7 +217,9 @@ def test_a_rotated_recording(tmp_path: Path) -> None:
     assert [{k: lane[k] for k in same} for lane in summary(rotated)["lanes"]] == [
         {k: lane[k] for k in same} for lane in summary(replay(whole))["lanes"]
     ]
-    assert images_table(segments[0], engine="fast").equals(images_table(whole, engine="fast"))
+    assert images_table(segments[0], engine="compiled").equals(
+        images_table(whole, engine="compiled")
+    )
 
 
 def test_the_partitioned_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,7 +231,7 @@ def test_the_partitioned_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     captures = fleet_captures(tmp_path / "captures")
     sources = [captures[k] for k in ("a", "broken", "rotated")]
     export_dataset(sources, tmp_path / "fast")
-    monkeypatch.setattr(_fast, "available", lambda: False)
+    monkeypatch.setattr(_capture, "compiled", lambda module: None)  # no kernels to load
     export_dataset(sources, tmp_path / "reference")
     fast, ref = open_dataset(tmp_path / "fast"), open_dataset(tmp_path / "reference")
     for table, lf in fast.tables.items():
@@ -330,8 +333,10 @@ def test_drawn_captures_of_several_pools_with_violations(
 @given(plan=capture_plans(max_events=5))
 def test_drawn_captures_tables(plan: CapturePlan, tmp_path: Path) -> None:
     path = plan.write(fresh(tmp_path, "t.kvrcap"))
-    assert images_table(path, engine="fast").equals(images_table(path, engine="reference"))
-    assert snapshots_table(path, engine="fast").equals(snapshots_table(path, engine="reference"))
+    assert images_table(path, engine="compiled").equals(images_table(path, engine="reference"))
+    assert snapshots_table(path, engine="compiled").equals(
+        snapshots_table(path, engine="reference")
+    )
 
 
 def test_interleaved_pools_with_hooks_in_record_order(tmp_path: Path) -> None:
@@ -348,7 +353,7 @@ def test_interleaved_pools_with_hooks_in_record_order(tmp_path: Path) -> None:
     path = plan.write(tmp_path / "three.kvrcap")
     report = assert_same(path)
     assert len(report.lanes) == 3 and report.counts()["skipped"] == 20
-    fast = images_table(path, engine="fast")
+    fast = images_table(path, engine="compiled")
     assert fast.equals(images_table(path, engine="reference"))
     assert fast["record_index"].is_sorted()
 
@@ -378,13 +383,13 @@ def test_the_kernels_take_most_of_a_clean_stream(
     )
     path = plan.write(tmp_path / "clean.kvrcap")
     seen: list[int] = []
-    one = _fast._Feeder.one
+    one = _fast.CompiledFeeder.one
 
     def counted(self: Any, batch: Any, r: int) -> None:
         seen.append(r)
         one(self, batch, r)
 
-    monkeypatch.setattr(_fast._Feeder, "one", counted)
+    monkeypatch.setattr(_fast.CompiledFeeder, "one", counted)
     report = assert_same(path)
     assert report.counts()["skipped"] == 200  # after the gap, until the resubscription
     assert len(seen) <= 7, seen  # two snapshots of up to three chunks each, the gap's delta
@@ -401,29 +406,42 @@ def test_every_rule_of_the_rulebook_is_kept_by_the_kernels() -> None:
 def test_the_engine_is_chosen_and_falls_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``compiled`` serves every source (messages in memory too); ``reference`` runs the
+    per-message engine throughout; kernels that cannot load mean the reference, to the same
+    report. Nothing else falls back: an error inside a kernel is raised."""
     with pytest.raises(ValueError, match="engine must be one of"):
-        replay(SAMPLE, engine="compiled")
+        replay(SAMPLE, engine="fast")
     calls: list[str] = []
-    real = _fast.replay_capture
+    real = _fast.CompiledFeeder.feed
 
-    def spy(*a: Any, **kw: Any) -> Any:
-        calls.append("fast")
-        return real(*a, **kw)
+    def spy(self: Any, item: Any) -> Any:
+        calls.append("compiled")
+        return real(self, item)
 
-    monkeypatch.setattr(_fast, "replay_capture", spy)
+    monkeypatch.setattr(_fast.CompiledFeeder, "feed", spy)
     replay(SAMPLE, keep_events=False)
+    assert calls
+    calls.clear()
     replay(SAMPLE, keep_events=False, engine="reference")
-    assert calls == ["fast"]
-    # an iterable of messages is the per-message engine's, whatever the engine
+    assert not calls
     stream = build_stream(deltas=4, seed=2)
-    assert replay(stream.messages, engine="fast").ok and calls == ["fast"]
-    # kernels that cannot load: auto is the reference, to the same report
-    monkeypatch.setattr(_fast, "available", lambda: False)
+    assert replay(stream.messages, engine="compiled").ok and calls
+    calls.clear()
+    monkeypatch.setattr(_capture, "compiled", lambda module: None)
     assert summary(replay(SAMPLE)) == summary(replay(SAMPLE, engine="reference"))
-    assert calls == ["fast"]
+    assert not calls
     ticks: list[int] = []
-    replay(SAMPLE, keep_events=False, engine="fast", progress=ticks.append)
+    replay(SAMPLE, keep_events=False, engine="compiled", progress=ticks.append)
     assert sum(ticks) >= 5569
+
+
+def test_an_error_in_a_kernel_is_raised_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*a: Any) -> int:
+        raise RuntimeError("a kernel bug")
+
+    monkeypatch.setattr(_fast.k, "replay_rows", broken)
+    with pytest.raises(RuntimeError, match="a kernel bug"):
+        replay(SAMPLE)
 
 
 def test_without_events_memory_does_not_follow_the_length(
@@ -434,16 +452,15 @@ def test_without_events_memory_does_not_follow_the_length(
     each delta keeps on purpose (8 bytes of receive time, 8 of the capture's index, in arrays
     that grow by doubling), far below an object per message (a ``ReplayEvent`` alone is over
     100 bytes)."""
-    monkeypatch.setattr(_fast, "GROUP_BYTES", 64 << 10)
+    monkeypatch.setattr(_scan, "_PART", 64 << 10)
     peaks = []
     for n in (4000, 16000):
         plan = CapturePlan(9, ((12, ("delta",) * n),), False, 1024, None)
         path = plan.write(tmp_path / f"{n}.kvrcap")
         replay(path, keep_events=False, keep_history=False)  # kernels loaded, caches warm
-        player = Replayer(keep_events=False, keep_history=False)
         gc.collect()
         tracemalloc.start()
-        report = _fast.replay_capture(player, path, batch_records=1024)
+        report = replay(path, keep_events=False, keep_history=False)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         assert report.counts()["delta_applied"] == n

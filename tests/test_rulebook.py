@@ -335,23 +335,23 @@ def test_engines_agree_on_mutated_messages(raws: list[bytes], tmp_path: Path) ->
     _both(raws, tmp_path)
 
 
-def test_the_table_falls_back_to_the_reference_when_kernels_fail(
+def test_the_table_falls_back_to_the_reference_when_kernels_cannot_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cbi1kit.analysis import _reference
+    """Kernels that cannot be imported (numba missing) mean the reference engines, with one
+    warning saying why; the table is the same."""
+    from cbi1kit import _lazy
 
     path = write_capture(tmp_path / "g.kvrcap", [m.SerializeToString() for m in GOLDEN[:40]])
     compiled = frames_table(path, engine="compiled").collect()
-    _reference.kernels_available.cache_clear()
-    import cbi1kit.analysis
-
-    monkeypatch.setitem(sys.modules, "cbi1kit.analysis._kernels", None)  # the import fails
-    monkeypatch.delattr(cbi1kit.analysis, "_kernels", raising=False)
+    _lazy.compiled.cache_clear()
+    monkeypatch.setitem(sys.modules, "numba", None)  # the import fails
     try:
-        assert not _reference.kernels_available()
-        fallback = frames_table(path).collect()  # engine="auto"
+        with pytest.warns(RuntimeWarning, match="without its compiled kernels"):
+            fallback = frames_table(path).collect()  # engine="compiled"
     finally:
-        _reference.kernels_available.cache_clear()
+        monkeypatch.undo()
+        _lazy.compiled.cache_clear()
     assert fallback.equals(compiled)
     assert pl.Series(fallback["validation_rule"]).null_count() < fallback.height
 
@@ -360,10 +360,15 @@ def test_the_kernel_cache_is_keyed_on_every_inlined_source() -> None:
     """Every cbi1kit module the kernel modules import is hashed into their cache stamp."""
     import ast
 
-    from cbi1kit.analysis import _cache
+    from cbi1kit import _compile as _cache
 
-    package = Path(_cache.__file__).parents[1]
-    kernels = {"analysis/_kernels.py", "analysis/_replay_kernels.py"}
+    package = Path(_cache.__file__).parent
+    kernels = {
+        "analysis/_kernels.py",
+        "analysis/_replay_kernels.py",
+        "capture/_walk.py",
+        "capture/_walk_kernel.py",
+    }
     imported: set[str] = set()
     for rel in kernels:
         for node in ast.walk(ast.parse((package / rel).read_text())):
@@ -372,7 +377,7 @@ def test_the_kernel_cache_is_keyed_on_every_inlined_source() -> None:
                 for alias in node.names:  # ``from cbi1kit._proto import kvrelay_v1_pb2``
                     sub = f"{module}/{alias.name}.py"
                     imported.add(sub if (package / sub).is_file() else f"{module}.py")
-    imported.discard("analysis/_cache.py")  # the cache itself compiles nothing
+    imported.discard("_lazy.py")  # what loads the kernels compiles nothing
     assert imported | kernels == set(_cache.INLINED_SOURCES)
     assert len(_cache.sources_digest()) == 64
 
@@ -408,3 +413,29 @@ def test_replay_installs_every_chunking_upstream_assembles(
     images = np.empty(buckets.size, dtype=[("bucket", "<u4"), ("word", "<u8")])
     images["bucket"], images["word"] = buckets, lane[buckets]
     assert xxhash.xxh3_64_intdigest(images.tobytes()) == int(ok["images_xxh3_64"])
+
+
+def test_a_rule_has_a_check_in_every_engine() -> None:
+    """The rulebook is the only list: the frames kernel's verdict returns each rule's index
+    once, the per-message path reaches each rule by an error it reports or names it itself,
+    and the compiled replay states how it keeps each. A new rule fails here until all three."""
+    import ast
+    import inspect
+
+    from cbi1kit.analysis import _kernels, _reference
+
+    tree = ast.parse(inspect.getsource(_kernels._verdict.py_func))
+    returned = [
+        getattr(_kernels, node.value.id)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name)
+    ]
+    assert sorted(returned) == list(range(len(RULES)))
+    named = {
+        node.value
+        for node in ast.walk(ast.parse(inspect.getsource(_reference.frame_verdict)))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    for rule in RULES:
+        assert rule.errors or rule.id in named, rule.id
+        assert rule.replay, rule.id

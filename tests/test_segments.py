@@ -22,7 +22,7 @@ from errorcheck import raises_variant
 from fleetdata import rotate_copy
 from relayfixtures import FAST, Running, recorder_config, wait_for
 
-from cbi1kit.analysis import frames_table, replay, segment_frames
+from cbi1kit.analysis import Capture, frames_table, replay
 from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.capture import (
     CONTINUED,
@@ -37,6 +37,7 @@ from cbi1kit.capture import (
     read_segment_info,
     segment_path,
 )
+from cbi1kit.capture._items import ReadCursor
 from cbi1kit.errors import CaptureError, OutputError
 from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig, simulate_capture
 from cbi1kit.sim._workload import synthetic_chat
@@ -119,7 +120,7 @@ def test_frames_of_the_set_are_the_unrotated_frames(fleet: Path, rotated: list[P
     # a segment alone (the base path alone is the whole set): the same rows, numbered from 0
     first = 0
     for path in rotated:
-        alone = pl.concat(segment_frames([path]))
+        alone = Capture(path, cursor=ReadCursor()).frames.collect()  # this file alone
         part = got.filter(
             pl.col("record_index").is_between(first, first + alone.height - 1)
         ).with_columns(pl.col("record_index") - first)

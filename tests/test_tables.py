@@ -226,31 +226,35 @@ def test_lazy_projection_filter_and_limit(capture: Path, stream: Stream) -> None
 def test_frames_of_bare_frames_come_in_batches_of_bounded_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file of large frames is batched by bytes as well as by records: the table is the same,
-    and no batch holds the file."""
+    """A file of large frames is read in spans bounded by bytes as well as by records: the
+    table is the same, and memory follows a span, not the file (twice the file, the same
+    peak)."""
     import tracemalloc
 
-    from cbi1kit.analysis import _sources
+    from cbi1kit.capture import _readers
     from cbi1kit.wire._codec import encode_snapshot_chunks
     from cbi1kit.wire._format import FilterFormat
 
     rng = np.random.default_rng(17)
     fmt = FilterFormat(0x5EED, 1 << 17)
-    path = tmp_path / "chunks.cbi1"
-    with open(path, "wb") as f:
-        for i in range(24):  # 24 MiB of 1 MiB frames
-            (frame,) = encode_snapshot_chunks(
-                fmt, 7, i + 1, rng.integers(0, 1 << 63, size=1 << 17, dtype=np.uint64)
-            )
-            f.write(frame)
-    whole = frames_table(path, engine="reference").collect()
-    monkeypatch.setattr(_sources, "_GROUP_BYTES", 4 << 20)
-    tracemalloc.start()
-    try:
-        batches = [df.height for df in frames_batches(path, engine="reference")]
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert batches == [4] * 6 and whole.height == 24
-    assert frames_table(path, engine="reference").collect().equals(whole)
-    assert peak < 16 << 20  # the file is 24 MiB
+    peaks = []
+    for frames in (24, 48):  # of 1 MiB each
+        path = tmp_path / f"chunks-{frames}.cbi1"
+        with open(path, "wb") as f:
+            for i in range(frames):
+                (frame,) = encode_snapshot_chunks(
+                    fmt, 7, i + 1, rng.integers(0, 1 << 63, size=1 << 17, dtype=np.uint64)
+                )
+                f.write(frame)
+        whole = frames_table(path, engine="reference").collect()
+        monkeypatch.setattr(_readers, "_SPAN_BYTES", 4 << 20)
+        tracemalloc.start()
+        try:
+            batches = [df.height for df in frames_batches(path, engine="reference")]
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        monkeypatch.undo()
+        assert batches == [4] * (frames // 4) and whole.height == frames
+        assert frames_table(path, engine="reference").collect().equals(whole)
+    assert peaks[1] < peaks[0] + (2 << 20), peaks

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import lazy_stage
 
 if TYPE_CHECKING:
+    from cbi1kit.analysis._capture import *  # noqa: F403
     from cbi1kit.analysis._dataset import *  # noqa: F403
     from cbi1kit.analysis._diff import *  # noqa: F403
+    from cbi1kit.analysis._events import *  # noqa: F403
     from cbi1kit.analysis._explain import *  # noqa: F403
     from cbi1kit.analysis._export import *  # noqa: F403
     from cbi1kit.analysis._frames import *  # noqa: F403
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
 
 #: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
 MODULES = (
+    "_capture",
+    "_events",
     "_replay",
     "_global",
     "_explain",

@@ -31,12 +31,13 @@ import blake3
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._version import __version__
-from cbi1kit.analysis._frames import segment_frames
-from cbi1kit.analysis._replay import Replayer, Violation, _fast_engine
+from cbi1kit.analysis._capture import Capture, feeder_of
+from cbi1kit.analysis._events import Violation
+from cbi1kit.analysis._replay import Replayer
 from cbi1kit.analysis._schema import (
     _FRAME_KEYS,
     DATASET_SCHEMA_VERSION,
@@ -46,11 +47,11 @@ from cbi1kit.analysis._schema import (
     arrow_schema,
     parquet_writer,
 )
-from cbi1kit.analysis._tables import _Collector
+from cbi1kit.analysis._tables import Collector
 from cbi1kit.capture._file import is_capture_file
-from cbi1kit.capture._readers import ReadCursor, read_capture_items
+from cbi1kit.capture._readers import ReadCursor
 from cbi1kit.capture._segments import capture_segments, read_segment_info
-from cbi1kit.errors import CaptureError, Cbi1kitError, DatasetError, OutputError, one_line
+from cbi1kit.errors import CaptureError, DatasetError, OutputError, one_line
 
 __all__ = [
     "DATASET_FILE",
@@ -232,17 +233,12 @@ class Carry:
     reader stands (frame numbers, open streams) and the replayer with every lane."""
 
     cursor: ReadCursor = field(default_factory=ReadCursor)
-    collector: _Collector = field(default_factory=lambda: _Collector(1 << 20))
+    collector: Collector = field(default_factory=Collector)
     player: Replayer | None = None
 
     def __post_init__(self) -> None:
         if self.player is None:
-            self.player = Replayer(
-                keep_history=False,
-                keep_events=False,
-                on_snapshot=self.collector.on_snapshot,
-                on_deltas=self.collector.on_deltas,
-            )
+            self.player = Replayer(keep_history=False, keep_events=False, **self.collector.hooks())
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,48 +378,27 @@ def _violations_df(events: list[Violation]) -> pl.DataFrame:
 
 
 def _replay_segment(
-    seg: SegmentSource, carry: Carry, flush_rows: int
+    capture: Capture, carry: Carry, flush_rows: int
 ) -> Iterator[tuple[str, pl.DataFrame]]:
     """(table, rows) of one file's replay pass, going on from ``carry``."""
     player, c = carry.player, carry.collector
     assert player is not None
-    c.flush_rows = flush_rows
+    feeder = feeder_of("compiled", player)
     violations: list[Violation] = []
-
-    def due() -> Iterator[tuple[str, pl.DataFrame]]:
-        """The rows that are due (the collector's rule; violations: ``flush_rows``)."""
-        images, snapshots = c.due()
-        if images is not None:
+    seen = len(player._violations)
+    for item in capture.items():
+        feeder.feed(item)
+        violations += player._violations[seen:]
+        seen = len(player._violations)
+        if c.image_rows >= flush_rows:
+            images, _snapshots = c.take_images()
             yield "images", images
-        if snapshots is not None:
-            yield "snapshots", snapshots
         if len(violations) >= flush_rows:
             yield "violations", _violations_df(violations)
             violations.clear()
-
-    fast = _fast_engine(seg.path, "auto")
-    if fast is not None:  # runs of deltas a batch at a time, to the same rows
-        seen = len(player._violations)
-        for _ in fast.feed_capture(player, seg.path, cursor=carry.cursor):
-            violations += player._violations[seen:]
-            seen = len(player._violations)
-            yield from due()
-    else:
-        it = read_capture_items(seg.path, damage="report", cursor=carry.cursor)
-        while True:
-            try:
-                item = next(it)
-            except StopIteration:
-                break
-            except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:  # as replay() does
-                violations.append(player.feed_error(exc))  # type: ignore[arg-type]
-                break
-            event = player.feed_item(item)
-            if isinstance(event, Violation):
-                violations.append(event)
-            yield from due()
-    yield "images", c.images_df()
-    yield "snapshots", c.snapshots_df()
+    images, snapshots = c.take()
+    yield "images", images
+    yield "snapshots", snapshots
     yield "violations", _violations_df(violations)
 
 
@@ -463,8 +438,9 @@ def convert_segment(
     carry = carry if carry is not None else Carry()
     first = carry.cursor.frames
     present = _manifests(out)
+    capture = Capture(seg.path, keep_tables=False, cursor=carry.cursor)
     if seg.source in present:
-        for _ in _replay_segment(seg, carry, flush_rows):
+        for _ in _replay_segment(capture, carry, flush_rows):
             pass
         ranges, first_damage = _damage(present[seg.source])  # as its conversion found it
         return SegmentResult(
@@ -487,7 +463,7 @@ def convert_segment(
     damage: list[str] = []
 
     def frames() -> Iterator[pl.DataFrame]:
-        for df in segment_frames([seg.path], first_frame=first, batch_records=batch_records):
+        for df in capture.frame_batches(batch_rows=batch_records):
             keys.append(df.select(key_columns).with_columns(strings))
             damage.extend(
                 df.filter(pl.col("kind") == "SOURCE_ERROR").get_column("validation_error")
@@ -503,7 +479,7 @@ def convert_segment(
         else pl.DataFrame(schema={k: frame_schema[k] for k in key_columns}).with_columns(strings)
     )
     small: dict[str, list[pl.DataFrame]] = {"snapshots": [], "violations": []}
-    for table, df in _replay_segment(seg, carry, flush_rows):
+    for table, df in _replay_segment(capture, carry, flush_rows):
         if not df.height:
             continue
         if table == "images":  # a flush of up to ``flush_rows`` images: written at once

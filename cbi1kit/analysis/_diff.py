@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,6 +29,7 @@ from rich.text import Text
 from cbi1kit.analysis._explain import _plain
 from cbi1kit.analysis._global import (
     At,
+    Moment,
     _entries,
     _model_catalogs,
     _state,
@@ -50,7 +50,6 @@ from cbi1kit.wire._assembly import AssembledSnapshot
 __all__ = ["LaneDiff", "LaneSide", "compare_words", "diff", "load_lane"]
 
 Words = npt.NDArray[np.uint64]
-Moment = At | int | str | datetime | timedelta | None
 #: the first bytes of every .npy file
 NPY_MAGIC: Final = b"\x93NUMPY"
 _SHOWN: Final = 20  # rows ``str()`` lists

@@ -620,7 +620,7 @@ def _removal(lane: LaneReport, index: int, sequence: int, fp: int, a: int, b: in
     segments = lane._segments
     for k in range(index, -1, -1):
         seg = segments[k]
-        if seg.lane_offset is None:
+        if not seg.kept:
             return None
         upto = sequence if k == index else seg.last_sequence
         snapshot, rows = lane._bucket_writes(seg, [a, b], upto)

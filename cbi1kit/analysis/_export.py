@@ -1,13 +1,21 @@
-"""Parquet export: the frames, images and snapshots tables as files, unsigned types kept."""
+"""Parquet export: the frames, images and snapshots tables as files, unsigned types kept, in one
+pass over the capture (its frames and its replay take each item in turn) while a writer thread
+writes what the last step made (pyarrow writes without the GIL)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
+
+import polars as pl
 
 from cbi1kit._files import claim_outputs
-from cbi1kit.analysis._frames import frames_batches
+from cbi1kit.analysis._frames import FramesEngine
+from cbi1kit.analysis._replay import Replayer
 from cbi1kit.analysis._schema import (
     FRAMES_SCHEMA,
     IMAGES_SCHEMA,
@@ -15,11 +23,65 @@ from cbi1kit.analysis._schema import (
     arrow_schema,
     parquet_writer,
 )
-from cbi1kit.analysis._tables import _replay_batches
+from cbi1kit.analysis._tables import Collector
 
-__all__ = [
-    "export_parquet",
-]
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+    from cbi1kit.analysis._capture import Capture
+
+__all__ = ["export_parquet"]
+
+_TABLES: Final = {"frames": FRAMES_SCHEMA, "images": IMAGES_SCHEMA, "snapshots": SNAPSHOTS_SCHEMA}
+_IMAGE_ROWS: Final = 1 << 20  # images written at a time (a row group)
+
+
+class _Writers:
+    """One Parquet writer per table, written on a thread, one write in flight at a time."""
+
+    def __init__(self, paths: dict[str, Path], stack: ExitStack) -> None:
+        self.writers: dict[str, pq.ParquetWriter] = {
+            name: stack.enter_context(parquet_writer(paths[name], arrow_schema(schema)))
+            for name, schema in _TABLES.items()
+        }
+        self.pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-write"))
+        self.pending: Future[None] | None = None
+
+    def write(self, name: str, df: pl.DataFrame) -> None:
+        if not df.height:
+            return
+        writer = self.writers[name]
+        table = df.to_arrow().cast(writer.schema)
+        self.wait()
+        self.pending = self.pool.submit(writer.write_table, table)
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            self.pending.result()  # a write's error is raised here
+            self.pending = None
+
+
+def _rows(capture: Capture, expected_format: Any) -> Iterator[tuple[str, pl.DataFrame]]:
+    """(table, rows) from one pass: each item to the frames engine, then to the replay."""
+    from cbi1kit.analysis._capture import feeder_of
+
+    frames = FramesEngine()
+    tables = Collector()
+    player = Replayer(
+        expected_format=expected_format, keep_history=False, keep_events=False, **tables.hooks()
+    )
+    feeder = feeder_of("compiled", player)
+    for item in capture.items():
+        for df in frames.feed(item):
+            yield "frames", df
+        feeder.feed(item)
+        if tables.image_rows >= _IMAGE_ROWS:
+            yield "images", tables.take_images()[0]
+    for df in frames.finish():
+        yield "frames", df
+    images, snapshots = tables.take()
+    yield "images", images
+    yield "snapshots", snapshots
 
 
 def export_parquet(
@@ -27,31 +89,24 @@ def export_parquet(
     out_dir: str | os.PathLike[str],
     *,
     expected_format: Any = None,
-    batch_records: int = 65536,
     overwrite: bool = False,
 ) -> dict[str, Path]:
-    """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet`` batch by batch.
+    """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet``.
 
     Unsigned columns stay unsigned in Parquet (``UINT_64`` etc. logical types), so
     ``pl.read_parquet`` gives back ``pl.UInt64`` with values up to ``2**64 - 1``. Existing
     files are refused (``OutputError`` ``Exists``) unless ``overwrite``, before any is written.
     """
+    from cbi1kit.analysis._capture import open_capture
+
     out = Path(out_dir)
-    paths = {name: out / f"{name}.parquet" for name in ("frames", "images", "snapshots")}
+    paths = {name: out / f"{name}.parquet" for name in _TABLES}
     claim_outputs(paths.values(), overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    with parquet_writer(paths["frames"], arrow_schema(FRAMES_SCHEMA)) as w:
-        for df in frames_batches(source, batch_records=batch_records):
-            w.write_table(df.to_arrow().cast(w.schema))
-    with (
-        parquet_writer(paths["images"], arrow_schema(IMAGES_SCHEMA)) as wi,
-        parquet_writer(paths["snapshots"], arrow_schema(SNAPSHOTS_SCHEMA)) as ws,
-    ):
-        for images, snaps in _replay_batches(
-            source, expected_format=expected_format, flush_rows=1 << 20
-        ):
-            if images is not None and images.height:
-                wi.write_table(images.to_arrow().cast(wi.schema))
-            if snaps is not None and snaps.height:
-                ws.write_table(snaps.to_arrow().cast(ws.schema))
+    capture = open_capture(source, keep_tables=False)
+    with ExitStack() as stack:
+        writers = _Writers(paths, stack)
+        for name, df in _rows(capture, expected_format):
+            writers.write(name, df)
+        writers.wait()
     return paths

@@ -1,59 +1,35 @@
 """The ``frames`` table: one row per message, the consumer's verdict on each.
 
-Built batch by batch and column-wise from :mod:`cbi1kit.analysis._sources` (a capture's groups
-of blocks, checked and scanned by the compiled envelope kernel of
-:mod:`cbi1kit.analysis._kernels` on a worker thread while they are in cache): this module
-applies the rulebook (a second compiled pass, or :mod:`cbi1kit.analysis._reference` per
-message), parses relay and producer sub-messages once per run of identical bytes and builds
-the columns. Memory stays at about one batch; ``frames_table`` returns a ``LazyFrame`` whose
-batches are produced as polars pulls them, so ``sink_parquet`` and streaming ``collect`` work
-on captures larger than memory. Every 64-bit value is ``pl.UInt64``; digests are hex strings;
-the schema is :mod:`cbi1kit.analysis._schema`'s, documented in ``docs/tables.md``.
+One compiled pass per span of frames (:func:`cbi1kit.analysis._kernels.frame_columns`) writes
+the final column buffers: the envelope, the CBI1 header, the body checksum, the first failing
+rule, and which producer and relay each row carries. Those sub-messages are parsed once each
+(their bytes repeat on every row of a stream) and spread to the rows as dimensions, strings as
+categoricals. The schema is :mod:`cbi1kit.analysis._schema`'s (``docs/tables.md``).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
+from google.protobuf.message import DecodeError
 
+from cbi1kit._lazy import compiled
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._schema import (
-    _KIND_ENUM,
-    _PA,
-    _SOURCES,
-    _U8,
-    _U16,
-    _U32,
-    _U64,
-    FRAMES_SCHEMA,
-    I64,
-    KINDS,
-    Bool,
-    _Scanned,
-)
-from cbi1kit.analysis._sources import _Batch, _CaptureScan, _is_capture, _record_batches
-from cbi1kit.capture._readers import read_frames
-from cbi1kit.capture._segments import CaptureSet, capture_segments
-from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
-from cbi1kit.errors import CaptureError, Cbi1kitError, RelayWireError, error_name
+from cbi1kit.analysis._replay import check_engine
+from cbi1kit.analysis._schema import _CAT, _KIND_ENUM, _PA, _RULE_ENUM, _SOURCES, FRAMES_SCHEMA
+from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_catalog_update_damage
+from cbi1kit.errors import RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
 from cbi1kit.wire._rules import RULES
 
-__all__ = [
-    "frames_batches",
-    "frames_table",
-    "segment_frames",
-]
+__all__ = ["FRAME_BATCH_ROWS", "FramesEngine", "frames_batches", "frames_table"]
 
-# ------------------------------------------------------------------------------ frames table
-
+FRAME_BATCH_ROWS: Final = 65536
 
 _PRODUCER_COLS: Final = (
     "pool_identity_version",
@@ -78,9 +54,10 @@ _NO_PRODUCER: Final = (None,) * len(_PRODUCER_COLS)
 
 
 def _producer_summary(raw: bytes) -> tuple[Any, ...]:
+    """A producer sub-message's columns, its validator's error, and whether it parses."""
     try:
         p = pb.ProducerIdentity.FromString(raw)
-    except Exception:  # DecodeError: the whole message is malformed, as prost decodes it at once
+    except DecodeError:  # the whole message is malformed, as prost decodes it at once
         return (None,) * 15 + (True,)
     error = None
     try:
@@ -114,200 +91,233 @@ def _producer_summary(raw: bytes) -> tuple[Any, ...]:
 def _relay_summary(raw: bytes) -> tuple[int | None, int | None, bool | None]:
     try:
         r = pb.RelayIdentity.FromString(raw)
-    except Exception:  # DecodeError: the whole message is malformed
+    except DecodeError:  # the whole message is malformed
         return None, None, True
     return r.drt_instance_id, r.relay_incarnation, None
 
 
-class _Envelopes:
-    """The ``relay`` and ``producer`` sub-message columns, parsed once per run of rows whose
-    bytes are identical (``run`` from ``scan_filter_updates``) and spread to the rows by it."""
+class _Dims:
+    """The producer and relay sub-messages met so far, each parsed once: their bytes back to
+    back (what the kernel compares a row's with) and their columns."""
 
-    def __init__(
-        self, buf: npt.NDArray[np.uint8], run: I64, has: Bool, off: I64, length: I64
-    ) -> None:
-        self.run = run
-        firsts = np.flatnonzero(np.diff(run, prepend=-1)).tolist()
+    def __init__(self) -> None:
+        self.pool = bytearray()
+        self.producers: list[tuple[int, int, tuple[Any, ...]]] = []  # at, length, summary
+        self.relays: list[tuple[int, int, tuple[Any, ...]]] = []
+        self._args: tuple[npt.NDArray[Any], ...] | None = None
+        self._strings: dict[str, pl.Series] | None = None
 
-        def part(k: int, i: int) -> bytes:
-            return bytes(buf[off[k, i] : off[k, i] + length[k, i]])
+    def add(self, which: int, raw: bytes) -> None:
+        from cbi1kit.analysis._kernels import NEED_PRODUCER
 
-        self.per_run: dict[str, list[Any]] = {}
-        runs = [
-            (
-                _relay_summary(part(0, i)) if has[0, i] else (None, None, None),
-                _producer_summary(part(1, i)) if has[1, i] else _NO_PRODUCER,
-            )
-            for i in firsts
-        ]
-        for j, name in enumerate(_RELAY_COLS[:-1]):
-            self.per_run[name] = [r[0][j] for r in runs]
-        for j, name in enumerate(_PRODUCER_COLS[:-1]):
-            self.per_run[name] = [r[1][j] for r in runs]
-        # a relay or producer sub-message that does not parse
-        self.per_run["_malformed"] = [r[0][-1] or r[1][-1] for r in runs]
-
-    def per_run_numbers(self, name: str) -> npt.NDArray[Any]:
-        """One value per run (0 where missing)."""
-        dtype = _np_of(FRAMES_SCHEMA[name])
-        return np.array([0 if x is None else x for x in self.per_run[name]], dtype=dtype)
-
-    def per_run_present(self, name: str) -> Bool:
-        """Per run, whether the value is there."""
-        return np.array([x is not None for x in self.per_run[name]], dtype=bool)
-
-    def numbers(self, name: str) -> tuple[npt.NDArray[Any], Bool]:
-        """Per-row values (0 where missing) and where they are present."""
-        per, valid = self.per_run_numbers(name), self.per_run_present(name)
-        if len(per) == 1:  # one run: constant columns, no gather
-            n = len(self.run)
-            return np.full(n, per[0]), np.full(n, valid[0])
-        return per[self.run], valid[self.run]
-
-    def strings(self, name: str) -> pl.Series:
-        values = self.per_run[name]
-        if len(values) == 1:  # one run: a constant column
-            return pl.repeat(values[0], len(self.run), dtype=pl.Utf8, eager=True).alias(name)
-        return pl.Series(name, values, dtype=pl.Utf8).gather(self.run)
-
-
-def _scan_batch(batch: _Batch) -> _Scanned:
-    """The compiled pass over a batch's messages (``scan_filter_updates``; releases the GIL)."""
-    from cbi1kit.analysis._kernels import scan_filter_updates
-
-    return scan_filter_updates(batch.buf, batch.start, batch.start + batch.length, batch.is_pb)
-
-
-def _frames_df(batch: _Batch, engine: str = "compiled") -> pl.DataFrame:
-    if engine == "reference":
-        from cbi1kit.analysis._reference import reference_frames
-
-        return reference_frames(batch)
-    return _frames_columns(batch, _scan_batch(batch))
-
-
-_MESSAGES: Final = pl.Series("validation_error", [r.message for r in RULES], dtype=pl.Utf8)
-_RULE_IDS: Final = pl.Series("validation_rule", [*(r.id for r in RULES), None], dtype=pl.Utf8)
-
-
-def _frames_columns(batch: _Batch, scanned: _Scanned) -> pl.DataFrame:
-    """The batch's rows from the kernel's arrays: header fields, validation, columns."""
-    from cbi1kit.analysis._kernels import (
-        FIELD_SLOTS,
-        HEADER_COLUMNS,
-        PRODUCER_RULE,
-        UNKNOWN_FIELDS,
-        frame_rules,
-    )
-
-    pbm = batch.is_pb
-    value, present, offset, flags, checksum, run, head, top = scanned
-    run = np.cumsum(np.diff(run, prepend=-1) != 0) - 1  # dense ids: rows may have been dropped
-    v = {f: np.ascontiguousarray(value[:, FIELD_SLOTS[f]]) for f in (1, 6, 127)}
-    unknown = (flags & UNKNOWN_FIELDS) != 0
-    subs = [FIELD_SLOTS[2], FIELD_SLOTS[3]]
-    env = _Envelopes(
-        batch.buf, run, present[:, subs].T, offset[:, subs].T, value[:, subs].T.astype(np.int64)
-    )
-    perr = env.per_run["_producer_error"]
-    rules = frame_rules(
-        value,
-        present,
-        flags,
-        checksum,
-        head,
-        top,
-        pbm,
-        batch.length,
-        run,
-        env.per_run_numbers("ckf_seed"),
-        env.per_run_numbers("ckf_bucket_count"),
-        env.per_run_numbers("dc_id"),
-        env.per_run_present("_producer_error"),
-        env.per_run_present("_malformed"),
-    )
-    code, kind_code, kind_raw, base, seq, p_len = rules[:6]
-    checksum_ok, is_chunk_frame, is_delta_frame, word_count = rules[6:10]
-    header = {
-        name: column
-        for names, columns in zip(HEADER_COLUMNS, rules[10:], strict=True)
-        for name, column in zip(names, columns, strict=True)
-    }
-    has_head = p_len >= 48
-    # the rule id (null: valid), and its message; the producer rule shows the run's own error
-    if (code < 0).all():  # the common batch: every row valid, two null columns
-        nulls = pl.repeat(None, len(code), dtype=pl.Utf8, eager=True)
-        verdict = [nulls.alias("validation_error"), nulls.alias("validation_rule")]
-    else:
-        message = np.where(code < 0, len(RULES), code)
-        message = np.where(code == PRODUCER_RULE, len(RULES) + 1 + env.run, message)
-        messages = pl.concat([_MESSAGES, pl.Series([None, *perr], dtype=pl.Utf8)])
-        verdict = [
-            messages.gather(message).alias("validation_error"),
-            _RULE_IDS.gather(np.where(code < 0, len(RULES), code)),
-        ]
-
-    def col(values: Any, dtype: Any, valid: Bool | None = None) -> pa.Array:
-        return pa.array(
-            np.asarray(values).astype(_np_of(dtype), copy=False),
-            type=_PA[dtype],
-            mask=None if valid is None else ~valid,
-        )
-
-    send = v[6]
-    cols: dict[str, pa.Array] = {
-        "record_index": col(batch.index, _U64),
-        "stream_id": col(batch.stream_id, _U32),
-        "source_offset": col(batch.offset, _U64),
-        "raw_len": col(batch.length, _U32),
-        "recv_time": pa.array(batch.wall, type=pa.timestamp("ns", "UTC"), mask=~batch.has_time),
-        "recv_mono_ns": col(batch.mono, _U64, batch.has_time),
-        "send_ts_us": col(send, _U64, pbm),
-        "send_time": pa.array(
-            send.view(np.int64), type=pa.timestamp("us", "UTC"), mask=~pbm | (send >= 2**62)
-        ),
-        "kind_raw": col(kind_raw, pl.Int32),
-        "base_sequence": col(base, _U64, pbm | has_head),
-        "sequence": col(seq, _U64, pbm | has_head),
-        "protocol_version": col(v[1], _U32, pbm),
-        "contract_marker": col(v[127], _U32, pbm),
-        "payload_len": col(p_len, _U32),
-        "has_unknown_fields": col(unknown, pl.Boolean),
-        "cbi1_checksum_ok": col(checksum_ok, pl.Boolean, has_head),
-        "word_count": col(word_count, _U32, is_chunk_frame),
-    }
-    chunk_fields = ("chunk_index", "chunk_count", "bucket_offset")
-    for name, column in header.items():
-        valid = (
-            is_chunk_frame
-            if name in chunk_fields
-            else is_delta_frame
-            if name in ("base_epoch", "image_count")
-            else has_head
-        )
-        cols[name] = col(column, FRAMES_SCHEMA[name], valid)
-    strings = [pl.Series("kind", KINDS, dtype=_KIND_ENUM).gather(kind_code), *verdict]
-    for name in (*_RELAY_COLS[:-1], *_PRODUCER_COLS[:-2]):
-        if FRAMES_SCHEMA[name] == pl.Utf8:
-            strings.append(env.strings(name))
+        entry = (len(self.pool), len(raw))
+        self.pool += raw
+        if which == NEED_PRODUCER:
+            self.producers.append((*entry, _producer_summary(raw)))
         else:
-            values, valid = env.numbers(name)
-            cols[name] = col(values, FRAMES_SCHEMA[name], valid)
-    df = pl.from_arrow(pa.table(cols))
+            self.relays.append((*entry, _relay_summary(raw)))
+        self._args = None
+        self._strings = None
+
+    def args(self) -> tuple[npt.NDArray[Any], ...]:
+        """The kernel's ``dims`` argument."""
+        if self._args is None:
+            from cbi1kit.analysis._kernels import (
+                DIM_INVALID,
+                DIM_MALFORMED,
+                PRODUCER_U32,
+                PRODUCER_U64,
+                RELAY_U64,
+            )
+
+            def col(rows: list[Any], k: int, dtype: Any) -> npt.NDArray[Any]:
+                return np.array([r[k] for r in rows], dtype=dtype)
+
+            ps = [s for _a, _n, s in self.producers]
+            bad = [(DIM_INVALID if s[14] else 0) | (DIM_MALFORMED if s[15] else 0) for s in ps]
+            self._args = (
+                np.frombuffer(bytes(self.pool) or b"\0", np.uint8),
+                col(self.producers, 0, np.int64),
+                col(self.producers, 1, np.int64),
+                np.array(bad, np.uint8),
+                np.array([s[9] or 0 for s in ps], np.uint64),
+                np.array([s[10] or 0 for s in ps], np.uint64),
+                np.array([s[5] or 0 for s in ps], np.uint64),
+                col(self.relays, 0, np.int64),
+                col(self.relays, 1, np.int64),
+                np.array([DIM_MALFORMED if s[2] else 0 for _a, _n, s in self.relays], np.uint8),
+                _values(ps, PRODUCER_U64, np.uint64),
+                _values(ps, PRODUCER_U32, np.uint32),
+                _values([s for _a, _n, s in self.relays], RELAY_U64, np.uint64, relay=True),
+            )
+        return self._args
+
+    def strings(self) -> dict[str, pl.Series]:
+        """The producers' string columns, a row each and a last row of nulls (no dim)."""
+        if self._strings is None:
+            rows = [s for _a, _n, s in self.producers] + [_NO_PRODUCER]
+            self._strings = {
+                name: pl.Series(name, [r[_PRODUCER_COLS.index(name)] for r in rows], dtype=_CAT)
+                for name in _PRODUCER_STRINGS
+            }
+        return self._strings
+
+    def valid(self) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """Per producer and per relay, whether it parsed (its columns are there), and a last
+        False for rows without one."""
+        p = [s[-1] is None for _a, _n, s in self.producers]
+        r = [s[-1] is None for _a, _n, s in self.relays]
+        return np.array([*p, False], dtype=np.bool_), np.array([*r, False], dtype=np.bool_)
+
+
+class _Batch:
+    """Rows gathered for one DataFrame: the kernel's column blocks."""
+
+    def __init__(self, cap: int) -> None:
+        from cbi1kit.analysis._kernels import C8, C16, C32, C64
+
+        self.cap, self.rows = cap, 0
+        self.blocks = (
+            np.empty((len(C64), cap), np.uint64),
+            np.empty((len(C32), cap), np.uint32),
+            np.empty((len(C16), cap), np.uint16),
+            np.empty((len(C8), cap), np.uint8),
+        )
+
+
+_PRODUCER_STRINGS: Final = (
+    "cache_semantics",
+    "cache_semantics_source",
+    "routing_scope",
+    "routing_scope_source",
+    "producer_key",
+)
+
+
+def _values(
+    rows: list[tuple[Any, ...]], names: tuple[str, ...], dtype: Any, *, relay: bool = False
+) -> npt.NDArray[Any]:
+    """A dimension's numeric columns, ``(len(names), dims)`` (0 where one does not parse)."""
+    cols = _RELAY_COLS if relay else _PRODUCER_COLS
+    at = [cols.index(n) for n in names]
+    out = np.zeros((len(names), max(1, len(rows))), dtype=dtype)
+    for j, row in enumerate(rows):
+        for k, c in enumerate(at):
+            out[k, j] = row[c] or 0
+    return out
+
+
+def _column(values: npt.NDArray[Any], dtype: Any, valid: npt.NDArray[np.bool_] | None) -> pa.Array:
+    return pa.array(values, type=_PA[dtype], mask=None if valid is None else ~valid)
+
+
+_MESSAGES: Final = [None, *(r.message for r in RULES)]
+
+
+def _verdicts(
+    rule: npt.NDArray[np.uint8], pdim: npt.NDArray[np.uint32], dims: _Dims
+) -> list[pl.Series]:
+    """``validation_error`` and ``validation_rule`` from the rule codes (0: valid); the
+    producer rule shows the producer's own error."""
+    from cbi1kit.analysis._kernels import PRODUCER_RULE
+
+    rules = pl.Series("validation_rule", [None, *(r.id for r in RULES)], dtype=_RULE_ENUM)
+    if not rule.any():  # the usual batch: every row valid
+        nulls = pl.repeat(None, len(rule), dtype=pl.Categorical, eager=True)
+        return [nulls.alias("validation_error"), rules.gather(rule.astype(np.uint32))]
+    errors = [s[14] for _a, _n, s in dims.producers]
+    messages = pl.Series("validation_error", [*_MESSAGES, *errors], dtype=pl.Categorical)
+    at = rule.astype(np.uint32)
+    producer = rule == PRODUCER_RULE + 1
+    at[producer] = len(_MESSAGES) + pdim[producer]
+    return [messages.gather(at), rules.gather(rule.astype(np.uint32))]
+
+
+def _frame(batch: _Batch, dims: _Dims) -> pl.DataFrame:
+    """The DataFrame of a batch's rows (``FRAMES_SCHEMA``)."""
+    from cbi1kit.analysis._kernels import (
+        C8,
+        C16,
+        C32,
+        C64,
+        NO_DIM,
+        PRODUCER_U32,
+        PRODUCER_U64,
+        RELAY_U64,
+    )
+
+    n = batch.rows
+    o64, o32, o16, o8 = (b[:, :n] for b in batch.blocks)
+    col = {name: o64[k] for k, name in enumerate(C64)}
+    col.update({name: o32[k] for k, name in enumerate(C32)})
+    col.update({name: o16[k] for k, name in enumerate(C16)})
+    col.update({name: o8[k] for k, name in enumerate(C8)})
+    plen, flags = col["payload_len"], col["cbi1_flags"]
+    is_pb, timed = col["_pb"].view(np.bool_), col["_timed"].view(np.bool_)
+    head = plen >= 48
+    chunk = head & (flags == 1) & (plen >= 64)
+    delta = head & (flags == 2) & (plen >= 60)
+    send = col["send_ts_us"]
+    pdim, rdim = col["_producer"], col["_relay"]
+    p_at = np.where(pdim == NO_DIM, len(dims.producers), pdim)
+    r_at = np.where(rdim == NO_DIM, len(dims.relays), rdim)
+    p_ok, r_ok = dims.valid()
+    p_valid, r_valid = p_ok[p_at], r_ok[r_at]
+    arrays: dict[str, pa.Array] = {
+        "record_index": _column(col["record_index"], pl.UInt64, None),
+        "stream_id": _column(col["stream_id"], pl.UInt32, None),
+        "source_offset": _column(col["source_offset"], pl.UInt64, None),
+        "raw_len": _column(col["raw_len"], pl.UInt32, None),
+        "recv_time": pa.array(
+            col["recv_time"].view(np.int64), type=pa.timestamp("ns", "UTC"), mask=~timed
+        ),
+        "recv_mono_ns": _column(col["recv_mono_ns"], pl.UInt64, timed),
+        "send_ts_us": _column(send, pl.UInt64, is_pb),
+        "send_time": pa.array(
+            send.view(np.int64), type=pa.timestamp("us", "UTC"), mask=~is_pb | (send >= 2**62)
+        ),
+        "kind_raw": pa.array(col["kind_raw"].view(np.int32), type=pa.int32()),
+        "base_sequence": _column(col["base_sequence"], pl.UInt64, is_pb | head),
+        "sequence": _column(col["sequence"], pl.UInt64, is_pb | head),
+        "protocol_version": _column(col["protocol_version"], pl.UInt32, is_pb),
+        "contract_marker": _column(col["contract_marker"], pl.UInt32, is_pb),
+        "payload_len": _column(plen, pl.UInt32, None),
+        "has_unknown_fields": pa.array(col["has_unknown_fields"].view(np.bool_)),
+        "cbi1_checksum_ok": pa.array(col["cbi1_checksum_ok"].view(np.bool_), mask=~head),
+        "word_count": _column(col["word_count"], pl.UInt32, chunk),
+    }
+    for name in (*_HEADER_FIELDS, *_CHUNK_FIELDS, *_DELTA_FIELDS):
+        valid = chunk if name in _CHUNK_FIELDS else delta if name in _DELTA_FIELDS else head
+        arrays[name] = _column(col[name], FRAMES_SCHEMA[name], valid)
+    for names, valid in ((PRODUCER_U64, p_valid), (PRODUCER_U32, p_valid), (RELAY_U64, r_valid)):
+        for name in names:
+            arrays[name] = _column(col[name], FRAMES_SCHEMA[name], valid)
+    df = pl.from_arrow(pa.table(arrays))
     assert isinstance(df, pl.DataFrame)
-    return df.with_columns(strings).select(list(FRAMES_SCHEMA))
+    kind = pl.Series("kind", list(_KIND_ENUM.categories), dtype=_KIND_ENUM)
+    p_index = pl.Series(p_at.astype(np.uint32))
+    extra = [
+        kind.gather(col["_kind"].astype(np.uint32)),
+        *_verdicts(col["_rule"], pdim, dims),
+        *(s.gather(p_index) for s in dims.strings().values()),
+    ]
+    return df.with_columns(extra).select(list(FRAMES_SCHEMA))
 
 
-def _np_of(dtype: Any) -> Any:
-    return {
-        _U64: np.uint64,
-        _U32: np.uint32,
-        _U16: np.uint16,
-        _U8: np.uint8,
-        pl.Int32: np.int32,
-        pl.Boolean: np.bool_,
-        pl.Float64: np.float64,
-    }[dtype]
+_HEADER_FIELDS: Final = (
+    "cbi1_wire_version",
+    "cbi1_flags",
+    "cbi1_fingerprint_bits",
+    "cbi1_slots",
+    "cbi1_format_version",
+    "cbi1_seed",
+    "cbi1_bucket_count",
+    "cbi1_dc_id",
+    "cbi1_epoch",
+    "cbi1_checksum",
+)
+_CHUNK_FIELDS: Final = ("chunk_index", "chunk_count", "bucket_offset")
+_DELTA_FIELDS: Final = ("base_epoch", "image_count")
 
 
 def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
@@ -319,145 +329,91 @@ def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
     return pl.DataFrame([row], schema=FRAMES_SCHEMA)
 
 
-def _pipelined(
-    items: Iterator[_Batch | tuple[CaptureError, int]], engine: str
-) -> Iterator[pl.DataFrame]:
-    """Frames of a capture, two stages deep: while the envelope kernel (no GIL) scans a batch
-    on a worker thread, this thread reads the next one and turns the last into columns. The
-    reference engine builds each batch's rows in Python, in order."""
-    if engine == "reference":
-        from cbi1kit.analysis._reference import reference_frames
+class FramesEngine:
+    """The frames table of a stream of scan items, batch by batch: ``feed`` each item, take
+    the DataFrames it hands back, ``finish`` for the last."""
 
-        for item in items:
-            yield reference_frames(item) if isinstance(item, _Batch) else _damage_df(*item)
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-envelopes") as pool:
-        pending: tuple[_Batch, Future[_Scanned]] | None = None
-        for item in items:
-            if pending is not None:
-                yield _frames_columns(pending[0], pending[1].result())
-                pending = None
-            if isinstance(item, _Batch) and item.scanned is not None:
-                yield _frames_columns(item, item.scanned)
-            elif isinstance(item, _Batch):
-                pending = item, pool.submit(_scan_batch, item)
-            else:
-                yield _damage_df(*item)
-        if pending is not None:
-            yield _frames_columns(pending[0], pending[1].result())
-
-
-ENGINES: Final = ("auto", "compiled", "reference")
-
-
-def _engine(engine: str) -> str:
-    """``compiled`` or ``reference``: ``auto`` is the compiled kernels when they load (numba
-    importable, a kernel compiled or loaded from the cache), else the reference."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    if engine == "auto":
-        from cbi1kit.analysis._reference import kernels_available
-
-        return "compiled" if kernels_available() else "reference"
-    return engine
-
-
-def _is_segment_list(source: Any) -> bool:
-    return (
-        isinstance(source, (list, tuple))
-        and bool(source)
-        and all(isinstance(p, (str, os.PathLike)) for p in source)
-    )
-
-
-def segment_frames(
-    paths: Iterable[str | os.PathLike[str]],
-    *,
-    first_frame: int = 0,
-    batch_records: int = 65536,
-    engine: str = "auto",
-    ends: list[int] | None = None,
-) -> Iterator[pl.DataFrame]:
-    """The frames of capture files read one after the other as one capture (a rotated
-    recording's segments, or one of them going on from ``first_frame``); ``ends`` gets each
-    file's next frame index once it is read."""
-    engine = _engine(engine)
-    first = first_frame
-    for path in paths:
-        scan = _CaptureScan(
-            path, (SUBSCRIBE_KV_POOL_METHOD,), indexed=engine == "compiled", first_frame=first
+    def __init__(self, *, batch_rows: int = FRAME_BATCH_ROWS, engine: str = "compiled") -> None:
+        self.batch_rows = batch_rows
+        #: ``reference``: each span's rows message by message, in Python (the oracle); the
+        #: compiled kernel otherwise, where it loads
+        self.reference = check_engine(engine) == "reference" or (
+            compiled("cbi1kit.analysis._kernels") is None
         )
-        items = scan.items(batch_records)
-        try:
-            yield from _pipelined(items, engine)
-        finally:
-            items.close()  # after the kernel thread has let go of the mapped file
-        first = scan.frame_end
-        if ends is not None:
-            ends.append(first)
+        self.dims = _Dims()
+        self._batch = _Batch(batch_rows)
+        self._last = np.full(2, -1, np.int64)
+
+    def feed(self, item: object) -> Iterator[pl.DataFrame]:
+        if isinstance(item, FrameSpan):
+            yield from self._span(item)
+        elif isinstance(item, SourceError) or (
+            isinstance(item, FrameDamage) and not is_catalog_update_damage(item)
+        ):  # an update of the catalog that does not decode is the catalog's, not the frames'
+            yield from self.finish()
+            yield _damage_df(item.error, item.index)
+
+    def finish(self) -> Iterator[pl.DataFrame]:
+        if self._batch.rows:
+            yield _frame(self._batch, self.dims)
+            self._batch = _Batch(self.batch_rows)
+
+    def _span(self, span: FrameSpan) -> Iterator[pl.DataFrame]:
+        if self.reference:
+            from cbi1kit.analysis._reference import reference_frames
+
+            yield reference_frames(span)
+            return
+        from cbi1kit.analysis._kernels import frame_columns
+
+        lo, n = 0, len(span)
+        own = (span.stream, span.offset, span.wall, span.mono, span.has_time)
+        while lo < n:
+            batch = self._batch
+            hi = min(n, lo + batch.cap - batch.rows)
+            i = lo
+            while i < hi:
+                row0 = batch.rows + i - lo
+                i, need = frame_columns(
+                    span.buf, span.start, span.length, span.is_pb, i, hi, row0, own,
+                    span.index, batch.blocks, self.dims.args(), self._last,
+                )  # fmt: skip
+                if need:
+                    self.dims.add(need, _sub_message(span.raw(i), need))
+            batch.rows += hi - lo
+            lo = hi
+            if batch.rows == batch.cap:
+                yield from self.finish()
+
+
+def _sub_message(raw: bytes, need: int) -> bytes:
+    """The relay or producer sub-message's bytes of one message (its last occurrence)."""
+    from cbi1kit.analysis._kernels import NEED_PRODUCER
+    from cbi1kit.analysis._reference import walk_filter_update
+
+    _values, spans, _bad, _unknown = walk_filter_update(raw)
+    return spans[3 if need == NEED_PRODUCER else 2]
 
 
 def frames_batches(
-    source: Any, *, batch_records: int = 65536, engine: str = "auto"
+    source: Any, *, batch_records: int = FRAME_BATCH_ROWS, engine: str = "compiled"
 ) -> Iterator[pl.DataFrame]:
-    """The ``frames`` table as a sequence of DataFrames of at most ``batch_records`` rows.
+    """The ``frames`` table of a source as DataFrames of at most ``batch_records`` rows:
+    ``cbi1kit.open(source).frame_batches(...)``, nothing kept."""
+    from cbi1kit.analysis._capture import open_capture
 
-    ``source``: a capture / grpcurl JSON / CBI1 file path, or an iterable of ``FrameRecord`` or
-    ``FilterUpdate`` values. A rotated recording (its first segment's path, a ``CaptureSet`` or
-    a list of its segment paths) is one capture: frame numbers run on across segments.
-    Source damage becomes a ``SOURCE_ERROR`` row: a capture's damage where it is, reading going
-    on past it (as ``CaptureReader.items``; frame numbers as ``read_capture(...,
-    damage="report")``), other sources' as the last row.
-
-    ``engine``: ``compiled`` (the numba kernels), ``reference`` (protobuf, relay validation,
-    ``decode`` and the rulebook per message, in Python: the same table, slower) or ``auto``
-    (compiled, falling back to reference when the kernels cannot be loaded).
-    """
-    engine = _engine(engine)
-    if _is_segment_list(source):
-        source = CaptureSet.of(source)
-    if _is_capture(source):
-        yield from segment_frames(
-            capture_segments(source), batch_records=batch_records, engine=engine
-        )
-        return
-    damage: list[Any] = []
-    try:
-        records: Iterable[Any] = (
-            read_frames(source) if isinstance(source, (str, os.PathLike)) else source
-        )
-    except (Cbi1kitError, OSError) as exc:
-        yield _damage_df(exc, 0)
-        return
-    for batch in _record_batches(records, batch_records, damage):
-        yield _frames_df(batch, engine)
-    if damage and damage[0][0] is not None:
-        yield _damage_df(damage[0][0], damage[0][1])
+    capture = open_capture(source, keep_tables=False)
+    yield from capture.frame_batches(batch_rows=batch_records, engine=engine)
 
 
-def frames_table(source: Any, *, batch_records: int = 65536, engine: str = "auto") -> pl.LazyFrame:
-    """One row per message (schema ``FRAMES_SCHEMA``), produced lazily batch by batch
-    (``engine``: see :func:`frames_batches`)."""
-    from polars.io.plugins import register_io_source
+def frames_table(
+    source: Any, *, batch_records: int = FRAME_BATCH_ROWS, engine: str = "compiled"
+) -> pl.LazyFrame:
+    """One row per message (``FRAMES_SCHEMA``), made as polars pulls it, batches of at most
+    ``batch_records`` rows: ``cbi1kit.open(source, keep_tables=False).frames``."""
+    from cbi1kit.analysis._capture import _lazy, open_capture
 
-    def produce(
-        with_columns: list[str] | None,
-        predicate: pl.Expr | None,
-        n_rows: int | None,
-        batch_size: int | None,
-    ) -> Iterator[pl.DataFrame]:
-        left = n_rows
-        for batch in frames_batches(source, batch_records=batch_records, engine=engine):
-            df = batch
-            if left is not None:
-                df = df.head(left)
-                left -= df.height
-            if predicate is not None:
-                df = df.filter(predicate)
-            if with_columns is not None:
-                df = df.select(with_columns)
-            yield df
-            if left is not None and left <= 0:
-                return
-
-    return register_io_source(produce, schema=FRAMES_SCHEMA)
+    capture = open_capture(source, keep_tables=False)
+    return _lazy(
+        lambda: capture.frame_batches(batch_rows=batch_records, engine=engine), FRAMES_SCHEMA
+    )

@@ -108,6 +108,8 @@ class At:
         return f"+{_fraction(self.offset_ns)}s"
 
 
+#: what names a moment of a capture: ``At``, a sequence, an ISO time with a zone, ``+90s``
+Moment = At | int | str | datetime | timedelta | None
 _AT_PREFIX: Final = "cannot name a moment: "
 
 

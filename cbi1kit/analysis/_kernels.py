@@ -28,7 +28,6 @@ strict); unknown fields are skipped and flagged.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, cast
 
@@ -36,8 +35,9 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.analysis._cache import keyed_cache
-from cbi1kit.hashing._c_xxh3 import STATE_BYTES, c_digest, c_reset, c_update, c_xxh3
+from cbi1kit._compile import keyed_cache
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.hashing._c_xxh3 import c_xxh3
 from cbi1kit.hashing._xxh3 import (
     PRIME64_1,
     PRIME_MX2,
@@ -50,16 +50,19 @@ from cbi1kit.wire._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS,
 from cbi1kit.wire._rules import RULE_INDEX, RULES
 
 __all__ = [
-    "FIELD_SLOTS",
-    "HEADER_COLUMNS",
+    "C8",
+    "C16",
+    "C32",
+    "C64",
     "MALFORMED",
+    "NEED_PRODUCER",
+    "NEED_RELAY",
+    "NO_DIM",
     "PRODUCER_RULE",
     "REPEATED",
-    "RULE_COUNT",
     "UNKNOWN_FIELDS",
-    "frame_rules",
-    "scan_filter_updates",
-    "verify_and_scan",
+    "frame_columns",
+    "walk_update",
     "xxh3_64_at",
 ]
 
@@ -73,8 +76,9 @@ def _kernel(f: _F) -> _F:
 
 
 def _inline(f: _F) -> _F:
-    """Inlined into the calling kernel (at numba's IR level); cached with its caller."""
-    return cast(_F, numba.njit(inline="always")(f))
+    """A helper of the kernels: compiled with its caller (LLVM inlines it where it pays;
+    numba's own IR-level inlining made the FilterUpdate walk five times slower)."""
+    return cast(_F, numba.njit(nogil=True, boundscheck=False)(f))
 
 
 # --------------------------------------------------------------------------------- byte loads
@@ -215,15 +219,218 @@ def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
 
 # ------------------------------------------------------------------------- FilterUpdate walk
 
-# rows of the output arrays, by field: varints (1, 4, 5, 6, 7), lengths (2, 3, 8), fixed32 (127)
-FIELD_SLOTS: Final = {1: 0, 4: 1, 5: 2, 6: 3, 7: 4, 2: 5, 3: 6, 8: 7, 127: 8}
-_SLOT_OF: Final = np.full(128, -1, dtype=np.int64)  # field number -> slot (-1: unknown)
-for _field, _slot in FIELD_SLOTS.items():
-    _SLOT_OF[_field] = _slot
-_WIRE_OF: Final = np.array([0, 0, 0, 0, 0, 2, 2, 2, 5], dtype=np.int64)  # slot -> wire type
 UNKNOWN_FIELDS: Final = 1
 MALFORMED: Final = 2
 REPEATED: Final = 4
+#: the fields the walk knows, by number (any other is skipped and flagged)
+_KNOWN: Final = np.zeros(128, dtype=np.bool_)
+_KNOWN[[f.number for f in pb.FilterUpdate.DESCRIPTOR.fields]] = True
+
+
+@_inline
+def _varint(b: Any, p: Any, e: Any) -> Any:
+    """The varint at ``b[p:e]`` (at most 10 bytes, all before ``e``) and where it ends; -1
+    where it does not end in time."""
+    c = b[p]
+    if c < 0x80:
+        return np.uint64(c), p + 1
+    v, shift = np.uint64(c & 0x7F), 7
+    p += 1
+    while p < e and shift < 70:
+        c = b[p]
+        p += 1
+        v |= np.uint64(c & 0x7F) << np.uint64(shift)
+        shift += 7
+        if c < 0x80:
+            return v, p
+    return v, -1
+
+
+#: what ``walk_update`` returns, by position: flags, the fields present (``HAS_*`` bits), the
+#: varints (protocol version, base sequence, sequence, send time, kind), the contract marker,
+#: then where the relay, producer and payload bytes are and how long they are
+(W_FLAGS, W_HAS, W_VERSION, W_BASE, W_SEQ, W_SEND, W_KIND, W_MARKER) = range(8)
+(W_RELAY_AT, W_RELAY_LEN, W_PRODUCER_AT, W_PRODUCER_LEN, W_PAYLOAD_AT, W_PAYLOAD_LEN) = range(8, 14)
+HAS_VERSION, HAS_BASE, HAS_SEQ, HAS_SEND, HAS_KIND = 1, 2, 4, 8, 16
+HAS_RELAY, HAS_PRODUCER, HAS_PAYLOAD, HAS_MARKER = 32, 64, 128, 256
+_FN = pb.FilterUpdate  # its field numbers, as the walk matches them
+_F_VERSION, _F_BASE, _F_SEQ = (
+    _FN.PROTOCOL_VERSION_FIELD_NUMBER,
+    _FN.BASE_SEQUENCE_FIELD_NUMBER,
+    _FN.SEQUENCE_FIELD_NUMBER,
+)
+_F_SEND, _F_KIND, _F_RELAY = (
+    _FN.SEND_TS_US_FIELD_NUMBER,
+    _FN.KIND_FIELD_NUMBER,
+    _FN.RELAY_FIELD_NUMBER,
+)
+_F_PRODUCER, _F_PAYLOAD, _F_MARKER = (
+    _FN.PRODUCER_FIELD_NUMBER,
+    _FN.PAYLOAD_FIELD_NUMBER,
+    _FN.CONTRACT_MARKER_FIELD_NUMBER,
+)
+
+
+@_inline
+def _known(field: Any) -> Any:
+    return _KNOWN[field] if field < 128 else False
+
+
+@_inline
+def walk_update(b: Any, p: Any, e: Any) -> Any:
+    """The ``FilterUpdate`` at ``b[p:e]``, as the tuple ``W_*`` describes: protobuf's wire
+    rules, as strict as prost (a known field with a foreign wire type is ``MALFORMED``, and so
+    is field 0 or a group; the fields before the damage are kept), unknown fields skipped and
+    flagged, a known field given twice ``REPEATED`` (its last occurrence kept). Locals, not
+    scratch arrays: what was written to memory made the walk four times slower."""
+    flags, has = 0, 0
+    version = base = seq = send = kind = marker = np.uint64(0)
+    r_at = r_len = p_at = p_len = y_at = y_len = np.int64(0)
+    while p < e:
+        tag, p = _varint(b, p, e)
+        if p < 0:
+            flags |= MALFORMED
+            break
+        field, wt = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+        bit = 0
+        if field == 0:
+            flags |= MALFORMED
+            break
+        if wt == 0 or wt == 2:  # noqa: PLR1714 - a varint, or a length (no sets in numba)
+            if p >= e:
+                flags |= MALFORMED
+                break
+            v, p = _varint(b, p, e)
+            if p < 0 or (wt == 2 and v > np.uint64(e - p)):
+                flags |= MALFORMED
+                break
+            at, n = p, np.int64(v)
+            if wt == 2:
+                p += n
+            if wt == 0 and field == _F_VERSION:
+                version, bit = v, HAS_VERSION
+            elif wt == 0 and field == _F_BASE:
+                base, bit = v, HAS_BASE
+            elif wt == 0 and field == _F_SEQ:
+                seq, bit = v, HAS_SEQ
+            elif wt == 0 and field == _F_SEND:
+                send, bit = v, HAS_SEND
+            elif wt == 0 and field == _F_KIND:
+                kind, bit = v, HAS_KIND
+            elif wt == 2 and field == _F_RELAY:
+                r_at, r_len, bit = at, n, HAS_RELAY
+            elif wt == 2 and field == _F_PRODUCER:
+                p_at, p_len, bit = at, n, HAS_PRODUCER
+            elif wt == 2 and field == _F_PAYLOAD:
+                y_at, y_len, bit = at, n, HAS_PAYLOAD
+            elif _known(field):
+                flags |= MALFORMED
+                break
+        elif wt == 5 or wt == 1:  # noqa: PLR1714
+            width = 4 if wt == 5 else 8
+            if p + width > e:
+                flags |= MALFORMED
+                break
+            if wt == 5 and field == _F_MARKER:
+                marker, bit = _u32(b, p), HAS_MARKER
+            elif _known(field):
+                flags |= MALFORMED
+                break
+            p += width
+        else:  # groups (3, 4) and the invalid wire types 6, 7
+            flags |= MALFORMED
+            break
+        if bit == 0:
+            flags |= UNKNOWN_FIELDS
+        elif has & bit:
+            flags |= REPEATED
+        has |= bit
+    return (
+        flags,
+        has,
+        version,
+        base,
+        seq,
+        send,
+        kind,
+        marker,
+        r_at,
+        r_len,
+        p_at,
+        p_len,
+        y_at,
+        y_len,
+    )
+
+
+@_inline
+def _le_part(b: Any, p: Any, n: Any, at: Any, width: Any) -> Any:
+    """The little-endian field ``b[p + at : p + at + width]`` of a frame of ``n`` bytes, zeros
+    past its end (a short frame's header reads as the zero-padded bytes it has)."""
+    v = np.uint64(0)
+    for k in range(width):
+        if at + k < n:
+            v |= np.uint64(b[p + at + k]) << np.uint64(8 * k)
+    return v
+
+
+@_inline
+def _le_at(b: Any, p: Any, n: Any, at: Any, width: Any) -> Any:
+    if n >= 64:  # the whole head is there: plain loads
+        if width == 8:
+            return _u64(b, p + at)
+        if width == 4:
+            return _u32(b, p + at)
+        if width == 2:
+            return np.uint64(b[p + at]) | np.uint64(b[p + at + 1]) << np.uint64(8)
+        return np.uint64(b[p + at])
+    return _le_part(b, p, n, at, width)
+
+
+@_inline
+def _top_bucket(b: Any, p: Any, n: Any) -> Any:
+    """A delta payload's largest image bucket (0 unless its length fits its count: upstream
+    ``decode_delta`` rejects a bucket >= bucket_count)."""
+    if n >= 60 and b[p + 6] == 2 and b[p + 7] == 0:
+        count = np.int64(_u32(b, p + 56))
+        if n == 60 + 12 * count:
+            m = np.uint64(0)
+            q = np.uint64(p + 60)
+            for k in range(count):
+                m = max(m, _u32u(b, q + np.uint64(12 * k)))
+            return m
+    return np.uint64(0)
+
+
+@_inline
+def _same_bytes(b: Any, at: Any, n: Any, pool: Any, p_at: Any, p_n: Any) -> Any:
+    """Whether ``b[at : at + n]`` equals ``pool[p_at : p_at + p_n]`` (eight bytes a load)."""
+    if n != p_n:
+        return False
+    k = 0
+    while k + 8 <= n:
+        if _u64(b, at + k) != _u64(pool, p_at + k):
+            return False
+        k += 8
+    while k < n:
+        if b[at + k] != pool[p_at + k]:
+            return False
+        k += 1
+    return True
+
+
+@_inline
+def _dim_of(
+    b: Any, at: Any, n: Any, pool: Any, p_at: Any, p_len: Any, count: Any, last: Any
+) -> Any:
+    """The index of the sub-message bytes ``b[at : at + n]`` among the ``count`` known ones
+    (``pool`` holds them back to back; the last match is tried first), -1 if none is."""
+    if last >= 0 and last < count and _same_bytes(b, at, n, pool, p_at[last], p_len[last]):
+        return last
+    for d in range(count):
+        if _same_bytes(b, at, n, pool, p_at[d], p_len[d]):
+            return d
+    return -1
 
 
 @_inline
@@ -232,251 +439,6 @@ def _body_check(b: Any, p: Any, n: Any) -> Any:
     if n < 48:
         return np.uint64(0)
     return xxh3_64_at(b, p + 48, n - 48) & _LO32
-
-
-_RUN_SLOTS: Final = (5, 6)  # relay, producer
-_LITTLE: Final = sys.byteorder == "little"
-
-
-@_inline
-def _copy_head(b: Any, p: Any, n: Any, head: Any, i: Any) -> None:
-    """The first 64 bytes of a CBI1 frame (header and body prefix), zeros past its end.
-    ``head`` is ``(rows, 8)`` u64 in native order: a whole frame's head is eight word copies
-    (on little-endian hosts; others copy bytes into the same memory image)."""
-    if n >= 64 and _LITTLE:
-        for k in range(8):
-            head[i, k] = _u64(b, p + 8 * k)
-        return
-    row = head[i].view(np.uint8)
-    for k in range(64):
-        row[k] = b[p + k] if k < n else 0
-
-
-@_inline
-def _payload(b: Any, p: Any, n: Any, checksum: Any, head: Any, top: Any, i: Any) -> None:
-    """What the rules need of the CBI1 frame ``b[p : p + n]``, read while it is in cache: its
-    body checksum, its head, and for a delta whose length matches its image count the largest
-    image bucket (upstream ``decode_delta`` rejects a bucket >= bucket_count)."""
-    checksum[i] = _body_check(b, p, n)
-    _copy_head(b, p, n, head, i)
-    top[i] = 0
-    if n >= 60 and b[p + 6] == 2 and b[p + 7] == 0:
-        count = np.int64(_u32(b, p + 56))
-        if n == 60 + 12 * count:
-            m = np.uint64(0)
-            q = np.uint64(p + 60)
-            for k in range(count):
-                m = max(m, _u32u(b, q + np.uint64(12 * k)))
-            top[i] = m
-
-
-@_inline
-def _scan_outputs(n: int) -> Any:
-    return (
-        np.zeros((n, 9), dtype=np.uint64),
-        np.zeros((n, 9), dtype=np.bool_),
-        np.zeros((n, 9), dtype=np.int64),
-        np.zeros(n, dtype=np.uint8),
-        np.zeros(n, dtype=np.uint64),
-        np.zeros(n, dtype=np.int64),
-        np.zeros((n, 8), dtype=np.uint64),
-        np.zeros(n, dtype=np.uint64),
-    )
-
-
-@_inline
-def _scan_result(out: Any) -> Any:
-    value, present, offset, flags, checksum, run, head, top = out
-    return value, present, offset, flags, checksum, run, head.view(np.uint8), top
-
-
-@_inline
-def _scan_rows(
-    b: Any, start: Any, end: Any, is_pb: Any, lo: Any, hi: Any, runs: Any, out: Any
-) -> Any:
-    """Rows ``lo`` to ``hi`` into ``out`` (``_scan_outputs``); run ids go on from ``runs``,
-    compared with the row before ``lo`` when there is one. Returns the last run id."""
-    value, present, offset, flags, checksum, run, head, top = out
-    for i in range(lo, hi):
-        p, e = start[i], end[i]
-        if not is_pb[i]:
-            _payload(b, p, e - p, checksum, head, top, i)
-            p = e
-        # The varint loops are written out here, not called: as a helper returning a tuple
-        # the same loop made the walk six times slower (numba 0.68; measured in cache).
-        while p < e:
-            tag, shift, ok = np.uint64(0), 0, False
-            while p < e and shift < 70:  # the tag: at most 10 bytes, all before the end
-                c = b[p]
-                p += 1
-                tag |= np.uint64(c & 0x7F) << np.uint64(shift)
-                shift += 7
-                if c < 0x80:
-                    ok = True
-                    break
-            if not ok:
-                flags[i] |= MALFORMED
-                break
-            field, wt = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-            slot = _SLOT_OF[field] if field < 128 else -1
-            if field == 0 or (slot >= 0 and wt != _WIRE_OF[slot]):
-                flags[i] |= MALFORMED
-                break
-            v = np.uint64(0)
-            if wt == 0 or wt == 2:  # noqa: PLR1714 - a varint, or a length (no sets in numba)
-                shift, ok = 0, False
-                while p < e and shift < 70:
-                    c = b[p]
-                    p += 1
-                    v |= np.uint64(c & 0x7F) << np.uint64(shift)
-                    shift += 7
-                    if c < 0x80:
-                        ok = True
-                        break
-                if not ok:
-                    flags[i] |= MALFORMED
-                    break
-                if wt == 2:
-                    if v > np.uint64(e - p):
-                        flags[i] |= MALFORMED
-                        break
-                    if slot >= 0:
-                        offset[i, slot] = p
-                    if slot == 7:
-                        _payload(b, p, np.int64(v), checksum, head, top, i)
-                    p += np.int64(v)
-            elif wt == 5:
-                if p + 4 > e:
-                    flags[i] |= MALFORMED
-                    break
-                v = _u32(b, p)
-                p += 4
-            elif wt == 1:
-                if p + 8 > e:
-                    flags[i] |= MALFORMED
-                    break
-                v = _u64(b, p)
-                p += 8
-            else:  # groups (3, 4) and the invalid wire types 6, 7
-                flags[i] |= MALFORMED
-                break
-            if slot < 0:
-                flags[i] |= UNKNOWN_FIELDS
-            else:
-                if present[i, slot]:  # a field given twice (protobuf merges a message's)
-                    flags[i] |= REPEATED
-                value[i, slot] = v
-                present[i, slot] = True
-        if i > 0:  # a new run where the relay's or producer's bytes differ from the row before
-            same = True
-            for k in _RUN_SLOTS:
-                n = np.int64(value[i, k])
-                if present[i, k] != present[i - 1, k] or n != np.int64(value[i - 1, k]):
-                    same = False
-                    break
-                x, y, j = offset[i, k], offset[i - 1, k], 0
-                while same and j + 8 <= n:
-                    same = _u64(b, x + j) == _u64(b, y + j)
-                    j += 8
-                while same and j < n:
-                    same = b[x + j] == b[y + j]
-                    j += 1
-                if not same:
-                    break
-            if not same:
-                runs += 1
-        run[i] = runs
-    return runs
-
-
-@_kernel
-def scan_filter_updates(
-    b: npt.NDArray[np.uint8],
-    start: npt.NDArray[np.int64],
-    end: npt.NDArray[np.int64],
-    is_pb: npt.NDArray[np.bool_],
-) -> tuple[npt.NDArray[Any], ...]:
-    """One pass over the messages ``b[start : end]``: the envelope fields, the CBI1 body
-    checksum, and runs of identical sub-messages.
-
-    Returns ``(value, present, offset, flags, checksum, run, head, top)``, a row per message. The
-    first three have shape ``(n, 9)``, columns in ``FIELD_SLOTS`` order: a varint's value, a
-    length-delimited field's length (its bytes begin at ``offset``), the fixed32 marker's
-    value. ``flags`` holds ``UNKNOWN_FIELDS``, ``MALFORMED`` (a malformed message keeps the
-    fields before the damage) and ``REPEATED`` (a known field given more than once: its last
-    occurrence is kept, where protobuf merges a repeated message field). ``checksum`` is the
-    payload's CBI1 body checksum, computed while the walk is on the payload's bytes; rows
-    without ``is_pb`` are bare CBI1 frames and hash as a whole. ``run`` numbers runs of rows
-    whose relay and producer bytes equal the previous row's, so that each sub-message is parsed
-    once per run. ``head`` holds each payload's first 64 bytes (the CBI1 header and body
-    prefix; zeros past the payload's end). ``top`` is a delta payload's largest image bucket (0
-    unless its length fits its count).
-    """
-    out = _scan_outputs(len(start))
-    _scan_rows(b, start, end, is_pb, 0, len(start), 0, out)
-    result: tuple[npt.NDArray[Any], ...] = _scan_result(out)
-    return result
-
-
-@_kernel
-def verify_and_scan(
-    b: npt.NDArray[np.uint8],
-    block_start: npt.NDArray[np.int64],
-    block_end: npt.NDArray[np.int64],
-    block_check: npt.NDArray[np.int64],
-    first_record: npt.NDArray[np.int64],
-    start: npt.NDArray[np.int64],
-    end: npt.NDArray[np.int64],
-) -> tuple[Any, ...]:
-    """Capture blocks checked and scanned in one call: block ``k`` (bytes ``block_start[k]``
-    to ``block_end[k]``, its records ``first_record[k]`` to ``first_record[k + 1]``) must hash
-    to ``block_check[k]`` (low 32 bits of xxh3; -1: none recorded, which fails); its records go
-    through the field walk as the streaming hash passes them, while they are in cache.
-
-    Returns ``(good, value, present, offset, flags, checksum, run, head, top)``: how many leading
-    blocks hold, and ``scan_filter_updates``' arrays for their records.
-    """
-    n = len(start)
-    out = _scan_outputs(n)
-    is_pb = np.ones(n, dtype=np.bool_)
-    memory = np.empty(STATE_BYTES + 64, dtype=np.uint8)
-    state = (_address(memory, 0) + np.uint64(63)) & ~np.uint64(63)
-    good, runs = 0, 0
-    for k in range(len(block_start)):
-        # the block is hashed a step at a time, and its records walked right after their bytes
-        # went through the hash, so they come from memory once; a block whose check fails is
-        # dropped whole (its rows are past ``good``)
-        c_reset(state)
-        pos, i, last = block_start[k], first_record[k], first_record[k + 1]
-        while pos < block_end[k]:
-            step = min(_STEP, block_end[k] - pos)
-            c_update(state, _address(b, pos), step)
-            pos += step
-            j = i
-            while j < last and end[j] <= pos:
-                j += 1
-            if j > i:
-                runs = _scan_rows(b, start, end, is_pb, i, j, runs, out)
-                i = j
-        if i < last:
-            runs = _scan_rows(b, start, end, is_pb, i, last, runs, out)
-        digest = c_digest(state) & _LO32
-        if block_check[k] < 0 or digest != np.uint64(block_check[k]):
-            break
-        good += 1
-    rows = first_record[good]
-    value, present, offset, flags, checksum, run, head, top = _scan_result(out)
-    return (
-        good,
-        value[:rows],
-        present[:rows],
-        offset[:rows],
-        flags[:rows],
-        checksum[:rows],
-        run[:rows],
-        head[:rows],
-        top[:rows],
-    )
 
 
 # ------------------------------------------------------------------------- the consumer's rules
@@ -488,12 +450,6 @@ _MAX_FRAME: Final = IMAGES_MAX_FRAME_BYTES
 _MAX_IMAGES: Final = np.uint64(max_delta_images())
 _CBI1_MAGIC: Final = np.uint64(int.from_bytes(b"CBI1", "little"))
 _CKF1_MAGIC: Final = np.uint64(int.from_bytes(b"CKF1", "little"))
-HEADER_COLUMNS: Final = (
-    ("cbi1_fingerprint_bits", "cbi1_slots"),
-    ("cbi1_wire_version", "cbi1_flags", "cbi1_format_version"),
-    ("cbi1_checksum", "chunk_index", "chunk_count", "image_count"),
-    ("cbi1_seed", "cbi1_bucket_count", "cbi1_dc_id", "cbi1_epoch", "bucket_offset", "base_epoch"),
-)
 # ``frame_rules`` returns indices into the rulebook (cbi1kit.wire.RULES); each constant is looked
 # up by id, so a reordered rulebook renumbers the kernel (and, through the keyed cache, recompiles)
 RULE_COUNT: Final = len(RULES)
@@ -523,210 +479,343 @@ _DC_ID: Final = RULE_INDEX["cbi1-dc-id"]
 _EPOCH: Final = RULE_INDEX["cbi1-epoch"]
 _DELTA_BASE_EPOCH: Final = RULE_INDEX["cbi1-delta-base-epoch"]
 _DELTA_CONTIGUOUS: Final = RULE_INDEX["relay-delta-contiguous"]
-#: Rule ids in kernel order: every rule of the rulebook has exactly one constant above.
-KERNEL_RULES: Final = (
-    "relay-protobuf-decode",
-    "relay-contract-marker",
-    "relay-protocol-version",
-    "relay-producer-present",
-    "relay-producer-identity",
-    "relay-identity-present",
-    "relay-update-kind",
-    "relay-base-equals-sequence",
-    "relay-payload",
-    "cbi1-truncated",
-    "cbi1-frame-too-large",
-    "cbi1-legacy-ckf1",
-    "cbi1-magic",
-    "cbi1-wire-version",
-    "cbi1-checksum",
-    "cbi1-format-shape",
-    "cbi1-format-mismatch",
-    "cbi1-flags",
-    "cbi1-delta-length",
-    "cbi1-delta-bucket-range",
-    "cbi1-chunk-layout",
-    "cbi1-kind-mismatch",
-    "cbi1-dc-id",
-    "cbi1-epoch",
-    "cbi1-delta-base-epoch",
-    "relay-delta-contiguous",
+
+
+# where each column of ``frame_columns``' output blocks is (``analysis._frames`` names them)
+C64: Final = (
+    "send_ts_us",
+    "base_sequence",
+    "sequence",
+    "cbi1_seed",
+    "cbi1_bucket_count",
+    "cbi1_dc_id",
+    "cbi1_epoch",
+    "bucket_offset",
+    "base_epoch",
+    "record_index",
+    "source_offset",
+    "recv_time",
+    "recv_mono_ns",
+    "dc_id",
+    "producer_incarnation",
+    "layout_generation",
+    "ckf_seed",
+    "ckf_bucket_count",
+    "relay_drt_instance_id",
+    "relay_incarnation",
 )
+#: the producer's and relay's numeric columns, in ``C64`` and ``C32`` order (``dims``' arrays)
+PRODUCER_U64: Final = (
+    "dc_id",
+    "producer_incarnation",
+    "layout_generation",
+    "ckf_seed",
+    "ckf_bucket_count",
+)
+RELAY_U64: Final = ("relay_drt_instance_id", "relay_incarnation")
+PRODUCER_U32: Final = (
+    "pool_identity_version",
+    "ckf_format_version",
+    "ckf_fingerprint_bits",
+    "ckf_slots_per_bucket",
+)
+C32: Final = (
+    "protocol_version",
+    "contract_marker",
+    "payload_len",
+    "cbi1_checksum",
+    "chunk_index",
+    "chunk_count",
+    "word_count",
+    "image_count",
+    "kind_raw",
+    "_producer",
+    "_relay",
+    "stream_id",
+    "raw_len",
+    *PRODUCER_U32,
+)
+C16: Final = ("cbi1_wire_version", "cbi1_flags", "cbi1_format_version")
+C8: Final = (
+    "cbi1_fingerprint_bits",
+    "cbi1_slots",
+    "_kind",
+    "has_unknown_fields",
+    "cbi1_checksum_ok",
+    "_rule",
+    "_pb",
+    "_timed",
+)
+(_SEND, _BASE, _SEQ, _SEED, _BUCKETS, _DC, _EPOCH_C, _OFFSET, _BASE_EPOCH) = range(9)
+(_REC, _SRC_OFF, _WALL, _MONO) = range(9, 13)
+_P64, _R64 = 13, 13 + len(PRODUCER_U64)  # where the producer's and relay's columns begin
+(_PROT, _MARK, _PLEN, _CHECK, _CIDX, _CCOUNT, _WORDS, _ICOUNT, _KRAW, _PDIM, _RDIM) = range(11)
+_STREAM_C, _RAW_LEN, _P32 = 11, 12, 13
+_WIRE_C, _FLAGS_C, _FORMAT_C = range(len(C16))
+_FP_C, _SLOTS_C, _KIND_C, _UNKNOWN_C, _SUM_OK, _RULE_C, _PB_C, _TIMED_C = range(len(C8))
+#: a row without the sub-message (no producer or relay dimension)
+NO_DIM: Final = 0xFFFFFFFF
+#: ``frame_columns`` stopped at a row whose producer (or relay) bytes are not known yet
+NEED_PRODUCER: Final = 1
+NEED_RELAY: Final = 2
+#: a dimension's flags: the producer identity is invalid, the sub-message does not parse
+DIM_INVALID: Final = 1
+DIM_MALFORMED: Final = 2
 
 
 @_inline
-def _le(row: Any, at: int, width: int) -> Any:
-    v = np.uint64(0)
-    for k in range(width):
-        v |= np.uint64(row[at + k]) << np.uint64(8 * k)
-    return v
+def _verdict(
+    pb: Any,
+    w: Any,
+    code: Any,
+    plen: Any,
+    h: Any,
+    checksum: Any,
+    top: Any,
+    bad: Any,
+    seed_ok: Any,
+    dc: Any,
+) -> Any:
+    """The first failing rule of one row (``RULES`` index; -1: valid), in the rulebook's order.
+    ``w``: the walk's envelope; ``h``: the CBI1 fields (``_read_head``); ``bad``: the
+    sub-messages' ``DIM_*`` flags;
+    ``seed_ok``: the header's seed and bucket count are the producer's; ``dc``: its DC."""
+    magic, wire_version, hflags, fp_bits, slots, format_version = h[0], h[1], h[2], h[3], h[4], h[5]
+    buckets, dc_id, epoch, body_check = h[7], h[8], h[9], h[10]
+    chunk_index, chunk_count, bucket_offset, base_epoch, image_count = (
+        h[11],
+        h[12],
+        h[13],
+        h[14],
+        h[15],
+    )
+    chunk, delta, heartbeat = code == 0, code == 1, code == 2
+    flags, has = w[W_FLAGS], w[W_HAS]
+    b, s = w[W_BASE], w[W_SEQ]
+    if not pb:
+        b = base_epoch if (plen >= 60 and hflags == 2) else epoch
+        s = epoch
+    nwords = plen - 64
+    if flags & MALFORMED or (pb and bad & DIM_MALFORMED):
+        return _PROTOBUF
+    if pb and np.uint32(w[W_MARKER]) != _MARKER:
+        return _CONTRACT_MARKER
+    if pb and np.uint32(w[W_VERSION]) != 1:  # uint32: prost keeps the low 32 bits
+        return _PROTOCOL_VERSION
+    if pb and not has & HAS_PRODUCER:
+        return _PRODUCER_PRESENT
+    if pb and bad & DIM_INVALID:
+        return PRODUCER_RULE
+    if pb and not has & HAS_RELAY:
+        return _RELAY_PRESENT
+    if pb and code >= 3:
+        return _UPDATE_KIND
+    if pb and (chunk or heartbeat) and b != s:
+        return _BASE_EQUALS_SEQUENCE
+    if pb and heartbeat and plen > 0:  # empty chunk/delta payloads: decode's Truncated
+        return _PAYLOAD
+    if pb and not (chunk or delta):
+        return -1  # a valid heartbeat
+    if plen < 48:
+        return _TRUNCATED
+    if plen > _MAX_FRAME:
+        return _FRAME_TOO_LARGE
+    if magic == _CKF1_MAGIC:
+        return _LEGACY_CKF1
+    if magic != _CBI1_MAGIC:
+        return _MAGIC
+    if wire_version != 1:
+        return _WIRE_VERSION
+    if checksum != body_check:
+        return _CHECKSUM
+    if format_version != 1 or fp_bits != 16 or slots != 4:
+        return _FORMAT_SHAPE
+    if pb and not seed_ok:
+        return _FORMAT_MISMATCH
+    if hflags != 1 and hflags != 2:  # noqa: PLR1714 - no sets in numba
+        return _FLAGS
+    if hflags == 2 and (
+        plen < 60 or image_count > _MAX_IMAGES or plen != 60 + 12 * np.int64(image_count)
+    ):
+        return _DELTA_LENGTH
+    if hflags == 2 and image_count > 0 and top >= buckets:
+        return _DELTA_BUCKET_RANGE
+    if hflags == 1 and (
+        plen < 64
+        or chunk_count == 0
+        or chunk_index >= chunk_count
+        or nwords % 8 != 0
+        or nwords // 8 > _MAX_WORDS
+        or bucket_offset > buckets
+        or np.uint64(nwords // 8) > buckets - bucket_offset
+    ):
+        return _CHUNK_LAYOUT
+    if pb and (hflags == 1) != chunk:
+        return _KIND_MISMATCH
+    if pb and dc_id != dc:
+        return _DC_ID
+    if pb and epoch != s:
+        return _EPOCH
+    if pb and delta and base_epoch != b:
+        return _DELTA_BASE_EPOCH
+    if pb and delta and (b == _U64_MAX or s != b + np.uint64(1)):
+        return _DELTA_CONTIGUOUS
+    return -1
+
+
+@_inline
+def _read_head(b: Any, pp: Any, plen: Any, h: Any) -> None:
+    """The CBI1 header and body-prefix fields of the payload ``b[pp : pp + plen]`` into ``h``:
+    magic, wire version, flags, fingerprint bits, slots, format version, seed, bucket count,
+    DC, epoch, body checksum, chunk index, chunk count, bucket offset, base epoch, image count;
+    zeros past the payload's end."""
+    h[0] = _le_at(b, pp, plen, 0, 4)
+    h[1] = _le_at(b, pp, plen, 4, 2)
+    h[2] = _le_at(b, pp, plen, 6, 2)
+    h[3] = _le_at(b, pp, plen, 8, 1)
+    h[4] = _le_at(b, pp, plen, 9, 1)
+    h[5] = _le_at(b, pp, plen, 10, 2)
+    h[6] = _le_at(b, pp, plen, 12, 8)
+    h[7] = _le_at(b, pp, plen, 20, 8)
+    h[8] = _le_at(b, pp, plen, 28, 8)
+    h[9] = _le_at(b, pp, plen, 36, 8)
+    h[10] = _le_at(b, pp, plen, 44, 4)
+    h[11] = _le_at(b, pp, plen, 48, 4)
+    h[12] = _le_at(b, pp, plen, 52, 4)
+    h[13] = _le_at(b, pp, plen, 56, 8)
+    h[14] = _le_at(b, pp, plen, 48, 8)
+    h[15] = _le_at(b, pp, plen, 56, 4)
+
+
+@_inline
+def _write_row(
+    o64: Any,
+    o32: Any,
+    o16: Any,
+    o8: Any,
+    r: Any,
+    w: Any,
+    h: Any,
+    x: Any,
+    pv64: Any,
+    pv32: Any,
+    rv64: Any,
+) -> None:
+    """Row ``r`` of the column blocks: ``w`` the envelope, ``h`` the CBI1 fields, ``x`` the
+    row's own (payload length, checksum, kind raw and code, flags, dims, rule, base, sequence)."""
+    plen, checksum, kraw, code, flags, pdim, rdim, rule = (
+        x[0],
+        x[1],
+        x[2],
+        x[3],
+        x[4],
+        x[5],
+        x[6],
+        x[7],
+    )
+    o64[_SEND, r], o64[_BASE, r], o64[_SEQ, r] = w[W_SEND], x[8], x[9]
+    o64[_SEED, r], o64[_BUCKETS, r], o64[_DC, r], o64[_EPOCH_C, r] = h[6], h[7], h[8], h[9]
+    o64[_OFFSET, r], o64[_BASE_EPOCH, r] = h[13], h[14]
+    o32[_PROT, r], o32[_MARK, r] = w[W_VERSION] & _LO32, w[W_MARKER] & _LO32
+    o32[_PLEN, r], o32[_CHECK, r], o32[_CIDX, r], o32[_CCOUNT, r] = plen, h[10], h[11], h[12]
+    is_chunk = plen >= 64 and h[2] == 1
+    o32[_WORDS, r] = (plen - 64) // 8 if is_chunk else 0
+    o32[_ICOUNT, r], o32[_KRAW, r] = h[15], kraw
+    o32[_PDIM, r], o32[_RDIM, r] = pdim, rdim
+    if pdim != NO_DIM:
+        for k in range(len(PRODUCER_U64)):
+            o64[_P64 + k, r] = pv64[k, pdim]
+        for k in range(len(PRODUCER_U32)):
+            o32[_P32 + k, r] = pv32[k, pdim]
+    if rdim != NO_DIM:
+        for k in range(len(RELAY_U64)):
+            o64[_R64 + k, r] = rv64[k, rdim]
+    o16[_WIRE_C, r], o16[_FLAGS_C, r], o16[_FORMAT_C, r] = h[1], h[2], h[5]
+    o8[_FP_C, r], o8[_SLOTS_C, r], o8[_KIND_C, r] = h[3], h[4], code
+    o8[_UNKNOWN_C, r] = (flags & UNKNOWN_FIELDS) != 0
+    o8[_SUM_OK, r] = plen >= 48 and checksum == h[10]
+    o8[_RULE_C, r] = rule  # the rule's index + 1; 0: valid
 
 
 @_kernel
-def frame_rules(
-    value: npt.NDArray[np.uint64],
-    present: npt.NDArray[np.bool_],
-    flags: npt.NDArray[np.uint8],
-    checksum: npt.NDArray[np.uint64],
-    head: npt.NDArray[np.uint8],
-    top: npt.NDArray[np.uint64],
-    is_pb: npt.NDArray[np.bool_],
+def frame_columns(
+    b: npt.NDArray[np.uint8],
+    start: npt.NDArray[np.int64],
     length: npt.NDArray[np.int64],
-    run: npt.NDArray[np.int64],
-    run_seed: npt.NDArray[np.uint64],
-    run_buckets: npt.NDArray[np.uint64],
-    run_dc: npt.NDArray[np.uint64],
-    run_error: npt.NDArray[np.bool_],
-    run_malformed: npt.NDArray[np.bool_],
-) -> tuple[npt.NDArray[Any], ...]:
-    """The derived columns and the first failing rule of every row, from the scan's arrays and
-    the per-run producer values (``run_error``: the producer is invalid; ``run_malformed``: the
-    relay or producer sub-message does not parse): one pass instead of some sixty array
-    operations.
-
-    Returns ``(rule, kind_code, kind_raw, base, sequence, payload_len, checksum_ok,
-    chunk_frame, delta_frame, word_count, u8, u16, u32, u64)``; ``rule`` is -1 for a valid row,
-    else the index of the first failing rule of the rulebook (``cbi1kit.wire.RULES``). The last
-    four are the CBI1 header fields as contiguous columns, in ``HEADER_COLUMNS`` order. Rows without
-    ``is_pb`` are bare CBI1 frames: their kind, base and sequence come from the CBI1 header.
-    """
-    n = len(is_pb)
-    rule = np.full(n, -1, dtype=np.int64)
-    kind_code = np.zeros(n, dtype=np.int64)
-    kind_raw = np.zeros(n, dtype=np.int32)
-    base = np.zeros(n, dtype=np.uint64)
-    seq = np.zeros(n, dtype=np.uint64)
-    p_len = np.zeros(n, dtype=np.int64)
-    checksum_ok = np.zeros(n, dtype=np.bool_)
-    chunk_frame = np.zeros(n, dtype=np.bool_)
-    delta_frame = np.zeros(n, dtype=np.bool_)
-    word_count = np.zeros(n, dtype=np.int64)
-    u8 = np.zeros((2, n), dtype=np.uint8)  # fingerprint_bits, slots
-    u16 = np.zeros((3, n), dtype=np.uint16)  # wire_version, flags, format_version
-    u32 = np.zeros((4, n), dtype=np.uint32)  # checksum, chunk_index, chunk_count, image_count
-    u64 = np.zeros((6, n), dtype=np.uint64)  # seed, bucket_count, dc_id, epoch, offset, base
-    for i in range(n):
-        h = head[i]
+    is_pb: npt.NDArray[np.bool_],
+    lo: int,
+    hi: int,
+    row0: int,
+    own: tuple[npt.NDArray[Any], ...],
+    index0: int,
+    out: tuple[npt.NDArray[Any], ...],
+    dims: tuple[npt.NDArray[Any], ...],
+    last: npt.NDArray[np.int64],
+) -> tuple[int, int]:
+    """Rows ``lo`` to ``hi`` of a span (``b[start : start + length]``; bare CBI1 frames where
+    not ``is_pb``) into the column blocks ``out`` = (``C64``, ``C32``, ``C16``, ``C8`` rows) from
+    row ``row0``: the envelope, the CBI1 header, the body checksum, the first failing rule, and
+    the producer's and relay's dimension. ``dims`` = (pool; each producer's offset, length,
+    ``DIM_*`` flags, seed, bucket count and DC; each relay's offset, length and flags): the
+    sub-messages' bytes seen so far, back to back in ``pool``, and their numeric columns;
+    ``last`` the last match of each; ``own`` the span's columns (stream, offset, receive times,
+    whether timed), ``index0`` its first frame number. The walk stops at a row whose bytes are
+    new, for the caller to parse them once. Returns ``(the first row not written, NEED_* or
+    0)``."""
+    o64, o32, o16, o8 = out
+    pool, p_at, p_len, p_bad, p_seed, p_buckets, p_dc, r_at, r_len, r_bad, pv64, pv32, rv64 = dims
+    stream, offset, wall, mono, timed = own
+    h = np.zeros(16, dtype=np.uint64)
+    x = np.zeros(10, dtype=np.uint64)
+    for i in range(lo, hi):
+        p, n = start[i], length[i]
         pb = is_pb[i]
-        plen = np.int64(value[i, 7]) if pb else length[i]
-        p_len[i] = plen
-        has_head = plen >= 48
-        magic = _le(h, 0, 4)
-        wire_version, hflags = _le(h, 4, 2), _le(h, 6, 2)
-        fp_bits, slots, format_version = np.uint64(h[8]), np.uint64(h[9]), _le(h, 10, 2)
-        seed, buckets, dc_id, epoch = _le(h, 12, 8), _le(h, 20, 8), _le(h, 28, 8), _le(h, 36, 8)
-        body_check = _le(h, 44, 4)
-        chunk_index, chunk_count, bucket_offset = _le(h, 48, 4), _le(h, 52, 4), _le(h, 56, 8)
-        base_epoch, image_count = _le(h, 48, 8), _le(h, 56, 4)
-        u8[0, i], u8[1, i] = fp_bits, slots
-        u16[0, i], u16[1, i], u16[2, i] = wire_version, hflags, format_version
-        u32[0, i], u32[1, i], u32[2, i], u32[3, i] = (
-            body_check,
-            chunk_index,
-            chunk_count,
-            image_count,
-        )
-        u64[0, i], u64[1, i], u64[2, i], u64[3, i] = seed, buckets, dc_id, epoch
-        u64[4, i], u64[5, i] = bucket_offset, base_epoch
-        ok_sum = has_head and checksum[i] == body_check
-        checksum_ok[i] = ok_sum
-        is_chunk = has_head and hflags == 1 and plen >= 64
-        is_delta = has_head and hflags == 2 and plen >= 60
-        chunk_frame[i], delta_frame[i] = is_chunk, is_delta
-        words = (plen - 64) // 8 if is_chunk else 0
-        word_count[i] = words
         if pb:
-            raw = np.int32(np.int64(value[i, 4]) & 0xFFFFFFFF)  # an int32 enum, as sent
-            code = 0 if raw == 1 else 1 if raw == 2 else 2 if raw == 3 else 3 if raw == 0 else 4
-            b, s = value[i, 1], value[i, 2]
+            w = walk_update(b, p, p + n)
+        else:  # a bare frame: its bytes are the payload
+            u = np.uint64(0)
+            w = (0, HAS_PAYLOAD, u, u, u, u, u, u, 0, 0, 0, 0, p, n)
+        pp, plen, has = w[W_PAYLOAD_AT], w[W_PAYLOAD_LEN], w[W_HAS]
+        pdim = rdim = -1
+        if has & HAS_PRODUCER:
+            at, m = w[W_PRODUCER_AT], w[W_PRODUCER_LEN]
+            pdim = _dim_of(b, at, m, pool, p_at, p_len, len(p_at), last[0])
+            if pdim < 0:
+                return i, NEED_PRODUCER
+            last[0] = pdim
+        if has & HAS_RELAY:
+            at, m = w[W_RELAY_AT], w[W_RELAY_LEN]
+            rdim = _dim_of(b, at, m, pool, r_at, r_len, len(r_at), last[1])
+            if rdim < 0:
+                return i, NEED_RELAY
+            last[1] = rdim
+        _read_head(b, pp, plen, h)
+        checksum = _body_check(b, pp, plen)
+        hflags = h[2]
+        if pb:
+            kraw = np.int64(w[W_KIND]) & 0xFFFFFFFF  # an int32 enum, as sent (its bits)
+            code = 0 if kraw == 1 else 1 if kraw == 2 else 2 if kraw == 3 else 3 if kraw == 0 else 4
+            base, seq = w[W_BASE], w[W_SEQ]
         else:
             code = 0 if hflags == 1 else 1 if hflags == 2 else 4
-            raw = np.int32(1 if hflags == 1 else 2 if hflags == 2 else 0)
-            b = base_epoch if is_delta else epoch
-            s = epoch
-        kind_raw[i], kind_code[i], base[i], seq[i] = raw, code, b, s
-        chunk, delta, heartbeat = code == 0, code == 1, code == 2
-        # a bare frame is a payload whatever its flags say; a message's only for these kinds
-        carries = (chunk or delta) if pb else True
-        r = run[i]
-        nwords = plen - 64
-        if flags[i] & MALFORMED or (pb and run_malformed[r]):
-            rule[i] = _PROTOBUF
-        elif pb and np.uint32(value[i, 8]) != _MARKER:
-            rule[i] = _CONTRACT_MARKER
-        elif pb and np.uint32(value[i, 0]) != 1:  # uint32: prost keeps the low 32 bits
-            rule[i] = _PROTOCOL_VERSION
-        elif pb and not present[i, 6]:
-            rule[i] = _PRODUCER_PRESENT
-        elif pb and run_error[r]:
-            rule[i] = PRODUCER_RULE
-        elif pb and not present[i, 5]:
-            rule[i] = _RELAY_PRESENT
-        elif pb and code >= 3:
-            rule[i] = _UPDATE_KIND
-        elif pb and (chunk or heartbeat) and b != s:
-            rule[i] = _BASE_EQUALS_SEQUENCE
-        elif pb and heartbeat and plen > 0:  # empty chunk/delta payloads: decode's Truncated
-            rule[i] = _PAYLOAD
-        elif not carries:
-            pass  # a valid heartbeat
-        elif not has_head:
-            rule[i] = _TRUNCATED
-        elif plen > _MAX_FRAME:
-            rule[i] = _FRAME_TOO_LARGE
-        elif magic == _CKF1_MAGIC:
-            rule[i] = _LEGACY_CKF1
-        elif magic != _CBI1_MAGIC:
-            rule[i] = _MAGIC
-        elif wire_version != 1:
-            rule[i] = _WIRE_VERSION
-        elif not ok_sum:
-            rule[i] = _CHECKSUM
-        elif format_version != 1 or fp_bits != 16 or slots != 4:
-            rule[i] = _FORMAT_SHAPE
-        elif pb and (seed != run_seed[r] or buckets != run_buckets[r]):
-            rule[i] = _FORMAT_MISMATCH
-        elif hflags != 1 and hflags != 2:  # noqa: PLR1714 - no sets in numba
-            rule[i] = _FLAGS
-        elif hflags == 2 and (
-            plen < 60 or image_count > _MAX_IMAGES or plen != 60 + 12 * np.int64(image_count)
-        ):
-            rule[i] = _DELTA_LENGTH
-        elif hflags == 2 and image_count > 0 and top[i] >= buckets:
-            rule[i] = _DELTA_BUCKET_RANGE
-        elif hflags == 1 and (
-            plen < 64
-            or chunk_count == 0
-            or chunk_index >= chunk_count
-            or nwords % 8 != 0
-            or nwords // 8 > _MAX_WORDS
-            or bucket_offset > buckets
-            or np.uint64(nwords // 8) > buckets - bucket_offset
-        ):
-            rule[i] = _CHUNK_LAYOUT
-        elif pb and (hflags == 1) != chunk:
-            rule[i] = _KIND_MISMATCH
-        elif pb and dc_id != run_dc[r]:
-            rule[i] = _DC_ID
-        elif pb and epoch != s:
-            rule[i] = _EPOCH
-        elif pb and delta and base_epoch != b:
-            rule[i] = _DELTA_BASE_EPOCH
-        elif pb and delta and (b == _U64_MAX or s != b + np.uint64(1)):
-            rule[i] = _DELTA_CONTIGUOUS
-    return (
-        rule,
-        kind_code,
-        kind_raw,
-        base,
-        seq,
-        p_len,
-        checksum_ok,
-        chunk_frame,
-        delta_frame,
-        word_count,
-        u8,
-        u16,
-        u32,
-        u64,
-    )
+            kraw = np.int64(1 if hflags == 1 else 2 if hflags == 2 else 0)
+            base = h[14] if (plen >= 60 and hflags == 2) else h[9]
+            seq = h[9]
+        bad = np.uint8(0) if pdim < 0 else p_bad[pdim]
+        if rdim >= 0:
+            bad |= r_bad[rdim] & DIM_MALFORMED
+        seed_ok = pdim >= 0 and h[6] == p_seed[pdim] and h[7] == p_buckets[pdim]
+        dc = np.uint64(0) if pdim < 0 else p_dc[pdim]
+        top = _top_bucket(b, pp, plen)
+        rule = _verdict(pb, w, code, plen, h, checksum, top, bad, seed_ok, dc)
+        x[0], x[1], x[2], x[3], x[4] = plen, checksum, kraw, code, w[W_FLAGS]
+        x[5] = NO_DIM if pdim < 0 else pdim
+        x[6] = NO_DIM if rdim < 0 else rdim
+        x[7], x[8], x[9] = rule + 1, base, seq
+        r = row0 + i - lo
+        _write_row(o64, o32, o16, o8, r, w, h, x, pv64, pv32, rv64)
+        o64[_REC, r], o64[_SRC_OFF, r] = index0 + i, offset[i]
+        o64[_WALL, r], o64[_MONO, r] = wall[i], mono[i]
+        o32[_STREAM_C, r], o32[_RAW_LEN, r] = stream[i], n
+        o8[_PB_C, r], o8[_TIMED_C, r] = pb, timed[i]
+    return hi, 0

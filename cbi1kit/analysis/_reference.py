@@ -13,10 +13,8 @@ table's fallback when the kernels cannot be loaded.
 from __future__ import annotations
 
 import struct
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
 import polars as pl
 import xxhash
 
@@ -28,30 +26,14 @@ from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._rules import RULE_INDEX, RULES, rule_for
 
 if TYPE_CHECKING:
-    from cbi1kit.analysis._sources import _Batch
+    from cbi1kit.capture._items import FrameSpan
 
-__all__ = ["frame_verdict", "kernels_available", "reference_frames", "walk_filter_update"]
+__all__ = ["frame_verdict", "reference_frames", "walk_filter_update"]
 
 _U64: Final = (1 << 64) - 1
 _KNOWN: Final = {1: 0, 4: 0, 5: 0, 6: 0, 7: 0, 2: 2, 3: 2, 8: 2, 127: 5}  # field -> wire type
 _HEAD: Final = struct.Struct("<4sHHBBHQQQQI")
 _KINDS: Final = {1: 0, 2: 1, 3: 2, 0: 3}  # kind -> index in KINDS (else 4, UNKNOWN)
-
-
-@lru_cache(maxsize=1)
-def kernels_available() -> bool:
-    """Whether the compiled kernels load and run (numba importable, a kernel compiled or read
-    from its cache). Checked once per process; any failure means the reference engine."""
-    try:
-        from cbi1kit.analysis import _kernels
-
-        raw = pb.FilterUpdate(sequence=1, payload=b"x" * 64).SerializeToString()
-        buf = np.frombuffer(raw, dtype=np.uint8)
-        one = np.zeros(1, dtype=np.int64)
-        _kernels.scan_filter_updates(buf, one, one + len(raw), np.ones(1, dtype=np.bool_))
-        return True
-    except Exception:  # ImportError, numba errors, an unusable cache: fall back, never fail
-        return False
 
 
 def _varint(raw: bytes, p: int, e: int) -> tuple[int, int] | None:
@@ -266,23 +248,21 @@ def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
     return row
 
 
-def reference_frames(batch: _Batch) -> pl.DataFrame:
-    """The frames table rows of one batch, computed message by message without numba."""
+def reference_frames(span: FrameSpan) -> pl.DataFrame:
+    """The frames table rows of one span, computed message by message without numba."""
     from cbi1kit.analysis._schema import FRAMES_SCHEMA
 
     rows = []
-    for i in range(len(batch.start)):
-        lo = int(batch.start[i])
-        raw = bytes(batch.buf[lo : lo + int(batch.length[i])])
-        row = _row(raw, bool(batch.is_pb[i]))
-        timed = bool(batch.has_time[i])
+    for i in range(len(span)):
+        row = _row(span.raw(i), bool(span.is_pb[i]))
+        timed = bool(span.has_time[i])
         row.update(
-            record_index=int(batch.index[i]),
-            stream_id=int(batch.stream_id[i]) & 0xFFFFFFFF,
-            source_offset=int(batch.offset[i]),
-            raw_len=int(batch.length[i]) & 0xFFFFFFFF,
-            recv_time=int(batch.wall[i]) if timed else None,
-            recv_mono_ns=int(batch.mono[i]) if timed else None,
+            record_index=span.index + i,
+            stream_id=int(span.stream[i]) & 0xFFFFFFFF,
+            source_offset=int(span.offset[i]),
+            raw_len=int(span.length[i]) & 0xFFFFFFFF,
+            recv_time=int(span.wall[i]) if timed else None,
+            recv_mono_ns=int(span.mono[i]) if timed else None,
         )
         rows.append(row)
     times = {"recv_time": pl.Int64, "send_time": pl.Int64}

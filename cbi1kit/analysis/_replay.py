@@ -36,30 +36,26 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
-import enum
-import importlib
-import io
-import os
-import tempfile
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import StreamClose, StreamOpen, is_capture_file
-from cbi1kit.capture._readers import (
+from cbi1kit.analysis._events import EventKind, EventLog, ReplayEvent, Violation
+from cbi1kit.analysis._history import History, Ref, SegmentHistory
+from cbi1kit.capture._file import StreamClose, StreamOpen
+from cbi1kit.capture._items import (
     CatalogRecord,
     FrameDamage,
     FrameRecord,
+    FrameSpan,
+    SourceError,
     StreamEvent,
     is_catalog_update_damage,
-    read_capture_items,
-    read_frames,
 )
 from cbi1kit.ckf._lane import Lane
 from cbi1kit.errors import Cbi1kitError, LaneError
@@ -82,79 +78,34 @@ if TYPE_CHECKING:
     from cbi1kit.analysis._global import GlobalView
 
 __all__ = [
-    "EventKind",
     "LaneReplayer",
     "LaneReport",
     "LaneSession",
-    "ReplayEvent",
+    "ReferenceFeeder",
     "ReplayReport",
     "Replayer",
     "StreamInfo",
-    "Violation",
-    "never_installed",
+    "check_engine",
     "replay",
+    "span_ref",
 ]
 
 Words = npt.NDArray[np.uint64]
 
 
-class EventKind(enum.StrEnum):
-    SNAPSHOT_CHUNK = "snapshot_chunk"  # a chunk absorbed, snapshot not complete yet
-    SNAPSHOT_INSTALLED = "snapshot_installed"  # the last chunk: the lane is ready at sequence
-    DELTA_APPLIED = "delta_applied"
-    HEARTBEAT = "heartbeat"
-    SKIPPED = "skipped"  # after a violation, until the next snapshot starts
-    VIOLATION = "violation"
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayEvent:
-    """What replay did with one record (``record_index`` counts the source's frames from 0)."""
-
-    record_index: int
-    kind: EventKind
-    sequence: int | None
-    reason: str | None = None
-    base_sequence: int | None = None
-    stream_id: int = 0
-    source_offset: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Violation(ReplayEvent):
-    """A broken rule. ``rule`` names it (upstream's variant where there is one)."""
-
-    rule: str = ""
-
-    def describe(self) -> str:
-        """The violation on one line, as every report lists it: where, which rule, why."""
-        seq = "" if self.sequence is None else f" sequence {self.sequence}"
-        return (
-            f"record {self.record_index} (stream {self.stream_id}){seq}: {self.rule}: {self.reason}"
-        )
-
-
-def never_installed(violations: Sequence[Violation]) -> str:
-    """Why a lane has nothing to show: no snapshot was ever installed, and the first of the
-    ``violations`` that kept one out (a wrong format, damage, a foreign file), if any."""
-    why = f" (first of {len(violations)} violation(s): {violations[0].describe()})"
-    return "no snapshot was ever installed" + (why if violations else "")
-
-
 @dataclass(slots=True, eq=False)
 class _Segment:
-    """A snapshot point and the deltas applied on top of it: the sequences it covers, where its
-    history is (``lane_offset`` is None when no history is kept), and its session's provenance:
-    stream, producer (wire bytes), DC, format seed, the receive time of the install and of every
-    delta after it (``timed`` while every message had one), and when and why the session
-    stopped feeding the lane."""
+    """A snapshot point and the deltas applied on top of it: the sequences it covers, its
+    history (the messages ``lane_at`` reads back; None when none is kept), and its session's
+    provenance: stream, producer (wire bytes), DC, format seed, the receive time of the install
+    and of every delta after it (``timed`` while every message had one), and when and why the
+    session stopped feeding the lane."""
 
     record_index: int
     sequence: int
     last_sequence: int
     bucket_count: int
-    lane_offset: int | None = None
-    rows: int = 0
+    history: SegmentHistory | None = None
     stream_id: int = 0
     producer: bytes | None = None
     dc_id: int | None = None
@@ -166,141 +117,10 @@ class _Segment:
     ended_by: str | None = None
     faulted: bool = False  # ended by a violation
 
-
-#: one applied image in the history: the delta's sequence, the bucket, the new word (packed:
-#: the sequence, then the image as a delta carries it)
-_ROW: Final = np.dtype([("sequence", "<u8"), ("bucket", "<u4"), ("word", "<u8")])
-_SPILL_BYTES: Final = 4 << 20  # delta rows gathered in memory before they are written
-_READ_ROWS: Final = 1 << 18  # rows ``lane_at`` reads back at a time (5 MiB)
-
-
-def _bytes(array: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-
-
-class _History:
-    """What ``lane_at`` rebuilds lanes from, in an unlinked temporary file: each installed
-    snapshot's words, then the images of the deltas applied on top of it as ``_ROW`` rows (a
-    segment's rows follow its words). A capture's snapshots add up to many times a lane (16
-    snapshots of a 2^22-bucket lane are 512 MiB); on disk they cost memory nothing. Where no
-    temporary file can be made the history is kept in memory: slower to fill, never a failure.
-    """
-
-    def __init__(self) -> None:
-        self._file: io.BufferedIOBase | None = None
-        self._size = 0
-        self._pending: list[npt.NDArray[np.void]] = []
-        self._pending_bytes = 0
-
-    def _open(self) -> io.BufferedIOBase:
-        if self._file is None:
-            try:  # unlinked at once; closed (and its space freed) with the history
-                made = tempfile.TemporaryFile(prefix="cbi1kit-history-")  # noqa: SIM115
-                self._file = cast(io.BufferedIOBase, made)
-            except OSError:  # no writable temporary directory
-                self._file = io.BytesIO()
-        return self._file
-
-    def _write(self, array: npt.NDArray[Any]) -> None:
-        f = self._open()
-        f.seek(self._size)
-        data = _bytes(array)
-        f.write(data.data)
-        self._size += data.nbytes
-
-    def _read(self, offset: int, array: npt.NDArray[Any]) -> None:
-        f = self._open()
-        f.seek(offset)
-        got = f.readinto(_bytes(array).data)
-        if got != array.nbytes:  # pragma: no cover - only if the file is cut under us
-            raise OSError(f"replay history ends {got} bytes into {array.nbytes} at {offset}")
-
-    def flush(self) -> None:
-        if self._pending:
-            pending = self._pending
-            self._write(pending[0] if len(pending) == 1 else np.concatenate(pending))
-            self._pending.clear()
-            self._pending_bytes = 0
-
-    def add_lane(self, parts: Sequence[tuple[int, Words]]) -> int:
-        """Write a snapshot's words (its chunks in order); their offset in the file."""
-        self.flush()
-        at = self._size
-        for _offset, words in parts:
-            self._write(np.asarray(words, dtype="<u8"))
-        return at
-
-    def add_rows(self, sequence: int, buckets: npt.ArrayLike, words: npt.ArrayLike) -> int:
-        """Keep a delta's images; how many rows that added."""
-        b = np.asarray(buckets)
-        rows = np.empty(b.shape[0], dtype=_ROW)
-        rows["sequence"] = sequence
-        rows["bucket"] = b
-        rows["word"] = np.asarray(words)
-        self._pending.append(rows)
-        self._pending_bytes += rows.nbytes
-        if self._pending_bytes >= _SPILL_BYTES:
-            self.flush()
-        return int(rows.shape[0])
-
-    def add_row_array(self, rows: npt.NDArray[np.void]) -> int:
-        """Keep the images of a run of deltas, already as ``_ROW`` rows in order; how many."""
-        self._pending.append(rows)
-        self._pending_bytes += rows.nbytes
-        if self._pending_bytes >= _SPILL_BYTES:
-            self.flush()
-        return int(rows.shape[0])
-
-    def lane_at(self, segment: _Segment, sequence: int) -> Words:
-        """The segment's snapshot words, then its rows up to ``sequence`` a batch at a time, in
-        order (the last write of a bucket wins): one lane and one batch in memory."""
-        assert segment.lane_offset is not None
-        self.flush()
-        lane = np.empty(segment.bucket_count, dtype=np.uint64)
-        self._read(segment.lane_offset, lane)
-        offset, left = segment.lane_offset + lane.nbytes, segment.rows
-        while left:
-            rows = np.empty(min(left, _READ_ROWS), dtype=_ROW)
-            self._read(offset, rows)
-            upto = int(np.searchsorted(rows["sequence"], sequence, side="right"))
-            # last write per bucket wins: the first occurrence in the reversed order
-            reverse = rows[:upto][::-1]
-            uniq, first = np.unique(reverse["bucket"], return_index=True)
-            lane[uniq] = reverse["word"][first]
-            if upto < rows.shape[0]:
-                break
-            offset += rows.nbytes
-            left -= rows.shape[0]
-        return lane
-
-    def bucket_writes(
-        self, segment: _Segment, buckets: npt.ArrayLike, sequence: int
-    ) -> tuple[Words, npt.NDArray[np.void]]:
-        """What a few buckets went through in a segment up to ``sequence``: their snapshot words
-        (in ``buckets`` order) and the ``_ROW`` rows that wrote them, in order; read back as
-        ``lane_at`` reads, without rebuilding the lane (the explanation of a block's slot)."""
-        assert segment.lane_offset is not None
-        self.flush()
-        wanted = np.asarray(buckets, dtype=np.int64)
-        snapshot = np.empty(wanted.shape[0], dtype=np.uint64)
-        word = np.empty(1, dtype=np.uint64)
-        for i, bucket in enumerate(wanted.tolist()):
-            self._read(segment.lane_offset + 8 * bucket, word)
-            snapshot[i] = word[0]
-        found: list[npt.NDArray[np.void]] = []
-        offset, left = segment.lane_offset + 8 * segment.bucket_count, segment.rows
-        while left:
-            rows = np.empty(min(left, _READ_ROWS), dtype=_ROW)
-            self._read(offset, rows)
-            upto = int(np.searchsorted(rows["sequence"], sequence, side="right"))
-            kept = rows[:upto]
-            found.append(kept[np.isin(kept["bucket"], wanted)])
-            if upto < rows.shape[0]:
-                break
-            offset += rows.nbytes
-            left -= rows.shape[0]
-        writes = np.concatenate(found) if found else np.empty(0, dtype=_ROW)
-        return snapshot, writes
+    @property
+    def kept(self) -> bool:
+        """Whether ``lane_at`` can rebuild the segment's lanes."""
+        return self.history is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +159,7 @@ class LaneReport:
     final_sequence: int | None
     records: int
     _segments: list[_Segment] = field(default_factory=list, repr=False)
-    _history: _History | None = field(default=None, repr=False)
+    _history: History | None = field(default=None, repr=False)
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _violations: list[Violation] = field(default_factory=list, repr=False)
 
@@ -384,25 +204,29 @@ class LaneReport:
         """``(snapshot sequence, last delta sequence)`` of every installed snapshot, in order."""
         return [(s.sequence, s.last_sequence) for s in self._segments]
 
-    def _kept(self, seg: _Segment, sequence: int) -> _History:
-        if self._history is None or seg.lane_offset is None:
+    def _kept(self, seg: _Segment, sequence: int) -> tuple[History, SegmentHistory]:
+        if self._history is None or seg.history is None:
             raise LaneError(
                 "HistoryNotKept",
                 message=f"sequence {sequence} was replayed without its history "
                 "(replay with keep_history=True to rebuild lanes)",
                 sequence=sequence,
             )
-        return self._history
+        return self._history, seg.history
 
     def _words(self, seg: _Segment, sequence: int) -> Words:
-        return self._kept(seg, sequence).lane_at(seg, sequence)
+        history, kept = self._kept(seg, sequence)
+        return kept.lane_at(history, sequence)
 
     def _bucket_writes(
         self, seg: _Segment, buckets: npt.ArrayLike, sequence: int
     ) -> tuple[Words, npt.NDArray[np.void]]:
         """``buckets``' snapshot words in ``seg`` and the delta rows that wrote them up to
         ``sequence`` (``sequence``, ``bucket``, ``word``), in order."""
-        return self._kept(seg, sequence).bucket_writes(seg, buckets, sequence)
+        history, kept = self._kept(seg, sequence)
+        wanted = np.asarray(buckets, dtype=np.int64)
+        rows = kept.writes(history, sequence)
+        return kept.snapshot(history, wanted), rows[np.isin(rows["bucket"], wanted)]
 
     def _segment_of(self, sequence: int) -> _Segment:
         for seg in reversed(self._segments):
@@ -497,7 +321,7 @@ class ReplayReport:
     ``SeveralLanes``: pick one with :meth:`lane`.
     """
 
-    events: list[ReplayEvent]
+    events: EventLog
     records: int
     lanes: list[LaneReport] = field(default_factory=list)
     catalogs: list[CatalogRecord] = field(default_factory=list, repr=False)
@@ -616,6 +440,7 @@ class LaneReplayer:
         on_snapshot: SnapshotHook | None = None,
         on_delta: DeltaHook | None = None,
         on_deltas: DeltasHook | None = None,
+        history: History | None = None,
     ) -> None:
         self.expected_format = (
             None
@@ -627,14 +452,15 @@ class LaneReplayer:
         self.on_snapshot = on_snapshot
         self.on_delta = on_delta
         self.on_deltas = on_deltas
-        self.events: list[ReplayEvent] = []
+        self.events = EventLog()
         self.records = 0
         self.streams: list[int] = []
         self._counts: dict[str, int] = {}
         self._violations: list[Violation] = []
         self._segments: list[_Segment] = []
         self._current: _Segment | None = None  # the segment the open session installed
-        self._history = _History() if keep_history else None
+        self._history = (history if history is not None else History()) if keep_history else None
+        self._chunks: list[Ref] = []  # the refs of the snapshot being assembled
         self._lane: Lane | None = None  # one lane across sessions; each session resets it
         self._ever_installed = False
         self._stream: int | None = None
@@ -650,6 +476,7 @@ class LaneReplayer:
         self._recover_from: int | None = None
         self._checker: StreamChecker | None = None
         self._assembly_start = 0
+        self._chunks = []
 
     def _session(self) -> StreamChecker:
         if self._checker is None:
@@ -738,18 +565,27 @@ class LaneReplayer:
         )
 
     # -- feeding ------------------------------------------------------------------------------
-    def feed(self, record: FrameRecord | pb.FilterUpdate) -> ReplayEvent:
-        """Apply one record; returns the event it produced (also appended to ``events``)."""
+    def feed(self, record: FrameRecord | pb.FilterUpdate, ref: Ref | None = None) -> ReplayEvent:
+        """Apply one record; returns the event it produced (also appended to ``events``).
+        ``ref``: where the source holds the message, for the history (else it is kept)."""
         if isinstance(record, pb.FilterUpdate):
             raw = record.SerializeToString()
             record = FrameRecord(self.records, 0, None, None, record, raw)
         self.records += 1
         rec = _Rec.of(record)
+        rec.ref = ref if ref is not None or self._history is None else self._keep(record)
         if rec.stream_id != self._stream:
             self.start_stream(rec.stream_id, rec.unix_ns)
         if record.update is not None:
             return self._feed_update(rec, record.update)
         return self._feed_bare(rec, record.raw)
+
+    def _keep(self, record: FrameRecord) -> Ref:
+        """The history's copy of a message that no source holds for it (a bare frame as the
+        payload of a message, so that every kept message reads the same way)."""
+        assert self._history is not None
+        raw = record.raw if record.update is not None else pb.FilterUpdate(payload=record.raw)
+        return self._history.message(raw if isinstance(raw, bytes) else raw.SerializeToString())
 
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
@@ -800,8 +636,12 @@ class LaneReplayer:
         self._lane = checker.lane
         if rec.sequence is None:
             rec.sequence, rec.base_sequence = step.sequence, step.base_sequence
-        if step.chunk is not None and step.chunk.chunk_index == 0:
-            self._assembly_start = rec.index
+        if step.chunk is not None:
+            if step.chunk.chunk_index == 0:
+                self._assembly_start = rec.index
+                self._chunks = []
+            if rec.ref is not None:
+                self._chunks.append(rec.ref)
         if step.kind is StepKind.VIOLATION:
             assert step.rule is not None and step.reason is not None
             return self._violation(rec, step.rule, step.reason)
@@ -823,8 +663,8 @@ class LaneReplayer:
                 seg.timed = False
             elif seg.timed:
                 seg.delta_unix_ns.append(rec.unix_ns)
-            if self._history is not None:
-                seg.rows += self._history.add_rows(delta.header.epoch, delta.buckets, delta.words)
+            if seg.history is not None and rec.ref is not None:
+                seg.history.deltas.add((*rec.ref, delta.header.epoch))
         if self.on_delta is not None:
             assert previous is not None
             self.on_delta(rec.index, delta.header.epoch, delta.buckets, delta.words, previous)
@@ -841,14 +681,19 @@ class LaneReplayer:
 
     def _installed(self, rec: _Rec, snap: AssembledSnapshot, checker: StreamChecker) -> ReplayEvent:
         self._ever_installed = True
-        at = None if self._history is None else self._history.add_lane(snap.parts)
+        seed = None if checker.format is None else checker.format.seed
+        kept = (
+            None
+            if self._history is None or seed is None
+            else SegmentHistory(seed, snap.bucket_count, list(self._chunks))
+        )
         update = rec.update
         seg = _Segment(
             rec.index,
             snap.epoch,
             snap.epoch,
             snap.bucket_count,
-            at,
+            kept,
             stream_id=rec.stream_id,
             producer=(
                 update.producer.SerializeToString(deterministic=True)
@@ -856,7 +701,7 @@ class LaneReplayer:
                 else None
             ),
             dc_id=checker.dc_id,
-            seed=None if checker.format is None else checker.format.seed,
+            seed=seed,
             installed_unix_ns=rec.unix_ns,
             timed=rec.unix_ns is not None,
         )
@@ -936,16 +781,19 @@ class Replayer:
         on_delta: DeltaHook | None = None,
         on_deltas: DeltasHook | None = None,
     ) -> None:
+        #: where every lane's history finds its messages (shared: the engines give refs in it)
+        self.history = History() if keep_history else None
         self._lane_args: dict[str, Any] = {
             "expected_format": expected_format,
             "keep_history": keep_history,
+            "history": self.history,
             "keep_events": False,
             "on_snapshot": on_snapshot,
             "on_delta": on_delta,
             "on_deltas": on_deltas,
         }
         self.keep_events = keep_events
-        self.events: list[ReplayEvent] = []
+        self.events = EventLog()
         self.records = 0
         self.catalogs: list[CatalogRecord] = []
         self.streams: dict[int, StreamInfo] = {}
@@ -994,14 +842,15 @@ class Replayer:
         player = self._lanes[key].player
         return player if player._stream == stream_id else None
 
-    def feed(self, record: FrameRecord | pb.FilterUpdate) -> ReplayEvent:
-        """Apply one frame to its lane; returns the event it produced."""
+    def feed(self, record: FrameRecord | pb.FilterUpdate, ref: Ref | None = None) -> ReplayEvent:
+        """Apply one frame to its lane; returns the event it produced (``ref``: where the
+        source holds it, for the history)."""
         if isinstance(record, pb.FilterUpdate):
             record = FrameRecord(self.records, 0, None, None, record, record.SerializeToString())
         self.records += 1
         self._last_stream = record.stream_id
         self._seen(record.recv_unix_ns)
-        return self._emit(self._slot(record).player.feed(record))
+        return self._emit(self._slot(record).player.feed(record, ref))
 
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
@@ -1041,8 +890,10 @@ class Replayer:
         stream = (self._last_stream or 0) if sid is None else sid
         return self._emit(_source_damaged(damage.index, err, stream, err.offset))
 
-    def feed_item(self, item: Any) -> ReplayEvent | None:
+    def feed_item(self, item: Any, ref: Ref | None = None) -> ReplayEvent | None:
         """Any item of :func:`cbi1kit.capture.read_capture_items` (or a frame source)."""
+        if isinstance(item, SourceError):
+            return self.feed_error(item.error)
         if isinstance(item, FrameDamage):
             return self.feed_damage(item)
         if isinstance(item, CatalogRecord):
@@ -1065,11 +916,11 @@ class Replayer:
                         f"stream {item.stream_id} closed ({c.status_name}: {why})",
                     )
             return None
-        return self.feed(item)
+        return self.feed(item, ref)
 
     def report(self) -> ReplayReport:
         return ReplayReport(
-            list(self.events),
+            self.events.frozen(),
             self.records,
             [s.player.report(pool=s.pool, dc_id=s.dc_id) for s in self._lanes.values()],
             list(self.catalogs),
@@ -1106,6 +957,7 @@ class _Rec:
     base_sequence: int | None
     unix_ns: int | None = None
     update: pb.FilterUpdate | None = None
+    ref: Ref | None = None  # where the source holds the message (the history's)
 
     @classmethod
     def of(cls, record: FrameRecord) -> _Rec:
@@ -1130,79 +982,62 @@ class _Rec:
         )
 
 
-def _records(source: Any) -> Iterator[Any]:
-    if isinstance(source, (str, os.PathLike)):
-        if is_capture_file(source):  # frames, catalog and streams in one pass
-            return iter(read_capture_items(source, damage="report"))
-        return iter(read_frames(source, damage="report"))
-    return iter(source)
+def span_ref(history: History | None, span: FrameSpan, i: int) -> Ref | None:
+    """Where the source holds row ``i`` of ``span``, for the history (None: keep a copy)."""
+    if history is None:
+        return None
+    if span.number is not None:
+        store = history.file(span.source)
+        return store, int(span.offset[i]), int(span.length[i]), int(span.number[i])
+    if not span.is_pb[i]:
+        return None  # a bare frame: the lane keeps it as a message's payload
+    return history.buffer(span.buf), int(span.start[i]), int(span.length[i]), 0
 
 
-ENGINES: Final = ("auto", "fast", "reference")
+class ReferenceFeeder:
+    """Every message to the per-message engine, one by one."""
+
+    def __init__(self, player: Replayer) -> None:
+        self.player = player
+
+    def feed(self, item: object) -> int:
+        """Replay one scan item; how many items it held (a span's rows)."""
+        if not isinstance(item, FrameSpan):
+            self.player.feed_item(item)
+            return 1
+        history = self.player.history
+        for i in range(len(item)):
+            self.player.feed_item(item.record(i), span_ref(history, item, i))
+        return len(item)
 
 
-def _fast_engine(source: Any, engine: str) -> Any:
-    """The fast engine's module when ``source`` is a capture it replays (``engine`` ``fast``,
-    or ``auto`` with the compiled kernels loading), else None: the per-message engine."""
+ENGINES: Final = ("compiled", "reference")
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` itself, once it names one (``ValueError`` if not)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    if engine == "reference" or not isinstance(source, (str, os.PathLike)):
-        return None
-    try:
-        if not is_capture_file(source):
-            return None
-        # the module itself: ``from cbi1kit.analysis import _fast`` would ask the lazy stage
-        # for the name first, which imports every analysis module (polars too) looking for it
-        _fast = importlib.import_module("cbi1kit.analysis._fast")
-    except Exception:  # unreadable (the reference reports it), or no numba: per message
-        return None
-    return _fast if engine == "fast" or _fast.available() else None
+    return engine
 
 
 def replay(
-    records: Iterable[Any] | str | os.PathLike[str],
+    records: Any,
     *,
     expected_format: Any = None,
     keep_history: bool = True,
     keep_events: bool = True,
-    engine: str = "auto",
+    engine: str = "compiled",
     progress: Callable[[int], None] | None = None,
 ) -> ReplayReport:
-    """Replay a whole source (records, ``FilterUpdate`` messages, items of
-    :func:`cbi1kit.capture.read_capture_items`, or a path: a capture is read with its catalog
-    and streams, anything else with ``read_frames``), one lane per pool. Capture damage
-    (``FrameDamage`` items; a capture path is read with ``damage="report"``) is a violation at
-    its frame index and replay goes on after it; a reader's exception (other sources) becomes
-    the last event, a violation. ``keep_history`` and ``keep_events`` are :class:`Replayer`'s.
+    """Replay a whole source, one lane per pool: ``cbi1kit.open(records).replay(...)`` (see
+    :meth:`cbi1kit.analysis.Capture.replay`)."""
+    from cbi1kit.analysis._capture import open_capture
 
-    ``engine``: ``reference`` runs every message through the stream engine one by one;
-    ``fast`` (a capture path) takes runs of deltas, heartbeats and skipped messages a batch at
-    a time with compiled kernels (:mod:`cbi1kit.analysis._fast`) and the rest one by one, to
-    the same report; ``auto`` is ``fast`` for a capture when the kernels load. Other sources
-    (grpcurl JSON, bare frames, iterables) are read a message at a time, by the reference.
-    ``progress(n)`` is told of each ``n`` items replayed."""
-    player = Replayer(
-        expected_format=expected_format, keep_history=keep_history, keep_events=keep_events
+    return open_capture(records, keep_tables=False).replay(
+        expected_format=expected_format,
+        keep_history=keep_history,
+        keep_events=keep_events,
+        engine=engine,
+        progress=progress,
     )
-    fast = _fast_engine(records, engine)
-    if fast is not None:
-        assert isinstance(records, (str, os.PathLike))
-        report: ReplayReport = fast.replay_capture(player, records, progress=progress)
-        return report
-    try:
-        it = _records(records)
-    except (Cbi1kitError, OSError) as exc:
-        player.feed_error(exc)
-        return player.report()
-    while True:
-        try:
-            record = next(it)
-        except StopIteration:
-            break
-        except (Cbi1kitError, DecodeError, OSError, ValueError) as exc:
-            player.feed_error(exc)
-            break
-        player.feed_item(record)
-        if progress is not None:
-            progress(1)
-    return player.report()

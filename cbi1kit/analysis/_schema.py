@@ -12,6 +12,8 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from cbi1kit.wire._rules import RULES
+
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
@@ -33,6 +35,9 @@ __all__ = [
 
 KINDS: Final = ("SNAPSHOT_CHUNK", "DELTA", "HEARTBEAT", "UNSPECIFIED", "UNKNOWN", "SOURCE_ERROR")
 _KIND_ENUM: Final = pl.Enum(list(KINDS))
+#: ``validation_rule``: the rulebook's ids (``cbi1kit.wire.RULES``), in its order
+_RULE_ENUM: Final = pl.Enum([r.id for r in RULES])
+_CAT: Final = pl.Categorical()  # a string repeated on many rows (a digest, a key, a message)
 _U64, _U32, _U16, _U8 = pl.UInt64, pl.UInt32, pl.UInt16, pl.UInt8
 
 FRAMES_SCHEMA: Final[dict[str, Any]] = {
@@ -53,10 +58,10 @@ FRAMES_SCHEMA: Final[dict[str, Any]] = {
     "relay_drt_instance_id": _U64,
     "relay_incarnation": _U64,
     "pool_identity_version": _U32,
-    "cache_semantics": pl.Utf8,
-    "cache_semantics_source": pl.Utf8,
-    "routing_scope": pl.Utf8,
-    "routing_scope_source": pl.Utf8,
+    "cache_semantics": _CAT,
+    "cache_semantics_source": _CAT,
+    "routing_scope": _CAT,
+    "routing_scope_source": _CAT,
     "dc_id": _U64,
     "producer_incarnation": _U64,
     "layout_generation": _U64,
@@ -65,7 +70,7 @@ FRAMES_SCHEMA: Final[dict[str, Any]] = {
     "ckf_bucket_count": _U64,
     "ckf_fingerprint_bits": _U32,
     "ckf_slots_per_bucket": _U32,
-    "producer_key": pl.Utf8,
+    "producer_key": _CAT,
     "payload_len": _U32,
     "has_unknown_fields": pl.Boolean,
     "cbi1_wire_version": _U16,
@@ -85,8 +90,8 @@ FRAMES_SCHEMA: Final[dict[str, Any]] = {
     "word_count": _U32,
     "base_epoch": _U64,
     "image_count": _U32,
-    "validation_error": pl.Utf8,
-    "validation_rule": pl.Utf8,
+    "validation_error": _CAT,
+    "validation_rule": _RULE_ENUM,
 }
 
 IMAGES_SCHEMA: Final[dict[str, Any]] = {
@@ -141,7 +146,7 @@ VIOLATIONS_SCHEMA: Final[dict[str, Any]] = {
 
 #: bumped whenever a dataset table's columns change; a dataset says its own in
 #: ``cbi1kit-dataset.json`` and in every file's metadata (``cbi1kit.schema_version``)
-DATASET_SCHEMA_VERSION: Final = 1
+DATASET_SCHEMA_VERSION: Final = 2
 
 #: where each row comes from: the capture (a rotated recording's set id, or the content hash of
 #: a capture of one file), its segment (0 for one file) and the file's content hash

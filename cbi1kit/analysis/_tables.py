@@ -5,23 +5,21 @@ bins any lane.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit.analysis._frames import _is_segment_list
-from cbi1kit.analysis._replay import Replayer, _fast_engine
 from cbi1kit.analysis._schema import IMAGES_SCHEMA, OCCUPANCY_SCHEMA, SNAPSHOTS_SCHEMA
-from cbi1kit.capture._readers import FrameDamage, read_frames
 from cbi1kit.ckf._bucket import bucket_occupancy
-from cbi1kit.errors import Cbi1kitError
 from cbi1kit.wire._assembly import AssembledSnapshot
+from cbi1kit.wire._format import FilterFormat
+
+FormatLike = FilterFormat
 
 __all__ = [
+    "Collector",
     "images_table",
     "occupancy_table",
     "snapshots_table",
@@ -30,21 +28,20 @@ __all__ = [
 # ---------------------------------------------------------------------- images and snapshots
 
 
-#: at most this many snapshot rows wait for their flush (a row a snapshot, kept as a dict)
-_SNAPSHOT_ROWS: Final = 1 << 14
+class Collector:
+    """The images and snapshots tables' rows as a replay reports them (its ``hooks``), kept as
+    columns: ``images_df`` and ``snapshots_df`` are every row so far; ``take`` hands out the
+    rows gathered since the last call where a writer streams them."""
 
-
-class _Collector:
-    """The images and snapshots tables' rows as replay reports them, handed out as DataFrames
-    when due: ``flush_rows`` images, or as many snapshots (at most ``_SNAPSHOT_ROWS``). Not a
-    flush per snapshot: each write of a DataFrame is a Parquet row group, and a row group a row
-    bloated the files and their readers."""
-
-    def __init__(self, flush_rows: int) -> None:
-        self.flush_rows = flush_rows
-        self.images: list[tuple[Any, ...]] = []
+    def __init__(self) -> None:
+        self._images: list[tuple[npt.NDArray[Any], ...]] = []
         self.image_rows = 0
-        self.snapshots: list[dict[str, Any]] = []
+        self._snapshots: list[dict[str, Any]] = []
+        self._kept: tuple[int, int, pl.DataFrame, pl.DataFrame] | None = None
+
+    def hooks(self) -> dict[str, Any]:
+        """The ``Replayer`` arguments that feed this collector."""
+        return {"on_snapshot": self.on_snapshot, "on_deltas": self.on_deltas}
 
     def on_deltas(
         self,
@@ -56,14 +53,20 @@ class _Collector:
         prev: npt.NDArray[np.uint64],
     ) -> None:
         """Applied deltas, many at a time (``Replayer``'s ``on_deltas``)."""
-        self.images.append(
-            (np.repeat(index, counts), np.repeat(sequence, counts), buckets, new, prev)
+        self._images.append(
+            (
+                np.repeat(index, counts),
+                np.repeat(sequence, counts),
+                np.array(buckets, np.uint32),
+                np.array(new, np.uint64),
+                np.array(prev, np.uint64),
+            )
         )
         self.image_rows += len(buckets)
 
     def on_snapshot(self, index: int, sequence: int, snap: AssembledSnapshot, stream: int) -> None:
         occupied = sum(int(bucket_occupancy(w).sum(dtype=np.int64)) for _, w in snap.parts)
-        self.snapshots.append(
+        self._snapshots.append(
             {
                 "record_index": index,
                 "stream_id": stream,
@@ -76,22 +79,16 @@ class _Collector:
             }
         )
 
-    def due(self) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
-        """The images and the snapshots whose flush is due, each None until it is."""
-        images = self.images_df() if self.image_rows >= self.flush_rows else None
-        due = len(self.snapshots) >= min(self.flush_rows, _SNAPSHOT_ROWS)
-        return images, self.snapshots_df() if due else None
-
-    def images_df(self) -> pl.DataFrame:
-        if not self.images:
+    def _images_of(self, parts: list[tuple[npt.NDArray[Any], ...]]) -> pl.DataFrame:
+        if not parts:
             return pl.DataFrame(schema=IMAGES_SCHEMA)
-        new = np.concatenate([x[3] for x in self.images]).astype(np.uint64)
-        prev = np.concatenate([x[4] for x in self.images]).astype(np.uint64)
-        df = pl.DataFrame(
+        cols = [np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts, strict=True)]
+        index, sequence, bucket, new, prev = cols
+        return pl.DataFrame(
             {
-                "record_index": np.concatenate([x[0] for x in self.images]).astype(np.uint64),
-                "sequence": np.concatenate([x[1] for x in self.images]).astype(np.uint64),
-                "bucket": np.concatenate([x[2] for x in self.images]).astype(np.uint32),
+                "record_index": index.astype(np.uint64),
+                "sequence": sequence,
+                "bucket": bucket,
                 "new_word": new,
                 "previous_word": prev,
                 "occupied_before": bucket_occupancy(prev),
@@ -99,83 +96,67 @@ class _Collector:
             },
             schema=IMAGES_SCHEMA,
         )
-        self.images.clear()
-        self.image_rows = 0
-        return df
+
+    def images_df(self) -> pl.DataFrame:
+        """Every image so far."""
+        self._keep()
+        assert self._kept is not None
+        return self._kept[2]
 
     def snapshots_df(self) -> pl.DataFrame:
-        df = pl.DataFrame(self.snapshots, schema=SNAPSHOTS_SCHEMA)
-        self.snapshots.clear()
-        return df
+        """Every installed snapshot so far."""
+        self._keep()
+        assert self._kept is not None
+        return self._kept[3]
 
+    def _keep(self) -> None:
+        if self._kept is None or self._kept[:2] != (len(self._images), len(self._snapshots)):
+            if len(self._images) > 1:  # one part from now on: the next ones append to it
+                self._images = [tuple(np.concatenate(c) for c in zip(*self._images, strict=True))]
+            self._kept = (
+                len(self._images),
+                len(self._snapshots),
+                self._images_of(self._images),
+                pl.DataFrame(self._snapshots, schema=SNAPSHOTS_SCHEMA),
+            )
 
-def _replay_batches(
-    source: Any, *, expected_format: Any, flush_rows: int, engine: str = "auto"
-) -> Iterator[tuple[pl.DataFrame | None, pl.DataFrame | None]]:
-    """(images batch, snapshots batch) pairs from one replay pass (``engine``: ``replay``'s;
-    a capture goes through the fast engine, a batch of messages at a time)."""
-    c = _Collector(flush_rows)
-    player = Replayer(
-        expected_format=expected_format,
-        keep_history=False,
-        keep_events=False,
-        on_snapshot=c.on_snapshot,
-        on_deltas=c.on_deltas,
-    )
-    fast = _fast_engine(source, engine)
-    if fast is not None:
-        for _ in fast.feed_capture(player, source):
-            images, snapshots = c.due()
-            if images is not None or snapshots is not None:
-                yield images, snapshots
-        yield c.images_df(), c.snapshots_df()
-        return
-    try:
-        it: Iterator[Any] = iter(
-            read_frames(source, damage="report")
-            if isinstance(source, (str, os.PathLike)) or _is_segment_list(source)
-            else source
-        )
-        for rec in it:
-            if isinstance(rec, FrameDamage):
-                player.feed_damage(rec)
-                continue
-            player.feed(rec)
-            images, snapshots = c.due()
-            if images is not None or snapshots is not None:
-                yield images, snapshots
-    except (Cbi1kitError, OSError, ValueError):
-        pass  # damage ends the replayable part; replay() reports it
-    yield c.images_df(), c.snapshots_df()
+    def take_images(self) -> tuple[pl.DataFrame, int]:
+        """The images gathered since the last take (a streaming writer's), and how many."""
+        images = self._images_of(self._images)
+        self._images, self.image_rows, self._kept = [], 0, None
+        return images, images.height
+
+    def take(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The images and snapshots gathered since the last ``take`` (a streaming writer's)."""
+        images = self._images_of(self._images)
+        snapshots = pl.DataFrame(self._snapshots, schema=SNAPSHOTS_SCHEMA)
+        self._images, self._snapshots, self.image_rows, self._kept = [], [], 0, None
+        return images, snapshots
 
 
 def images_table(
-    source: Any, *, expected_format: Any = None, flush_rows: int = 1 << 20, engine: str = "auto"
+    source: Any, *, expected_format: FormatLike | None = None, engine: str = "compiled"
 ) -> pl.DataFrame:
-    """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``;
-    ``engine``: ``replay``'s)."""
-    parts = [
-        d
-        for d, _ in _replay_batches(
-            source, expected_format=expected_format, flush_rows=flush_rows, engine=engine
-        )
-        if d is not None
-    ]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=IMAGES_SCHEMA)
+    """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``):
+    ``cbi1kit.open(source).tables(...).images_df()``."""
+    from cbi1kit.analysis._capture import open_capture
+
+    tables = open_capture(source, keep_tables=False).tables(
+        expected_format=expected_format, engine=engine
+    )
+    return tables.images_df()
 
 
 def snapshots_table(
-    source: Any, *, expected_format: Any = None, engine: str = "auto"
+    source: Any, *, expected_format: FormatLike | None = None, engine: str = "compiled"
 ) -> pl.DataFrame:
-    """One row per installed snapshot (``SNAPSHOTS_SCHEMA``; ``engine``: ``replay``'s)."""
-    parts = [
-        s
-        for _, s in _replay_batches(
-            source, expected_format=expected_format, flush_rows=1 << 20, engine=engine
-        )
-        if s is not None
-    ]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=SNAPSHOTS_SCHEMA)
+    """One row per installed snapshot (``SNAPSHOTS_SCHEMA``)."""
+    from cbi1kit.analysis._capture import open_capture
+
+    tables = open_capture(source, keep_tables=False).tables(
+        expected_format=expected_format, engine=engine
+    )
+    return tables.snapshots_df()
 
 
 def occupancy_table(lane: npt.ArrayLike, *, bins: int = 64) -> pl.DataFrame:

@@ -12,9 +12,7 @@ The layout is documented in ``docs/capture-format.md``.
 
 from __future__ import annotations
 
-import enum
 import json
-import mmap
 import os
 import struct
 import time
@@ -28,6 +26,16 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from cbi1kit.capture._layout import (
+    FILE_HEADER,
+    FILE_MAGIC,
+    INDEX_BODY,
+    RECORD_HEADER,
+    RECORD_MAGIC,
+    TRAILER_BODY,
+    TRAILER_MAGIC,
+    RecordType,
+)
 from cbi1kit.errors import CaptureError
 
 __all__ = [
@@ -49,6 +57,7 @@ __all__ = [
     "StreamClose",
     "StreamOpen",
     "at_record",
+    "check_file_header",
     "decode_stream_close",
     "decode_stream_open",
     "is_capture_file",
@@ -56,7 +65,6 @@ __all__ = [
     "schema_bytes",
 ]
 
-FILE_MAGIC: Final = b"KVRCAP\r\n"
 #: what tells a capture from the other sources: the magic's name. Its line ending is the file
 #: header check's, so that a copy made in text mode is a damaged capture, not a foreign file.
 CAPTURE_SIGNATURE: Final = FILE_MAGIC[:6]
@@ -70,19 +78,12 @@ def is_capture_file(path: str | os.PathLike[str]) -> bool:
 
 
 FORMAT_VERSION: Final = 1
-FILE_HEADER_LEN: Final = 32
-RECORD_MAGIC: Final = b"KRec"
-RECORD_HEADER_LEN: Final = 48
+FILE_HEADER_LEN: Final = FILE_HEADER.size
+RECORD_HEADER_LEN: Final = RECORD_HEADER.size
 MAX_BODY_LEN: Final = (1 << 31) - 1
 
-# magic 8s | format_version u16 | header_len u16 | flags u32 | created_unix_ns u64 |
-# reserved u32 | header_check u32
-_FILE_HEADER: Final = struct.Struct("<8sHHIQII")
-# magic 4s | type u8 | flags u8 | reserved u16 | body_len u32 | stream_id u32 | record_index u64
-# | recv_unix_ns u64 | recv_mono_ns u64 | body_check u32 | header_check u32
-_RECORD_HEADER: Final = struct.Struct("<4sBBHIIQQQII")
-assert _FILE_HEADER.size == FILE_HEADER_LEN
-assert _RECORD_HEADER.size == RECORD_HEADER_LEN
+_FILE_HEADER: Final = FILE_HEADER.codec
+_RECORD_HEADER: Final = RECORD_HEADER.codec
 _xxh3: Final = xxhash.xxh3_64_intdigest
 _CHECK_MASK: Final = 0xFFFFFFFF
 
@@ -92,28 +93,14 @@ def _check(data: Any) -> int:
     return _xxh3(data) & _CHECK_MASK
 
 
-class RecordType(enum.IntEnum):
-    SCHEMA = 1
-    STREAM_OPEN = 2
-    MESSAGE = 3
-    STREAM_CLOSE = 4
-    MARK = 5
-    INDEX = 6  # structural: byte offsets of the records since the previous INDEX
-    TRAILER = 7  # structural: last record of a closed file, points at the final INDEX
-
-
 #: Record types that only give the file its structure; ``records()`` skips them by default.
 STRUCTURAL: Final = frozenset({RecordType.INDEX, RecordType.TRAILER})
-#: INDEX body: first_record_index u64 | prev_index_offset u64 (0: none) | count u32 |
-#: block_check u32 (reserved, 0, in files before block checks), then ``count`` u64 record offsets.
-_INDEX_HEAD: Final = struct.Struct("<QQII")
+_INDEX_HEAD: Final = INDEX_BODY.codec
 #: INDEX record header flag: ``block_check`` holds the low 32 bits of xxh3_64 of the block, the
 #: bytes from the first listed record's header to the INDEX record (the covered records, back
 #: to back). Without the flag (older writers) the field is 0 and means nothing.
 INDEX_FLAG_BLOCK_CHECK: Final = 0x01
-#: TRAILER body: final_index_offset u64 | magic.
-TRAILER_MAGIC: Final = b"kvrcIDX\n"  # never holds the record magic
-_TRAILER_BODY: Final = struct.Struct("<Q8s")
+_TRAILER_BODY: Final = TRAILER_BODY.codec
 TRAILER_LEN: Final = RECORD_HEADER_LEN + _TRAILER_BODY.size
 DEFAULT_INDEX_EVERY: Final = 4096
 
@@ -412,8 +399,10 @@ class CaptureWriter:
                     if err.variant != "Truncated":
                         raise
                     self.recovered = err
-                if self._pending:  # the block so far, for the next INDEX's block check
-                    self._block.update(memoryview(reader.buffer)[self._pending[0] : end])
+            if self._pending:  # the block so far, for the next INDEX's block check
+                with open(self.path, "rb") as f:
+                    f.seek(self._pending[0])
+                    self._block.update(f.read(end - self._pending[0]))
             self._file = open(self.path, "r+b")  # noqa: SIM115 - closed by close()
             self._file.truncate(end)
             self._file.seek(end)
@@ -641,50 +630,49 @@ class CaptureWriter:
         self._closed = True
 
 
-_SEARCH_WINDOW: Final = 1 << 22
-_K, _R, _E, _C = RECORD_MAGIC
-#: ``items()`` gives back the mapped pages it has read every this many bytes (a batch)
-_RELEASE_BYTES: Final = 8 << 20
+def check_file_header(head: bytes, source: str) -> tuple[CaptureError | None, bool, int]:
+    """A file's first bytes judged: (error, fatal, created_unix_ns). A checksum mismatch under
+    an intact magic is not fatal: the records after it may still be read."""
 
+    def err(variant: str, reason: str) -> CaptureError:
+        return CaptureError(variant, reason, offset=0, record_index=-1, source=source)
 
-def release_pages(mm: Any, start: int, end: int) -> int:
-    """Drop the mapped pages of ``mm[start:end]``, bytes already read, so that resident memory
-    stays near a batch, not the whole file (the pages stay in the page cache; reading them
-    again maps them again). Returns where the released pages end (``start`` if none were)."""
-    page = mmap.PAGESIZE
-    lo, hi = start - start % page, end - end % page
-    if hi > lo and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-        return hi
-    return start
+    if len(head) < FILE_HEADER_LEN:
+        if FILE_MAGIC.startswith(head[: len(FILE_MAGIC)]):
+            return err("Truncated", "file header is incomplete"), True, 0
+        return err("Corrupt", "not a kvrcap capture (bad magic)"), True, 0
+    magic, version, header_len, _flags, created, _res, check = _FILE_HEADER.unpack_from(head)
+    if magic != FILE_MAGIC:
+        return err("Corrupt", "not a kvrcap capture (bad magic)"), True, 0
+    if check != _check(head[: FILE_HEADER_LEN - 4]):
+        return err("Corrupt", "file header checksum mismatch"), False, 0
+    if version != FORMAT_VERSION or header_len != FILE_HEADER_LEN:
+        why = f"unsupported capture version {version} (header length {header_len})"
+        return err("Corrupt", why), True, 0
+    return None, False, created
 
 
 class CaptureReader:
-    """Reads a capture lazily through a memory map, record by record, with byte offsets.
+    """A capture's records, read by the format's one scanner
+    (:class:`cbi1kit.capture._scan.FileScan`).
 
-    ``items()`` is the analysis view: every intact record in order, with each damaged stretch
-    reported inline as a :class:`CaptureDamage` where it happens, reading going on after it (a
-    body checksum mismatch skips the record by its trusted ``body_len``; a damaged header is
-    skipped by searching for the next intact record header). ``records()`` yields the intact
-    records only: by default it raises :class:`CaptureError` ``Truncated`` (torn tail) or
-    ``Corrupt`` at the first damage (``strict=False``: stops there and leaves
-    the error in ``damage``); ``resync=True`` reads past damage like ``items()`` and collects
-    every report in ``damages``. Structural records (INDEX, TRAILER) are skipped unless
-    ``structural=True``. ``follow()`` keeps polling a file that is still being written.
-    ``verify=False`` skips the body checksum (headers are always checked).
+    ``items()`` is every intact record in order with each damaged stretch reported inline as a
+    :class:`CaptureDamage` where it is, reading going on after it; ``records()`` the intact
+    records only: by default it raises the first damage (``strict=False``: stops there, the
+    error in ``damage``; ``resync=True``: reads past every damage, all in ``damages``).
+    Structural records (INDEX, TRAILER) are skipped unless ``structural=True``. ``follow()``
+    keeps reading a file that is still being written. ``verify=False`` skips the body checksum
+    (headers are always checked).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
+        from cbi1kit.capture._scan import FileScan
+
         self.path = Path(path)
         self.verify = verify
-        self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
-        self._map: mmap.mmap | None = None
-        self._mapped = 0
         self.damage: CaptureError | None = None
         self.damages: list[CaptureDamage] = []
-        self.created_unix_ns = 0
-        self._remap()
-        self._header_checked = False
+        self._scan = FileScan(self.path, verify=verify)  # OSError here if it cannot be read
 
     def __enter__(self) -> CaptureReader:
         return self
@@ -698,303 +686,33 @@ class CaptureReader:
         self.close()
 
     def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        self._file.close()
+        self._scan.close()
 
     @property
-    def buffer(self) -> mmap.mmap | bytes:
-        """The mapped file (as far as mapped); slice it with a record's ``body_offset``."""
-        return self._map if self._map is not None else b""
+    def created_unix_ns(self) -> int:
+        """The file header's creation time (0 until read, or where it does not verify)."""
+        return self._scan.created_unix_ns
 
-    def _remap(self) -> bool:
-        """Map the file again if it grew; True if there are new bytes."""
-        size = os.fstat(self._file.fileno()).st_size
-        if size <= self._mapped:
-            return False
-        if self._map is not None:
-            self._map.close()
-        self._map = mmap.mmap(self._file.fileno(), size, access=mmap.ACCESS_READ)
-        self._mapped = size
-        return True
+    def _fresh(self) -> Any:
+        from cbi1kit.capture._scan import FileScan
 
-    def _err(self, variant: str, reason: str, offset: int, index: int) -> CaptureError:
-        return CaptureError(
-            variant, reason, offset=offset, record_index=index, source=str(self.path)
-        )
-
-    def _damage(
-        self,
-        variant: str,
-        reason: str,
-        offset: int,
-        index: int,
-        end_offset: int,
-        skipped: range,
-        record_type: RecordType | None = None,
-        stream_id: int | None = None,
-    ) -> CaptureDamage:
-        err = self._err(variant, reason, offset, index)
-        # A record number can claim any jump (2**64 - 1 included), but no more records can be
-        # lost than a file this size holds: that bounds ``skipped`` (and every count of it).
-        most = len(self.buffer) // RECORD_HEADER_LEN + 1
-        if skipped.stop - skipped.start > most:
-            skipped = range(skipped.start, skipped.start + most)
-        return CaptureDamage(err, end_offset, skipped, record_type, stream_id)
-
-    def _check_file_header(self) -> tuple[CaptureError | None, bool]:
-        """(error, fatal): a checksum mismatch under an intact magic is not fatal."""
-        buf = self.buffer
-        if len(buf) < FILE_HEADER_LEN:
-            if FILE_MAGIC.startswith(bytes(buf[: len(FILE_MAGIC)])):
-                return self._err("Truncated", "file header is incomplete", 0, -1), True
-            return self._err("Corrupt", "not a kvrcap capture (bad magic)", 0, -1), True
-        magic, version, header_len, _flags, created, _res, check = _FILE_HEADER.unpack_from(buf)
-        if magic != FILE_MAGIC:
-            return self._err("Corrupt", "not a kvrcap capture (bad magic)", 0, -1), True
-        if check != _check(buf[: FILE_HEADER_LEN - 4]):
-            self._header_checked = True
-            return self._err("Corrupt", "file header checksum mismatch", 0, -1), False
-        if version != FORMAT_VERSION or header_len != FILE_HEADER_LEN:
-            return self._err(
-                "Corrupt",
-                f"unsupported capture version {version} (header length {header_len})",
-                0,
-                -1,
-            ), True
-        self.created_unix_ns = created
-        self._header_checked = True
-        return None, False
-
-    def _header_at(self, offset: int) -> tuple[Any, ...] | None:
-        """The unpacked record header at ``offset`` if its magic and checksum verify."""
-        buf = self.buffer
-        if len(buf) - offset < RECORD_HEADER_LEN or buf[offset : offset + 4] != RECORD_MAGIC:
-            return None
-        fields = _RECORD_HEADER.unpack_from(buf, offset)
-        if fields[-1] != _check(buf[offset : offset + RECORD_HEADER_LEN - 4]):
-            return None
-        return fields
-
-    def _find_header(self, start: int, min_index: int) -> int | None:
-        """Offset of the next record header at or after ``start`` whose checksum verifies (and
-        whose ``record_index`` is not below ``min_index``), or of a ``KRec`` too close to the
-        end to hold a header (a torn record); None if there is neither.
-
-        Candidates are found a window at a time with numpy (first byte, then the other three
-        magic bytes at those positions); only those are checked one by one.
-        """
-        buf = self.buffer
-        end = len(buf)
-        if end - start < len(RECORD_MAGIC):
-            return None
-        arr = np.frombuffer(buf, dtype=np.uint8)
-        try:
-            pos = start
-            while pos + 4 <= end:
-                hi = min(end, pos + _SEARCH_WINDOW + 3)
-                w = arr[pos:hi]
-                cand = np.flatnonzero(w[:-3] == _K)
-                if cand.size:
-                    ok = (w[cand + 1] == _R) & (w[cand + 2] == _E) & (w[cand + 3] == _C)
-                    for c in (cand[ok] + pos).tolist():
-                        if end - c < RECORD_HEADER_LEN:
-                            return int(c)
-                        fields = self._header_at(c)
-                        if fields is not None and fields[6] >= min_index:
-                            return int(c)
-                pos = hi - 3
-            return None
-        finally:
-            del arr
-
-    def _scan(
-        self,
-        offset: int,
-        index: int,
-        *,
-        structural: bool = False,
-        since_index: list[int] | None = None,
-    ) -> Iterator[CaptureRecord | CaptureDamage]:
-        """Records from ``offset`` to the mapped end, damage inline, resynchronising.
-
-        A record that runs past the end of the mapped bytes is reported as truncated (and ends
-        the scan); the follower treats that as "not written yet" and retries after remapping.
-        ``since_index``: the offsets of the records since the last INDEX before ``offset``, if
-        the caller knows them (a scan from the first record knows: none), so that the next
-        INDEX is compared with the chain.
-        """
-        buf = self.buffer
-        end = len(buf)
-        verify = self.verify
-        # offsets walked since the last INDEX record (unknown when starting mid-file)
-        if since_index is None and offset == FILE_HEADER_LEN:
-            since_index = []
-        while offset < end:
-            fields = self._header_at(offset)
-            if fields is None:
-                left = end - offset
-                head = bytes(buf[offset : offset + min(4, left)])
-                if left < RECORD_HEADER_LEN and RECORD_MAGIC.startswith(head):
-                    yield self._damage(
-                        "Truncated",
-                        f"file ends {left} bytes into a {RECORD_HEADER_LEN}-byte record header",
-                        offset,
-                        index,
-                        end,
-                        range(index, index + 1),
-                    )
-                    return
-                reason = (
-                    "bad record magic"
-                    if head != RECORD_MAGIC
-                    else "record header checksum mismatch"
-                )
-                nxt = self._find_header(offset + 1, index)
-                since_index = None
-                if nxt is None:
-                    yield self._damage(
-                        "Corrupt",
-                        f"{reason}; no intact record follows ({end - offset} bytes lost)",
-                        offset,
-                        index,
-                        end,
-                        range(index, index + 1),
-                    )
-                    return
-                found = self._header_at(nxt)
-                nidx = max(index, found[6]) if found is not None else index
-                lost = f", records {index}..{nidx - 1} lost" if nidx > index else ""
-                yield self._damage(
-                    "Corrupt",
-                    f"{reason}; {nxt - offset} bytes skipped to the next record header at byte "
-                    f"offset {nxt}{lost}",
-                    offset,
-                    index,
-                    nxt,
-                    range(index, nidx),
-                )
-                offset, index = nxt, nidx
-                continue
-            _m, rtype, _f, _r, body_len, stream_id, rindex, wall, mono, bcheck, _h = fields
-            body_start = offset + RECORD_HEADER_LEN
-            body_end = body_start + body_len
-            if rindex != index:
-                reason = (
-                    f"record says it is number {rindex}, expected {index} "
-                    "(a record is missing or repeated)"
-                )
-                if rindex > index:
-                    yield self._damage(
-                        "Corrupt", reason, offset, index, offset, range(index, rindex)
-                    )
-                    index = rindex
-                    since_index = None
-                else:
-                    yield self._damage(
-                        "Corrupt", reason, offset, index, min(body_end, end), range(0)
-                    )
-                    if body_end > end:
-                        return
-                    offset = body_end
-                    since_index = None
-                    continue
-            if body_end > end:
-                yield self._damage(
-                    "Truncated",
-                    f"file ends {end - body_start} bytes into a {body_len}-byte record body",
-                    offset,
-                    index,
-                    end,
-                    range(index, index + 1),
-                )
-                return
-            body = buf[body_start:body_end]
-            kind: RecordType | None
-            try:
-                kind = RecordType(rtype)
-            except ValueError:
-                kind = None
-            if since_index is not None and kind is not RecordType.INDEX:
-                since_index.append(offset)
-            if verify and bcheck != _check(body):
-                yield self._damage(
-                    "Corrupt",
-                    "record body checksum mismatch",
-                    offset,
-                    index,
-                    body_end,
-                    range(index, index + 1),
-                    kind,
-                    stream_id,
-                )
-                if kind is RecordType.INDEX:
-                    since_index = []
-            elif kind is None:
-                yield self._damage(
-                    "Corrupt",
-                    f"unknown record type {rtype}",
-                    offset,
-                    index,
-                    body_end,
-                    range(index, index + 1),
-                    None,
-                    stream_id,
-                )
-            elif kind is RecordType.INDEX:
-                listed = _index_offsets(body)
-                if since_index is not None and listed != since_index:
-                    yield self._damage(
-                        "Corrupt",
-                        "INDEX record disagrees with the record chain",
-                        offset,
-                        index,
-                        body_end,
-                        range(0),
-                        kind,
-                        stream_id,
-                    )
-                    listed = None
-                since_index = []
-                if structural and listed is not None:
-                    yield CaptureRecord(
-                        index, offset, kind, stream_id, wall, mono, body_start, bytes(body)
-                    )
-            elif structural or kind not in STRUCTURAL:
-                yield CaptureRecord(
-                    index, offset, kind, stream_id, wall, mono, body_start, bytes(body)
-                )
-            del body
-            offset = body_end
-            index += 1
+        self._scan.close()
+        self._scan = FileScan(self.path, verify=self.verify)
+        return self._scan
 
     def items(self, *, structural: bool = False) -> Iterator[CaptureRecord | CaptureDamage]:
         """Every intact record in order and every damaged stretch where it is (never raises
         for damage); the damage reports are also collected in ``damages``."""
-        self._remap()
         self.damage = None
         self.damages = []
-        err, fatal = self._check_file_header()
-        found: list[CaptureDamage] = []
-        if err is not None:
-            item = CaptureDamage(err, len(self.buffer) if fatal else FILE_HEADER_LEN, range(0))
-            found.append(item)
-            self.damages.append(item)
-            self.damage = err
-            yield item
-            if fatal:
-                return
-        released = 0
-        for rec in self._scan(FILE_HEADER_LEN, 0, structural=structural):
-            if isinstance(rec, CaptureDamage):
-                self.damages.append(rec)
+        for item in self._fresh().scan():
+            if isinstance(item, CaptureDamage):
+                self.damages.append(item)
                 if self.damage is None:
-                    self.damage = rec.error
-            yield rec
-            # a record's body is a copy: the pages it was read from can go once it is handed on
-            if rec.end_offset - released >= _RELEASE_BYTES and self._map is not None:
-                released = release_pages(self._map, released, rec.end_offset)
+                    self.damage = item.error
+                yield item
+            else:
+                yield from _stretch_records(item, structural)
 
     def records(
         self, *, strict: bool = True, resync: bool = False, structural: bool = False
@@ -1028,43 +746,50 @@ class CaptureReader:
         a still-incomplete record at that point is then reported as a torn tail. Corruption is
         raised at once.
         """
-        offset, index = FILE_HEADER_LEN, 0
+        scan = self._fresh()
         idle_since = time.monotonic()
-        pending: CaptureError | None = None
         while True:
-            grew = self._remap()
-            if not self._header_checked:
-                err, _fatal = self._check_file_header()
-                if err is not None and err.variant == "Corrupt":
-                    self.damage = err
-                    raise err
-                pending = err
-            if self._header_checked:
-                pending = None
-                for item in self._scan(offset, index, structural=True):
-                    if isinstance(item, CaptureDamage):
-                        if item.truncated:
-                            pending = item.error
-                            break
-                        self.damage = item.error
-                        raise item.error
-                    grew = True
-                    offset, index = item.end_offset, item.index + 1
-                    if item.type not in STRUCTURAL:
-                        yield item
+            grew = False
+            for item in scan.scan(final=False):
+                grew = True
+                yield from self._followed(item)
             if grew:
                 idle_since = time.monotonic()
                 continue
             if (stop is not None and stop()) or (
                 idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout
             ):
-                if self._remap():
-                    continue
-                if pending is not None:
-                    self.damage = pending
-                    raise pending
-                return
+                for item in scan.scan(final=True):
+                    grew = True
+                    yield from self._followed(item)
+                if not grew:
+                    return
+                continue
             time.sleep(poll_seconds)
+
+    def _followed(self, item: Any) -> Iterator[CaptureRecord]:
+        if isinstance(item, CaptureDamage):
+            self.damage = item.error
+            raise item.error
+        yield from _stretch_records(item, False)
+
+
+_TYPES: Final = {int(t): t for t in RecordType}
+
+
+def _stretch_records(stretch: Any, structural: bool) -> Iterator[CaptureRecord]:
+    """The records of a :class:`cbi1kit.capture._scan.Stretch`, bodies copied."""
+    offsets, types, streams, lengths, numbers, walls, monos = (c.tolist() for c in stretch.cols)
+    buf, base = stretch.buf, stretch.base
+    for off, t, sid, n, number, wall, mono in zip(
+        offsets, types, streams, lengths, numbers, walls, monos, strict=True
+    ):
+        kind = _TYPES[t]
+        if kind in STRUCTURAL and not structural:
+            continue
+        at = off - base + RECORD_HEADER_LEN
+        body = bytes(buf[at : at + n])
+        yield CaptureRecord(number, off, kind, sid, wall, mono, off + RECORD_HEADER_LEN, body)
 
 
 def _index_offsets(body: Any) -> list[int] | None:
@@ -1078,22 +803,9 @@ def _index_offsets(body: Any) -> list[int] | None:
     return out
 
 
+_NUMPY: Final = {"magic": "S4", "u8": "u1", "u16": "<u2", "u32": "<u4", "u64": "<u8"}
 #: A record header as numpy reads it (``np.ndarray`` of these gathered at record offsets).
-HEADER_DTYPE: Final = np.dtype(
-    [
-        ("magic", "S4"),
-        ("type", "u1"),
-        ("flags", "u1"),
-        ("reserved", "<u2"),
-        ("body_len", "<u4"),
-        ("stream_id", "<u4"),
-        ("record_index", "<u8"),
-        ("recv_unix_ns", "<u8"),
-        ("recv_mono_ns", "<u8"),
-        ("body_check", "<u4"),
-        ("header_check", "<u4"),
-    ]
-)
+HEADER_DTYPE: Final = np.dtype([(f.name, _NUMPY[f.kind]) for f in RECORD_HEADER])
 assert HEADER_DTYPE.itemsize == RECORD_HEADER_LEN
 
 

@@ -18,30 +18,26 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final, Literal, cast
 
+import numpy as np
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import (
-    CAPTURE_SIGNATURE,
-    CaptureDamage,
-    CaptureReader,
-    CaptureRecord,
-    RecordType,
-    StreamClose,
-    StreamOpen,
+from cbi1kit.capture._file import CAPTURE_SIGNATURE, is_capture_file
+from cbi1kit.capture._items import (
+    CaptureItem,
+    CatalogRecord,
+    FrameDamage,
+    FrameRecord,
+    FrameSpan,
+    ReadCursor,
+    SourceError,
+    StreamEvent,
 )
-from cbi1kit.capture._segments import CONTINUED, capture_segments
-from cbi1kit.capture._streams import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    WATCH_KV_POOL_CATALOG_METHOD,
-    FrameStreams,
-)
-from cbi1kit.errors import CaptureError, one_line
+from cbi1kit.capture._scan import CaptureScan
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.errors import CaptureError, Cbi1kitError, one_line
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
     FRAME_HEAD_BYTES,
@@ -56,6 +52,10 @@ from cbi1kit.wire._format import (
     FrameKind,
 )
 
+#: a capture: a path (a rotated recording's first segment finds the rest), a ``CaptureSet``,
+#: or a list of a recording's segment paths
+CaptureSource = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+
 __all__ = [
     "CaptureItem",
     "CatalogRecord",
@@ -63,12 +63,15 @@ __all__ = [
     "FrameRecord",
     "ReadCursor",
     "StreamEvent",
+    "frame_items",
+    "is_capture_source",
     "read_capture",
     "read_capture_items",
     "read_catalog",
     "read_cbi1_files",
     "read_frames",
     "read_grpcurl_json",
+    "record_spans",
     "source_format",
     "write_grpcurl_json",
 ]
@@ -76,140 +79,6 @@ __all__ = [
 _CBI1_HEAD: Final = struct.Struct("<4sHH2BH QQQQI")
 _U32: Final = struct.Struct("<I")
 _B64: Final = re.compile(r"[A-Za-z0-9+/\-_]*={0,2}")
-
-
-@dataclass(frozen=True, slots=True)
-class FrameRecord:
-    """One received message, whatever it was read from.
-
-    ``index`` counts frames from 0 within the source; ``source_offset`` is the byte offset of
-    the record in the file. Receive times are ``None`` where the source has none (grpcurl, bare
-    frames). ``update`` is the parsed ``FilterUpdate`` (``None`` for bare CBI1 frames); ``raw``
-    holds the serialized ``FilterUpdate`` bytes as received (captures) or the CBI1 frame bytes
-    (bare frames), and ``payload`` the CBI1 bytes in either case.
-    """
-
-    index: int
-    source_offset: int
-    recv_unix_ns: int | None
-    recv_mono_ns: int | None
-    update: pb.FilterUpdate | None
-    raw: bytes
-    stream_id: int = 0
-    source: str = ""
-
-    @property
-    def payload(self) -> bytes:
-        return self.raw if self.update is None else bytes(self.update.payload)
-
-
-@dataclass(frozen=True, slots=True)
-class FrameDamage:
-    """Capture damage met between frames (``read_capture(..., damage="report")``).
-
-    ``index`` is the frame index the damage sits at; ``frames`` how many frame indexes it
-    uses up, so that later frames keep the numbers they have in the undamaged capture: 1 for a
-    MESSAGE record of a frame stream whose header was intact but whose body is damaged (exact),
-    the number of capture records lost (``damage.skipped``) for a damaged header while a frame
-    stream is open (an estimate: those records are assumed to be its messages), else 0.
-    ``error`` is the capture's own error (capture record index and byte offset).
-    """
-
-    index: int
-    frames: int
-    error: CaptureError
-    damage: CaptureDamage
-
-    @property
-    def consumed(self) -> bool:
-        return self.frames > 0
-
-    @property
-    def source_offset(self) -> int:
-        return self.error.at
-
-
-# ------------------------------------------------------------------------------------ captures
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogRecord:
-    """One ``KvPoolCatalogUpdate`` of a capture's ``WatchKvPoolCatalog`` stream, decoded.
-
-    ``index`` counts catalog updates from 0 within the capture, ``record_index`` is the capture
-    record; ``raw`` holds the message bytes as received. The update is parsed, not validated:
-    the relay contract (:func:`cbi1kit.relay.catalog_from_wire`) is the relay stage's.
-    """
-
-    index: int
-    record_index: int
-    source_offset: int
-    recv_unix_ns: int
-    recv_mono_ns: int
-    stream_id: int
-    update: pb.KvPoolCatalogUpdate
-    raw: bytes
-    source: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class StreamEvent:
-    """A stream's open (``opened``: what it asked for) or close (``closed``: how it ended)."""
-
-    stream_id: int
-    record_index: int
-    source_offset: int
-    recv_unix_ns: int
-    recv_mono_ns: int
-    opened: StreamOpen | None = None
-    closed: StreamClose | None = None
-
-
-CaptureItem = FrameRecord | CatalogRecord | StreamEvent | FrameDamage
-
-#: a capture: a path (a rotated recording's first segment finds the rest), a ``CaptureSet``,
-#: or a list of a recording's segment paths
-CaptureSource = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
-
-
-@dataclass(slots=True)
-class ReadCursor:
-    """Where reading a segment set stands between segments: the frame indexes and catalog
-    updates used up so far, and the streams open at the end of the last segment read (whose
-    re-opens in the next segment go on with them rather than start new streams)."""
-
-    frames: int = 0
-    catalog: int = 0
-    open_streams: set[int] = field(default_factory=set)
-
-
-_CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
-
-
-def is_catalog_update_damage(damage: FrameDamage) -> bool:
-    """Whether ``damage`` is an intact catalog record whose bytes are no catalog update (what
-    ``read_capture_items`` and ``read_catalog`` report in place of one): the catalog's business.
-    Anything else, the catalog stream's records included, is damage to the capture."""
-    err = damage.error
-    return (
-        damage.damage.record_type is RecordType.MESSAGE
-        and isinstance(err, CaptureError)
-        and err.variant == "Unreadable"
-        and err.field == _CATALOG_UPDATE
-    )
-
-
-def _unreadable_message(
-    source: str, rec: CaptureRecord, what: str, exc: DecodeError
-) -> CaptureError:
-    return CaptureError(
-        "Unreadable",
-        f"not a {what} message: {exc}",
-        source=source,
-        offset=rec.offset,
-        record_index=rec.index,
-        field=what,
-    )
 
 
 def _items(
@@ -222,130 +91,24 @@ def _items(
     streams: bool = False,
     cursor: ReadCursor | None = None,
 ) -> Iterator[Any]:
-    """One pass over a capture: the frames of ``methods`` streams, and with ``catalog`` the
-    catalog updates, with ``streams`` every stream's open and close, in file order. A segment
-    set is read segment after segment as one capture; with ``cursor``, ``path`` is one
-    segment going on from where the cursor stands (and the cursor is moved on)."""
-    methods = tuple(methods)
-    if cursor is None:
-        cursor = ReadCursor()
-        paths = capture_segments(path)
-    else:
-        paths = [Path(path)]  # type: ignore[arg-type]
-    for segment in paths:
-        yield from _segment_items(segment, methods, damage, frames, catalog, streams, cursor)
-
-
-def _segment_items(
-    path: Path,
-    methods: Iterable[str],
-    damage: Literal["raise", "report"],
-    frames: bool,
-    catalog: bool,
-    streams: bool,
-    cursor: ReadCursor,
-) -> Iterator[Any]:
-    """One capture file of a set: numbering from the cursor, streams it left open going on."""
-    source = str(path)
-    known = FrameStreams(methods, source)
-    index, catalog_index = cursor.frames, cursor.catalog
-    report = damage == "report"
-    with CaptureReader(path) as reader:
-        for rec in reader.items():
-            if isinstance(rec, CaptureDamage):
-                if not report:
-                    raise rec.error
-                if rec.record_type is not None:
-                    lost = int(
-                        rec.record_type is RecordType.MESSAGE and rec.stream_id in known.open
-                    )
-                else:
-                    lost = len(rec.skipped) if known.open and not rec.truncated else 0
-                yield FrameDamage(index, lost, rec.error, rec)
-                index += lost
-                continue
-            if rec.type is RecordType.STREAM_OPEN or rec.type is RecordType.STREAM_CLOSE:
-                decoded, err = known.read_control(
-                    rec.type, rec.stream_id, rec.index, rec.offset, rec.body
-                )
-                if err is not None:  # an unreadable open: damage at its record
-                    if not report:
-                        raise err
-                    gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
-                    yield FrameDamage(index, 0, err, gone)
-                    continue
-                going_on = False
-                if isinstance(decoded, StreamClose):
-                    cursor.open_streams.discard(rec.stream_id)
-                elif isinstance(decoded, StreamOpen):
-                    going_on = bool((decoded.info or {}).get(CONTINUED)) and (
-                        rec.stream_id in cursor.open_streams
-                    )
-                    cursor.open_streams.add(rec.stream_id)
-                if streams and not going_on:  # a re-open at a rotation is no new stream
-                    yield StreamEvent(
-                        rec.stream_id,
-                        rec.index,
-                        rec.offset,
-                        rec.recv_unix_ns,
-                        rec.recv_mono_ns,
-                        decoded if isinstance(decoded, StreamOpen) else None,
-                        decoded if isinstance(decoded, StreamClose) else None,
-                    )
-            elif rec.type is not RecordType.MESSAGE:
-                continue
-            elif known.is_frame(rec.stream_id, rec.index, rec.body):
-                # a frame uses up its index even when it is not read: the numbering is the
-                # frame reader's whoever asks
-                if not frames:
-                    index += 1
-                    continue
-                try:
-                    update = pb.FilterUpdate.FromString(rec.body)
-                except DecodeError as exc:
-                    err = _unreadable_message(source, rec, "FilterUpdate", exc)
-                    if not report:
-                        raise err from None
-                    # an intact record whose bytes are no message: it uses up its frame
-                    # index, and reading goes on (the table shows it as a row, too)
-                    gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
-                    yield FrameDamage(index, 1, err, gone)
-                    index += 1
-                    continue
-                yield FrameRecord(
-                    index,
-                    rec.offset,
-                    rec.recv_unix_ns,
-                    rec.recv_mono_ns,
-                    update,
-                    rec.body,
-                    rec.stream_id,
-                    source,
-                )
-                index += 1
-            elif catalog and known.method.get(rec.stream_id) == WATCH_KV_POOL_CATALOG_METHOD:
-                try:
-                    listing = pb.KvPoolCatalogUpdate.FromString(rec.body)
-                except DecodeError as exc:
-                    err = _unreadable_message(source, rec, _CATALOG_UPDATE, exc)
-                    if not report:
-                        raise err from None
-                    gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
-                    yield FrameDamage(index, 0, err, gone)
-                    continue
-                yield CatalogRecord(
-                    catalog_index,
-                    rec.index,
-                    rec.offset,
-                    rec.recv_unix_ns,
-                    rec.recv_mono_ns,
-                    rec.stream_id,
-                    listing,
-                    rec.body,
-                    source,
-                )
-                catalog_index += 1
-    cursor.frames, cursor.catalog = index, catalog_index
+    """One pass over a capture (the one scanner, :class:`~cbi1kit.capture._scan.CaptureScan`):
+    the frames of ``methods`` streams one by one, and with ``catalog`` the catalog updates,
+    with ``streams`` every stream's open and close, in file order; damage raised or reported."""
+    scan = CaptureScan(
+        path, methods=methods, frames=frames, catalog=catalog, streams=streams, cursor=cursor
+    )
+    with scan:
+        for item in scan.items():
+            if isinstance(item, FrameSpan):
+                for i in range(len(item)):
+                    rec = item.record(i)
+                    if isinstance(rec, FrameDamage) and damage == "raise":
+                        raise rec.error from None
+                    yield rec
+            elif isinstance(item, FrameDamage) and damage == "raise":
+                raise item.error
+            else:
+                yield item
 
 
 def read_capture(
@@ -732,3 +495,90 @@ def read_frames(
     if kind == "cbi1":
         return read_cbi1_files(path)
     return read_grpcurl_json(path)
+
+
+# ------------------------------------------------------------------------ every source, as spans
+
+
+def record_spans(
+    records: Iterable[FrameRecord | pb.FilterUpdate], *, batch_rows: int = 65536
+) -> Iterator[FrameSpan | SourceError]:
+    """Frames from any record iterator (grpcurl JSON, bare CBI1 frames, messages) as spans of
+    at most ``batch_rows`` rows or ``_SPAN_BYTES`` of them (a file of large frames is not held
+    whole); where the iterator fails, its error, as the last item."""
+    it = iter(records)
+    pending: list[FrameRecord] = []
+    size = count = 0
+    while True:
+        try:
+            rec = next(it)
+        except StopIteration:
+            break
+        except (Cbi1kitError, OSError, ValueError) as exc:
+            yield from _pending_span(pending)
+            yield SourceError(count, exc)
+            return
+        if isinstance(rec, pb.FilterUpdate):
+            rec = FrameRecord(count, 0, None, None, rec, rec.SerializeToString())
+        if pending and (
+            rec.index != pending[-1].index + 1 or len(pending) >= batch_rows or size >= _SPAN_BYTES
+        ):
+            yield from _pending_span(pending)
+            size = 0
+        pending.append(rec)
+        count += 1
+        size += len(rec.raw)
+    yield from _pending_span(pending)
+
+
+_SPAN_BYTES: Final = 32 << 20
+
+
+def _pending_span(pending: list[FrameRecord]) -> Iterator[FrameSpan]:
+    """The records gathered so far as one span (emptying the list)."""
+    if not pending:
+        return
+    raws = [r.raw for r in pending]
+    lengths = np.array([len(r) for r in raws], dtype=np.int64)
+    buf = np.frombuffer(b"".join(raws), dtype=np.uint8)
+    del raws
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    span = FrameSpan(
+        buf,
+        starts,
+        lengths,
+        np.array([r.source_offset for r in pending], dtype=np.int64),
+        np.array([r.stream_id for r in pending], dtype=np.int64),
+        np.array([r.recv_unix_ns or 0 for r in pending], dtype=np.uint64).view(np.int64),
+        np.array([r.recv_mono_ns or 0 for r in pending], dtype=np.uint64),
+        None,
+        pending[0].index,
+        pending[0].source,
+        np.array([r.update is not None for r in pending], dtype=bool),
+        np.array([r.recv_unix_ns is not None for r in pending], dtype=bool),
+    )
+    pending.clear()  # the records go before the span is taken: it alone holds their bytes
+    yield span
+
+
+def is_capture_source(source: object) -> bool:
+    """Whether ``source`` names a capture: a capture file's path, a ``CaptureSet``, or a list
+    of a recording's segment paths (``OSError`` for a path that cannot be read)."""
+    if isinstance(source, (list, tuple)):
+        return bool(source) and all(isinstance(p, (str, os.PathLike)) for p in source)
+    return isinstance(source, (str, os.PathLike)) and is_capture_file(source)
+
+
+def frame_items(source: object) -> Iterator[FrameSpan | SourceError]:
+    """A source that is no capture (a grpcurl JSON or bare CBI1 file, or an iterable of
+    ``FrameRecord`` or ``FilterUpdate`` values) as spans; an unreadable one as its error."""
+    try:
+        records: Iterable[Any] = (
+            read_frames(source) if isinstance(source, (str, os.PathLike)) else cast(Any, source)
+        )
+    except (Cbi1kitError, OSError) as exc:
+        yield SourceError(0, exc)
+        return
+    yield from record_spans(records)

@@ -25,9 +25,10 @@ import altair as alt
 import polars as pl
 
 from cbi1kit._files import claim_outputs
+from cbi1kit.analysis._events import never_installed
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._global import global_timeline
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, never_installed, replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.ckf._stats import lane_stats

@@ -24,12 +24,20 @@ __all__ = [
     "Layout",
     "layout_markdown",
     "layout_rows",
+    "make_layout",
 ]
 
-FieldKind = Literal["magic", "u8", "u16", "u32", "u64"]
+FieldKind = Literal["magic", "magic8", "u8", "u16", "u32", "u64"]
 
-_STRUCT_CODE: dict[str, str] = {"magic": "4s", "u8": "B", "u16": "H", "u32": "I", "u64": "Q"}
-_SIZE: dict[str, int] = {"magic": 4, "u8": 1, "u16": 2, "u32": 4, "u64": 8}
+_STRUCT_CODE: dict[str, str] = {
+    "magic": "4s",
+    "magic8": "8s",
+    "u8": "B",
+    "u16": "H",
+    "u32": "I",
+    "u64": "Q",
+}
+_SIZE: dict[str, int] = {"magic": 4, "magic8": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +112,8 @@ def _compiled(layout: Layout) -> struct.Struct:
     return codec
 
 
-def _layout(region: str, start: int, rows: list[tuple[str, FieldKind, str]]) -> Layout:
+def make_layout(region: str, start: int, rows: list[tuple[str, FieldKind, str]]) -> Layout:
+    """Fields back to back from ``start``, each as wide as its kind."""
     fields: list[FieldSpec] = []
     offset = start
     for name, kind, doc in rows:
@@ -113,7 +122,7 @@ def _layout(region: str, start: int, rows: list[tuple[str, FieldKind, str]]) -> 
     return Layout(region, tuple(fields))
 
 
-HEADER = _layout(
+HEADER = make_layout(
     "header",
     0,
     [
@@ -131,7 +140,7 @@ HEADER = _layout(
     ],
 )
 
-DELTA_PREFIX = _layout(
+DELTA_PREFIX = make_layout(
     "delta",
     HEADER_LEN,
     [
@@ -141,7 +150,7 @@ DELTA_PREFIX = _layout(
 )
 
 #: One delta image, offsets relative to the image's first byte (packed, no padding).
-DELTA_IMAGE = _layout(
+DELTA_IMAGE = make_layout(
     "image",
     0,
     [
@@ -150,7 +159,7 @@ DELTA_IMAGE = _layout(
     ],
 )
 
-SNAPSHOT_PREFIX = _layout(
+SNAPSHOT_PREFIX = make_layout(
     "snapshot",
     HEADER_LEN,
     [

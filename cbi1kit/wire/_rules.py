@@ -40,13 +40,20 @@ class Rule:
 
     ``id`` is stable (tables and reports key on it); ``field`` the protobuf / CBI1 field path it
     is about; ``message`` the text of the frames table's ``validation_error``; ``upstream`` the
-    upstream check it mirrors (``path · function → error``).
+    upstream check it mirrors (``path · function → error``). The engines' checks: ``errors``
+    the errors of the per-message path that report it (``Family.Variant[.Sub]``, then
+    ``@field-prefix`` where a variant reports several rules; none where the per-message path
+    names the rule itself); ``replay`` the condition every message the compiled replay takes
+    meets, so that none of them breaks it. The frames kernel returns the rule's index in
+    ``_verdict``: ``tests/test_rulebook.py`` fails on a rule either engine lacks.
     """
 
     id: str
     field: str
     message: str
     upstream: str
+    errors: tuple[str, ...] = ()
+    replay: str = ""
 
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -55,24 +62,33 @@ RULES: Final[tuple[Rule, ...]] = (
         "FilterUpdate",
         "FilterUpdate: malformed protobuf",
         f"{_STREAM_RS} · run_exact_aggregated_producer (`update?`): prost decode → tonic::Status",
+        errors=("DecodeError", "CaptureError.Unreadable@FilterUpdate"),
+        replay="no malformed, repeated or unknown field in the walk; relay and producer bytes "
+        "equal to ones that parsed",
     ),
     Rule(
         "relay-contract-marker",
         "FilterUpdate.contract_marker",
         "FilterUpdate.contract_marker: wrong relay contract marker",
         f"{_IDENTITY_RS} · validate_protocol_envelope → WireIdentityError::ContractMarker",
+        errors=("RelayWireError.ContractMarker",),
+        replay="contract_marker == RELAY_CONTRACT_MARKER",
     ),
     Rule(
         "relay-protocol-version",
         "FilterUpdate.protocol_version",
         "FilterUpdate.protocol_version: unsupported relay protocol version",
         f"{_IDENTITY_RS} · validate_protocol_envelope → WireIdentityError::ProtocolVersion",
+        errors=("RelayWireError.ProtocolVersion",),
+        replay="protocol_version == RELAY_PROTOCOL_VERSION",
     ),
     Rule(
         "relay-producer-present",
         "FilterUpdate.producer",
         "FilterUpdate.producer: required message field is missing",
         f'{_STREAM_RS} · CkfStreamSession::process_update → bail "missing frame producer"',
+        errors=("RelayWireError.MissingField@FilterUpdate.producer",),
+        replay="producer present",
     ),
     Rule(
         "relay-producer-identity",
@@ -80,6 +96,16 @@ RULES: Final[tuple[Rule, ...]] = (
         "FilterUpdate.producer: invalid producer identity",  # the table shows the validator's
         f"{_CONVERT_RS} · producer_from_wire → {_IDENTITY_RS} · validate_producer_identity → "
         "WireConversionError::InvalidIdentity",
+        errors=(
+            "RelayWireError.MissingField@FilterUpdate.producer.",
+            "RelayWireError.PoolIdentityVersion",
+            "RelayWireError.DigestLength",
+            "RelayWireError.IdentitySource",
+            "RelayWireError.LayoutGeneration",
+            "RelayWireError.UnsupportedCkfFormat",
+            "RelayWireError.BucketCount",
+        ),
+        replay="producer bytes equal to the session's, or to ones that validated",
     ),
     Rule(
         "relay-identity-present",
@@ -87,6 +113,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FilterUpdate.relay: required message field is missing",
         f'{_STREAM_RS} · CkfStreamSession::process_update → bail "missing relay identity" '
         "(after the producer checks)",
+        errors=("RelayWireError.MissingField@FilterUpdate.relay",),
+        replay="relay present",
     ),
     Rule(
         "relay-update-kind",
@@ -94,6 +122,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FilterUpdate.kind: unspecified or unknown FilterUpdate kind",
         f"{_STREAM_RS} · CkfStreamSession::process_update → FilterUpdateKind::try_from "
         '(UnknownEnumValue) / bail "unspecified CKF frame kind"',
+        errors=("RelayWireError.UpdateKind",),
+        replay="kind is DELTA or HEARTBEAT (a skipped chunk: SNAPSHOT_CHUNK)",
     ),
     Rule(
         "relay-base-equals-sequence",
@@ -101,6 +131,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FilterUpdate.base_sequence: a snapshot chunk or heartbeat needs base_sequence == sequence",
         f'{_STREAM_RS} · CkfStreamSession::process_update → bail "snapshot chunk has mismatched '
         'base sequence" (before decode) / "CKF heartbeat has unexpected payload or sequence"',
+        errors=("RelayWireError.Sequence@FilterUpdate.base_sequence",),
+        replay="a heartbeat or skipped chunk: base_sequence == sequence",
     ),
     Rule(
         "relay-payload",
@@ -108,42 +140,56 @@ RULES: Final[tuple[Rule, ...]] = (
         "FilterUpdate.payload: a heartbeat carries no payload",
         f'{_STREAM_RS} · CkfStreamSession::process_update → bail "CKF heartbeat has unexpected '
         "payload or sequence\" (an empty chunk or delta payload is decode's Truncated)",
+        errors=("RelayWireError.Payload",),
+        replay="a heartbeat: no payload bytes",
     ),
     Rule(
         "cbi1-truncated",
         "header",
         "CBI1: frame shorter than its 48-byte header",
         f"{_CBI1_RS} · decode → ImagesWireError::Truncated",
+        errors=("Cbi1Error.Truncated",),
+        replay="a delta: payload >= the header and delta prefix",
     ),
     Rule(
         "cbi1-frame-too-large",
         "frame",
         "CBI1: frame larger than the CBI1 maximum",
         f"{_CBI1_RS} · decode → ImagesWireError::FrameTooLarge",
+        errors=("Cbi1Error.FrameTooLarge",),
+        replay="a delta: payload <= IMAGES_MAX_FRAME_BYTES",
     ),
     Rule(
         "cbi1-legacy-ckf1",
         "header.magic",
         "CBI1 header.magic: legacy CKF1 prototype frame, not CBI1",
         f"{_CBI1_RS} · decode → ImagesWireError::Magic (named apart: a CKF1 prototype frame)",
+        errors=("Cbi1Error.Magic.Legacy",),
+        replay="a delta: magic == MAGIC",
     ),
     Rule(
         "cbi1-magic",
         "header.magic",
         "CBI1 header.magic: not a CBI1 frame",
         f"{_CBI1_RS} · decode → ImagesWireError::Magic",
+        errors=("Cbi1Error.Magic",),
+        replay="a delta: magic == MAGIC",
     ),
     Rule(
         "cbi1-wire-version",
         "header.wire_version",
         "CBI1 header.wire_version: unsupported CBI1 wire version",
         f"{_CBI1_RS} · decode → ImagesWireError::WireVersion",
+        errors=("Cbi1Error.WireVersion",),
+        replay="a delta: wire_version == WIRE_VERSION",
     ),
     Rule(
         "cbi1-checksum",
         "header.body_checksum",
         "CBI1 header.body_checksum: body checksum mismatch",
         f"{_CBI1_RS} · decode → ImagesWireError::Checksum",
+        errors=("Cbi1Error.Checksum",),
+        replay="a delta: the body checksum == body_checksum",
     ),
     Rule(
         "cbi1-format-shape",
@@ -151,6 +197,13 @@ RULES: Final[tuple[Rule, ...]] = (
         "CBI1 header: format version / fingerprint bits / slots are not (1, 16, 4)",
         f"{_CBI1_RS} · FilterFormat::validate → FormatError::{{Version, FingerprintBits, "
         "SlotsPerBucket}",
+        errors=(
+            "Cbi1Error.Format@header.format_version",
+            "Cbi1Error.Format@header.fingerprint_bits",
+            "Cbi1Error.Format@header.slots_per_bucket",
+        ),
+        replay="a delta: format_version, fingerprint_bits, slots_per_bucket are "
+        "FORMAT_VERSION, FINGERPRINT_BITS, SLOTS_PER_BUCKET",
     ),
     Rule(
         "cbi1-format-mismatch",
@@ -158,12 +211,16 @@ RULES: Final[tuple[Rule, ...]] = (
         "CBI1 header: seed or bucket_count differ from the producer's CKF format",
         f"{_CBI1_RS} · FilterFormat::validate → FormatError::Mismatch (expected: the "
         f"subscribed producer's format, {_STREAM_RS} · CkfStreamSession::new)",
+        errors=("Cbi1Error.Format@header.seed", "Cbi1Error.Format@header.bucket_count"),
+        replay="a delta: seed and bucket_count are the session's",
     ),
     Rule(
         "cbi1-flags",
         "header.flags",
         "CBI1 header.flags: unknown frame flags (1 = snapshot chunk, 2 = delta)",
         f"{_CBI1_RS} · decode → ImagesWireError::Flags",
+        errors=("Cbi1Error.Flags",),
+        replay="a delta: flags == FrameKind.DELTA",
     ),
     Rule(
         "cbi1-delta-length",
@@ -171,12 +228,17 @@ RULES: Final[tuple[Rule, ...]] = (
         "CBI1 delta: body is not 12 + 12 * image_count bytes (or image_count over the maximum)",
         f"{_CBI1_RS} · decode_delta → ImagesWireError::Malformed (body < 12, length) / "
         "DeltaImageCount",
+        errors=("Cbi1Error.Malformed@delta", "Cbi1Error.DeltaImageCount"),
+        replay="a delta: 1 <= image_count <= max_delta_images(), payload == prefix + "
+        "image_count images",
     ),
     Rule(
         "cbi1-delta-bucket-range",
         "delta.images[].bucket",
         "CBI1 delta: an image's bucket is not below bucket_count",
         f"{_CBI1_RS} · decode_delta → ImagesWireError::Malformed",
+        errors=("Cbi1Error.Malformed@delta.images[",),
+        replay="a delta: every bucket < the session's bucket_count",
     ),
     Rule(
         "cbi1-chunk-layout",
@@ -185,6 +247,8 @@ RULES: Final[tuple[Rule, ...]] = (
         f"{_CBI1_RS} · decode_snapshot_chunk → ImagesWireError::Malformed / "
         "SnapshotChunkWordCount (bucket_offset is not tied to chunk_index: only the encoder "
         "cuts at chunk_index * 524288)",
+        errors=("Cbi1Error.Malformed@snapshot", "Cbi1Error.SnapshotChunkWordCount"),
+        replay="no snapshot chunk is applied (a skipped one is not decoded)",
     ),
     Rule(
         "cbi1-kind-mismatch",
@@ -192,6 +256,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CBI1 header.flags: frame kind differs from the envelope's kind",
         f'{_STREAM_RS} · CkfStreamSession::process_update → bail "snapshot frame contains a '
         'non-snapshot CBI1 payload" / "delta frame contains a non-delta CBI1 payload"',
+        errors=(),
+        replay="a delta: flags == FrameKind.DELTA",
     ),
     Rule(
         "cbi1-dc-id",
@@ -199,6 +265,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CBI1 header.dc_id differs from the producer's dc_id",
         f'{_STREAM_RS} · CkfStreamSession::check_header → bail "CBI1 header differs from CKF '
         'frame envelope"',
+        errors=(),
+        replay="a delta: dc_id is the session's",
     ),
     Rule(
         "cbi1-epoch",
@@ -206,6 +274,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CBI1 header.epoch differs from the envelope sequence",
         f'{_STREAM_RS} · CkfStreamSession::check_header → bail "CBI1 header differs from CKF '
         'frame envelope"',
+        errors=(),
+        replay="a delta: epoch == sequence",
     ),
     Rule(
         "cbi1-delta-base-epoch",
@@ -213,6 +283,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CBI1 delta: base_epoch differs from the envelope base_sequence",
         f'{_STREAM_RS} · CkfStreamSession::process_update → bail "delta CBI1 base sequence '
         'differs from frame envelope"',
+        errors=(),
+        replay="a delta: base_epoch == base_sequence",
     ),
     Rule(
         "relay-delta-contiguous",
@@ -220,68 +292,33 @@ RULES: Final[tuple[Rule, ...]] = (
         "FilterUpdate.sequence: a delta needs sequence == base_sequence + 1",
         f"{_GLOBAL_RS} · GlobalCkfLaneIngestor::apply_delta → GlobalCkfLaneFault::"
         f'{{NonContiguousSequence, SequenceExhausted}} → {_STREAM_RS} bail "CKF delta rejected"',
+        errors=("RelayWireError.Sequence@FilterUpdate.sequence",),
+        replay="a delta: base_sequence < 2**64 - 1, sequence == base_sequence + 1",
     ),
 )
 
 RULE_INDEX: Final[dict[str, int]] = {rule.id: i for i, rule in enumerate(RULES)}
 assert len(RULE_INDEX) == len(RULES)
 
+
 # ------------------------------------------------------------------ errors -> rule ids
 #
-# Keyed on (name, field prefix): ``name`` is ``Family.Variant.Subvariant``, then
-# ``Family.Variant`` (``cbi1kit.errors``), or the class name of a foreign error (protobuf's
-# ``DecodeError``); among the entries of the first name that has any, the longest field prefix
-# that the error's ``field`` starts with wins ("" is any field). The one place to update when
-# error families or variants change.
-_BY_ERROR: Final[dict[str, dict[str, str]]] = {
-    # protobuf (google.protobuf.message.DecodeError)
-    "DecodeError": {"": "relay-protobuf-decode"},
-    "CaptureError.Unreadable": {"FilterUpdate": "relay-protobuf-decode"},  # a reader's word
-    # relay validation (cbi1kit.relay._messages)
-    "RelayWireError.ContractMarker": {"": "relay-contract-marker"},
-    "RelayWireError.ProtocolVersion": {"": "relay-protocol-version"},
-    "RelayWireError.MissingField": {
-        "FilterUpdate.producer": "relay-producer-present",
-        "FilterUpdate.producer.": "relay-producer-identity",
-        "FilterUpdate.relay": "relay-identity-present",
-    },
-    "RelayWireError.PoolIdentityVersion": {"": "relay-producer-identity"},
-    "RelayWireError.DigestLength": {"": "relay-producer-identity"},
-    "RelayWireError.IdentitySource": {"": "relay-producer-identity"},
-    "RelayWireError.LayoutGeneration": {"": "relay-producer-identity"},
-    "RelayWireError.UnsupportedCkfFormat": {"": "relay-producer-identity"},
-    "RelayWireError.BucketCount": {"": "relay-producer-identity"},
-    "RelayWireError.UpdateKind": {"": "relay-update-kind"},
-    "RelayWireError.Sequence": {
-        "FilterUpdate.base_sequence": "relay-base-equals-sequence",
-        "FilterUpdate.sequence": "relay-delta-contiguous",
-    },
-    "RelayWireError.Payload": {"": "relay-payload"},
-    # CBI1 decode (cbi1kit.errors): class names first where a variant is shared
-    "Cbi1Error.Magic.Legacy": {"": "cbi1-legacy-ckf1"},
-    "Cbi1Error.Truncated": {"": "cbi1-truncated"},
-    "Cbi1Error.FrameTooLarge": {"": "cbi1-frame-too-large"},
-    "Cbi1Error.Magic": {"": "cbi1-magic"},
-    "Cbi1Error.WireVersion": {"": "cbi1-wire-version"},
-    "Cbi1Error.Checksum": {"": "cbi1-checksum"},
-    "Cbi1Error.Format": {
-        "header.format_version": "cbi1-format-shape",
-        "header.fingerprint_bits": "cbi1-format-shape",
-        "header.slots_per_bucket": "cbi1-format-shape",
-        "header.seed": "cbi1-format-mismatch",
-        "header.bucket_count": "cbi1-format-mismatch",
-    },
-    "Cbi1Error.Flags": {"": "cbi1-flags"},
-    "Cbi1Error.Malformed": {
-        "delta": "cbi1-delta-length",
-        "delta.images[": "cbi1-delta-bucket-range",
-        "snapshot": "cbi1-chunk-layout",
-    },
-    "Cbi1Error.DeltaImageCount": {"": "cbi1-delta-length"},
-    "Cbi1Error.SnapshotChunkWordCount": {"": "cbi1-chunk-layout"},
-}
-for _table in _BY_ERROR.values():
-    assert set(_table.values()) <= RULE_INDEX.keys(), _table
+# Keyed on (name, field prefix), from each rule's ``errors``: ``name`` is
+# ``Family.Variant.Subvariant``, then ``Family.Variant`` (``cbi1kit.errors``), or the class name
+# of a foreign error (protobuf's ``DecodeError``); among the entries of the first name that has
+# any, the longest field prefix that the error's ``field`` starts with wins ("" is any field).
+def _by_error() -> dict[str, dict[str, str]]:
+    """Every rule's ``errors``, as ``{name: {field prefix: rule id}}``."""
+    table: dict[str, dict[str, str]] = {}
+    for rule in RULES:
+        for key in rule.errors:
+            name, _, prefix = key.partition("@")
+            assert prefix not in table.get(name, {}), key  # an error names one rule
+            table.setdefault(name, {})[prefix] = rule.id
+    return table
+
+
+_BY_ERROR: Final = _by_error()
 
 
 def rule_id(rule: str) -> str:

@@ -1,22 +1,10 @@
-"""numba's disk cache for the frames-table and replay kernels, keyed on every source they compile.
+"""Compiled kernels' common ground: the decorators, byte loads and the keyed disk cache.
 
-numba stamps a cached kernel with a hash of the file that defines it. The kernels of
-:mod:`cbi1kit.analysis._kernels` and :mod:`cbi1kit.analysis._replay_kernels` also compile what
-they import: XXH3's constants and functions (``hashing/_xxh3.py``), the CBI1 constants
-(``wire/_format.py``) and byte layout (``wire/_layout.py``), the rule numbering
-(``wire/_rules.py``), the relay contract's constants (``relay/_messages.py``) and the protobuf
-field numbers and enum values (``_proto/kvrelay_v1_pb2.py``); numba freezes those into the
-machine code. ``keyed_cache`` gives a kernel a
-cache whose stamp hashes all of :data:`INLINED_SOURCES` (and the numba version), so that editing
-any of them, or upgrading numba, recompiles instead of loading stale code.
-
-Caching is an optimisation, and never a failure. The cache goes where numba would put it
-(``NUMBA_CACHE_DIR``, the package's ``__pycache__``, the user's cache directory; a package's
-``__pycache__`` that this user cannot write but that holds its kernels is read) or, when none of
-those is writable (a service account with a read-only package and home), in a directory of the
-user's own under the temporary directory; with none at all the kernels compile in memory on
-every run. An entry that cannot be read (damaged, half written, not ours) is a miss, and one that
-cannot be written leaves the kernel compiled for this run only.
+numba stamps a cached kernel with a hash of the file that defines it, but the kernels also
+compile what they import (XXH3, the CBI1 layout, the rulebook, the relay constants, the
+generated protobuf): ``keyed_cache`` stamps every kernel with a hash of all of
+:data:`INLINED_SOURCES` and the numba version, so an edit or an upgrade recompiles. Caching is
+an optimisation, never a failure (docs/kernels.md says where the cache goes).
 """
 
 from __future__ import annotations
@@ -27,10 +15,12 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar, cast
 
 import numba
+import numpy as np
 from numba.core.caching import (
     CompileResultCacheImpl,
     FunctionCache,
@@ -40,11 +30,23 @@ from numba.core.caching import (
 )
 from numba.core.caching import _CacheLocator as CacheLocator
 
-__all__ = ["INLINED_SOURCES", "keyed_cache", "sources_digest"]
+__all__ = [
+    "INLINED_SOURCES",
+    "inline",
+    "kernel",
+    "keyed_cache",
+    "le_u32",
+    "le_u64",
+    "sources_digest",
+]
 
-_PACKAGE: Final = Path(__file__).resolve().parent.parent
+_PACKAGE: Final = Path(__file__).resolve().parent
 #: Every file whose code or constants the kernels compile, relative to the package.
 INLINED_SOURCES: Final = (
+    "_compile.py",
+    "capture/_layout.py",
+    "capture/_walk.py",
+    "capture/_walk_kernel.py",
     "analysis/_kernels.py",
     "analysis/_replay_kernels.py",
     "hashing/_xxh3.py",
@@ -159,3 +161,47 @@ def keyed_cache(dispatcher: _F) -> _F:
     with contextlib.suppress(Exception):
         dispatcher._cache = _KeyedCache(dispatcher.py_func)  # type: ignore[attr-defined]
     return dispatcher
+
+
+_K = TypeVar("_K", bound=Callable[..., Any])
+
+
+def kernel(f: _K) -> _K:
+    """nopython, GIL released, no bounds checks (every index is checked in the code), cached
+    under the key of :func:`keyed_cache`."""
+    return cast(_K, keyed_cache(numba.njit(nogil=True, boundscheck=False)(f)))
+
+
+def inline(f: _K) -> _K:
+    """A helper of the kernels: compiled with its caller (LLVM inlines it where it pays;
+    numba's own IR-level inlining made the FilterUpdate walk five times slower)."""
+    return cast(_K, numba.njit(nogil=True, boundscheck=False)(f))
+
+
+@inline
+def le_u64(b: Any, i: Any) -> Any:
+    """The little-endian u64 at ``b[i : i + 8]``, any alignment, on any host. An unsigned index
+    (no wraparound code) lets LLVM merge the eight loads into one."""
+    j = np.uint64(i)
+    return (
+        np.uint64(b[j])
+        | np.uint64(b[j + np.uint64(1)]) << np.uint64(8)
+        | np.uint64(b[j + np.uint64(2)]) << np.uint64(16)
+        | np.uint64(b[j + np.uint64(3)]) << np.uint64(24)
+        | np.uint64(b[j + np.uint64(4)]) << np.uint64(32)
+        | np.uint64(b[j + np.uint64(5)]) << np.uint64(40)
+        | np.uint64(b[j + np.uint64(6)]) << np.uint64(48)
+        | np.uint64(b[j + np.uint64(7)]) << np.uint64(56)
+    )
+
+
+@inline
+def le_u32(b: Any, i: Any) -> Any:
+    """The little-endian u32 at ``b[i : i + 4]`` as a u64 (unsigned index, as ``le_u64``)."""
+    j = np.uint64(i)
+    return (
+        np.uint64(b[j])
+        | np.uint64(b[j + np.uint64(1)]) << np.uint64(8)
+        | np.uint64(b[j + np.uint64(2)]) << np.uint64(16)
+        | np.uint64(b[j + np.uint64(3)]) << np.uint64(24)
+    )

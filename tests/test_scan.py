@@ -1,4 +1,5 @@
-"""Block checks in the capture index, index-based framing, and the frames table's resync."""
+"""The one scanner of the kvrcap format: its compiled walk against the Python one, windows cut
+anywhere, damage located and read past, and the index the writer keeps (block checks)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from hypothesis import strategies as st
 from test_capture import write_sample
 from test_stream_roundtrip import SUBSCRIBE_KV_POOL_METHOD, Stream, build_stream
 
+import cbi1kit.capture._scan as scan_module
 from cbi1kit.analysis._frames import frames_batches, frames_table
-from cbi1kit.analysis._sources import _CaptureScan
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     RECORD_HEADER_LEN,
@@ -24,6 +25,7 @@ from cbi1kit.capture._file import (
     read_index,
 )
 from cbi1kit.capture._readers import FrameDamage, read_capture
+from cbi1kit.capture._walk import walk_python
 
 
 def _check(data: bytes) -> int:
@@ -65,15 +67,16 @@ def indexed(stream: Stream, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _stream_capture(tmp_path_factory.mktemp("ci") / "s.kvrcap", stream)
 
 
-def _scan(path: Path, batch_records: int = 7) -> tuple[pl.DataFrame, _CaptureScan]:
-    cap = _CaptureScan(path, (SUBSCRIBE_KV_POOL_METHOD,))
-    from cbi1kit.analysis._frames import _damage_df, _frames_df
-    from cbi1kit.analysis._sources import _Batch
+def _scan(path: Path) -> pl.DataFrame:
+    return frames_table(path).collect()
 
-    parts = [
-        _frames_df(x) if isinstance(x, _Batch) else _damage_df(*x) for x in cap.items(batch_records)
-    ]
-    return pl.concat(parts), cap
+
+@pytest.fixture(params=["compiled", "python"])
+def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every scan test on the compiled walk and on its Python twin."""
+    if request.param == "python":
+        monkeypatch.setattr(scan_module, "load_walk", lambda: walk_python)
+    return str(request.param)
 
 
 def test_block_checks_cover_exactly_the_records_of_each_index(indexed: Path) -> None:
@@ -90,19 +93,17 @@ def test_block_checks_cover_exactly_the_records_of_each_index(indexed: Path) -> 
     assert spans[-1][3] is RecordType.TRAILER and index.trailer_index == spans[-1][0]
 
 
-def test_index_framing_equals_walked_framing(stream: Stream, indexed: Path, tmp_path: Path) -> None:
+def test_a_capture_with_an_index_reads_as_one_without(
+    stream: Stream, indexed: Path, tmp_path: Path, walk: str
+) -> None:
     plain = _stream_capture(tmp_path / "plain.kvrcap", stream, index_every=0)
-    fast, cap = _scan(indexed)
-    walked, wcap = _scan(plain)
-    assert cap.records_walked == 0 and cap.blocks_verified >= 3
-    assert wcap.blocks_verified == 0 and wcap.records_walked > 0
+    fast, walked = _scan(indexed), _scan(plain)
     assert fast.height == len(stream.messages)
     assert fast["validation_error"].null_count() == fast.height
     assert fast.drop("source_offset").equals(walked.drop("source_offset"))
     # source offsets are the records' own
     msgs = [s[1] for s in _spans(indexed) if s[3] is RecordType.MESSAGE][1:]  # not the catalog
     assert fast["source_offset"].to_list() == msgs
-    assert frames_table(indexed).collect().equals(fast)
 
 
 def _drop_block_checks(data: bytearray) -> None:
@@ -128,9 +129,7 @@ def test_old_format_index_without_block_checks_still_reads(indexed: Path, tmp_pa
     assert index is not None and all(b.block_check is None for b in index.blocks)
     with CaptureReader(old) as reader:
         assert [type(i) for i in reader.items()].count(CaptureDamage) == 0
-    df, cap = _scan(old)
-    assert cap.blocks_verified == 0
-    assert df.equals(_scan(indexed)[0])
+    assert _scan(old).equals(_scan(indexed))
     # appending to it: the new INDEX has a block check, the old ones keep none
     with CaptureWriter(old, mode="a", index_every=4) as w:
         w.mark("appended")
@@ -177,7 +176,7 @@ def test_bit_flip_in_a_block_is_located_at_its_record(indexed: Path, bit: int) -
     flipped.write_bytes(bytes(data))
     try:
         damage, frames = _items_view(flipped)
-        df, _cap = _scan(flipped)
+        df = _scan(flipped)
         with CaptureReader(flipped) as reader:
             items = list(reader.items())
     finally:
@@ -234,12 +233,11 @@ def test_frames_table_reads_on_past_damage(stream: Stream, indexed: Path, tmp_pa
     assert df.head(df.height - 1).equals(full.head(df.height - 1))
 
 
-def test_index_offsets_that_disagree_with_the_records_fall_back_to_the_walk(
-    indexed: Path, tmp_path: Path
+def test_an_index_that_disagrees_with_the_records_is_damage(
+    indexed: Path, tmp_path: Path, walk: str
 ) -> None:
-    """A block whose check holds but whose INDEX lists a position that is not a record: the
-    blocks before it are read through the index, the rest is walked, the INDEX is reported
-    and every frame row is as before."""
+    """An INDEX (checksums intact) that lists a position that is not a record: the INDEX is
+    reported where it is, and every frame row is as before."""
     from cbi1kit.capture._file import _INDEX_HEAD
 
     data = bytearray(indexed.read_bytes())
@@ -257,31 +255,24 @@ def test_index_offsets_that_disagree_with_the_records_fall_back_to_the_walk(
     moved.write_bytes(bytes(data))
     relisted = read_index(bytes(data))
     assert relisted is not None and relisted.blocks[2].block_check == block.block_check
-    df, cap = _scan(moved)
-    assert cap.blocks_verified == 2 and cap.records_walked > 0
+    df = _scan(moved)
     errors = df.filter(pl.col("kind") == "SOURCE_ERROR")
     assert errors.height == 1 and "INDEX record disagrees" in errors["validation_error"][0]
-    assert df.filter(pl.col("kind") != "SOURCE_ERROR").equals(_scan(indexed)[0])
+    assert df.filter(pl.col("kind") != "SOURCE_ERROR").equals(_scan(indexed))
 
 
-@pytest.mark.parametrize("batch_records", [1, 5, 64])
-def test_groups_of_blocks_and_batches_cut_anywhere_give_the_same_rows(
-    stream: Stream,
-    indexed: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    batch_records: int,
+@pytest.mark.parametrize("part", [48, 61, 200, 1 << 20])
+def test_windows_cut_anywhere_give_the_same_rows(
+    indexed: Path, monkeypatch: pytest.MonkeyPatch, part: int, walk: str
 ) -> None:
-    """Every block a group of its own (so group seams, run ids across seams and batches that
-    span groups all occur) reads the same rows as the record-by-record walk."""
-    import cbi1kit.analysis._sources as tables
-
-    plain = _stream_capture(tmp_path / "plain.kvrcap", stream, index_every=0)
-    walked, _ = _scan(plain, batch_records)
-    monkeypatch.setattr(tables, "_GROUP_BYTES", 1)
-    fast, cap = _scan(indexed, batch_records)
-    assert cap.blocks_verified >= 3 and cap.records_walked == 0
-    assert fast.drop("source_offset").equals(walked.drop("source_offset"))
-    # and through the pipelined frames_batches as users call it
-    piped = pl.concat(list(frames_batches(indexed, batch_records=batch_records)))
-    assert piped.equals(fast)
+    """The file read a window of ``part`` bytes at a time (so records and spans split at every
+    kind of seam, and a record larger than a window is read whole) gives the same items."""
+    whole = _scan(indexed)
+    whole_items = _items_view(indexed)
+    monkeypatch.setattr(scan_module, "_PART", part)
+    assert _scan(indexed).equals(whole)
+    assert _items_view(indexed) == whole_items
+    with CaptureReader(indexed) as reader:
+        assert [r.offset for r in reader.records(structural=True)] == [
+            s[1] for s in _spans(indexed)
+        ]

@@ -1,0 +1,488 @@
+"""One capture, opened once: ``cbi1kit.open(source)`` scans a source once and keeps the scan, and
+every table, replay and view of it is computed from that scan once (``docs/data-path.md``).
+
+The scan's items (spans of frames, catalog updates, stream opens and closes, damage) are kept
+without their bytes: an engine that comes later reads each span's window of the file again (a
+read, not a scan). The first engine to ask takes the items as the scanner makes them, while
+they are in cache. ``refresh()`` scans what was appended since, and every table and replay
+computed so far goes on from where it stood.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from cbi1kit._lazy import compiled
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.analysis._frames import FRAME_BATCH_ROWS, FramesEngine
+from cbi1kit.analysis._replay import (
+    ReferenceFeeder,
+    Replayer,
+    ReplayReport,
+    check_engine,
+)
+from cbi1kit.analysis._schema import FRAMES_SCHEMA, IMAGES_SCHEMA, SNAPSHOTS_SCHEMA
+from cbi1kit.capture._file import RECORD_HEADER_LEN
+from cbi1kit.capture._items import FrameDamage, FrameRecord, FrameSpan, ReadCursor, SourceError
+from cbi1kit.capture._readers import frame_items, is_capture_source
+from cbi1kit.capture._scan import CaptureScan, FileScan, ScanItem
+from cbi1kit.capture._segments import CaptureSet
+from cbi1kit.errors import LaneError
+
+if TYPE_CHECKING:
+    from cbi1kit.analysis._diff import LaneDiff
+    from cbi1kit.analysis._explain import Explanation
+    from cbi1kit.analysis._global import GlobalView, Moment
+    from cbi1kit.analysis._overview import CaptureOverview
+    from cbi1kit.analysis._tables import Collector
+    from cbi1kit.ckf._stats import CkfStats
+    from cbi1kit.hashing._identity import DcId, PoolId
+
+Words = npt.NDArray[np.uint64]
+
+__all__ = ["Capture", "Source", "feeder_of", "open_capture"]
+
+#: what ``cbi1kit.open`` takes: a capture (a kvrcap file, a rotated recording's first segment, a
+#: ``CaptureSet`` or a list of segment paths), a grpcurl JSON dump, a bare CBI1 frame file, or
+#: messages (``FilterUpdate`` values or ``FrameRecord`` items)
+Source = (
+    str
+    | os.PathLike[str]
+    | CaptureSet
+    | Sequence[str | os.PathLike[str]]
+    | Iterable[FrameRecord | pb.FilterUpdate]
+)
+Item = ScanItem | SourceError
+
+
+@dataclass(frozen=True, slots=True)
+class _Away:
+    """A span kept without its bytes: the window of file ``scan`` they are read back from."""
+
+    span: FrameSpan
+    scan: FileScan
+    base: int
+    size: int
+
+
+@dataclass(eq=False)
+class _Run:
+    """One replay of the capture, kept: its replayer, its engine, and how far it has read."""
+
+    player: Replayer
+    feeder: Any
+    at: int = 0
+    report: ReplayReport | None = None
+    tables: Collector | None = None
+
+
+@dataclass(eq=False)
+class _Frames:
+    """The frames table so far: its batches, and the engine that makes the next ones."""
+
+    engine: FramesEngine = field(default_factory=FramesEngine)
+    batches: list[pl.DataFrame] = field(default_factory=list)
+    at: int = 0
+
+
+class Capture:
+    """A source, scanned once. ``frames``, ``images`` and ``snapshots`` are its tables (polars
+    LazyFrames); ``replay()`` the consumer's rules over it; ``lane``, ``view``, ``explain``,
+    ``diff``, ``stats`` and ``export`` read that replay. Nothing is computed twice: the scan
+    and each result are kept. ``keep_tables=False`` keeps neither (memory stays at a window of
+    the file, for a source larger than memory): each pass over it scans it again.
+    """
+
+    def __init__(
+        self, source: Source, *, keep_tables: bool = True, cursor: ReadCursor | None = None
+    ) -> None:
+        self.source = source
+        self.keep_tables = keep_tables
+        self._cursor = cursor  # one segment of a recording, read on from where it stands
+        self._cursor_at = (
+            None if cursor is None else replace(cursor, open_streams=set(cursor.open_streams))
+        )
+        self._log: list[Item | _Away] = []
+        self._scan: CaptureScan | None = None
+        self._live: Iterator[Item] | None = None
+        self._following = False
+        self._files: dict[str, FileScan] = {}
+        self._frames: _Frames | None = None
+        self._runs: dict[tuple[Any, ...], _Run] = {}
+        self.scans = 0  # how many times the source has been scanned from its start
+        self._start()
+
+    def _start(self) -> None:
+        self.scans += 1
+        self._log.clear()
+        if self._cursor is not None and self._cursor_at is not None:  # each pass from there
+            at = self._cursor_at
+            self._cursor.frames, self._cursor.catalog = at.frames, at.catalog
+            self._cursor.open_streams = set(at.open_streams)
+        try:
+            capture = is_capture_source(self.source)
+        except OSError as exc:
+            self._live = iter([SourceError(0, exc)])
+            return
+        if capture:
+            source = CaptureSet.of(self.source) if isinstance(self.source, list) else self.source
+            self._scan = CaptureScan(source, cursor=self._cursor)  # type: ignore[arg-type]
+            self._live = self._scan.items(final=not self._following)
+        else:
+            self._live = frame_items(self.source)
+
+    def __repr__(self) -> str:
+        what = "capture" if self._scan is not None else "frames"
+        return f"<cbi1kit.Capture {what} {_name(self.source)}: {len(self._log)} items scanned>"
+
+    # -- the scan -------------------------------------------------------------------------------
+    def items(self, start: int = 0) -> Iterator[Item]:
+        """Every item of the source in order from item ``start``: those scanned so far, then
+        what the scan finds."""
+        if not self.keep_tables:
+            yield from self._one_pass()
+            return
+        k = start
+        last: tuple[int, int, Any] | None = None
+        while True:
+            while k < len(self._log):
+                got = self._log[k]
+                if isinstance(got, _Away):
+                    key = (id(got.scan), got.base)
+                    if last is None or last[:2] != key:
+                        last = (*key, np.frombuffer(got.scan.read(got.base, got.size), np.uint8))
+                    got = replace(got.span, buf=last[2])
+                yield got
+                k += 1
+            item = self._next()
+            if item is None:
+                return
+            yield item
+            k += 1
+
+    def _next(self) -> Item | None:
+        """The next item the scan finds (kept in the log without its bytes), None at the end."""
+        if self._live is None:
+            return None
+        item = next(self._live, None)
+        if item is None:
+            self._live = None
+            return None
+        if self.keep_tables:
+            self._log.append(self._away(item))
+        return item
+
+    def _one_pass(self) -> Iterator[Item]:
+        """A capture that keeps nothing: each pass scans the source again."""
+        if self._live is None:
+            if self._scan is not None:
+                self._scan.close()
+            self._scan, self._files = None, {}
+            self._start()
+        while (item := self._next()) is not None:
+            yield item
+            item = None  # not held while the next is read: a span may be most of a window
+
+    def _away(self, item: Item) -> Item | _Away:
+        if not isinstance(item, FrameSpan) or item.number is None or self._scan is None:
+            return item  # bytes held in memory: nothing to read back
+        scan = self._file(item.source)
+        base = int(item.offset[0]) + RECORD_HEADER_LEN - int(item.start[0])
+        away = replace(item, buf=np.zeros(0, np.uint8))
+        return _Away(away, scan, base, len(item.buf))
+
+    def _file(self, source: str) -> FileScan:
+        scan = self._files.get(source)
+        if scan is None:
+            assert self._scan is not None
+            for f in self._scan.files:
+                self._files[f.source] = f
+            scan = self._files[source]
+        return scan
+
+    def refresh(self) -> int:
+        """Scan what was appended since the last scan (a capture still being written, a
+        recording that rotated) and carry every kept table and replay on; how many items came.
+        From the first refresh on, a torn record at the end is bytes not written yet."""
+        if not self._following:
+            self._following = True
+            if self._ends_torn():  # that tail was damage when first read: read it again
+                self._restart()
+        if self._live is None and self._scan is not None:
+            self._live = self._scan.items(final=False)
+        before = len(self._log)
+        while self._next() is not None:
+            pass
+        self._carry_on()
+        return len(self._log) - before
+
+    def _ends_torn(self) -> bool:
+        last = self._log[-1] if self._log else None
+        return isinstance(last, FrameDamage) and last.damage.truncated
+
+    def _restart(self) -> None:
+        if self._scan is not None:
+            self._scan.close()
+        self._scan, self._files = None, {}
+        self._frames = None
+        self._runs.clear()
+        self._start()
+
+    def _carry_on(self) -> None:
+        if self._frames is not None:
+            for _ in self._frame_batches(cached=False):
+                pass
+        for run in self._runs.values():
+            self._advance(run, None)
+
+    def overview(self, *, rows: int = 20, frame: int | None = None) -> CaptureOverview:
+        """What ``cbi1kit inspect`` shows: the file, records by type, damage, streams, the
+        first ``rows`` frames and one frame's payload (frame ``frame``, else the first delta)."""
+        from cbi1kit.analysis._overview import overview
+
+        def scanned() -> tuple[list[FileScan], dict[int, int]]:
+            scan = self._scan
+            return ([], {}) if scan is None else (scan.files, scan.messages)
+
+        return overview(self.items(), scanned, rows, frame)
+
+    # -- the frames table -----------------------------------------------------------------------
+    def frame_batches(
+        self, *, batch_rows: int = FRAME_BATCH_ROWS, engine: str = "compiled"
+    ) -> Iterator[pl.DataFrame]:
+        """The frames table as DataFrames of at most ``batch_rows`` rows, made afresh (none
+        kept): what a writer streams, and the reference engine's table (``engine``)."""
+        engine_ = FramesEngine(batch_rows=batch_rows, engine=engine)
+        items = self.items()
+        while (item := next(items, None)) is not None:
+            yield from engine_.feed(item)
+            del item
+        yield from engine_.finish()
+
+    def frames_table(self, *, engine: str = "compiled") -> pl.LazyFrame:
+        """:attr:`frames`, or the same table made by ``engine`` (not kept)."""
+        if engine == "compiled":
+            return self.frames
+        return _lazy(lambda: self.frame_batches(engine=engine), FRAMES_SCHEMA)
+
+    def _frame_batches(self, *, cached: bool = True) -> Iterator[pl.DataFrame]:
+        if not self.keep_tables:
+            yield from self.frame_batches()
+            return
+        if self._frames is None:
+            self._frames = _Frames()
+        state = self._frames
+        if cached:
+            yield from list(state.batches)
+        for item in self.items(state.at):  # on from what the kept batches hold
+            state.at += 1
+            for df in state.engine.feed(item):
+                state.batches.append(df)
+                yield df
+        for df in state.engine.finish():
+            state.batches.append(df)
+            yield df
+
+    @property
+    def frames(self) -> pl.LazyFrame:
+        """One row per message (``FRAMES_SCHEMA``; ``docs/tables.md``)."""
+        return _lazy(self._frame_batches, FRAMES_SCHEMA)
+
+    # -- replay ----------------------------------------------------------------------------------
+    def replay(
+        self,
+        *,
+        expected_format: Any = None,
+        keep_history: bool = True,
+        keep_events: bool = True,
+        engine: str = "compiled",
+        progress: Callable[[int], None] | None = None,
+    ) -> ReplayReport:
+        """The consumer's rules over the whole source, one lane per pool and a session per
+        stream (``docs/replay.md``): every event and violation, each lane's words and history.
+        ``engine``: ``compiled`` (the kernel takes every clean step) or ``reference`` (every
+        message one by one: the same report). Kept: a second call costs nothing."""
+        key = (check_engine(engine), _format_key(expected_format), keep_history, keep_events)
+        run = self._runs.get(key)
+        if run is None:
+            run = self._runs[key] = self._new_run(key, expected_format, None)
+        return self._advance(run, progress)
+
+    def _new_run(
+        self, key: tuple[Any, ...], expected_format: Any, tables: Collector | None
+    ) -> _Run:
+        engine, _fmt, keep_history, keep_events = key
+        hooks = {} if tables is None else tables.hooks()
+        player = Replayer(
+            expected_format=expected_format,
+            keep_history=keep_history,
+            keep_events=keep_events,
+            **hooks,
+        )
+        return _Run(player, feeder_of(engine, player), tables=tables)
+
+    def _advance(self, run: _Run, progress: Callable[[int], None] | None) -> ReplayReport:
+        if not self.keep_tables and run.report is not None:
+            return run.report  # the one pass is behind it
+        grew = False
+        for item in self.items(run.at):
+            n = run.feeder.feed(item)
+            run.at += 1
+            grew = True
+            if progress is not None:
+                progress(n)
+        if run.report is None or grew:
+            run.report = run.player.report()
+        return run.report
+
+    # -- the tables replay makes ------------------------------------------------------------------
+    def tables(self, *, expected_format: Any = None, engine: str = "compiled") -> Collector:
+        """The images and snapshots tables, made by a replay that keeps them: the default
+        replay itself where it has not run yet (one pass serves both), else a lean one."""
+        from cbi1kit.analysis._tables import Collector
+
+        default = (check_engine(engine), _format_key(expected_format), True, True)
+        run = self._runs.get(default)
+        if run is None:
+            run = self._runs[default] = self._new_run(default, expected_format, Collector())
+        elif run.tables is None:
+            lean = ("tables", engine, default[1])
+            run = self._runs.get(lean) or self._new_run(
+                (engine, default[1], False, False), expected_format, Collector()
+            )
+            self._runs[lean] = run
+        self._advance(run, None)
+        assert run.tables is not None
+        return run.tables
+
+    @property
+    def images(self) -> pl.LazyFrame:
+        """One row per image of every applied delta, with the word it replaced."""
+        return _lazy(lambda: iter([self.tables().images_df()]), IMAGES_SCHEMA)
+
+    @property
+    def snapshots(self) -> pl.LazyFrame:
+        """One row per installed snapshot."""
+        return _lazy(lambda: iter([self.tables().snapshots_df()]), SNAPSHOTS_SCHEMA)
+
+    # -- what replay answers -------------------------------------------------------------------
+    def lane(
+        self, at: Moment = None, *, dc: int | str | DcId | None = None, pool: PoolId | None = None
+    ) -> Words | None:
+        """The words of the lane of ``dc`` (or ``pool``; the only one without either) at ``at``
+        (a sequence, an ISO time or ``+90s``: what ``global_view`` takes; None: its final
+        words); None when it was not ready then."""
+        from cbi1kit.analysis._global import resolve_moment
+
+        report = self.replay()
+        lane = report.lane(dc, pool=pool)
+        point, unix_ns = resolve_moment(report, at)
+        if point is None:
+            return lane.final_lane
+        if point.sequence is not None:
+            return lane.lane_at(point.sequence)
+        assert unix_ns is not None
+        return lane.lane_at_time(unix_ns)
+
+    def view(self, *, model: str | None = None, at: Moment = None) -> GlobalView:
+        """What a global router consults for ``model`` at ``at`` (``cbi1kit.global_view``)."""
+        from cbi1kit.analysis._global import build_global_view
+
+        return build_global_view(self.replay(), model=model, at=at)
+
+    def timeline(self, *, model: str | None = None, points: int = 24) -> pl.DataFrame:
+        """The global view at ``points`` moments (``cbi1kit.analysis.global_timeline``)."""
+        from cbi1kit.analysis._global import global_timeline
+
+        return global_timeline(self.replay(), model=model, points=points)
+
+    def explain(self, *, model: str, **options: Any) -> Explanation:
+        """One request against the view at a moment, step by step (``cbi1kit.explain``)."""
+        from cbi1kit.analysis._explain import explain
+
+        return explain(self.replay(), model=model, **options)
+
+    def diff(self, other: Any = None, **options: Any) -> LaneDiff:
+        """A lane of this capture against ``other`` (another capture, moment or DC; words)
+        bucket by bucket (``cbi1kit.diff``)."""
+        from cbi1kit.analysis._diff import diff
+
+        b = other.replay() if isinstance(other, Capture) else other
+        return diff(self.replay(), b, **options)
+
+    def stats(self, at: Moment = None, *, dc: int | str | DcId | None = None) -> CkfStats:
+        """``CF.INFO``-style figures of a lane at a moment (``cbi1kit.ckf.lane_stats``)."""
+        from cbi1kit.ckf._stats import lane_stats
+
+        words = self.lane(at, dc=dc)
+        if words is None:
+            raise LaneError("NotReady", message=f"the lane held nothing at {at}")
+        return lane_stats(words)
+
+    def export(
+        self, out_dir: str | os.PathLike[str], *, overwrite: bool = False
+    ) -> dict[str, Path]:
+        """The frames, images and snapshots tables as Parquet files (``export_parquet``)."""
+        from cbi1kit.analysis._export import export_parquet
+
+        return export_parquet(self, out_dir, overwrite=overwrite)
+
+
+def feeder_of(engine: str, player: Replayer) -> Any:
+    """The engine's feeder: the compiled one where the kernels load, else the reference."""
+    if engine == "compiled" and compiled("cbi1kit.analysis._replay_kernels") is not None:
+        from cbi1kit.analysis._fast import CompiledFeeder
+
+        return CompiledFeeder(player)
+    return ReferenceFeeder(player)
+
+
+def _format_key(fmt: Any) -> tuple[int, int] | None:
+    return None if fmt is None else (int(fmt.seed), int(fmt.bucket_count))
+
+
+def _name(source: object) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).name
+    return type(source).__name__
+
+
+def _lazy(batches: Callable[[], Iterator[pl.DataFrame]], schema: dict[str, Any]) -> pl.LazyFrame:
+    """A LazyFrame whose rows are ``batches()``, produced as polars pulls them."""
+    from polars.io.plugins import register_io_source
+
+    def produce(
+        with_columns: list[str] | None,
+        predicate: pl.Expr | None,
+        n_rows: int | None,
+        batch_size: int | None,
+    ) -> Iterator[pl.DataFrame]:
+        left = n_rows
+        for batch in batches():
+            df = batch if left is None else batch.head(left)
+            if left is not None:
+                left -= df.height
+            if predicate is not None:
+                df = df.filter(predicate)
+            if with_columns is not None:
+                df = df.select(with_columns)
+            yield df
+            if left is not None and left <= 0:
+                return
+
+    return register_io_source(produce, schema=schema)
+
+
+def open_capture(source: Source | Capture, *, keep_tables: bool = True) -> Capture:
+    """``source`` scanned once (a ``Capture`` is returned as it is): see :class:`Capture`."""
+    if isinstance(source, Capture):
+        return source
+    return Capture(source, keep_tables=keep_tables)

@@ -1,0 +1,231 @@
+"""What a capture reads as, item by item: frames (one at a time, or a span of many as the
+engines take them), catalog updates, stream opens and closes, and damage where it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from google.protobuf.message import DecodeError
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._file import (
+    RECORD_HEADER_LEN,
+    CaptureDamage,
+    CaptureRecord,
+    RecordType,
+    StreamClose,
+    StreamOpen,
+)
+from cbi1kit.errors import CaptureError
+
+__all__ = [
+    "CaptureItem",
+    "CatalogRecord",
+    "FrameDamage",
+    "FrameRecord",
+    "FrameSpan",
+    "ReadCursor",
+    "SourceError",
+    "StreamEvent",
+    "is_catalog_update_damage",
+    "unreadable_message",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecord:
+    """One received message, whatever it was read from.
+
+    ``index`` counts frames from 0 within the source; ``source_offset`` is the byte offset of
+    the record in the file. Receive times are ``None`` where the source has none (grpcurl, bare
+    frames). ``update`` is the parsed ``FilterUpdate`` (``None`` for bare CBI1 frames); ``raw``
+    holds the serialized ``FilterUpdate`` bytes as received (captures) or the CBI1 frame bytes
+    (bare frames), and ``payload`` the CBI1 bytes in either case.
+    """
+
+    index: int
+    source_offset: int
+    recv_unix_ns: int | None
+    recv_mono_ns: int | None
+    update: pb.FilterUpdate | None
+    raw: bytes
+    stream_id: int = 0
+    source: str = ""
+
+    @property
+    def payload(self) -> bytes:
+        return self.raw if self.update is None else bytes(self.update.payload)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameDamage:
+    """Capture damage met between frames (``read_capture(..., damage="report")``).
+
+    ``index`` is the frame index the damage sits at; ``frames`` how many frame indexes it
+    uses up, so that later frames keep the numbers they have in the undamaged capture: 1 for a
+    MESSAGE record of a frame stream whose header was intact but whose body is damaged (exact),
+    the number of capture records lost (``damage.skipped``) for a damaged header while a frame
+    stream is open (an estimate: those records are assumed to be its messages), else 0.
+    ``error`` is the capture's own error (capture record index and byte offset).
+    """
+
+    index: int
+    frames: int
+    error: CaptureError
+    damage: CaptureDamage
+
+    @property
+    def consumed(self) -> bool:
+        return self.frames > 0
+
+    @property
+    def source_offset(self) -> int:
+        return self.error.at
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRecord:
+    """One ``KvPoolCatalogUpdate`` of a capture's ``WatchKvPoolCatalog`` stream, decoded.
+
+    ``index`` counts catalog updates from 0 within the capture, ``record_index`` is the capture
+    record; ``raw`` holds the message bytes as received. The update is parsed, not validated:
+    the relay contract (:func:`cbi1kit.relay.catalog_from_wire`) is the relay stage's.
+    """
+
+    index: int
+    record_index: int
+    source_offset: int
+    recv_unix_ns: int
+    recv_mono_ns: int
+    stream_id: int
+    update: pb.KvPoolCatalogUpdate
+    raw: bytes
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """A stream's open (``opened``: what it asked for) or close (``closed``: how it ended)."""
+
+    stream_id: int
+    record_index: int
+    source_offset: int
+    recv_unix_ns: int
+    recv_mono_ns: int
+    opened: StreamOpen | None = None
+    closed: StreamClose | None = None
+
+
+CaptureItem = FrameRecord | CatalogRecord | StreamEvent | FrameDamage
+
+
+@dataclass(frozen=True, slots=True)
+class SourceError:
+    """Where a source that is no capture stops being readable (bad JSON, a torn frame file,
+    a file that cannot be opened): the reader's error, after ``index`` frames."""
+
+    index: int
+    error: BaseException
+
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+Bool = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True, eq=False)
+class FrameSpan:
+    """Consecutive frames of a source as columns, a row each: ``buf[start : start + length]``
+    is a row's message (a ``FilterUpdate``, or a bare CBI1 frame where ``is_pb`` is False),
+    numbered ``index``, ``index + 1``, ... The buffer is the scanner's window: an engine takes
+    the span before asking for the next item, or copies what it keeps."""
+
+    buf: npt.NDArray[np.uint8]
+    start: I64
+    length: I64
+    offset: I64  # where the row's record starts in its file (a JSON object's byte, for grpcurl)
+    stream: I64
+    wall: I64  # receive time, unix ns (0 where ``has_time`` is False)
+    mono: U64
+    number: U64 | None  # the capture record numbers (None: no capture)
+    index: int
+    source: str
+    is_pb: Bool
+    has_time: Bool
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def raw(self, i: int) -> bytes:
+        """Row ``i``'s message bytes."""
+        at = int(self.start[i])
+        return bytes(self.buf[at : at + int(self.length[i])])
+
+    def record(self, i: int) -> FrameRecord | FrameDamage:
+        """Row ``i`` as :func:`cbi1kit.capture.read_capture_items` yields it: the frame, or the
+        damage of an intact record whose bytes are no ``FilterUpdate``."""
+        raw = self.raw(i)
+        timed = bool(self.has_time[i])
+        wall = int(self.wall[i]) & (2**64 - 1) if timed else None
+        mono = int(self.mono[i]) if timed else None
+        sid, offset = int(self.stream[i]), int(self.offset[i])
+        if not self.is_pb[i]:
+            return FrameRecord(self.index + i, offset, wall, mono, None, raw, sid, self.source)
+        try:
+            update = pb.FilterUpdate.FromString(raw)
+        except DecodeError as exc:
+            number = -1 if self.number is None else int(self.number[i])
+            body = offset + RECORD_HEADER_LEN
+            rec = CaptureRecord(
+                number, offset, RecordType.MESSAGE, sid, wall or 0, mono or 0, body, raw
+            )
+            err = unreadable_message(self.source, rec, _FILTER_UPDATE, exc)
+            gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, sid)
+            return FrameDamage(self.index + i, 1, err, gone)
+        return FrameRecord(self.index + i, offset, wall, mono, update, raw, sid, self.source)
+
+
+_FILTER_UPDATE: Final = pb.FilterUpdate.DESCRIPTOR.name
+
+
+@dataclass(slots=True)
+class ReadCursor:
+    """Where reading a segment set stands between segments: the frame indexes and catalog
+    updates used up so far, and the streams open at the end of the last segment read (whose
+    re-opens in the next segment go on with them rather than start new streams)."""
+
+    frames: int = 0
+    catalog: int = 0
+    open_streams: set[int] = field(default_factory=set)
+
+
+_CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
+
+
+def is_catalog_update_damage(damage: FrameDamage) -> bool:
+    """Whether ``damage`` is an intact catalog record whose bytes are no catalog update (what
+    ``read_capture_items`` and ``read_catalog`` report in place of one): the catalog's business.
+    Anything else, the catalog stream's records included, is damage to the capture."""
+    err = damage.error
+    return (
+        damage.damage.record_type is RecordType.MESSAGE
+        and isinstance(err, CaptureError)
+        and err.variant == "Unreadable"
+        and err.field == _CATALOG_UPDATE
+    )
+
+
+def unreadable_message(
+    source: str, rec: CaptureRecord, what: str, exc: DecodeError
+) -> CaptureError:
+    return CaptureError(
+        "Unreadable",
+        f"not a {what} message: {exc}",
+        source=source,
+        offset=rec.offset,
+        record_index=rec.index,
+        field=what,
+    )
