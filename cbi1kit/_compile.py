@@ -49,7 +49,6 @@ INLINED_SOURCES: Final = (
     "capture/_walk_kernel.py",
     "analysis/_kernels.py",
     "analysis/_replay_kernels.py",
-    "hashing/_xxh3.py",
     "hashing/_c_xxh3.py",
     "wire/_format.py",
     "wire/_rules.py",
@@ -173,9 +172,10 @@ def kernel(f: _K) -> _K:
 
 
 def inline(f: _K) -> _K:
-    """A helper of the kernels: compiled with its caller (LLVM inlines it where it pays;
-    numba's own IR-level inlining made the FilterUpdate walk five times slower)."""
-    return cast(_K, numba.njit(nogil=True, boundscheck=False)(f))
+    """A helper of the kernels, compiled with its caller (LLVM inlines it where it pays; numba's
+    IR-level inlining made the walk five times slower), with no reference counting: a helper
+    allocates nothing, and counting each array it is passed cost more than its work."""
+    return cast(_K, numba.njit(nogil=True, boundscheck=False, _nrt=False)(f))
 
 
 @inline

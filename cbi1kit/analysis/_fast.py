@@ -68,7 +68,7 @@ class CompiledFeeder:
 
     def __init__(self, player: Replayer) -> None:
         self.player = player
-        self.stamps = np.zeros(0, dtype=np.uint32)  # a bucket's last delta (duplicate check)
+        self.slots = np.zeros((2, k.SLOTS), dtype=np.uint32)  # the duplicate-bucket check's
         self.stamp = np.zeros(1, dtype=np.uint32)
         self._hooked = player._lane_args["on_delta"] is not None or (
             player._lane_args["on_deltas"] is not None
@@ -100,15 +100,13 @@ class CompiledFeeder:
             self._lanes_keep = words  # the arrays the ids name stay alive
         return self._lanes
 
-    def stamps_for(self, buckets: int, rows: int) -> npt.NDArray[np.uint32]:
-        """Stamps for lanes of up to ``buckets`` and ``rows`` more deltas (zeroed on wrap)."""
-        if len(self.stamps) < buckets:
-            self.stamps = np.zeros(buckets, dtype=np.uint32)
+    def slots_for(self, rows: int) -> npt.NDArray[np.uint32]:
+        """The duplicate check's table for ``rows`` more deltas (cleared before its stamp
+        wraps; stamp 0 is never a delta's: a fresh table holds none)."""
+        if int(self.stamp[0]) + rows >= 0xFFFFFFFF:
+            self.slots[:] = 0
             self.stamp[0] = 0
-        elif int(self.stamp[0]) + rows >= 0xFFFFFFFF:
-            self.stamps[:] = 0
-            self.stamp[0] = 0
-        return self.stamps
+        return self.slots
 
     def one(self, span: FrameSpan, r: int) -> None:
         """Row ``r`` to the per-message engine. A message it takes without a violation vouches
@@ -196,7 +194,7 @@ class _Run:
         span = self.span
         n = len(span)
         images = self._images(lo)
-        stamps = self.feeder.stamps_for(int(state[3].max()), n - lo)
+        slots = self.feeder.slots_for(n - lo)
         end = int(
             k.replay_rows(
                 span.buf,
@@ -209,7 +207,7 @@ class _Run:
                 state,
                 expect,
                 words,
-                stamps,
+                slots,
                 self.feeder.stamp,
                 self.out,
                 images,

@@ -101,55 +101,56 @@ class _Dims:
     back (what the kernel compares a row's with) and their columns."""
 
     def __init__(self) -> None:
+        from cbi1kit.analysis._kernels import PRODUCER_U32, PRODUCER_U64, RELAY_U64
+
         self.pool = bytearray()
         self.producers: list[tuple[int, int, tuple[Any, ...]]] = []  # at, length, summary
         self.relays: list[tuple[int, int, tuple[Any, ...]]] = []
+        # the kernel's arrays, grown by doubling (a capture may carry a producer per session)
+        head = [(np.int64, 1), (np.int64, 1), (np.uint8, 1)]  # at, length, verdict
+        u64 = (np.uint64, 1)
+        self._p = _Columns(
+            [*head, u64, u64, u64, (np.uint64, len(PRODUCER_U64)), (np.uint32, len(PRODUCER_U32))]
+        )
+        self._r = _Columns([*head, (np.uint64, len(RELAY_U64))])
         self._args: tuple[npt.NDArray[Any], ...] | None = None
         self._strings: dict[str, pl.Series] | None = None
 
     def add(self, which: int, raw: bytes) -> None:
-        from cbi1kit.analysis._kernels import NEED_PRODUCER
+        from cbi1kit.analysis._kernels import (
+            DIM_INVALID,
+            DIM_MALFORMED,
+            NEED_PRODUCER,
+            PRODUCER_U32,
+            PRODUCER_U64,
+            RELAY_U64,
+        )
 
-        entry = (len(self.pool), len(raw))
+        at, n = len(self.pool), len(raw)
         self.pool += raw
         if which == NEED_PRODUCER:
-            self.producers.append((*entry, _producer_summary(raw)))
+            s = _producer_summary(raw)
+            self.producers.append((at, n, s))
+            bad = (DIM_INVALID if s[14] else 0) | (DIM_MALFORMED if s[15] else 0)
+            u64 = [s[_PRODUCER_COLS.index(c)] or 0 for c in PRODUCER_U64]
+            u32 = [s[_PRODUCER_COLS.index(c)] or 0 for c in PRODUCER_U32]
+            self._p.add([at, n, bad, s[9] or 0, s[10] or 0, s[5] or 0, u64, u32])
         else:
-            self.relays.append((*entry, _relay_summary(raw)))
+            r = _relay_summary(raw)
+            self.relays.append((at, n, r))
+            u64 = [r[_RELAY_COLS.index(c)] or 0 for c in RELAY_U64]
+            self._r.add([at, n, DIM_MALFORMED if r[2] else 0, u64])
         self._args = None
         self._strings = None
 
     def args(self) -> tuple[npt.NDArray[Any], ...]:
         """The kernel's ``dims`` argument."""
         if self._args is None:
-            from cbi1kit.analysis._kernels import (
-                DIM_INVALID,
-                DIM_MALFORMED,
-                PRODUCER_U32,
-                PRODUCER_U64,
-                RELAY_U64,
-            )
-
-            def col(rows: list[Any], k: int, dtype: Any) -> npt.NDArray[Any]:
-                return np.array([r[k] for r in rows], dtype=dtype)
-
-            ps = [s for _a, _n, s in self.producers]
-            bad = [(DIM_INVALID if s[14] else 0) | (DIM_MALFORMED if s[15] else 0) for s in ps]
-            self._args = (
-                np.frombuffer(bytes(self.pool) or b"\0", np.uint8),
-                col(self.producers, 0, np.int64),
-                col(self.producers, 1, np.int64),
-                np.array(bad, np.uint8),
-                np.array([s[9] or 0 for s in ps], np.uint64),
-                np.array([s[10] or 0 for s in ps], np.uint64),
-                np.array([s[5] or 0 for s in ps], np.uint64),
-                col(self.relays, 0, np.int64),
-                col(self.relays, 1, np.int64),
-                np.array([DIM_MALFORMED if s[2] else 0 for _a, _n, s in self.relays], np.uint8),
-                _values(ps, PRODUCER_U64, np.uint64),
-                _values(ps, PRODUCER_U32, np.uint32),
-                _values([s for _a, _n, s in self.relays], RELAY_U64, np.uint64, relay=True),
-            )
+            p_at, p_len, p_bad, p_seed, p_buckets, p_dc, pv64, pv32 = self._p.views()
+            r_at, r_len, r_bad, rv64 = self._r.views()
+            pool = np.frombuffer(bytes(self.pool) or b"\0", np.uint8)
+            self._args = (pool, p_at, p_len, p_bad, p_seed, p_buckets, p_dc, r_at, r_len, r_bad)
+            self._args += (pv64, pv32, rv64)
         return self._args
 
     def strings(self) -> dict[str, pl.Series]:
@@ -177,11 +178,11 @@ class _Batch:
         from cbi1kit.analysis._kernels import C8, C16, C32, C64
 
         self.cap, self.rows = cap, 0
-        self.blocks = (
-            np.empty((len(C64), cap), np.uint64),
-            np.empty((len(C32), cap), np.uint32),
-            np.empty((len(C16), cap), np.uint16),
-            np.empty((len(C8), cap), np.uint8),
+        self.blocks = (  # a row's values side by side: the kernel writes a row at a time
+            np.empty((cap, len(C64)), np.uint64),
+            np.empty((cap, len(C32)), np.uint32),
+            np.empty((cap, len(C16)), np.uint16),
+            np.empty((cap, len(C8)), np.uint8),
         )
 
 
@@ -194,17 +195,24 @@ _PRODUCER_STRINGS: Final = (
 )
 
 
-def _values(
-    rows: list[tuple[Any, ...]], names: tuple[str, ...], dtype: Any, *, relay: bool = False
-) -> npt.NDArray[Any]:
-    """A dimension's numeric columns, ``(len(names), dims)`` (0 where one does not parse)."""
-    cols = _RELAY_COLS if relay else _PRODUCER_COLS
-    at = [cols.index(n) for n in names]
-    out = np.zeros((len(names), max(1, len(rows))), dtype=dtype)
-    for j, row in enumerate(rows):
-        for k, c in enumerate(at):
-            out[k, j] = row[c] or 0
-    return out
+class _Columns:
+    """Arrays that grow a row at a time by doubling: ``(dtype, width)`` each, a width above one
+    a ``(width, rows)`` block."""
+
+    def __init__(self, kinds: list[tuple[Any, int]]) -> None:
+        self.kinds, self.n = kinds, 0
+        self.arrays = [np.zeros((w, 8) if w > 1 else 8, dtype=t) for t, w in kinds]
+
+    def add(self, row: list[Any]) -> None:
+        if self.n == self.arrays[0].shape[-1]:
+            self.arrays = [np.concatenate([a, np.zeros_like(a)], axis=-1) for a in self.arrays]
+        for a, v in zip(self.arrays, row, strict=True):
+            a[..., self.n] = v
+        self.n += 1
+
+    def views(self) -> list[npt.NDArray[Any]]:
+        """Each array's rows so far (a block keeps one column when empty: numba needs a shape)."""
+        return [a[..., : self.n] if a.ndim == 1 else a[:, : max(1, self.n)] for a in self.arrays]
 
 
 def _column(values: npt.NDArray[Any], dtype: Any, valid: npt.NDArray[np.bool_] | None) -> pa.Array:
@@ -247,7 +255,7 @@ def _frame(batch: _Batch, dims: _Dims) -> pl.DataFrame:
     )
 
     n = batch.rows
-    o64, o32, o16, o8 = (b[:, :n] for b in batch.blocks)
+    o64, o32, o16, o8 = (np.ascontiguousarray(b[:n].T) for b in batch.blocks)
     col = {name: o64[k] for k, name in enumerate(C64)}
     col.update({name: o32[k] for k, name in enumerate(C32)})
     col.update({name: o16[k] for k, name in enumerate(C16)})

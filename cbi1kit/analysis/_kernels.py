@@ -1,29 +1,12 @@
-"""Compiled per-message kernels behind the ``frames`` table: capture block checks, the
-``FilterUpdate`` field walk, XXH3 of each CBI1 body, runs of identical producer and relay bytes,
-and the consumer's rules.
+"""The compiled kernels of the frames table and replay: the ``FilterUpdate`` walk, the CBI1
+body checksum (python-xxhash's C XXH3, called from the kernel), and the consumer's rules.
 
-Why compiled: a row of the table is worth about as much as the bytes it describes only if each
-message is visited once, in a loop that never returns to Python. A protobuf walk is sequential
-per message (every field's position depends on the lengths before it), so numpy can only take
-it one field position at a time across a batch, and the body checksum was one Python call per
-row. These kernels are numba ``nopython`` functions: compiled on first use, cached on disk, and
-run without the GIL, so the block-check thread and the thread building columns overlap. Polars
-and pyarrow build the columns from their arrays.
-
-XXH3's secret, primes, 128-bit fold and avalanches come from :mod:`cbi1kit.hashing._xxh3`, whose
-numpy short paths use the same functions on arrays; inputs over 240 bytes go to the xxHash C
-library python-xxhash ships. The disk cache is keyed on every source the
-kernels compile (this file, ``_xxh3``, ``_format``, the rulebook ``_rules``) and on the numba
-version (:mod:`cbi1kit.analysis._cache`), so an edit or an upgrade recompiles. The kernels are
-plain numba code (no LLVM intrinsics) plus that one C function: what numba supports stays all
-they need. When they cannot
-be loaded the frames table computes the same columns without them
-(:mod:`cbi1kit.analysis._reference`).
-
-The walk follows protobuf's wire rules: varints of at most 10 bytes, lengths within the message,
-field number 0 and group wire types malformed, the last occurrence of a repeated scalar wins.
-A known field with a foreign wire type is reported as malformed (the relay contract is
-strict); unknown fields are skipped and flagged.
+A protobuf walk is sequential per message (each field's position depends on the lengths before
+it), so it is a numba ``nopython`` loop, compiled on first use and cached on disk under a key
+of every source it compiles (:mod:`cbi1kit._compile`). The walk follows protobuf's wire rules,
+as strict as prost: varints of at most 10 bytes, lengths within the message, field number 0
+and groups malformed, a known field with a foreign wire type malformed, unknown fields skipped
+and flagged, the last occurrence of a field kept. Its reference is ``_reference``.
 """
 
 from __future__ import annotations
@@ -35,17 +18,9 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit._compile import keyed_cache
+from cbi1kit._compile import keyed_cache, le_u32, le_u64
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.hashing._c_xxh3 import c_xxh3
-from cbi1kit.hashing._xxh3 import (
-    PRIME64_1,
-    PRIME_MX2,
-    SECRET,
-    mul128_fold64,
-    xxh3_avalanche,
-    xxh64_avalanche,
-)
 from cbi1kit.wire._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS, max_delta_images
 from cbi1kit.wire._rules import RULE_INDEX, RULES
 
@@ -76,92 +51,23 @@ def _kernel(f: _F) -> _F:
 
 
 def _inline(f: _F) -> _F:
-    """A helper of the kernels: compiled with its caller (LLVM inlines it where it pays;
-    numba's own IR-level inlining made the FilterUpdate walk five times slower)."""
-    return cast(_F, numba.njit(nogil=True, boundscheck=False)(f))
+    """A helper of the kernels, compiled with its caller (LLVM inlines it where it pays;
+    numba's IR-level inlining made the walk five times slower). No reference counting
+    (``_nrt=False``): a helper allocates nothing, and counting each array it is passed cost
+    more than the work (190 ns of a frame row's 500)."""
+    return cast(_F, numba.njit(nogil=True, boundscheck=False, _nrt=False)(f))
 
 
 # --------------------------------------------------------------------------------- byte loads
 
-
-@_inline
-def _u64(b: Any, i: Any) -> Any:
-    """The little-endian u64 at ``b[i : i + 8]``, any alignment, on any host. An unsigned index
-    (no wraparound code) lets LLVM merge the eight loads into one."""
-    j = np.uint64(i)
-    return (
-        np.uint64(b[j])
-        | np.uint64(b[j + np.uint64(1)]) << np.uint64(8)
-        | np.uint64(b[j + np.uint64(2)]) << np.uint64(16)
-        | np.uint64(b[j + np.uint64(3)]) << np.uint64(24)
-        | np.uint64(b[j + np.uint64(4)]) << np.uint64(32)
-        | np.uint64(b[j + np.uint64(5)]) << np.uint64(40)
-        | np.uint64(b[j + np.uint64(6)]) << np.uint64(48)
-        | np.uint64(b[j + np.uint64(7)]) << np.uint64(56)
-    )
-
-
-@_inline
-def _u32u(b: Any, j: Any) -> Any:
-    """The little-endian u32 at ``b[j : j + 4]`` for an unsigned ``j``, which lets LLVM merge
-    the four loads into one (as in ``_u64``)."""
-    return (
-        np.uint64(b[j])
-        | np.uint64(b[j + np.uint64(1)]) << np.uint64(8)
-        | np.uint64(b[j + np.uint64(2)]) << np.uint64(16)
-        | np.uint64(b[j + np.uint64(3)]) << np.uint64(24)
-    )
-
-
-@_inline
-def _u32(b: Any, i: int) -> Any:
-    return (
-        np.uint64(b[i])
-        | np.uint64(b[i + 1]) << np.uint64(8)
-        | np.uint64(b[i + 2]) << np.uint64(16)
-        | np.uint64(b[i + 3]) << np.uint64(24)
-    )
+_u64 = le_u64  # the little-endian u64 and u32 at ``b[i:]`` (any alignment, one load each)
+_u32 = le_u32
+_u32u = le_u32
 
 
 # ------------------------------------------------------------------------------------- XXH3-64
 
-_SECRET: Final = np.frombuffer(SECRET, dtype=np.uint8)  # as an array, for the kernels
 _LO32: Final = np.uint64(0xFFFFFFFF)
-
-
-# the vectorised short paths' own functions, compiled for scalars
-_mul_fold: Callable[..., Any] = _inline(mul128_fold64)
-_avalanche: Callable[..., Any] = _inline(xxh3_avalanche)
-_xxh64_avalanche: Callable[..., Any] = _inline(xxh64_avalanche)
-
-
-@_inline
-def _rrmxmx(h: Any, n: Any) -> Any:
-    h ^= ((h << np.uint64(49)) | (h >> np.uint64(15))) ^ (
-        (h << np.uint64(24)) | (h >> np.uint64(40))
-    )
-    h *= PRIME_MX2
-    h ^= (h >> np.uint64(35)) + np.uint64(n)
-    h *= PRIME_MX2
-    return h ^ (h >> np.uint64(28))
-
-
-@_inline
-def _bswap64(x: Any) -> Any:
-    r = np.uint64(0)
-    for k in range(8):
-        r = (r << np.uint64(8)) | ((x >> np.uint64(8 * k)) & np.uint64(0xFF))
-    return r
-
-
-@_inline
-def _mix16(b: Any, p: int, s: Any, k: int) -> Any:
-    return _mul_fold(_u64(b, p) ^ _u64(s, k), _u64(b, p + 8) ^ _u64(s, k + 8))
-
-
-# Inputs over 240 bytes (CBI1 bodies of more than 19 images, capture blocks) go to the xxHash C
-# library that python-xxhash ships (:mod:`cbi1kit.hashing._c_xxh3`).
-_STEP: Final = 64 << 10  # bytes of a block hashed before the walk reads them: stays in L2
 
 
 @_inline
@@ -169,52 +75,11 @@ def _address(b: Any, p: Any) -> Any:
     return np.uint64(b.ctypes.data) + np.uint64(p)
 
 
-@_kernel
+@_inline
 def xxh3_64_at(b: npt.NDArray[np.uint8], p: int, n: int) -> Any:
-    """XXH3-64 (seed 0, default secret) of ``b[p : p + n]``: the same value as
-    ``xxhash.xxh3_64_intdigest``, without a Python call per message."""
-    s = _SECRET
-    if n > 240:
-        return c_xxh3(_address(b, p), n)
-    if n > 128:
-        h = np.uint64(n) * PRIME64_1
-        for i in range(8):
-            h += _mix16(b, p + 16 * i, s, 16 * i)
-        h = _avalanche(h)
-        for i in range(8, n // 16):
-            h += _mix16(b, p + 16 * i, s, 16 * (i - 8) + 3)
-        h += _mix16(b, p + n - 16, s, 119)  # 136 - 17
-        return _avalanche(h)
-    if n > 16:
-        h = np.uint64(n) * PRIME64_1
-        if n > 32:
-            if n > 64:
-                if n > 96:
-                    h += _mix16(b, p + 48, s, 96)
-                    h += _mix16(b, p + n - 64, s, 112)
-                h += _mix16(b, p + 32, s, 64)
-                h += _mix16(b, p + n - 48, s, 80)
-            h += _mix16(b, p + 16, s, 32)
-            h += _mix16(b, p + n - 32, s, 48)
-        h += _mix16(b, p, s, 0)
-        h += _mix16(b, p + n - 16, s, 16)
-        return _avalanche(h)
-    if n > 8:
-        lo = _u64(b, p) ^ (_u64(s, 24) ^ _u64(s, 32))
-        hi = _u64(b, p + n - 8) ^ (_u64(s, 40) ^ _u64(s, 48))
-        return _avalanche(np.uint64(n) + _bswap64(lo) + hi + _mul_fold(lo, hi))
-    if n >= 4:
-        x = _u32(b, p + n - 4) + (_u32(b, p) << np.uint64(32))
-        return _rrmxmx(x ^ (_u64(s, 8) ^ _u64(s, 16)), n)
-    if n > 0:
-        c = (
-            (np.uint64(b[p]) << np.uint64(16))
-            | (np.uint64(b[p + (n >> 1)]) << np.uint64(24))
-            | np.uint64(b[p + n - 1])
-            | (np.uint64(n) << np.uint64(8))
-        )
-        return _xxh64_avalanche(c ^ (_u32(s, 0) ^ _u32(s, 4)))
-    return _xxh64_avalanche(_u64(s, 56) ^ _u64(s, 64))
+    """XXH3-64 (seed 0, default secret) of ``b[p : p + n]``: python-xxhash's C function, called
+    from the kernel (faster than a numba XXH3 at every length a frame has)."""
+    return c_xxh3(_address(b, p), n)
 
 
 # ------------------------------------------------------------------------- FilterUpdate walk
@@ -713,28 +578,28 @@ def _write_row(
         x[6],
         x[7],
     )
-    o64[_SEND, r], o64[_BASE, r], o64[_SEQ, r] = w[W_SEND], x[8], x[9]
-    o64[_SEED, r], o64[_BUCKETS, r], o64[_DC, r], o64[_EPOCH_C, r] = h[6], h[7], h[8], h[9]
-    o64[_OFFSET, r], o64[_BASE_EPOCH, r] = h[13], h[14]
-    o32[_PROT, r], o32[_MARK, r] = w[W_VERSION] & _LO32, w[W_MARKER] & _LO32
-    o32[_PLEN, r], o32[_CHECK, r], o32[_CIDX, r], o32[_CCOUNT, r] = plen, h[10], h[11], h[12]
+    o64[r, _SEND], o64[r, _BASE], o64[r, _SEQ] = w[W_SEND], x[8], x[9]
+    o64[r, _SEED], o64[r, _BUCKETS], o64[r, _DC], o64[r, _EPOCH_C] = h[6], h[7], h[8], h[9]
+    o64[r, _OFFSET], o64[r, _BASE_EPOCH] = h[13], h[14]
+    o32[r, _PROT], o32[r, _MARK] = w[W_VERSION] & _LO32, w[W_MARKER] & _LO32
+    o32[r, _PLEN], o32[r, _CHECK], o32[r, _CIDX], o32[r, _CCOUNT] = plen, h[10], h[11], h[12]
     is_chunk = plen >= 64 and h[2] == 1
-    o32[_WORDS, r] = (plen - 64) // 8 if is_chunk else 0
-    o32[_ICOUNT, r], o32[_KRAW, r] = h[15], kraw
-    o32[_PDIM, r], o32[_RDIM, r] = pdim, rdim
+    o32[r, _WORDS] = (plen - 64) // 8 if is_chunk else 0
+    o32[r, _ICOUNT], o32[r, _KRAW] = h[15], kraw
+    o32[r, _PDIM], o32[r, _RDIM] = pdim, rdim
     if pdim != NO_DIM:
         for k in range(len(PRODUCER_U64)):
-            o64[_P64 + k, r] = pv64[k, pdim]
+            o64[r, _P64 + k] = pv64[k, pdim]
         for k in range(len(PRODUCER_U32)):
-            o32[_P32 + k, r] = pv32[k, pdim]
+            o32[r, _P32 + k] = pv32[k, pdim]
     if rdim != NO_DIM:
         for k in range(len(RELAY_U64)):
-            o64[_R64 + k, r] = rv64[k, rdim]
-    o16[_WIRE_C, r], o16[_FLAGS_C, r], o16[_FORMAT_C, r] = h[1], h[2], h[5]
-    o8[_FP_C, r], o8[_SLOTS_C, r], o8[_KIND_C, r] = h[3], h[4], code
-    o8[_UNKNOWN_C, r] = (flags & UNKNOWN_FIELDS) != 0
-    o8[_SUM_OK, r] = plen >= 48 and checksum == h[10]
-    o8[_RULE_C, r] = rule  # the rule's index + 1; 0: valid
+            o64[r, _R64 + k] = rv64[k, rdim]
+    o16[r, _WIRE_C], o16[r, _FLAGS_C], o16[r, _FORMAT_C] = h[1], h[2], h[5]
+    o8[r, _FP_C], o8[r, _SLOTS_C], o8[r, _KIND_C] = h[3], h[4], code
+    o8[r, _UNKNOWN_C] = (flags & UNKNOWN_FIELDS) != 0
+    o8[r, _SUM_OK] = plen >= 48 and checksum == h[10]
+    o8[r, _RULE_C] = rule  # the rule's index + 1; 0: valid
 
 
 @_kernel
@@ -814,8 +679,8 @@ def frame_columns(
         x[7], x[8], x[9] = rule + 1, base, seq
         r = row0 + i - lo
         _write_row(o64, o32, o16, o8, r, w, h, x, pv64, pv32, rv64)
-        o64[_REC, r], o64[_SRC_OFF, r] = index0 + i, offset[i]
-        o64[_WALL, r], o64[_MONO, r] = wall[i], mono[i]
-        o32[_STREAM_C, r], o32[_RAW_LEN, r] = stream[i], n
-        o8[_PB_C, r], o8[_TIMED_C, r] = pb, timed[i]
+        o64[r, _REC], o64[r, _SRC_OFF] = index0 + i, offset[i]
+        o64[r, _WALL], o64[r, _MONO] = wall[i], mono[i]
+        o32[r, _STREAM_C], o32[r, _RAW_LEN] = stream[i], n
+        o8[r, _PB_C], o8[r, _TIMED_C] = pb, timed[i]
     return hi, 0

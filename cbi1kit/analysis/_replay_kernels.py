@@ -18,6 +18,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from cbi1kit._compile import le_u32, le_u64
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._kernels import (
     HAS_PRODUCER,
@@ -128,12 +129,16 @@ MODE_RECOVERING: Final = 2
 
 @_inline
 def _le(b: Any, p: Any, at: Any) -> Any:
-    """The little-endian field ``at = (offset, width)`` of the struct at ``b[p:]``."""
-    j = np.uint64(p) + np.uint64(at[0])
-    v = np.uint64(0)
-    for k in range(at[1]):
-        v |= np.uint64(b[j + np.uint64(k)]) << np.uint64(8 * k)
-    return v
+    """The little-endian field ``at = (offset, width)`` of the struct at ``b[p:]`` (one load:
+    ``at`` is a constant, so the width's branch is chosen at compile time)."""
+    j = p + at[0]
+    if at[1] == 8:
+        return le_u64(b, j)
+    if at[1] == 4:
+        return le_u32(b, j)
+    if at[1] == 2:
+        return np.uint64(b[j]) | np.uint64(b[j + 1]) << np.uint64(8)
+    return np.uint64(b[j])
 
 
 @_inline
@@ -163,15 +168,32 @@ def _clean_delta(b: Any, pp: Any, plen: Any, base: Any, seq: Any) -> Any:
     return np.int64(count)
 
 
+#: the duplicate check's table: open addressing, 2**20 slots (twice the most images a delta
+#: may carry); a delta of n images uses the first few times n of them, which stay in cache
+SLOTS: Final = 1 << 20
+_GOLDEN: Final = np.uint64(0x9E3779B1)
+
+
 @_inline
-def _fits(b: Any, at: Any, count: Any, buckets: Any, stamps: Any, stamp: Any) -> Any:
+def _fits(b: Any, at: Any, count: Any, buckets: Any, slots: Any, stamp: Any) -> Any:
     """Whether the ``count`` images at ``b[at:]`` name ``count`` different buckets below
-    ``buckets`` (a stamp per bucket of the largest lane in play, used for one delta only)."""
+    ``buckets``: each goes into a small open-addressing table (``slots``: keys, then the
+    stamp of the delta that set each slot; ``stamp`` is used for one delta only)."""
+    size = np.uint64(16)
+    while size < np.uint64(2 * count):
+        size <<= np.uint64(1)
+    mask = size - np.uint64(1)
     for k in range(count):
         bucket = _le(b, at + IMAGE_SIZE * k, _BUCKET_AT)
-        if bucket >= buckets or stamps[bucket] == stamp:
+        if bucket >= buckets:
             return False
-        stamps[bucket] = stamp
+        h = (bucket * _GOLDEN) & mask
+        while slots[1, h] == stamp:
+            if slots[0, h] == bucket:
+                return False
+            h = (h + np.uint64(1)) & mask
+        slots[0, h] = bucket
+        slots[1, h] = stamp
     return True
 
 
@@ -230,7 +252,7 @@ def replay_rows(
     state: npt.NDArray[np.uint64],
     expect: tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]],
     lanes: Any,
-    stamps: npt.NDArray[np.uint32],
+    slots: npt.NDArray[np.uint32],
     stamp: npt.NDArray[np.uint32],
     out: tuple[npt.NDArray[Any], ...],
     images: tuple[npt.NDArray[Any], ...],
@@ -240,8 +262,8 @@ def replay_rows(
     ``expect``: the bytes of its session's producer and relay, ``(pool, (4, lanes) offsets and
     lengths)``; ``lanes[slot]``: its words). Each clean step is taken: a delta's images go
     into the lane, and where ``images``
-    = (buckets, new words, previous words, count) has room, there too. ``stamps`` (as long as
-    the largest lane) and ``stamp[0]`` find a bucket named twice in a delta. Returns the first
+    = (buckets, new words, previous words, count) has room, there too. ``slots`` (``(2,
+    SLOTS)``) and ``stamp[0]`` find a bucket named twice in a delta. Returns the first
     row not taken (``hi`` when all were); ``out`` = (outcome, sequence, base sequence, image count)
     per row."""
     kinds, seqs, bases, counts = out
@@ -261,7 +283,7 @@ def replay_rows(
         else:
             stamp[0] += np.uint32(1)
             at = w[W_PAYLOAD_AT] + IMAGES_AT
-            if not _fits(b, at, got, state[3, s], stamps, stamp[0]):
+            if not _fits(b, at, got, state[3, s], slots, stamp[0]):
                 return r
             if keep and icount[0] + got > len(ib):
                 return r  # no room for its images: the caller makes some and goes on
