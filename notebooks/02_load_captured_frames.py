@@ -6,8 +6,8 @@
 # | you have | read it with |
 # |---|---|
 # | a **kvrcap capture** (`cbi1kit record`, `cbi1kit simulate`) | `ck.read_capture(path)` |
-# | a **grpcurl dump** (`grpcurl … SubscribeKvPool > dump.json`) | `ck.capture.read_grpcurl_json(path)` |
-# | **bare CBI1 frames** (payload bytes, one or several per file) | `ck.capture.read_cbi1_files(path)` |
+# | a **grpcurl dump** (`grpcurl … > dump.json`) | `ck.capture.read_grpcurl_json(path)` |
+# | **bare CBI1 frames** (one or more payloads per file) | `ck.capture.read_cbi1_files(path)` |
 #
 # `ck.read_frames(path)` looks at the first bytes and picks the right one. Every reader yields
 # the same `FrameRecord`s, so everything below works on all three.

@@ -3,6 +3,9 @@ anywhere, damage located and read past, and the index the writer keeps (block ch
 
 from __future__ import annotations
 
+import itertools
+import random
+import signal
 from pathlib import Path
 
 import polars as pl
@@ -25,6 +28,7 @@ from cbi1kit.capture._file import (
     read_index,
 )
 from cbi1kit.capture._readers import FrameDamage, read_capture
+from cbi1kit.capture._scan import FileScan
 from cbi1kit.capture._walk import walk_python
 
 
@@ -276,3 +280,45 @@ def test_windows_cut_anywhere_give_the_same_rows(
         assert [r.offset for r in reader.records(structural=True)] == [
             s[1] for s in _spans(indexed)
         ]
+
+
+def _follow(path: Path, data: bytes, cuts: list[int]) -> list[tuple[int, int]]:
+    """Records ``(offset, type)`` of ``data`` written to ``path`` in pieces ending at ``cuts``,
+    scanned after each piece without ``final``, then once with it."""
+    path.write_bytes(b"")
+    seen: list[tuple[int, int]] = []
+    scan = FileScan(path)
+    signal.signal(signal.SIGALRM, _spun)
+    signal.setitimer(signal.ITIMER_REAL, 20.0)
+    try:
+        for cut in [*cuts, len(data)]:
+            with path.open("r+b") as f:
+                f.seek(0, 2)
+                f.write(data[f.tell() : cut])
+            for item in itertools.islice(scan.scan(final=cut == len(data)), 10_000):
+                assert isinstance(item, scan_module.Stretch), item
+                seen += zip(item.cols[0].tolist(), item.cols[1].tolist(), strict=True)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        scan.close()
+    return seen
+
+
+def _spun(_signum: int, _frame: object) -> None:
+    raise TimeoutError("the scan did not return")
+
+
+@pytest.mark.parametrize("part", [61, 1 << 20])
+def test_a_growing_file_scans_as_the_whole(
+    indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, part: int, walk: str
+) -> None:
+    """A file cut mid-record (a record still being written) stops the scan there, without
+    damage and without spinning; the rest, once appended, reads as the whole file does."""
+    monkeypatch.setattr(scan_module, "_PART", part)
+    data = indexed.read_bytes()
+    whole = _follow(tmp_path / "whole.kvrcap", data, [])
+    assert whole and whole[0][0] == FILE_HEADER_LEN
+    rng = random.Random(7)
+    for _ in range(6):
+        cuts = sorted(rng.sample(range(1, len(data)), 3))
+        assert _follow(tmp_path / "grow.kvrcap", data, cuts) == whole, cuts

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 from cbi1kit._lazy import compiled
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import check_engine
-from cbi1kit.analysis._schema import _CAT, _KIND_ENUM, _PA, _RULE_ENUM, _SOURCES, FRAMES_SCHEMA
+from cbi1kit.analysis._schema import _KIND_ENUM, _SOURCES, FRAMES_SCHEMA, arrow_schema
 from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_catalog_update_damage
 from cbi1kit.errors import RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
@@ -114,7 +114,7 @@ class _Dims:
         )
         self._r = _Columns([*head, (np.uint64, len(RELAY_U64))])
         self._args: tuple[npt.NDArray[Any], ...] | None = None
-        self._strings: dict[str, pl.Series] | None = None
+        self._strings: dict[str, tuple[list[str], npt.NDArray[np.bool_]]] | None = None
 
     def add(self, which: int, raw: bytes) -> None:
         from cbi1kit.analysis._kernels import (
@@ -153,14 +153,16 @@ class _Dims:
             self._args += (pv64, pv32, rv64)
         return self._args
 
-    def strings(self) -> dict[str, pl.Series]:
-        """The producers' string columns, a row each and a last row of nulls (no dim)."""
+    def strings(self) -> dict[str, tuple[list[str], npt.NDArray[np.bool_]]]:
+        """The producers' string columns: a value per producer and a last one for rows without
+        (empty where null), and which are set."""
         if self._strings is None:
             rows = [s for _a, _n, s in self.producers] + [_NO_PRODUCER]
-            self._strings = {
-                name: pl.Series(name, [r[_PRODUCER_COLS.index(name)] for r in rows], dtype=_CAT)
-                for name in _PRODUCER_STRINGS
-            }
+            self._strings = {}
+            for name in _PRODUCER_STRINGS:
+                got = [r[_PRODUCER_COLS.index(name)] for r in rows]
+                has = np.array([v is not None for v in got], dtype=np.bool_)
+                self._strings[name] = ([v or "" for v in got], has)
         return self._strings
 
     def valid(self) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
@@ -215,34 +217,56 @@ class _Columns:
         return [a[..., : self.n] if a.ndim == 1 else a[:, : max(1, self.n)] for a in self.arrays]
 
 
-def _column(values: npt.NDArray[Any], dtype: Any, valid: npt.NDArray[np.bool_] | None) -> pa.Array:
-    return pa.array(values, type=_PA[dtype], mask=None if valid is None else ~valid)
+_ARROW: Final = arrow_schema(FRAMES_SCHEMA)  # polars' own Arrow form of the table
 
 
-_MESSAGES: Final = [None, *(r.message for r in RULES)]
+def _bits(valid: npt.NDArray[np.bool_]) -> pa.Buffer:
+    """A validity (or boolean) bitmap, Arrow's bit order."""
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _array(name: str, values: npt.NDArray[Any], bits: pa.Buffer | None) -> pa.Array:
+    """Column ``name`` over ``values``' own buffer (no copy; ``bits``: which rows are set)."""
+    kind = _ARROW.field(name).type
+    data = _bits(values.view(np.bool_)) if kind == pa.bool_() else pa.py_buffer(values)
+    return pa.Array.from_buffers(kind, len(values), [bits, data])
+
+
+def _coded(
+    name: str, codes: npt.NDArray[Any], values: list[str], bits: pa.Buffer | None
+) -> pa.Array:
+    """The string column ``name`` as ``values[codes]`` (null where ``bits`` says so)."""
+    kind = _ARROW.field(name).type
+    index = codes.astype(kind.index_type.to_pandas_dtype())
+    indices = pa.Array.from_buffers(kind.index_type, len(codes), [bits, pa.py_buffer(index)])
+    return pa.DictionaryArray.from_arrays(indices, pa.array(values, kind.value_type))
+
+
+_MESSAGES: Final = [r.message for r in RULES]
+_RULE_IDS: Final = [r.id for r in RULES]
 
 
 def _verdicts(
     rule: npt.NDArray[np.uint8], pdim: npt.NDArray[np.uint32], dims: _Dims
-) -> list[pl.Series]:
-    """``validation_error`` and ``validation_rule`` from the rule codes (0: valid); the
-    producer rule shows the producer's own error."""
+) -> dict[str, pa.Array]:
+    """``validation_error`` and ``validation_rule`` from the rule codes (0: valid; else the
+    rule's index + 1); the producer rule shows the producer's own error."""
     from cbi1kit.analysis._kernels import PRODUCER_RULE
 
-    rules = pl.Series("validation_rule", [None, *(r.id for r in RULES)], dtype=_RULE_ENUM)
-    if not rule.any():  # the usual batch: every row valid
-        nulls = pl.repeat(None, len(rule), dtype=pl.Categorical, eager=True)
-        return [nulls.alias("validation_error"), rules.gather(rule.astype(np.uint32))]
-    errors = [s[14] for _a, _n, s in dims.producers]
-    messages = pl.Series("validation_error", [*_MESSAGES, *errors], dtype=pl.Categorical)
-    at = rule.astype(np.uint32)
+    bits = _bits(rule != 0)
+    at = rule.astype(np.uint32) - 1  # wraps where valid: those rows are null
     producer = rule == PRODUCER_RULE + 1
     at[producer] = len(_MESSAGES) + pdim[producer]
-    return [messages.gather(at), rules.gather(rule.astype(np.uint32))]
+    errors = [s[14] or "" for _a, _n, s in dims.producers]
+    return {
+        "validation_error": _coded("validation_error", at, [*_MESSAGES, *errors], bits),
+        "validation_rule": _coded("validation_rule", rule - 1, _RULE_IDS, bits),
+    }
 
 
 def _frame(batch: _Batch, dims: _Dims) -> pl.DataFrame:
-    """The DataFrame of a batch's rows (``FRAMES_SCHEMA``)."""
+    """The DataFrame of a batch's rows (``FRAMES_SCHEMA``), its columns over the kernel's
+    buffers, the validity bitmaps shared by the columns that share a rule."""
     from cbi1kit.analysis._kernels import (
         C8,
         C16,
@@ -260,56 +284,44 @@ def _frame(batch: _Batch, dims: _Dims) -> pl.DataFrame:
     col.update({name: o32[k] for k, name in enumerate(C32)})
     col.update({name: o16[k] for k, name in enumerate(C16)})
     col.update({name: o8[k] for k, name in enumerate(C8)})
-    plen, flags = col["payload_len"], col["cbi1_flags"]
+    plen, flags, send = col["payload_len"], col["cbi1_flags"], col["send_ts_us"]
     is_pb, timed = col["_pb"].view(np.bool_), col["_timed"].view(np.bool_)
     head = plen >= 48
-    chunk = head & (flags == 1) & (plen >= 64)
-    delta = head & (flags == 2) & (plen >= 60)
-    send = col["send_ts_us"]
     pdim, rdim = col["_producer"], col["_relay"]
     p_at = np.where(pdim == NO_DIM, len(dims.producers), pdim)
-    r_at = np.where(rdim == NO_DIM, len(dims.relays), rdim)
     p_ok, r_ok = dims.valid()
-    p_valid, r_valid = p_ok[p_at], r_ok[r_at]
-    arrays: dict[str, pa.Array] = {
-        "record_index": _column(col["record_index"], pl.UInt64, None),
-        "stream_id": _column(col["stream_id"], pl.UInt32, None),
-        "source_offset": _column(col["source_offset"], pl.UInt64, None),
-        "raw_len": _column(col["raw_len"], pl.UInt32, None),
-        "recv_time": pa.array(
-            col["recv_time"].view(np.int64), type=pa.timestamp("ns", "UTC"), mask=~timed
-        ),
-        "recv_mono_ns": _column(col["recv_mono_ns"], pl.UInt64, timed),
-        "send_ts_us": _column(send, pl.UInt64, is_pb),
-        "send_time": pa.array(
-            send.view(np.int64), type=pa.timestamp("us", "UTC"), mask=~is_pb | (send >= 2**62)
-        ),
-        "kind_raw": pa.array(col["kind_raw"].view(np.int32), type=pa.int32()),
-        "base_sequence": _column(col["base_sequence"], pl.UInt64, is_pb | head),
-        "sequence": _column(col["sequence"], pl.UInt64, is_pb | head),
-        "protocol_version": _column(col["protocol_version"], pl.UInt32, is_pb),
-        "contract_marker": _column(col["contract_marker"], pl.UInt32, is_pb),
-        "payload_len": _column(plen, pl.UInt32, None),
-        "has_unknown_fields": pa.array(col["has_unknown_fields"].view(np.bool_)),
-        "cbi1_checksum_ok": pa.array(col["cbi1_checksum_ok"].view(np.bool_), mask=~head),
-        "word_count": _column(col["word_count"], pl.UInt32, chunk),
+    p_valid = p_ok[p_at]
+    bits = {  # which rows each column has, by the rule that says so
+        "timed": _bits(timed),
+        "pb": _bits(is_pb),
+        "head": _bits(head),
+        "pb_head": _bits(is_pb | head),
+        "chunk": _bits(head & (flags == 1) & (plen >= 64)),
+        "delta": _bits(head & (flags == 2) & (plen >= 60)),
+        "producer": _bits(p_valid),
+        "relay": _bits(r_ok[np.where(rdim == NO_DIM, len(dims.relays), rdim)]),
+        "send_time": _bits(is_pb & (send < 2**62)),
     }
-    for name in (*_HEADER_FIELDS, *_CHUNK_FIELDS, *_DELTA_FIELDS):
-        valid = chunk if name in _CHUNK_FIELDS else delta if name in _DELTA_FIELDS else head
-        arrays[name] = _column(col[name], FRAMES_SCHEMA[name], valid)
-    for names, valid in ((PRODUCER_U64, p_valid), (PRODUCER_U32, p_valid), (RELAY_U64, r_valid)):
+    arrays = {
+        name: _array(name, col[name], None if rule is None else bits[rule])
+        for name, rule in _COLUMN_RULES.items()
+    }
+    for names, rule in (
+        (PRODUCER_U64, "producer"),
+        (PRODUCER_U32, "producer"),
+        (RELAY_U64, "relay"),
+    ):
         for name in names:
-            arrays[name] = _column(col[name], FRAMES_SCHEMA[name], valid)
-    df = pl.from_arrow(pa.table(arrays))
+            arrays[name] = _array(name, col[name], bits[rule])
+    arrays["recv_time"] = _array("recv_time", col["recv_time"], bits["timed"])
+    arrays["send_time"] = _array("send_time", send, bits["send_time"])
+    arrays["kind"] = _coded("kind", col["_kind"], list(_KIND_ENUM.categories), None)
+    arrays.update(_verdicts(col["_rule"], pdim, dims))
+    for name, (values, has) in dims.strings().items():
+        arrays[name] = _coded(name, p_at, values, _bits(p_valid & has[p_at]))
+    df = pl.from_arrow(pa.Table.from_arrays([arrays[f.name] for f in _ARROW], schema=_ARROW))
     assert isinstance(df, pl.DataFrame)
-    kind = pl.Series("kind", list(_KIND_ENUM.categories), dtype=_KIND_ENUM)
-    p_index = pl.Series(p_at.astype(np.uint32))
-    extra = [
-        kind.gather(col["_kind"].astype(np.uint32)),
-        *_verdicts(col["_rule"], pdim, dims),
-        *(s.gather(p_index) for s in dims.strings().values()),
-    ]
-    return df.with_columns(extra).select(list(FRAMES_SCHEMA))
+    return df
 
 
 _HEADER_FIELDS: Final = (
@@ -326,6 +338,27 @@ _HEADER_FIELDS: Final = (
 )
 _CHUNK_FIELDS: Final = ("chunk_index", "chunk_count", "bucket_offset")
 _DELTA_FIELDS: Final = ("base_epoch", "image_count")
+#: the kernel's columns as the table has them, and which rows have each (None: all)
+_COLUMN_RULES: Final[dict[str, str | None]] = {
+    "record_index": None,
+    "stream_id": None,
+    "source_offset": None,
+    "raw_len": None,
+    "recv_mono_ns": "timed",
+    "send_ts_us": "pb",
+    "kind_raw": None,
+    "base_sequence": "pb_head",
+    "sequence": "pb_head",
+    "protocol_version": "pb",
+    "contract_marker": "pb",
+    "payload_len": None,
+    "has_unknown_fields": None,
+    "cbi1_checksum_ok": "head",
+    "word_count": "chunk",
+    **dict.fromkeys(_HEADER_FIELDS, "head"),
+    **dict.fromkeys(_CHUNK_FIELDS, "chunk"),
+    **dict.fromkeys(_DELTA_FIELDS, "delta"),
+}
 
 
 def _damage_df(error: BaseException, index: int) -> pl.DataFrame:

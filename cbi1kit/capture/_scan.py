@@ -51,6 +51,7 @@ from cbi1kit.capture._streams import (
     FrameStreams,
 )
 from cbi1kit.capture._walk import (
+    AT_LENGTH,
     STOP_BODY,
     STOP_END,
     STOP_FULL,
@@ -120,15 +121,30 @@ class FileScan:
     def size(self) -> int:
         return os.fstat(self._fd).st_size
 
-    def _window(self, offset: int, n: int) -> npt.NDArray[np.uint8]:
+    def _window(
+        self, offset: int, n: int, carry: npt.NDArray[np.uint8] | None
+    ) -> npt.NDArray[np.uint8]:
         """``n`` bytes at ``offset`` (fewer where the file ends) in one of two buffers taken in
-        turn: a window stays valid while the next one is read (``FrameSpan``'s contract)."""
+        turn: a window stays valid while the next one is read (``FrameSpan``'s contract).
+        ``carry``: the window's first bytes, read already (the previous window's torn tail)."""
         self._turn ^= 1
         buf = self._buffers[self._turn]
         if len(buf) < n:
             buf = self._buffers[self._turn] = np.empty(max(n, _PART), np.uint8)
-        got = os.preadv(self._fd, [buf[:n].data], offset)
-        return buf[:got]
+        k = 0
+        if carry is not None:
+            k = len(carry)
+            buf[:k] = carry
+        got = os.preadv(self._fd, [buf[k:n].data], offset + k) if n > k else 0
+        return buf[: k + got]
+
+    @staticmethod
+    def _want(carry: npt.NDArray[np.uint8] | None) -> int:
+        """A window's size: the record begun in ``carry`` whole, and at least ``_PART``."""
+        if carry is None or len(carry) < RECORD_HEADER_LEN:
+            return _PART
+        body = int.from_bytes(carry[AT_LENGTH : AT_LENGTH + 4].tobytes(), "little")
+        return max(_PART, RECORD_HEADER_LEN + body)
 
     def read(self, offset: int, n: int) -> bytes:
         """``n`` bytes at ``offset`` (fewer where the file ends)."""
@@ -175,13 +191,14 @@ class FileScan:
                 yield damage
             if not self._header_done:
                 return
+        carry: npt.NDArray[np.uint8] | None = None  # a record begun at the window's end
         while not self.ended:
             size = self.size()
             if size - self.pos <= 0:
                 return
-            buf = self._window(self.pos, min(_PART, size - self.pos))
-            cols = walked_arrays(min(_ROWS, len(buf) // RECORD_HEADER_LEN + 1))
             base = self.pos
+            buf = self._window(base, min(self._want(carry), size - base), carry)
+            cols = walked_arrays(min(_ROWS, len(buf) // RECORD_HEADER_LEN + 1))
             n, stop, why = self._walk(
                 buf,
                 0,
@@ -197,40 +214,19 @@ class FileScan:
             if n:
                 yield Stretch(buf, base, tuple(c[:n] for c in cols))  # type: ignore[arg-type]
                 self.pos, self.number = base + stop, self.number + n
+            carry = None
             if why == STOP_FULL:
                 self._grow_chain()
             elif why in (STOP_END, STOP_BODY) and base + len(buf) < size:
-                if not n:  # one record larger than a window: read it whole
-                    yield from self._one_large(size, final)
+                carry = buf[stop:]  # the next window begins with it, not reading it again
+            elif why in (STOP_END, STOP_BODY) and not final:
+                return  # a record still being written
             else:
                 yield from self._stopped(why, size, final)
 
     def _grow_chain(self) -> None:
         if self._state[0] >= len(self._chain):
             self._chain = np.concatenate([self._chain, np.empty(len(self._chain), np.int64)])
-
-    def _one_large(self, size: int, final: bool) -> Iterator[Stretch | CaptureDamage]:
-        head = self.read(self.pos, RECORD_HEADER_LEN)
-        want = RECORD_HEADER_LEN + _RECORD_HEADER.unpack(head)[4]
-        buf = np.frombuffer(self.read(self.pos, min(want, size - self.pos)), np.uint8)
-        cols = walked_arrays(1)
-        n, stop, why = self._walk(
-            buf,
-            0,
-            len(buf),
-            self.pos,
-            np.uint64(self.number),
-            self.verify,
-            self._chain,
-            self._state,
-            cols,
-            0,
-        )
-        if n:
-            yield Stretch(buf, self.pos, cols)
-            self.pos, self.number = self.pos + stop, self.number + 1
-        else:
-            yield from self._stopped(why, self.pos + len(buf), final)
 
     def _file_header(self, final: bool) -> CaptureDamage | None:
         head = self.read(0, FILE_HEADER_LEN)
@@ -415,7 +411,12 @@ class FileScan:
 
 
 _CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
-_CONTROL: Final = (int(RecordType.STREAM_OPEN), int(RecordType.STREAM_CLOSE))
+# plain ints: numpy compares an array with an IntEnum member five times slower
+_OPEN, _CLOSE, _MESSAGE = (
+    int(RecordType.STREAM_OPEN),
+    int(RecordType.STREAM_CLOSE),
+    int(RecordType.MESSAGE),
+)
 
 
 _ONES: Final = np.ones(_PART // RECORD_HEADER_LEN + 1, dtype=np.bool_)
@@ -460,7 +461,8 @@ class _FileItems:
     def _stretch(self, s: Stretch) -> Iterator[ScanItem]:
         types = s.cols[1]
         at = 0
-        for k in [*np.flatnonzero(np.isin(types, _CONTROL)).tolist(), len(types)]:
+        control = (types == _OPEN) | (types == _CLOSE)
+        for k in [*np.flatnonzero(control).tolist(), len(types)]:
             if k > at:
                 yield from self._messages(s, at, k)
             if k < len(types):
@@ -534,7 +536,8 @@ class _FileItems:
     def _messages(self, s: Stretch, lo: int, hi: int) -> Iterator[ScanItem]:
         """Records ``lo`` to ``hi`` of a stretch, none a stream open or close: frames as spans,
         catalog updates one by one, the rest skipped."""
-        msg = lo + np.flatnonzero(s.cols[1][lo:hi] == RecordType.MESSAGE)
+        is_msg = s.cols[1][lo:hi] == _MESSAGE
+        msg = np.arange(lo, hi) if is_msg.all() else lo + np.flatnonzero(is_msg)
         if not msg.size:
             return
         frame, catalog = self._roles(s, msg)
@@ -559,16 +562,20 @@ class _FileItems:
     def _span(self, s: Stretch, rows: npt.NDArray[np.intp]) -> FrameSpan:
         offset, _t, stream, length, numbers, wall, mono = s.cols
         n = len(rows)
-        at = offset[rows]
+        first = int(rows[0])
+        at: slice | npt.NDArray[np.intp] = rows
+        if int(rows[-1]) - first + 1 == n:  # the usual: back to back, views not copies
+            at = slice(first, first + n)
+        start = offset[at]
         span = FrameSpan(
             s.buf,
-            at - s.base + RECORD_HEADER_LEN,
-            length[rows].astype(np.int64),
-            at,
-            stream[rows].astype(np.int64),
-            wall[rows].view(np.int64),
-            mono[rows],
-            numbers[rows],
+            start - s.base + RECORD_HEADER_LEN,
+            length[at].astype(np.int64),
+            start,
+            stream[at].astype(np.int64),
+            wall[at].view(np.int64),
+            mono[at],
+            numbers[at],
             self.cursor.frames,
             self.source,
             _ones(n),
