@@ -35,10 +35,12 @@ renderer = ck.setup_notebook()  # every chart draws here with no network
 #
 # One row per received message: the envelope (kind, base sequence, sequence, producer), the CBI1
 # header, whether its checksum holds, sizes, and the first per-message rule it breaks (if any).
-# It is a polars `LazyFrame`, built batch by batch, so captures larger than memory work too.
+# `ck.open` scans the capture once; the capture's tables and its replay all read that scan.
+# `cap.frames` is a polars `LazyFrame`, built batch by batch.
 
 # %%
-frames = ck.frames_table(capture).collect()
+cap = ck.open(capture)
+frames = cap.frames.collect()
 ck.viz.full_table(
     frames.select(
         "record_index",
@@ -69,7 +71,7 @@ frames.group_by("kind").agg(
 # the next snapshot, as a real consumer does.
 
 # %%
-report = ck.replay(capture)
+report = cap.replay()  # kept: asking again costs nothing
 print("violations:", len(report.violations), "| events:", report.counts())
 print("snapshots and the deltas after them:", report.sequence_ranges)
 

@@ -22,7 +22,8 @@ import cbi1kit as ck
 
 ck.setup_notebook()  # every chart draws here with no network
 
-report = ck.replay(capture)
+cap = ck.open(capture)  # scanned once: every table and the replay below read this scan
+report = cap.replay()
 lane = ck.viz.charted_lane(report).final_lane  # the lane to chart, or why there is none
 stats = ck.lane_stats(lane)
 pl.DataFrame([stats.as_dict()]).select(
@@ -67,9 +68,9 @@ ck.viz.fingerprint_chart(lane)
 # beside the 8α/65534 estimate.
 
 # %%
-seed = int(ck.frames_table(capture).collect()["cbi1_seed"].drop_nulls()[0])
+seed = cap.frames.select("cbi1_seed").drop_nulls().head(1).collect().item()
 health = ck.viz.filter_health_table(
-    ck.snapshots_table(capture), ck.images_table(capture), report=report, seed=seed
+    cap.snapshots.collect(), cap.images.collect(), report=report, seed=seed
 )
 ck.viz.filter_health_chart(health)
 

@@ -20,9 +20,10 @@ import cbi1kit as ck
 
 ck.setup_notebook()  # every chart draws here with no network
 
-bucket_count = ck.viz.charted_lane(capture).format.bucket_count  # or why there is no lane
-frames = ck.frames_table(capture).collect()
-images = ck.images_table(capture)
+cap = ck.open(capture)  # scanned once: the tables and the replay below read this scan
+bucket_count = ck.viz.charted_lane(cap.replay()).format.bucket_count  # or why there is none
+frames = cap.frames.collect()
+images = cap.images.collect()
 
 # %% [markdown]
 # ## Churn in the capture

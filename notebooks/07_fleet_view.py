@@ -42,7 +42,8 @@ models = [
 scratch = Path(tempfile.mkdtemp(prefix="cbi1kit-fleet-"))
 capture = Path(fleet_capture) if fleet_capture else scratch / "fleet.kvrcap"
 pools = ck.sim.record_fleet(models, capture, dcs=dcs, overwrite=True)
-report = ck.replay(capture)
+cap = ck.open(capture)  # scanned once; the views below read its replay
+report = cap.replay()
 print(f"{len(report.lanes)} lanes, violations: {len(report.violations)}, {report.counts()}")
 assert report.ok and len(report.lanes) == dcs * len(models)
 
@@ -52,7 +53,7 @@ assert report.ok and len(report.lanes) == dcs * len(models)
 # name is what salts its block hashes.
 
 # %%
-catalog = ck.global_view(report).catalogs[-1]  # the newest catalog the view used
+catalog = cap.view().catalogs[-1]  # the newest catalog the view used
 ck.viz.full_table(
     pl.DataFrame(
         [
@@ -82,9 +83,7 @@ ck.viz.full_table(
 # %%
 timeline = pl.concat(
     [
-        ck.analysis.global_timeline(report, model=m.model, points=24).with_columns(
-            pl.lit(m.model).alias("model")
-        )
+        cap.timeline(model=m.model, points=24).with_columns(pl.lit(m.model).alias("model"))
         for m in models
     ]
 )
@@ -95,7 +94,7 @@ ck.viz.lanes_over_time_chart(timeline, by="model")
 # each lane with where its words came from (producer generation, sequence, receive time).
 
 # %%
-view = ck.global_view(report, model="support-bot")
+view = cap.view(model="support-bot")
 ck.viz.full_table(view.to_frame().drop("domain"))
 
 # %% [markdown]
@@ -128,7 +127,7 @@ asked = max(
     for i, name in enumerate(chat.lora_names)
     if name == "adapter-support" and chat.block_counts[i] <= 24
 )
-why = ck.explain(report, model="fleet/chat", lora="support-bot", request=chat.request(asked))
+why = cap.explain(model="fleet/chat", lora="support-bot", request=chat.request(asked))
 print(why)
 
 # %% [markdown]
@@ -161,7 +160,7 @@ ck.viz.full_table(lanes)
 lane = view.lanes[0]
 assert lane.sequence is not None
 halfway = lane.sequence // 2
-change = ck.diff(report, dc=lane.pool.dc_id, model="fleet/chat", at_a=halfway, at_b=lane.sequence)
+change = cap.diff(dc=lane.pool.dc_id, model="fleet/chat", at_a=halfway, at_b=lane.sequence)
 print(change)
 
 # %% [markdown]
