@@ -48,6 +48,7 @@ MiB = 1 << 20
 
 __all__ = [
     "DATA",
+    "DELTAS_16",
     "MIXES",
     "ROOT",
     "TRACE",
@@ -431,6 +432,8 @@ MIXES: dict[str, Mix] = {
     "snapshot-heavy": Mix("snapshot-heavy", 1 << 21, 0.5, 32, 1.0, 64),
     "simulator-like": Mix("simulator-like", 4096, 0.04, 9, 1.1, 64),
 }
+#: the simulator-like mix with every delta 16 images (#27's second replay figure)
+DELTAS_16 = Mix("16-image deltas", 4096, 0.04, 16, 0.0, 64)
 
 
 @contextlib.contextmanager

@@ -145,6 +145,8 @@ def generate(
             sizes = np.minimum(
                 4096, np.maximum(1, rng.lognormal(np.log(median_images), sigma, 200_000))
             ).astype(np.int64)
+            if sigma == 0:  # every delta the same size (lognormal's float may round it down)
+                sizes[:] = median_images
             k = 0
             while written < per_session:
                 n = int(sizes[k % len(sizes)])

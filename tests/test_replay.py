@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -523,3 +525,16 @@ def test_a_lane_at_a_time_and_the_end_of_its_session(stream: Stream, tmp_path: P
     assert lane.lane_at_time(T0 + (last + 1) * 1_000_000) is None
     with raises_variant(LaneError, "TimeNotRecorded"):
         replay(stream.messages).lane().session_at(T0)
+
+
+def test_a_replay_alone_loads_neither_polars_nor_pyarrow() -> None:
+    """``cbi1kit replay`` keeps its memory to the engine: the table libraries (some 70 MiB
+    resident) load only when a table is asked for."""
+    sample = Path(__file__).parent.parent / "data" / "sample.kvrcap"
+    code = (
+        "import sys, cbi1kit as ck\n"
+        f"ck.replay({str(sample)!r}, keep_events=False, keep_history=False)\n"
+        "print(sorted(m for m in ('polars', 'pyarrow') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -18,18 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from cbi1kit._lazy import compiled
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._frames import FRAME_BATCH_ROWS, FramesEngine
 from cbi1kit.analysis._replay import (
     ReferenceFeeder,
     Replayer,
     ReplayReport,
     check_engine,
 )
-from cbi1kit.analysis._schema import FRAMES_SCHEMA, IMAGES_SCHEMA, SNAPSHOTS_SCHEMA
 from cbi1kit.capture._file import RECORD_HEADER_LEN
 from cbi1kit.capture._items import FrameDamage, FrameRecord, FrameSpan, ReadCursor, SourceError
 from cbi1kit.capture._readers import frame_items, is_capture_source
@@ -38,8 +35,11 @@ from cbi1kit.capture._segments import CaptureSet
 from cbi1kit.errors import LaneError
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from cbi1kit.analysis._diff import LaneDiff
     from cbi1kit.analysis._explain import Explanation
+    from cbi1kit.analysis._frames import FramesEngine
     from cbi1kit.analysis._global import GlobalView, Moment
     from cbi1kit.analysis._overview import CaptureOverview
     from cbi1kit.analysis._tables import Collector
@@ -88,7 +88,7 @@ class _Run:
 class _Frames:
     """The frames table so far: its batches, and the engine that makes the next ones."""
 
-    engine: FramesEngine = field(default_factory=FramesEngine)
+    engine: FramesEngine = field(default_factory=lambda: _frames_module().FramesEngine())
     batches: list[pl.DataFrame] = field(default_factory=list)
     at: int = 0
 
@@ -256,11 +256,13 @@ class Capture:
 
     # -- the frames table -----------------------------------------------------------------------
     def frame_batches(
-        self, *, batch_rows: int = FRAME_BATCH_ROWS, engine: str = "compiled"
+        self, *, batch_rows: int | None = None, engine: str = "compiled"
     ) -> Iterator[pl.DataFrame]:
         """The frames table as DataFrames of at most ``batch_rows`` rows, made afresh (none
         kept): what a writer streams, and the reference engine's table (``engine``)."""
-        engine_ = FramesEngine(batch_rows=batch_rows, engine=engine)
+        frames = _frames_module()
+        rows = frames.FRAME_BATCH_ROWS if batch_rows is None else batch_rows
+        engine_ = frames.FramesEngine(batch_rows=rows, engine=engine)
         items = self.items()
         while (item := next(items, None)) is not None:
             yield from engine_.feed(item)
@@ -271,7 +273,7 @@ class Capture:
         """:attr:`frames`, or the same table made by ``engine`` (not kept)."""
         if engine == "compiled":
             return self.frames
-        return _lazy(lambda: self.frame_batches(engine=engine), FRAMES_SCHEMA)
+        return _lazy(lambda: self.frame_batches(engine=engine), "frames")
 
     def _frame_batches(self, *, cached: bool = True) -> Iterator[pl.DataFrame]:
         if not self.keep_tables:
@@ -294,7 +296,7 @@ class Capture:
     @property
     def frames(self) -> pl.LazyFrame:
         """One row per message (``FRAMES_SCHEMA``; ``docs/tables.md``)."""
-        return _lazy(self._frame_batches, FRAMES_SCHEMA)
+        return _lazy(self._frame_batches, "frames")
 
     # -- replay ----------------------------------------------------------------------------------
     def replay(
@@ -366,12 +368,12 @@ class Capture:
     @property
     def images(self) -> pl.LazyFrame:
         """One row per image of every applied delta, with the word it replaced."""
-        return _lazy(lambda: iter([self.tables().images_df()]), IMAGES_SCHEMA)
+        return _lazy(lambda: iter([self.tables().images_df()]), "images")
 
     @property
     def snapshots(self) -> pl.LazyFrame:
         """One row per installed snapshot."""
-        return _lazy(lambda: iter([self.tables().snapshots_df()]), SNAPSHOTS_SCHEMA)
+        return _lazy(lambda: iter([self.tables().snapshots_df()]), "snapshots")
 
     # -- what replay answers -------------------------------------------------------------------
     def lane(
@@ -455,9 +457,22 @@ def _name(source: object) -> str:
     return type(source).__name__
 
 
-def _lazy(batches: Callable[[], Iterator[pl.DataFrame]], schema: dict[str, Any]) -> pl.LazyFrame:
-    """A LazyFrame whose rows are ``batches()``, produced as polars pulls them."""
+def _frames_module() -> Any:
+    """The frames table's module, imported when a table is first asked for: a replay alone
+    never loads polars or pyarrow."""
+    from cbi1kit.analysis import _frames
+
+    return _frames
+
+
+def _lazy(batches: Callable[[], Iterator[pl.DataFrame]], table: str) -> pl.LazyFrame:
+    """A LazyFrame of the table named ``table`` (its schema from ``TABLE_SCHEMAS``) whose
+    rows are ``batches()``, produced as polars pulls them."""
     from polars.io.plugins import register_io_source
+
+    from cbi1kit.analysis._schema import TABLE_SCHEMAS
+
+    schema = TABLE_SCHEMAS[table]
 
     def produce(
         with_columns: list[str] | None,

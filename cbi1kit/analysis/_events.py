@@ -6,11 +6,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, overload
+from typing import TYPE_CHECKING, Final, overload
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["EventKind", "EventLog", "ReplayEvent", "Violation", "never_installed"]
 
@@ -204,6 +206,8 @@ class EventLog(Sequence[ReplayEvent]):
 
     def to_frame(self) -> pl.DataFrame:
         """The events as a table: index, kind, sequence, base, stream, offset, reason."""
+        import polars as pl
+
         t = self.table()
         has = t["has"]
         reasons = pl.Series([None, *self.reasons], dtype=pl.Categorical)

@@ -455,6 +455,4 @@ def frames_table(
     from cbi1kit.analysis._capture import _lazy, open_capture
 
     capture = open_capture(source, keep_tables=False)
-    return _lazy(
-        lambda: capture.frame_batches(batch_rows=batch_records, engine=engine), FRAMES_SCHEMA
-    )
+    return _lazy(lambda: capture.frame_batches(batch_rows=batch_records, engine=engine), "frames")

@@ -27,6 +27,7 @@ __all__ = [
     "OCCUPANCY_SCHEMA",
     "PARTITION_SCHEMA",
     "SNAPSHOTS_SCHEMA",
+    "TABLE_SCHEMAS",
     "VIOLATIONS_SCHEMA",
     "arrow_schema",
     "parquet_writer",
@@ -178,6 +179,13 @@ def _with_frame_keys(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 #: the dataset's tables: each table's columns with the provenance first (``docs/tables.md``)
+#: a capture's tables by name (``Capture.frames``, ``.images``, ``.snapshots``)
+TABLE_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
+    "frames": FRAMES_SCHEMA,
+    "images": IMAGES_SCHEMA,
+    "snapshots": SNAPSHOTS_SCHEMA,
+}
+
 DATASET_TABLES: Final[dict[str, dict[str, Any]]] = {
     "frames": {**_PROVENANCE, **FRAMES_SCHEMA},
     "images": _with_frame_keys(IMAGES_SCHEMA),
