@@ -255,7 +255,7 @@ _EDGE_WORDS = [
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 2**64 - 1), max_size=64), st.integers(0, 2**32 - 1))
 def test_bucket_occupancy_counts_nonzero_slots(words: list[int], seed: int) -> None:
-    """The bit-folding count equals counting the nonzero slots of each word's slot view, on
+    """The byte-sum count equals counting the nonzero slots of each word's slot view, on
     hypothesis' words, the edge words and random lanes with slots emptied at random."""
     rng = np.random.default_rng(seed)
     lane = rng.integers(0, 2**64, size=256, dtype=np.uint64, endpoint=False)

@@ -121,24 +121,20 @@ def lane_slots(words: npt.ArrayLike) -> U16Array:
     return out
 
 
-_SLOT_LOW_BITS = np.uint64(0x0001_0001_0001_0001)  # bit 0 of each slot
+_BYTE_SUM = np.uint32(0x0101_0101)  # times four 0/1 bytes: their sum in the top byte
 
 
 def bucket_occupancy(words: npt.ArrayLike) -> npt.NDArray[np.uint8]:
     """Occupied (nonzero) slots of each bucket word, 0 to 4.
 
-    Word-wide bit arithmetic rather than counting an ``(n, 4)`` slot view along its rows:
-    numpy reduces a row axis element by element, which made this the costliest step of the
-    images table (about 50 ns a word against under 5 here).
+    Each slot's "nonzero" is a byte; a word's four bytes, read as one u32 and multiplied by
+    0x01010101, sum into the top byte: three passes over the data, about 1 ns a word (the
+    bit-folding it replaced took 7, counting along an ``(n, 4)`` row axis 50).
     """
-    w = np.asarray(words, dtype=np.uint64)
-    x = w >> np.uint64(8)
-    x |= w
-    for shift in (4, 2, 1):  # each slot's bits folded into its lowest bit
-        x |= x >> np.uint64(shift)
-    x &= _SLOT_LOW_BITS
-    x *= _SLOT_LOW_BITS  # the four bits summed into the top slot (no carry past 4)
-    x >>= np.uint64(48)
+    nonzero: npt.NDArray[np.bool_] = lane_slots(words) != 0
+    x: npt.NDArray[np.uint32] = nonzero.view(np.uint32).reshape(-1)
+    x *= _BYTE_SUM
+    x >>= np.uint32(24)
     return x.astype(np.uint8)
 
 
