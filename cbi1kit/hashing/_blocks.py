@@ -333,12 +333,10 @@ COMPILED_MIN_BLOCKS = 64
 @functools.cache
 def _kernels() -> Any:
     """:mod:`cbi1kit.hashing._compiled` (compiled on its first call, then cached on disk), or
-    ``None`` where it cannot be loaded: the Python loops give the same values."""
-    try:
-        from cbi1kit.hashing import _compiled
-    except Exception:  # pragma: no cover - numba or the xxHash library unavailable
-        return None
-    return _compiled
+    ``None`` where numba cannot load (one warning): the Python loops give the same values."""
+    from cbi1kit._lazy import compiled
+
+    return compiled("cbi1kit.hashing._compiled")
 
 
 # --------------------------------------------------------------------------------------------
