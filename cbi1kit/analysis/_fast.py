@@ -76,6 +76,7 @@ class CompiledFeeder:
         self._lanes_key: tuple[int, ...] = ()
         self._lanes: Any = None
         self._lanes_keep: list[npt.NDArray[np.uint64]] = []
+        self._room: tuple[npt.NDArray[Any], ...] | None = None
 
     def feed(self, item: object) -> int:
         if not isinstance(item, FrameSpan):
@@ -99,6 +100,24 @@ class CompiledFeeder:
             self._lanes_key, self._lanes = key, numba.typed.List(words)
             self._lanes_keep = words  # the arrays the ids name stay alive
         return self._lanes
+
+    def image_room(self, most: int) -> tuple[npt.NDArray[Any], ...]:
+        """Room for ``most`` images (buckets, new and previous words, a count): one set kept
+        from take to take where the only hook copies what it is handed (``on_deltas``, the
+        tables' collector); fresh arrays for each take cost a page fault per 4 KiB, which
+        was most of the images table's time."""
+        room = self._room
+        if room is None or len(room[0]) < most or self.player._lane_args["on_delta"] is not None:
+            size = max(most, 2 * len(room[0])) if room is not None else most
+            room = (
+                np.empty(size, np.uint32),
+                np.empty(size, np.uint64),
+                np.empty(size, np.uint64),
+                np.zeros(1, np.int64),
+            )
+            self._room = room
+        room[3][0] = 0
+        return room
 
     def slots_for(self, rows: int) -> npt.NDArray[np.uint32]:
         """The duplicate check's table for ``rows`` more deltas (cleared before its stamp
@@ -227,12 +246,7 @@ class _Run:
                 np.zeros(1, np.int64),
             )
         most = int(self.span.length[lo:].sum()) // k.IMAGE_SIZE + 1
-        return (
-            np.empty(most, np.uint32),
-            np.empty(most, np.uint64),
-            np.empty(most, np.uint64),
-            np.zeros(1, np.int64),
-        )
+        return self.feeder.image_room(most)
 
 
 class _Taken:

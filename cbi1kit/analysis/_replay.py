@@ -409,7 +409,8 @@ def _lane_name(lane: LaneReport) -> str:
 SnapshotHook = Callable[[int, int, AssembledSnapshot, int], None]
 DeltaHook = Callable[[int, int, npt.NDArray[np.uint32], Words, Words], None]
 #: ``on_deltas(record_indices, sequences, image_counts, buckets, new_words, previous_words)``:
-#: applied deltas in record order, their images back to back (``image_counts`` per delta)
+#: applied deltas in record order, their images back to back (``image_counts`` per delta);
+#: the arrays are valid during the call only (the fast engine fills them again): copy to keep
 DeltasHook = Callable[
     [npt.NDArray[np.int64], Words, npt.NDArray[np.int64], npt.NDArray[np.uint32], Words, Words],
     None,
