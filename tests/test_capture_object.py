@@ -98,10 +98,10 @@ def test_damaged_captures_read_the_same_kept_or_not(damage: Damage, engine: str)
         _same(path, engine)
 
 
-def _grow(path: Path, data: bytes, cuts: list[int]) -> ck.Capture:
+def _grow(path: Path, data: bytes, cuts: list[int], *, follow: bool = False) -> ck.Capture:
     """``data`` written to ``path`` up to each cut in turn, the capture refreshed after each."""
     path.write_bytes(data[: cuts[0]])
-    c = ck.open(path)
+    c = ck.open(path, follow=follow)
     c.frames.collect()
     c.images.collect()
     c.replay()
@@ -119,17 +119,21 @@ _BOUNDARIES = [s.start for s in SPANS]
 @given(
     cuts=st.lists(st.integers(FILE_HEADER_LEN, len(DATA) - 1), min_size=1, max_size=4),
     boundary=st.booleans(),
+    follow=st.booleans(),
 )
-def test_a_growing_capture_refreshes_to_the_whole(cuts: list[int], boundary: bool) -> None:
+def test_a_growing_capture_refreshes_to_the_whole(
+    cuts: list[int], boundary: bool, follow: bool
+) -> None:
     """Cut anywhere (mid-record, mid-header, at a record), refreshed after each append: the
-    frames, images, snapshots and replay equal those of the whole file."""
+    frames, images, snapshots and replay equal those of the whole file. Opened to follow, or
+    cut at records, it is never scanned from its start again."""
     if boundary:  # a recorder flushes whole records
         cuts = [min(_BOUNDARIES, key=lambda b, c=c: abs(b - c)) for c in cuts]
     cuts = sorted(set(cuts))
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp) / "whole.kvrcap"
         whole.write_bytes(DATA)
-        c = _grow(Path(tmp) / "grow.kvrcap", DATA, cuts)
+        c = _grow(Path(tmp) / "grow.kvrcap", DATA, cuts, follow=follow)
         assert (
             c.frames.collect()
             .drop("source_offset")
@@ -138,7 +142,7 @@ def test_a_growing_capture_refreshes_to_the_whole(cuts: list[int], boundary: boo
         assert c.images.collect().equals(images_table(whole))
         assert c.snapshots.collect().equals(snapshots_table(whole))
         assert summary(c.replay()) == summary(replay(whole))
-        if boundary:  # nothing torn at the start: every refresh read on, none from the start
+        if boundary or follow:  # every refresh read on, none from the start
             assert c.scans == 1
 
 

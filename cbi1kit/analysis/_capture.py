@@ -97,12 +97,19 @@ class Capture:
     """A source, scanned once. ``frames``, ``images`` and ``snapshots`` are its tables (polars
     LazyFrames); ``replay()`` the consumer's rules over it; ``lane``, ``view``, ``explain``,
     ``diff``, ``stats`` and ``export`` read that replay. Nothing is computed twice: the scan
-    and each result are kept. ``keep_tables=False`` keeps neither (memory stays at a window of
+    and each result are kept. ``follow=True``: the source is still being written (a capture
+    ``record`` is writing), so a torn record at its end is bytes to come, read by ``refresh()``,
+    not damage. ``keep_tables=False`` keeps neither (memory stays at a window of
     the file, for a source larger than memory): each pass over it scans it again.
     """
 
     def __init__(
-        self, source: Source, *, keep_tables: bool = True, cursor: ReadCursor | None = None
+        self,
+        source: Source,
+        *,
+        keep_tables: bool = True,
+        follow: bool = False,
+        cursor: ReadCursor | None = None,
     ) -> None:
         self.source = source
         self.keep_tables = keep_tables
@@ -113,7 +120,7 @@ class Capture:
         self._log: list[Item | _Away] = []
         self._scan: CaptureScan | None = None
         self._live: Iterator[Item] | None = None
-        self._following = False
+        self._following = follow
         self._files: dict[str, FileScan] = {}
         self._frames: _Frames | None = None
         self._runs: dict[tuple[Any, ...], _Run] = {}
@@ -211,7 +218,9 @@ class Capture:
     def refresh(self) -> int:
         """Scan what was appended since the last scan (a capture still being written, a
         recording that rotated) and carry every kept table and replay on; how many items came.
-        From the first refresh on, a torn record at the end is bytes not written yet."""
+        From the first refresh on, a torn record at the end is bytes not written yet; one
+        that the first scan reported as damage is read again from the start (open with
+        ``follow=True`` and it never is: the cost stays what was appended)."""
         if not self._following:
             self._following = True
             if self._ends_torn():  # that tail was damage when first read: read it again
@@ -496,8 +505,10 @@ def _lazy(batches: Callable[[], Iterator[pl.DataFrame]], table: str) -> pl.LazyF
     return register_io_source(produce, schema=schema)
 
 
-def open_capture(source: Source | Capture, *, keep_tables: bool = True) -> Capture:
+def open_capture(
+    source: Source | Capture, *, keep_tables: bool = True, follow: bool = False
+) -> Capture:
     """``source`` scanned once (a ``Capture`` is returned as it is): see :class:`Capture`."""
     if isinstance(source, Capture):
         return source
-    return Capture(source, keep_tables=keep_tables)
+    return Capture(source, keep_tables=keep_tables, follow=follow)
