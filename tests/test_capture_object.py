@@ -170,3 +170,8 @@ def _sample_boundaries() -> list[int]:
         return [int(o) for s in scan.scan() if isinstance(s, Stretch) for o in s.cols[0].tolist()]
     finally:
         scan.close()
+
+
+def test_a_capture_that_keeps_nothing_cannot_be_refreshed() -> None:
+    with pytest.raises(ValueError, match="keep_tables=True"):
+        ck.open(SAMPLE, keep_tables=False).refresh()

@@ -266,3 +266,12 @@ def test_bucket_occupancy_counts_nonzero_slots(words: list[int], seed: int) -> N
         assert got.dtype == np.uint8
         assert got.tolist() == np.count_nonzero(lane_slots(arr), axis=1).tolist()
         assert int(got.sum()) == lane_occupancy(arr)
+
+
+def test_bucket_occupancy_keeps_the_input_shape() -> None:
+    assert bucket_occupancy(np.uint64(0xFFFF_0000_0001)).shape == ()
+    assert int(bucket_occupancy(np.uint64(0xFFFF_0000_0001))) == 2
+    grid = np.arange(12, dtype=np.uint64).reshape(3, 4)
+    assert bucket_occupancy(grid).shape == (3, 4)
+    assert bucket_occupancy(grid[:, ::-1]).tolist() == (grid[:, ::-1] != 0).astype(int).tolist()
+    assert bucket_occupancy([]).shape == (0,)

@@ -322,3 +322,30 @@ def test_a_growing_file_scans_as_the_whole(
     for _ in range(6):
         cuts = sorted(rng.sample(range(1, len(data)), 3))
         assert _follow(tmp_path / "grow.kvrcap", data, cuts) == whole, cuts
+
+
+@pytest.mark.parametrize("sizes", [(30, 30), (100, 10, 100), (100, 100, 0), (10, 100, 30)])
+def test_a_stretch_stays_whole_while_the_next_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, ...], walk: str
+) -> None:
+    """Records larger than a window (read into it whole): each stretch's bytes are still the
+    file's when the next stretch comes (``FrameSpan``'s contract), also after a window that
+    held only the start of a record."""
+    monkeypatch.setattr(scan_module, "_PART", 64)
+    path = tmp_path / "big.kvrcap"
+    with CaptureWriter(path, index_every=0) as w:
+        for n in sizes:
+            w.write(RecordType.MESSAGE, bytes([7]) * n, stream_id=1)
+    data = path.read_bytes()
+    scan = FileScan(path)
+    seen: list[scan_module.Stretch] = []
+    try:
+        for item in scan.scan():
+            assert isinstance(item, scan_module.Stretch)
+            for prev in seen[-1:]:
+                end = int(prev.cols[0][-1]) - prev.base + RECORD_HEADER_LEN + int(prev.cols[3][-1])
+                assert bytes(prev.buf[:end]) == data[prev.base : prev.base + end]
+            seen.append(item)
+    finally:
+        scan.close()
+    assert sum(len(s) for s in seen) >= len(sizes)

@@ -220,7 +220,10 @@ class Capture:
         recording that rotated) and carry every kept table and replay on; how many items came.
         From the first refresh on, a torn record at the end is bytes not written yet; one
         that the first scan reported as damage is read again from the start (open with
-        ``follow=True`` and it never is: the cost stays what was appended)."""
+        ``follow=True`` and it never is: the cost stays what was appended). A capture that
+        keeps nothing (``keep_tables=False``) has nothing to carry on: ``ValueError``."""
+        if not self.keep_tables:
+            raise ValueError("refresh() carries kept tables on: open with keep_tables=True")
         if not self._following:
             self._following = True
             if self._ends_torn():  # that tail was damage when first read: read it again

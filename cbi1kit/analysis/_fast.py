@@ -107,15 +107,16 @@ class CompiledFeeder:
         tables' collector); fresh arrays for each take cost a page fault per 4 KiB, which
         was most of the images table's time."""
         room = self._room
-        if room is None or len(room[0]) < most or self.player._lane_args["on_delta"] is not None:
-            size = max(most, 2 * len(room[0])) if room is not None else most
+        keeps = self.player._lane_args["on_delta"] is not None  # it may keep its slices
+        if keeps or room is None or len(room[0]) < most:
+            size = most if keeps or room is None else max(most, 2 * len(room[0]))
             room = (
                 np.empty(size, np.uint32),
                 np.empty(size, np.uint64),
                 np.empty(size, np.uint64),
                 np.zeros(1, np.int64),
             )
-            self._room = room
+            self._room = None if keeps else room
         room[3][0] = 0
         return room
 

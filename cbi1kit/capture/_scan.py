@@ -122,19 +122,21 @@ class FileScan:
         return os.fstat(self._fd).st_size
 
     def _window(
-        self, offset: int, n: int, carry: npt.NDArray[np.uint8] | None
+        self, offset: int, n: int, carry: npt.NDArray[np.uint8] | None, *, turn: bool
     ) -> npt.NDArray[np.uint8]:
         """``n`` bytes at ``offset`` (fewer where the file ends) in one of two buffers taken in
-        turn: a window stays valid while the next one is read (``FrameSpan``'s contract).
-        ``carry``: the window's first bytes, read already (the previous window's torn tail)."""
-        self._turn ^= 1
+        turn (``turn``: the last window's buffer holds a yielded stretch): a window stays
+        valid while the next one is read (``FrameSpan``'s contract). ``carry``: the window's
+        first bytes, read already (the previous window's torn tail)."""
+        if turn:
+            self._turn ^= 1
         buf = self._buffers[self._turn]
         if len(buf) < n:
             buf = self._buffers[self._turn] = np.empty(max(n, _PART), np.uint8)
         k = 0
         if carry is not None:
-            k = len(carry)
-            buf[:k] = carry
+            k = min(len(carry), n)  # n < len(carry): the file shrank under the scan
+            buf[:k] = carry[:k]
         got = os.preadv(self._fd, [buf[k:n].data], offset + k) if n > k else 0
         return buf[: k + got]
 
@@ -192,12 +194,13 @@ class FileScan:
             if not self._header_done:
                 return
         carry: npt.NDArray[np.uint8] | None = None  # a record begun at the window's end
+        held = True  # the current buffer holds a stretch a consumer may still read
         while not self.ended:
             size = self.size()
             if size - self.pos <= 0:
                 return
             base = self.pos
-            buf = self._window(base, min(self._want(carry), size - base), carry)
+            buf = self._window(base, min(self._want(carry), size - base), carry, turn=held)
             cols = walked_arrays(min(_ROWS, len(buf) // RECORD_HEADER_LEN + 1))
             n, stop, why = self._walk(
                 buf,
@@ -211,6 +214,7 @@ class FileScan:
                 cols,
                 0,
             )
+            held = n > 0
             if n:
                 yield Stretch(buf, base, tuple(c[:n] for c in cols))  # type: ignore[arg-type]
                 self.pos, self.number = base + stop, self.number + n

@@ -131,11 +131,12 @@ def bucket_occupancy(words: npt.ArrayLike) -> npt.NDArray[np.uint8]:
     0x01010101, sum into the top byte: three passes over the data, about 1 ns a word (the
     bit-folding it replaced took 7, counting along an ``(n, 4)`` row axis 50).
     """
+    shape = np.shape(words)
     nonzero: npt.NDArray[np.bool_] = lane_slots(words) != 0
     x: npt.NDArray[np.uint32] = nonzero.view(np.uint32).reshape(-1)
     x *= _BYTE_SUM
     x >>= np.uint32(24)
-    return x.astype(np.uint8)
+    return x.astype(np.uint8).reshape(shape)  # the input's shape, a scalar's included
 
 
 def lane_occupancy(words: npt.ArrayLike) -> int:
