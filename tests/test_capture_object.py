@@ -175,3 +175,19 @@ def _sample_boundaries() -> list[int]:
 def test_a_capture_that_keeps_nothing_cannot_be_refreshed() -> None:
     with pytest.raises(ValueError, match="keep_tables=True"):
         ck.open(SAMPLE, keep_tables=False).refresh()
+
+
+def test_a_followed_capture_may_not_exist_yet(tmp_path: Path) -> None:
+    """Opened to follow before the recorder has made the file: nothing yet, then the file."""
+    path = tmp_path / "later.kvrcap"
+    c = ck.open(path, follow=True)
+    c.refresh()
+    assert c.replay().records == 0
+    path.write_bytes(SAMPLE.read_bytes())
+    c.refresh()
+    assert summary(c.replay()) == summary(replay(SAMPLE))
+    assert (
+        c.frames.collect()
+        .drop("source_offset")
+        .equals(frames_table(SAMPLE).collect().drop("source_offset"))
+    )

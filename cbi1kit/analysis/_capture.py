@@ -228,6 +228,8 @@ class Capture:
             self._following = True
             if self._ends_torn():  # that tail was damage when first read: read it again
                 self._restart()
+        elif self._not_there():  # opened to follow before the recorder made the file
+            self._restart()
         if self._live is None and self._scan is not None:
             self._live = self._scan.items(final=False)
         before = len(self._log)
@@ -235,6 +237,10 @@ class Capture:
             pass
         self._carry_on()
         return len(self._log) - before
+
+    def _not_there(self) -> bool:
+        only = self._log[0] if len(self._log) == 1 else None
+        return isinstance(only, SourceError) and isinstance(only.error, FileNotFoundError)
 
     def _ends_torn(self) -> bool:
         last = self._log[-1] if self._log else None
