@@ -177,10 +177,11 @@ def test_a_capture_that_keeps_nothing_cannot_be_refreshed() -> None:
         ck.open(SAMPLE, keep_tables=False).refresh()
 
 
-def test_a_followed_capture_may_not_exist_yet(tmp_path: Path) -> None:
-    """Opened to follow before the recorder has made the file: nothing yet, then the file."""
+@pytest.mark.parametrize("follow", [True, False])
+def test_a_refreshed_capture_may_not_exist_yet(tmp_path: Path, follow: bool) -> None:
+    """Opened before the recorder has made the file: nothing yet, then the file."""
     path = tmp_path / "later.kvrcap"
-    c = ck.open(path, follow=True)
+    c = ck.open(path, follow=follow)
     c.refresh()
     assert c.replay().records == 0
     path.write_bytes(SAMPLE.read_bytes())

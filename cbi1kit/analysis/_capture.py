@@ -224,11 +224,9 @@ class Capture:
         keeps nothing (``keep_tables=False``) has nothing to carry on: ``ValueError``."""
         if not self.keep_tables:
             raise ValueError("refresh() carries kept tables on: open with keep_tables=True")
-        if not self._following:
-            self._following = True
-            if self._ends_torn():  # that tail was damage when first read: read it again
-                self._restart()
-        elif self._not_there():  # opened to follow before the recorder made the file
+        first, self._following = not self._following, True
+        # a tail first read as damage, or a file the recorder had not made yet: read afresh
+        if (first and self._ends_torn()) or self._not_there():
             self._restart()
         if self._live is None and self._scan is not None:
             self._live = self._scan.items(final=False)
