@@ -339,6 +339,18 @@ def child_env(**extra: str) -> dict[str, str]:
     return env | extra
 
 
+def child_json(script: str, *argv: str) -> Any:
+    """What ``script`` prints as JSON, run with ``argv`` in a fresh process (a measurement
+    whose memory and kernels are not this process's)."""
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, script, *argv], check=True, capture_output=True, text=True
+    )
+    return json.loads(out.stdout)
+
+
 def time_process(
     argv: list[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None
 ) -> tuple[float, float]:

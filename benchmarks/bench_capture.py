@@ -25,14 +25,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _harness import MIXES, Comparison, MiB, Report, Timing, add_keep, compare, parser
+from _harness import MIXES, Comparison, MiB, Report, Timing, add_keep, child_json, compare, parser
 from _harness import compare_processes as compare_rounds
 from bench_tables import generate_mix
 
@@ -139,13 +137,7 @@ def run_mix(report: Report, name: str, size_mib: int, rounds: int, keep: Path | 
         path = (keep or Path(tmp)) / f"tables-{name}-{size_mib}MiB.kvrcap"
         if not path.exists():
             generate_mix(path, size_mib * MiB, MIXES[name])
-        out = subprocess.run(
-            [sys.executable, __file__, "--measure", str(path), "--rounds", str(rounds)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-    r = json.loads(out.stdout)
+        r = child_json(__file__, "--measure", str(path), "--rounds", str(rounds))
     size = r["bytes"] / MiB
     report.figure(
         Comparison(

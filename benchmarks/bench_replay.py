@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +45,7 @@ from _harness import (
     Report,
     Timing,
     add_keep,
+    child_json,
     compare,
     parser,
 )
@@ -169,13 +168,7 @@ def run_mix(
         fixed = Path(tmp) / "fixed.kvrcap"  # a snapshot and a few hundred deltas
         copy_prefix(full, fixed, snapshot + (256 << 10))
         argv = ["--measure", str(full), str(prefix), "--rounds", str(rounds)]
-        out = subprocess.run(
-            [sys.executable, __file__, *argv],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        r = json.loads(out.stdout)
+        r = child_json(__file__, *argv)
         cli = ["-m", "cbi1kit", "replay", "--json", "--no-progress"]
         floor = min(peak_of(["-c", "import cbi1kit"])[0] for _ in range(rounds))
         engine = min(peak_of([*cli, str(fixed)])[0] for _ in range(rounds))

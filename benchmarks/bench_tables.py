@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +40,7 @@ from _harness import (
     Report,
     Timing,
     add_keep,
+    child_json,
     compare,
     parser,
     peak_rss,
@@ -247,13 +246,7 @@ def run_mix(report: Report, mix: Mix, size_mib: int, rounds: int, keep: Path | N
         else:
             counts = generate_mix(path, size_mib * MiB, mix)
         gen_s = time.perf_counter() - t
-        out = subprocess.run(
-            [sys.executable, __file__, "--measure", str(path), "--rounds", str(rounds)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        r = json.loads(out.stdout)
+        r = child_json(__file__, "--measure", str(path), "--rounds", str(rounds))
     size = int(r["bytes"])
     print(
         f"capture [{mix.name}]: {size / MiB:.0f} MiB, {counts['chunks']:,} snapshot chunks of a "

@@ -43,8 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import mmap
-import subprocess
-import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -56,6 +54,7 @@ from _harness import (
     Comparison,
     MiB,
     Report,
+    child_json,
     compare,
     current_rss,
     measure,
@@ -260,13 +259,7 @@ def bench_memory(report: Report, log2: int) -> None:
         del frames, lane
         results = {}
         for mode in ("stream", "mmap"):
-            out = subprocess.run(
-                [sys.executable, __file__, "--memory-child", str(path), str(log2), mode],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            results[mode] = json.loads(out.stdout)
+            results[mode] = child_json(__file__, "--memory-child", str(path), str(log2), mode)
     r = results["stream"]
     budget = r["lane"] + r["chunk"]
     slack = 1 * MiB  # the interpreter's own objects (a file object, a few memoryviews)

@@ -16,13 +16,7 @@ import polars as pl
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._frames import FramesEngine
 from cbi1kit.analysis._replay import Replayer
-from cbi1kit.analysis._schema import (
-    FRAMES_SCHEMA,
-    IMAGES_SCHEMA,
-    SNAPSHOTS_SCHEMA,
-    arrow_schema,
-    parquet_writer,
-)
+from cbi1kit.analysis._schema import TABLE_SCHEMAS, arrow_schema, parquet_writer
 from cbi1kit.analysis._tables import Collector
 
 if TYPE_CHECKING:
@@ -32,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["export_parquet"]
 
-_TABLES: Final = {"frames": FRAMES_SCHEMA, "images": IMAGES_SCHEMA, "snapshots": SNAPSHOTS_SCHEMA}
 _IMAGE_ROWS: Final = 1 << 20  # images written at a time (a row group)
 
 
@@ -42,7 +35,7 @@ class _Writers:
     def __init__(self, paths: dict[str, Path], stack: ExitStack) -> None:
         self.writers: dict[str, pq.ParquetWriter] = {
             name: stack.enter_context(parquet_writer(paths[name], arrow_schema(schema)))
-            for name, schema in _TABLES.items()
+            for name, schema in TABLE_SCHEMAS.items()
         }
         self.pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="cbi1kit-write"))
         self.pending: Future[None] | None = None
@@ -100,7 +93,7 @@ def export_parquet(
     from cbi1kit.analysis._capture import open_capture
 
     out = Path(out_dir)
-    paths = {name: out / f"{name}.parquet" for name in _TABLES}
+    paths = {name: out / f"{name}.parquet" for name in TABLE_SCHEMAS}
     claim_outputs(paths.values(), overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
     capture = open_capture(source, keep_tables=False)
