@@ -177,6 +177,37 @@ def test_images_previous_and_new_words_follow_the_lane(stream: Stream, capture: 
     )
 
 
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_images_table_is_the_same_in_blocks_of_any_size(
+    capture: Path, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The images are kept in blocks of rows; a block boundary anywhere (mid-delta, at every
+    row) gives the table of one block, and a table taken mid-way is what came so far."""
+    from cbi1kit.analysis import _tables
+
+    whole = images_table(capture, engine=engine)
+    assert whole.height > 8
+    for rows in (1, 3, 7, whole.height - 1):
+        monkeypatch.setattr(_tables, "_CHUNK_ROWS", rows)
+        assert images_table(capture, engine=engine).equals(whole)
+    collector = _tables.Collector()
+    monkeypatch.setattr(_tables, "_CHUNK_ROWS", 5)
+    sizes = np.random.default_rng(7).integers(0, 9, 64)
+    at = 0
+    for n in sizes:  # rows added in pieces, a table taken after each: the rows so far
+        part = whole.slice(at, int(n))
+        cols = [part[c].to_numpy() for c in ("record_index", "sequence")]
+        counts = np.ones(part.height, np.int64)
+        collector.on_deltas(
+            cols[0].view(np.int64), cols[1], counts, *(part[c].to_numpy() for c in _IMAGE_COLS)
+        )
+        at += part.height
+        assert collector.images_df().equals(whole.head(at))
+
+
+_IMAGE_COLS = ("bucket", "new_word", "previous_word")
+
+
 def test_snapshots_and_occupancy(stream: Stream, capture: Path) -> None:
     snaps = snapshots_table(capture)
     assert snaps.schema == pl.Schema(SNAPSHOTS_SCHEMA)

@@ -28,16 +28,82 @@ __all__ = [
 # ---------------------------------------------------------------------- images and snapshots
 
 
+_CHUNK_ROWS = 1 << 20  # rows of one block of the images table's columns
+
+
+class _Images:
+    """The images table's columns, filled in blocks of ``_CHUNK_ROWS`` rows: each value is
+    written once, into its final place, and a full block's DataFrame is made once (the table is
+    the blocks side by side: no concatenation copies a row)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self._full: list[pl.DataFrame] = []
+        self._block: tuple[npt.NDArray[Any], ...] = ()
+        self._at = 0  # rows of the open block
+
+    def add(self, columns: tuple[npt.NDArray[Any], ...]) -> None:
+        """Append ``(record_index, sequence, bucket, new_word, previous_word)`` rows."""
+        n, lo = len(columns[0]), 0
+        while lo < n:
+            if not self._block or self._at == _CHUNK_ROWS:
+                self._close()
+                self._block = tuple(np.empty(_CHUNK_ROWS, t) for t in _IMAGE_DTYPES)
+            take = min(n - lo, _CHUNK_ROWS - self._at)
+            for dst, src in zip(self._block, columns, strict=True):
+                dst[self._at : self._at + take] = src[lo : lo + take]
+            self._at += take
+            lo += take
+        self.rows += n
+
+    def _close(self) -> None:
+        if self._at == _CHUNK_ROWS:
+            self._full.append(_images_df(self._block, self._at))
+            self._block, self._at = (), 0
+
+    def frame(self) -> pl.DataFrame:
+        """Every row so far."""
+        self._close()
+        parts = [*self._full, _images_df(self._block, self._at)] if self._at else self._full
+        if not parts:
+            return pl.DataFrame(schema=IMAGES_SCHEMA)
+        return pl.concat(parts, rechunk=False) if len(parts) > 1 else parts[0]
+
+
+_IMAGE_DTYPES = tuple(np.dtype(t) for t in ("u8", "u8", "u4", "u8", "u8"))
+
+
+def _images_df(block: tuple[npt.NDArray[Any], ...], n: int) -> pl.DataFrame:
+    """The first ``n`` rows of a block, over its buffers."""
+    index, sequence, bucket, new, prev = (c[:n] for c in block)
+    return pl.DataFrame(
+        {
+            "record_index": index,
+            "sequence": sequence,
+            "bucket": bucket,
+            "new_word": new,
+            "previous_word": prev,
+            "occupied_before": bucket_occupancy(prev),
+            "occupied_after": bucket_occupancy(new),
+        },
+        schema=IMAGES_SCHEMA,
+    )
+
+
 class Collector:
     """The images and snapshots tables' rows as a replay reports them (its ``hooks``), kept as
     columns: ``images_df`` and ``snapshots_df`` are every row so far; ``take`` hands out the
     rows gathered since the last call where a writer streams them."""
 
     def __init__(self) -> None:
-        self._images: list[tuple[npt.NDArray[Any], ...]] = []
-        self.image_rows = 0
+        self._images = _Images()
         self._snapshots: list[dict[str, Any]] = []
         self._kept: tuple[int, int, pl.DataFrame, pl.DataFrame] | None = None
+
+    @property
+    def image_rows(self) -> int:
+        """Images gathered since the last ``take``."""
+        return self._images.rows
 
     def hooks(self) -> dict[str, Any]:
         """The ``Replayer`` arguments that feed this collector."""
@@ -53,16 +119,8 @@ class Collector:
         prev: npt.NDArray[np.uint64],
     ) -> None:
         """Applied deltas, many at a time (``Replayer``'s ``on_deltas``)."""
-        self._images.append(
-            (
-                np.repeat(index, counts),
-                np.repeat(sequence, counts),
-                np.array(buckets, np.uint32),
-                np.array(new, np.uint64),
-                np.array(prev, np.uint64),
-            )
-        )
-        self.image_rows += len(buckets)
+        rows = np.repeat(index, counts).view(np.uint64), np.repeat(sequence, counts)
+        self._images.add((*rows, buckets, new, prev))
 
     def on_snapshot(self, index: int, sequence: int, snap: AssembledSnapshot, stream: int) -> None:
         occupied = sum(int(bucket_occupancy(w).sum(dtype=np.int64)) for _, w in snap.parts)
@@ -79,58 +137,35 @@ class Collector:
             }
         )
 
-    def _images_of(self, parts: list[tuple[npt.NDArray[Any], ...]]) -> pl.DataFrame:
-        if not parts:
-            return pl.DataFrame(schema=IMAGES_SCHEMA)
-        cols = [np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts, strict=True)]
-        index, sequence, bucket, new, prev = cols
-        return pl.DataFrame(
-            {
-                "record_index": index.astype(np.uint64),
-                "sequence": sequence,
-                "bucket": bucket,
-                "new_word": new,
-                "previous_word": prev,
-                "occupied_before": bucket_occupancy(prev),
-                "occupied_after": bucket_occupancy(new),
-            },
-            schema=IMAGES_SCHEMA,
-        )
-
     def images_df(self) -> pl.DataFrame:
         """Every image so far."""
-        self._keep()
-        assert self._kept is not None
-        return self._kept[2]
+        return self._keep()[2]
 
     def snapshots_df(self) -> pl.DataFrame:
         """Every installed snapshot so far."""
-        self._keep()
-        assert self._kept is not None
-        return self._kept[3]
+        return self._keep()[3]
 
-    def _keep(self) -> None:
-        if self._kept is None or self._kept[:2] != (len(self._images), len(self._snapshots)):
-            if len(self._images) > 1:  # one part from now on: the next ones append to it
-                self._images = [tuple(np.concatenate(c) for c in zip(*self._images, strict=True))]
+    def _keep(self) -> tuple[int, int, pl.DataFrame, pl.DataFrame]:
+        if self._kept is None or self._kept[:2] != (self._images.rows, len(self._snapshots)):
             self._kept = (
-                len(self._images),
+                self._images.rows,
                 len(self._snapshots),
-                self._images_of(self._images),
+                self._images.frame(),
                 pl.DataFrame(self._snapshots, schema=SNAPSHOTS_SCHEMA),
             )
+        return self._kept
 
     def take_images(self) -> tuple[pl.DataFrame, int]:
         """The images gathered since the last take (a streaming writer's), and how many."""
-        images = self._images_of(self._images)
-        self._images, self.image_rows, self._kept = [], 0, None
+        images = self._images.frame()
+        self._images, self._kept = _Images(), None
         return images, images.height
 
     def take(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The images and snapshots gathered since the last ``take`` (a streaming writer's)."""
-        images = self._images_of(self._images)
+        images = self._images.frame()
         snapshots = pl.DataFrame(self._snapshots, schema=SNAPSHOTS_SCHEMA)
-        self._images, self._snapshots, self.image_rows, self._kept = [], [], 0, None
+        self._images, self._snapshots, self._kept = _Images(), [], None
         return images, snapshots
 
 
