@@ -261,13 +261,16 @@ class _Taken:
 
     def book(self) -> None:
         run, lo, hi = self.run, self.lo, self.hi
-        slots = run.slot[lo:hi]
-        for s, lane in enumerate(self.lanes):
-            if lane is None:
-                continue
-            rows = lo + (np.arange(hi - lo) if len(self.lanes) == 1 else np.flatnonzero(slots == s))
-            if rows.size:
-                self._lane(lane, rows)
+        shared: tuple[list[tuple[str, int]], npt.NDArray[np.void] | None] | None = None
+        if len(self.lanes) == 1:  # the usual span: one lane, whose rows are lo:hi
+            if self.lanes[0] is not None:
+                shared = self._lane(self.lanes[0], slice(lo, hi))
+        else:
+            slots = run.slot[lo:hi]
+            for s, lane in enumerate(self.lanes):
+                rows = lo + np.flatnonzero(slots == s)
+                if lane is not None and rows.size:
+                    self._lane(lane, rows)
         self._hooks()
         player, span = run.player, run.span
         player.records += hi - lo
@@ -275,21 +278,32 @@ class _Taken:
         timed = span.has_time[lo:hi]
         if timed.any():
             player._seen(int(span.wall[lo:hi][timed].view(np.uint64).min()))
-        _count(player._counts, self.kinds)
+        _add(player._counts, _tally(self.kinds) if shared is None else shared[0])
         if player.keep_events:
-            self._events(player.events, np.arange(lo, hi))
+            ev = None if shared is None else shared[1]
+            player.events.extend(self._events(player.events, slice(lo, hi)) if ev is None else ev)
 
-    def _lane(self, lane: LaneReplayer, rows: npt.NDArray[np.int64]) -> None:
+    def _lane(
+        self, lane: LaneReplayer, rows: Rows
+    ) -> tuple[list[tuple[str, int]], npt.NDArray[np.void] | None]:
+        """Book the lane's rows; its tally and event rows (None where the events name the
+        lane's own reasons), which the replay's own equal where the lane has every row."""
         kinds = self.run.out[0][rows]
-        deltas = rows[kinds == k.APPLIED]
-        if deltas.size:
-            self._applied(lane, deltas)
-        _count(lane._counts, kinds)
-        lane.records += len(rows)
+        applied = kinds == k.APPLIED
+        if applied.all():
+            self._applied(lane, rows)
+        elif applied.any():
+            self._applied(lane, _positions(rows)[applied])
+        tally = _tally(kinds)
+        _add(lane._counts, tally)
+        lane.records += len(kinds)
+        ev = None
         if lane.keep_events:
-            self._events(lane.events, rows)
+            ev = self._events(lane.events, rows)
+            lane.events.extend(ev)
+        return tally, None if (ev is None or (kinds == k.SKIPPED).any()) else ev
 
-    def _applied(self, lane: LaneReplayer, rows: npt.NDArray[np.int64]) -> None:
+    def _applied(self, lane: LaneReplayer, rows: Rows) -> None:
         """The lane's applied deltas, as the per-message engine keeps them: the installed
         sequence, the session's last sequence and receive times, the history's references."""
         span = self.run.span
@@ -300,15 +314,16 @@ class _Taken:
         checker.lane.installed_sequence = last
         seg = lane._segments[-1]
         seg.last_sequence = last
+        n = len(sequences)
         if seg.timed:
             timed = span.has_time[rows]
-            upto = len(rows) if timed.all() else int(np.argmin(timed))
-            seg.delta_unix_ns.frombytes(span.wall[rows[:upto]].view(np.uint64).tobytes())
-            if upto < len(rows):
+            upto = n if timed.all() else int(np.argmin(timed))
+            seg.delta_unix_ns.frombytes(span.wall[rows][:upto].view(np.uint64).tobytes())
+            if upto < n:
                 seg.timed = False
         history = self.run.player.history
         if seg.history is not None and history is not None:
-            refs = np.empty(len(rows), dtype=DELTA_REF)
+            refs = np.empty(n, dtype=DELTA_REF)
             if span.number is not None:
                 refs["store"] = history.file(span.source)
                 refs["at"], refs["number"] = span.offset[rows], span.number[rows]
@@ -347,33 +362,48 @@ class _Taken:
                 on_delta(i, seq, buckets[a:b], new[a:b], prev[a:b])
         count[0] = 0
 
-    def _events(self, log: EventLog, rows: npt.NDArray[np.int64]) -> None:
+    def _events(self, log: EventLog, rows: Rows) -> npt.NDArray[np.void]:
+        """The event rows of ``rows`` for ``log`` (whose reasons a skipped row names)."""
         run = self.run
         span = run.span
         outcome = run.out[0][rows]
-        ev = log.rows(len(rows))
-        ev["index"] = span.index + rows
+        ev = log.rows(len(outcome))
+        ev["index"] = span.index + _positions(rows)
         ev["kind"] = _CODE_OF[outcome]
         ev["sequence"], ev["base"] = run.out[1][rows], run.out[2][rows]
         ev["stream"], ev["offset"] = span.stream[rows], span.offset[rows]
         ev["has"] = _HAS_ALL
         skipped = outcome == k.SKIPPED
         if skipped.any():
-            for s in np.unique(run.slot[rows][skipped]).tolist():
+            slot = run.slot[rows]
+            for s in np.unique(slot[skipped]).tolist():
                 lane = self.lanes[s]
                 assert lane is not None
                 why = f"awaiting a new snapshot after the violation at record {lane._recover_from}"
-                ev["reason"][skipped & (run.slot[rows] == s)] = log.reason(why)
-        log.extend(ev)
+                ev["reason"][skipped & (slot == s)] = log.reason(why)
+        return ev
 
 
-def _count(counts: dict[str, int], kinds: npt.NDArray[np.uint8]) -> None:
-    """Add the taken rows' events to ``counts``, new kinds in the order they first appear (as
-    the per-message engine adds them)."""
+#: rows of a span: ``lo:hi`` where one lane has them all, else their positions
+Rows = slice | npt.NDArray[np.int64]
+
+
+def _positions(rows: Rows) -> npt.NDArray[np.int64]:
+    if isinstance(rows, slice):
+        return np.arange(rows.start, rows.stop, dtype=np.int64)
+    return rows
+
+
+def _tally(kinds: npt.NDArray[np.uint8]) -> list[tuple[str, int]]:
+    """The taken rows' events by kind, kinds in the order they first appear (as the
+    per-message engine adds them)."""
     n = np.bincount(kinds, minlength=len(_CODE_OF))
     present = [o for o in _OUTCOME if n[o]]
     if len(present) > 1:  # the order they first appear in
         present.sort(key=lambda o: int(np.argmax(kinds == o)))
-    for o in present:
-        name = _OUTCOME[o].value
-        counts[name] = counts.get(name, 0) + int(n[o])
+    return [(_OUTCOME[o].value, int(n[o])) for o in present]
+
+
+def _add(counts: dict[str, int], tally: list[tuple[str, int]]) -> None:
+    for name, n in tally:
+        counts[name] = counts.get(name, 0) + n
