@@ -23,7 +23,7 @@ $(VENV)/bin/python:
 	$(PIP) install --quiet --upgrade pip
 
 $(STAMP_BASE): pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e '.[notebooks,browser]'
+	$(PIP) install --quiet -e '.[relay,fleet,notebooks,browser]'
 	$(PY) -m cbi1kit._warm
 	touch $@
 

@@ -41,6 +41,7 @@ from cbi1kit._cli_common import (
 )
 from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
+from cbi1kit._extras import COMMAND_EXTRAS, missing_extra, require
 from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, error_name
 from cbi1kit.wire._format import (
     FRAME_HEAD_BYTES,
@@ -1014,12 +1015,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_INVALID
 
 
+def _checkout(option: str) -> str:
+    """Where the notebooks and the bundled data are: a checkout of the repository."""
+    return f" (a cbi1kit checkout has it: run there, or give {option} DIR)"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from cbi1kit.sim._simrelay import sample_config
 
     data: Path = args.data
     capture = data / "sample.kvrcap"
     trace = data / "mooncake" / "conversation_trace.jsonl"
+    if not (capture.exists() or trace.exists()):  # neither a capture nor a trace to make one
+        raise CliError(f"{data}: no bundled data in it{_checkout('--data')}", EXIT_UNREADABLE)
     notebooks = None if args.no_report else _DemoNotebooks(args, capture, trace)
     try:
         print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
@@ -1190,7 +1198,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
     folder: Path = args.notebooks
     if not folder.is_dir():
-        raise CliError(f"{folder}: no notebooks folder", EXIT_UNREADABLE)
+        raise CliError(f"{folder}: no notebooks folder{_checkout('--notebooks')}", EXIT_UNREADABLE)
     argv = lab_command(folder.resolve(), port=args.port, open_browser=not args.no_browser)
     os.execve(argv[0], argv, kernel_environment())  # Lab takes this process over
 
@@ -1212,7 +1220,8 @@ def _build_report(
     if trace is not None:
         check_regular_file(trace)
     if notebooks is not None and not notebooks.is_dir():
-        raise CliError(f"{notebooks}: no notebooks folder", EXIT_USAGE)
+        why = _checkout("--notebooks")[:-1] + "; or --no-notebooks)"
+        raise CliError(f"{notebooks}: no notebooks folder{why}", EXIT_USAGE)
 
     def say(msg: str) -> None:
         if not quiet:
@@ -1555,6 +1564,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     try:
+        if args.command in COMMAND_EXTRAS:
+            require(COMMAND_EXTRAS[args.command])
         return handler(args)
     except BrokenPipeError:
         return EXIT_OK
@@ -1564,6 +1575,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, Cbi1kitError) as exc:
         print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
         return exit_code(exc)
+    except ImportError as exc:  # a module of an extra that is not installed
+        if (needs := missing_extra(exc)) is None:
+            raise
+        print(f"cbi1kit {args.command}: error: {needs}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"cbi1kit {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)

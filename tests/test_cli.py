@@ -555,4 +555,4 @@ def test_lab_without_a_notebooks_folder_is_unreadable_input(kind: str, tmp_path:
         folder.write_text("")
     out = run("lab", "--notebooks", str(folder), "--no-browser")
     assert out.returncode == 3
-    assert out.stderr.strip() == f"cbi1kit lab: error: {folder}: no notebooks folder"
+    assert out.stderr.strip().startswith(f"cbi1kit lab: error: {folder}: no notebooks folder (")

@@ -32,6 +32,7 @@ TOP = {
     "__main__": "cli",
     "_cli_relay": "cli",
     "_cli_common": "cli",
+    "_extras": "cli",
     "_warm": "cli",
     "_cli_fleet": "cli",
     "cli": "cli",

@@ -1,0 +1,52 @@
+"""The optional extras: which modules each brings, and the line a command without it gets.
+
+The core install opens, decodes, tables, replays and charts captures; ``record``/``serve`` need
+``[relay]``, ``fleet`` needs ``[fleet]``, ``report``/``demo``/``lab`` need ``[notebooks]``.
+``pyproject.toml`` lists the distributions; ``tests/test_extras.py`` holds the two together.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["COMMAND_EXTRAS", "EXTRAS", "missing_extra", "require"]
+
+#: an importable top-level module -> (the distribution that provides it, the extra naming it)
+EXTRAS: Final[dict[str, tuple[str, str]]] = {
+    "grpc": ("grpcio", "relay"),
+    "dask": ("dask", "fleet"),
+    "distributed": ("distributed", "fleet"),
+    "bokeh": ("bokeh", "fleet"),
+    "jupyterlab": ("jupyterlab", "notebooks"),
+    "ipykernel": ("ipykernel", "notebooks"),
+    "jupytext": ("jupytext", "notebooks"),
+    "nbclient": ("nbclient", "notebooks"),
+    "papermill": ("papermill", "notebooks"),
+    "markdown_it": ("markdown-it-py", "notebooks"),
+    "vl_convert": ("vl-convert-python", "notebooks"),
+    "anywidget": ("anywidget", "notebooks"),
+    "ipywidgets": ("ipywidgets", "notebooks"),
+    "playwright": ("playwright", "browser"),
+}
+
+
+#: the commands that need an extra whatever their arguments: checked before any work
+COMMAND_EXTRAS: Final = {"record": "relay", "serve": "relay", "fleet": "fleet", "lab": "notebooks"}
+
+
+def require(extra: str) -> None:
+    """Raise ``ModuleNotFoundError`` naming the first module of ``extra`` that is missing."""
+    from importlib.util import find_spec
+
+    for module, (_dist, of) in EXTRAS.items():
+        if of == extra and find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
+def missing_extra(exc: ImportError) -> str | None:
+    """What to install for a module an extra provides (None: not an extra's module)."""
+    root = (exc.name or "").partition(".")[0]
+    if root not in EXTRAS:
+        return None
+    dist, extra = EXTRAS[root]
+    return f"needs {dist}, which is not installed: pip install 'cbi1kit[{extra}]'"

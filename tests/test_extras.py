@@ -1,0 +1,147 @@
+"""The core install and its extras: what ``pip install .`` brings, and what a command whose
+extra is missing says (one line, exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from cbi1kit._extras import COMMAND_EXTRAS, EXTRAS, missing_extra
+from conftest import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+SAMPLE = ROOT / "data" / "sample.kvrcap"
+#: what none but an extra may bring: the heavy or service-side distributions
+NOT_CORE = ("dask", "distributed", "bokeh", "grpcio", "jupyterlab", "playwright")
+
+
+def _names(requirements: list[str]) -> set[str]:
+    """Distribution names a list of requirements brings, with their own extras' names."""
+    out = set()
+    for text in requirements:
+        req = Requirement(text)
+        out |= {req.name, *req.extras}
+    return out
+
+
+def test_each_extras_module_comes_from_that_extra_in_pyproject() -> None:
+    extras = PYPROJECT["optional-dependencies"]
+    for module, (dist, extra) in EXTRAS.items():
+        assert dist in _names(extras[extra]) or module in _names(extras[extra]), module
+    assert set(COMMAND_EXTRAS.values()) <= set(extras)
+
+
+def test_the_core_brings_no_extra() -> None:
+    core = _names(PYPROJECT["dependencies"])
+    assert not core & {*NOT_CORE, *(d for d, _ in EXTRAS.values())}
+
+
+def test_missing_extra_names_the_install_only_for_an_extras_module() -> None:
+    line = missing_extra(ModuleNotFoundError("x", name="grpc._cython"))
+    assert line == "needs grpcio, which is not installed: pip install 'cbi1kit[relay]'"
+    assert missing_extra(ModuleNotFoundError("x", name="numpy")) is None
+    assert missing_extra(ModuleNotFoundError("x")) is None
+
+
+#: ``cbi1kit`` with the extras' modules made unimportable, as in a core install
+_WITHOUT = textwrap.dedent(
+    """
+    import sys, importlib.abc
+    class Missing(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name.partition(".")[0] in {modules!r}:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+    sys.meta_path.insert(0, Missing())
+    from cbi1kit.cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "extra"),
+    [
+        (["record", "localhost:1", "-o", "{tmp}/r.kvrcap", "--duration", "1"], "relay"),
+        (["serve", "--port", "0"], "relay"),
+        (["fleet", "query", "churn", "{tmp}"], "fleet"),
+        (["lab", "--notebooks", str(ROOT / "notebooks"), "--no-browser"], "notebooks"),
+        (["report", str(SAMPLE), "-o", "{tmp}/rep", "--no-notebooks"], "notebooks"),
+    ],
+)
+def test_a_command_without_its_extra_says_what_to_install(
+    argv: list[str], extra: str, tmp_path: Path
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _WITHOUT.format(modules=set(EXTRAS))]
+        + [a.format(tmp=tmp_path) for a in argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr
+    needs = rf"needs \S+, which is not installed: pip install 'cbi1kit\[{extra}\]'"
+    line = rf"cbi1kit {argv[0]}: error: {needs}"
+    assert re.fullmatch(line, out.stderr.strip()), out.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_the_core_commands_run_without_any_extra(tmp_path: Path) -> None:
+    code = _WITHOUT.format(modules=set(EXTRAS))
+    for argv in (["replay", str(SAMPLE)], ["inspect", str(SAMPLE)], ["stats", str(SAMPLE)]):
+        out = subprocess.run(
+            [sys.executable, "-c", code, *argv],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert out.returncode == 0, (argv, out.stderr)
+
+
+def test_pip_install_dot_is_the_core_and_works_outside_the_repository(tmp_path: Path) -> None:
+    """A fresh venv, ``pip install .`` (no extra), used from another folder: the tables, the
+    replay and a chart work; no extra's distribution is there; ``record`` says what it needs."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, str(ROOT)], check=True, timeout=900, capture_output=True)
+    listed = subprocess.run(
+        [str(py), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.lower()
+    present = {line.split("==")[0] for line in listed.split()}
+    assert not present & set(NOT_CORE), present & set(NOT_CORE)
+    use = (
+        f"import cbi1kit as ck; c = ck.open({str(SAMPLE)!r}); print(c.frames.collect().height, "
+        "c.replay().records, type(ck.viz.occupancy_chart(c.lane())).__name__)"
+    )
+    out = subprocess.run(
+        [str(py), "-c", use], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    frames, records, chart = out.stdout.split()
+    assert int(frames) == int(records) > 0 and chart.endswith("Chart")
+    rec = subprocess.run(
+        [str(venv / "bin" / "cbi1kit"), "record", "localhost:1", "-o", "r.kvrcap"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (rec.returncode, rec.stderr.strip()) == (
+        2,
+        "cbi1kit record: error: needs grpcio, which is not installed: pip install 'cbi1kit[relay]'",
+    )
+    assert not (tmp_path / "r.kvrcap").exists()
