@@ -10,7 +10,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from cbi1kit.errors import (
     CaptureError,
@@ -34,6 +34,7 @@ __all__ = [
     "U64",
     "U64_MAX",
     "CliError",
+    "DefaultsFormatter",
     "Number",
     "OneLineParser",
     "at_least",
@@ -226,9 +227,27 @@ def seconds(*, zero: bool = False) -> Number:
     return ranged(0, SECONDS_MAX, real=True, open_lo=not zero)
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that ends each option's line with its default, where it has one the line does not
+    already say (a flag's ``False`` and an unset ``None`` are not defaults to show)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or "default" in text or default in (None, False):
+            return text
+        if default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr and exit 2, as every other CLI error (``--help``
-    still prints the usage)."""
+    still prints the usage, and each option's default)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -42,6 +42,7 @@ from cbi1kit._cli_common import (
 from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit._extras import COMMAND_EXTRAS, missing_extra, require
+from cbi1kit._version import __version__
 from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, error_name
 from cbi1kit.wire._format import (
     FRAME_HEAD_BYTES,
@@ -398,6 +399,24 @@ _RELAY_KNOBS: tuple[tuple[str, str, Any, str], ...] = (
         "wall clock at simulated time 0",
     ),
 )
+
+
+class _KnobDefault:
+    """A simulation knob's default, read from the configuration when help is printed (its
+    import is too slow for every start)."""
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+
+    def __str__(self) -> str:
+        from cbi1kit.sim._simrelay import SimRelayConfig
+
+        base = SimRelayConfig()
+        part = base.simulator if hasattr(base.simulator, self.dest) else base.relay
+        value = getattr(part, self.dest)
+        if value is None:
+            return "off"
+        return hex(value) if self.dest.endswith("seed") and value else str(value)
 
 
 def _sim_config(args: argparse.Namespace) -> Any:
@@ -1278,6 +1297,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="See inside NVIDIA Dynamo's KV-cache filter stream (CBI1 frames).",
         epilog="exit codes: 0 ok, 1 invalid input, 2 usage error, 3 unreadable input or output",
     )
+    parser.add_argument("--version", action="version", version=f"cbi1kit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def fmt_args(p: argparse.ArgumentParser) -> None:
@@ -1301,7 +1321,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", action="store_true", help="start from the bundled sample's knobs")
     p.add_argument("--policy", choices=POLICIES, help="routing policy (default exact)")
     for flag, dest, typ, text in _SIM_KNOBS + _RELAY_KNOBS:
-        p.add_argument(flag, dest=dest, type=typ, help=text)
+        knob = p.add_argument(flag, dest=dest, type=typ, help=f"{text} (default: %(knob)s)")
+        knob.knob = _KnobDefault(dest)  # type: ignore[attr-defined]
     p.add_argument(
         "--record-dc",
         type=ranged(0, 15),
@@ -1502,13 +1523,23 @@ def build_parser() -> argparse.ArgumentParser:
     register_relay(sub)  # record, serve
     register_fleet(sub)  # fleet convert, fleet query
 
-    p = sub.add_parser("layout", help="the CBI1 byte layout, from the layout tables")
+    p = sub.add_parser(
+        "layout",
+        help="the CBI1 byte layout, from the layout tables",
+        description="Print the CBI1 frame's byte layout (header, snapshot-chunk and delta "
+        "bodies): every field's offset, width, type and meaning, from the one table the "
+        "decoder, the encoder and the hex view read.",
+    )
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.set_defaults(handler=cmd_layout)
 
     p = sub.add_parser(
         "demo",
         help="simulate (or reuse) the sample → replay → summary, on the bundled data",
+        description="The main job on a checkout's bundled data: simulate the sample capture "
+        "from the Mooncake trace (or reuse it), replay it, print its summary, then run every "
+        "notebook once in JupyterLab (screenshots where chromium is installed) and write the "
+        "offline report.",
     )
     p.add_argument("--data", type=Path, default=Path("data"), help="bundled data folder")
     p.add_argument("--resimulate", action="store_true", help="simulate even if the sample exists")
@@ -1535,6 +1566,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "report",
         help="capture → offline HTML report: every chart kind, PNGs, the executed notebooks",
+        description="Write an offline HTML report of a capture: every chart kind as SVG and "
+        "PNG, and the notebooks run with the capture as their parameter (--no-notebooks: "
+        "the charts alone). It opens without a network.",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture")
     p.add_argument("-o", "--output", type=Path, default=Path("reports"), help="report folder")

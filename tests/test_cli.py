@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -95,6 +96,40 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as done:
             main([sub, "--help"])
         assert done.value.code == 0 and "usage: cbi1kit" in capsys.readouterr().out
+
+
+def test_version() -> None:
+    from cbi1kit import __version__
+
+    out = run("--version")
+    assert (out.returncode, out.stdout.strip()) == (0, f"cbi1kit {__version__}")
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    from cbi1kit.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("name", sorted(_subparsers()))
+def test_help_describes_the_command_and_shows_each_default(name: str) -> None:
+    """Every subcommand has a description; each option with a default shows it, the
+    simulation knobs theirs from the configuration (their own default is unset)."""
+    from cbi1kit.sim._simrelay import SimRelayConfig
+
+    parser = _subparsers()[name]
+    assert parser.description, name
+    shown = " ".join(parser.format_help().split())
+    for action in parser._actions:
+        default = action.default
+        if action.option_strings and default not in (None, False, argparse.SUPPRESS):
+            assert f"(default: {default})" in shown or "default" in (action.help or ""), action
+    if name == "simulate":
+        base = SimRelayConfig()
+        assert f"(1..16) (default: {base.simulator.dcs})" in shown
+        assert f"(1..4096) (default: {base.simulator.max_kicks})" in shown
 
 
 def test_public_api_resolves() -> None:

@@ -8,11 +8,14 @@ its own stage or any stage below it (``TYPE_CHECKING`` imports included: they ar
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).parents[1] / "cbi1kit"
+ROOT = PACKAGE.parent
 ORDER = [
     "errors",
     "_proto",
@@ -123,3 +126,18 @@ def test_contributing_layout_table_equals_the_tree() -> None:
     top = {p.stem for p in PACKAGE.glob("*.py")} | {"_proto"}
     listed = rows["top"] | rows.get("errors", set())
     assert listed == top, listed ^ top
+
+
+def test_no_tracked_file_names_a_path_of_the_machine_it_was_written_on() -> None:
+    """Paths are the repository's own (``../shared/seed/``), never one machine's."""
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    found = [
+        name
+        for name in files
+        if Path(name).suffix in {".py", ".md", ".toml", ".yml", ".txt", ""}
+        and (ROOT / name).is_file()
+        and re.search(r"(?<![\w.])/(work|root|home)/\w", (ROOT / name).read_text(errors="replace"))
+    ]
+    assert not found, found

@@ -31,6 +31,7 @@ from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.wire._format import FilterFormat
+from conftest import ROOT
 
 SNAP, DELTA, HB = 1, 2, 3
 
@@ -538,3 +539,19 @@ def test_a_replay_alone_loads_neither_polars_nor_pyarrow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_what_a_notebook_shows_of_a_result_is_one_short_line() -> None:
+    """A notebook cell's last value is its repr: a summary line, never the words or tables."""
+    import cbi1kit as ck
+
+    c = ck.open(ROOT / "data" / "sample.kvrcap")
+    report = c.replay()
+    view = c.view()
+    shown = [c, report, report.lane(), view, view.domains[0], view.table, view.lanes[0]]
+    for obj in shown:
+        text = repr(obj)
+        assert "\n" not in text and len(text) <= 160 and " object at 0x" not in text, text
+    assert repr(report) == (
+        f"<ReplayReport: {report.records:,} records, 1 lane(s) [DC {report.lane().dc_id:016x}], ok>"
+    )

@@ -1,13 +1,14 @@
 """Upstream's acceptance test for the relay adapter, ported assertion for assertion.
 
-The seed (``/work/shared/seed/000_b7050281937fbdc0.txt``, dynamo-llm 1.5.1
-``kv_dc_relay/publication.rs``) ends with ``cbi1_snapshot_and_delta_preserve_standard_eagle_and_
-lora_query_spaces``. It is ported below through the public adapter (``encode_snapshot`` /
-``encode_delta`` of ``cbi1kit.relay``, imported as ``encode_*_publication`` so they cannot be
-mistaken for the wire codec's), with the seed's parameters: block size 4, tokens ``0..13`` then
-``0..21``, cache namespace ``"tenant-ns"``, ``CkfConfig::new(64)`` publishing every event,
-sequences 1 then 1→2 and the external-hash mask ``0xC0DE_CAFE_D15C_0A11``. Each block names the
-seed lines (``seed L<a>-<b>``, numbered as in that file) it ports.
+The seed (``../shared/seed/000_b7050281937fbdc0.txt`` from the repository's root, dynamo-llm
+1.5.1 ``kv_dc_relay/publication.rs``) ends with
+``cbi1_snapshot_and_delta_preserve_standard_eagle_and_lora_query_spaces``. It is ported below
+through the public adapter (``encode_snapshot`` / ``encode_delta`` of ``cbi1kit.relay``,
+imported as ``encode_*_publication`` so they cannot be mistaken for the wire codec's), with the
+seed's parameters: block size 4, tokens ``0..13`` then ``0..21``, cache namespace
+``"tenant-ns"``, ``CkfConfig::new(64)`` publishing every event, sequences 1 then 1→2 and the
+external-hash mask ``0xC0DE_CAFE_D15C_0A11``. Each block names the seed lines (``seed
+L<a>-<b>``, numbered as in that file) it ports.
 
 Where the seed unwraps a ``Result`` a Python call raises instead; where it ``expect``s an
 ``Option`` the port asserts it is not None with the same message. Below the port are the

@@ -202,6 +202,10 @@ class ViewLane:
     session: int | None = None
     why: str = ""
 
+    def __repr__(self) -> str:
+        state = f"ready at {self.sequence}" if self.ready else f"not ready ({self.why})"
+        return f"<ViewLane {self.lane}: pool {self.pool}, {state}>"
+
 
 @dataclass(slots=True, eq=False)
 class DomainView:
@@ -210,6 +214,10 @@ class DomainView:
     indexer_domain: IndexerDomainId
     table: CkfLaneTable
     lanes: list[ViewLane]
+
+    def __repr__(self) -> str:
+        ready = sum(n.ready for n in self.lanes)
+        return f"<DomainView {self.indexer_domain}: {len(self.lanes)} lane(s), {ready} ready>"
 
 
 @dataclass(slots=True, eq=False)
@@ -225,6 +233,13 @@ class GlobalView:
     domains: list[DomainView]
     catalogs: list[PoolCatalog] = field(default_factory=list)
     skipped: list[tuple[PoolId | None, str]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        when = "" if self.at is None else f" at {self.at}"
+        return (
+            f"<GlobalView {self.model or 'of every model'}{when}: {len(self.domains)} indexer "
+            f"domain(s), {len(self.lanes)} lane(s), {len(self.skipped)} pool(s) skipped>"
+        )
 
     @property
     def table(self) -> CkfLaneTable:

@@ -174,6 +174,13 @@ class LaneReport:
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
 
+    def __repr__(self) -> str:
+        at = "nothing installed" if self.final_sequence is None else f"at {self.final_sequence}"
+        return (
+            f"<LaneReport {_lane_name(self)}: {at}, {self.records:,} records, "
+            f"{len(self.streams)} stream(s), {_verdict(self._violations)}>"
+        )
+
     @property
     def format(self) -> FilterFormat | None:
         """The format of the lane's last installed snapshot."""
@@ -341,6 +348,14 @@ class ReplayReport:
 
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
+
+    def __repr__(self) -> str:
+        lanes = ", ".join(_lane_name(n) for n in self.lanes[:4])
+        more = f" +{len(self.lanes) - 4}" if len(self.lanes) > 4 else ""
+        return (
+            f"<ReplayReport: {self.records:,} records, {len(self.lanes)} lane(s) [{lanes}{more}], "
+            f"{_verdict(self._violations)}>"
+        )
 
     def lane(self, dc: int | str | DcId | None = None, *, pool: PoolId | None = None) -> LaneReport:
         """The lane of ``pool``, or of DC ``dc`` (an id, its hex or a DC name), or the only
@@ -734,6 +749,13 @@ class LaneReplayer:
             dict(self._counts),
             list(self._violations),
         )
+
+
+def _verdict(violations: list[Violation]) -> str:
+    """``ok``, or how many violations and the first."""
+    if not violations:
+        return "ok"
+    return f"{len(violations):,} violation(s), the first at record {violations[0].record_index}"
 
 
 def _source_damaged(

@@ -237,6 +237,14 @@ class CkfLaneTable:
         self._slots = self.storage.view(np.uint16).reshape(format.bucket_count, MAX_LANES, 4)
         self.replicas: dict[int, LaneReplica] = {}
 
+    def __repr__(self) -> str:
+        lanes = [k for k in range(MAX_LANES) if (self.configured_lanes >> k) & 1]
+        held = sorted(self.replicas)
+        return (
+            f"<CkfLaneTable: {self.format.bucket_count:,} buckets, seed {self.format.seed:#x}, "
+            f"lanes {_ranges(lanes)} configured, {_ranges(held)} held>"
+        )
+
     def _bind(self, lane: int, pool: PoolId) -> None:
         """Give ``lane`` its pool, or raise the manifest rule it breaks (nothing changes)."""
         domain = self.indexer_domain or pool.indexer_domain
@@ -564,3 +572,14 @@ def linear_prefix_depths(
             if (active >> lane) & 1:
                 depths[lane] = position + 1
     return depths
+
+
+def _ranges(lanes: list[int]) -> str:
+    """``[0-3, 7]``: lane numbers as runs."""
+    runs: list[list[int]] = []
+    for k in lanes:
+        if runs and runs[-1][1] == k - 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return "[" + ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) + "]"
