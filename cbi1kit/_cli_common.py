@@ -38,6 +38,7 @@ __all__ = [
     "Number",
     "OneLineParser",
     "at_least",
+    "cannot_read",
     "check_capture",
     "check_regular_file",
     "check_source",
@@ -107,7 +108,13 @@ def check_source(path: Path) -> None:
     except OSError as exc:
         raise _unreadable(path, exc) from None
     except CaptureError as exc:
-        raise CliError(f"cannot read {path}: {exc}") from None
+        raise cannot_read(path, exc) from None
+
+
+def cannot_read(path: Path, exc: CaptureError) -> CliError:
+    """``cannot read PATH: WHERE: WHY``, the path once (a capture error names it first)."""
+    text = str(exc)
+    return CliError(f"cannot read {text if text.startswith(f'{path}: ') else f'{path}: {text}'}")
 
 
 def check_capture(path: Path) -> None:

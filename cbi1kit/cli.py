@@ -670,13 +670,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if lane.final_lane is None:
         raise _never_installed(args.capture, lane.violations or report.violations)
     lane_fmt = fmt or lane.format
-    if args.at is None:
-        sequence, words = lane.final_sequence, lane.final_lane
-    else:
-        try:
-            sequence, words = args.at, lane.lane_at(args.at)
-        except LaneError as exc:
-            raise _unanswerable(str(exc), {args.capture: report}) from None
+    try:
+        sequence, words = _lane_at_moment(lane, report, args.at)
+    except LaneError as exc:
+        raise _unanswerable(str(exc), {args.capture: report}) from None
     stats = lane_stats(
         words,
         addressing=CkfAddressing(lane_fmt.bucket_count, lane_fmt.seed),
@@ -698,7 +695,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     else:
         # the measurement as one line: rate, counts and interval read together
         fpr_columns = {} if stats.fpr is None else stats.fpr.columns()
-        measured = [] if stats.fpr is None else [("measured_fpr", str(stats.fpr))]
+        measured: list[tuple[str, object]] = (
+            [] if stats.fpr is None else [("measured_fpr", str(stats.fpr))]
+        )
         rows = [(k, v) for k, v in figures.items() if k not in fpr_columns]
         print(f"== {args.capture} at sequence {sequence}")
         print(_table(rows + measured, ("stat", "value")))
@@ -707,6 +706,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
                 f"note: the stream has {len(report.violations)} violation(s); see `cbi1kit replay`"
             )
     return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _lane_at_moment(lane: Any, report: Any, at: Any) -> tuple[int, Any]:
+    """The sequence and words of ``lane`` at ``--at`` (its last without one)."""
+    from cbi1kit.analysis._global import resolve_moment
+
+    point, unix_ns = resolve_moment(report, at)
+    if point is None:
+        return lane.final_sequence, lane.final_lane
+    if point.sequence is not None:
+        return point.sequence, lane.lane_at(point.sequence)
+    sequence = lane.sequence_at_time(unix_ns)
+    if sequence is None:
+        raise LaneError("NotReady", message=f"the lane was not ready at {point}")
+    return sequence, lane.lane_at_time(unix_ns)
 
 
 def _moment(text: str) -> Any:
@@ -1401,7 +1415,9 @@ def build_parser() -> argparse.ArgumentParser:
         "capture of several; `cbi1kit view` shows every lane at a time).",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
-    p.add_argument("--at", type=U64, help="the lane right after this sequence")
+    p.add_argument(
+        "--at", type=_moment, metavar="SEQ|ISO|+90s", help="a sequence, a time or an offset"
+    )
     p.add_argument("--dc", help="the lane of this DC: its id (16 hex digits) or its name")
     p.add_argument(
         "--fpr-probes",

@@ -169,6 +169,7 @@ BAD_MOMENTS = [
 #: values it refuses)
 PARSED_TEXT = [
     ("view", "--at", BAD_MOMENTS),
+    ("stats", "--at", BAD_MOMENTS),
     ("explain", "--at", BAD_MOMENTS),
     ("explain", "--tokens", ["", "x", "1,,2", "-1", "4294967296", "1.5", "[", "1;2", "0x"]),
     ("diff", "--at", BAD_MOMENTS),

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).parents[1]
@@ -591,3 +592,29 @@ def test_lab_without_a_notebooks_folder_is_unreadable_input(kind: str, tmp_path:
     out = run("lab", "--notebooks", str(folder), "--no-browser")
     assert out.returncode == 3
     assert out.stderr.strip().startswith(f"cbi1kit lab: error: {folder}: no notebooks folder (")
+
+
+@pytest.mark.parametrize("at", ["+90s", "2025-01-01T00:01:30Z"])
+def test_stats_takes_a_time_as_view_does(at: str) -> None:
+    """``stats --at`` takes what ``view``, ``explain`` and ``diff`` take: a sequence, an ISO
+    time or an offset; a time gives the stats of the sequence the lane held then."""
+    import cbi1kit as ck
+
+    sample = str(ROOT / "data" / "sample.kvrcap")
+    held = ck.open(sample).view(at=at).lanes[0].sequence
+    by_time = run("stats", sample, "--at", at, "--json", "--fpr-probes", "0")
+    by_sequence = run("stats", sample, "--at", str(held), "--json", "--fpr-probes", "0")
+    assert by_time.returncode == by_sequence.returncode == 0, by_time.stderr
+    assert json.loads(by_time.stdout) == json.loads(by_sequence.stdout)
+    assert json.loads(by_time.stdout)["sequence"] == held
+
+
+@pytest.mark.parametrize("command", ["replay", "stats", "view", "export"])
+def test_an_unreadable_input_is_named_once(command: str, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(bytes(np.random.default_rng(3).integers(0, 256, 3000, dtype=np.uint8)))
+    extra = ["-o", str(tmp_path / "out")] if command == "export" else []
+    out = run(command, str(junk), *extra)
+    assert out.returncode == 3
+    assert out.stderr.count(str(junk)) == 1, out.stderr
+    assert "record 0 at byte offset 0: unrecognised input" in out.stderr
