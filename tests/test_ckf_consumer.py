@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from errorcheck import raises_variant
@@ -492,3 +494,31 @@ def test_false_positive_at_a_sampled_position_inflates_the_depth() -> None:
     assert find_prefix_depths(8, 1, 1, masks.__getitem__, lanes=1)[0] > 3
     # W = 2: the search still overshoots to 5, but the window [3, 5) holds d and stops there
     assert find_prefix_depths(8, 1, 2, masks.__getitem__, lanes=1) == [3]
+
+
+@pytest.mark.parametrize("window", [-1, 0, 1, 2, 7, 8, 9, 64])
+def test_the_verification_window_has_one_range_everywhere(window: int) -> None:
+    """The producer's CkfConfig, the consumer's prefix search and explain refuse the same
+    windows (``verification_window_fault``, the one statement of the range)."""
+    from cbi1kit.analysis._explain import explain
+    from cbi1kit.ckf._limits import MAX_VERIFICATION_WINDOW
+    from cbi1kit.ckf._producer import CkfConfig
+    from cbi1kit.errors import CkfError, LaneError
+
+    def accepts(call: Callable[[], object], error: type[Exception]) -> bool:
+        try:
+            call()
+        except error as exc:  # refused for the window, or for another reason after it
+            return "verification_window" not in str(exc)
+        except Exception:  # refused for another reason: the window itself passed
+            return True
+        return True
+
+    _NO_CAPTURE = "no-such.kvrcap"
+    expected = 1 <= window <= MAX_VERIFICATION_WINDOW
+    assert accepts(lambda: CkfConfig(64, verification_window=window), CkfError) == expected
+    assert accepts(lambda: find_prefix_depths(4, 1, window, lambda _p: 1), LaneError) == expected
+    assert (
+        accepts(lambda: explain(_NO_CAPTURE, model="m", verification_window=window), LaneError)
+        == expected
+    )

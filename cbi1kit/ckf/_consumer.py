@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot, IngestOutcome, Lane
+from cbi1kit.ckf._limits import verification_window_fault
 from cbi1kit.errors import LaneError
 from cbi1kit.hashing._blocks import compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
@@ -43,6 +44,7 @@ __all__ = [
     "LaneReplica",
     "PrefixSearchResult",
     "SearchTraceEvent",
+    "check_verification_window",
     "find_prefix_depths",
     "linear_prefix_depths",
     "search_prefix_depths",
@@ -397,6 +399,13 @@ def _lane_mask(lanes: int) -> int:
     return 0xFFFF if lanes >= 16 else (1 << lanes) - 1
 
 
+def check_verification_window(window: int) -> None:
+    """``LaneError`` ``Manifest.InvalidVerificationWindow``: the consumer's
+    prefix search refuses ``window`` (``verification_window_fault``)."""
+    if why := verification_window_fault(window):
+        raise LaneError("Manifest.InvalidVerificationWindow", message=why)
+
+
 def search_prefix_depths(
     sequence_len: int,
     initial_mask: int,
@@ -414,8 +423,7 @@ def search_prefix_depths(
     """
     if not 1 <= lanes <= MAX_LANES:
         raise ValueError(f"lanes must be in 1..=16, got {lanes}")
-    if not 1 <= verification_window <= 8:
-        raise ValueError(f"verification_window must be in 1..=8, got {verification_window}")
+    check_verification_window(verification_window)
     result = PrefixSearchResult([0] * lanes)
     if sequence_len == 0:
         return result

@@ -6,8 +6,21 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DEFAULT_SEED", "DEFAULT_VERIFICATION_WINDOW", "MAX_VERIFICATION_WINDOW"]
+__all__ = [
+    "DEFAULT_SEED",
+    "DEFAULT_VERIFICATION_WINDOW",
+    "MAX_VERIFICATION_WINDOW",
+    "verification_window_fault",
+]
 
 DEFAULT_SEED: Final = 0x5DEECE66D1B54A33
 DEFAULT_VERIFICATION_WINDOW: Final = 2
 MAX_VERIFICATION_WINDOW: Final = 8
+
+
+def verification_window_fault(window: int) -> str | None:
+    """Why ``window`` is not a verification window (None: it is one), the one check of its
+    range: the producer's ``CkfConfig`` and the consumer's prefix search both hold to it."""
+    if 1 <= window <= MAX_VERIFICATION_WINDOW:
+        return None
+    return f"verification_window {window} is outside 1..={MAX_VERIFICATION_WINDOW}"

@@ -28,7 +28,7 @@ from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._limits import (
     DEFAULT_SEED,
     DEFAULT_VERIFICATION_WINDOW,
-    MAX_VERIFICATION_WINDOW,
+    verification_window_fault,
 )
 from cbi1kit.ckf._table import (
     DEFAULT_MAX_KICKS,
@@ -151,12 +151,9 @@ class CkfConfig:
             raise _config_error(
                 "InvalidMaxKicks", "max_kicks", self.max_kicks, f"must be in 1..={MAX_KICKS}"
             )
-        if not 1 <= self.verification_window <= MAX_VERIFICATION_WINDOW:
+        if why := verification_window_fault(self.verification_window):
             raise _config_error(
-                "InvalidVerificationWindow",
-                "verification_window",
-                self.verification_window,
-                f"must be in 1..={MAX_VERIFICATION_WINDOW}",
+                "InvalidVerificationWindow", "verification_window", self.verification_window, why
             )
         if self.publish_every_n_events < 1:
             raise _config_error(

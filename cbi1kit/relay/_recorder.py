@@ -657,7 +657,7 @@ class Recorder:
                     self._writer.flush()
                 for pool in self._pools.values():
                     if pool.call is not None and now - pool.last_recv > limit:
-                        pool.call_reason = reason
+                        pool.call_reason, pool.stalled = reason, True
                         cancel.append(pool.call)
                 for watched in self._watched.values():
                     if watched.heartbeat and watched.reason is None and now - watched.last > limit:
@@ -976,6 +976,7 @@ class _PoolStream:
         self._rng = random.Random(None if seed is None else f"{seed}/{record.pool}")
         self.call: Any = None
         self.call_reason: str | None = None
+        self.stalled = False  # the watchdog ended the call: no message within stall_timeout
         self.last_recv = time.monotonic()
         self.current: pb.ProducerIdentity | None = None
         self.thread: threading.Thread | None = None
@@ -1160,7 +1161,7 @@ class _PoolStream:
                 r._write_close(stream, close, [], record)
                 return replace(close, action=Action.STOP)
             call = stub(request, wait_for_ready=False, metadata=cfg.metadata)
-            self.call, self.call_reason = call, None
+            self.call, self.call_reason, self.stalled = call, None, False
             self.current = producer
             self.last_recv = time.monotonic()
             record.subscriptions += 1
@@ -1222,11 +1223,12 @@ class _PoolStream:
                 return close
         except grpc.RpcError as err:
             with r._lock:
+                stalled = local is None and self.stalled
                 local = local or self.call_reason
             if err.code() == grpc.StatusCode.CANCELLED and local is None and r._stop.is_set():
                 local = r.report.stop_reason or "stopped"
             close = r._close_from_error(SUBSCRIBE_METHOD, err, count, local)
-            if local is not None and local.startswith("stall"):
+            if stalled and local is not None:
                 close = CloseInfo(
                     SUBSCRIBE_METHOD,
                     grpc.StatusCode.DEADLINE_EXCEEDED.name,
