@@ -141,3 +141,26 @@ def test_no_tracked_file_names_a_path_of_the_machine_it_was_written_on() -> None
         and re.search(r"(?<![\w.])/(work|root|home)/\w", (ROOT / name).read_text(errors="replace"))
     ]
     assert not found, found
+
+
+def test_every_docs_page_named_exists() -> None:
+    """A ``docs/….md`` the package, the tests or the docs name is there (upstream's own are
+    named as upstream's)."""
+    named = set()
+    for path in [*PACKAGE.rglob("*.py"), *ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md")]:
+        for m in re.finditer(r"(?<![\w/'])docs/[\w./-]+\.md", path.read_text()):
+            before = path.read_text()[max(0, m.start() - 20) : m.start()]
+            if "upstream" not in before:
+                named.add(m.group(0))
+    missing = sorted(n for n in named if not (ROOT / n).is_file())
+    assert not missing, missing
+
+
+#: module docstrings say what and why in a few lines and point to ``docs/`` for the rest
+DOCSTRING_LINES = 21
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_module_docstring_is_short(path: Path) -> None:
+    doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+    assert doc.count("\n") + 1 <= DOCSTRING_LINES, f"{doc.count(chr(10)) + 1} lines"

@@ -1,34 +1,6 @@
-"""Replay a recorded relay capture with the consumer's rules, reporting everything it finds.
-
-A real consumer (relay.md §3.1, the Global View ``CkfStreamSession``; ckf.md §4.4, the lane
-ingestor) stops a session at its first error and resubscribes, which costs it a fresh snapshot.
-Replay walks the records in order with the same rules, but instead of stopping it reports every
-event — snapshot chunk absorbed, snapshot installed, delta applied, heartbeat — and every
-:class:`Violation` with its record index, sequence and reason; after a violation it does what
-the consumer would do next: forget the session and wait for the next snapshot (messages in
-between are reported as ``skipped``).
-
-A capture holds any number of subscriptions: pools × DCs, each resubscribed over time. Replay
-keeps one lane per pool (the pool of a stream's first message) and one session per stream: a
-stream is its own subscription, so two streams may carry different producers (two pools, or a
-new generation of one pool), and a producer that changes *within* a stream is the violation
-(``ProducerChanged``). A new stream of a pool is a new session of its lane (a new lease).
-
-Every rule, per message and per stream, is the stream engine's (:class:`cbi1kit.relay.
-StreamChecker`, over the thin :class:`cbi1kit.ckf.Lane`), the same engine the recorder
-validates with; this module adds what a whole capture needs around it: lanes, sessions,
-recovery, events, history, receive times and the tables' hooks. A capture's catalog updates
-and stream opens and closes are kept beside the lanes: the global view
-(:mod:`cbi1kit.analysis._global`) needs them.
-
-Damage in the source (a torn capture tail, a corrupt record, bad JSON) arrives as an exception
-from the record iterator after every intact record; it becomes the last event, a violation.
-
-``lane_at(sequence)`` rebuilds a lane at any replayed sequence from the nearest snapshot point
-plus the deltas after it (last write per bucket wins), without replaying the stream again. That
-history is kept in an unlinked temporary file per lane, not in memory: memory stays at the lanes
-in play (each lane, a snapshot being assembled, 8 bytes of receive time per delta) however many
-snapshots the capture holds.
+"""Replay a recorded relay capture with the consumer's rules, reporting everything it finds:
+every event and violation, each lane's sessions, and a history that rebuilds a lane at any
+replayed sequence. ``docs/replay.md`` says how.
 """
 
 from __future__ import annotations

@@ -1,56 +1,6 @@
-"""Record a live ``dynamo.kvrelay.v1`` relay into a kvrcap capture file.
-
-The recorder follows a consumer's lifecycle (relay.md §2, upstream ``grpc-contract.md``):
-``GetRelayInfo``, then the planes (``PLANES``) watched for the whole session: the pool catalog,
-serving readiness, pool load and serving load; and every pool of the catalog, or those the
-selection picks (``PoolSelector``: model names or aliases, DCs, producer keys), each subscribed
-with ``SubscribeKvPool`` and its exact ``expected_producer`` as its own stream. A pool that
-joins the catalog later and is selected gets its stream when the catalog names it. Every
-response message is appended to the capture **raw**, as the serialized bytes received (no stub
-has a deserializer), with wall-clock and monotonic receive times; each plane and the relay info
-go in as their own streams. Every stream close is recorded with its gRPC status, details and
-trailing metadata, including the ``kv-relay-error-reason`` trailer. The planes are server
-streams upstream pushes, not polled: the catalog on change, readiness on change and every 10 s,
-the load planes one complete window a second; a consumer reads them to know why a pool in the
-catalog is not routed to.
-
-Which upstream schemas it speaks (``tests/test_relay_planes.py`` derives this from the facts of
-each version in ``tests/vectors/relay_proto``): the newest, ``wan/grpc/protocol/relay.proto``
-(d95e45a5), in full; the five-RPC ``protocol/relay.proto`` before it (bd44782f) but for
-``SubscribeServingLoad``, which such a relay answers ``UNIMPLEMENTED``: that plane is given up,
-its close recorded and named in the report. Not the older 2e45ac3b, whose
-``SubscribeKvPoolRequest`` field 2 is a ``KvPoolId`` (and whose readiness entries are another
-message) under the same marker and protocol version: no envelope field tells them apart, so a
-capture keeps its schema (the SCHEMA record) and every request's bytes.
-
-The connection (``_transport``): plaintext, or TLS with given roots, a client certificate for
-mTLS, an authority override and auth headers on every call, as a relay behind an mTLS proxy
-needs; upstream's HTTP/2 keepalive either way. The capture keeps header names, never values.
-
-Each pool resubscribes on its own (``_PoolStream``: its producer, its backoff, its stall
-watchdog, its reasons), as the gateway's ``LaneSet`` runs a supervisor per pool (relay.md
-§3.2), with the in-repo Global View consumer's equal-jitter backoff (0.5 s doubling to 30 s,
-reset after a subscription that lasted 30 s), after everything the spec says forces one: a
-new producer generation in the catalog or ``PRODUCER_CHANGED``, the pool withdrawn or
-``POOL_NOT_FOUND``, ``SUBSCRIBER_LAGGED``, ``SNAPSHOT_PROGRESS_TIMEOUT``,
-``PUBLICATION_UNAVAILABLE``, ``INVALID_PUBLICATION``, ``INTERNAL``, ``RESOURCE_LIMIT``, a
-transport failure, a clean EOF, a stalled stream (no message within ``stall_timeout``) and,
-with ``validate``, any consumer-side validation failure. ``CONTRACT_MISMATCH``,
-``INVALID_REQUEST`` and ``UNSUPPORTED_FEATURE`` are not retried unchanged. A pool withdrawn
-from the catalog waits for it to come back, up to ``give_up_after`` seconds; so does a pool
-whose subscriptions keep failing without a message (the relay unreachable). A pool that fails
-for good (not retried, gone, unreachable) ends its own stream, named with its reason in the
-report (``PoolRecord.ended``), and starts again if the catalog names it anew (back after it
-left; another producer generation after any other failure); the others record on. The session ends
-when every pool has failed (with one pool's error, or all of them named), or when a relay that
-answers no ``GetRelayInfo`` stays unreachable for ``give_up_after`` seconds.
-
-Bytes that are not the expected message (relay.md: a message that does not decode ends the
-stream) are kept as received and end their stream: a ``FilterUpdate`` resubscribes, a catalog
-update ends the watch and the next one starts after backoff, a ``RelayInfo`` is asked for again
-with the same backoff as an unreachable relay. A relay restart is a new relay identity: the
-recorder holds a relay identity only within a stream (``validate``) and records with each
-subscription the relay whose catalog named its producer.
+"""Record a live ``dynamo.kvrelay.v1`` relay into a kvrcap capture file: the relay info, the
+planes, and one stream per selected pool, each resubscribing on its own as a consumer does.
+``docs/recorder.md`` gives the lifecycle, the schemas spoken and every reason to resubscribe.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The gRPC connection to a relay: TLS material, call metadata, authority and keepalive.
 
 Upstream's relay serves plaintext HTTP/2 and leaves mTLS, authorization and certificate rotation
-to a sidecar proxy in front of it (``docs/grpc-contract.md``, "Transport security boundary"). A
-production recorder therefore talks to that proxy: server roots, a client certificate and key,
-perhaps an authority the proxy routes on, and auth headers. Everything here is read and checked
-before any connection is made (PEM files by the standard library's ``ssl``), so a file that
-cannot be used is a :class:`TransportError` at once, not a handshake failing until the recorder
-gives up.
+to a sidecar proxy in front of it (upstream's ``docs/grpc-contract.md``, "Transport security
+boundary"). A production recorder therefore talks to that proxy: server roots, a client
+certificate and key, perhaps an authority the proxy routes on, and auth headers. Everything here
+is read and checked before any connection is made (PEM files by the standard library's ``ssl``),
+so a file that cannot be used is a :class:`TransportError` at once, not a handshake failing
+until the recorder gives up.
 """
 
 from __future__ import annotations

@@ -1,57 +1,6 @@
-"""A **simulated** ``dynamo.kvrelay.v1`` relay server, for demos, teaching and tests.
-
-.. warning::
-   This is a simulator, not a relay. It serves frames that a :class:`PoolFeed` makes up (a
-   small synthetic CKF producer, or the trace-driven simulator), over gRPC meant for loopback
-   (plaintext, or TLS and mTLS with the certificates it is given, so that a recorder's TLS
-   settings can be tested). It has no KV event plane, no authorization and no persistence; it
-   exists so that ``cbi1kit record`` can be demonstrated and tested against a real gRPC server,
-   and so that a reader can watch the upstream stream lifecycle happen. Never put it in front of
-   consumers.
-
-What it reproduces of upstream's gRPC driver (``lib/llm/src/kv_dc_relay/wan/grpc/service.rs``,
-``publication/hub.rs``; relay.md §2):
-
-* ``GetRelayInfo``, ``WatchKvPoolCatalog`` (a complete catalog at once, then one on every
-  change) and ``SubscribeKvPool`` with the same admission order: contract marker
-  (``CONTRACT_MISMATCH``), subscriber id (``INVALID_REQUEST``), the expected producer key
-  (``INVALID_REQUEST`` / ``UNSUPPORTED_FEATURE``), unknown pool (``POOL_NOT_FOUND``), another
-  generation (``PRODUCER_CHANGED``), subscriber limits (``RESOURCE_LIMIT``).
-* One publication hub per pool generation, created lazily by the first subscriber; the feed
-  only advances while a hub exists (upstream enables materialisation only under a lease).
-* A new subscriber gets the hub's mirror as ``ceil(bucket_count / 512Ki)`` snapshot chunks,
-  then contiguous deltas from its own bounded queue; heartbeats start only after the complete
-  snapshot and are re-armed after every forwarded frame.
-* Per-subscriber queues bounded by 16 frames and 16 MiB, each frame charged
-  ``payload + 256`` bytes; fan-out never blocks: an overflowing subscriber is removed and its
-  stream ends ``RESOURCE_EXHAUSTED`` with ``SUBSCRIBER_LAGGED`` after what was queued.
-* A per-chunk snapshot progress timeout (``SNAPSHOT_PROGRESS_TIMEOUT``), a generation change
-  that retires the hub (subscribers end ``UNAVAILABLE``/``PUBLICATION_UNAVAILABLE``; the catalog
-  advertises the new key), and every error carries the ASCII trailer ``kv-relay-error-reason``
-  with the exact ``RelayErrorReason`` name.
-* ``SubscribeServingReadiness`` (a complete topology snapshot at once, on every change and
-  every heartbeat interval), ``SubscribeKvPoolLoad`` and ``SubscribeServingLoad`` (the current
-  complete window, then each newer one), each plane admitted under its own subscriber limit.
-  Their contents come from the pools: one topology entry per (namespace, model) with a member
-  per endpoint; the blocks and ranks each feed reports (:class:`PoolLoad`); no router or
-  frontend reports request load to a simulated relay, so serving-load views are UNAVAILABLE.
-  :meth:`RelayServer.set_ready` takes a pool's workers away (and back): the pool stays in the
-  catalog while readiness and load say why it should not be routed to.
-
-For tests, :attr:`RelayServer.calls` holds every call as received (metadata, the mTLS client's
-certificate name) and ``ServerConfig.unimplemented`` leaves RPCs out, as an older relay would.
-
-The pools change while it serves, as producers attach and detach: :meth:`RelayServer.add_pool`
-publishes another, :meth:`RelayServer.withdraw_pool` takes one out of the catalog (its streams
-end, a new subscription is ``POOL_NOT_FOUND``) and :meth:`RelayServer.restore_pool` brings it
-back, by default under a new layout generation.
-
-Faults for tests (:class:`FaultPlan`): drop a stream mid-snapshot, corrupt a delta payload,
-stall a stream, change the producer generation, answer with bytes that are no protobuf message
-(a pool message, a catalog update, the relay info); :meth:`RelayServer.refuse_pool` refuses one
-pool's subscriptions for good; :meth:`RelayServer.restart` is a relay restart on the same
-address with a new relay identity; "kill the process" is running
-``python -m cbi1kit._cli_relay serve`` in a subprocess and killing it.
+"""A **simulated** ``dynamo.kvrelay.v1`` relay server for demos, teaching and tests (never in
+front of consumers): upstream's admission order, hubs, bounded queues, planes and faults on
+demand. ``docs/simulator.md`` lists what it reproduces.
 """
 
 from __future__ import annotations

@@ -1,27 +1,5 @@
-"""A simulated KV DC relay writing what a subscriber would receive into a capture file.
-
-producer → publisher → relay hub → envelope frames → ``FilterUpdate`` messages → ``kvrcap``:
-
-- The :class:`cbi1kit.sim._simulator.Simulator` runs the DC producers; each drained batch is one
-  publication, one ``DcCkfDelta``, one delta frame (ckf.md §4.1–4.2).
-- Every DC of the fleet is recorded (``RelayConfig.record_dc`` restricts it to one), as a global
-  consumer sees the fleet: a ``WatchKvPoolCatalog`` stream whose one update describes every
-  DC's pool (relay.md §2.1), then a ``SubscribeKvPool`` stream per pool. With one DC recorded
-  there is no catalog stream: the capture is that subscription alone (the bundled sample).
-- For every recorded DC a hub keeps the mirror lane (relay.md §2.2). A subscriber opens a
-  ``SubscribeKvPool`` stream, receives the mirror as chunked snapshot frames at the hub's
-  sequence, then one delta frame per publication.
-- Heartbeats follow the simulated clock (relay.md §2.4): armed once the snapshot is complete,
-  every ``heartbeat_interval_ms`` without a forwarded frame, at the current sequence.
-- A delta with more than ``max_delta_images`` images forces a fresh snapshot as upstream's hub
-  does (ckf.md §4.5): the mirror is rebuilt, the stream closes ``UNAVAILABLE`` with reason
-  ``PUBLICATION_UNAVAILABLE``, and the subscriber resubscribes and gets a new snapshot.
-  ``resubscribe_every_ms`` forces a client-side resubscription (stream ``CANCELLED``) on the
-  simulated clock.
-- Every time in the file comes from the simulated clock: ``recv_unix_ns = epoch_unix_ns +
-  t_ms·10⁶``, ``recv_mono_ns = t_ms·10⁶`` (frames at the same ms get +1 ns each so receive order
-  is strict), ``send_ts_us`` likewise; the file header's creation time is ``epoch_unix_ns``.
-  The same trace and config therefore give the same bytes.
+"""A simulated KV DC relay writing what a subscriber would receive into a capture file, on a
+simulated clock: the same trace and config give the same bytes. ``docs/simulator.md``.
 """
 
 from __future__ import annotations

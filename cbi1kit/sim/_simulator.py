@@ -1,41 +1,6 @@
-"""A KV-cache simulator: DC pools of workers with LRU block caches, a router, and engine events.
-
-The model, in Dynamo's terms:
-
-- ``dcs`` DC pools (at most 16, one CKF lane each for a global consumer), each with
-  ``workers_per_dc`` workers × ``dp_ranks`` data-parallel ranks. Every ``(worker, dp_rank)``
-  member holds up to ``capacity_blocks`` KV blocks in an LRU cache.
-- Each DC has one producer (:class:`cbi1kit.ckf._producer.DcCkfState`) that receives its
-  members' KV events, and one publisher numbering the drained batches.
-- A request is routed, then served instantly: the member's longest cached prefix is a hit, the
-  rest is stored (evicting least-recently-used blocks first), as an engine's prefix cache does.
-  Events are what an engine emits: ``Removed`` for the evicted blocks' engine ids, then
-  ``Stored`` for the new blocks with ``parent_hash`` = the engine id of the last hit block (or
-  none at the root). Engine ids are opaque per member (``canonical ^ member salt``), so the
-  producer's lineage mapping is exercised. ``Cleared`` comes from the optional periodic worker
-  restarts (``clear_every_ms``): one member at a time, round robin, loses its whole cache.
-- Touch order keeps every cache prefix-closed: a request's blocks are touched deepest first, so
-  a parent is always more recent than its children and is evicted after them (vLLM frees a
-  request's blocks tail first for the same reason).
-- Time is the trace's: events carry the request's timestamp (ms). Load is the number of blocks
-  of requests still decoding (``decode_ms_per_token`` × output tokens after arrival).
-
-Routing policies:
-
-- ``round_robin`` and ``random`` (seeded) pick a member directly, ignoring the caches.
-- ``exact`` and ``ckf`` pick a DC, then a member inside it. The DC's cost is Dynamo's router
-  cost ``overlap_weight × (blocks − prefix depth) + load per member``. ``exact`` uses the true
-  depth (the deepest member cache of the DC): the reference. ``ckf`` uses the depth a global
-  consumer would see: :func:`cbi1kit.ckf._consumer.find_prefix_depths` over a 16-lane
-  :class:`CkfLaneTable` fed by the DCs' published deltas. Inside the DC the local router knows
-  its members' caches exactly (same cost per member). Ties go to the lowest index.
-
-While every producer is fully published, the ckf policy also measures the filter's per-probe
-false-positive rate: the first probe of each distinct item absent from a lane's producer is
-counted, and hits among them are false positives; ``expected_false_positives`` sums the
-8α/65534 estimate at each counted probe's lane load α. A recurring absent prefix is probed by
-every request that shares it, always against nearly the same words: counting each repeat
-would count one false positive many times and report a rate several times the truth.
+"""A KV-cache simulator: DC pools of workers with LRU block caches, a router (round robin,
+random, exact or CKF-driven) and the engine events their producers receive.
+``docs/simulator.md`` gives the model and the policies.
 """
 
 from __future__ import annotations
