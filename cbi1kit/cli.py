@@ -1302,24 +1302,22 @@ def cmd_report(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
+if TYPE_CHECKING:  # the subparsers of ``cbi1kit``: each ``_add_*`` adds one command
+    _Commands = argparse._SubParsersAction[OneLineParser]
+
+
+def _format_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=U64, help="expected CKF seed (checks the format)")
+    p.add_argument("--buckets", type=U64, help="expected bucket count (with --seed)")
+
+
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _add_simulate(sub: _Commands) -> None:
+    """``cbi1kit simulate``."""
     from cbi1kit.sim._policies import POLICIES
-
-    parser = OneLineParser(
-        prog="cbi1kit",
-        description="See inside NVIDIA Dynamo's KV-cache filter stream (CBI1 frames).",
-        epilog="exit codes: 0 ok, 1 invalid input, 2 usage error, 3 unreadable input or output",
-    )
-    parser.add_argument("--version", action="version", version=f"cbi1kit {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def fmt_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--seed", type=U64, help="expected CKF seed (checks the format)")
-        p.add_argument("--buckets", type=U64, help="expected bucket count (with --seed)")
-
-    def quiet(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     p = sub.add_parser(
         "simulate",
@@ -1343,9 +1341,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="record this DC's pool stream alone (default: every DC's, with a catalog stream)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_simulate)
 
+
+def _add_inspect(sub: _Commands) -> None:
+    """``cbi1kit inspect``."""
     p = sub.add_parser(
         "inspect",
         help="frame files or a capture: header table, annotated hexdump, validation summary",
@@ -1354,7 +1355,7 @@ def build_parser() -> argparse.ArgumentParser:
         "replay summary.",
     )
     p.add_argument("files", nargs="+", type=Path, help="bare CBI1 frame files or kvrcap captures")
-    fmt_args(p)
+    _format_args(p)
     p.add_argument("--head", type=at_least(0), default=8, help="body rows shown before the gap")
     p.add_argument("--tail", type=at_least(0), default=4, help="body rows shown after the gap")
     p.add_argument(
@@ -1364,9 +1365,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--frame", type=at_least(0), help="capture: frame to hexdump (default: first delta)"
     )
     p.add_argument("--max-violations", type=at_least(0), default=20, help="violations listed")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_inspect)
 
+
+def _add_replay(sub: _Commands) -> None:
+    """``cbi1kit replay``."""
     p = sub.add_parser(
         "replay",
         help="capture → validation report with the consumer's rules, per lane",
@@ -1375,12 +1379,15 @@ def build_parser() -> argparse.ArgumentParser:
         "any rule is broken or the source is damaged.",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
-    fmt_args(p)
+    _format_args(p)
     p.add_argument("--max-violations", type=at_least(0), default=20, help="violations listed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_replay)
 
+
+def _add_export(sub: _Commands) -> None:
+    """``cbi1kit export``."""
     p = sub.add_parser(
         "export",
         help="capture → Parquet tables (frames, images, snapshots); --dataset: many captures",
@@ -1405,9 +1412,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force", action="store_true", help="overwrite existing table files (not --dataset)"
     )
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_export)
 
+
+def _add_stats(sub: _Commands) -> None:
+    """``cbi1kit stats``."""
     p = sub.add_parser(
         "stats",
         help="filter stats (load, FPR, ...) of the replayed lane at the end or at a sequence",
@@ -1426,11 +1436,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="random probes for the measured FPR, made distinct (0..=10^7)",
     )
     p.add_argument("--probe-seed", type=U64, default=0, help="seed of the FPR probes")
-    fmt_args(p)
+    _format_args(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_stats)
 
+
+def _add_view(sub: _Commands) -> None:
+    """``cbi1kit view``."""
     p = sub.add_parser(
         "view",
         help="the global view: the consumer table per indexer domain at a sequence or a time",
@@ -1449,10 +1462,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("capture", type=Path, help="kvrcap capture (or grpcurl JSON, CBI1 frames)")
     p.add_argument("--model", help="a model or alias the catalog's pools register")
     p.add_argument("--at", type=_moment, help="a sequence, 2026-11-30T12:00:00Z or +90s")
-    fmt_args(p)
+    _format_args(p)
     p.add_argument("--json", action="store_true", help="print the view as JSON")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_view)
+
+
+def _add_explain(sub: _Commands) -> None:
+    """``cbi1kit explain``."""
+    from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, MAX_VERIFICATION_WINDOW
 
     p = sub.add_parser(
         "explain",
@@ -1505,9 +1523,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"(1..={MAX_VERIFICATION_WINDOW}, default {DEFAULT_VERIFICATION_WINDOW})",
     )
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_explain)
 
+
+def _add_diff(sub: _Commands) -> None:
+    """``cbi1kit diff``."""
     p = sub.add_parser(
         "diff",
         help="two lanes bucket by bucket: captures, DCs, moments, .npy words",
@@ -1533,12 +1554,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=at_least(0), default=20, metavar="N", help="buckets listed (default 20)"
     )
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_diff)
 
-    register_relay(sub)  # record, serve
-    register_fleet(sub)  # fleet convert, fleet query
 
+def _add_layout(sub: _Commands) -> None:
+    """``cbi1kit layout``."""
     p = sub.add_parser(
         "layout",
         help="the CBI1 byte layout, from the layout tables",
@@ -1549,6 +1570,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.set_defaults(handler=cmd_layout)
 
+
+def _add_demo(sub: _Commands) -> None:
+    """``cbi1kit demo``."""
     p = sub.add_parser(
         "demo",
         help="simulate (or reuse) the sample → replay → summary, on the bundled data",
@@ -1564,9 +1588,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force", action="store_true", help="overwrite an existing report and screenshots"
     )
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_demo)
 
+
+def _add_lab(sub: _Commands) -> None:
+    """``cbi1kit lab``."""
     p = sub.add_parser(
         "lab",
         help="JupyterLab on the notebooks: this environment's kernel, saves kept output-free",
@@ -1579,6 +1606,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-browser", action="store_true", help="only print Lab's address")
     p.set_defaults(handler=cmd_lab)
 
+
+def _add_report(sub: _Commands) -> None:
+    """``cbi1kit report``."""
     p = sub.add_parser(
         "report",
         help="capture → offline HTML report: every chart kind, PNGs, the executed notebooks",
@@ -1601,8 +1631,35 @@ def build_parser() -> argparse.ArgumentParser:
         "(charts only: the notebooks chart a capture of one lane)",
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing report")
-    quiet(p)
+    _quiet(p)
     p.set_defaults(handler=cmd_report)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="cbi1kit",
+        description="See inside NVIDIA Dynamo's KV-cache filter stream (CBI1 frames).",
+        epilog="exit codes: 0 ok, 1 invalid input, 2 usage error, 3 unreadable input or output",
+    )
+    parser.add_argument("--version", action="version", version=f"cbi1kit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _add_simulate,
+        _add_inspect,
+        _add_replay,
+        _add_export,
+        _add_stats,
+        _add_view,
+        _add_explain,
+        _add_diff,
+        register_relay,
+        register_fleet,
+        _add_layout,
+        _add_demo,
+        _add_lab,
+        _add_report,
+    ):
+        add(sub)
     return parser
 
 
