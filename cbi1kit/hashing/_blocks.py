@@ -290,28 +290,32 @@ def _parse_mm_infos(block_mm_infos: Any) -> list[tuple[int, list[int]]]:
             raise _mm_info_error(
                 f"{where}.mm_objects", f"{type(objects).__name__} is not a sequence", objects
             )
-        hashes: list[int] = []
-        for j, obj in enumerate(objects):
-            at = f"{where}.mm_objects[{j}]"
-            if not isinstance(obj, Mapping):
-                raise _mm_info_error(at, f"{type(obj).__name__} is not a mapping", obj)
-            if "mm_hash" not in obj:
-                raise _mm_info_error(at, "missing field `mm_hash`", obj)
-            if "offsets" not in obj:
-                raise _mm_info_error(at, "missing field `offsets`", obj)
-            hashes.append(_u64_field(obj["mm_hash"], f"{at}.mm_hash"))
-            offsets = obj["offsets"]
-            if not _is_sequence(offsets):
-                raise _mm_info_error(f"{at}.offsets", "not a sequence of pairs", offsets)
-            for k, pair in enumerate(offsets):
-                if not _is_sequence(pair) or len(pair) != 2:
-                    raise _mm_info_error(f"{at}.offsets[{k}]", "expected a pair", pair)
-                for end in pair:
-                    _u64_field(end, f"{at}.offsets[{k}]")
+        hashes = [_mm_object_hash(obj, f"{where}.mm_objects[{j}]") for j, obj in enumerate(objects)]
         if hashes:
             hashes.sort()  # Python ints sort as unsigned u64, as upstream's sort_unstable
             out.append((i, hashes))
     return out
+
+
+def _mm_object_hash(obj: Any, at: str) -> int:
+    """One ``mm_objects`` entry checked (``at``: its path): its ``mm_hash``; its ``offsets``
+    must be pairs of u64 but are never hashed."""
+    if not isinstance(obj, Mapping):
+        raise _mm_info_error(at, f"{type(obj).__name__} is not a mapping", obj)
+    if "mm_hash" not in obj:
+        raise _mm_info_error(at, "missing field `mm_hash`", obj)
+    if "offsets" not in obj:
+        raise _mm_info_error(at, "missing field `offsets`", obj)
+    mm_hash = _u64_field(obj["mm_hash"], f"{at}.mm_hash")
+    offsets = obj["offsets"]
+    if not _is_sequence(offsets):
+        raise _mm_info_error(f"{at}.offsets", "not a sequence of pairs", offsets)
+    for k, pair in enumerate(offsets):
+        if not _is_sequence(pair) or len(pair) != 2:
+            raise _mm_info_error(f"{at}.offsets[{k}]", "expected a pair", pair)
+        for end in pair:
+            _u64_field(end, f"{at}.offsets[{k}]")
+    return mm_hash
 
 
 def block_count(n_tokens: int, kv_block_size: int, is_eagle: bool | None = None) -> int:

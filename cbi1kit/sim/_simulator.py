@@ -541,6 +541,39 @@ class Simulator:
                 )
             )
 
+    def _serve(
+        self,
+        t: int,
+        m: Member,
+        seq: list[int],
+        depth: int,
+        local: list[int],
+        hooks: tuple[DeltaHook | None, EventHook | None],
+    ) -> None:
+        """Member ``m`` serves a request of blocks ``seq`` (local hashes ``local``) whose first
+        ``depth`` it holds: the hits touched deepest first, the LRU blocks evicted to make room
+        (``Removed``), the rest stored (``Stored``, parent the last hit's engine id)."""
+        res, cap = self.result, self.config.capacity_blocks
+        n_eff = min(len(seq), cap)
+        cache = m.cache
+        for p in range(depth - 1, -1, -1):
+            cache.move_to_end(seq[p])
+        overflow = len(cache) + (n_eff - depth) - cap
+        if overflow > 0:
+            victims = [cache.popitem(last=False)[1] for _ in range(overflow)]
+            res.evicted_blocks += overflow
+            self._apply(t, m.dc, KvRemoved(m.worker_id, tuple(victims), m.dp_rank), *hooks)
+        if n_eff > depth:
+            salt = m.salt
+            blocks = [StoredBlock(seq[p] ^ salt, local[p]) for p in range(depth, n_eff)]
+            for p in range(n_eff - 1, depth - 1, -1):
+                cache[seq[p]] = seq[p] ^ salt
+            for p in range(depth - 1, -1, -1):
+                cache.move_to_end(seq[p])
+            parent = cache[seq[depth - 1]] if depth else None
+            res.stored_blocks += n_eff - depth
+            self._apply(t, m.dc, KvStored(m.worker_id, tuple(blocks), parent, m.dp_rank), *hooks)
+
     # -- the run -------------------------------------------------------------------------------
     def run(
         self,
@@ -570,7 +603,6 @@ class Simulator:
         local_all = workload.local_hashes.tolist()
         seq_all = workload.seq_hashes.tolist()
         outputs = workload.output_tokens.tolist()
-        cap = cfg.capacity_blocks
         ms_per_token = cfg.decode_ms_per_token
         done = 0
         for i, t in enumerate(ts):
@@ -584,35 +616,7 @@ class Simulator:
             m.requests += 1
             res.requested_blocks += n
             res.hit_blocks += depth
-            n_eff = min(n, cap)
-            cache = m.cache
-            for p in range(depth - 1, -1, -1):
-                cache.move_to_end(seq[p])
-            overflow = len(cache) + (n_eff - depth) - cap
-            if overflow > 0:
-                victims = [cache.popitem(last=False)[1] for _ in range(overflow)]
-                res.evicted_blocks += overflow
-                self._apply(
-                    t, m.dc, KvRemoved(m.worker_id, tuple(victims), m.dp_rank), on_delta, on_event
-                )
-            if n_eff > depth:
-                salt = m.salt
-                blocks = []
-                for p in range(depth, n_eff):
-                    blocks.append(StoredBlock(seq[p] ^ salt, local_all[s + p]))
-                for p in range(n_eff - 1, depth - 1, -1):
-                    cache[seq[p]] = seq[p] ^ salt
-                for p in range(depth - 1, -1, -1):
-                    cache.move_to_end(seq[p])
-                parent = cache[seq[depth - 1]] if depth else None
-                res.stored_blocks += n_eff - depth
-                self._apply(
-                    t,
-                    m.dc,
-                    KvStored(m.worker_id, tuple(blocks), parent, m.dp_rank),
-                    on_delta,
-                    on_event,
-                )
+            self._serve(t, m, seq, depth, local_all[s:e], (on_delta, on_event))
             if n:
                 heapq.heappush(m.inflight, (t + ms_per_token * outputs[i], n))
                 m.load += n

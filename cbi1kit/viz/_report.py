@@ -416,7 +416,7 @@ def build_report(
     raised before anything is written), and never into the folder of the notebooks it runs
     (``SourceInside``); a notebook is executed into a temporary folder, not beside its source.
     """
-    import vl_convert as vlc
+    import vl_convert as vlc  # an extra: missing, it stops the report before any output
 
     started = time.perf_counter()
     cap = Path(capture).resolve()
@@ -429,21 +429,7 @@ def build_report(
     if unknown := sorted(set(notebooks) - set(NOTEBOOKS)):
         raise VizError("Report", f"no such notebook: {', '.join(unknown)}")
     source_dir = None if notebooks_dir is None else Path(notebooks_dir).resolve()
-    if source_dir is not None and (out / "notebooks").resolve() == source_dir:
-        raise OutputError(
-            "SourceInside",
-            f"{out}: its notebooks/ folder is {source_dir}, the notebooks this report runs; "
-            "choose another output folder",
-            field=str(out),
-        )
-    claim_outputs(
-        report_outputs(out, trace=trace is not None, notebooks=names if source_dir else ()),
-        overwrite=overwrite,
-    )
-    if source_dir is not None:  # every notebook it runs is there, before any output
-        for name in names:
-            if not (source_dir / f"{name}.ipynb").exists():
-                raise VizError("Report", f"{source_dir / name}.ipynb: notebook missing")
+    _claim(out, source_dir, names, trace=trace is not None, overwrite=overwrite)
     report, one = _chosen_lane(cap, dc)  # a capture that cannot be charted: no output either
     if source_dir is not None and names and len(report.lanes) > 1:
         raise VizError(
@@ -462,45 +448,19 @@ def build_report(
         figures = []
         for kind, caption, chart in _charts(cap, workload, report, one):
             say(f"chart {kind}")
-            spec = chart.to_json()
-            svg = vlc.vegalite_to_svg(spec)
-            png = out / "png" / f"{kind}.png"
-            written.append(png)
-            png.write_bytes(vlc.vegalite_to_png(spec, scale=1.5))
-            result.pngs[kind] = png
-            figures.append(
-                f"<figure id='{kind}' data-chart='{kind}'><figcaption>{html.escape(caption)}"
-                f"</figcaption>{svg}</figure>"
-            )
+            written.append(out / "png" / f"{kind}.png")
+            figures.append(_figure(vlc, kind, caption, chart.to_json(), result))
 
         notebook_links = []
         if callable(executed):
             executed = executed()
         if source_dir is not None:
-            (out / "notebooks").mkdir(exist_ok=True)
             # relative to the notebooks (their working folder): the pages show no home folder
             params = {"capture": os.path.relpath(cap, source_dir)}
             if trace:
                 params["trace"] = os.path.relpath(Path(trace).resolve(), source_dir)
-            with tempfile.TemporaryDirectory(prefix="cbi1kit-report-") as scratch_dir:
-                scratch = Path(scratch_dir)
-                for name in names:
-                    source = source_dir / f"{name}.ipynb"
-                    if executed is not None and name in executed:
-                        cells = list(executed[name])
-                    else:
-                        say(f"notebook {name}")
-                        ran = scratch / f"{name}.ipynb"
-                        nb_params = {k: v for k, v in params.items() if _has_parameter(source, k)}
-                        _execute_notebook(source, ran, nb_params)
-                        cells = _executed_cells(ran)
-                    page = out / "notebooks" / f"{name}.html"
-                    written.append(page)
-                    page.write_text(
-                        _render_notebook(cells, name.replace("_", " ")), encoding="utf-8"
-                    )
-                    result.notebooks[name] = page
-                    notebook_links.append(f"<li><a href='notebooks/{name}.html'>{name}</a></li>")
+            pages = _Pages(out, source_dir, params, executed, written, say)
+            notebook_links = [pages.write(name, result) for name in names]
 
         rows = "".join(
             f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
@@ -521,6 +481,77 @@ def build_report(
         result.index.write_text("\n".join(parts), encoding="utf-8")
         result.seconds = time.perf_counter() - started
         return result
+
+
+def _claim(
+    out: Path, source_dir: Path | None, names: list[str], *, trace: bool, overwrite: bool
+) -> None:
+    """Refuse, before anything is written, an output that exists (unless ``overwrite``), a
+    notebooks/ output that is the notebooks' own folder, and a notebook that is missing."""
+    if source_dir is not None and (out / "notebooks").resolve() == source_dir:
+        raise OutputError(
+            "SourceInside",
+            f"{out}: its notebooks/ folder is {source_dir}, the notebooks this report runs; "
+            "choose another output folder",
+            field=str(out),
+        )
+    claim_outputs(
+        report_outputs(out, trace=trace, notebooks=names if source_dir else ()),
+        overwrite=overwrite,
+    )
+    if source_dir is not None:  # every notebook it runs is there, before any output
+        for name in names:
+            if not (source_dir / f"{name}.ipynb").exists():
+                raise VizError("Report", f"{source_dir / name}.ipynb: notebook missing")
+
+
+def _figure(vlc: Any, kind: str, caption: str, spec: Any, result: ReportResult) -> str:
+    """A chart's PNG written (``result.pngs``) and its ``<figure>`` with the inline SVG
+    (``vlc``: ``vl_convert``)."""
+    svg = vlc.vegalite_to_svg(spec)
+    png = result.index.parent / "png" / f"{kind}.png"
+    png.write_bytes(vlc.vegalite_to_png(spec, scale=1.5))
+    result.pngs[kind] = png
+    return (
+        f"<figure id='{kind}' data-chart='{kind}'><figcaption>{html.escape(caption)}"
+        f"</figcaption>{svg}</figure>"
+    )
+
+
+class _Pages:
+    """The report's notebook pages: each notebook's run (``executed``'s, or papermill's in a
+    scratch folder) rendered to ``out/notebooks/NAME.html``."""
+
+    def __init__(
+        self,
+        out: Path,
+        source_dir: Path,
+        params: dict[str, str],
+        executed: Executed | None,
+        written: list[Path],
+        say: Callable[[str], None],
+    ) -> None:
+        self.out, self.source_dir, self.params = out / "notebooks", source_dir, params
+        self.executed, self.written, self.say = executed, written, say
+        self.out.mkdir(exist_ok=True)
+
+    def write(self, name: str, result: ReportResult) -> str:
+        """Write notebook ``name``'s page; its link for the index."""
+        source = self.source_dir / f"{name}.ipynb"
+        if self.executed is not None and name in self.executed:
+            cells = list(self.executed[name])
+        else:
+            self.say(f"notebook {name}")
+            with tempfile.TemporaryDirectory(prefix="cbi1kit-report-") as scratch:
+                ran = Path(scratch) / f"{name}.ipynb"
+                params = {k: v for k, v in self.params.items() if _has_parameter(source, k)}
+                _execute_notebook(source, ran, params)
+                cells = _executed_cells(ran)
+        page = self.out / f"{name}.html"
+        self.written.append(page)
+        page.write_text(_render_notebook(cells, name.replace("_", " ")), encoding="utf-8")
+        result.notebooks[name] = page
+        return f"<li><a href='notebooks/{name}.html'>{name}</a></li>"
 
 
 @contextlib.contextmanager

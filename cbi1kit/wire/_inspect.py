@@ -12,7 +12,7 @@ import html
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import xxhash
@@ -172,6 +172,31 @@ def inspect(
             )
         )
 
+    _header_problems(buf, n, hv, expected_format, add)
+    kind = _kind_of(hv["flags"], add)
+    if kind is FrameKind.DELTA and n >= HEADER_LEN:
+        fields += _inspect_delta(buf, n, bucket_count, add)
+    elif kind is FrameKind.SNAPSHOT_CHUNK and n >= HEADER_LEN:
+        fields += _inspect_chunk(buf, n, bucket_count, add)
+    if not whole:  # the dump shows the bytes that were read, and no partial item
+        buf = buf[: max(f.offset + len(f.raw) for f in fields)]
+
+    frame: Frame | None = None
+    if not problems and whole:
+        fmt = expected_format or FilterFormat.unchecked(_int(hv["seed"]), bucket_count)
+        try:
+            frame = decode(fmt, buf)
+        except Cbi1Error as exc:  # pragma: no cover - inspect and decode disagree: a bug
+            add(exc.variant, None, f"decode disagrees with inspect: {exc}", offset=exc.offset)
+    return Inspection(n, kind, tuple(fields), tuple(problems), frame, buf)
+
+
+def _header_problems(
+    buf: bytes, n: int, hv: dict[str, Any], expected: FilterFormat | None, add: _Adder
+) -> None:
+    """The header's problems, in upstream's order: length, magic, wire version, checksum (of
+    a whole frame), the fixed format fields, and ``expected``'s seed and bucket count."""
+    whole = n <= len(buf)
     if n < HEADER_LEN:
         add("Truncated", None, f"{n} bytes, the header alone is {HEADER_LEN}", offset=n)
     if n > IMAGES_MAX_FRAME_BYTES:
@@ -199,10 +224,10 @@ def inspect(
         got = hv[name]
         if got is not None and got != want:
             add(variant, HEADER.field(name), f"found {_int(got)}, expected {want}")
-    if expected_format is not None:
+    if expected is not None:
         for name, want in (
-            ("seed", expected_format.seed),
-            ("bucket_count", expected_format.bucket_count),
+            ("seed", expected.seed),
+            ("bucket_count", expected.bucket_count),
         ):
             got = hv[name]
             if got is not None and got != want:
@@ -211,28 +236,16 @@ def inspect(
                     HEADER.field(name),
                     f"frame says {show_u64(_int(got))}, expected {show_u64(want)}",
                 )
-    kind: FrameKind | None = None
-    flags = hv["flags"]
-    if isinstance(flags, int):
-        if flags in (FrameKind.DELTA, FrameKind.SNAPSHOT_CHUNK):
-            kind = FrameKind(flags)
-        else:
-            add("Flags", HEADER.field("flags"), f"0x{flags:04x} (1 = snapshot chunk, 2 = delta)")
-    if kind is FrameKind.DELTA and n >= HEADER_LEN:
-        fields += _inspect_delta(buf, n, bucket_count, add)
-    elif kind is FrameKind.SNAPSHOT_CHUNK and n >= HEADER_LEN:
-        fields += _inspect_chunk(buf, n, bucket_count, add)
-    if not whole:  # the dump shows the bytes that were read, and no partial item
-        buf = buf[: max(f.offset + len(f.raw) for f in fields)]
 
-    frame: Frame | None = None
-    if not problems and whole:
-        fmt = expected_format or FilterFormat.unchecked(_int(hv["seed"]), bucket_count)
-        try:
-            frame = decode(fmt, buf)
-        except Cbi1Error as exc:  # pragma: no cover - inspect and decode disagree: a bug
-            add(exc.variant, None, f"decode disagrees with inspect: {exc}", offset=exc.offset)
-    return Inspection(n, kind, tuple(fields), tuple(problems), frame, buf)
+
+def _kind_of(flags: Any, add: _Adder) -> FrameKind | None:
+    """The frame kind the flags name (None, and a ``Flags`` problem, for any other)."""
+    if not isinstance(flags, int):
+        return None
+    if flags in (FrameKind.DELTA, FrameKind.SNAPSHOT_CHUNK):
+        return FrameKind(flags)
+    add("Flags", HEADER.field("flags"), f"0x{flags:04x} (1 = snapshot chunk, 2 = delta)")
+    return None
 
 
 def _inspect_delta(buf: bytes, n: int, bucket_count: int, add: _Adder) -> list[InspectedField]:
