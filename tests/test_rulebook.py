@@ -416,19 +416,23 @@ def test_replay_installs_every_chunking_upstream_assembles(
 
 
 def test_a_rule_has_a_check_in_every_engine() -> None:
-    """The rulebook is the only list: the frames kernel's verdict returns each rule's index
-    once, the per-message path reaches each rule by an error it reports or names it itself,
-    and the compiled replay states how it keeps each. A new rule fails here until all three."""
+    """The rulebook is the only list: the frames kernel's verdict (its groups of rules)
+    returns each rule's index once, the per-message path reaches each rule by an error it
+    reports or names it itself, and the compiled replay states how it keeps each. A new rule
+    fails here until all three."""
     import ast
     import inspect
 
     from cbi1kit.analysis import _kernels, _reference
 
-    tree = ast.parse(inspect.getsource(_kernels._verdict.py_func))
+    groups = (_kernels._envelope_rule, _kernels._frame_rule, _kernels._body_rule)
     returned = [
         getattr(_kernels, node.value.id)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name)
+        for group in (*groups, _kernels._session_rule)
+        for node in ast.walk(ast.parse(inspect.getsource(group.py_func)))
+        if isinstance(node, ast.Return)
+        and isinstance(node.value, ast.Name)
+        and node.value.id != "_GO_ON"
     ]
     assert sorted(returned) == list(range(len(RULES)))
     named = {

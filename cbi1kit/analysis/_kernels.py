@@ -428,6 +428,9 @@ DIM_INVALID: Final = 1
 DIM_MALFORMED: Final = 2
 
 
+_GO_ON: Final = -2  # a group of rules passed: the next group decides
+
+
 @_inline
 def _verdict(
     pb: Any,
@@ -441,46 +444,56 @@ def _verdict(
     seed_ok: Any,
     dc: Any,
 ) -> Any:
-    """The first failing rule of one row (``RULES`` index; -1: valid), in the rulebook's order.
-    ``w``: the walk's envelope; ``h``: the CBI1 fields (``_read_head``); ``bad``: the
-    sub-messages' ``DIM_*`` flags;
-    ``seed_ok``: the header's seed and bucket count are the producer's; ``dc``: its DC."""
-    magic, wire_version, hflags, fp_bits, slots, format_version = h[0], h[1], h[2], h[3], h[4], h[5]
-    buckets, dc_id, epoch, body_check = h[7], h[8], h[9], h[10]
-    chunk_index, chunk_count, bucket_offset, base_epoch, image_count = (
-        h[11],
-        h[12],
-        h[13],
-        h[14],
-        h[15],
-    )
-    chunk, delta, heartbeat = code == 0, code == 1, code == 2
-    flags, has = w[W_FLAGS], w[W_HAS]
+    """The first failing rule of one row (``RULES`` index; -1: valid), in the rulebook's order:
+    the envelope's, the frame's, then the session's. ``w``: the walk's envelope; ``h``: the
+    CBI1 fields (``_read_head``); ``bad``: the sub-messages' ``DIM_*`` flags; ``seed_ok``: the
+    header's seed and bucket count are the producer's; ``dc``: its DC."""
     b, s = w[W_BASE], w[W_SEQ]
     if not pb:
-        b = base_epoch if (plen >= 60 and hflags == 2) else epoch
-        s = epoch
-    nwords = plen - 64
+        b = h[14] if (plen >= 60 and h[2] == 2) else h[9]
+        s = h[9]
+    rule = _envelope_rule(pb, w, code, plen, bad, b, s)
+    if rule == _GO_ON:
+        rule = _frame_rule(pb, plen, h, checksum, top, seed_ok)
+    if rule == _GO_ON:
+        rule = _session_rule(pb, code, h, dc, b, s)
+    return rule
+
+
+@_inline
+def _envelope_rule(pb: Any, w: Any, code: Any, plen: Any, bad: Any, b: Any, s: Any) -> Any:
+    """The envelope's rules (a heartbeat is decided here); ``_GO_ON`` when they pass."""
+    flags, has = w[W_FLAGS], w[W_HAS]
+    chunk, delta, heartbeat = code == 0, code == 1, code == 2
     if flags & MALFORMED or (pb and bad & DIM_MALFORMED):
         return _PROTOBUF
-    if pb and np.uint32(w[W_MARKER]) != _MARKER:
+    if not pb:
+        return _GO_ON
+    if np.uint32(w[W_MARKER]) != _MARKER:
         return _CONTRACT_MARKER
-    if pb and np.uint32(w[W_VERSION]) != 1:  # uint32: prost keeps the low 32 bits
+    if np.uint32(w[W_VERSION]) != 1:  # uint32: prost keeps the low 32 bits
         return _PROTOCOL_VERSION
-    if pb and not has & HAS_PRODUCER:
+    if not has & HAS_PRODUCER:
         return _PRODUCER_PRESENT
-    if pb and bad & DIM_INVALID:
+    if bad & DIM_INVALID:
         return PRODUCER_RULE
-    if pb and not has & HAS_RELAY:
+    if not has & HAS_RELAY:
         return _RELAY_PRESENT
-    if pb and code >= 3:
+    if code >= 3:
         return _UPDATE_KIND
-    if pb and (chunk or heartbeat) and b != s:
+    if (chunk or heartbeat) and b != s:
         return _BASE_EQUALS_SEQUENCE
-    if pb and heartbeat and plen > 0:  # empty chunk/delta payloads: decode's Truncated
+    if heartbeat and plen > 0:  # empty chunk/delta payloads: decode's Truncated
         return _PAYLOAD
-    if pb and not (chunk or delta):
+    if not (chunk or delta):
         return -1  # a valid heartbeat
+    return _GO_ON
+
+
+@_inline
+def _frame_rule(pb: Any, plen: Any, h: Any, checksum: Any, top: Any, seed_ok: Any) -> Any:
+    """The CBI1 frame's own rules (decode's); ``_GO_ON`` when they pass."""
+    magic, wire_version, hflags, fp_bits, slots, format_version = h[0], h[1], h[2], h[3], h[4], h[5]
     if plen < 48:
         return _TRUNCATED
     if plen > _MAX_FRAME:
@@ -491,7 +504,7 @@ def _verdict(
         return _MAGIC
     if wire_version != 1:
         return _WIRE_VERSION
-    if checksum != body_check:
+    if checksum != h[10]:
         return _CHECKSUM
     if format_version != 1 or fp_bits != 16 or slots != 4:
         return _FORMAT_SHAPE
@@ -499,6 +512,15 @@ def _verdict(
         return _FORMAT_MISMATCH
     if hflags != 1 and hflags != 2:  # noqa: PLR1714 - no sets in numba
         return _FLAGS
+    return _body_rule(plen, h, top)
+
+
+@_inline
+def _body_rule(plen: Any, h: Any, top: Any) -> Any:
+    """A delta's or a snapshot chunk's layout rules; ``_GO_ON`` when they pass."""
+    hflags, buckets = h[2], h[7]
+    chunk_index, chunk_count, bucket_offset, image_count = h[11], h[12], h[13], h[15]
+    nwords = plen - 64
     if hflags == 2 and (
         plen < 60 or image_count > _MAX_IMAGES or plen != 60 + 12 * np.int64(image_count)
     ):
@@ -515,15 +537,25 @@ def _verdict(
         or np.uint64(nwords // 8) > buckets - bucket_offset
     ):
         return _CHUNK_LAYOUT
-    if pb and (hflags == 1) != chunk:
+    return _GO_ON
+
+
+@_inline
+def _session_rule(pb: Any, code: Any, h: Any, dc: Any, b: Any, s: Any) -> Any:
+    """The rules between the envelope and the frame (their kinds, DC and sequences)."""
+    hflags, dc_id, epoch, base_epoch = h[2], h[8], h[9], h[14]
+    chunk, delta = code == 0, code == 1
+    if not pb:
+        return -1
+    if (hflags == 1) != chunk:
         return _KIND_MISMATCH
-    if pb and dc_id != dc:
+    if dc_id != dc:
         return _DC_ID
-    if pb and epoch != s:
+    if epoch != s:
         return _EPOCH
-    if pb and delta and base_epoch != b:
+    if delta and base_epoch != b:
         return _DELTA_BASE_EPOCH
-    if pb and delta and (b == _U64_MAX or s != b + np.uint64(1)):
+    if delta and (b == _U64_MAX or s != b + np.uint64(1)):
         return _DELTA_CONTIGUOUS
     return -1
 

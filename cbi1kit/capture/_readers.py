@@ -184,6 +184,33 @@ _JSON_OBJECT_MAX: Final = 2 * IMAGES_MAX_FRAME_BYTES
 _JSON_SPACE: Final = re.compile(r"[ \t\r\n]*")
 
 
+def _json_failure(
+    exc: json.JSONDecodeError,
+    text: str,
+    pos: int,
+    at: int,
+    eof: bool,
+    bad: tuple[int, str] | None,
+) -> tuple[str, str, int] | None:
+    """What the parse error of the value at ``text[pos]`` (byte offset ``at``) means: damage,
+    as (variant, detail, offset), or None where the value only runs past what is read so far
+    (read more). ``bad``: invalid UTF-8 further on."""
+    if bad is not None:  # the value runs into bytes that are no text
+        return "Unreadable", f"not UTF-8 text: {bad[1]}", bad[0]
+    where = at + len(text[pos : exc.pos].encode())
+    invalid = f"invalid JSON ({exc.msg} at offset {where})"
+    unterminated = exc.msg.startswith("Unterminated")
+    if eof:  # running off the end (or an unterminated string): the dump was cut short
+        torn = exc.pos >= len(text.rstrip()) or unterminated
+        return "Truncated" if torn else "Unreadable", invalid, at
+    if len(text) - pos < _JSON_OBJECT_MAX:
+        return None
+    if exc.pos < len(text) - 64 and not unterminated:
+        return "Unreadable", invalid, at
+    too_long = f"a JSON value still open after {_JSON_OBJECT_MAX} characters: no FilterUpdate "
+    return "Unreadable", too_long + "is that long", at
+
+
 def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(byte offset, object) for concatenated JSON values (pretty-printed or JSONL).
 
@@ -217,28 +244,9 @@ def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, di
             try:
                 obj, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
-                at = byte_at(pos)
-                if bad is not None:  # the value runs into bytes that are no text
-                    raise fail("Unreadable", f"not UTF-8 text: {bad[1]}", bad[0]) from None
-                where = at + len(text[pos : exc.pos].encode())
-                if eof:
-                    # Running off the end (or an unterminated string): the dump was cut short.
-                    torn = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated")
-                    raise fail(
-                        "Truncated" if torn else "Unreadable",
-                        f"invalid JSON ({exc.msg} at offset {where})",
-                        at,
-                    ) from None
-                if len(text) - pos >= _JSON_OBJECT_MAX:
-                    if exc.pos < len(text) - 64 and not exc.msg.startswith("Unterminated"):
-                        detail = f"invalid JSON ({exc.msg} at offset {where})"
-                        raise fail("Unreadable", detail, at) from None
-                    raise fail(
-                        "Unreadable",
-                        f"a JSON value still open after {_JSON_OBJECT_MAX} characters: no "
-                        "FilterUpdate is that long",
-                        at,
-                    ) from None
+                failure = _json_failure(exc, text, pos, byte_at(pos), eof, bad)
+                if failure is not None:
+                    raise fail(*failure) from None
             except (ValueError, RecursionError) as exc:  # a huge integer, nesting past the parser
                 raise fail(
                     "Unreadable",
