@@ -449,7 +449,34 @@ class DcCkfState:
         if not blocks:
             return ()
         lineage = self._lineage.get(member, {})
-        prev: int | None
+        prev = self._parent_of(member, lineage, parent_hash, start_position)
+        new_map, candidates, reoffered = _derive(member, lineage, prev, blocks)
+        increments = Counter(new_map.values())
+        self._check_owners(member, increments)
+        # commit
+        owners = self._owners
+        for c, k in increments.items():
+            own = owners.get(c)
+            if own is None:
+                owners[c] = Ownership(k, False)
+            else:
+                own.owners += k
+        if new_map:
+            self._lineage.setdefault(member, {}).update(new_map)
+        failed = [c for c in candidates if not self._offer(c, self.config.max_kicks)]
+        self.counters.capacity_failures += len(failed)
+        for c in reoffered:
+            self._offer(c, 0)  # relocation-free re-offer: one RNG draw
+        return tuple(failed)
+
+    def _parent_of(
+        self,
+        member: WorkerWithDpRank,
+        lineage: dict[int, int],
+        parent_hash: int | None,
+        start_position: int | None,
+    ) -> int | None:
+        """The canonical hash the stored blocks chain from (None: the root)."""
         if parent_hash is not None:
             if parent_hash not in lineage:
                 raise _event_error(
@@ -458,47 +485,20 @@ class DcCkfState:
                     f"parent block {_hx(parent_hash)} is not in this member's lineage",
                     parent_hash=parent_hash,
                 )
-            prev = lineage[parent_hash]
-        else:
-            if start_position is not None and start_position != 0:
-                raise _event_error(
-                    "InvalidBlockSequence",
-                    member,
-                    f"start_position {start_position} without a parent block",
-                    start_position=start_position,
-                )
-            prev = None
-        new_map: dict[int, int] = {}
-        candidates: dict[int, None] = {}
-        reoffered: dict[int, None] = {}
-        for ext, tokens_hash in blocks:
-            c = tokens_hash if prev is None else _child(prev, tokens_hash)
-            existing = lineage.get(ext)
-            if existing is None:
-                existing = new_map.get(ext)
-            if existing is not None:
-                if existing != c:
-                    raise _event_error(
-                        "InvalidBlockSequence",
-                        member,
-                        f"block {_hx(ext)} is mapped to canonical {_hx(existing)}, "
-                        f"this event derives {_hx(c)}",
-                        block_hash=ext,
-                        existing=existing,
-                        computed=c,
-                    )
-                reoffered[c] = None
-            else:
-                new_map[ext] = c
-                candidates[c] = None
-            prev = c
-        for c in candidates:
-            reoffered.pop(c, None)
+            return lineage[parent_hash]
+        if start_position is not None and start_position != 0:
+            raise _event_error(
+                "InvalidBlockSequence",
+                member,
+                f"start_position {start_position} without a parent block",
+                start_position=start_position,
+            )
+        return None
 
-        owners = self._owners
-        increments = Counter(new_map.values())
+    def _check_owners(self, member: WorkerWithDpRank, increments: Counter[int]) -> None:
+        """``OwnershipDegreeOverflow`` before anything changes, if a count would pass u32."""
         for c, k in increments.items():
-            own = owners.get(c)
+            own = self._owners.get(c)
             total = (0 if own is None else own.owners) + k
             if total > MAX_OWNERS:
                 raise _event_error(
@@ -509,41 +509,20 @@ class DcCkfState:
                     owners=total,
                 )
 
-        # commit
-        for c, k in increments.items():
-            own = owners.get(c)
-            if own is None:
-                owners[c] = Ownership(k, False)
-            else:
-                own.owners += k
-        if new_map:
-            self._lineage.setdefault(member, {}).update(new_map)
-        failed: list[int] = []
-        table, rng, dirty = self.table, self.rng, self._dirty
-        for c in candidates:
-            own = owners[c]
-            if own.resident:
-                continue
-            touched = table.insert(c, rng, self.config.max_kicks)
-            if touched is None:
-                self.counters.capacity_failures += 1
-                failed.append(c)
-                continue
-            for bk, before in touched:
-                dirty.setdefault(bk, before)
-            own.resident = True
-            self.resident_count += 1
-        for c in reoffered:
-            own = owners[c]
-            if own.resident:
-                continue
-            touched = table.insert(c, rng, 0)  # relocation-free re-offer: one RNG draw
-            if touched is not None:
-                for bk, before in touched:
-                    dirty.setdefault(bk, before)
-                own.resident = True
-                self.resident_count += 1
-        return tuple(failed)
+    def _offer(self, c: int, max_kicks: int) -> bool:
+        """Insert canonical ``c`` unless resident (its buckets' words before, dirty); whether it
+        is resident after."""
+        own = self._owners[c]
+        if own.resident:
+            return True
+        touched = self.table.insert(c, self.rng, max_kicks)
+        if touched is None:
+            return False
+        for bk, before in touched:
+            self._dirty.setdefault(bk, before)
+        own.resident = True
+        self.resident_count += 1
+        return True
 
     def remove(self, member: WorkerWithDpRank, block_hashes: Iterable[int]) -> None:
         """Remove external blocks in order; unknown ones are counted no-ops."""
@@ -695,3 +674,41 @@ class DcCkfPublisher:
         if self.lease is None:
             raise _publisher_fenced("NoSubscriber", self.last_sequence)
         return ConsumerDrainMarker(self.lease, self.last_sequence)
+
+
+def _derive(
+    member: WorkerWithDpRank,
+    lineage: dict[int, int],
+    prev: int | None,
+    blocks: Sequence[tuple[int, int]],
+) -> tuple[dict[int, int], dict[int, None], dict[int, None]]:
+    """The stored blocks' canonical hashes chained from ``prev``: the new (external ->
+    canonical) mappings, the canonicals to insert, and those offered again (already mapped,
+    not new in this event); ``InvalidBlockSequence`` where a block is mapped to another."""
+    new_map: dict[int, int] = {}
+    candidates: dict[int, None] = {}
+    reoffered: dict[int, None] = {}
+    for ext, tokens_hash in blocks:
+        c = tokens_hash if prev is None else _child(prev, tokens_hash)
+        existing = lineage.get(ext)
+        if existing is None:
+            existing = new_map.get(ext)
+        if existing is not None:
+            if existing != c:
+                raise _event_error(
+                    "InvalidBlockSequence",
+                    member,
+                    f"block {_hx(ext)} is mapped to canonical {_hx(existing)}, "
+                    f"this event derives {_hx(c)}",
+                    block_hash=ext,
+                    existing=existing,
+                    computed=c,
+                )
+            reoffered[c] = None
+        else:
+            new_map[ext] = c
+            candidates[c] = None
+        prev = c
+    for c in candidates:
+        reoffered.pop(c, None)
+    return new_map, candidates, reoffered
