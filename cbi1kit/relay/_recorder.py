@@ -912,6 +912,28 @@ class Recorder:
             call.cancel()
 
 
+@dataclass(slots=True)
+class _Taken:
+    """What one subscription call took: messages kept, and why we ended it (None: the relay
+    or the frame limit did)."""
+
+    count: int = 0
+    local: str | None = None
+
+
+def _open_info(
+    cfg: RecorderConfig, producer: pb.ProducerIdentity, catalog: pb.KvPoolCatalogUpdate
+) -> dict[str, Any]:
+    """A pool stream's open record: the catalog the key came from too (its revisions count
+    anew after a relay restart, so the revision alone is ambiguous without its relay)."""
+    return {
+        "subscriber_id": cfg.subscriber_id,
+        "producer_key": producer_key_text(producer),
+        "catalog_revision": catalog.revision,
+        "catalog_relay": _relay_text(catalog.relay),
+    }
+
+
 class _PoolStream:
     """One selected pool's ``SubscribeKvPool`` stream, on its own thread, with its own
     resubscription state: the producer it subscribed to, backoff, the stall watchdog's clock,
@@ -1086,15 +1108,9 @@ class _PoolStream:
             expected_producer=producer,
             contract_marker=RELAY_CONTRACT_MARKER,
         )
-        # the catalog the key came from: its revisions count anew after a relay restart, so
-        # the revision alone is ambiguous without the relay that published it
-        info = {
-            "subscriber_id": cfg.subscriber_id,
-            "producer_key": producer_key_text(producer),
-            "catalog_revision": catalog.revision,
-            "catalog_relay": _relay_text(catalog.relay),
-        }
-        stream = r._write_open(SUBSCRIBE_METHOD, request.SerializeToString(), info)
+        stream = r._write_open(
+            SUBSCRIBE_METHOD, request.SerializeToString(), _open_info(cfg, producer, catalog)
+        )
         stub = r._channel.unary_stream(
             SUBSCRIBE_METHOD,
             request_serializer=pb.SubscribeKvPoolRequest.SerializeToString,
@@ -1103,8 +1119,7 @@ class _PoolStream:
         # --validate: the replay engine's rules over this stream (its relay identity is the
         # stream's own: a restarted relay answers the next subscription with a new one)
         checker = StreamChecker(expected_producer=producer) if cfg.validate else None
-        count = 0
-        local: str | None = None
+        taken = _Taken()
         with r._lock:
             if r._stop.is_set():
                 close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, "stopped", 0)
@@ -1118,46 +1133,7 @@ class _PoolStream:
             r.report.subscriptions += 1
         try:
             for raw in call:
-                wall, mono = time.time_ns(), time.monotonic_ns()
-                try:
-                    update = pb.FilterUpdate.FromString(raw)
-                except DecodeError as exc:
-                    # relay.md: a message that does not decode ends the stream; resubscribe
-                    # (the bytes are kept in the capture as received)
-                    r._write_message(stream, raw, wall, mono)
-                    count += 1
-                    local = f"malformed FilterUpdate: {exc}"
-                    if checker is not None:
-                        self._violation(f"relay-protobuf-decode: {exc}")
-                    call.cancel()
-                    break
-                kind = pb.FilterUpdateKind.Name(update.kind)
-                with r._lock:
-                    if cfg.max_frames is not None and r.report.messages >= cfg.max_frames:
-                        break  # another pool's message was the last one asked for
-                    r._write_message(stream, raw, wall, mono)
-                    count += 1
-                    self.last_recv = time.monotonic()
-                    for figures in (r.report, record):
-                        figures.messages += 1
-                        figures.payload_bytes += len(update.payload)
-                        figures.last_sequence = update.sequence
-                        figures.last_kind = kind
-                    r._lag_ms = (wall / 1000 - update.send_ts_us) / 1000
-                    last = cfg.max_frames is not None and r.report.messages >= cfg.max_frames
-                    if last:  # exactly max_frames, whichever pools they came from
-                        r.stop("frame limit reached")
-                if checker is not None:
-                    step = checker.check(update)
-                    if step.kind is StepKind.VIOLATION:
-                        problem = f"{step.rule}: {step.reason}"
-                        self._violation(problem)
-                        local = f"validation: {problem}"
-                        call.cancel()
-                        break
-                if cfg.on_message is not None:
-                    cfg.on_message(update)
-                if last:
+                if self._take(stream, raw, call, checker, taken):
                     break
             else:
                 close = CloseInfo(
@@ -1166,32 +1142,13 @@ class _PoolStream:
                     "clean end of stream",
                     _trailer_reason(call.trailing_metadata()),
                     "EOF",
-                    count,
+                    taken.count,
                     action=Action.RESUBSCRIBE,
                 )
                 r._write_close(stream, close, _md(call.trailing_metadata()), record)
                 return close
         except grpc.RpcError as err:
-            with r._lock:
-                stalled = local is None and self.stalled
-                local = local or self.call_reason
-            if err.code() == grpc.StatusCode.CANCELLED and local is None and r._stop.is_set():
-                local = r.report.stop_reason or "stopped"
-            close = r._close_from_error(SUBSCRIBE_METHOD, err, count, local)
-            if stalled and local is not None:
-                close = CloseInfo(
-                    SUBSCRIBE_METHOD,
-                    grpc.StatusCode.DEADLINE_EXCEEDED.name,
-                    local,
-                    None,
-                    local,
-                    count,
-                    action=Action.RESUBSCRIBE,
-                )
-            elif r._stop.is_set() and close.status == "CANCELLED":
-                close = replace(close, action=Action.STOP)
-            elif local is not None and close.status == "CANCELLED":
-                close = replace(close, action=Action.RESUBSCRIBE)
+            close = self._error_close(err, taken)
             r._write_close(stream, close, _md(err.trailing_metadata()), record)
             return close
         finally:
@@ -1199,10 +1156,82 @@ class _PoolStream:
                 self.call = None
         # left the loop ourselves: a validation failure or the frame limit
         with r._lock:
-            reason_text = local or r.report.stop_reason or "stopped"
+            reason_text = taken.local or r.report.stop_reason or "stopped"
         action = Action.STOP if r._stop.is_set() else Action.RESUBSCRIBE
-        close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, reason_text, count, action)
+        close = CloseInfo(SUBSCRIBE_METHOD, "CANCELLED", "", None, reason_text, taken.count, action)
         r._write_close(stream, close, [], record)
+        return close
+
+    def _take(
+        self, stream: int, raw: bytes, call: Any, checker: StreamChecker | None, taken: _Taken
+    ) -> bool:
+        """One message of the stream: kept as received, counted, validated; whether to stop
+        reading (``taken.local`` then says why, unless the frame limit was reached)."""
+        r, cfg, record = self.r, self.r.config, self.record
+        wall, mono = time.time_ns(), time.monotonic_ns()
+        try:
+            update = pb.FilterUpdate.FromString(raw)
+        except DecodeError as exc:
+            # relay.md: a message that does not decode ends the stream; resubscribe
+            # (the bytes are kept in the capture as received)
+            r._write_message(stream, raw, wall, mono)
+            taken.count += 1
+            taken.local = f"malformed FilterUpdate: {exc}"
+            if checker is not None:
+                self._violation(f"relay-protobuf-decode: {exc}")
+            call.cancel()
+            return True
+        kind = pb.FilterUpdateKind.Name(update.kind)
+        with r._lock:
+            if cfg.max_frames is not None and r.report.messages >= cfg.max_frames:
+                return True  # another pool's message was the last one asked for
+            r._write_message(stream, raw, wall, mono)
+            taken.count += 1
+            self.last_recv = time.monotonic()
+            for figures in (r.report, record):
+                figures.messages += 1
+                figures.payload_bytes += len(update.payload)
+                figures.last_sequence = update.sequence
+                figures.last_kind = kind
+            r._lag_ms = (wall / 1000 - update.send_ts_us) / 1000
+            last = cfg.max_frames is not None and r.report.messages >= cfg.max_frames
+            if last:  # exactly max_frames, whichever pools they came from
+                r.stop("frame limit reached")
+        if checker is not None:
+            step = checker.check(update)
+            if step.kind is StepKind.VIOLATION:
+                problem = f"{step.rule}: {step.reason}"
+                self._violation(problem)
+                taken.local = f"validation: {problem}"
+                call.cancel()
+                return True
+        if cfg.on_message is not None:
+            cfg.on_message(update)
+        return last
+
+    def _error_close(self, err: grpc.RpcError, taken: _Taken) -> CloseInfo:
+        """How a call that ended in an RPC error closes, and what follows (resubscribe, stop)."""
+        r = self.r
+        with r._lock:
+            stalled = taken.local is None and self.stalled
+            local = taken.local or self.call_reason
+        if err.code() == grpc.StatusCode.CANCELLED and local is None and r._stop.is_set():
+            local = r.report.stop_reason or "stopped"
+        close = r._close_from_error(SUBSCRIBE_METHOD, err, taken.count, local)
+        if stalled and local is not None:
+            return CloseInfo(
+                SUBSCRIBE_METHOD,
+                grpc.StatusCode.DEADLINE_EXCEEDED.name,
+                local,
+                None,
+                local,
+                taken.count,
+                action=Action.RESUBSCRIBE,
+            )
+        if r._stop.is_set() and close.status == "CANCELLED":
+            return replace(close, action=Action.STOP)
+        if local is not None and close.status == "CANCELLED":
+            return replace(close, action=Action.RESUBSCRIBE)
         return close
 
     def _violation(self, problem: str) -> None:
