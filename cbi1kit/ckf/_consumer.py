@@ -427,129 +427,144 @@ def search_prefix_depths(
     result = PrefixSearchResult([0] * lanes)
     if sequence_len == 0:
         return result
-    calls = 0
-
-    def do_probe(phase: str, position: int, lanes_bits: int) -> int:
-        nonlocal calls
-        calls += 1
-        if trace is not None:
-            trace.append(SearchTraceEvent(phase, position, lanes_bits))
-        return probe(position)
-
-    n = sequence_len
-    lane_ids = range(lanes)
+    search = _Search(sequence_len, lanes, probe, trace)
     configured = initial_mask & _lane_mask(lanes)
-    active = configured & do_probe("initial", 0, configured)
-    if active == 0:
-        result.probe_calls = calls
-        return result
-    lower = [0] * lanes
-    pred = [0] * lanes
-    upper = [n] * lanes
+    search.active = configured & search.probe("initial", 0, configured)
+    if search.active:
+        search.exponential()
+        search.binary()
+        result.depths, start, left_edge = search.verify(verification_window)
+        if fallback:
+            search.fall_back(result.depths, start, left_edge, result.fallback)
+    result.probe_calls = search.calls
+    return result
 
-    # exponential phase: a lane stops sampling at its first miss
-    sampling = active
-    pos = 1
-    while pos < n and sampling:
-        hits = do_probe("exponential", pos, sampling)
-        for lane in lane_ids:
+
+class _Search:
+    """One prefix search's state: each lane's bracket ``lower`` (a hit) .. ``upper`` (a miss,
+    or the sequence's end), the hit before ``lower`` (``pred``), and the probes made."""
+
+    def __init__(
+        self, n: int, lanes: int, probe: ProbeFn, trace: list[SearchTraceEvent] | None
+    ) -> None:
+        self.n, self.lanes, self._probe, self.trace = n, range(lanes), probe, trace
+        self.calls = 0
+        self.active = 0
+        self.lower, self.pred, self.upper = [0] * lanes, [0] * lanes, [n] * lanes
+
+    def probe(self, phase: str, position: int, lanes_bits: int) -> int:
+        self.calls += 1
+        if self.trace is not None:
+            self.trace.append(SearchTraceEvent(phase, position, lanes_bits))
+        return self._probe(position)
+
+    def _narrow(self, members: int, hits: int, position: int) -> None:
+        """Each member lane's bracket at ``position``: up to it on a hit, down to it on a miss."""
+        for lane in self.lanes:
             bit = 1 << lane
-            if sampling & bit:
+            if members & bit:
                 if hits & bit:
-                    pred[lane] = lower[lane]
-                    lower[lane] = pos
+                    self.pred[lane] = self.lower[lane]
+                    self.lower[lane] = position
                 else:
-                    upper[lane] = pos
-        sampling &= hits
-        pos *= 2
+                    self.upper[lane] = position
 
-    # grouped binary phase: equal midpoints share a probe; groups in first-lane order
-    while True:
-        groups: dict[int, int] = {}
-        for lane in lane_ids:
-            if (active >> lane) & 1 and upper[lane] - lower[lane] > 1:
-                mid = lower[lane] + (upper[lane] - lower[lane]) // 2
-                groups[mid] = groups.get(mid, 0) | (1 << lane)
-        if not groups:
-            break
-        for position, members in groups.items():
-            hits = do_probe("binary", position, members)
-            for lane in lane_ids:
-                bit = 1 << lane
-                if members & bit:
-                    if hits & bit:
-                        pred[lane] = lower[lane]
-                        lower[lane] = position
-                    else:
-                        upper[lane] = position
+    def exponential(self) -> None:
+        """Positions 1, 2, 4, ...: a lane stops sampling at its first miss."""
+        sampling, pos = self.active, 1
+        while pos < self.n and sampling:
+            hits = self.probe("exponential", pos, sampling)
+            self._narrow(sampling, hits, pos)
+            sampling &= hits
+            pos *= 2
 
-    # verification window below each tentative depth
-    depths = [0] * lanes
-    start = [0] * lanes
-    vgroups: dict[int, int] = {}
-    for lane in lane_ids:
-        bit = 1 << lane
-        if active & bit:
-            depths[lane] = upper[lane]
-            start[lane] = max(upper[lane] - verification_window, 0)
-            for p in range(start[lane], upper[lane]):
-                vgroups[p] = vgroups.get(p, 0) | bit
-    verifying = active
-    fallback_lanes = 0
-    for position in sorted(vgroups):
-        participants = vgroups[position] & verifying
-        if not participants:
-            continue
-        misses = participants & ~do_probe("verification", position, participants)
-        for lane in lane_ids:
+    def binary(self) -> None:
+        """Bisect every bracket; equal midpoints share a probe, groups in first-lane order."""
+        lower, upper = self.lower, self.upper
+        while True:
+            groups: dict[int, int] = {}
+            for lane in self.lanes:
+                if (self.active >> lane) & 1 and upper[lane] - lower[lane] > 1:
+                    mid = lower[lane] + (upper[lane] - lower[lane]) // 2
+                    groups[mid] = groups.get(mid, 0) | (1 << lane)
+            if not groups:
+                return
+            for position, members in groups.items():
+                self._narrow(members, self.probe("binary", position, members), position)
+
+    def verify(self, window: int) -> tuple[list[int], list[int], int]:
+        """The ``window`` positions below each tentative depth, in position order: a miss
+        lowers the lane's depth to it. (depths, each window's start, the lanes whose miss was
+        at their window's left edge)."""
+        depths, start = [0] * len(self.lanes), [0] * len(self.lanes)
+        vgroups: dict[int, int] = {}
+        for lane in self.lanes:
             bit = 1 << lane
-            if misses & bit:
-                depths[lane] = position
-                if position == start[lane]:
-                    fallback_lanes |= bit
-        verifying &= ~misses
-
-    stats = result.fallback
-    if fallback:
-        stats.left_edge_lanes = fallback_lanes.bit_count()
-        nxt = [0] * lanes
-        end = [0] * lanes
-        for lane in lane_ids:
-            bit = 1 << lane
-            if not fallback_lanes & bit:
+            if self.active & bit:
+                depths[lane] = self.upper[lane]
+                start[lane] = max(self.upper[lane] - window, 0)
+                for p in range(start[lane], self.upper[lane]):
+                    vgroups[p] = vgroups.get(p, 0) | bit
+        verifying, left_edge = self.active, 0
+        for position in sorted(vgroups):
+            participants = vgroups[position] & verifying
+            if not participants:
                 continue
-            s, e = pred[lane] + 1, start[lane]
-            if pred[lane] >= e:
-                stats.provenance_skips += 1
-                fallback_lanes &= ~bit
-            elif s == e:
-                fallback_lanes &= ~bit
-            else:
-                nxt[lane], end[lane] = s, e
-        stats.activated_lanes = fallback_lanes.bit_count()
-        while fallback_lanes:
-            position = min(nxt[lane] for lane in lane_ids if (fallback_lanes >> lane) & 1)
-            participants = 0
-            for lane in lane_ids:
-                if (fallback_lanes >> lane) & 1 and nxt[lane] == position:
-                    participants |= 1 << lane
-            misses = participants & ~do_probe("fallback", position, participants)
+            misses = participants & ~self.probe("verification", position, participants)
+            for lane in self.lanes:
+                bit = 1 << lane
+                if misses & bit:
+                    depths[lane] = position
+                    if position == start[lane]:
+                        left_edge |= bit
+            verifying &= ~misses
+        return depths, start, left_edge
+
+    def fall_back(
+        self, depths: list[int], start: list[int], lanes: int, stats: FallbackStats
+    ) -> None:
+        """Upstream's fallback: a lane whose window missed at its left edge scans up from the
+        hit before its bracket (``pred``) to the window, and its depth is the first miss."""
+        stats.left_edge_lanes = lanes.bit_count()
+        nxt, end = self._fallback_ranges(start, lanes, stats)
+        lanes &= sum(1 << lane for lane in nxt)
+        stats.activated_lanes = lanes.bit_count()
+        while lanes:
+            position = min(nxt[lane] for lane in self.lanes if (lanes >> lane) & 1)
+            participants = sum(
+                1 << lane for lane in self.lanes if (lanes >> lane) & 1 and nxt[lane] == position
+            )
+            misses = participants & ~self.probe("fallback", position, participants)
             stats.probe_calls += 1
             stats.lane_probes += participants.bit_count()
-            for lane in lane_ids:
+            for lane in self.lanes:
                 bit = 1 << lane
                 if not participants & bit:
                     continue
                 if misses & bit:
                     depths[lane] = position
-                    fallback_lanes &= ~bit
+                    lanes &= ~bit
                     continue
                 nxt[lane] += 1
                 if nxt[lane] == end[lane]:
-                    fallback_lanes &= ~bit
-    result.depths = depths
-    result.probe_calls = calls
-    return result
+                    lanes &= ~bit
+
+    def _fallback_ranges(
+        self, start: list[int], lanes: int, stats: FallbackStats
+    ) -> tuple[dict[int, int], dict[int, int]]:
+        """Each falling-back lane's scan ``pred + 1 .. start`` (a lane whose ``pred`` is not
+        below its window is a provenance skip; an empty range scans nothing)."""
+        nxt: dict[int, int] = {}
+        end: dict[int, int] = {}
+        for lane in self.lanes:
+            if not (lanes >> lane) & 1:
+                continue
+            s, e = self.pred[lane] + 1, start[lane]
+            if self.pred[lane] >= e:
+                stats.provenance_skips += 1
+            elif s != e:
+                nxt[lane], end[lane] = s, e
+        return nxt, end
 
 
 def find_prefix_depths(
