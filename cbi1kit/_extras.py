@@ -22,7 +22,6 @@ EXTRAS: Final[dict[str, tuple[str, str]]] = {
     "jupytext": ("jupytext", "notebooks"),
     "nbclient": ("nbclient", "notebooks"),
     "papermill": ("papermill", "notebooks"),
-    "markdown_it": ("markdown-it-py", "notebooks"),
     "vl_convert": ("vl-convert-python", "notebooks"),
     "anywidget": ("anywidget", "notebooks"),
     "ipywidgets": ("ipywidgets", "notebooks"),
@@ -43,7 +42,7 @@ def require(extra: str) -> None:
             raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
-def missing_extra(exc: ImportError) -> str | None:
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
     """What to install for a module an extra provides (None: not an extra's module)."""
     root = (exc.name or "").partition(".")[0]
     if root not in EXTRAS:

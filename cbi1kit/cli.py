@@ -1061,6 +1061,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     trace = data / "mooncake" / "conversation_trace.jsonl"
     if not (capture.exists() or trace.exists()):  # neither a capture nor a trace to make one
         raise CliError(f"{data}: no bundled data in it{_checkout('--data')}", EXIT_UNREADABLE)
+    if not args.no_report:  # the notebooks and their extra, before any work
+        require("notebooks")
+        if not Path("notebooks").is_dir():
+            raise CliError(
+                "notebooks: no notebooks folder (a cbi1kit checkout has it: run there, or "
+                "--no-report)",
+                EXIT_UNREADABLE,
+            )
     notebooks = None if args.no_report else _DemoNotebooks(args, capture, trace)
     try:
         print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
@@ -1333,8 +1341,10 @@ def _add_simulate(sub: _Commands) -> None:
     p.add_argument("--sample", action="store_true", help="start from the bundled sample's knobs")
     p.add_argument("--policy", choices=POLICIES, help="routing policy (default exact)")
     for flag, dest, typ, text in _SIM_KNOBS + _RELAY_KNOBS:
-        knob = p.add_argument(flag, dest=dest, type=typ, help=f"{text} (default: %(knob)s)")
+        knob = p.add_argument(flag, dest=dest, type=typ, help=text)
+        # set after adding: argparse (3.14) expands a help string as it is added
         knob.knob = _KnobDefault(dest)  # type: ignore[attr-defined]
+        knob.help = f"{text} (default: %(knob)s)"
     p.add_argument(
         "--record-dc",
         type=ranged(0, 15),
@@ -1682,7 +1692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, Cbi1kitError) as exc:
         print(f"cbi1kit {args.command}: error: {exc}", file=sys.stderr)
         return exit_code(exc)
-    except ImportError as exc:  # a module of an extra that is not installed
+    except ModuleNotFoundError as exc:  # a module of an extra that is not installed
         if (needs := missing_extra(exc)) is None:
             raise
         print(f"cbi1kit {args.command}: error: {needs}", file=sys.stderr)

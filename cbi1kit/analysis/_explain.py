@@ -40,8 +40,8 @@ from cbi1kit.analysis._global import (
 )
 from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, _Segment, replay
 from cbi1kit.ckf._bucket import bucket_contains, bucket_first, bucket_slot
-from cbi1kit.ckf._consumer import check_verification_window, find_prefix_depths, sequence_hashes
-from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW
+from cbi1kit.ckf._consumer import find_prefix_depths, sequence_hashes
+from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, verification_window_fault
 from cbi1kit.errors import HashingError, IdentityError, LaneError
 from cbi1kit.hashing._identity import (
     CanonicalModelRegistration,
@@ -791,7 +791,11 @@ def explain(
     ``NotALora``, ``QuerySemantics`` (a request cut differently); ``LaneError`` ``NoCatalog``
     (none received by then), ``SeveralDomains``, ``Manifest.InvalidVerificationWindow``;
     ``HashingError`` ``TooFewTokens`` (not one complete block) and the hashing's own."""
-    check_verification_window(verification_window)
+    if why := verification_window_fault(verification_window):
+        raise LaneError(
+            "Manifest.InvalidVerificationWindow",
+            message=f"verification_window {why}, got {verification_window}",
+        )
     report = (
         capture
         if isinstance(capture, ReplayReport)

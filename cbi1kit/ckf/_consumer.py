@@ -400,10 +400,10 @@ def _lane_mask(lanes: int) -> int:
 
 
 def check_verification_window(window: int) -> None:
-    """``LaneError`` ``Manifest.InvalidVerificationWindow``: the consumer's
-    prefix search refuses ``window`` (``verification_window_fault``)."""
+    """``ValueError`` where the prefix search refuses ``window`` (``verification_window_fault``,
+    the range's one statement)."""
     if why := verification_window_fault(window):
-        raise LaneError("Manifest.InvalidVerificationWindow", message=why)
+        raise ValueError(f"verification_window {why}, got {window}")
 
 
 def search_prefix_depths(

@@ -23,4 +23,4 @@ def verification_window_fault(window: int) -> str | None:
     range: the producer's ``CkfConfig`` and the consumer's prefix search both hold to it."""
     if 1 <= window <= MAX_VERIFICATION_WINDOW:
         return None
-    return f"verification_window {window} is outside 1..={MAX_VERIFICATION_WINDOW}"
+    return f"must be in 1..={MAX_VERIFICATION_WINDOW}"

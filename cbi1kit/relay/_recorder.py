@@ -1007,10 +1007,10 @@ class _PoolStream:
         key = producer_key(self.current)
         same_pool = self.candidates(update)
         if not same_pool:
-            self.call_reason = "catalog: pool withdrawn"
+            self.call_reason, self.stalled = "catalog: pool withdrawn", False
             return self.call
         if all(producer_key(p.producer) != key for p in same_pool):
-            self.call_reason = "catalog: new producer generation"
+            self.call_reason, self.stalled = "catalog: new producer generation", False
             return self.call
         return None
 
