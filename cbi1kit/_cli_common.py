@@ -70,10 +70,6 @@ class CliError(Exception):
         self.code = code
 
 
-def _unreadable(path: Path, exc: OSError) -> CliError:
-    return CliError(f"cannot read {path}: {exc.strerror or exc}")
-
-
 def check_regular_file(path: Path) -> None:
     """Exit 3 for an input that is not a regular file (a pipe, socket or device), before it is
     opened: inputs are told apart by their first bytes and then read again from the start, or
@@ -106,13 +102,15 @@ def check_source(path: Path) -> None:
         if source_format(path) == "json":
             next(read_grpcurl_json(path), None)
     except OSError as exc:
-        raise _unreadable(path, exc) from None
+        raise cannot_read(path, exc) from None
     except CaptureError as exc:
         raise cannot_read(path, exc) from None
 
 
-def cannot_read(path: Path, exc: CaptureError) -> CliError:
-    """``cannot read PATH: WHERE: WHY``, the path once (a capture error names it first)."""
+def cannot_read(path: Path, exc: OSError | CaptureError) -> CliError:
+    """``cannot read PATH: WHY`` (exit 3), the path once (a capture error names it first)."""
+    if isinstance(exc, OSError):
+        return CliError(f"cannot read {path}: {exc.strerror or exc}")
     text = str(exc)
     return CliError(f"cannot read {text if text.startswith(f'{path}: ') else f'{path}: {text}'}")
 

@@ -30,6 +30,7 @@ from cbi1kit._cli_common import (
     CliError,
     OneLineParser,
     at_least,
+    cannot_read,
     check_capture,
     check_regular_file,
     check_source,
@@ -80,7 +81,7 @@ def _is_capture(path: Path) -> bool:
     try:
         return is_capture_file(path)
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
 
 
 def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
@@ -95,7 +96,7 @@ def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
                 return inspect(f.read(FRAME_HEAD_BYTES), fmt, length=size)
         data = path.read_bytes()
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
     if not data:
         raise CliError(f"cannot read {path}: empty input (no bytes)")
     return inspect(data, fmt)
@@ -889,7 +890,7 @@ def _read_tokens(path: Path) -> list[int]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
     if not data:
         raise CliError(f"cannot read {path}: empty input (no bytes)")
     try:
@@ -983,14 +984,14 @@ def _lane_input(path: Path) -> Any:
         with open(path, "rb") as f:
             npy = path.suffix == ".npy" or f.read(len(NPY_MAGIC)) == NPY_MAGIC
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
     if not npy:
         check_source(path)
         return path
     try:
         return load_lane(path)
     except CaptureError as exc:
-        raise CliError(f"cannot read {exc}") from None
+        raise cannot_read(path, exc) from None
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -1048,9 +1049,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_INVALID
 
 
-def _checkout(option: str) -> str:
-    """Where the notebooks and the bundled data are: a checkout of the repository."""
-    return f" (a cbi1kit checkout has it: run there, or give {option} DIR)"
+def _checkout(instead: str) -> str:
+    """Where the notebooks and the bundled data are (a checkout of the repository), and what
+    to do ``instead``."""
+    return f" (a cbi1kit checkout has it: run there, or {instead})"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -1060,14 +1062,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     capture = data / "sample.kvrcap"
     trace = data / "mooncake" / "conversation_trace.jsonl"
     if not (capture.exists() or trace.exists()):  # neither a capture nor a trace to make one
-        raise CliError(f"{data}: no bundled data in it{_checkout('--data')}", EXIT_UNREADABLE)
+        raise CliError(
+            f"{data}: no bundled data in it{_checkout('give --data DIR')}", EXIT_UNREADABLE
+        )
     if not args.no_report:  # the notebooks and their extra, before any work
         require("notebooks")
         if not Path("notebooks").is_dir():
             raise CliError(
-                "notebooks: no notebooks folder (a cbi1kit checkout has it: run there, or "
-                "--no-report)",
-                EXIT_UNREADABLE,
+                f"notebooks: no notebooks folder{_checkout('--no-report')}", EXIT_UNREADABLE
             )
     notebooks = None if args.no_report else _DemoNotebooks(args, capture, trace)
     try:
@@ -1239,7 +1241,8 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
     folder: Path = args.notebooks
     if not folder.is_dir():
-        raise CliError(f"{folder}: no notebooks folder{_checkout('--notebooks')}", EXIT_UNREADABLE)
+        why = _checkout("give --notebooks DIR")
+        raise CliError(f"{folder}: no notebooks folder{why}", EXIT_UNREADABLE)
     argv = lab_command(folder.resolve(), port=args.port, open_browser=not args.no_browser)
     os.execve(argv[0], argv, kernel_environment())  # Lab takes this process over
 
@@ -1261,7 +1264,7 @@ def _build_report(
     if trace is not None:
         check_regular_file(trace)
     if notebooks is not None and not notebooks.is_dir():
-        why = _checkout("--notebooks")[:-1] + "; or --no-notebooks)"
+        why = _checkout("give --notebooks DIR; or --no-notebooks")
         raise CliError(f"{notebooks}: no notebooks folder{why}", EXIT_USAGE)
 
     def say(msg: str) -> None:
