@@ -662,6 +662,7 @@ def _unanswerable(message: str, asked: Mapping[Path, Any]) -> CliError:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._global import lane_at_moment
     from cbi1kit.ckf._addressing import CkfAddressing
     from cbi1kit.ckf._stats import lane_stats
 
@@ -672,7 +673,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise _never_installed(args.capture, lane.violations or report.violations)
     lane_fmt = fmt or lane.format
     try:
-        sequence, words = _lane_at_moment(lane, report, args.at)
+        sequence, words = lane_at_moment(report, lane, args.at)
+        if words is None:
+            raise LaneError("NotReady", message=f"the lane was not ready at {args.at}")
     except LaneError as exc:
         raise _unanswerable(str(exc), {args.capture: report}) from None
     stats = lane_stats(
@@ -707,21 +710,6 @@ def cmd_stats(args: argparse.Namespace) -> int:
                 f"note: the stream has {len(report.violations)} violation(s); see `cbi1kit replay`"
             )
     return EXIT_OK if report.ok else EXIT_INVALID
-
-
-def _lane_at_moment(lane: Any, report: Any, at: Any) -> tuple[int, Any]:
-    """The sequence and words of ``lane`` at ``--at`` (its last without one)."""
-    from cbi1kit.analysis._global import resolve_moment
-
-    point, unix_ns = resolve_moment(report, at)
-    if point is None:
-        return lane.final_sequence, lane.final_lane
-    if point.sequence is not None:
-        return point.sequence, lane.lane_at(point.sequence)
-    sequence = lane.sequence_at_time(unix_ns)
-    if sequence is None:
-        raise LaneError("NotReady", message=f"the lane was not ready at {point}")
-    return sequence, lane.lane_at_time(unix_ns)
 
 
 def _moment(text: str) -> Any:

@@ -398,17 +398,10 @@ class Capture:
         """The words of the lane of ``dc`` (or ``pool``; the only one without either) at ``at``
         (a sequence, an ISO time or ``+90s``: what ``global_view`` takes; None: its final
         words); None when it was not ready then."""
-        from cbi1kit.analysis._global import resolve_moment
+        from cbi1kit.analysis._global import lane_at_moment
 
         report = self.replay()
-        lane = report.lane(dc, pool=pool)
-        point, unix_ns = resolve_moment(report, at)
-        if point is None:
-            return lane.final_lane
-        if point.sequence is not None:
-            return lane.lane_at(point.sequence)
-        assert unix_ns is not None
-        return lane.lane_at_time(unix_ns)
+        return lane_at_moment(report, report.lane(dc, pool=pool), at)[1]
 
     def view(self, *, model: str | None = None, at: Moment = None) -> GlobalView:
         """What a global router consults for ``model`` at ``at`` (``cbi1kit.global_view``)."""

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, _producer, _Segment, replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, Words, _producer, _Segment, replay
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._consumer import CkfLaneTable
 from cbi1kit.ckf._lane import DcCkfSnapshot
@@ -53,6 +53,7 @@ __all__ = [
     "format_unix_ns",
     "global_timeline",
     "global_view",
+    "lane_at_moment",
     "parse_at",
     "resolve_moment",
 ]
@@ -431,6 +432,22 @@ def resolve_moment(report: ReplayReport, at: Any) -> tuple[At | None, int | None
             message="the source has no receive times: ask for a sequence instead",
         )
     return point, report.first_unix_ns + point.offset_ns
+
+
+def lane_at_moment(
+    report: ReplayReport, lane: LaneReport, at: Any
+) -> tuple[int | None, Words | None]:
+    """The sequence and words ``lane`` of ``report`` held at ``at`` (a sequence, a time or an
+    offset; None: its final ones); ``(None, None)`` at a time it was not ready. A sequence not
+    replayed is ``lane_at``'s ``LaneError``."""
+    point, unix_ns = resolve_moment(report, at)
+    if point is None:
+        return lane.final_sequence, lane.final_lane
+    if point.sequence is not None:
+        return point.sequence, lane.lane_at(point.sequence)
+    assert unix_ns is not None
+    found = lane._point_at(unix_ns)
+    return (None, None) if isinstance(found, str) else (found[1], lane._words(*found))
 
 
 def _model_catalogs(

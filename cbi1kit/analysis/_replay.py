@@ -255,11 +255,6 @@ class LaneReport:
         found = self._point_at(unix_ns)
         return None if isinstance(found, str) else self._words(*found)
 
-    def sequence_at_time(self, unix_ns: int) -> int | None:
-        """The sequence the lane held at wall-clock ``unix_ns`` (None when it was not ready)."""
-        found = self._point_at(unix_ns)
-        return None if isinstance(found, str) else found[1]
-
 
 def _dc_value(dc: int | str | DcId) -> set[int]:
     """The DC ids a user's ``dc`` may mean: an id, a ``DcId``, its hex (either case: a user
