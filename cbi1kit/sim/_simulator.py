@@ -547,12 +547,13 @@ class Simulator:
         m: Member,
         seq: list[int],
         depth: int,
-        local: list[int],
+        local: tuple[list[int], int],
         hooks: tuple[DeltaHook | None, EventHook | None],
     ) -> None:
-        """Member ``m`` serves a request of blocks ``seq`` (local hashes ``local``) whose first
-        ``depth`` it holds: the hits touched deepest first, the LRU blocks evicted to make room
-        (``Removed``), the rest stored (``Stored``, parent the last hit's engine id)."""
+        """Member ``m`` serves a request of blocks ``seq`` whose first ``depth`` it holds: the
+        hits touched deepest first, the LRU blocks evicted to make room (``Removed``), the rest
+        stored (``Stored``, parent the last hit's engine id). ``local``: the workload's local
+        hashes and where the request's start (not copied per request)."""
         res, cap = self.result, self.config.capacity_blocks
         n_eff = min(len(seq), cap)
         cache = m.cache
@@ -565,7 +566,8 @@ class Simulator:
             self._apply(t, m.dc, KvRemoved(m.worker_id, tuple(victims), m.dp_rank), *hooks)
         if n_eff > depth:
             salt = m.salt
-            blocks = [StoredBlock(seq[p] ^ salt, local[p]) for p in range(depth, n_eff)]
+            hashes, at = local
+            blocks = [StoredBlock(seq[p] ^ salt, hashes[at + p]) for p in range(depth, n_eff)]
             for p in range(n_eff - 1, depth - 1, -1):
                 cache[seq[p]] = seq[p] ^ salt
             for p in range(depth - 1, -1, -1):
@@ -616,7 +618,7 @@ class Simulator:
             m.requests += 1
             res.requested_blocks += n
             res.hit_blocks += depth
-            self._serve(t, m, seq, depth, local_all[s:e], (on_delta, on_event))
+            self._serve(t, m, seq, depth, (local_all, s), (on_delta, on_event))
             if n:
                 heapq.heappush(m.inflight, (t + ms_per_token * outputs[i], n))
                 m.load += n
