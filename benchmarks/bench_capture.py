@@ -30,8 +30,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import MIXES, Comparison, MiB, Report, Timing, add_keep, child_json, compare, parser
-from _harness import compare_processes as compare_rounds
+from _harness import (
+    MIXES,
+    Comparison,
+    MiB,
+    Report,
+    Timing,
+    add_keep,
+    child_json,
+    compare,
+    compare_processes as compare_rounds,
+    parser,
+)
 from bench_tables import generate_mix
 
 GOAL_ONCE = 1 / 1.3  # everything on one Capture <= 1.3x the frames table + replay alone

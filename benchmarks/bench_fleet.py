@@ -34,7 +34,9 @@ import polars as pl
 from _harness import Comparison, Report, compare_processes, parser
 
 from cbi1kit import fleet
-from cbi1kit.analysis import DATASET_TABLES, export_dataset, open_dataset
+from cbi1kit.analysis import export_dataset, open_dataset
+from cbi1kit.analysis._schema import DATASET_TABLES
+from cbi1kit.fleet._cluster import DEFAULT_WORKERS
 from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig, simulate_capture
 from cbi1kit.sim._workload import synthetic_chat
 
@@ -125,7 +127,7 @@ def main() -> None:
             cand, base = compare_processes(
                 lambda: round_of("fleet"), lambda: round_of("single"), rounds=rounds
             )
-    cores = min(os.cpu_count() or 1, fleet.DEFAULT_WORKERS)
+    cores = min(os.cpu_count() or 1, DEFAULT_WORKERS)
     floor = cand.cpu_median / cores
     report.figure(
         Comparison(

@@ -43,7 +43,7 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_open
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
 from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
-from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
 from cbi1kit.relay._recorder import SUBSCRIBE_METHOD, Recorder, RecorderConfig
 from cbi1kit.sim._server import (
     MAX_MESSAGE_BYTES,
@@ -73,7 +73,7 @@ def _script(kind: str, quick: bool) -> tuple[FrameListFeed, int]:
         for i in range(2_000 if quick else 20_000):
             buckets = np.sort(rng.choice(fmt.bucket_count, 12, replace=False)).astype(np.uint32)
             values = rng.integers(1, 1 << 63, 12, dtype=np.uint64)
-            frames.append(encode_delta(_D(identity, i, i + 1, buckets, values)))
+            frames.append(encode_delta_publication(_D(identity, i, i + 1, buckets, values)))
         words = np.zeros(fmt.bucket_count, dtype=np.uint64)
         feed = FrameListFeed(
             HubSnapshot(identity, 0, words), frames, descriptor=desc, per_step=64, track_lane=False

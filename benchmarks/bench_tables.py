@@ -44,8 +44,8 @@ from _harness import (
     compare,
     parser,
     peak_rss,
+    reset_peak_rss as _reset_peak_rss,
 )
-from _harness import reset_peak_rss as _reset_peak_rss
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter

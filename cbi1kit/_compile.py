@@ -27,8 +27,8 @@ from numba.core.caching import (
     InTreeCacheLocator,
     UserProvidedCacheLocator,
     UserWideCacheLocator,
+    _CacheLocator as CacheLocator,
 )
-from numba.core.caching import _CacheLocator as CacheLocator
 
 __all__ = [
     "INLINED_SOURCES",

@@ -4,77 +4,61 @@ needs them (a cold start within 0.15 s)."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 
-def lazy_getattr(
-    package: str, lazy: Mapping[str, str], *, modules: Iterable[str] = ()
-) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package`` that imports ``package.<lazy[name]>`` on first
-    use of ``name`` (``module:attribute`` where the module spells it differently), or the
-    submodule ``package.<name>`` for a name in ``modules``, and keeps the value, so the next
-    lookup is a plain attribute."""
-    submodules = frozenset(modules)
+def attach(
+    package: str, init_file: str
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """``__getattr__``, ``__dir__`` and ``__all__`` for ``package``, whose public names are the
+    imports of the ``if TYPE_CHECKING:`` block of its ``__init__`` (``init_file``): type checkers
+    read them there, and here each loads on first use, so a name is stated once.
+
+    lazy_loader's ``attach_stub`` does this over a ``.pyi``, but drops ``as`` names, which the
+    front door needs (``open_capture as open``). See docs/api.md.
+    """
+    where = _type_checking_imports(package, Path(init_file).read_text())
 
     def __getattr__(name: str) -> Any:
-        if name in submodules:
-            value: Any = importlib.import_module(f"{package}.{name}")
-        else:
-            where = lazy.get(name)
-            if where is None:
-                raise AttributeError(f"module {package!r} has no attribute {name!r}")
-            module, _, attribute = where.partition(":")
-            value = getattr(importlib.import_module(f"{package}.{module}"), attribute or name)
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, attribute = where[name]
+        loaded = importlib.import_module(module)
+        value = loaded if attribute is None else getattr(loaded, attribute)
         setattr(sys.modules[package], name, value)
         return value
 
-    return __getattr__
+    def __dir__() -> list[str]:  # the public names and the dunders, not the helpers
+        return sorted({*where, *(n for n in vars(sys.modules[package]) if n.startswith("__"))})
+
+    return __getattr__, __dir__, list(where)
 
 
-def lazy_stage(
-    package: str, modules: Sequence[str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for a stage whose public surface is the ``__all__`` of
-    its ``modules`` (in that order), none of them imported until a name is asked for.
-
-    A name is looked for module by module, importing each in turn, so the stage's ``__init__``
-    never restates a module's names; ``__all__`` itself is built on first use the same way.
-    ``import cbi1kit.wire._format`` (what the CLI's parser needs) then costs that module alone.
-    """
-    pkg = sys.modules[package]
-
-    def surface() -> list[str]:
-        names: list[str] = []
-        for module in modules:
-            names += importlib.import_module(f"{package}.{module}").__all__
-        return names
-
-    def __getattr__(name: str) -> Any:
-        if name == "__all__":
-            value: Any = surface()
-        elif name.startswith("_"):  # `from stage import _module` asks first: import nothing
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        else:
-            for module in modules:
-                loaded = importlib.import_module(f"{package}.{module}")
-                if name in loaded.__all__:
-                    value = getattr(loaded, name)
-                    break
-            else:
-                raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        setattr(pkg, name, value)
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(set(__getattr__("__all__")) | set(vars(pkg)))
-
-    return __getattr__, __dir__
+def _type_checking_imports(package: str, source: str) -> dict[str, tuple[str, str | None]]:
+    """Each name the ``if TYPE_CHECKING:`` block imports: the module it comes from and its
+    attribute there (None for a subpackage of ``package`` itself)."""
+    where: dict[str, tuple[str, str | None]] = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"):
+            continue
+        for stmt in node.body:
+            if not isinstance(stmt, ast.ImportFrom) or stmt.module is None:
+                raise TypeError(f"{package}: only `from X import a as b` lists a public name")
+            for alias in stmt.names:
+                public = alias.asname or alias.name
+                if stmt.module == package:  # `from cbi1kit import wire as wire`: a subpackage
+                    where[public] = (f"{package}.{alias.name}", None)
+                else:
+                    where[public] = (stmt.module, alias.name)
+    return where
 
 
 @functools.cache

@@ -7,14 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cbi1kit.capture import (
-    CaptureReader,
-    CaptureWriter,
-    RecordType,
-    RotatingCaptureWriter,
-    decode_stream_close,
-    decode_stream_open,
-)
+from cbi1kit.capture import CaptureReader, CaptureWriter, RecordType, RotatingCaptureWriter
+from cbi1kit.capture._file import decode_stream_close, decode_stream_open
 from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig, simulate_capture
 from cbi1kit.sim._workload import synthetic_chat
 

@@ -38,7 +38,11 @@ from cbi1kit.relay._messages import (
     catalog_to_wire,
     filter_update_from_frame,
 )
-from cbi1kit.relay._publication import HubSnapshot, encode_delta, encode_snapshot
+from cbi1kit.relay._publication import (
+    HubSnapshot,
+    encode_delta_publication,
+    encode_snapshot_publication,
+)
 from cbi1kit.sim._simulator import SimulatorConfig, producer_identity
 
 MODEL = "hand/model"
@@ -145,7 +149,7 @@ class HandFleet:
         )
         d.state.drain()  # whatever is pending is in the snapshot's words
         words = np.array(d.state.words(), dtype=np.uint64)
-        for frame in encode_snapshot(HubSnapshot(d.identity, d.sequence, words)):  # type: ignore[arg-type]
+        for frame in encode_snapshot_publication(HubSnapshot(d.identity, d.sequence, words)):  # type: ignore[arg-type]
             self._send(d, frame, at_ns)
         d.times[d.sequence] = at_ns
         return d.stream
@@ -158,7 +162,7 @@ class HandFleet:
         delta = d.publisher.publish(batch)
         assert delta is not None and delta.base_sequence == d.sequence
         d.sequence = delta.sequence
-        self._send(d, encode_delta(delta), at_ns)
+        self._send(d, encode_delta_publication(delta), at_ns)
         d.times[d.sequence] = at_ns
         return d.sequence
 

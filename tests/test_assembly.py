@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 import xxhash
 from errorcheck import raises_variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly

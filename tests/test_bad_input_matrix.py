@@ -27,8 +27,7 @@ import pytest
 from certs import Pki, make_pki
 from cliutil import cli_run, one_line
 from handfleet import MODEL, HandFleet
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_stream_roundtrip import build_stream
 
 from cbi1kit import cli
@@ -36,8 +35,6 @@ from cbi1kit._cli_common import Number
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import frames_table, global_view, replay
 from cbi1kit.capture import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    WATCH_KV_POOL_CATALOG_METHOD,
     CaptureWriter,
     RecordType,
     read_capture,
@@ -48,6 +45,7 @@ from cbi1kit.capture import (
     read_grpcurl_json,
 )
 from cbi1kit.capture._file import FILE_MAGIC
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.relay._messages import (
     frame_from_filter_update,

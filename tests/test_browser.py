@@ -36,8 +36,7 @@ from cbi1kit.viz._browser import (
     unavailable,
 )
 from cbi1kit.viz._lab import KERNELSPEC, LabServer, running_lab
-from cbi1kit.viz._report import NOTEBOOKS as REPORT_NOTEBOOKS
-from cbi1kit.viz._report import build_report, drawn_cells
+from cbi1kit.viz._report import NOTEBOOKS as REPORT_NOTEBOOKS, build_report, drawn_cells
 
 ROOT = Path(__file__).parents[1]
 SAMPLE = ROOT / "data" / "sample.kvrcap"

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from errorcheck import is_variant, raises_variant
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 import xxhash
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_damaged_captures import DATA, SPANS, Damage, damages
 
 import cbi1kit as ck

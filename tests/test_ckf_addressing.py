@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import xxhash
 from errorcheck import raises_variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cbi1kit.ckf._addressing import ALT_DOMAIN, CkfAddressing, CkfProbe, alt, prepare
 from cbi1kit.ckf._bucket import (

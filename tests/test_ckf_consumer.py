@@ -7,8 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from errorcheck import raises_variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cbi1kit.ckf._consumer import (
     CkfLaneTable,

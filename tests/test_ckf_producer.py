@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from errorcheck import raises_variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cbi1kit.ckf._lane import DcCkfDelta
 from cbi1kit.ckf._producer import (

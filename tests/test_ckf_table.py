@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from errorcheck import raises_variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import (

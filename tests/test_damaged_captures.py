@@ -25,21 +25,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 from cliutil import cli_run
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 from test_capture import _rewrite
 from test_stream_roundtrip import build_stream
 
 from cbi1kit.analysis import frames_table, replay
-from cbi1kit.capture import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    CaptureReader,
-    CaptureWriter,
-    FrameDamage,
-    RecordType,
-    read_capture,
-)
+from cbi1kit.capture import CaptureReader, CaptureWriter, RecordType, read_capture
 from cbi1kit.capture._file import FILE_HEADER_LEN, STRUCTURAL, CaptureDamage, CaptureRecord
+from cbi1kit.capture._items import FrameDamage
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import error_name
 
 CATALOG_METHOD = "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog"

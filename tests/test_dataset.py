@@ -26,20 +26,16 @@ from errorcheck import raises_variant
 from fleetdata import fleet_captures
 
 from cbi1kit.analysis import (
-    DATASET_FILE,
-    DATASET_SCHEMA_VERSION,
-    DATASET_TABLES,
-    PARTITION_SCHEMA,
-    convert_segment,
     export_dataset,
     export_parquet,
     frames_table,
     images_table,
     open_dataset,
-    prepare_dataset,
     replay,
     snapshots_table,
 )
+from cbi1kit.analysis._dataset import DATASET_FILE, convert_segment, prepare_dataset
+from cbi1kit.analysis._schema import DATASET_SCHEMA_VERSION, DATASET_TABLES, PARTITION_SCHEMA
 from cbi1kit.capture import capture_segments
 from cbi1kit.errors import DatasetError, OutputError
 

@@ -16,7 +16,8 @@ from errorcheck import raises_variant
 from handfleet import MODEL, SECOND, T0, HandFleet
 
 import cbi1kit as ck
-from cbi1kit.analysis import DIFF_SCHEMA, format_unix_ns
+from cbi1kit.analysis._global import format_unix_ns
+from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.relay import HubSnapshot
 from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig

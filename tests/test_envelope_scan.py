@@ -11,8 +11,7 @@ import pytest
 import xxhash
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 from google.protobuf.message import DecodeError
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import _kernels as k

@@ -18,10 +18,12 @@ from errorcheck import raises_variant
 from handfleet import MODEL, SECOND, T0, HandFleet
 
 import cbi1kit as ck
-from cbi1kit.analysis import Change, Truth, format_unix_ns, stable_pool_rank
+from cbi1kit.analysis._explain import Change, Truth, stable_pool_rank
+from cbi1kit.analysis._global import format_unix_ns
 from cbi1kit.errors import HashingError, IdentityError, LaneError
 from cbi1kit.hashing import CanonicalModelRegistration, ModelTarget, stable_dc_id
-from cbi1kit.sim import mooncake_local_hashes, read_mooncake
+from cbi1kit.sim import read_mooncake
+from cbi1kit.sim._workload import mooncake_local_hashes
 
 T = list(range(101, 113))  # three blocks of four tokens
 ALT_DOMAIN = 0x9E3779B97F4A7C15

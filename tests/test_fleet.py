@@ -22,14 +22,8 @@ from cliutil import cli_run, one_line
 from fleetdata import fleet_captures
 
 from cbi1kit import fleet
-from cbi1kit.analysis import (
-    DATASET_TABLES,
-    export_dataset,
-    frames_table,
-    open_dataset,
-    replay,
-    snapshots_table,
-)
+from cbi1kit.analysis import export_dataset, frames_table, open_dataset, replay, snapshots_table
+from cbi1kit.analysis._schema import DATASET_TABLES
 from cbi1kit.capture import capture_segments
 from cbi1kit.ckf import estimated_false_positive_rate, lane_stats
 
@@ -136,7 +130,9 @@ def test_every_query_equals_the_single_process_path(
     client: Any, converted: tuple[Path, list[Any]], name: str
 ) -> None:
     out, _ = converted
-    graph = fleet.query_graph(name, out)
+    from cbi1kit.fleet._queries import query_graph
+
+    graph = query_graph(name, out)
     leaves = {f.parent for t in fleet.QUERIES[name].tables for f in (out / t).rglob("*.parquet")}
     partials = [k for k in graph.dask if not str(k).startswith(f"{name}-combine-")]
     assert len(partials) == len(leaves) > 0  # a task per partition, and the combining one

@@ -12,7 +12,8 @@ from cbi1kit.analysis import global_view, replay
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing import KvQueryHashFormat, resolve_lora_name
 from cbi1kit.relay._messages import descriptor_from_wire
-from cbi1kit.sim import FleetModel, Simulator, SimulatorConfig, fleet_pools, record_fleet
+from cbi1kit.sim import FleetModel, Simulator, SimulatorConfig, record_fleet
+from cbi1kit.sim._fleet import fleet_pools
 
 MODELS = (
     FleetModel("fleet/chat", "lora", {"adapter-support": "support-bot"}, sessions=20),

@@ -34,7 +34,7 @@ from cbi1kit._cli_relay import main as relay_main
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
 from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
-from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
 from cbi1kit.relay._recorder import (
     CATALOG_METHOD,
     SUBSCRIBE_METHOD,
@@ -396,7 +396,7 @@ def _big_script(n: int, images: int, seed: int) -> tuple[FrameListFeed, int]:
     for i in range(n):
         buckets = np.sort(rng.permutation(fmt.bucket_count)[:images]).astype(np.uint32)
         values = rng.integers(1, 1 << 63, size=images, dtype=np.uint64)
-        frames.append(encode_delta(D(identity, i, i + 1, buckets, values)))
+        frames.append(encode_delta_publication(D(identity, i, i + 1, buckets, values)))
     feed = FrameListFeed(HubSnapshot(identity, 0, words), frames, descriptor=desc)
     return feed, len(frames[0].payload)
 
@@ -483,9 +483,9 @@ def test_validator_is_the_replay_engine_and_flags_a_gap() -> None:
     producer = feed.descriptor().producer
     from cbi1kit.hashing._identity import RelayIdentity
     from cbi1kit.relay._messages import filter_update_from_frame
-    from cbi1kit.relay._publication import encode_snapshot
+    from cbi1kit.relay._publication import encode_snapshot_publication
 
-    snapshot = list(encode_snapshot(feed.snapshot()))
+    snapshot = list(encode_snapshot_publication(feed.snapshot()))
     deltas = [f for _ in range(3) for f in (feed.advance() or ())]
 
     def stream(relay: RelayIdentity, frames: list[PublicationFrame]) -> list[str | None]:

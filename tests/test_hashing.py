@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import xxhash
 from errorcheck import raises_variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import cbi1kit.hashing._blocks as blocks_module
 from cbi1kit.errors import HashingError

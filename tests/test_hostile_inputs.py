@@ -16,18 +16,12 @@ from pathlib import Path
 
 import pytest
 from cliutil import cli_run, one_line
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_stream_roundtrip import Stream, build_stream
 
 from cbi1kit.analysis import export_parquet, frames_table, replay
-from cbi1kit.capture import (
-    SUBSCRIBE_KV_POOL_METHOD,
-    CaptureReader,
-    CaptureWriter,
-    RecordType,
-    read_capture,
-)
+from cbi1kit.capture import CaptureReader, CaptureWriter, RecordType, read_capture
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import CaptureError, Cbi1kitError
 
 STREAM = build_stream(deltas=6)
@@ -320,7 +314,7 @@ def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(
     """Bare CBI1 frames or a grpcurl dump given to the dataset are refused before anything is
     written (fleet convert had added a frames row and a sources entry for them, for good)."""
     from cbi1kit.analysis import export_dataset
-    from cbi1kit.fleet import convert_graph
+    from cbi1kit.fleet._convert import convert_graph
 
     frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
     out = tmp_path / "ds"

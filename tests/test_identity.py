@@ -9,8 +9,7 @@ import blake3
 import numpy as np
 import pytest
 from errorcheck import raises_variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cbi1kit.errors import IdentityError
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block

@@ -13,8 +13,7 @@ import google.protobuf
 from google.protobuf import descriptor_pb2
 from protofacts import facts
 
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._proto import kvrelay_v1_pb2_grpc as pb_grpc
+from cbi1kit._proto import kvrelay_v1_pb2 as pb, kvrelay_v1_pb2_grpc as pb_grpc
 
 PROTO_DIR = Path(__file__).resolve().parents[1] / "cbi1kit" / "_proto"
 UPSTREAM = json.loads((Path(__file__).parent / "vectors/relay_proto/upstream.json").read_text())

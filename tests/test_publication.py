@@ -23,8 +23,8 @@ from cbi1kit.relay._publication import (
     HubSnapshot,
     PublicationFrame,
     PublicationFrameKind,
-    encode_delta,
-    encode_snapshot,
+    encode_delta_publication,
+    encode_snapshot_publication,
 )
 from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
@@ -62,7 +62,7 @@ def lane(n: int, seed: int = 1) -> np.ndarray:
 )
 def test_snapshot_chunk_count_and_exact_length(bucket_count: int, chunks: int) -> None:
     words = lane(bucket_count)
-    frames = encode_snapshot(HubSnapshot(identity(bucket_count), 5, words))
+    frames = encode_snapshot_publication(HubSnapshot(identity(bucket_count), 5, words))
     assert len(frames) == chunks == frames.chunk_count
     fmt = FilterFormat(SEED, bucket_count)
     got = np.zeros(bucket_count, dtype=np.uint64)
@@ -83,13 +83,13 @@ def test_snapshot_chunk_count_and_exact_length(bucket_count: int, chunks: int) -
 
 def test_snapshot_at_sequence_zero_and_u64_max() -> None:
     for seq in (0, (1 << 64) - 1):
-        (frame,) = list(encode_snapshot(HubSnapshot(identity(), seq, lane(1024))))
+        (frame,) = list(encode_snapshot_publication(HubSnapshot(identity(), seq, lane(1024))))
         assert frame.base_sequence == frame.sequence == seq
 
 
 def test_snapshot_bucket_count_mismatch_is_raised_before_any_frame() -> None:
     with raises_variant(PublicationError, "SnapshotBucketCount") as info:
-        encode_snapshot(HubSnapshot(identity(1024), 1, lane(512)))
+        encode_snapshot_publication(HubSnapshot(identity(1024), 1, lane(512)))
     assert (info.value.expected, info.value.actual) == (1024, 512)
     assert "512" in str(info.value) and "1024" in str(info.value)
 
@@ -106,7 +106,7 @@ def test_snapshot_bucket_count_mismatch_is_raised_before_any_frame() -> None:
 def test_format_gate_rejects_other_shapes(fmt: dict[str, int]) -> None:
     ident = identity(1024, **fmt)
     with raises_variant(PublicationError, "UnsupportedFormatIdentity") as info:
-        encode_snapshot(HubSnapshot(ident, 1, lane(1024)))
+        encode_snapshot_publication(HubSnapshot(ident, 1, lane(1024)))
     f = ident.format
     assert (info.value.format_version, info.value.fingerprint_bits) == (
         f.format_version,
@@ -115,20 +115,22 @@ def test_format_gate_rejects_other_shapes(fmt: dict[str, int]) -> None:
     assert info.value.slots_per_bucket == f.slots_per_bucket
     delta = SimpleNamespace(identity=ident, base_sequence=1, sequence=2, images=[(1, 2)])
     with raises_variant(PublicationError, "UnsupportedFormatIdentity"):
-        encode_delta(delta)
+        encode_delta_publication(delta)
 
 
 @pytest.mark.parametrize("bucket_count", [0, 3, 1000, (1 << 24) * 2])
 def test_format_gate_rejects_bad_bucket_counts(bucket_count: int) -> None:
     with raises_variant(PublicationError, "Format.BucketCount") as info:
-        encode_snapshot(HubSnapshot(identity(bucket_count), 1, lane(max(bucket_count, 1))))
+        encode_snapshot_publication(
+            HubSnapshot(identity(bucket_count), 1, lane(max(bucket_count, 1)))
+        )
     assert is_variant(info.value.__cause__, Cbi1Error, "Format.BucketCount")
 
 
 def test_delta_frame_and_payload() -> None:
     images = [(3, 0xAAAABBBBCCCCDDDD), (1000, 42), (3, 0)]
     delta = SimpleNamespace(identity=identity(), base_sequence=4, sequence=5, images=images)
-    frame = encode_delta(delta)
+    frame = encode_delta_publication(delta)
     assert frame.kind is PublicationFrameKind.DELTA
     assert (frame.base_sequence, frame.sequence) == (4, 5)
     assert frame.queued_bytes == 48 + 12 + 12 * 3 + 256
@@ -146,7 +148,7 @@ def test_delta_from_array_fields_like_the_producer_model() -> None:
         buckets=np.array([5, 6], dtype=np.uint32),
         values=np.array([(1 << 64) - 1, 7], dtype=np.uint64),
     )
-    decoded = decode(FilterFormat(SEED, 1024), encode_delta(delta).payload)
+    decoded = decode(FilterFormat(SEED, 1024), encode_delta_publication(delta).payload)
     assert isinstance(decoded, Delta)
     assert decoded.words.tolist() == [(1 << 64) - 1, 7]
 
@@ -155,7 +157,7 @@ def test_delta_bucket_index_overflow_of_u32() -> None:
     for images in ([(1, 1), (1 << 32, 5)], [(-1, 5)]):
         delta = SimpleNamespace(identity=identity(), base_sequence=0, sequence=1, images=images)
         with raises_variant(PublicationError, "BucketIndexOverflow") as info:
-            encode_delta(delta)
+            encode_delta_publication(delta)
         assert info.value.bucket == images[-1][0]
     arr = SimpleNamespace(
         identity=identity(),
@@ -165,7 +167,7 @@ def test_delta_bucket_index_overflow_of_u32() -> None:
         values=np.array([1, 2], dtype=np.uint64),
     )
     with raises_variant(PublicationError, "BucketIndexOverflow") as info:
-        encode_delta(arr)
+        encode_delta_publication(arr)
     assert info.value.image_index == 1
 
 
@@ -173,7 +175,7 @@ def test_delta_codec_errors_come_wrapped_as_upstreams_wire_variant() -> None:
     """Upstream's adapter returns ``Cbi1AdapterError::Wire(..)``; the codec error is the cause."""
     delta = SimpleNamespace(identity=identity(), base_sequence=0, sequence=1, images=[(1024, 1)])
     with raises_variant(PublicationError, "Wire.BucketIndex") as info:
-        encode_delta(delta)
+        encode_delta_publication(delta)
     assert is_variant(info.value.__cause__, Cbi1Error, "BucketIndex")
     many = SimpleNamespace(
         identity=identity(),
@@ -183,7 +185,7 @@ def test_delta_codec_errors_come_wrapped_as_upstreams_wire_variant() -> None:
         values=np.zeros(349_526, dtype=np.uint64),
     )
     with raises_variant(PublicationError, "Wire.DeltaImageCount"):
-        encode_delta(many)
+        encode_delta_publication(many)
 
 
 def test_frame_is_value_like() -> None:
@@ -200,13 +202,14 @@ def test_snapshot_frames_do_not_follow_the_callers_buckets(bucket_count: int) ->
     reach the frames."""
     words = lane(bucket_count, seed=18)
     pristine = words.copy()
-    frames = encode_snapshot(HubSnapshot(identity(bucket_count), 9, words))
-    words[:] = ~pristine  # every word changes, after encode_snapshot returned
+    frames = encode_snapshot_publication(HubSnapshot(identity(bucket_count), 9, words))
+    words[:] = ~pristine  # every word changes, after encode_snapshot_publication returned
     first = next(frames)
     words[::2] = 0  # and again, between pulls
     payloads = [first.payload, *(f.payload for f in frames)]
     expected = [
-        f.payload for f in encode_snapshot(HubSnapshot(identity(bucket_count), 9, pristine))
+        f.payload
+        for f in encode_snapshot_publication(HubSnapshot(identity(bucket_count), 9, pristine))
     ]
     assert payloads == expected
     chunks = [decode(FilterFormat(SEED, bucket_count), p) for p in payloads]

@@ -47,7 +47,11 @@ from cbi1kit.hashing._identity import (
     RoutingScopeId,
 )
 from cbi1kit.relay import _messages as r
-from cbi1kit.relay._publication import HubSnapshot, encode_delta, encode_snapshot
+from cbi1kit.relay._publication import (
+    HubSnapshot,
+    encode_delta_publication,
+    encode_snapshot_publication,
+)
 
 SEED = 0x5EED
 RELAY = RelayIdentity((1 << 64) - 1, 9)
@@ -75,7 +79,7 @@ def stream(bucket_count: int = 1 << 20) -> list[pb.FilterUpdate]:
     words = rng.integers(0, 1 << 63, size=bucket_count, dtype=np.uint64)
     out = [
         r.filter_update_from_frame(f, RELAY, send_ts_us=1)
-        for f in encode_snapshot(HubSnapshot(ident, 3, words))
+        for f in encode_snapshot_publication(HubSnapshot(ident, 3, words))
     ]
     for seq in range(3, 6):
         images = [
@@ -85,7 +89,9 @@ def stream(bucket_count: int = 1 << 20) -> list[pb.FilterUpdate]:
             )
         ]
         delta = SimpleNamespace(identity=ident, base_sequence=seq, sequence=seq + 1, images=images)
-        out.append(r.filter_update_from_frame(encode_delta(delta), RELAY, send_ts_us=seq))
+        out.append(
+            r.filter_update_from_frame(encode_delta_publication(delta), RELAY, send_ts_us=seq)
+        )
     out.append(r.heartbeat_update(ident, 6, RELAY, send_ts_us=99))
     return out
 

@@ -387,7 +387,7 @@ def test_producer_model_frames_convert_to_protobuf_and_back() -> None:
     """A frame built from the CKF producer's identity (a real PoolId) crosses the wire intact."""
     from cbi1kit.ckf._producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
     from cbi1kit.hashing._identity import LaneLease
-    from cbi1kit.relay._publication import encode_delta
+    from cbi1kit.relay._publication import encode_delta_publication
 
     state = DcCkfState(CkfConfig(64, seed=0x5EED))
     ident = ProducerIdentity(producer().pool_id, 3, 1, state.format)
@@ -396,7 +396,7 @@ def test_producer_model_frames_convert_to_protobuf_and_back() -> None:
     assert batch is not None
     delta = pub.publish(batch)
     assert delta is not None
-    frame = encode_delta(delta)
+    frame = encode_delta_publication(delta)
     update = r.filter_update_from_frame(frame, RELAY, send_ts_us=1)
     r.validate_filter_update(update)
     back = r.frame_from_filter_update(update)

@@ -26,8 +26,7 @@ import polars as pl
 import pytest
 from fleetdata import fleet_captures, rotate_copy
 from google.protobuf.message import DecodeError
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import CapturePlan, capture_plans
 from test_damaged_captures import Damage, damages
 from test_replay import OTHER_DC, _sessions_capture, _subscriptions

@@ -16,8 +16,7 @@ import polars as pl
 import pytest
 import xxhash
 from google.protobuf.message import DecodeError
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import wire_producer
 from test_conformance_cbi1 import CASES, _format, _frame_bytes
 
@@ -25,12 +24,13 @@ from cbi1kit import errors
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._replay import replay
-from cbi1kit.capture import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._file import CaptureWriter
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import Cbi1Error
 from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER, check_filter_update
-from cbi1kit.wire import RULE_INDEX, RULES, Rule, decode, rule_for
+from cbi1kit.wire import RULES, Rule, decode, rule_for
 from cbi1kit.wire._codec import Delta, SnapshotChunk
+from cbi1kit.wire._rules import RULE_INDEX
 
 MAX_INLINE = 1 << 20  # bigger frames (the 4 MiB golden frames) go through their own capture
 

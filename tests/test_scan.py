@@ -11,8 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import xxhash
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from test_capture import write_sample
 from test_stream_roundtrip import SUBSCRIBE_KV_POOL_METHOD, Stream, build_stream
 

@@ -3,8 +3,8 @@
 The seed (``../shared/seed/000_b7050281937fbdc0.txt`` from the repository's root, dynamo-llm
 1.5.1 ``kv_dc_relay/publication.rs``) ends with
 ``cbi1_snapshot_and_delta_preserve_standard_eagle_and_lora_query_spaces``. It is ported below
-through the public adapter (``encode_snapshot`` / ``encode_delta`` of ``cbi1kit.relay``,
-imported as ``encode_*_publication`` so they cannot be mistaken for the wire codec's), with the
+through the public adapter (``encode_snapshot_publication`` / ``encode_delta_publication`` of
+``cbi1kit.relay``, named apart from the wire codec's ``encode_delta``), with the
 seed's parameters: block size 4, tokens ``0..13`` then ``0..21``, cache namespace
 ``"tenant-ns"``, ``CkfConfig::new(64)`` publishing every event, sequences 1 then 1→2 and the
 external-hash mask ``0xC0DE_CAFE_D15C_0A11``. Each block names the seed lines (``seed
@@ -36,7 +36,6 @@ from cbi1kit.hashing import (
     CanonicalModelId,
     CanonicalModelRegistration,
     ConsumerInstanceId,
-    DcCkfFormatIdentity,
     DcId,
     IdentitySource,
     IndexerDomainId,
@@ -50,14 +49,15 @@ from cbi1kit.hashing import (
     RoutingScopeId,
     compute_block_hash_for_seq,
     compute_seq_hash_for_block,
+    resolve_registration as resolve_advertised_registration,
 )
-from cbi1kit.hashing import resolve_registration as resolve_advertised_registration
+from cbi1kit.hashing._identity import DcCkfFormatIdentity
 from cbi1kit.relay import (
     HubSnapshot,
     PublicationFrameKind,
+    encode_delta_publication,
+    encode_snapshot_publication,
 )
-from cbi1kit.relay import encode_delta as encode_delta_publication
-from cbi1kit.relay import encode_snapshot as encode_snapshot_publication
 
 EXTERNAL_MASK = 0xC0DE_CAFE_D15C_0A11  # seed L247
 

@@ -25,19 +25,17 @@ from relayfixtures import FAST, Running, recorder_config, wait_for
 from cbi1kit.analysis import Capture, frames_table, replay
 from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.capture import (
-    CONTINUED,
     CaptureReader,
     CaptureSet,
     CaptureWriter,
     RecordType,
     RotatingCaptureWriter,
     capture_segments,
-    decode_stream_open,
     read_capture,
-    read_segment_info,
-    segment_path,
 )
+from cbi1kit.capture._file import decode_stream_open
 from cbi1kit.capture._items import ReadCursor
+from cbi1kit.capture._segments import CONTINUED, read_segment_info, segment_path
 from cbi1kit.errors import CaptureError, OutputError
 from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig, simulate_capture
 from cbi1kit.sim._workload import synthetic_chat

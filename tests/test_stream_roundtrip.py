@@ -34,9 +34,13 @@ from cbi1kit.ckf._producer import (
     StoredBlock,
 )
 from cbi1kit.hashing._identity import LaneLease
-from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, PublicationFrameKind
-from cbi1kit.relay._publication import encode_delta as publish_delta
-from cbi1kit.relay._publication import encode_snapshot as publish_snapshot
+from cbi1kit.relay._publication import (
+    HubSnapshot,
+    PublicationFrame,
+    PublicationFrameKind,
+    encode_delta_publication as publish_delta,
+    encode_snapshot_publication as publish_snapshot,
+)
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS
 
 DC = 0xAABBCCDDEEFF0011

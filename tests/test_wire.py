@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from errorcheck import is_variant, raises_variant
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import formats, images_for, lanes_for, u64_edges
 
 from cbi1kit import errors

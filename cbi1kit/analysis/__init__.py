@@ -5,33 +5,54 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.analysis._capture import *  # noqa: F403
-    from cbi1kit.analysis._dataset import *  # noqa: F403
-    from cbi1kit.analysis._diff import *  # noqa: F403
-    from cbi1kit.analysis._events import *  # noqa: F403
-    from cbi1kit.analysis._explain import *  # noqa: F403
-    from cbi1kit.analysis._export import *  # noqa: F403
-    from cbi1kit.analysis._frames import *  # noqa: F403
-    from cbi1kit.analysis._global import *  # noqa: F403
-    from cbi1kit.analysis._replay import *  # noqa: F403
-    from cbi1kit.analysis._schema import *  # noqa: F403
-    from cbi1kit.analysis._tables import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = (
-    "_capture",
-    "_events",
-    "_replay",
-    "_global",
-    "_explain",
-    "_diff",
-    "_schema",
-    "_frames",
-    "_tables",
-    "_export",
-    "_dataset",
-)
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.analysis._capture import (
+        Capture as Capture,
+        Source as Source,
+        open_capture as open_capture,
+    )
+    from cbi1kit.analysis._dataset import (
+        Dataset as Dataset,
+        export_dataset as export_dataset,
+        open_dataset as open_dataset,
+    )
+    from cbi1kit.analysis._diff import (
+        LaneDiff as LaneDiff,
+        diff as diff,
+    )
+    from cbi1kit.analysis._events import (
+        Violation as Violation,
+    )
+    from cbi1kit.analysis._explain import (
+        Explanation as Explanation,
+        explain as explain,
+    )
+    from cbi1kit.analysis._export import (
+        export_parquet as export_parquet,
+    )
+    from cbi1kit.analysis._frames import (
+        frames_table as frames_table,
+    )
+    from cbi1kit.analysis._global import (
+        GlobalView as GlobalView,
+        global_timeline as global_timeline,
+        global_view as global_view,
+        parse_at as parse_at,
+    )
+    from cbi1kit.analysis._replay import (
+        LaneReport as LaneReport,
+        ReplayReport as ReplayReport,
+        replay as replay,
+    )
+    from cbi1kit.analysis._schema import (
+        TABLE_SCHEMAS as TABLE_SCHEMAS,
+    )
+    from cbi1kit.analysis._tables import (
+        images_table as images_table,
+        occupancy_table as occupancy_table,
+        snapshots_table as snapshots_table,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)

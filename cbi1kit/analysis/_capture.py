@@ -410,7 +410,7 @@ class Capture:
         return build_global_view(self.replay(), model=model, at=at)
 
     def timeline(self, *, model: str | None = None, points: int = 24) -> pl.DataFrame:
-        """The global view at ``points`` moments (``cbi1kit.analysis.global_timeline``)."""
+        """The global view at ``points`` moments (``analysis._global.global_timeline``)."""
         from cbi1kit.analysis._global import global_timeline
 
         return global_timeline(self.replay(), model=model, points=points)

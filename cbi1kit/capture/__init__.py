@@ -4,14 +4,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.capture._file import *  # noqa: F403
-    from cbi1kit.capture._readers import *  # noqa: F403
-    from cbi1kit.capture._segments import *  # noqa: F403
-    from cbi1kit.capture._streams import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_file", "_readers", "_streams", "_segments")
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.capture._file import (
+        CaptureReader as CaptureReader,
+        CaptureRecord as CaptureRecord,
+        CaptureWriter as CaptureWriter,
+        RecordType as RecordType,
+    )
+    from cbi1kit.capture._readers import (
+        CaptureItem as CaptureItem,
+        CatalogRecord as CatalogRecord,
+        FrameRecord as FrameRecord,
+        read_capture as read_capture,
+        read_capture_items as read_capture_items,
+        read_catalog as read_catalog,
+        read_cbi1_files as read_cbi1_files,
+        read_frames as read_frames,
+        read_grpcurl_json as read_grpcurl_json,
+        write_grpcurl_json as write_grpcurl_json,
+    )
+    from cbi1kit.capture._segments import (
+        CaptureSet as CaptureSet,
+        RotatingCaptureWriter as RotatingCaptureWriter,
+        capture_segments as capture_segments,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -92,7 +92,7 @@ class CatalogRecord:
 
     ``index`` counts catalog updates from 0 within the capture, ``record_index`` is the capture
     record; ``raw`` holds the message bytes as received. The update is parsed, not validated:
-    the relay contract (:func:`cbi1kit.relay.catalog_from_wire`) is the relay stage's.
+    the relay contract (:func:`cbi1kit.relay._messages.catalog_from_wire`) is the relay stage's.
     """
 
     index: int

@@ -626,7 +626,7 @@ class _Wanted:
 
 class CaptureScan:
     """A capture, one file or a rotated recording's segments in order, as the items replay
-    and the tables read (frames as :class:`~cbi1kit.capture.FrameSpan` columns), read on from
+    and the tables read (frames as :class:`~cbi1kit.capture._scan.FrameSpan` columns), read on from
     where the scan stands: ``items()`` again reads only what was appended (and the segments
     begun) since. ``cursor``: ``source`` is one segment, numbered on from it."""
 

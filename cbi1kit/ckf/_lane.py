@@ -4,7 +4,7 @@
 delta writes absolute words after upstream ``GlobalCkfLaneIngestor::apply_delta``'s checks, in
 its order (readiness, stale or duplicate, base = installed, one step, then the images: none,
 outside the lane, repeated). It knows no leases, consumer ids or producer identities: the
-consumer port (:class:`~cbi1kit.ckf.LaneReplica`) adds those above it, and a stream reader
+consumer port (:class:`~cbi1kit.ckf._consumer.LaneReplica`) adds those above it, and a stream reader
 compares identities itself. ``DcCkfSnapshot`` / ``DcCkfDelta`` are the values a producer hands
 a lane, here so that the consumer side does not import the producer.
 """

@@ -7,14 +7,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.fleet._cluster import *  # noqa: F403
-    from cbi1kit.fleet._convert import *  # noqa: F403
-    from cbi1kit.fleet._menu import *  # noqa: F403
-    from cbi1kit.fleet._queries import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_menu", "_cluster", "_convert", "_queries")
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.fleet._cluster import (
+        client as client,
+        dashboard_link as dashboard_link,
+    )
+    from cbi1kit.fleet._convert import (
+        convert as convert,
+    )
+    from cbi1kit.fleet._queries import (
+        QUERIES as QUERIES,
+        Query as Query,
+        churn_per_pool_per_hour as churn_per_pool_per_hour,
+        load_over_time as load_over_time,
+        run_local as run_local,
+        run_query as run_query,
+        snapshot_sizes as snapshot_sizes,
+        violations_per_relay as violations_per_relay,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)

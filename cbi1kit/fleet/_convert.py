@@ -1,6 +1,6 @@
 """Captures into the partitioned dataset as Dask tasks: one task per capture file.
 
-Each task is :func:`cbi1kit.analysis.convert_segment` on its file, writing that file's own
+Each task is :func:`cbi1kit.analysis._dataset.convert_segment` on its file, writing that file's own
 Parquet files into the dataset. A rotated recording's segments are a chain (a task takes the
 state the one before it left: the reader's cursor and the replayed lanes, which do not restart
 at a rotation); different captures run side by side. The result is what

@@ -6,13 +6,37 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.hashing._blocks import *  # noqa: F403
-    from cbi1kit.hashing._identity import *  # noqa: F403
-    from cbi1kit.hashing._xxh3 import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_xxh3", "_blocks", "_identity")
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.hashing._blocks import (
+        compute_block_hash_for_seq as compute_block_hash_for_seq,
+        compute_seq_hash_batch as compute_seq_hash_batch,
+        compute_seq_hash_for_block as compute_seq_hash_for_block,
+        compute_seq_hash_ragged as compute_seq_hash_ragged,
+        hash_mm_identifier as hash_mm_identifier,
+        lora_name_to_id as lora_name_to_id,
+    )
+    from cbi1kit.hashing._identity import (
+        MAX_LANES as MAX_LANES,
+        CacheSemanticsId as CacheSemanticsId,
+        CanonicalModelId as CanonicalModelId,
+        CanonicalModelRegistration as CanonicalModelRegistration,
+        ConsumerInstanceId as ConsumerInstanceId,
+        DcId as DcId,
+        IdentitySource as IdentitySource,
+        IndexerDomainId as IndexerDomainId,
+        KvQueryHashFormat as KvQueryHashFormat,
+        KvQuerySemantics as KvQuerySemantics,
+        LaneLease as LaneLease,
+        ModelAlias as ModelAlias,
+        ModelTarget as ModelTarget,
+        PoolId as PoolId,
+        ProducerIdentity as ProducerIdentity,
+        RoutingScopeId as RoutingScopeId,
+        resolve_lora_name as resolve_lora_name,
+        resolve_registration as resolve_registration,
+        stable_dc_id as stable_dc_id,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -7,15 +7,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.relay._messages import *  # noqa: F403
-    from cbi1kit.relay._publication import *  # noqa: F403
-    from cbi1kit.relay._recorder import *  # noqa: F403
-    from cbi1kit.relay._stream import *  # noqa: F403
-    from cbi1kit.relay._transport import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_publication", "_messages", "_stream", "_transport", "_recorder")
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.relay._messages import (
+        PoolCatalog as PoolCatalog,
+        PoolDescriptor as PoolDescriptor,
+        filter_update_from_frame as filter_update_from_frame,
+        frame_from_filter_update as frame_from_filter_update,
+    )
+    from cbi1kit.relay._publication import (
+        HubSnapshot as HubSnapshot,
+        PublicationFrame as PublicationFrame,
+        PublicationFrameKind as PublicationFrameKind,
+        encode_delta_publication as encode_delta_publication,
+        encode_snapshot_publication as encode_snapshot_publication,
+    )
+    from cbi1kit.relay._recorder import (
+        PoolSelector as PoolSelector,
+        Recorder as Recorder,
+        RecorderConfig as RecorderConfig,
+        RecordReport as RecordReport,
+    )
+    from cbi1kit.relay._stream import (
+        StreamChecker as StreamChecker,
+    )
+    from cbi1kit.relay._transport import (
+        ClientTls as ClientTls,
+        ServerTls as ServerTls,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)

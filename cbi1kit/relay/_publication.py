@@ -25,8 +25,12 @@ import numpy.typing as npt
 
 from cbi1kit.errors import Cbi1Error, PublicationError
 from cbi1kit.hashing._identity import DcCkfFormatIdentity, LaneLease, ProducerIdentity
-from cbi1kit.wire._codec import IMAGE_DTYPE, SnapshotChunks, encode_snapshot_chunks
-from cbi1kit.wire._codec import encode_delta as _encode_delta_payload
+from cbi1kit.wire._codec import (
+    IMAGE_DTYPE,
+    SnapshotChunks,
+    encode_delta as _encode_delta_payload,
+    encode_snapshot_chunks,
+)
 from cbi1kit.wire._format import (
     FINGERPRINT_BITS,
     FORMAT_VERSION,
@@ -41,8 +45,8 @@ __all__ = [
     "PublicationFrame",
     "PublicationFrameKind",
     "SnapshotFrames",
-    "encode_delta",
-    "encode_snapshot",
+    "encode_delta_publication",
+    "encode_snapshot_publication",
     "filter_format",
 ]
 
@@ -187,7 +191,7 @@ class SnapshotFrames(Iterator[PublicationFrame]):
         )
 
 
-def encode_snapshot(hub_snapshot: Any) -> SnapshotFrames:
+def encode_snapshot_publication(hub_snapshot: Any) -> SnapshotFrames:
     """A snapshot as ``ceil(bucket_count / 524288)`` chunk frames, all with ``base == sequence``.
 
     Gate first, then the lane length (``SnapshotBucketCount``); both are raised
@@ -241,7 +245,7 @@ def _delta_images(delta: Any) -> npt.NDArray[np.void]:
     return out
 
 
-def encode_delta(delta: Any) -> PublicationFrame:
+def encode_delta_publication(delta: Any) -> PublicationFrame:
     """One delta frame ``base_sequence -> sequence`` carrying the delta's absolute images.
 
     Gate, then u32 overflow of any bucket index, then the CBI1 encoder's own checks

@@ -6,17 +6,44 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.sim._fleet import *  # noqa: F403
-    from cbi1kit.sim._policies import *  # noqa: F403
-    from cbi1kit.sim._roundtrip import *  # noqa: F403
-    from cbi1kit.sim._server import *  # noqa: F403
-    from cbi1kit.sim._simrelay import *  # noqa: F403
-    from cbi1kit.sim._simulator import *  # noqa: F403
-    from cbi1kit.sim._workload import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_policies", "_workload", "_simulator", "_simrelay", "_roundtrip", "_server", "_fleet")
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.sim._fleet import (
+        FleetModel as FleetModel,
+        record_fleet as record_fleet,
+    )
+    from cbi1kit.sim._policies import (
+        POLICIES as POLICIES,
+        RoutingPolicy as RoutingPolicy,
+    )
+    from cbi1kit.sim._roundtrip import (
+        HashSpace as HashSpace,
+        HashSpaceRoundTrip as HashSpaceRoundTrip,
+        hash_space_round_trip as hash_space_round_trip,
+    )
+    from cbi1kit.sim._server import (
+        FaultPlan as FaultPlan,
+        RelayServer as RelayServer,
+        ServerConfig as ServerConfig,
+    )
+    from cbi1kit.sim._simrelay import (
+        RelayConfig as RelayConfig,
+        SimRelayConfig as SimRelayConfig,
+        SimRelayResult as SimRelayResult,
+        simulate_capture as simulate_capture,
+    )
+    from cbi1kit.sim._simulator import (
+        SimulationResult as SimulationResult,
+        Simulator as Simulator,
+        SimulatorConfig as SimulatorConfig,
+    )
+    from cbi1kit.sim._workload import (
+        TraceRequest as TraceRequest,
+        Workload as Workload,
+        read_mooncake as read_mooncake,
+        read_workload as read_workload,
+        synthetic_chat as synthetic_chat,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)

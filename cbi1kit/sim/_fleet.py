@@ -27,7 +27,7 @@ import numpy as np
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._identity import CanonicalModelRegistration, ModelTarget
 from cbi1kit.relay._messages import descriptor_to_wire
-from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
 from cbi1kit.sim._policies import RoutingPolicy
 from cbi1kit.sim._server import FrameListFeed, RelayServer, ServerConfig
 from cbi1kit.sim._simrelay import catalog_pools
@@ -124,7 +124,7 @@ def _model_feeds(
         first.setdefault(dc, snapshot)
 
     def on_delta(_t: int, dc: int, delta: Any) -> None:
-        frames[dc].append(encode_delta(delta))
+        frames[dc].append(encode_delta_publication(delta))
 
     sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
     pools = catalog_pools(config, sim, workload, registrations)

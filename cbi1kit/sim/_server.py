@@ -20,8 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf import message_factory
 
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._proto import kvrelay_v1_pb2_grpc as pb_grpc
+from cbi1kit._proto import kvrelay_v1_pb2 as pb, kvrelay_v1_pb2_grpc as pb_grpc
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._producer import (
     CkfConfig,
@@ -61,8 +60,8 @@ from cbi1kit.relay._publication import (
     HubSnapshot,
     PublicationFrame,
     PublicationFrameKind,
-    encode_delta,
-    encode_snapshot,
+    encode_delta_publication,
+    encode_snapshot_publication,
 )
 from cbi1kit.relay._transport import (
     KEEPALIVE_TIMEOUT,
@@ -319,7 +318,7 @@ class ProducerFeed:
         if batch is None:
             return ()
         delta = self._publisher.publish(batch)
-        return () if delta is None else (encode_delta(delta),)
+        return () if delta is None else (encode_delta_publication(delta),)
 
     def new_generation(self) -> None:
         self._generation += 1
@@ -444,7 +443,7 @@ def trace_feed(
 
     The same producer → publisher → envelope pipeline as ``cbi1kit.sim._simrelay`` (the
     ``Simulator``'s ``on_snapshot`` / ``on_delta`` hooks, each delta through
-    ``_publication.encode_delta``), run once up front; the server then plays the publications
+    ``encode_delta_publication``), run once up front; the server then plays the publications
     back at its own pace instead of the trace's clock. ``sim_config`` is a
     ``cbi1kit.sim._simulator.SimulatorConfig`` (default: one DC).
     """
@@ -463,7 +462,7 @@ def trace_feed(
 
     def on_delta(_t: int, at: int, delta: Any) -> None:
         if at == dc:
-            frames.append(encode_delta(delta))
+            frames.append(encode_delta_publication(delta))
 
     sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
     if not first:
@@ -1208,7 +1207,7 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
             raise _Terminal(None, grpc.StatusCode.CANCELLED, "stalled stream ended")
 
         # -- bootstrap: the mirror as chunk frames, each under a progress timeout
-        chunks = encode_snapshot(snap)
+        chunks = encode_snapshot_publication(snap)
         last = time.monotonic()
         for i, frame in enumerate(chunks):
             if drop_at is not None and i == drop_at:

@@ -31,7 +31,12 @@ from cbi1kit.relay._messages import (
     heartbeat_update,
     producer_to_wire,
 )
-from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta, encode_snapshot
+from cbi1kit.relay._publication import (
+    HubSnapshot,
+    PublicationFrame,
+    encode_delta_publication,
+    encode_snapshot_publication,
+)
 from cbi1kit.sim._simulator import (
     SimulationResult,
     Simulator,
@@ -207,7 +212,7 @@ class _Relay:
             recv_mono_ns=mono,
         )
         self.result.streams += 1
-        frames = encode_snapshot(HubSnapshot(hub.identity, hub.sequence, hub.mirror))
+        frames = encode_snapshot_publication(HubSnapshot(hub.identity, hub.sequence, hub.mirror))
         for frame in frames:
             self.forward(t, hub, frame)
             self.result.snapshot_frames += 1
@@ -313,7 +318,7 @@ class _Relay:
             self.result.forced_snapshots += 1
             self.subscribe(t, hub, "resubscribe after hub recovery")
             return
-        self.forward(t, hub, encode_delta(delta))
+        self.forward(t, hub, encode_delta_publication(delta))
         self.result.delta_frames += 1
 
     def finish(self, t: int) -> None:

@@ -5,14 +5,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.viz._charts import *  # noqa: F403
-    from cbi1kit.viz._display import *  # noqa: F403
-    from cbi1kit.viz._report import *  # noqa: F403
-    from cbi1kit.viz._widgets import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_charts", "_display", "_report", "_widgets")
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.viz._charts import (
+        bucket_words_table as bucket_words_table,
+        byte_map_chart as byte_map_chart,
+        churn_chart as churn_chart,
+        compare_runs_chart as compare_runs_chart,
+        filter_health_chart as filter_health_chart,
+        filter_health_table as filter_health_table,
+        fingerprint_chart as fingerprint_chart,
+        fleet_churn_chart as fleet_churn_chart,
+        fpr_vs_load_chart as fpr_vs_load_chart,
+        full_table as full_table,
+        hex64 as hex64,
+        lanes_over_time_chart as lanes_over_time_chart,
+        occupancy_chart as occupancy_chart,
+        prefix_depth_chart as prefix_depth_chart,
+        slots_histogram_chart as slots_histogram_chart,
+    )
+    from cbi1kit.viz._display import (
+        setup_notebook as setup_notebook,
+    )
+    from cbi1kit.viz._report import (
+        ReportResult as ReportResult,
+        build_report as build_report,
+        charted_lane as charted_lane,
+    )
+    from cbi1kit.viz._widgets import (
+        byte_explorer as byte_explorer,
+        filter_playground as filter_playground,
+        occupancy_explorer as occupancy_explorer,
+        stream_scrubber as stream_scrubber,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)

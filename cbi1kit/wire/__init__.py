@@ -6,16 +6,49 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cbi1kit._lazy import lazy_stage
+from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.wire._assembly import *  # noqa: F403
-    from cbi1kit.wire._codec import *  # noqa: F403
-    from cbi1kit.wire._format import *  # noqa: F403
-    from cbi1kit.wire._inspect import *  # noqa: F403
-    from cbi1kit.wire._layout import *  # noqa: F403
-    from cbi1kit.wire._rules import *  # noqa: F403
-
-#: the modules whose ``__all__`` is this stage's surface, in order; each loads on first use
-MODULES = ("_format", "_layout", "_codec", "_assembly", "_inspect", "_rules")
-__getattr__, __dir__ = lazy_stage(__name__, MODULES)
+    from cbi1kit.wire._assembly import (
+        AssembledSnapshot as AssembledSnapshot,
+        SnapshotAssembly as SnapshotAssembly,
+    )
+    from cbi1kit.wire._codec import (
+        Delta as Delta,
+        DeltaBatch as DeltaBatch,
+        Frame as Frame,
+        FrameHeader as FrameHeader,
+        SnapshotChunk as SnapshotChunk,
+        body_checksum as body_checksum,
+        decode as decode,
+        decode_deltas as decode_deltas,
+        encode_delta as encode_delta,
+        encode_snapshot_chunks as encode_snapshot_chunks,
+        peek_format as peek_format,
+    )
+    from cbi1kit.wire._format import (
+        IMAGES_MAX_FRAME_BYTES as IMAGES_MAX_FRAME_BYTES,
+        MAGIC as MAGIC,
+        MAX_BUCKET_COUNT as MAX_BUCKET_COUNT,
+        SNAPSHOT_CHUNK_BUCKETS as SNAPSHOT_CHUNK_BUCKETS,
+        FilterFormat as FilterFormat,
+        FrameKind as FrameKind,
+        max_delta_images as max_delta_images,
+    )
+    from cbi1kit.wire._inspect import (
+        Inspection as Inspection,
+        inspect as inspect,
+    )
+    from cbi1kit.wire._layout import (
+        HEADER as HEADER,
+        Layout as Layout,
+        layout_markdown as layout_markdown,
+        layout_rows as layout_rows,
+    )
+    from cbi1kit.wire._rules import (
+        RULES as RULES,
+        Rule as Rule,
+        rule_for as rule_for,
+    )
+else:
+    __getattr__, __dir__, __all__ = attach(__name__, __file__)
