@@ -23,7 +23,7 @@ $(VENV)/bin/python:
 	$(PIP) install --quiet --upgrade pip
 
 $(STAMP_BASE): pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e '.[relay,fleet,notebooks,browser]'
+	$(PIP) install --quiet -e '.[relay,fleet,notebooks]' playwright  # tools/demo.py: screenshots
 	$(PY) -m cbi1kit._warm
 	touch $@
 
@@ -46,7 +46,7 @@ chromium:
 
 # simulate (or reuse data/sample.kvrcap) → replay → summary → report → notebook screenshots
 demo: $(STAMP_BASE) chromium
-	$(PY) -m cbi1kit demo --force
+	$(PY) -m tools.demo --force
 
 # the bundled capture, byte-identical from the trace (fixed seeds, simulated clock)
 sample: $(STAMP_BASE)
@@ -58,11 +58,11 @@ lab: $(STAMP_BASE)
 	$(PY) -m cbi1kit lab
 
 lint: $(STAMP_DEV)
-	$(VENV)/bin/ruff check cbi1kit tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check cbi1kit tests benchmarks notebooks
+	$(VENV)/bin/ruff check cbi1kit tools tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check cbi1kit tools tests benchmarks notebooks
 
 typecheck: $(STAMP_DEV)
-	$(VENV)/bin/mypy cbi1kit
+	$(VENV)/bin/mypy cbi1kit tools
 
 pytest: $(STAMP_DEV) chromium
 	$(PY) -m pytest

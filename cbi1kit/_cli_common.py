@@ -17,7 +17,9 @@ from cbi1kit.errors import (
     Cbi1kitError,
     DatasetError,
     OutputError,
+    OutputVariant,
     SimulationError,
+    SimulationVariant,
     TransportError,
 )
 
@@ -156,11 +158,11 @@ def exit_code(exc: BaseException) -> int:
             "Unreadable": EXIT_UNREADABLE,
             "SchemaVersion": EXIT_USAGE,
         }.get(exc.variant, EXIT_INVALID)
-    if isinstance(exc, OutputError) and exc.variant == "NotAFile":
+    if isinstance(exc, OutputError) and exc.variant is OutputVariant.NotAFile:
         return EXIT_UNREADABLE  # an output that cannot be written as a file
     if isinstance(exc, OutputError | TransportError):  # an output that exists, holds the
         return EXIT_USAGE  # inputs; a certificate, key, header or authority that cannot be used
-    if isinstance(exc, SimulationError) and exc.variant == "Workload":
+    if isinstance(exc, SimulationError) and exc.variant is SimulationVariant.Workload:
         # a trace that cannot be opened or holds no request, or one naming its bad line
         return EXIT_UNREADABLE if exc.context.get("line") is None else EXIT_INVALID
     if isinstance(exc, Cbi1kitError):

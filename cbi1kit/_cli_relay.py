@@ -29,7 +29,7 @@ from cbi1kit._cli_common import (
     ranged,
     seconds,
 )
-from cbi1kit.errors import CaptureError, Cbi1kitError, CkfError, TransportError
+from cbi1kit.errors import CaptureError, Cbi1kitError, CkfError, CkfVariant, TransportError
 from cbi1kit.relay._transport import parse_authority, parse_header, parse_target
 
 __all__ = ["main", "register"]
@@ -250,7 +250,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     except CkfError as exc:  # the feed's CkfConfig, from --expected-blocks: the option's fault
         _err("serve", str(exc))
-        return EXIT_USAGE if exc.variant == "Config" else exit_code(exc)
+        return EXIT_USAGE if exc.variant is CkfVariant.Config else exit_code(exc)
     except (Cbi1kitError, ValueError) as exc:
         _err("serve", str(exc))
         return exit_code(exc) if isinstance(exc, Cbi1kitError) else EXIT_INVALID

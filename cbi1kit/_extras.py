@@ -25,7 +25,6 @@ EXTRAS: Final[dict[str, tuple[str, str]]] = {
     "vl_convert": ("vl-convert-python", "notebooks"),
     "anywidget": ("anywidget", "notebooks"),
     "ipywidgets": ("ipywidgets", "notebooks"),
-    "playwright": ("playwright", "browser"),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from cbi1kit.errors import OutputError
+from cbi1kit.errors import OutputError, OutputVariant
 
 __all__ = ["claim_outputs"]
 
@@ -18,7 +18,7 @@ def claim_outputs(paths: Iterable[Path], *, overwrite: bool) -> list[Path]:
     special = [p for p in claimed if p.exists() and not (p.is_file() or p.is_dir())]
     if special:  # a device or pipe: written over as a file, it would be replaced, --force or not
         raise OutputError(
-            "NotAFile",
+            OutputVariant.NotAFile,
             f"{special[0]} is not a regular file (a device, pipe or socket): write to a file",
             field=str(special[0]),
         )
@@ -27,7 +27,7 @@ def claim_outputs(paths: Iterable[Path], *, overwrite: bool) -> list[Path]:
         if taken:
             shown = ", ".join(str(p) for p in taken[:3]) + (" ..." if len(taken) > 3 else "")
             raise OutputError(
-                "Exists",
+                OutputVariant.Exists,
                 f"{shown} exist{'s' if len(taken) == 1 else ''} (use --force to overwrite)",
                 field=str(taken[0]),
             )

@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -44,7 +45,15 @@ from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit._extras import COMMAND_EXTRAS, missing_extra, require
 from cbi1kit._version import __version__
-from cbi1kit.errors import CaptureError, Cbi1kitError, LaneError, error_name
+from cbi1kit.errors import (
+    CaptureError,
+    Cbi1kitError,
+    IdentityError,
+    IdentityVariant,
+    LaneError,
+    LaneVariant,
+    error_name,
+)
 from cbi1kit.wire._format import (
     FRAME_HEAD_BYTES,
     IMAGES_MAX_FRAME_BYTES,
@@ -54,8 +63,6 @@ from cbi1kit.wire._format import (
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     from cbi1kit.wire._inspect import Inspection
 
 __all__ = ["main"]
@@ -651,8 +658,6 @@ def _unanswerable(message: str, asked: Mapping[Path, Any]) -> CliError:
         if not damage:
             continue
         first = damage[0]
-        if first.reason in message:  # the answer already names it
-            return CliError(message, EXIT_INVALID)
         return CliError(
             f"{message}; {path} is damaged ({len(damage)} damaged range(s), first: "
             f"{first.describe()}), which may be why",
@@ -675,7 +680,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     try:
         sequence, words = lane_at_moment(report, lane, args.at)
         if words is None:
-            raise LaneError("NotReady", message=f"the lane was not ready at {args.at}")
+            raise LaneError(LaneVariant.NotReady, message=f"the lane was not ready at {args.at}")
     except LaneError as exc:
         raise _unanswerable(str(exc), {args.capture: report}) from None
     stats = lane_stats(
@@ -804,7 +809,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     except IdentityError as exc:  # a model no pool of the catalog serves
         raise CliError(str(exc), EXIT_USAGE) from None
     except LaneError as exc:
-        if exc.variant in ("NoCatalog", "TimeNotRecorded"):  # a question this capture can't answer
+        if exc.variant in (
+            LaneVariant.NoCatalog,
+            LaneVariant.TimeNotRecorded,
+        ):  # a question this capture can't answer
             raise _unanswerable(str(exc), {args.capture: report}) from None
         raise  # the manifest's rules: invalid input (exit 1)
     if args.json:
@@ -905,14 +913,22 @@ def _trace_request(path: Path, index: int) -> Any:
 
 
 #: what a capture cannot answer (exit 2, as for ``view``): the model, its catalog, its domain
-_EXPLAIN_USAGE: Final = {
-    "IdentityError": ("UnknownModel", "NotALora"),
-    "LaneError": ("NoCatalog", "TimeNotRecorded", "SeveralDomains", "NoSuchLane", "SeveralLanes"),
+_EXPLAIN_USAGE: Final[Mapping[type[Cbi1kitError], frozenset[StrEnum]]] = {
+    IdentityError: frozenset({IdentityVariant.UnknownModel, IdentityVariant.NotALora}),
+    LaneError: frozenset(
+        {
+            LaneVariant.NoCatalog,
+            LaneVariant.TimeNotRecorded,
+            LaneVariant.SeveralDomains,
+            LaneVariant.NoSuchLane,
+            LaneVariant.SeveralLanes,
+        }
+    ),
 }
 
 
 def _usage_if_unanswerable(exc: Cbi1kitError, asked: Mapping[Path, Any]) -> None:
-    if exc.variant in _EXPLAIN_USAGE.get(type(exc).__name__, ()):
+    if exc.variant in _EXPLAIN_USAGE.get(exc.family(), frozenset()):
         raise _unanswerable(str(exc), asked) from None
 
 
@@ -1024,7 +1040,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         )
     except Cbi1kitError as exc:
         _usage_if_unanswerable(exc, reports)
-        if exc.variant == "NotReady":  # nothing held then: a moment this lane cannot answer
+        if (
+            exc.variant is LaneVariant.NotReady
+        ):  # nothing held then: a moment this lane cannot answer
             raise _unanswerable(str(exc), reports) from None
         raise
     ok = all(r.ok for r in reports.values())
@@ -1059,7 +1077,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             raise CliError(
                 f"notebooks: no notebooks folder{_checkout('--no-report')}", EXIT_UNREADABLE
             )
-    notebooks = None if args.no_report else _DemoNotebooks(args, capture, trace)
+    notebooks = None if args.no_report else args.demo_report(args, capture, trace)
     try:
         print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
         if capture.exists() and not args.resimulate:
@@ -1122,96 +1140,54 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok and notebooks_ok else EXIT_INVALID
 
 
-class _DemoNotebooks:
-    """The demo's notebooks and report: every notebook run once, in JupyterLab (offline, Run All,
-    a screenshot each) in a thread started early, while the demo replays and the report draws
-    its charts; the report's notebook pages are those runs (papermill runs them only without a
-    browser, or on data that is not the notebooks' own)."""
+class DemoReport:
+    """The demo's step 4: every chart of the bundled data and each notebook run headless by
+    papermill, into ``--report``. ``make demo`` runs a subclass (``tools/demo.py``) that also runs
+    the notebooks in JupyterLab and Chromium, beside the replay, and screenshots them."""
 
     def __init__(self, args: argparse.Namespace, capture: Path, trace: Path) -> None:
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
         from cbi1kit._files import claim_outputs
-        from cbi1kit.viz._browser import unavailable
-        from cbi1kit.viz._report import NOTEBOOKS, report_outputs
 
         self.args, self.capture, self.trace = args, capture, trace
         self.folder = Path("notebooks")
-        self.shots = args.report / "screenshots"
-        self.browser_missing = unavailable()
-        outputs = report_outputs(args.report, trace=True, notebooks=NOTEBOOKS)
-        if self.browser_missing is None:
-            outputs += [self.shots / f"{p.stem}.png" for p in sorted(self.folder.glob("*.ipynb"))]
-        claim_outputs(outputs, overwrite=args.force)  # before any work, not after a minute
-
-        self._pool = ThreadPoolExecutor(1)
-        self._lab: Future[dict[str, Any]] | None = None
         self.ok = True
-        self._held: list[str] | None = []  # the thread's progress, held until step 4 shows it
-        self._lock = threading.Lock()
+        claim_outputs(self.outputs(), overwrite=args.force)  # before any work, not after a minute
 
-    def _say(self, msg: str) -> None:
-        if self.args.no_progress:
-            return
-        with self._lock:
-            if self._held is not None:
-                self._held.append(msg)
-                return
-        print(f"   {msg}", file=sys.stderr, flush=True)
+    def outputs(self) -> list[Path]:
+        """The files the report writes, claimed before the demo starts."""
+        from cbi1kit.viz._report import NOTEBOOKS, report_outputs
+
+        return report_outputs(self.args.report, trace=True, notebooks=NOTEBOOKS)
 
     def start(self) -> None:
-        from cbi1kit.viz._browser import screenshot_notebooks
-
-        if self.browser_missing is None:
-            self._lab = self._pool.submit(
-                screenshot_notebooks, self.folder, self.shots, say=self._say
-            )
+        """Start what runs beside the replay (nothing, headless)."""
 
     def close(self) -> None:
-        """Wait for the notebooks' thread (a demo that stopped early: it cannot be cut short
-        without leaving Lab's processes behind)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop what ``start`` began."""
 
-    def _executed(self) -> dict[str, Any] | None:
-        from cbi1kit.viz._report import drawn_cells
+    def heading(self) -> str:
+        return f"\n4. report: every chart and each notebook, run headless → {self.args.report}/"
 
-        if self._lab is None:
-            return None
-        runs = self._lab.result()
-        for name, run in runs.items():
-            for problem in run.on_opening + run.problems:
-                print(f"   {name}: {problem}")
-        print(f"   wrote {len(runs)} screenshots")
-        self.ok = not any(r.on_opening or r.problems for r in runs.values())
-        # the pages are these runs when they ran on the demo's data (the notebooks read the
-        # data folder beside them); otherwise papermill runs them with its capture and trace
-        ours = self.args.data.resolve() == (self.folder.resolve().parent / "data").resolve()
-        return {n: drawn_cells(r.cells, r.drawn) for n, r in runs.items()} if ours else None
+    def before(self) -> None:
+        """What to say between the heading and the report's progress."""
+
+    def executed(self) -> Any:
+        """Notebook runs the report takes as they are (None: papermill runs them)."""
+        return None
 
     def report(self) -> bool:
-        """Step 4: the charts drawn while the notebooks run, then their pages; whether every
-        notebook ran clean."""
-        report = self.args.report
-        print(
-            f"\n4. report: every chart → {report}/, and beside them each notebook run in"
-            f" JupyterLab with Run All, offline → {self.shots}/"
-        )
-        if self.browser_missing is not None:
-            print(f"   no screenshots: {self.browser_missing}; the notebooks run headless")
-        with self._lock:
-            held, self._held = self._held or [], None
-        for msg in held:
-            self._say(msg)
+        """Step 4: the charts, then the notebooks' pages; whether every notebook ran clean."""
+        print(self.heading())
+        self.before()
         try:
             built = _build_report(
                 self.capture,
-                report,
+                self.args.report,
                 self.trace,
                 self.folder,
                 self.args.no_progress,
                 force=self.args.force,
-                executed=self._executed,
+                executed=self.executed,
             )
         finally:
             self.close()
@@ -1271,7 +1247,7 @@ def _build_report(
             dc=dc,
         )
     except LaneError as exc:
-        raise _lane_choice(capture, exc, several=exc.variant == "SeveralLanes") from None
+        raise _lane_choice(capture, exc, several=exc.variant is LaneVariant.SeveralLanes) from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -1590,7 +1566,7 @@ def _add_demo(sub: _Commands) -> None:
         "--force", action="store_true", help="overwrite an existing report and screenshots"
     )
     _quiet(p)
-    p.set_defaults(handler=cmd_demo)
+    p.set_defaults(handler=cmd_demo, demo_report=DemoReport)
 
 
 def _add_lab(sub: _Commands) -> None:
@@ -1664,12 +1640,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, demo_report: type[DemoReport] | None = None) -> int:
+    """The ``cbi1kit`` command; ``demo_report`` replaces the demo's step 4 (``tools/demo.py``)."""
     # gRPC core logs its own failures to stderr (a port in use, a name that does not resolve)
     # beside the one line an error gets here; GRPC_VERBOSITY set by the user still wins
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     parser = build_parser()
     args = parser.parse_args(argv)
+    if demo_report is not None:
+        args.demo_report = demo_report
     handler: Handler = args.handler
     try:
         if args.command in COMMAND_EXTRAS:

@@ -1,40 +1,258 @@
 """Every error cbi1kit raises: one root and a family per stage, each naming upstream's variant.
 
-A family is one class; which rule was broken is its ``variant`` (upstream's enum variant name
-where upstream has one, ``Checksum``, ``ContractMarker``, ``BucketIndexOverflow``), with an
-optional ``subvariant`` for upstream's nested enums (``Format(Mismatch)`` is variant ``Format``,
-subvariant ``Mismatch``). Callers catch a family and branch on ``variant``, as they would match
-upstream's enum. Families that are about bad input also subclass ``ValueError``.
-
-Every instance carries where it was detected (``offset``, ``field``, the dotted field path) and
-what was expected against what was found; the message says all of it. Extra context a family
-needs (``record_index``, ``lane``, ``bucket``, ...) is set as attributes from keyword arguments.
+A family is one class; which rule was broken is its ``variant``, a member of the family's
+``StrEnum`` (upstream's enum variant name where upstream has one: ``Cbi1Variant.Checksum``),
+with an optional ``subvariant`` for upstream's nested enums (``Format(Mismatch)`` is variant
+``Format``, subvariant ``Mismatch``). Callers catch a family and branch on ``variant``. Families
+about bad input also subclass ``ValueError``; a variant that is also a builtin error raises a
+fixed subclass (``Cbi1EOF(Cbi1Error, EOFError)``). Each error carries where it was detected
+(``offset``, ``field``) and what was expected against what was found. See docs/api.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from enum import StrEnum
+from typing import Any, ClassVar, Generic, Self, cast
+
+from typing_extensions import TypeVar
 
 __all__ = [
+    "CaptureEOF",
     "CaptureError",
+    "CaptureVariant",
+    "Cbi1EOF",
     "Cbi1Error",
+    "Cbi1Variant",
     "Cbi1kitError",
     "CkfError",
+    "CkfVariant",
     "DatasetError",
+    "DatasetVariant",
     "HashingError",
+    "HashingOverflowError",
+    "HashingTypeError",
+    "HashingVariant",
     "IdentityError",
+    "IdentityLookupError",
+    "IdentityVariant",
     "KvCacheEventError",
+    "KvCacheEventVariant",
     "LaneError",
+    "LaneLookupError",
+    "LaneValueError",
+    "LaneVariant",
     "OutputError",
+    "OutputVariant",
     "PublicationError",
+    "PublicationOverflowError",
+    "PublicationVariant",
     "RecorderError",
+    "RecorderVariant",
     "RelayWireError",
+    "RelayWireVariant",
     "SimulationError",
+    "SimulationRuntimeError",
+    "SimulationVariant",
     "TransportError",
+    "TransportVariant",
     "VizError",
+    "VizRuntimeError",
+    "VizVariant",
     "error_name",
 ]
+
+
+class Cbi1Variant(StrEnum):
+    """The variants of ``Cbi1Error``."""
+
+    Truncated = "Truncated"
+    FrameTooLarge = "FrameTooLarge"
+    Magic = "Magic"
+    WireVersion = "WireVersion"
+    Flags = "Flags"
+    Checksum = "Checksum"
+    Malformed = "Malformed"
+    Format = "Format"
+    DeltaImageCount = "DeltaImageCount"
+    SnapshotChunkWordCount = "SnapshotChunkWordCount"
+    BucketIndex = "BucketIndex"
+    InvalidImage = "InvalidImage"
+    SnapshotBucketCount = "SnapshotBucketCount"
+    ChunkSequence = "ChunkSequence"
+    IncompleteCoverage = "IncompleteCoverage"
+
+
+class RelayWireVariant(StrEnum):
+    """The variants of ``RelayWireError``."""
+
+    ContractMarker = "ContractMarker"
+    ProtocolVersion = "ProtocolVersion"
+    PoolIdentityVersion = "PoolIdentityVersion"
+    MissingField = "MissingField"
+    DigestLength = "DigestLength"
+    IdentitySource = "IdentitySource"
+    LayoutGeneration = "LayoutGeneration"
+    UnsupportedCkfFormat = "UnsupportedCkfFormat"
+    BucketCount = "BucketCount"
+    UpdateKind = "UpdateKind"
+    Sequence = "Sequence"
+    Payload = "Payload"
+    SubscriberId = "SubscriberId"
+    Descriptor = "Descriptor"
+
+
+class HashingVariant(StrEnum):
+    """The variants of ``HashingError``."""
+
+    BlockSize = "BlockSize"
+    BlockSizeRange = "BlockSizeRange"
+    TokenRange = "TokenRange"
+    TokenType = "TokenType"
+    MultimodalInfo = "MultimodalInfo"
+    MmHashRange = "MmHashRange"
+    BlockHashArgument = "BlockHashArgument"
+    SequenceHashInput = "SequenceHashInput"
+    TooFewTokens = "TooFewTokens"
+
+
+class IdentityVariant(StrEnum):
+    """The variants of ``IdentityError``."""
+
+    Json = "Json"
+    Parse = "Parse"
+    Range = "Range"
+    CanonicalModelId = "CanonicalModelId"
+    ModelAlias = "ModelAlias"
+    NotALora = "NotALora"
+    UnknownModel = "UnknownModel"
+    UnknownHashFormat = "UnknownHashFormat"
+    QuerySemantics = "QuerySemantics"
+    KvQuerySemantics = "KvQuerySemantics"
+    IdentitySpec = "IdentitySpec"
+    CanonicalModelRegistration = "CanonicalModelRegistration"
+
+
+class CkfVariant(StrEnum):
+    """The variants of ``CkfError``."""
+
+    Config = "Config"
+    Addressing = "Addressing"
+    Slot = "Slot"
+    FingerprintNotFound = "FingerprintNotFound"
+    InvalidMaxKicks = "InvalidMaxKicks"
+    PublisherFenced = "PublisherFenced"
+
+
+class KvCacheEventVariant(StrEnum):
+    """The variants of ``KvCacheEventError``."""
+
+    CapacityExhausted = "CapacityExhausted"
+    IndexerInvariantViolation = "IndexerInvariantViolation"
+    InvalidBlockSequence = "InvalidBlockSequence"
+    OwnershipDegreeOverflow = "OwnershipDegreeOverflow"
+    ParentBlockNotFound = "ParentBlockNotFound"
+    UnsupportedResidencyDomain = "UnsupportedResidencyDomain"
+
+
+class LaneVariant(StrEnum):
+    """The variants of ``LaneError``."""
+
+    Manifest = "Manifest"
+    Assignment = "Assignment"
+    Fault = "Fault"
+    AwaitingSnapshot = "AwaitingSnapshot"
+    SequenceNotReplayed = "SequenceNotReplayed"
+    HistoryNotKept = "HistoryNotKept"
+    TimeNotRecorded = "TimeNotRecorded"
+    SeveralLanes = "SeveralLanes"
+    NoSuchLane = "NoSuchLane"
+    SeveralDomains = "SeveralDomains"
+    NoCatalog = "NoCatalog"
+    NotReady = "NotReady"
+    At = "At"
+    DifferentFormats = "DifferentFormats"
+    NotALane = "NotALane"
+
+
+class PublicationVariant(StrEnum):
+    """The variants of ``PublicationError``."""
+
+    Format = "Format"
+    Wire = "Wire"
+    SnapshotBucketCount = "SnapshotBucketCount"
+    BucketIndexOverflow = "BucketIndexOverflow"
+    UnsupportedFormatIdentity = "UnsupportedFormatIdentity"
+
+
+class CaptureVariant(StrEnum):
+    """The variants of ``CaptureError``."""
+
+    Truncated = "Truncated"
+    Corrupt = "Corrupt"
+    Malformed = "Malformed"
+    Unreadable = "Unreadable"
+    Changed = "Changed"
+    Segments = "Segments"
+    Npy = "Npy"
+
+
+class OutputVariant(StrEnum):
+    """The variants of ``OutputError``."""
+
+    Exists = "Exists"
+    SourceInside = "SourceInside"
+    NotAFile = "NotAFile"
+
+
+class DatasetVariant(StrEnum):
+    """The variants of ``DatasetError``."""
+
+    NotADataset = "NotADataset"
+    SchemaVersion = "SchemaVersion"
+    Conflict = "Conflict"
+    Unreadable = "Unreadable"
+
+
+class RecorderVariant(StrEnum):
+    """The variants of ``RecorderError``."""
+
+    Stopped = "Stopped"
+    Invalid = "Invalid"
+    Usage = "Usage"
+    Unreachable = "Unreachable"
+
+
+class TransportVariant(StrEnum):
+    """The variants of ``TransportError``."""
+
+    Certificate = "Certificate"
+    PrivateKey = "PrivateKey"
+    Header = "Header"
+    Authority = "Authority"
+    Target = "Target"
+    Pairing = "Pairing"
+
+
+class SimulationVariant(StrEnum):
+    """The variants of ``SimulationError``."""
+
+    Config = "Config"
+    Workload = "Workload"
+    Relay = "Relay"
+    RoundTrip = "RoundTrip"
+
+
+class VizVariant(StrEnum):
+    """The variants of ``VizError``."""
+
+    Chart = "Chart"
+    ChartData = "ChartData"
+    Report = "Report"
+
+
+#: a family's variant enum (the root's variants are any family's)
+V_co = TypeVar("V_co", bound=StrEnum, default=StrEnum, covariant=True)
 
 
 def _show(value: Any) -> str:
@@ -46,30 +264,30 @@ def _show(value: Any) -> str:
     return f"0x{value:x} ({value})"
 
 
-class Cbi1kitError(Exception):
+class Cbi1kitError(Exception, Generic[V_co]):
     """Root of every error this package raises on purpose.
 
-    ``variant`` may be given dotted (``"Format.Mismatch"``) to set ``subvariant`` too.
-    ``message`` replaces the generated text where a family words its own.
+    ``variant`` is a member of the family's enum (its name as a string is accepted and checked);
+    ``subvariant`` names upstream's nested variant; ``message`` replaces the generated text.
     """
 
+    #: the family's variants (set by each family)
+    Variant: ClassVar[type[StrEnum]] = StrEnum
     summaries: ClassVar[Mapping[str, str]] = {}
     #: the detail alone is the message (families whose details are whole sentences)
     plain: ClassVar[bool] = False
-    #: variants that are also a builtin error (``Truncated`` is an ``EOFError``), as the Python
-    #: binding and the standard library raise them; the instance's class mixes that in
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {}
 
-    def __new__(cls, variant: str, *args: Any, **kwargs: Any) -> Cbi1kitError:
-        extra = cls.builtins.get(variant.partition(".")[0])
-        mixed = cls if extra is None or issubclass(cls, extra) else _with_builtin(cls, extra)
-        return super().__new__(mixed)
+    def __new__(cls, variant: V_co, *args: Any, **kwargs: Any) -> Self:
+        family = cls.family()
+        fixed = _MIXINS.get((family.Variant(variant), family)) if cls is family else None
+        return super().__new__(cls if fixed is None else cast(type[Self], fixed))
 
     def __init__(
         self,
-        variant: str,
+        variant: V_co,
         detail: str | None = None,
         *,
+        subvariant: str | None = None,
         offset: int | None = None,
         field: str | None = None,
         expected: Any = None,
@@ -77,8 +295,8 @@ class Cbi1kitError(Exception):
         message: str | None = None,
         **context: Any,
     ) -> None:
-        self.variant, _, sub = variant.partition(".")
-        self.subvariant: str | None = sub or None
+        self.variant: V_co = cast(V_co, self.family().Variant(variant))
+        self.subvariant = subvariant
         self.detail = detail
         self.offset = offset
         self.field = field
@@ -91,22 +309,27 @@ class Cbi1kitError(Exception):
         self._text = message
         super().__init__(message if message is not None else self._message())
 
+    @classmethod
+    def family(cls) -> type[Cbi1kitError]:
+        """The family class (``Cbi1Error`` for a ``Cbi1EOF``): the one that names the enum."""
+        return next(c for c in cls.__mro__ if "Variant" in c.__dict__)
+
     @property
     def name(self) -> str:
         """``Family.Variant`` (``Cbi1Error.Checksum``): how reports and tables name the error."""
-        return f"{type(self).__name__}.{self.variant}"
+        return f"{self.family().__name__}.{self.variant}"
 
     @property
     def variant_path(self) -> str:
-        """``Variant`` or ``Variant.Subvariant``, as given to the constructor."""
-        return f"{self.variant}.{self.subvariant}" if self.subvariant else self.variant
+        """``Variant`` or ``Variant.Subvariant``."""
+        return f"{self.variant}.{self.subvariant}" if self.subvariant else str(self.variant)
 
     @property
     def summary(self) -> str:
         return (
             self.summaries.get(self.variant_path)
             or self.summaries.get(self.variant)
-            or self.variant
+            or str(self.variant)
         )
 
     def _where(self) -> str:
@@ -130,6 +353,7 @@ class Cbi1kitError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         kwargs = {
             "detail": self.detail,
+            "subvariant": self.subvariant,
             "offset": self.offset,
             "field": self.field,
             "expected": self.expected,
@@ -137,11 +361,7 @@ class Cbi1kitError(Exception):
             "message": self._text,
             **self.context,
         }
-        family = type(self).__dict__.get("_family", type(self))
-        return (_rebuild, (family, self.variant_path, kwargs))
-
-
-_MIXED: dict[tuple[type[Cbi1kitError], type[Exception]], type[Cbi1kitError]] = {}
+        return (_rebuild, (self.family(), self.variant, kwargs))
 
 
 def error_name(error: BaseException) -> str:
@@ -156,22 +376,12 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _with_builtin(family: type[Cbi1kitError], extra: type[Exception]) -> type[Cbi1kitError]:
-    """The family's class for a variant that is also ``extra``: same name, same family."""
-    mixed = _MIXED.get((family, extra))
-    if mixed is None:
-        names = {"__module__": family.__module__, "__qualname__": family.__qualname__}
-        mixed = type(family.__name__, (family, extra), {**names, "_family": family})
-        _MIXED[family, extra] = mixed
-    return mixed
-
-
-def _rebuild(cls: type[Cbi1kitError], variant: str, kwargs: dict[str, Any]) -> Cbi1kitError:
+def _rebuild(cls: type[Cbi1kitError], variant: StrEnum, kwargs: dict[str, Any]) -> Cbi1kitError:
     """Every argument by keyword, so families with their own positional order rebuild too."""
     return cls(variant, **kwargs)
 
 
-class Cbi1Error(Cbi1kitError, ValueError):
+class Cbi1Error(Cbi1kitError[Cbi1Variant], ValueError):
     """A CBI1 frame, or an encoder input, that upstream's codec rejects.
 
     ``variant`` is upstream's ``ImagesWireError`` variant (``Format`` carries upstream's
@@ -179,7 +389,7 @@ class Cbi1Error(Cbi1kitError, ValueError):
     for encoder-side and assembly errors); ``field`` the layout path (``delta.images[3].bucket``).
     """
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Truncated": EOFError}
+    Variant = Cbi1Variant
 
     summaries: ClassVar[Mapping[str, str]] = {
         "Truncated": "frame shorter than the CBI1 header",
@@ -218,7 +428,7 @@ class Cbi1Error(Cbi1kitError, ValueError):
     @property
     def format_variant(self) -> str | None:
         """Upstream's ``FormatError`` variant, for ``Format`` errors."""
-        return self.subvariant if self.variant == "Format" else None
+        return self.subvariant if self.variant is Cbi1Variant.Format else None
 
     @property
     def seed(self) -> int:
@@ -240,9 +450,11 @@ class Cbi1Error(Cbi1kitError, ValueError):
         return int(self.expected)
 
 
-class RelayWireError(Cbi1kitError, ValueError):
+class RelayWireError(Cbi1kitError[RelayWireVariant], ValueError):
     """A ``dynamo.kvrelay.v1`` message that breaks the v1 contract; ``field`` is its protobuf
     path (``FilterUpdate.producer.ckf_format.seed``)."""
+
+    Variant = RelayWireVariant
 
     summaries: ClassVar[Mapping[str, str]] = {
         "ContractMarker": "wrong relay contract marker",
@@ -263,7 +475,7 @@ class RelayWireError(Cbi1kitError, ValueError):
 
     def __init__(
         self,
-        variant: str,
+        variant: RelayWireVariant,
         field: str,
         *,
         expected: Any = None,
@@ -274,82 +486,68 @@ class RelayWireError(Cbi1kitError, ValueError):
         super().__init__(variant, detail, field=field, expected=expected, actual=actual, **context)
 
 
-class HashingError(Cbi1kitError, ValueError):
+class HashingError(Cbi1kitError[HashingVariant], ValueError):
     """Tokens, block sizes or options that upstream's block hashing refuses."""
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {
-        "BlockSizeRange": OverflowError,
-        "TokenRange": OverflowError,
-        "MmHashRange": OverflowError,
-        "TokenType": TypeError,
-        "BlockHashArgument": TypeError,
-    }
+    Variant = HashingVariant
 
     plain = True
 
 
-class IdentityError(Cbi1kitError, ValueError):
+class IdentityError(Cbi1kitError[IdentityVariant], ValueError):
     """A model, pool, producer or digest identity that upstream would not construct.
 
     The detail is the whole message; ``field`` and ``value`` say what was refused.
     """
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {"UnknownModel": LookupError}
+    Variant = IdentityVariant
 
     plain = True
 
 
-class CkfError(Cbi1kitError, ValueError):
+class CkfError(Cbi1kitError[CkfVariant], ValueError):
     """The CKF model refused a configuration, an address or a table operation."""
 
+    Variant = CkfVariant
+
     plain = True
 
 
-class KvCacheEventError(Cbi1kitError):
+class KvCacheEventError(Cbi1kitError[KvCacheEventVariant]):
     """An event outcome upstream reports as ``KvCacheEventError::<variant>``."""
 
+    Variant = KvCacheEventVariant
+
     plain = True
 
 
-class LaneError(Cbi1kitError):
+class LaneError(Cbi1kitError[LaneVariant]):
     """The consumer side: a manifest or lane assignment upstream refuses (``Manifest.<variant>``,
     ``Assignment.<variant>``), a lane fault (``Fault.<variant>``), or a point of a replay that
     cannot be named (a sequence or time not replayed, several lanes or domains, a bad moment, a
     lane not ready then), or lanes that cannot be compared (``DifferentFormats``, ``NotALane``).
     """
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {
-        "SequenceNotReplayed": LookupError,
-        "HistoryNotKept": LookupError,
-        "TimeNotRecorded": LookupError,
-        "SeveralLanes": LookupError,
-        "NoSuchLane": LookupError,
-        "SeveralDomains": LookupError,
-        "NoCatalog": LookupError,
-        "NotReady": LookupError,
-        "At": ValueError,
-        "DifferentFormats": ValueError,
-        "NotALane": ValueError,
-    }
+    Variant = LaneVariant
 
     plain = True
 
 
-class PublicationError(Cbi1kitError, ValueError):
+class PublicationError(Cbi1kitError[PublicationVariant], ValueError):
     """Upstream's relay adapter refused a snapshot or delta (``Cbi1AdapterError``)."""
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {"BucketIndexOverflow": OverflowError}
+    Variant = PublicationVariant
 
     plain = True
 
 
-class CaptureError(Cbi1kitError, ValueError):
+class CaptureError(Cbi1kitError[CaptureVariant], ValueError):
     """Input that cannot be read as records: a capture, a grpcurl dump, bare frames.
 
     ``offset`` is the byte offset, ``record_index`` the 0-based record, ``source`` the file.
     """
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Truncated": EOFError}
+    Variant = CaptureVariant
 
     def _message(self) -> str:
         source = self.context.get("source")
@@ -377,35 +575,43 @@ class CaptureError(Cbi1kitError, ValueError):
         return None if source is None else str(source)
 
 
-class OutputError(Cbi1kitError):
+class OutputError(Cbi1kitError[OutputVariant]):
     """A file a command would write: ``Exists`` (not written by this run; overwrite only when
     asked), ``SourceInside`` (the output would land on an input, such as the notebooks a report
     executes), ``NotAFile`` (a device, pipe or socket: never replaced by a file)."""
 
+    Variant = OutputVariant
+
     plain = True
 
 
-class DatasetError(Cbi1kitError):
+class DatasetError(Cbi1kitError[DatasetVariant]):
     """A partitioned dataset (``cbi1kit export --dataset``, ``cbi1kit.fleet``) that cannot be
     used: ``NotADataset`` (no ``cbi1kit-dataset.json``), ``SchemaVersion`` (written by a cbi1kit
     with other table columns: appending to it or reading it is refused), ``Conflict`` (a
     segment of a recording already in it with other content), ``Unreadable`` (a table file that
     cannot be read, named)."""
 
+    Variant = DatasetVariant
+
     plain = True
 
 
-class RecorderError(Cbi1kitError):
+class RecorderError(Cbi1kitError[RecorderVariant]):
     """A recording session that cannot go on; ``exit_code`` follows the CLI's contract."""
+
+    Variant = RecorderVariant
 
     plain = True
     exit_code: int = 1
 
 
-class TransportError(Cbi1kitError, ValueError):
+class TransportError(Cbi1kitError[TransportVariant], ValueError):
     """A gRPC transport setting that cannot be used, found before any connection is made: a
     certificate or key file (``field`` is the option that named it), an auth header gRPC would
     not send, an authority, a relay address; the CLI answers it as a usage error."""
+
+    Variant = TransportVariant
 
     summaries: ClassVar[Mapping[str, str]] = {
         "Certificate": "not a usable PEM certificate file",
@@ -421,17 +627,84 @@ class TransportError(Cbi1kitError, ValueError):
         return f"{at}{self.detail}" if self.detail else f"{at}{self.summary}"
 
 
-class SimulationError(Cbi1kitError, ValueError):
+class SimulationError(Cbi1kitError[SimulationVariant], ValueError):
     """A workload, simulator setting or simulated relay event the simulation cannot take."""
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Relay": RuntimeError}
+    Variant = SimulationVariant
 
     plain = True
 
 
-class VizError(Cbi1kitError, ValueError):
+class VizError(Cbi1kitError[VizVariant], ValueError):
     """A chart given a table it cannot draw, or a report that could not be built."""
 
-    builtins: ClassVar[Mapping[str, type[Exception]]] = {"Report": RuntimeError}
+    Variant = VizVariant
 
     plain = True
+
+
+class Cbi1EOF(Cbi1Error, EOFError):
+    """A frame shorter than the CBI1 header."""
+
+
+class CaptureEOF(CaptureError, EOFError):
+    """Input that ends inside a record."""
+
+
+class HashingOverflowError(HashingError, OverflowError):
+    """A number outside the binding's unsigned range."""
+
+
+class HashingTypeError(HashingError, TypeError):
+    """An argument of a type the binding refuses."""
+
+
+class IdentityLookupError(IdentityError, LookupError):
+    """A model the registry does not know."""
+
+
+class LaneLookupError(LaneError, LookupError):
+    """A point of a replay that cannot be named."""
+
+
+class LaneValueError(LaneError, ValueError):
+    """A moment or lanes that cannot be used as given."""
+
+
+class PublicationOverflowError(PublicationError, OverflowError):
+    """A bucket index past u32."""
+
+
+class SimulationRuntimeError(SimulationError, RuntimeError):
+    """The simulated relay failed."""
+
+
+class VizRuntimeError(VizError, RuntimeError):
+    """A report that could not be built."""
+
+
+#: the fixed subclass a family raises for a variant that is also a builtin error
+_MIXINS: dict[tuple[StrEnum, type[Cbi1kitError]], type[Cbi1kitError]] = {
+    (Cbi1Variant.Truncated, Cbi1Error): Cbi1EOF,
+    (CaptureVariant.Truncated, CaptureError): CaptureEOF,
+    (HashingVariant.BlockSizeRange, HashingError): HashingOverflowError,
+    (HashingVariant.TokenRange, HashingError): HashingOverflowError,
+    (HashingVariant.MmHashRange, HashingError): HashingOverflowError,
+    (HashingVariant.TokenType, HashingError): HashingTypeError,
+    (HashingVariant.BlockHashArgument, HashingError): HashingTypeError,
+    (IdentityVariant.UnknownModel, IdentityError): IdentityLookupError,
+    (LaneVariant.SequenceNotReplayed, LaneError): LaneLookupError,
+    (LaneVariant.HistoryNotKept, LaneError): LaneLookupError,
+    (LaneVariant.TimeNotRecorded, LaneError): LaneLookupError,
+    (LaneVariant.SeveralLanes, LaneError): LaneLookupError,
+    (LaneVariant.NoSuchLane, LaneError): LaneLookupError,
+    (LaneVariant.SeveralDomains, LaneError): LaneLookupError,
+    (LaneVariant.NoCatalog, LaneError): LaneLookupError,
+    (LaneVariant.NotReady, LaneError): LaneLookupError,
+    (LaneVariant.At, LaneError): LaneValueError,
+    (LaneVariant.DifferentFormats, LaneError): LaneValueError,
+    (LaneVariant.NotALane, LaneError): LaneValueError,
+    (PublicationVariant.BucketIndexOverflow, PublicationError): PublicationOverflowError,
+    (SimulationVariant.Relay, SimulationError): SimulationRuntimeError,
+    (VizVariant.Report, VizError): VizRuntimeError,
+}

@@ -27,7 +27,9 @@ import nbformat
 import pytest
 
 from cbi1kit.analysis import replay
-from cbi1kit.viz._browser import (
+from cbi1kit.viz._lab import KERNELSPEC
+from cbi1kit.viz._report import NOTEBOOKS as REPORT_NOTEBOOKS, build_report, drawn_cells
+from tools.browser import (
     LabNotebook,
     NotebookRun,
     OfflineBrowser,
@@ -35,8 +37,7 @@ from cbi1kit.viz._browser import (
     run_notebooks,
     unavailable,
 )
-from cbi1kit.viz._lab import KERNELSPEC, LabServer, running_lab
-from cbi1kit.viz._report import NOTEBOOKS as REPORT_NOTEBOOKS, build_report, drawn_cells
+from tools.lab import LabServer, running_lab
 
 ROOT = Path(__file__).parents[1]
 SAMPLE = ROOT / "data" / "sample.kvrcap"

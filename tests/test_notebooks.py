@@ -166,9 +166,9 @@ def test_opening_in_lab_names_the_kernel_as_this_environment_does(
 
 
 def _alive(pid: int) -> bool:
-    from cbi1kit.viz._lab import _proc_stat
+    from tools.lab import proc_stat
 
-    fields = _proc_stat(pid)
+    fields = proc_stat(pid)
     return fields is not None and fields[0] not in ("Z", "X")  # a zombie has exited
 
 
@@ -181,7 +181,7 @@ def test_a_scratch_lab_stops_with_its_kernels(tmp_path: Path) -> None:
     import time
     import urllib.request
 
-    from cbi1kit.viz._lab import _children, running_lab
+    from tools.lab import children, running_lab
 
     with running_lab(NOTEBOOKS, tmp_path, token="t0ken") as server:
         request = urllib.request.Request(
@@ -191,11 +191,11 @@ def test_a_scratch_lab_stops_with_its_kernels(tmp_path: Path) -> None:
             assert answer.status == 201
         (lab,) = [  # this test's Lab, among whatever else this process started
             pid
-            for pid in _children(os.getpid())
+            for pid in children(os.getpid())
             if str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
         ]
         deadline = time.monotonic() + 60
-        while not (kernels := _children(lab)) and time.monotonic() < deadline:
+        while not (kernels := children(lab)) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert kernels and all(_alive(k) for k in kernels)
     assert not _alive(lab)

@@ -139,3 +139,27 @@ def test_importing_one_private_module_of_a_stage_imports_it_alone() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['cbi1kit.analysis._schema']"
+
+
+_DRIVING = re.compile(r"\b(playwright|running_lab|LabServer|OfflineBrowser|screenshot_notebooks)\b")
+
+
+def test_the_package_holds_no_browser_or_lab_driving() -> None:
+    """The demo's and the tests' Lab and Chromium driving lives in ``tools/``, not in what a
+    user installs."""
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "cbi1kit").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if _DRIVING.search(line)
+    ]
+    assert not found, found
+
+
+def test_make_demo_screenshots_through_the_cli_demo() -> None:
+    """``make demo`` is ``cbi1kit demo`` with a report that also screenshots the notebooks."""
+    import tools.demo
+    from cbi1kit import cli
+
+    assert issubclass(tools.demo.ScreenshotReport, cli.DemoReport)
+    assert "-m tools.demo" in (ROOT / "Makefile").read_text()

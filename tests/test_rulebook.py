@@ -120,15 +120,22 @@ def test_rule_for_knows_decode_and_protobuf_and_refuses_stream_errors() -> None:
     from cbi1kit import errors
 
     assert rule_for(DecodeError("x")) == "relay-protobuf-decode"
-    assert rule_for(errors.Cbi1Error("Magic.Legacy", field="header.magic")) == "cbi1-legacy-ckf1"
+    assert (
+        rule_for(
+            errors.Cbi1Error(errors.Cbi1Variant.Magic, subvariant="Legacy", field="header.magic")
+        )
+        == "cbi1-legacy-ckf1"
+    )
     assert rule_for(errors.Cbi1Error("Magic", field="header.magic")) == "cbi1-magic"
     assert rule_for(errors.Cbi1Error("Malformed", field="delta.images[3].bucket")) == (
         "cbi1-delta-bucket-range"
     )
     assert rule_for(errors.Cbi1Error("Malformed", field="delta.images")) == "cbi1-delta-length"
-    assert rule_for(errors.Cbi1Error("Format.Mismatch", field="header.bucket_count")) == (
-        "cbi1-format-mismatch"
-    )
+    assert rule_for(
+        errors.Cbi1Error(
+            errors.Cbi1Variant.Format, subvariant="Mismatch", field="header.bucket_count"
+        )
+    ) == ("cbi1-format-mismatch")
     for stateful in (errors.Cbi1Error("ChunkSequence"), errors.Cbi1Error("IncompleteCoverage")):
         with pytest.raises(LookupError):
             rule_for(stateful)

@@ -32,7 +32,7 @@ from cbi1kit.capture._items import FrameDamage, FrameRecord, FrameSpan, ReadCurs
 from cbi1kit.capture._readers import frame_items, is_capture_source
 from cbi1kit.capture._scan import CaptureScan, FileScan, ScanItem
 from cbi1kit.capture._segments import CaptureSet
-from cbi1kit.errors import LaneError
+from cbi1kit.errors import LaneError, LaneVariant
 
 if TYPE_CHECKING:
     import polars as pl
@@ -435,7 +435,7 @@ class Capture:
 
         words = self.lane(at, dc=dc)
         if words is None:
-            raise LaneError("NotReady", message=f"the lane held nothing at {at}")
+            raise LaneError(LaneVariant.NotReady, message=f"the lane held nothing at {at}")
         return lane_stats(words)
 
     def export(

@@ -51,7 +51,15 @@ from cbi1kit.analysis._tables import Collector
 from cbi1kit.capture._file import is_capture_file
 from cbi1kit.capture._readers import ReadCursor
 from cbi1kit.capture._segments import capture_segments, read_segment_info
-from cbi1kit.errors import CaptureError, DatasetError, OutputError, one_line
+from cbi1kit.errors import (
+    CaptureError,
+    CaptureVariant,
+    DatasetError,
+    DatasetVariant,
+    OutputError,
+    OutputVariant,
+    one_line,
+)
 
 __all__ = [
     "DATASET_FILE",
@@ -119,7 +127,7 @@ def capture_files(captures: Any) -> list[list[Path]]:
         for path in capture_segments(capture):
             if not is_capture_file(path):
                 raise CaptureError(
-                    "Unreadable",
+                    CaptureVariant.Unreadable,
                     "not a kvrcap capture: a dataset holds captures (`cbi1kit export` writes "
                     "the tables of other sources)",
                     source=str(path),
@@ -145,11 +153,13 @@ def _read_meta(out: Path) -> dict[str, Any]:
             raise ValueError("not a cbi1kit dataset description")
     except (OSError, ValueError) as exc:
         raise DatasetError(
-            "NotADataset", f"{out}: {DATASET_FILE} cannot be read ({exc})", field=str(out)
+            DatasetVariant.NotADataset,
+            f"{out}: {DATASET_FILE} cannot be read ({exc})",
+            field=str(out),
         ) from None
     if meta.get("schema_version") != DATASET_SCHEMA_VERSION:
         raise DatasetError(
-            "SchemaVersion",
+            DatasetVariant.SchemaVersion,
             f"{out} holds tables of schema version {meta.get('schema_version')} (written by "
             f"cbi1kit {meta.get('created_by', '?')}); this cbi1kit ({__version__}) reads and "
             f"writes version {DATASET_SCHEMA_VERSION}: use another directory",
@@ -170,7 +180,7 @@ def prepare_dataset(out_dir: str | os.PathLike[str]) -> Path:
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise OutputError(
-            "Exists",
+            OutputVariant.Exists,
             f"{out} exists and is not a cbi1kit dataset (no {DATASET_FILE}): give a new or "
             "empty directory, or a dataset to append to",
             field=str(out),
@@ -449,7 +459,7 @@ def convert_segment(
     for other in present.values():
         if (other.get("capture"), other.get("segment")) == (seg.capture, seg.segment):
             raise DatasetError(
-                "Conflict",
+                DatasetVariant.Conflict,
                 f"{seg.path}: segment {seg.segment} of recording {seg.capture} is already in "
                 f"{out} with other content (source {other.get('source')}; was it converted "
                 "while still being written?)",
@@ -627,7 +637,7 @@ def collect_table(frame: pl.LazyFrame, table: str, files: Iterable[str | Path]) 
         bad = next((f for f in named if _unreadable_parquet(f)), None)
         where = str(bad) if bad is not None else f"one of the {len(named)} {table} file(s)"
         raise DatasetError(
-            "Unreadable",
+            DatasetVariant.Unreadable,
             f"{where} cannot be read: {_printable(exc)}",
             field=table,
         ) from None
@@ -651,7 +661,7 @@ def open_dataset(path: str | os.PathLike[str]) -> Dataset:
     out = Path(path)
     if not (out / DATASET_FILE).exists():
         raise DatasetError(
-            "NotADataset",
+            DatasetVariant.NotADataset,
             f"{out} is not a cbi1kit dataset (no {DATASET_FILE}; `cbi1kit export --dataset` "
             "or `cbi1kit fleet convert` make one)",
             field=str(out),

@@ -41,7 +41,7 @@ from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, replay
 from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.ckf._bucket import lane_occupancy, lane_slots
 from cbi1kit.ckf._lane import DcCkfSnapshot
-from cbi1kit.errors import CaptureError, LaneError
+from cbi1kit.errors import CaptureError, CaptureVariant, LaneError, LaneVariant
 from cbi1kit.hashing._identity import PoolId
 from cbi1kit.relay._messages import PoolDescriptor
 from cbi1kit.relay._publication import HubSnapshot
@@ -208,7 +208,7 @@ class LaneDiff:
 
 
 def _not_a_lane(what: str, reason: str) -> LaneError:
-    return LaneError("NotALane", message=f"{what} is not a lane's words: {reason}")
+    return LaneError(LaneVariant.NotALane, message=f"{what} is not a lane's words: {reason}")
 
 
 def _words(array: Any, what: str) -> Words:
@@ -242,13 +242,17 @@ def load_lane(path: str | os.PathLike[str]) -> Words:
         head = f.read(len(NPY_MAGIC))
     if head != NPY_MAGIC:
         raise CaptureError(
-            "Npy", message=f"{p}: not a .npy file (it starts with {head!r})", source=str(p)
+            CaptureVariant.Npy,
+            message=f"{p}: not a .npy file (it starts with {head!r})",
+            source=str(p),
         )
     try:
         array = np.load(p, allow_pickle=False)
     except (ValueError, EOFError) as exc:
         raise CaptureError(
-            "Npy", message=f"{p}: not a .npy array numpy can read ({exc})", source=str(p)
+            CaptureVariant.Npy,
+            message=f"{p}: not a .npy array numpy can read ({exc})",
+            source=str(p),
         ) from None
     return _words(array, str(p))
 
@@ -277,12 +281,12 @@ def _capture_side(
             broken = report.violations[:1]
             why = f"; the source: {broken[0].reason}" if broken and not report.lanes else ""
             raise LaneError(
-                "NoSuchLane",
+                LaneVariant.NoSuchLane,
                 message=f"{label}: no lane matches (lanes: {known}){why}",
                 available=known,
             )
         raise LaneError(
-            "SeveralLanes",
+            LaneVariant.SeveralLanes,
             message=f"{label} holds {len(candidates)} lanes ({known}): pick one by its DC",
             available=known,
         )
@@ -291,7 +295,7 @@ def _capture_side(
     if st.segment is None or lane is None or st.sequence is None:
         moment = "at the end" if point is None else f"at {point}"
         raise LaneError(
-            "NotReady",
+            LaneVariant.NotReady,
             message=f"{label}: {_lane_name(candidates[0])} {moment} is {st.why}",
         )
     seg = st.segment
@@ -370,7 +374,7 @@ def _side(
         states = source.states
         if isinstance(dc, bool) or not isinstance(dc, int) or not 0 <= dc < len(states):
             raise LaneError(
-                "NoSuchLane",
+                LaneVariant.NoSuchLane,
                 message=f"a simulator's lane is named by its DC index 0..{len(states) - 1} "
                 f"(dc=), got {dc!r}",
             )
@@ -496,7 +500,7 @@ def diff(
     seeds_differ = None not in (side_a.seed, side_b.seed) and side_a.seed != side_b.seed
     if side_a.bucket_count != side_b.bucket_count or seeds_differ:
         raise LaneError(
-            "DifferentFormats",
+            LaneVariant.DifferentFormats,
             message=f"the lanes have different formats: a {_format(side_a)}, b {_format(side_b)}"
             " (words of two formats address different buckets: nothing to compare)",
             expected=(side_a.seed, side_a.bucket_count),

@@ -42,7 +42,14 @@ from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, _Segme
 from cbi1kit.ckf._bucket import bucket_contains, bucket_first, bucket_slot
 from cbi1kit.ckf._consumer import find_prefix_depths, sequence_hashes
 from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, verification_window_fault
-from cbi1kit.errors import HashingError, IdentityError, LaneError
+from cbi1kit.errors import (
+    HashingError,
+    HashingVariant,
+    IdentityError,
+    IdentityVariant,
+    LaneError,
+    LaneVariant,
+)
 from cbi1kit.hashing._identity import (
     CanonicalModelRegistration,
     DcCkfFormatIdentity,
@@ -468,7 +475,9 @@ def _descriptor(view: GlobalView, domain: DomainView, model: str) -> tuple[PoolD
             if desc.producer.pool_id in pools and desc.serves(model):
                 return desc, catalog.revision
     raise IdentityError(  # pragma: no cover - the view's lanes are the catalog's pools
-        "UnknownModel", f"no catalog pool of the domain serves {model!r}", field="model"
+        IdentityVariant.UnknownModel,
+        f"no catalog pool of the domain serves {model!r}",
+        field="model",
     )
 
 
@@ -478,7 +487,7 @@ def _registration(desc: PoolDescriptor, model: str, lora: str | None) -> Canonic
     reg = resolve_registration(desc.registrations, model if lora is None else lora)
     if lora is not None and reg.lora_name is None:
         raise IdentityError(
-            "NotALora",
+            IdentityVariant.NotALora,
             f"{lora!r} names the base model {reg.model} of pool {desc.producer.pool_id}, not a "
             "LoRA adapter",
             field="lora",
@@ -495,7 +504,7 @@ def _local_hashes(
 ) -> tuple[npt.NDArray[np.uint64], int | None]:
     if (tokens is None) == (request is None):
         raise HashingError(
-            "BlockHashArgument",
+            HashingVariant.BlockHashArgument,
             "explain takes tokens= or request= (one of them)",
             field="tokens",
         )
@@ -505,7 +514,7 @@ def _local_hashes(
             semantics.hash_format,
         ):
             raise IdentityError(
-                "QuerySemantics",
+                IdentityVariant.QuerySemantics,
                 f"the request was cut into blocks of {request.block_size} tokens "
                 f"({request.hash_format.serde_name}); the catalog's pools hash blocks of "
                 f"{semantics.kv_block_size} ({semantics.hash_format.serde_name})",
@@ -522,7 +531,7 @@ def _local_hashes(
         window = semantics.kv_block_size + (1 if semantics.hash_format.is_eagle else 0)
         what = "the request has no block" if count is None else f"{count} token(s)"
         raise HashingError(
-            "TooFewTokens",
+            HashingVariant.TooFewTokens,
             f"{what}: a block needs {window} tokens ({semantics.hash_format.serde_name}, "
             f"kv_block_size {semantics.kv_block_size}); nothing to look up",
             field="tokens",
@@ -541,13 +550,16 @@ def _holdings(value: Any) -> set[int]:
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "ui":
             raise HashingError(
-                "BlockHashArgument", f"truth= holds {value.dtype} values, not u64 hashes"
+                HashingVariant.BlockHashArgument,
+                f"truth= holds {value.dtype} values, not u64 hashes",
             )
         return set(value.astype(np.uint64).tolist())
     out: set[int] = set()
     for v in value:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) <= _U64:
-            raise HashingError("BlockHashArgument", f"truth= holds {v!r}, not a u64 hash")
+            raise HashingError(
+                HashingVariant.BlockHashArgument, f"truth= holds {v!r}, not a u64 hash"
+            )
         out.add(int(v))
     return out
 
@@ -560,7 +572,7 @@ def _truth_by_lane(truth: Any, lanes: Sequence[ViewLane]) -> dict[int, set[int]]
     if not isinstance(truth, Mapping):
         if len(lanes) != 1:
             raise LaneError(
-                "SeveralLanes",
+                LaneVariant.SeveralLanes,
                 message=f"truth= must say which DC holds what: the table has {len(lanes)} "
                 "lanes (give a mapping from DC to its producer's hashes)",
             )
@@ -572,7 +584,8 @@ def _truth_by_lane(truth: Any, lanes: Sequence[ViewLane]) -> dict[int, set[int]]
         if not match:
             known = ", ".join(str(n.pool.dc_id) for n in lanes)
             raise LaneError(
-                "NoSuchLane", message=f"truth= names DC {dc!r}, no lane of the table ({known})"
+                LaneVariant.NoSuchLane,
+                message=f"truth= names DC {dc!r}, no lane of the table ({known})",
             )
         out[match[0].lane] = _holdings(held)
     return out
@@ -725,10 +738,11 @@ def _pick_domain(view: GlobalView, domain: IndexerDomainId | str | None) -> Doma
     names = ", ".join(str(d.indexer_domain) for d in view.domains) or "none"
     if not domains:
         raise LaneError(
-            "NoSuchLane", message=f"no indexer domain of the view matches (domains: {names})"
+            LaneVariant.NoSuchLane,
+            message=f"no indexer domain of the view matches (domains: {names})",
         )
     raise LaneError(
-        "SeveralDomains",
+        LaneVariant.SeveralDomains,
         message=f"the model's pools span {len(domains)} indexer domains ({names}): one "
         "consumer table each, name one (domain=)",
     )
@@ -793,7 +807,8 @@ def explain(
     ``HashingError`` ``TooFewTokens`` (not one complete block) and the hashing's own."""
     if why := verification_window_fault(verification_window):
         raise LaneError(
-            "Manifest.InvalidVerificationWindow",
+            LaneVariant.Manifest,
+            subvariant="InvalidVerificationWindow",
             message=f"verification_window {why}, got {verification_window}",
         )
     report = (

@@ -34,7 +34,7 @@ from cbi1kit.analysis._replay import LaneReport, ReplayReport, Words, _producer,
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._consumer import CkfLaneTable
 from cbi1kit.ckf._lane import DcCkfSnapshot
-from cbi1kit.errors import Cbi1kitError, IdentityError, LaneError
+from cbi1kit.errors import Cbi1kitError, IdentityError, IdentityVariant, LaneError, LaneVariant
 from cbi1kit.hashing._identity import (
     ConsumerInstanceId,
     DcCkfFormatIdentity,
@@ -115,7 +115,7 @@ _AT_PREFIX: Final = "cannot name a moment: "
 
 
 def _at_error(reason: str) -> LaneError:
-    return LaneError("At", message=f"{_AT_PREFIX}{reason}")
+    return LaneError(LaneVariant.At, message=f"{_AT_PREFIX}{reason}")
 
 
 def _fraction(ns: int) -> str:
@@ -250,7 +250,7 @@ class GlobalView:
             return self.domains[0].table
         names = ", ".join(str(d.indexer_domain) for d in self.domains) or "none"
         raise LaneError(
-            "SeveralDomains",
+            LaneVariant.SeveralDomains,
             message=f"the view has {len(self.domains)} indexer domains ({names}): one consumer "
             "table each, pick one in view.domains",
         )
@@ -346,7 +346,7 @@ def _entries(
     if model is not None and not out:
         served = sorted({r.model.value for c in catalogs for d in c.pools for r in d.registrations})
         raise IdentityError(
-            "UnknownModel",
+            IdentityVariant.UnknownModel,
             f"no pool of the capture's catalog serves model {model!r} "
             f"(models: {', '.join(served) or '-'})",
             field="model",
@@ -428,7 +428,7 @@ def resolve_moment(report: ReplayReport, at: Any) -> tuple[At | None, int | None
     assert point.offset_ns is not None
     if report.first_unix_ns is None:
         raise LaneError(
-            "TimeNotRecorded",
+            LaneVariant.TimeNotRecorded,
             message="the source has no receive times: ask for a sequence instead",
         )
     return point, report.first_unix_ns + point.offset_ns
@@ -460,7 +460,7 @@ def _model_catalogs(
         when = "" if unix_ns is None else f" received by {format_unix_ns(unix_ns)}"
         held = f"no valid catalog update{when}" if report.catalogs else "no catalog stream"
         raise LaneError(
-            "NoCatalog",
+            LaneVariant.NoCatalog,
             message=f"the capture holds {held}, so no pool is known to serve {model!r}: "
             "view every lane without a model",
         )
@@ -569,7 +569,7 @@ def global_timeline(
     report = capture if isinstance(capture, ReplayReport) else replay(capture, keep_events=False)
     first = report.first_unix_ns
     if first is None:
-        raise LaneError("TimeNotRecorded", message="the source has no receive times")
+        raise LaneError(LaneVariant.TimeNotRecorded, message="the source has no receive times")
     last = max(
         (s.last_unix_ns or first for lane in report.lanes for s in lane.sessions), default=first
     )

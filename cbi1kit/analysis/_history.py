@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import HEADER_DTYPE, RECORD_HEADER_LEN, _check
-from cbi1kit.errors import CaptureError
+from cbi1kit.errors import CaptureError, CaptureVariant
 from cbi1kit.wire._codec import SnapshotChunk, decode
 from cbi1kit.wire._format import FilterFormat
 
@@ -88,7 +88,7 @@ def _joined(raws: list[bytes]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.in
 
 def _changed(path: str, offset: int, number: int, why: str) -> CaptureError:
     return CaptureError(
-        "Changed",
+        CaptureVariant.Changed,
         f"record {number} at byte offset {offset} is not the record replay read ({why}): the "
         "capture changed since; replay it again",
         source=path,

@@ -30,7 +30,7 @@ from cbi1kit.capture._items import (
     is_catalog_update_damage,
 )
 from cbi1kit.ckf._lane import Lane
-from cbi1kit.errors import Cbi1kitError, LaneError
+from cbi1kit.errors import Cbi1kitError, LaneError, LaneVariant
 from cbi1kit.hashing._identity import DcId, PoolId, ProducerIdentity, stable_dc_id
 from cbi1kit.relay._messages import pool_id_from_wire, producer_from_wire
 from cbi1kit.relay._stream import (
@@ -186,7 +186,7 @@ class LaneReport:
     def _kept(self, seg: _Segment, sequence: int) -> tuple[History, SegmentHistory]:
         if self._history is None or seg.history is None:
             raise LaneError(
-                "HistoryNotKept",
+                LaneVariant.HistoryNotKept,
                 message=f"sequence {sequence} was replayed without its history "
                 "(replay with keep_history=True to rebuild lanes)",
                 sequence=sequence,
@@ -213,7 +213,7 @@ class LaneReport:
                 return seg
         spans = ", ".join(f"{a}..={b}" for a, b in self.sequence_ranges) or "none"
         raise LaneError(
-            "SequenceNotReplayed",
+            LaneVariant.SequenceNotReplayed,
             message=f"sequence {sequence} was not replayed (replayed ranges: {spans})",
             sequence=sequence,
             available=self.sequence_ranges,
@@ -239,7 +239,7 @@ class LaneReport:
         for seg in reversed(self._segments):
             if not seg.timed or seg.installed_unix_ns is None:
                 raise LaneError(
-                    "TimeNotRecorded",
+                    LaneVariant.TimeNotRecorded,
                     message="the source has no receive times: ask for a sequence instead",
                 )
             if seg.installed_unix_ns > unix_ns:
@@ -344,14 +344,14 @@ class ReplayReport:
         known = ", ".join(_lane_name(n) for n in self.lanes) or "none"
         if not lanes:
             raise LaneError(
-                "NoSuchLane", message=f"no lane matches (lanes: {known})", available=known
+                LaneVariant.NoSuchLane, message=f"no lane matches (lanes: {known})", available=known
             )
         if len(lanes) == len(self.lanes):
             message = f"the source holds {len(lanes)} lanes ({known}): pick one by its DC"
         else:  # one DC serves several pools (models): the DC alone does not name a lane
             named = ", ".join(f"{_lane_name(n)} of pool {n.pool}" for n in lanes)
             message = f"{len(lanes)} lanes match ({named}): pick one by its pool"
-        raise LaneError("SeveralLanes", message=message, available=known)
+        raise LaneError(LaneVariant.SeveralLanes, message=message, available=known)
 
     def _only(self) -> LaneReport | None:
         return self.lane() if self.lanes else None
@@ -375,7 +375,7 @@ class ReplayReport:
         only = self._only()
         if only is None:
             raise LaneError(
-                "SequenceNotReplayed",
+                LaneVariant.SequenceNotReplayed,
                 message=f"sequence {sequence} was not replayed (replayed ranges: none)",
                 sequence=sequence,
                 available=[],

@@ -36,7 +36,7 @@ from cbi1kit.capture._layout import (
     TRAILER_MAGIC,
     RecordType,
 )
-from cbi1kit.errors import CaptureError
+from cbi1kit.errors import CaptureError, CaptureVariant
 
 __all__ = [
     "CAPTURE_SIGNATURE",
@@ -137,7 +137,7 @@ class CaptureDamage:
 
     @property
     def truncated(self) -> bool:
-        return self.error.variant == "Truncated"
+        return self.error.variant is CaptureVariant.Truncated
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +198,7 @@ def _encode_stream_open(open_: StreamOpen) -> bytes:
 
 def _malformed(what: str, reason: str, field: str) -> CaptureError:
     """A control record whose body does not decode; the reader adds where it sits."""
-    return CaptureError("Malformed", f"{what} body: {reason}", field=field)
+    return CaptureError(CaptureVariant.Malformed, f"{what} body: {reason}", field=field)
 
 
 def _json_object(raw: bytes, what: str) -> dict[str, Any]:
@@ -376,7 +376,7 @@ class CaptureWriter:
                 # an empty or foreign file has no header to continue: appending would write
                 # records behind a zeroed one that no reader accepts
                 raise CaptureError(
-                    "Unreadable",
+                    CaptureVariant.Unreadable,
                     f"not a kvrcap capture ({len(head)} header bytes): nothing to append to",
                     offset=0,
                     record_index=-1,
@@ -396,7 +396,7 @@ class CaptureWriter:
                         else:
                             self._pending.append(rec.offset)
                 except CaptureError as err:
-                    if err.variant != "Truncated":
+                    if err.variant is not CaptureVariant.Truncated:
                         raise
                     self.recovered = err
             if self._pending:  # the block so far, for the next INDEX's block check
@@ -634,21 +634,21 @@ def check_file_header(head: bytes, source: str) -> tuple[CaptureError | None, bo
     """A file's first bytes judged: (error, fatal, created_unix_ns). A checksum mismatch under
     an intact magic is not fatal: the records after it may still be read."""
 
-    def err(variant: str, reason: str) -> CaptureError:
+    def err(variant: CaptureVariant, reason: str) -> CaptureError:
         return CaptureError(variant, reason, offset=0, record_index=-1, source=source)
 
     if len(head) < FILE_HEADER_LEN:
         if FILE_MAGIC.startswith(head[: len(FILE_MAGIC)]):
-            return err("Truncated", "file header is incomplete"), True, 0
-        return err("Corrupt", "not a kvrcap capture (bad magic)"), True, 0
+            return err(CaptureVariant.Truncated, "file header is incomplete"), True, 0
+        return err(CaptureVariant.Corrupt, "not a kvrcap capture (bad magic)"), True, 0
     magic, version, header_len, _flags, created, _res, check = _FILE_HEADER.unpack_from(head)
     if magic != FILE_MAGIC:
-        return err("Corrupt", "not a kvrcap capture (bad magic)"), True, 0
+        return err(CaptureVariant.Corrupt, "not a kvrcap capture (bad magic)"), True, 0
     if check != _check(head[: FILE_HEADER_LEN - 4]):
-        return err("Corrupt", "file header checksum mismatch"), False, 0
+        return err(CaptureVariant.Corrupt, "file header checksum mismatch"), False, 0
     if version != FORMAT_VERSION or header_len != FILE_HEADER_LEN:
         why = f"unsupported capture version {version} (header length {header_len})"
-        return err("Corrupt", why), True, 0
+        return err(CaptureVariant.Corrupt, why), True, 0
     return None, False, created
 
 

@@ -19,7 +19,7 @@ from cbi1kit.capture._file import (
     StreamClose,
     StreamOpen,
 )
-from cbi1kit.errors import CaptureError
+from cbi1kit.errors import CaptureError, CaptureVariant
 
 __all__ = [
     "CaptureItem",
@@ -213,7 +213,7 @@ def is_catalog_update_damage(damage: FrameDamage) -> bool:
     return (
         damage.damage.record_type is RecordType.MESSAGE
         and isinstance(err, CaptureError)
-        and err.variant == "Unreadable"
+        and err.variant is CaptureVariant.Unreadable
         and err.field == _CATALOG_UPDATE
     )
 
@@ -222,7 +222,7 @@ def unreadable_message(
     source: str, rec: CaptureRecord, what: str, exc: DecodeError
 ) -> CaptureError:
     return CaptureError(
-        "Unreadable",
+        CaptureVariant.Unreadable,
         f"not a {what} message: {exc}",
         source=source,
         offset=rec.offset,

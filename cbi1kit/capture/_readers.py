@@ -37,7 +37,7 @@ from cbi1kit.capture._items import (
 )
 from cbi1kit.capture._scan import CaptureScan
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
-from cbi1kit.errors import CaptureError, Cbi1kitError, one_line
+from cbi1kit.errors import CaptureError, CaptureVariant, Cbi1kitError, one_line
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
     FRAME_HEAD_BYTES,
@@ -191,24 +191,24 @@ def _json_failure(
     at: int,
     eof: bool,
     bad: tuple[int, str] | None,
-) -> tuple[str, str, int] | None:
+) -> tuple[CaptureVariant, str, int] | None:
     """What the parse error of the value at ``text[pos]`` (byte offset ``at``) means: damage,
     as (variant, detail, offset), or None where the value only runs past what is read so far
     (read more). ``bad``: invalid UTF-8 further on."""
     if bad is not None:  # the value runs into bytes that are no text
-        return "Unreadable", f"not UTF-8 text: {bad[1]}", bad[0]
+        return CaptureVariant.Unreadable, f"not UTF-8 text: {bad[1]}", bad[0]
     where = at + len(text[pos : exc.pos].encode())
     invalid = f"invalid JSON ({exc.msg} at offset {where})"
     unterminated = exc.msg.startswith("Unterminated")
     if eof:  # running off the end (or an unterminated string): the dump was cut short
         torn = exc.pos >= len(text.rstrip()) or unterminated
-        return "Truncated" if torn else "Unreadable", invalid, at
+        return CaptureVariant.Truncated if torn else CaptureVariant.Unreadable, invalid, at
     if len(text) - pos < _JSON_OBJECT_MAX:
         return None
     if exc.pos < len(text) - 64 and not unterminated:
-        return "Unreadable", invalid, at
+        return CaptureVariant.Unreadable, invalid, at
     too_long = f"a JSON value still open after {_JSON_OBJECT_MAX} characters: no FilterUpdate "
-    return "Unreadable", too_long + "is that long", at
+    return CaptureVariant.Unreadable, too_long + "is that long", at
 
 
 def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -234,7 +234,7 @@ def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, di
         mark = p
         return mark_bytes
 
-    def fail(variant: str, detail: str, offset: int) -> CaptureError:
+    def fail(variant: CaptureVariant, detail: str, offset: int) -> CaptureError:
         return CaptureError(variant, detail, source=source, offset=offset, record_index=index)
 
     while True:
@@ -249,7 +249,7 @@ def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, di
                     raise fail(*failure) from None
             except (ValueError, RecursionError) as exc:  # a huge integer, nesting past the parser
                 raise fail(
-                    "Unreadable",
+                    CaptureVariant.Unreadable,
                     f"JSON value the parser refuses ({type(exc).__name__}: {str(exc)[:80]})",
                     byte_at(pos),
                 ) from None
@@ -257,7 +257,9 @@ def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, di
                 at = byte_at(pos)
                 if not isinstance(obj, dict):
                     raise fail(
-                        "Unreadable", f"expected a JSON object, got {type(obj).__name__}", at
+                        CaptureVariant.Unreadable,
+                        f"expected a JSON object, got {type(obj).__name__}",
+                        at,
                     )
                 yield at, obj
                 del obj  # the caller has it: a payload's base64 is not held twice
@@ -266,7 +268,7 @@ def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, di
                 continue
         elif eof:
             if bad is not None:
-                raise fail("Unreadable", f"not UTF-8 text: {bad[1]}", bad[0])
+                raise fail(CaptureVariant.Unreadable, f"not UTF-8 text: {bad[1]}", bad[0])
             return
         # more text: keep what is not parsed yet, read at least as much again
         start = byte_at(pos)
@@ -296,7 +298,7 @@ def write_grpcurl_json(records: Iterable[FrameRecord], path: str | os.PathLike[s
         for record in records:
             if record.update is None:
                 raise CaptureError(
-                    "Unreadable",
+                    CaptureVariant.Unreadable,
                     "a bare CBI1 frame has no FilterUpdate envelope to write as JSON",
                     source=record.source,
                     offset=record.source_offset,
@@ -329,7 +331,7 @@ def read_grpcurl_json(
                         _strict_b64(obj[key])
                     except ValueError as exc:
                         raise CaptureError(
-                            "Unreadable",
+                            CaptureVariant.Unreadable,
                             str(exc),
                             source=name,
                             offset=offset,
@@ -341,7 +343,7 @@ def read_grpcurl_json(
                 json_format.ParseDict(obj, update)
             except json_format.ParseError as exc:
                 raise CaptureError(
-                    "Unreadable",
+                    CaptureVariant.Unreadable,
                     f"not a FilterUpdate: {one_line(str(exc))}",
                     source=name,
                     offset=offset,
@@ -368,7 +370,7 @@ def _cbi1_frame_length(head: bytes, offset: int, index: int, source: str) -> int
 
     def fail(reason: str, field: str | None = None, *, torn: bool = False) -> CaptureError:
         return CaptureError(
-            "Truncated" if torn else "Unreadable",
+            CaptureVariant.Truncated if torn else CaptureVariant.Unreadable,
             reason,
             source=source,
             offset=offset,
@@ -436,7 +438,7 @@ def read_cbi1_files(
                 frame = f.read(length)
                 if len(frame) < length:
                     raise CaptureError(
-                        "Truncated",
+                        CaptureVariant.Truncated,
                         f"file ends {len(frame)} bytes into a {length}-byte CBI1 frame",
                         source=source,
                         offset=offset,
@@ -463,7 +465,7 @@ def source_format(path: str | os.PathLike[str]) -> SourceFormat:
             blank = not more.strip()
     if blank:
         raise CaptureError(
-            "Unreadable",
+            CaptureVariant.Unreadable,
             "empty input (no bytes, or only whitespace): not a kvrcap capture, CBI1 frames or "
             "grpcurl JSON",
             source=str(path),
@@ -477,7 +479,7 @@ def source_format(path: str | os.PathLike[str]) -> SourceFormat:
     if head.lstrip()[:1] in (b"{", b""):  # JSON, or whitespace before it
         return "json"
     raise CaptureError(
-        "Unreadable",
+        CaptureVariant.Unreadable,
         f"unrecognised input (starts with {head[:8]!r}): not a kvrcap capture, CBI1 frames or "
         "grpcurl JSON",
         source=str(path),

@@ -59,7 +59,7 @@ from cbi1kit.capture._walk import (
     load_walk,
     walked_arrays,
 )
-from cbi1kit.errors import CaptureError
+from cbi1kit.errors import CaptureError, CaptureVariant
 
 CaptureSource = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
@@ -152,12 +152,12 @@ class FileScan:
         """``n`` bytes at ``offset`` (fewer where the file ends)."""
         return os.pread(self._fd, max(0, n), offset)
 
-    def _err(self, variant: str, reason: str, offset: int, index: int) -> CaptureError:
+    def _err(self, variant: CaptureVariant, reason: str, offset: int, index: int) -> CaptureError:
         return CaptureError(variant, reason, offset=offset, record_index=index, source=self.source)
 
     def _damage(
         self,
-        variant: str,
+        variant: CaptureVariant,
         reason: str,
         offset: int,
         end_offset: int,
@@ -235,7 +235,7 @@ class FileScan:
     def _file_header(self, final: bool) -> CaptureDamage | None:
         head = self.read(0, FILE_HEADER_LEN)
         err, fatal, created = check_file_header(head, self.source)
-        if err is not None and err.variant == "Truncated" and not final:
+        if err is not None and err.variant is CaptureVariant.Truncated and not final:
             return None  # the header is being written
         self._header_done = True
         self.created_unix_ns = created
@@ -282,7 +282,7 @@ class FileScan:
             self.ended = True
             left = end - body_start
             return self._damage(
-                "Truncated",
+                CaptureVariant.Truncated,
                 f"file ends {left} bytes into a {body_len}-byte record body",
                 offset,
                 end,
@@ -325,7 +325,7 @@ class FileScan:
         stream_id: int,
         lost: int = 1,
     ) -> CaptureDamage:
-        err = self._err("Corrupt", reason, offset, self.number - 1)
+        err = self._err(CaptureVariant.Corrupt, reason, offset, self.number - 1)
         skipped = range(self.number - 1, self.number - 1 + lost)
         return CaptureDamage(err, body_end, skipped, kind, stream_id)
 
@@ -341,10 +341,12 @@ class FileScan:
         )
         self._state[0] = -1
         if rindex > self.number:
-            damage = self._damage("Corrupt", reason, offset, offset, range(self.number, rindex))
+            damage = self._damage(
+                CaptureVariant.Corrupt, reason, offset, offset, range(self.number, rindex)
+            )
             self.number = rindex
             return damage
-        damage = self._damage("Corrupt", reason, offset, min(body_end, end), range(0))
+        damage = self._damage(CaptureVariant.Corrupt, reason, offset, min(body_end, end), range(0))
         if body_end > end:
             self.ended = True
         else:
@@ -357,7 +359,7 @@ class FileScan:
         if left < RECORD_HEADER_LEN and RECORD_MAGIC.startswith(head):
             self.ended = True
             return self._damage(
-                "Truncated",
+                CaptureVariant.Truncated,
                 f"file ends {left} bytes into a {RECORD_HEADER_LEN}-byte record header",
                 offset,
                 end,
@@ -369,7 +371,7 @@ class FileScan:
         if nxt is None:
             self.ended = True
             return self._damage(
-                "Corrupt",
+                CaptureVariant.Corrupt,
                 f"{reason}; no intact record follows ({end - offset} bytes lost)",
                 offset,
                 end,
@@ -379,7 +381,7 @@ class FileScan:
         nidx = max(self.number, found[6]) if found is not None else self.number
         lost = f", records {self.number}..{nidx - 1} lost" if nidx > self.number else ""
         damage = self._damage(
-            "Corrupt",
+            CaptureVariant.Corrupt,
             f"{reason}; {nxt - offset} bytes skipped to the next record header at byte offset "
             f"{nxt}{lost}",
             offset,

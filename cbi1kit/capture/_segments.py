@@ -35,7 +35,7 @@ from cbi1kit.capture._file import (
     RecordType,
     _check,
 )
-from cbi1kit.errors import CaptureError, OutputError
+from cbi1kit.errors import CaptureError, CaptureVariant, OutputError, OutputVariant
 
 __all__ = [
     "CONTINUED",
@@ -128,7 +128,9 @@ def read_segment_info(path: str | os.PathLike[str]) -> SegmentInfo | None:
 
 
 def _segments_error(path: Path, detail: str) -> CaptureError:
-    return CaptureError("Segments", detail, source=str(path), offset=0, record_index=-1)
+    return CaptureError(
+        CaptureVariant.Segments, detail, source=str(path), offset=0, record_index=-1
+    )
 
 
 def _discover(base: Path, info: SegmentInfo) -> list[Path]:
@@ -304,7 +306,7 @@ class RotatingCaptureWriter:
             ]
             if taken:
                 raise OutputError(
-                    "Exists",
+                    OutputVariant.Exists,
                     f"{taken[0]} exists: segments of an earlier recording lie beside "
                     f"{self.base.name} (remove them, or write elsewhere)",
                     field=str(taken[0]),

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import CkfError
+from cbi1kit.errors import CkfError, CkfVariant
 from cbi1kit.hashing._xxh3 import BLOCK, u64_constant, xxh3_64_u16, xxh3_u64_into
 
 __all__ = [
@@ -39,7 +39,7 @@ U16Array = npt.NDArray[np.uint16]
 def _addressing_error(bucket_count: int, seed: int, reason: str) -> CkfError:
     """``Addressing``: a bucket count or seed the CKF cannot address with."""
     return CkfError(
-        "Addressing",
+        CkfVariant.Addressing,
         message=f"invalid CKF addressing (bucket_count={bucket_count}, seed=0x{seed:x}): {reason}",
         bucket_count=bucket_count,
         seed=seed,

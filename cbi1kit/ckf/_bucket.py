@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import CkfError
+from cbi1kit.errors import CkfError, CkfVariant
 
 __all__ = [
     "SLOTS_PER_BUCKET",
@@ -41,7 +41,7 @@ def _slot_error(slot: int, value: int | None = None) -> CkfError:
     """``Slot``: a slot index outside 0..4 or a slot value outside u16."""
     what = f"slot {slot}" if value is None else f"slot {slot} value {value}"
     return CkfError(
-        "Slot",
+        CkfVariant.Slot,
         message=f"invalid bucket {what}: slots are 0..3 and values are u16",
         slot=slot,
         slot_value=value,

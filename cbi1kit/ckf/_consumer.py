@@ -24,7 +24,7 @@ import numpy.typing as npt
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot, IngestOutcome, Lane
 from cbi1kit.ckf._limits import verification_window_fault
-from cbi1kit.errors import LaneError
+from cbi1kit.errors import LaneError, LaneVariant
 from cbi1kit.hashing._blocks import compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
     MAX_LANES,
@@ -63,8 +63,9 @@ _ALL_LANES = (1 << MAX_LANES) - 1
 def _assignment_error(lane: int, variant: str, reason: str) -> LaneError:
     """``Assignment.<variant>`` (upstream ``GlobalCkfAssignmentError``): nothing changes."""
     return LaneError(
-        f"Assignment.{variant}",
+        LaneVariant.Assignment,
         reason,
+        subvariant=variant,
         message=f"lane {lane}: cannot assign ({variant}): {reason}",
         lane=lane,
     )
@@ -74,7 +75,11 @@ def _manifest_error(variant: str, reason: str, **context: Any) -> LaneError:
     """``Manifest.<variant>`` (upstream ``GlobalCkfBuildError``): the table is not built or the
     lane is not bound."""
     return LaneError(
-        f"Manifest.{variant}", reason, message=f"consumer manifest ({variant}): {reason}", **context
+        LaneVariant.Manifest,
+        reason,
+        subvariant=variant,
+        message=f"consumer manifest ({variant}): {reason}",
+        **context,
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import LaneError
+from cbi1kit.errors import LaneError, LaneVariant
 from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
 
 __all__ = ["DcCkfDelta", "DcCkfSnapshot", "IngestOutcome", "Lane"]
@@ -86,8 +86,9 @@ class Lane:
         """Deactivate the lane; the error to raise names upstream's fault ``variant``."""
         self.ready = False
         self.last_fault = LaneError(
-            f"Fault.{variant}",
+            LaneVariant.Fault,
             detail,
+            subvariant=variant,
             message=f"lane {self.lane} faulted ({variant}): {detail}; needs a new lease + snapshot",
             lane=self.lane,
         )
@@ -118,7 +119,7 @@ class Lane:
         """Absolute images ``base_sequence → sequence``; no buffering across gaps."""
         if not self.ready:
             raise LaneError(
-                "AwaitingSnapshot",
+                LaneVariant.AwaitingSnapshot,
                 message=f"lane {self.lane}: delta {sequence} arrived before any snapshot",
                 lane=self.lane,
                 sequence=sequence,

@@ -37,7 +37,7 @@ from cbi1kit.ckf._table import (
     SplitMix64,
     lane_rng_seed,
 )
-from cbi1kit.errors import CkfError, KvCacheEventError
+from cbi1kit.errors import CkfError, CkfVariant, KvCacheEventError, KvCacheEventVariant
 from cbi1kit.hashing._blocks import CHAIN_XXH3_SEED
 from cbi1kit.hashing._identity import (
     ConsumerDrainMarker,
@@ -83,7 +83,8 @@ def _config_error(variant: str, field_name: str, value: Any, reason: str) -> Ckf
     """``CkfError`` ``Config``: a ``CkfConfig`` upstream rejects (``subvariant`` is its
     ``CkfConfigError`` variant)."""
     return CkfError(
-        f"Config.{variant}",
+        CkfVariant.Config,
+        subvariant=variant,
         message=f"invalid CkfConfig ({variant}): {field_name}={value}: {reason}",
         field=field_name,
         actual=value,
@@ -91,7 +92,7 @@ def _config_error(variant: str, field_name: str, value: Any, reason: str) -> Ckf
 
 
 def _event_error(
-    variant: str, member: WorkerWithDpRank | None, message: str, **context: Any
+    variant: KvCacheEventVariant, member: WorkerWithDpRank | None, message: str, **context: Any
 ) -> KvCacheEventError:
     """An event outcome upstream reports as ``KvCacheEventError::<variant>``."""
     who = "" if member is None else f"worker {member[0]} dp_rank {member[1]}: "
@@ -103,7 +104,8 @@ def _event_error(
 def _publisher_fenced(reason: str, last_sequence: int) -> CkfError:
     """The publisher is fenced (``DeliveryUncertain`` / ``SequenceExhausted``) until a barrier."""
     return CkfError(
-        f"PublisherFenced.{reason}",
+        CkfVariant.PublisherFenced,
+        subvariant=reason,
         message=f"publisher fenced ({reason}) at sequence {last_sequence}: "
         "a new lease and barrier snapshot are needed",
         reason=reason,
@@ -390,7 +392,7 @@ class DcCkfState:
                 return EventOutcome(
                     False,
                     _event_error(
-                        "UnsupportedResidencyDomain",
+                        KvCacheEventVariant.UnsupportedResidencyDomain,
                         member,
                         f"unsupported residency domain {domain!r}",
                         domain=domain,
@@ -416,7 +418,7 @@ class DcCkfState:
                     shown = ", ".join(_hx(c) for c in canonicals[:4])
                     more = "" if len(canonicals) <= 4 else f", … ({len(canonicals)} in all)"
                     error = _event_error(
-                        "CapacityExhausted",
+                        KvCacheEventVariant.CapacityExhausted,
                         member,
                         f"no slot for canonical {shown}{more} (omitted, counted)",
                         canonicals=canonicals,
@@ -480,7 +482,7 @@ class DcCkfState:
         if parent_hash is not None:
             if parent_hash not in lineage:
                 raise _event_error(
-                    "ParentBlockNotFound",
+                    KvCacheEventVariant.ParentBlockNotFound,
                     member,
                     f"parent block {_hx(parent_hash)} is not in this member's lineage",
                     parent_hash=parent_hash,
@@ -488,7 +490,7 @@ class DcCkfState:
             return lineage[parent_hash]
         if start_position is not None and start_position != 0:
             raise _event_error(
-                "InvalidBlockSequence",
+                KvCacheEventVariant.InvalidBlockSequence,
                 member,
                 f"start_position {start_position} without a parent block",
                 start_position=start_position,
@@ -502,7 +504,7 @@ class DcCkfState:
             total = (0 if own is None else own.owners) + k
             if total > MAX_OWNERS:
                 raise _event_error(
-                    "OwnershipDegreeOverflow",
+                    KvCacheEventVariant.OwnershipDegreeOverflow,
                     member,
                     f"canonical {_hx(c)} would reach {total} owners (> u32::MAX)",
                     canonical=c,
@@ -542,7 +544,10 @@ class DcCkfState:
                     bk, before = self.table.delete(c)
                 except CkfError as exc:
                     raise _event_error(
-                        "IndexerInvariantViolation", member, str(exc), canonical=exc.context["item"]
+                        KvCacheEventVariant.IndexerInvariantViolation,
+                        member,
+                        str(exc),
+                        canonical=exc.context["item"],
                     ) from exc
                 self._dirty.setdefault(bk, before)
                 self.resident_count -= 1
@@ -663,7 +668,7 @@ class DcCkfPublisher:
             try:
                 tail_delta = self.publish(tail)
             except CkfError as exc:
-                if exc.variant != "PublisherFenced":
+                if exc.variant is not CkfVariant.PublisherFenced:
                     raise
                 tail_delta = None
         self.lease = new_lease
@@ -696,7 +701,7 @@ def _derive(
         if existing is not None:
             if existing != c:
                 raise _event_error(
-                    "InvalidBlockSequence",
+                    KvCacheEventVariant.InvalidBlockSequence,
                     member,
                     f"block {_hx(ext)} is mapped to canonical {_hx(existing)}, "
                     f"this event derives {_hx(c)}",

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit.ckf._addressing import CkfAddressing
-from cbi1kit.errors import CkfError
+from cbi1kit.errors import CkfError, CkfVariant
 
 __all__ = [
     "DEFAULT_MAX_KICKS",
@@ -159,7 +159,9 @@ class CuckooTable:
     ) -> list[tuple[int, int]] | None:
         """``insert`` for an already-prepared (fingerprint, bucket_a, bucket_b)."""
         if not 0 <= max_kicks <= MAX_KICKS:
-            raise CkfError("InvalidMaxKicks", f"max_kicks {max_kicks} is outside 0..={MAX_KICKS}")
+            raise CkfError(
+                CkfVariant.InvalidMaxKicks, f"max_kicks {max_kicks} is outside 0..={MAX_KICKS}"
+            )
         # the buckets and the budget go in as Python ints (numba types them int64, as the
         # kernel takes them); the fingerprint and the RNG state as uint64, never int64
         n, state = (_KERNELS.get("insert") or _kernels()["insert"])(
@@ -198,7 +200,9 @@ class CuckooTable:
         counted in ``insert_failures``, and the items after it are not offered.
         """
         if not 0 <= max_kicks <= MAX_KICKS:
-            raise CkfError("InvalidMaxKicks", f"max_kicks {max_kicks} is outside 0..={MAX_KICKS}")
+            raise CkfError(
+                CkfVariant.InvalidMaxKicks, f"max_kicks {max_kicks} is outside 0..={MAX_KICKS}"
+            )
         f = np.ascontiguousarray(fps, dtype=np.uint64)
         x = np.ascontiguousarray(a, dtype=np.int64)
         y = np.ascontiguousarray(b, dtype=np.int64)
@@ -236,7 +240,7 @@ class CuckooTable:
                 self.deletes += 1
                 return (bk, w)
         raise CkfError(
-            "FingerprintNotFound",
+            CkfVariant.FingerprintNotFound,
             message=f"fingerprint {fp} of item 0x{item:016x} is in neither bucket {a} nor {b}: "
             "the table and its ownership records disagree",
             item=item,

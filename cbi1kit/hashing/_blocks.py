@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import HashingError
+from cbi1kit.errors import HashingError, HashingVariant
 from cbi1kit.hashing._xxh3 import xxh3_64_u64_pair
 
 __all__ = [
@@ -76,7 +76,10 @@ _U32_TYPECODE = "I" if array.array("I").itemsize == 4 else "L"
 
 
 def _block_size_error(
-    kv_block_size: Any, detail: str = "kv_block_size cannot be 0", *, variant: str = "BlockSize"
+    kv_block_size: Any,
+    detail: str = "kv_block_size cannot be 0",
+    *,
+    variant: HashingVariant = HashingVariant.BlockSize,
 ) -> HashingError:
     """``BlockSize``: 0 (the binding's ValueError); ``BlockSizeRange``: outside ``u32``.
 
@@ -96,7 +99,7 @@ def _block_size_error(
 def _token_range_error(index: int, value: Any) -> HashingError:
     """``TokenRange``: a token outside ``0..=u32::MAX`` (the binding's OverflowError)."""
     return HashingError(
-        "TokenRange",
+        HashingVariant.TokenRange,
         message=f"token at index {index} is {value!r}, outside the u32 range 0..=4294967295",
         field=f"tokens[{index}]",
         actual=value,
@@ -108,7 +111,7 @@ def _token_range_error(index: int, value: Any) -> HashingError:
 def _token_type_error(detail: str, *, index: int | None = None, value: Any = None) -> HashingError:
     """``TokenType``: tokens that are not integers (the binding's TypeError)."""
     return HashingError(
-        "TokenType",
+        HashingVariant.TokenType,
         message=f"tokens must be integers: {detail}",
         field="tokens" if index is None else f"tokens[{index}]",
         actual=value,
@@ -120,7 +123,7 @@ def _token_type_error(detail: str, *, index: int | None = None, value: Any = Non
 def _argument_error(field: str, value: Any, expected: str) -> HashingError:
     """``BlockHashArgument``: a wrongly typed option (``lora_name``, ``is_eagle``, ...)."""
     return HashingError(
-        "BlockHashArgument",
+        HashingVariant.BlockHashArgument,
         message=f"{field} must be {expected}, got {type(value).__name__} {value!r}",
         field=field,
         expected=expected,
@@ -129,7 +132,11 @@ def _argument_error(field: str, value: Any, expected: str) -> HashingError:
 
 
 def _mm_info_error(
-    field: str, detail: str, value: Any = None, *, variant: str = "MultimodalInfo"
+    field: str,
+    detail: str,
+    value: Any = None,
+    *,
+    variant: HashingVariant = HashingVariant.MultimodalInfo,
 ) -> HashingError:
     """``block_mm_infos`` the binding's deserializer rejects; ``MmHashRange`` for a number
     outside its unsigned range."""
@@ -141,7 +148,7 @@ def _mm_info_error(
 def _sequence_input_error(field: str, detail: str, value: Any = None) -> HashingError:
     """``SequenceHashInput``: hashes that are not a u64 vector / matrix, or ragged lengths."""
     return HashingError(
-        "SequenceHashInput", message=f"{field}: {detail}", field=field, actual=value
+        HashingVariant.SequenceHashInput, message=f"{field}: {detail}", field=field, actual=value
     )
 
 
@@ -192,7 +199,9 @@ def _block_size(kv_block_size: Any) -> int:
         except TypeError:
             raise _argument_error("kv_block_size", kv_block_size, "an integer") from None
     if not 0 <= bs <= _U32_MAX:
-        raise _block_size_error(bs, "kv_block_size is outside u32", variant="BlockSizeRange")
+        raise _block_size_error(
+            bs, "kv_block_size is outside u32", variant=HashingVariant.BlockSizeRange
+        )
     return bs
 
 
@@ -256,7 +265,9 @@ def _u64_field(value: Any, field: str) -> int:
     except TypeError:
         raise _mm_info_error(field, f"{type(value).__name__} is not an integer", value) from None
     if not 0 <= n <= _U64_MASK:
-        raise _mm_info_error(field, f"{n} is outside 0..=2**64-1", value, variant="MmHashRange")
+        raise _mm_info_error(
+            field, f"{n} is outside 0..=2**64-1", value, variant=HashingVariant.MmHashRange
+        )
     return n
 
 

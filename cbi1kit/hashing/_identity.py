@@ -21,7 +21,7 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import IdentityError
+from cbi1kit.errors import IdentityError, IdentityVariant
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 
 __all__ = [
@@ -84,7 +84,7 @@ _WHITE_SPACE = frozenset(
 # Errors
 
 
-def _text_error(variant: str, kind: str, value: str, reason: str) -> IdentityError:
+def _text_error(variant: IdentityVariant, kind: str, value: str, reason: str) -> IdentityError:
     """Upstream ``CanonicalModelIdError`` / ``ModelAliasError``: ``reason`` is ``empty`` or
     ``surrounding_whitespace``."""
     what = (
@@ -102,7 +102,12 @@ def _spec_error(variant: str, message: str, *, key: str | None = None) -> Identi
     ``TooManyEntries``, ``EmptyKey``, ``EmptyValue``, ``KeyTooLong``, ``ValueTooLong``, or
     ``DuplicateKey`` for the serde check)."""
     return IdentityError(
-        f"IdentitySpec.{variant}", message, field="explicit identity map", value=key, key=key
+        IdentityVariant.IdentitySpec,
+        message,
+        subvariant=variant,
+        field="explicit identity map",
+        value=key,
+        key=key,
     )
 
 
@@ -113,7 +118,7 @@ def _spec_error(variant: str, message: str, *, key: str | None = None) -> Identi
 def _int_in(value: Any, bits: int, field: str, *, low: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise IdentityError(
-            "Range",
+            IdentityVariant.Range,
             f"{field} must be an integer, got {type(value).__name__} {value!r}",
             field=field,
             value=value,
@@ -121,7 +126,7 @@ def _int_in(value: Any, bits: int, field: str, *, low: int = 0) -> int:
     n = int(value)
     if not low <= n < (1 << bits):
         raise IdentityError(
-            "Range",
+            IdentityVariant.Range,
             f"{field} = {n} is outside {low}..={(1 << bits) - 1} (u{bits})",
             field=field,
             value=n,
@@ -132,7 +137,7 @@ def _int_in(value: Any, bits: int, field: str, *, low: int = 0) -> int:
 def _json_obj(value: Any, type_name: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise IdentityError(
-            "Json",
+            IdentityVariant.Json,
             f"{type_name} JSON must be an object, got {type(value).__name__}",
             field=type_name,
             value=value,
@@ -142,7 +147,9 @@ def _json_obj(value: Any, type_name: str) -> Mapping[str, Any]:
 
 def _json_field(obj: Mapping[str, Any], key: str, type_name: str) -> Any:
     if key not in obj:
-        raise IdentityError("Json", f"{type_name}: missing field `{key}`", field=key, value=obj)
+        raise IdentityError(
+            IdentityVariant.Json, f"{type_name}: missing field `{key}`", field=key, value=obj
+        )
     return obj[key]
 
 
@@ -150,7 +157,10 @@ def _json_uint(obj: Mapping[str, Any], key: str, bits: int, type_name: str) -> i
     value = _json_field(obj, key, type_name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise IdentityError(
-            "Json", f"{type_name}.{key} must be an integer, got {value!r}", field=key, value=value
+            IdentityVariant.Json,
+            f"{type_name}.{key} must be an integer, got {value!r}",
+            field=key,
+            value=value,
         )
     return _int_in(value, bits, f"{type_name}.{key}")
 
@@ -158,7 +168,10 @@ def _json_uint(obj: Mapping[str, Any], key: str, bits: int, type_name: str) -> i
 def _json_str(value: Any, field_name: str) -> str:
     if not isinstance(value, str):
         raise IdentityError(
-            "Json", f"{field_name} must be a string, got {value!r}", field=field_name, value=value
+            IdentityVariant.Json,
+            f"{field_name} must be a string, got {value!r}",
+            field=field_name,
+            value=value,
         )
     return value
 
@@ -176,7 +189,9 @@ def to_u64(value: int | npt.NDArray[np.int64]) -> int | npt.NDArray[np.uint64]:
         return value.astype(np.int64, copy=False).view(np.uint64)
     n = int(value)
     if not -(1 << 63) <= n <= _U64_MASK:
-        raise IdentityError("Range", f"{n} is neither an i64 nor a u64", field="value", value=n)
+        raise IdentityError(
+            IdentityVariant.Range, f"{n} is neither an i64 nor a u64", field="value", value=n
+        )
     return n & _U64_MASK
 
 
@@ -231,7 +246,7 @@ class KvQueryHashFormat(enum.IntEnum):
             return cls(version)
         except ValueError:
             raise IdentityError(
-                "UnknownHashFormat",
+                IdentityVariant.UnknownHashFormat,
                 f"unknown or unspecified KV query hash format {version!r}",
                 field="hash_format",
                 value=version,
@@ -243,7 +258,7 @@ class KvQueryHashFormat(enum.IntEnum):
             if member.serde_name == name:
                 return member
         raise IdentityError(
-            "UnknownHashFormat",
+            IdentityVariant.UnknownHashFormat,
             f"unknown KV query hash format {name!r}",
             field="hash_format",
             value=name,
@@ -267,21 +282,21 @@ class KvQuerySemantics:
     def __post_init__(self) -> None:
         if isinstance(self.kv_block_size, bool) or not isinstance(self.kv_block_size, int):
             raise IdentityError(
-                "KvQuerySemantics",
+                IdentityVariant.KvQuerySemantics,
                 f"kv_block_size must be an integer, got {self.kv_block_size!r}",
                 field="kv_block_size",
                 value=self.kv_block_size,
             )
         if self.kv_block_size == 0:
             raise IdentityError(
-                "KvQuerySemantics",
+                IdentityVariant.KvQuerySemantics,
                 "KV query block size must be nonzero",
                 field="kv_block_size",
                 value=0,
             )
         if not 0 < self.kv_block_size < 1 << 32:
             raise IdentityError(
-                "KvQuerySemantics",
+                IdentityVariant.KvQuerySemantics,
                 f"kv_block_size {self.kv_block_size} is outside 1..=4294967295 (u32)",
                 field="kv_block_size",
                 value=self.kv_block_size,
@@ -354,13 +369,15 @@ class _ModelName:
     """
 
     value: str
-    _variant: ClassVar[str]  # upstream's error type, the IdentityError variant
+    _variant: ClassVar[IdentityVariant]  # upstream's error type
     _kind: ClassVar[str]  # how messages name the value
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str):
             raise IdentityError(
-                "Json", f"{self._kind} must be a str, got {self.value!r}", value=self.value
+                IdentityVariant.Json,
+                f"{self._kind} must be a str, got {self.value!r}",
+                value=self.value,
             )
         if not self.value:
             raise _text_error(self._variant, self._kind, self.value, "empty")
@@ -382,7 +399,7 @@ class _ModelName:
 class CanonicalModelId(_ModelName):
     """A model's canonical name (upstream ``CanonicalModelId``)."""
 
-    _variant = "CanonicalModelId"
+    _variant = IdentityVariant.CanonicalModelId
     _kind = "canonical model ID"
 
 
@@ -390,7 +407,7 @@ class CanonicalModelId(_ModelName):
 class ModelAlias(_ModelName):
     """Another name a request may use for a registration; validated like a canonical ID."""
 
-    _variant = "ModelAlias"
+    _variant = IdentityVariant.ModelAlias
     _kind = "model alias"
 
 
@@ -444,7 +461,7 @@ class ModelTarget:
         obj = _json_obj(value, "ModelTarget")
         if len(obj) != 1:
             raise IdentityError(
-                "Json",
+                IdentityVariant.Json,
                 "ModelTarget JSON must have exactly one variant key",
                 field="ModelTarget",
                 value=obj,
@@ -457,7 +474,7 @@ class ModelTarget:
         if variant == "Lora":
             return cls(base, CanonicalModelId.from_json(_json_field(inner, "adapter", variant)))
         raise IdentityError(
-            "Json",
+            IdentityVariant.Json,
             f"unknown ModelTarget variant {variant!r} (expected Base or Lora)",
             field="ModelTarget",
             value=variant,
@@ -524,7 +541,9 @@ class CanonicalModelRegistration:
         obj = _json_obj(value, "CanonicalModelRegistration")
         aliases = _json_field(obj, "aliases", "CanonicalModelRegistration")
         if not isinstance(aliases, list):
-            raise IdentityError("Json", "aliases must be a list", field="aliases", value=aliases)
+            raise IdentityError(
+                IdentityVariant.Json, "aliases must be a list", field="aliases", value=aliases
+            )
         return cls.with_target(
             CanonicalModelId.from_json(_json_field(obj, "model", "CanonicalModelRegistration")),
             ModelTarget.from_json(_json_field(obj, "target", "CanonicalModelRegistration")),
@@ -549,7 +568,7 @@ def resolve_registration(
             return registration
     known = [r.model.value for r in regs]
     raise IdentityError(
-        "UnknownModel",
+        IdentityVariant.UnknownModel,
         f"model {requested_model!r} matches no registration (known: {', '.join(known) or '-'})",
         field="requested_model",
         value=requested_model,
@@ -597,7 +616,7 @@ class IdentitySource(enum.Enum):
         if value == 2:
             return cls.EXPLICIT
         raise IdentityError(
-            "Range",
+            IdentityVariant.Range,
             f"identity source {value!r} is not DEFAULT_DERIVED (1) or EXPLICIT (2)",
             field="source",
             value=value,
@@ -612,7 +631,10 @@ class IdentitySource(enum.Enum):
             return cls(_json_str(value, "source"))
         except ValueError:
             raise IdentityError(
-                "Json", f"unknown identity source {value!r}", field="source", value=value
+                IdentityVariant.Json,
+                f"unknown identity source {value!r}",
+                field="source",
+                value=value,
             ) from None
 
 
@@ -673,7 +695,9 @@ class ExplicitIdentityMap:
 
         raw = json.loads(text, object_pairs_hook=pairs)
         if not isinstance(raw, list):
-            raise IdentityError("Json", "explicit identity map JSON must be an object", value=raw)
+            raise IdentityError(
+                IdentityVariant.Json, "explicit identity map JSON must be an object", value=raw
+            )
         return cls(tuple((k, _json_str(v, f"explicit identity value for `{k}`")) for k, v in raw))
 
 
@@ -783,12 +807,16 @@ class CanonicalIdentityMaterial:
 def _strs(values: Sequence[str]) -> list[str]:
     if isinstance(values, str):
         raise IdentityError(
-            "Json", "defaults must be a sequence of strings, not one str", value=values
+            IdentityVariant.Json,
+            "defaults must be a sequence of strings, not one str",
+            value=values,
         )
     out = list(values)
     for v in out:
         if not isinstance(v, str):
-            raise IdentityError("Json", f"identity default {v!r} is not a str", value=v)
+            raise IdentityError(
+                IdentityVariant.Json, f"identity default {v!r} is not a str", value=v
+            )
     return out
 
 
@@ -799,7 +827,7 @@ def _parse_hex(value: str, n_bytes: int, what: str) -> bytes:
         or any(c not in "0123456789abcdef" for c in value)
     ):
         raise IdentityError(
-            "Parse",
+            IdentityVariant.Parse,
             f"{what} must be exactly {2 * n_bytes} lowercase hex digits, got {value!r}",
             field=what,
             value=value,
@@ -809,10 +837,14 @@ def _parse_hex(value: str, n_bytes: int, what: str) -> bytes:
 
 def _digest_from_json(value: Any, what: str) -> bytes:
     if not isinstance(value, list) or len(value) != 16:
-        raise IdentityError("Json", f"{what}.digest must be an array of 16 bytes", value=value)
+        raise IdentityError(
+            IdentityVariant.Json, f"{what}.digest must be an array of 16 bytes", value=value
+        )
     for b in value:
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 255:
-            raise IdentityError("Json", f"{what}.digest byte {b!r} is not a u8", value=value)
+            raise IdentityError(
+                IdentityVariant.Json, f"{what}.digest byte {b!r} is not a u8", value=value
+            )
     return bytes(value)
 
 
@@ -824,14 +856,16 @@ class _DigestIdentity:
     def __post_init__(self) -> None:
         if not isinstance(self.digest, (bytes, bytearray)) or len(self.digest) != 16:
             raise IdentityError(
-                "Range",
+                IdentityVariant.Range,
                 f"{type(self).__name__} digest must be exactly 16 bytes",
                 field="digest",
                 value=self.digest,
             )
         object.__setattr__(self, "digest", bytes(self.digest))
         if not isinstance(self.source, IdentitySource):
-            raise IdentityError("Json", f"source must be an IdentitySource, got {self.source!r}")
+            raise IdentityError(
+                IdentityVariant.Json, f"source must be an IdentitySource, got {self.source!r}"
+            )
 
     def __str__(self) -> str:
         return self.digest.hex()
@@ -921,7 +955,9 @@ class DcId:
     @classmethod
     def from_json(cls, value: Any) -> DcId:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise IdentityError("Json", f"dc_id must be an integer, got {value!r}", value=value)
+            raise IdentityError(
+                IdentityVariant.Json, f"dc_id must be an integer, got {value!r}", value=value
+            )
         return cls(value)
 
 
@@ -937,7 +973,7 @@ def _split_once(text: str, sep: str, field: str, what: str, form: str) -> tuple[
     left, found, right = text.partition(sep)
     if not found or sep in right:
         raise IdentityError(
-            "Parse", f"{what} must be `{form}`, got {text!r}", field=field, value=text
+            IdentityVariant.Parse, f"{what} must be `{form}`, got {text!r}", field=field, value=text
         )
     return left, right
 
@@ -1062,7 +1098,7 @@ class DcCkfFormatIdentity:
         bc = _int_in(self.bucket_count, 64, "bucket_count")
         if bc < 2 or bc > _MAX_BUCKET_COUNT or bc & (bc - 1):
             raise IdentityError(
-                "Range",
+                IdentityVariant.Range,
                 f"bucket_count {bc} is not a power of two in 2..=16777216",
                 field="bucket_count",
                 value=bc,
@@ -1075,7 +1111,7 @@ class DcCkfFormatIdentity:
             got = _int_in(getattr(self, name), bits, name)
             if got != want:
                 raise IdentityError(
-                    "Range",
+                    IdentityVariant.Range,
                     f"unsupported CKF {name} {got} (expected {want})",
                     field=name,
                     value=got,
@@ -1171,7 +1207,9 @@ class ConsumerInstanceId:
     @classmethod
     def from_json(cls, value: Any) -> ConsumerInstanceId:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise IdentityError("Json", f"consumer_instance must be an integer, got {value!r}")
+            raise IdentityError(
+                IdentityVariant.Json, f"consumer_instance must be an integer, got {value!r}"
+            )
         return cls(value)
 
 
@@ -1194,7 +1232,10 @@ class LaneLease:
         lane = _int_in(self.physical_lane, 8, "physical_lane")
         if lane >= MAX_LANES:
             raise IdentityError(
-                "Range", f"physical_lane {lane} is outside 0..16", field="physical_lane", value=lane
+                IdentityVariant.Range,
+                f"physical_lane {lane} is outside 0..16",
+                field="physical_lane",
+                value=lane,
             )
         _int_in(self.assignment_epoch, 64, "assignment_epoch")
 
@@ -1226,7 +1267,9 @@ class ConsumerDrainMarker:
 
     def __post_init__(self) -> None:
         if not isinstance(self.lease, LaneLease):
-            raise IdentityError("Json", f"lease must be a LaneLease, got {self.lease!r}")
+            raise IdentityError(
+                IdentityVariant.Json, f"lease must be a LaneLease, got {self.lease!r}"
+            )
         _int_in(self.expected_sequence, 64, "expected_sequence")
 
     def to_json(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.errors import RelayWireError
+from cbi1kit.errors import RelayWireError, RelayWireVariant
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,
     CanonicalModelRegistration,
@@ -107,14 +107,14 @@ def validate_envelope(protocol_version: int, contract_marker: int, *, path: str)
     """Marker first, then version, as upstream's ``validate_protocol_envelope`` does."""
     if contract_marker != RELAY_CONTRACT_MARKER:
         raise RelayWireError(
-            "ContractMarker",
+            RelayWireVariant.ContractMarker,
             f"{path}.contract_marker",
             expected=RELAY_CONTRACT_MARKER,
             actual=contract_marker,
         )
     if protocol_version != RELAY_PROTOCOL_VERSION:
         raise RelayWireError(
-            "ProtocolVersion",
+            RelayWireVariant.ProtocolVersion,
             f"{path}.protocol_version",
             expected=RELAY_PROTOCOL_VERSION,
             actual=protocol_version,
@@ -123,7 +123,7 @@ def validate_envelope(protocol_version: int, contract_marker: int, *, path: str)
 
 def _require(message: Any, name: str, path: str) -> Any:
     if not message.HasField(name):
-        raise RelayWireError("MissingField", f"{path}.{name}")
+        raise RelayWireError(RelayWireVariant.MissingField, f"{path}.{name}")
     return getattr(message, name)
 
 
@@ -131,18 +131,24 @@ def _validate_digest(parent: pb.IndexerDomainId, name: str, path: str) -> None:
     digest = _require(parent, name, path)
     if len(digest.digest) != DIGEST_LEN:
         raise RelayWireError(
-            "DigestLength", f"{path}.{name}.digest", expected=DIGEST_LEN, actual=len(digest.digest)
+            RelayWireVariant.DigestLength,
+            f"{path}.{name}.digest",
+            expected=DIGEST_LEN,
+            actual=len(digest.digest),
         )
     if digest.source not in _SOURCES:
         raise RelayWireError(
-            "IdentitySource", f"{path}.{name}.source", expected="1 or 2", actual=digest.source
+            RelayWireVariant.IdentitySource,
+            f"{path}.{name}.source",
+            expected="1 or 2",
+            actual=digest.source,
         )
 
 
 def validate_pool_id(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> None:
     if pool_id.identity_version != POOL_IDENTITY_VERSION:
         raise RelayWireError(
-            "PoolIdentityVersion",
+            RelayWireVariant.PoolIdentityVersion,
             f"{path}.identity_version",
             expected=POOL_IDENTITY_VERSION,
             actual=pool_id.identity_version,
@@ -162,7 +168,7 @@ def validate_ckf_format(fmt: pb.CkfFormat, *, path: str = "CkfFormat") -> None:
         got = getattr(fmt, name)
         if got != want:
             raise RelayWireError(
-                "UnsupportedCkfFormat",
+                RelayWireVariant.UnsupportedCkfFormat,
                 f"{path}.{name}",
                 expected=want,
                 actual=got,
@@ -172,7 +178,7 @@ def validate_ckf_format(fmt: pb.CkfFormat, *, path: str = "CkfFormat") -> None:
             )
     count = fmt.bucket_count
     if count < 2 or count > MAX_BUCKET_COUNT or count & (count - 1):
-        raise RelayWireError("BucketCount", f"{path}.bucket_count", actual=count)
+        raise RelayWireError(RelayWireVariant.BucketCount, f"{path}.bucket_count", actual=count)
 
 
 def validate_producer_identity(
@@ -180,7 +186,9 @@ def validate_producer_identity(
 ) -> None:
     validate_pool_id(_require(identity, "pool_id", path), path=f"{path}.pool_id")
     if identity.layout_generation == 0:
-        raise RelayWireError("LayoutGeneration", f"{path}.layout_generation", actual=0)
+        raise RelayWireError(
+            RelayWireVariant.LayoutGeneration, f"{path}.layout_generation", actual=0
+        )
     validate_ckf_format(_require(identity, "ckf_format", path), path=f"{path}.ckf_format")
 
 
@@ -205,7 +213,7 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
     if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
         if base != seq:
             raise RelayWireError(
-                "Sequence",
+                RelayWireVariant.Sequence,
                 f"{path}.base_sequence",
                 detail=f"a snapshot chunk needs base_sequence == sequence, got {base} != {seq}",
             )
@@ -213,25 +221,25 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
         # an empty chunk or delta payload is upstream's CBI1 ``Truncated``, from decode
         if base == _U64_MAX or seq != base + 1:
             raise RelayWireError(
-                "Sequence",
+                RelayWireVariant.Sequence,
                 f"{path}.sequence",
                 detail=f"a delta needs sequence == base_sequence + 1, got {base} -> {seq}",
             )
     elif kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
         if base != seq:
             raise RelayWireError(
-                "Sequence",
+                RelayWireVariant.Sequence,
                 f"{path}.base_sequence",
                 detail=f"a heartbeat needs base_sequence == sequence, got {base} != {seq}",
             )
         if update.payload:
             raise RelayWireError(
-                "Payload",
+                RelayWireVariant.Payload,
                 f"{path}.payload",
                 detail=f"a heartbeat has an empty payload, got {len(update.payload)} bytes",
             )
     else:
-        raise RelayWireError("UpdateKind", f"{path}.kind", actual=kind)
+        raise RelayWireError(RelayWireVariant.UpdateKind, f"{path}.kind", actual=kind)
 
 
 def check_filter_update(update: pb.FilterUpdate) -> RelayWireError | None:
@@ -251,22 +259,28 @@ def validate_relay_info(info: pb.RelayInfo) -> None:
 def _validate_text(value: str, path: str) -> None:
     if not value or value.strip() != value:
         raise RelayWireError(
-            "Descriptor", path, detail=f"empty or surrounded by whitespace: {value!r}"
+            RelayWireVariant.Descriptor,
+            path,
+            detail=f"empty or surrounded by whitespace: {value!r}",
         )
 
 
 def _validate_roles(roles: Any, path: str) -> None:
     if not roles:
-        raise RelayWireError("Descriptor", path, detail="worker-role set must not be empty")
+        raise RelayWireError(
+            RelayWireVariant.Descriptor, path, detail="worker-role set must not be empty"
+        )
     seen: set[int] = set()
     for i, role in enumerate(roles):
         if role not in pb.WorkerRole.values() or role == pb.WORKER_ROLE_UNSPECIFIED:
             raise RelayWireError(
-                "Descriptor", f"{path}[{i}]", detail=f"unsupported worker role {role}"
+                RelayWireVariant.Descriptor,
+                f"{path}[{i}]",
+                detail=f"unsupported worker role {role}",
             )
         if role in seen:
             raise RelayWireError(
-                "Descriptor", f"{path}[{i}]", detail=f"worker role {role} repeated"
+                RelayWireVariant.Descriptor, f"{path}[{i}]", detail=f"worker role {role} repeated"
             )
         seen.add(role)
 
@@ -279,11 +293,13 @@ def _validate_descriptor(desc: pb.KvPoolDescriptor, path: str) -> None:
     semantics = _require(desc, "query_semantics", path)
     if semantics.kv_block_size == 0:
         raise RelayWireError(
-            "Descriptor", f"{path}.query_semantics.kv_block_size", detail="must be nonzero"
+            RelayWireVariant.Descriptor,
+            f"{path}.query_semantics.kv_block_size",
+            detail="must be nonzero",
         )
     if semantics.hash_format not in (1, 2):
         raise RelayWireError(
-            "Descriptor",
+            RelayWireVariant.Descriptor,
             f"{path}.query_semantics.hash_format",
             detail=f"unsupported KV query hash format {semantics.hash_format}",
         )
@@ -294,7 +310,9 @@ def _validate_descriptor(desc: pb.KvPoolDescriptor, path: str) -> None:
         which = target.WhichOneof("target")
         if which is None:
             raise RelayWireError(
-                "Descriptor", f"{rpath}.target", detail="model target is missing or unknown"
+                RelayWireVariant.Descriptor,
+                f"{rpath}.target",
+                detail="model target is missing or unknown",
             )
         if which == "base":
             _validate_text(target.base.base_model, f"{rpath}.target.base.base_model")
@@ -306,7 +324,9 @@ def _validate_descriptor(desc: pb.KvPoolDescriptor, path: str) -> None:
             _validate_text(alias, f"{rpath}.aliases[{j}]")
             if alias in aliases:
                 raise RelayWireError(
-                    "Descriptor", f"{rpath}.aliases[{j}]", detail=f"alias {alias!r} repeated"
+                    RelayWireVariant.Descriptor,
+                    f"{rpath}.aliases[{j}]",
+                    detail=f"alias {alias!r} repeated",
                 )
             aliases.add(alias)
     _validate_roles(desc.pool_roles, f"{path}.pool_roles")
@@ -326,14 +346,14 @@ def validate_subscribe_request(request: pb.SubscribeKvPoolRequest) -> None:
     path = "SubscribeKvPoolRequest"
     if request.contract_marker != RELAY_CONTRACT_MARKER:
         raise RelayWireError(
-            "ContractMarker",
+            RelayWireVariant.ContractMarker,
             f"{path}.contract_marker",
             expected=RELAY_CONTRACT_MARKER,
             actual=request.contract_marker,
         )
     sid = request.subscriber_id
     if not 1 <= len(sid.encode()) <= 128 or any(ch.isprintable() is False for ch in sid):
-        raise RelayWireError("SubscriberId", f"{path}.subscriber_id", actual=sid)
+        raise RelayWireError(RelayWireVariant.SubscriberId, f"{path}.subscriber_id", actual=sid)
     validate_producer_identity(
         _require(request, "expected_producer", path), path=f"{path}.expected_producer"
     )

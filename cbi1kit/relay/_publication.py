@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import Cbi1Error, PublicationError
+from cbi1kit.errors import Cbi1Error, Cbi1Variant, PublicationError, PublicationVariant
 from cbi1kit.hashing._identity import DcCkfFormatIdentity, LaneLease, ProducerIdentity
 from cbi1kit.wire._codec import (
     IMAGE_DTYPE,
@@ -59,7 +59,7 @@ _U32_MAX: Final = (1 << 32) - 1
 def _unsupported_format(fmt: DcCkfFormatIdentity) -> PublicationError:
     """Upstream ``UnsupportedFormatIdentity``: the CKF shape is not the one CBI1 carries."""
     return PublicationError(
-        "UnsupportedFormatIdentity",
+        PublicationVariant.UnsupportedFormatIdentity,
         message="unsupported CKF format identity: "
         f"version={fmt.format_version}, fingerprint_bits={fmt.fingerprint_bits}, "
         f"slots_per_bucket={fmt.slots_per_bucket} (CBI1 carries version={FORMAT_VERSION}, "
@@ -74,10 +74,10 @@ def _unsupported_format(fmt: DcCkfFormatIdentity) -> PublicationError:
 def _wrapped(error: Cbi1Error) -> PublicationError:
     """The codec's error as upstream's adapter returns it: ``Format(..)`` for the format,
     ``Wire(..)`` for the encoder; the codec's error stays the ``__cause__``."""
-    outer = "Format" if error.variant == "Format" else "Wire"
-    inner = error.subvariant if outer == "Format" else error.variant
+    fmt = error.variant is Cbi1Variant.Format
     return PublicationError(
-        f"{outer}.{inner}",
+        PublicationVariant.Format if fmt else PublicationVariant.Wire,
+        subvariant=error.subvariant if fmt else str(error.variant),
         message=str(error),
         field=error.field,
         expected=error.expected,
@@ -88,7 +88,7 @@ def _wrapped(error: Cbi1Error) -> PublicationError:
 def _bucket_index_overflow(bucket: int, image_index: int) -> PublicationError:
     """Upstream ``BucketIndexOverflow``: a delta bucket index that does not fit CBI1's u32."""
     return PublicationError(
-        "BucketIndexOverflow",
+        PublicationVariant.BucketIndexOverflow,
         message=f"delta image {image_index}: bucket index {bucket} exceeds the CBI1 u32 "
         "address space",
         field=f"images[{image_index}].bucket",
@@ -206,7 +206,7 @@ def encode_snapshot_publication(hub_snapshot: Any) -> SnapshotFrames:
     words = np.asarray(hub_snapshot.buckets)
     if words.ndim != 1 or words.shape[0] != fmt.bucket_count:
         raise PublicationError(
-            "SnapshotBucketCount",
+            PublicationVariant.SnapshotBucketCount,
             message=f"snapshot has {words.size} buckets, format declares {fmt.bucket_count}",
             field="buckets",
             expected=fmt.bucket_count,

@@ -23,7 +23,7 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._segments import RotatingCaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
-from cbi1kit.errors import Cbi1kitError, RecorderError, RelayWireError
+from cbi1kit.errors import Cbi1kitError, RecorderError, RecorderVariant, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
 from cbi1kit.relay._messages import (
     ERROR_REASON_TRAILER,
@@ -116,7 +116,12 @@ _CATALOG: Final = PLANES[0]
 #: what the capture holds in place of a header value the recorder sent (a credential)
 WITHHELD: Final = "(not recorded)"
 
-_SESSION_VARIANTS: Final = {0: "Stopped", 1: "Invalid", 2: "Usage", 3: "Unreachable"}
+_SESSION_VARIANTS: Final = {
+    0: RecorderVariant.Stopped,
+    1: RecorderVariant.Invalid,
+    2: RecorderVariant.Usage,
+    3: RecorderVariant.Unreachable,
+}
 _DURATION_REACHED: Final = "duration reached"
 
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.ckf._lane import IngestOutcome, Lane
-from cbi1kit.errors import Cbi1kitError, LaneError
+from cbi1kit.errors import Cbi1kitError, LaneError, LaneVariant
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
 from cbi1kit.wire._codec import Delta, SnapshotChunk, decode, peek_format
@@ -284,7 +284,7 @@ class StreamChecker:
         try:
             outcome = lane.apply(frame.base_epoch, frame.header.epoch, buckets, new_words)
         except LaneError as exc:
-            if exc.variant == "AwaitingSnapshot":
+            if exc.variant is LaneVariant.AwaitingSnapshot:
                 return self._violation(
                     "AwaitingSnapshot", "a delta arrived before any snapshot", **at
                 )

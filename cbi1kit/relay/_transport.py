@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from cbi1kit.errors import TransportError
+from cbi1kit.errors import TransportError, TransportVariant
 
 __all__ = [
     "KEEPALIVE_TIME",
@@ -54,7 +54,7 @@ def keepalive_options() -> list[tuple[str, int]]:
     ]
 
 
-def _read(path: Path, option: str, variant: str) -> bytes:
+def _read(path: Path, option: str, variant: TransportVariant) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -68,13 +68,13 @@ def _read(path: Path, option: str, variant: str) -> bytes:
 
 def read_certificates(path: Path, option: str) -> bytes:
     """A PEM file of one or more certificates (roots, or a chain), checked by parsing."""
-    data = _read(path, option, "Certificate")
+    data = _read(path, option, TransportVariant.Certificate)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
         context.load_verify_locations(cadata=data.decode("ascii"))
     except (UnicodeDecodeError, ssl.SSLError, ValueError):
         raise TransportError(
-            "Certificate", f"{path} holds no PEM certificate", field=option
+            TransportVariant.Certificate, f"{path} holds no PEM certificate", field=option
         ) from None
     return data
 
@@ -84,7 +84,7 @@ def read_key_pair(
 ) -> tuple[bytes, bytes]:
     """A certificate chain and the unencrypted PEM private key of its first certificate."""
     chain = read_certificates(cert, cert_option)
-    data = _read(key, key_option, "PrivateKey")
+    data = _read(key, key_option, TransportVariant.PrivateKey)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
         # a password, so an encrypted key fails here instead of prompting (gRPC cannot use one)
@@ -95,10 +95,12 @@ def read_key_pair(
             if exc.reason == "KEY_VALUES_MISMATCH"
             else f"{key} holds no unencrypted PEM private key"
         )
-        raise TransportError("PrivateKey", why, field=key_option) from None
+        raise TransportError(TransportVariant.PrivateKey, why, field=key_option) from None
     except OSError as exc:  # the file changed under us
         raise TransportError(
-            "PrivateKey", f"cannot read {key}: {exc.strerror or exc}", field=key_option
+            TransportVariant.PrivateKey,
+            f"cannot read {key}: {exc.strerror or exc}",
+            field=key_option,
         ) from None
     return chain, data
 
@@ -125,7 +127,7 @@ class ClientTls:
         ca_option, cert_option, key_option = options
         if (cert is None) != (key is None):
             raise TransportError(
-                "Pairing",
+                TransportVariant.Pairing,
                 f"{cert_option} and {key_option} go together",
                 field=cert_option if cert is None else key_option,
             )
@@ -166,12 +168,14 @@ class ServerTls:
         if cert is None and key is None:
             if client_ca is not None:
                 raise TransportError(
-                    "Pairing", f"{ca_option} needs {cert_option} and {key_option}", field=ca_option
+                    TransportVariant.Pairing,
+                    f"{ca_option} needs {cert_option} and {key_option}",
+                    field=ca_option,
                 )
             return None
         if cert is None or key is None:
             raise TransportError(
-                "Pairing",
+                TransportVariant.Pairing,
                 f"{cert_option} and {key_option} go together",
                 field=cert_option if cert is None else key_option,
             )
@@ -206,7 +210,7 @@ def parse_header(text: str) -> tuple[str, str]:
     elif not _HEADER_VALUE.fullmatch(value):
         why = f"the value of header {name!r} may hold only printable ASCII"
     if why is not None:
-        raise TransportError("Header", why, field="--header")
+        raise TransportError(TransportVariant.Header, why, field="--header")
     return name, value
 
 
@@ -236,7 +240,7 @@ def parse_target(text: str) -> str:
         if m is not None and (m[2] is None or 0 < int(m[2]) < 1 << 16):
             return text
     raise TransportError(
-        "Target",
+        TransportVariant.Target,
         f"{text!r} is not host:port (a port in 1..=65535) or a gRPC target (dns:///host:port)",
         field="target",
     )
@@ -246,6 +250,6 @@ def parse_authority(text: str) -> str:
     """An HTTP/2 ``:authority`` (``host`` or ``host:port``): printable, no spaces or slashes."""
     if not text or not re.fullmatch(r"[\x21-\x7e]+", text) or "/" in text:
         raise TransportError(
-            "Authority", f"{text!r} is not a host or host:port", field="--authority"
+            TransportVariant.Authority, f"{text!r} is not a host or host:port", field="--authority"
         )
     return text

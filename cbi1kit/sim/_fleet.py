@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from cbi1kit.errors import SimulationError
+from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._identity import CanonicalModelRegistration, ModelTarget
 from cbi1kit.relay._messages import descriptor_to_wire
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
@@ -93,7 +93,9 @@ def fleet_pools(
     """Simulate each model over ``dcs`` DCs; every DC's publications become a pool feed."""
     names = [m.model for m in models]
     if not models or len(set(names)) != len(names):
-        raise SimulationError("Config", f"a fleet needs distinct models, got {names}")
+        raise SimulationError(
+            SimulationVariant.Config, f"a fleet needs distinct models, got {names}"
+        )
     workloads: dict[str, Workload] = {}
     feeds: dict[str, tuple[FrameListFeed, ...]] = {}
     for model in models:
@@ -133,7 +135,9 @@ def _model_feeds(
     for dc, pool in enumerate(pools):
         snap = first.get(dc)
         if snap is None:  # pragma: no cover - the simulator installs every DC's lane first
-            raise SimulationError("Relay", f"model {config.model}: DC {dc} never published")
+            raise SimulationError(
+                SimulationVariant.Relay, f"model {config.model}: DC {dc} never published"
+            )
         start = HubSnapshot(
             pool.producer, int(snap.sequence), np.asarray(snap.buckets, dtype=np.uint64)
         )
@@ -186,7 +190,9 @@ def record_fleet(
 
     path = Path(capture)
     if path.exists() and not overwrite:
-        raise SimulationError("Config", f"{path} exists (pass overwrite=True to replace it)")
+        raise SimulationError(
+            SimulationVariant.Config, f"{path} exists (pass overwrite=True to replace it)"
+        )
     if overwrite:
         path.unlink(missing_ok=True)
     server, pools = fleet_server(models, dcs=dcs, **simulation)
@@ -212,7 +218,9 @@ def record_fleet(
             if time.monotonic() > deadline:
                 recorder.stop("timed out")
                 worker.join(10)
-                raise SimulationError("Relay", f"the fleet was not recorded within {timeout} s")
+                raise SimulationError(
+                    SimulationVariant.Relay, f"the fleet was not recorded within {timeout} s"
+                )
             time.sleep(0.05)
         recorder.stop("the fleet has published everything")
         worker.join(10)

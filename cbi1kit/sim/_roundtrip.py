@@ -32,7 +32,7 @@ from cbi1kit.ckf._producer import (
     KvStored,
     StoredBlock,
 )
-from cbi1kit.errors import SimulationError
+from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
     IndexerDomainId,
@@ -160,7 +160,7 @@ def hash_space_round_trip(
     ``Manifest.InvalidLane``.
     """
     if not spaces:
-        raise SimulationError("RoundTrip", "no hash space to round-trip")
+        raise SimulationError(SimulationVariant.RoundTrip, "no hash space to round-trip")
     config = CkfConfig(expected_blocks, seed=seed)
     tables: dict[IndexerDomainId, CkfLaneTable] = {}
     results = []
@@ -170,7 +170,8 @@ def hash_space_round_trip(
         n = len(initial)
         if not 0 < n < len(expanded) or expanded[:n].tolist() != initial.tolist():
             raise SimulationError(
-                "RoundTrip", f"{space.name}: the expanded tokens must extend the initial ones"
+                SimulationVariant.RoundTrip,
+                f"{space.name}: the expanded tokens must extend the initial ones",
             )
         canonical = compute_seq_hash_for_block(expanded)
         external = (canonical & np.uint64(_EXTERNAL_MASK)).tolist()
@@ -207,7 +208,8 @@ def hash_space_round_trip(
         )
         if child.error is not None or child.batch is None:
             raise SimulationError(
-                "RoundTrip", f"{space.name}: child Stored event failed: {child.error}"
+                SimulationVariant.RoundTrip,
+                f"{space.name}: child Stored event failed: {child.error}",
             )
         delta = publisher.publish(child.batch)
         assert delta is not None

@@ -30,7 +30,7 @@ from cbi1kit.ckf._producer import (
     KvStored,
     StoredBlock,
 )
-from cbi1kit.errors import RelayWireError
+from cbi1kit.errors import RelayWireError, RelayWireVariant
 from cbi1kit.hashing._identity import (
     ConsumerInstanceId,
     DcCkfFormatIdentity,
@@ -1128,7 +1128,10 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
         try:
             validate_producer_identity(expected, path="SubscribeKvPoolRequest.expected_producer")
         except RelayWireError as exc:
-            unsupported = exc.variant in {"UnsupportedCkfFormat", "BucketCount"}
+            unsupported = exc.variant in {
+                RelayWireVariant.UnsupportedCkfFormat,
+                RelayWireVariant.BucketCount,
+            }
             reason = "UNSUPPORTED_FEATURE" if unsupported else "INVALID_REQUEST"
             self._fail(context, _R.Value(f"RELAY_ERROR_REASON_{reason}"), str(exc))
         with s._lock:

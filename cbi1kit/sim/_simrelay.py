@@ -20,7 +20,7 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.errors import SimulationError
+from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._identity import CanonicalModelRegistration, KvQuerySemantics, RelayIdentity
 from cbi1kit.relay._messages import (
     RELAY_CONTRACT_MARKER,
@@ -299,7 +299,7 @@ class _Relay:
             return
         if delta.base_sequence != hub.sequence or delta.identity != hub.identity:
             raise SimulationError(
-                "Relay",
+                SimulationVariant.Relay,
                 f"hub for DC {dc} at sequence {hub.sequence} got delta "
                 f"{delta.base_sequence}→{delta.sequence}",
             )
@@ -429,7 +429,8 @@ def _simulate_into(
             result.final_words[dc] = sim.states[dc].words()
             if not np.array_equal(mirror, result.final_words[dc]):  # pragma: no cover
                 raise SimulationError(
-                    "Relay", f"hub mirror of DC {dc} differs from its producer's words"
+                    SimulationVariant.Relay,
+                    f"hub mirror of DC {dc} differs from its producer's words",
                 )
     return result
 

@@ -34,7 +34,7 @@ from cbi1kit.ckf._producer import (
 )
 from cbi1kit.ckf._stats import FprMeasurement, estimated_false_positive_rate
 from cbi1kit.ckf._table import DEFAULT_MAX_KICKS
-from cbi1kit.errors import SimulationError
+from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._identity import (
     MAX_LANES,
     ConsumerInstanceId,
@@ -74,7 +74,7 @@ ProgressHook = Callable[[int], None]
 def _config_error(field_name: str, value: object, reason: str) -> SimulationError:
     """``Config``: a simulator knob out of range."""
     return SimulationError(
-        "Config",
+        SimulationVariant.Config,
         reason,
         message=f"invalid simulator config: {field_name}={value!r}: {reason}",
         field=field_name,

@@ -30,7 +30,7 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import SimulationError
+from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._blocks import (
     block_count,
     block_hash_seed,
@@ -70,7 +70,7 @@ def _workload_error(
     where = source + (f":{line}" if line is not None else "")
     what = f" field {field}" if field else ""
     return SimulationError(
-        "Workload",
+        SimulationVariant.Workload,
         reason,
         message=f"{where}{what}: {reason}",
         field=field,

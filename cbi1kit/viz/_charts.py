@@ -27,7 +27,7 @@ from cbi1kit.analysis._tables import occupancy_table
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_slots
 from cbi1kit.ckf._stats import estimated_false_positive_rate, measure_false_positive_rate
-from cbi1kit.errors import VizError
+from cbi1kit.errors import VizError, VizVariant
 from cbi1kit.wire._codec import Buffer
 from cbi1kit.wire._format import HEADER_LEN, IMAGE_BYTES, SLOTS_PER_BUCKET, WORD_BYTES, FrameKind
 from cbi1kit.wire._inspect import Inspection, inspect
@@ -128,14 +128,16 @@ def hex64(values: npt.ArrayLike) -> list[str]:
 
 def _bounded(df: pl.DataFrame, what: str) -> pl.DataFrame:
     if df.height > MAX_ROWS:
-        raise VizError("ChartData", f"{what}: {df.height} rows after aggregation, limit {MAX_ROWS}")
+        raise VizError(
+            VizVariant.ChartData, f"{what}: {df.height} rows after aggregation, limit {MAX_ROWS}"
+        )
     return df
 
 
 def _require(df: pl.DataFrame, columns: list[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise VizError("ChartData", f"{what} needs columns {missing}; has {df.columns}")
+        raise VizError(VizVariant.ChartData, f"{what} needs columns {missing}; has {df.columns}")
 
 
 def _int(value: object) -> int:
@@ -144,13 +146,15 @@ def _int(value: object) -> int:
         return 0
     if isinstance(value, int):
         return value
-    raise VizError("ChartData", f"expected an integer, got {value!r}")
+    raise VizError(VizVariant.ChartData, f"expected an integer, got {value!r}")
 
 
 def _lane(lane: npt.ArrayLike) -> Lane:
     arr = np.asarray(lane)
     if arr.dtype != np.uint64 or arr.ndim != 1:
-        raise VizError("ChartData", f"a lane is a 1-D uint64 array, got {arr.dtype} {arr.shape}")
+        raise VizError(
+            VizVariant.ChartData, f"a lane is a 1-D uint64 array, got {arr.dtype} {arr.shape}"
+        )
     return arr
 
 
@@ -399,7 +403,8 @@ def full_table(frame: pl.DataFrame, *, max_rows: int = 200) -> FullTable:
     which no reader reads whole: ``head`` or filter it first."""
     if frame.height > max_rows:
         raise VizError(
-            "ChartData", f"{frame.height} rows are too many to show whole (limit {max_rows})"
+            VizVariant.ChartData,
+            f"{frame.height} rows are too many to show whole (limit {max_rows})",
         )
     return FullTable(frame)
 
@@ -521,7 +526,7 @@ def filter_health_table(
     _require(snapshots, ["record_index", "sequence", "occupied_slots", "bucket_count"], "health")
     _require(images, ["record_index", "sequence", "occupied_before", "occupied_after"], "health")
     if snapshots.is_empty():
-        raise VizError("ChartData", "filter health needs at least one installed snapshot")
+        raise VizError(VizVariant.ChartData, "filter health needs at least one installed snapshot")
     buckets = int(snapshots["bucket_count"][0])
     bases = snapshots.select(
         pl.col("record_index").alias("snapshot_record"),
@@ -637,7 +642,7 @@ def filter_health_chart(
     """
     metrics = [c for c in (*_HEALTH_METRICS, *_FPR_METRICS) if c in health.columns]
     if not metrics:
-        raise VizError("ChartData", f"no filter-health metric among {health.columns}")
+        raise VizError(VizVariant.ChartData, f"no filter-health metric among {health.columns}")
     _require(health, [x], "filter health")
     table, x_title, tip = _position(health, x)
     has_interval = {"measured_fpr_low", "measured_fpr_high"} <= set(table.columns)

@@ -32,7 +32,7 @@ from cbi1kit.analysis._replay import LaneReport, ReplayReport, replay
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.ckf._stats import lane_stats
-from cbi1kit.errors import OutputError, VizError, one_line
+from cbi1kit.errors import OutputError, OutputVariant, VizError, VizVariant, one_line
 from cbi1kit.sim._simulator import Simulator, SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake
 from cbi1kit.viz._charts import (
@@ -143,7 +143,7 @@ def charted_lane(
     if one is None or one.final_lane is None:
         name = "the capture" if isinstance(source, ReplayReport) else str(source)
         broken = (one.violations if one is not None else []) or report.violations
-        raise VizError("Chart", f"{name}: nothing to chart: {never_installed(broken)}")
+        raise VizError(VizVariant.Chart, f"{name}: nothing to chart: {never_installed(broken)}")
     return one
 
 
@@ -288,7 +288,7 @@ def _execute_notebook(source: Path, out: Path, parameters: dict[str, Any]) -> No
             else str(exc)
         )
         where = f" in cell [{cell}]" if cell is not None else ""
-        raise VizError("Report", f"{source.name} failed{where}: {one_line(what)}") from exc
+        raise VizError(VizVariant.Report, f"{source.name} failed{where}: {one_line(what)}") from exc
     finally:
         os.environ.clear()
         os.environ.update(env)
@@ -421,19 +421,19 @@ def build_report(
     started = time.perf_counter()
     cap = Path(capture).resolve()
     if not cap.exists():
-        raise VizError("Report", f"{cap}: no such capture")
+        raise VizError(VizVariant.Report, f"{cap}: no such capture")
     # the inputs first: a trace that does not read stops the report before any output
     workload = None if trace is None else read_mooncake(Path(trace).resolve(), limit=requests)
     out = Path(out_dir)
     names = [n for n in NOTEBOOKS if n in notebooks]
     if unknown := sorted(set(notebooks) - set(NOTEBOOKS)):
-        raise VizError("Report", f"no such notebook: {', '.join(unknown)}")
+        raise VizError(VizVariant.Report, f"no such notebook: {', '.join(unknown)}")
     source_dir = None if notebooks_dir is None else Path(notebooks_dir).resolve()
     _claim(out, source_dir, names, trace=trace is not None, overwrite=overwrite)
     report, one = _chosen_lane(cap, dc)  # a capture that cannot be charted: no output either
     if source_dir is not None and names and len(report.lanes) > 1:
         raise VizError(
-            "Report",
+            VizVariant.Report,
             f"{cap}: {len(report.lanes)} lanes; the notebooks chart a capture of one lane "
             "(make the charts alone: no notebooks folder, --no-notebooks)",
         )
@@ -490,7 +490,7 @@ def _claim(
     notebooks/ output that is the notebooks' own folder, and a notebook that is missing."""
     if source_dir is not None and (out / "notebooks").resolve() == source_dir:
         raise OutputError(
-            "SourceInside",
+            OutputVariant.SourceInside,
             f"{out}: its notebooks/ folder is {source_dir}, the notebooks this report runs; "
             "choose another output folder",
             field=str(out),
@@ -502,7 +502,7 @@ def _claim(
     if source_dir is not None:  # every notebook it runs is there, before any output
         for name in names:
             if not (source_dir / f"{name}.ipynb").exists():
-                raise VizError("Report", f"{source_dir / name}.ipynb: notebook missing")
+                raise VizError(VizVariant.Report, f"{source_dir / name}.ipynb: notebook missing")
 
 
 def _figure(vlc: Any, kind: str, caption: str, spec: Any, result: ReportResult) -> str:

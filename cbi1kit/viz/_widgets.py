@@ -24,7 +24,7 @@ from cbi1kit.analysis._tables import images_table
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
-from cbi1kit.errors import CkfError, LaneError, VizError
+from cbi1kit.errors import CkfError, LaneError, VizError, VizVariant
 from cbi1kit.viz._charts import _lane, bucket_words_table, full_table, hex64, occupancy_chart
 from cbi1kit.viz._display import interactive_charts
 from cbi1kit.viz._report import charted_lane
@@ -172,7 +172,9 @@ def stream_scrubber(
     report = report if report is not None else replay(capture, keep_events=False)
     if report.final_sequence is None or not report.sequence_ranges:
         charted_lane(report)  # says why there is nothing to scrub
-        raise VizError("Chart", f"{capture}: nothing to scrub")  # several lanes, none ready
+        raise VizError(
+            VizVariant.Chart, f"{capture}: nothing to scrub"
+        )  # several lanes, none ready
     images = images_table(capture)
     first = int(report.sequence_ranges[0][0])
     last = int(report.final_sequence)

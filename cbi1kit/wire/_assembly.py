@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import Cbi1Error
+from cbi1kit.errors import Cbi1Error, Cbi1Variant
 from cbi1kit.wire._codec import (
     _HEADER,
     _SNAPSHOT_PREFIX,
@@ -164,7 +164,7 @@ class SnapshotAssembly:
     def _fail_sequence(self, chunk: SnapshotChunk, why: str) -> Cbi1Error:
         self.reset()
         return Cbi1Error(
-            "ChunkSequence",
+            Cbi1Variant.ChunkSequence,
             f"chunk {chunk.chunk_index}/{chunk.chunk_count} at epoch {chunk.header.epoch}: {why}",
             field="snapshot.chunk_index",
         )
@@ -197,7 +197,7 @@ class SnapshotAssembly:
             return self._absorb_bytes(frame)
         if not isinstance(frame, SnapshotChunk):
             raise Cbi1Error(
-                "ChunkSequence",
+                Cbi1Variant.ChunkSequence,
                 "a delta arrived while assembling a snapshot (assembly kept)",
                 field="frame.kind",
                 expected="SnapshotChunk",
@@ -230,7 +230,9 @@ class SnapshotAssembly:
         if end > U32_MAX + 1 and bool(np.any(frame.words[U32_MAX + 1 - start :])):
             self.reset()  # upstream: a nonzero word past bucket u32::MAX is Malformed
             raise Cbi1Error(
-                "Malformed", "a nonzero word lies beyond bucket u32::MAX", field="snapshot"
+                Cbi1Variant.Malformed,
+                "a nonzero word lies beyond bucket u32::MAX",
+                field="snapshot",
             )
         # words past the lane's end (a constructed chunk) cannot complete it: not kept
         fit = max(0, min(end, self.bucket_count) - start)
@@ -249,7 +251,7 @@ class SnapshotAssembly:
             covered = self.next_bucket
             self.reset()
             raise Cbi1Error(
-                "IncompleteCoverage",
+                Cbi1Variant.IncompleteCoverage,
                 f"chunks covered {covered} of {self.bucket_count} buckets",
                 field="snapshot.words",
                 expected=self.bucket_count,

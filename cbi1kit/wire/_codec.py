@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from cbi1kit.errors import Cbi1Error
+from cbi1kit.errors import Cbi1Error, Cbi1Variant
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
     FINGERPRINT_BITS,
@@ -219,16 +219,18 @@ def _as_words(words: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         return np.zeros(0, dtype="<u8")
     if arr.dtype.kind not in "ui" and arr.dtype != object:
         raise Cbi1Error(
-            "InvalidImage",
+            Cbi1Variant.InvalidImage,
             f"words must be unsigned 64-bit integers, got dtype {arr.dtype}",
             field="words",
         )
     try:
         out = np.asarray(words, dtype="<u8").reshape(-1)
     except OverflowError as exc:
-        raise Cbi1Error("InvalidImage", f"a word is outside u64: {exc}", field="words") from None
+        raise Cbi1Error(
+            Cbi1Variant.InvalidImage, f"a word is outside u64: {exc}", field="words"
+        ) from None
     if arr.dtype.kind == "i" and bool((arr < 0).any()):
-        raise Cbi1Error("InvalidImage", "a word is negative", field="words")
+        raise Cbi1Error(Cbi1Variant.InvalidImage, "a word is negative", field="words")
     return out
 
 
@@ -245,17 +247,21 @@ def _as_images(images: ImagesLike) -> npt.NDArray[np.void]:
             bucket, word = pair
         except (TypeError, ValueError):
             raise Cbi1Error(
-                "InvalidImage",
+                Cbi1Variant.InvalidImage,
                 f"expected a (bucket, word) pair, got {pair!r}",
                 field=f"images[{i}]",
             ) from None
         if not 0 <= bucket <= U32_MAX:
             raise Cbi1Error(
-                "InvalidImage", f"bucket {bucket} does not fit in u32", field=f"images[{i}].bucket"
+                Cbi1Variant.InvalidImage,
+                f"bucket {bucket} does not fit in u32",
+                field=f"images[{i}].bucket",
             )
         if not 0 <= word <= U64_MAX:
             raise Cbi1Error(
-                "InvalidImage", f"word {word} does not fit in u64", field=f"images[{i}].word"
+                Cbi1Variant.InvalidImage,
+                f"word {word} does not fit in u64",
+                field=f"images[{i}].word",
             )
         out[i] = (bucket, word)
     return out
@@ -308,7 +314,7 @@ def encode_delta(
     maximum = max_delta_images()
     if len(images) > maximum:
         raise Cbi1Error(
-            "DeltaImageCount",
+            Cbi1Variant.DeltaImageCount,
             f"delta has {len(images)} images, exceeding the CBI1 maximum {maximum}",
             field="delta.image_count",
             expected=maximum,
@@ -321,7 +327,7 @@ def encode_delta(
         i = int(bad[0])
         bucket = int(buckets[i])
         raise Cbi1Error(
-            "BucketIndex",
+            Cbi1Variant.BucketIndex,
             f"bucket {bucket} is outside the declared {fmt.bucket_count}-bucket lane",
             field=f"delta.images[{i}].bucket",
             expected=fmt.bucket_count,
@@ -410,7 +416,7 @@ def encode_snapshot_chunks(
     lane = _as_words(words)
     if lane.shape[0] != fmt.bucket_count:
         raise Cbi1Error(
-            "SnapshotBucketCount",
+            Cbi1Variant.SnapshotBucketCount,
             f"snapshot has {lane.shape[0]} buckets, format declares {fmt.bucket_count}",
             field="words",
             expected=fmt.bucket_count,
@@ -427,7 +433,7 @@ def _check_envelope(view: memoryview) -> None:
     n = len(view)
     if n < HEADER_LEN:
         raise Cbi1Error(
-            "Truncated",
+            Cbi1Variant.Truncated,
             f"{n} bytes, the header alone is {HEADER_LEN}",
             offset=n,
             field="header",
@@ -436,7 +442,7 @@ def _check_envelope(view: memoryview) -> None:
         )
     if n > IMAGES_MAX_FRAME_BYTES:
         raise Cbi1Error(
-            "FrameTooLarge",
+            Cbi1Variant.FrameTooLarge,
             f"CBI1 frame has {n} bytes, exceeding the maximum {IMAGES_MAX_FRAME_BYTES}",
             offset=IMAGES_MAX_FRAME_BYTES,
             field="frame",
@@ -447,9 +453,10 @@ def _check_envelope(view: memoryview) -> None:
     if magic != MAGIC:
         legacy = magic == LEGACY_MAGIC
         raise Cbi1Error(
-            "Magic.Legacy" if legacy else "Magic",
+            Cbi1Variant.Magic,
             f"first bytes are {magic!r}, expected {MAGIC!r}"
             + (" (prototype generation, flags and hashing differ)" if legacy else ""),
+            subvariant="Legacy" if legacy else None,
             offset=0,
             field="header.magic",
             expected=MAGIC,
@@ -458,7 +465,7 @@ def _check_envelope(view: memoryview) -> None:
     version = int.from_bytes(view[4:6], "little")
     if version != WIRE_VERSION:
         raise Cbi1Error(
-            "WireVersion",
+            Cbi1Variant.WireVersion,
             f"unsupported CBI1 wire version {version}",
             offset=4,
             field="header.wire_version",
@@ -482,7 +489,7 @@ def peek_format(data: Buffer) -> FilterFormat:
 def _checksum_error(checksum: int, actual: int) -> Cbi1Error:
     """``Checksum``: the header's ``body_checksum`` is not the low 32 bits of the body's hash."""
     return Cbi1Error(
-        "Checksum",
+        Cbi1Variant.Checksum,
         f"frame says 0x{checksum:08x}, body hashes to 0x{actual:08x}",
         offset=_CHECKSUM_OFFSET,
         field="header.body_checksum",
@@ -619,7 +626,7 @@ def _decode_reference(expected_format: FilterFormat, data: Buffer) -> Frame:
     if flags == FrameKind.SNAPSHOT_CHUNK:
         return _decode_chunk(header, view)
     raise Cbi1Error(
-        "Flags",
+        Cbi1Variant.Flags,
         f"unknown CBI1 frame flags 0x{flags:04x} (1 = snapshot chunk, 2 = delta)",
         offset=_OFF["flags"],
         field="header.flags",
@@ -638,8 +645,9 @@ def _check_format(
 ) -> None:
     if format_version != FORMAT_VERSION:
         raise Cbi1Error(
-            "Format.Version",
+            Cbi1Variant.Format,
             f"unsupported CKF format version {format_version} (expected {FORMAT_VERSION})",
+            subvariant="Version",
             offset=_OFF["format_version"],
             field="header.format_version",
             expected=FORMAT_VERSION,
@@ -647,8 +655,9 @@ def _check_format(
         )
     if fingerprint_bits != FINGERPRINT_BITS:
         raise Cbi1Error(
-            "Format.FingerprintBits",
+            Cbi1Variant.Format,
             f"unsupported fingerprint width {fingerprint_bits} (expected {FINGERPRINT_BITS})",
+            subvariant="FingerprintBits",
             offset=_OFF["fingerprint_bits"],
             field="header.fingerprint_bits",
             expected=FINGERPRINT_BITS,
@@ -656,8 +665,9 @@ def _check_format(
         )
     if slots != SLOTS_PER_BUCKET:
         raise Cbi1Error(
-            "Format.SlotsPerBucket",
+            Cbi1Variant.Format,
             f"unsupported slots per bucket {slots} (expected {SLOTS_PER_BUCKET})",
+            subvariant="SlotsPerBucket",
             offset=_OFF["slots_per_bucket"],
             field="header.slots_per_bucket",
             expected=SLOTS_PER_BUCKET,
@@ -666,8 +676,9 @@ def _check_format(
     if seed != expected.seed or bucket_count != expected.bucket_count:
         name = "seed" if seed != expected.seed else "bucket_count"
         raise Cbi1Error(
-            "Format.Mismatch",
+            Cbi1Variant.Format,
             f"expected {expected!r}, frame says seed 0x{seed:x} buckets {bucket_count}",
+            subvariant="Mismatch",
             offset=_OFF[name],
             field=f"header.{name}",
             expected=expected,
@@ -706,7 +717,7 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
     body_len = len(view) - HEADER_LEN
     if body_len < DELTA_BODY_PREFIX:
         raise Cbi1Error(
-            "Malformed",
+            Cbi1Variant.Malformed,
             f"delta body is {body_len} bytes, its fixed prefix alone is {DELTA_BODY_PREFIX}",
             offset=HEADER_LEN + body_len,
             field="delta.image_count",
@@ -717,7 +728,7 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
     maximum = max_delta_images()
     if count > maximum:
         raise Cbi1Error(
-            "DeltaImageCount",
+            Cbi1Variant.DeltaImageCount,
             f"delta has {count} images, exceeding the CBI1 maximum {maximum}",
             offset=DELTA_PREFIX.field("image_count").offset,
             field="delta.image_count",
@@ -727,7 +738,7 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
     expected_len = DELTA_BODY_PREFIX + IMAGE_BYTES * count
     if body_len != expected_len:
         raise Cbi1Error(
-            "Malformed",
+            Cbi1Variant.Malformed,
             f"image_count {count} needs a {expected_len}-byte body, found {body_len}",
             offset=HEADER_LEN + min(body_len, expected_len),
             field="delta.images",
@@ -747,7 +758,7 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
             i = int(np.flatnonzero(images["bucket"] >= limit)[0])
             bucket = int(images["bucket"][i])
             raise Cbi1Error(
-                "Malformed",
+                Cbi1Variant.Malformed,
                 f"image {i} names bucket {bucket}, the lane has {limit}",
                 offset=start + i * IMAGE_BYTES,
                 field=f"delta.images[{i}].bucket",
@@ -765,7 +776,7 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
     body_len = len(view) - HEADER_LEN
     if body_len < SNAPSHOT_BODY_PREFIX:
         raise Cbi1Error(
-            "Malformed",
+            Cbi1Variant.Malformed,
             f"snapshot body is {body_len} bytes, its fixed prefix alone is {SNAPSHOT_BODY_PREFIX}",
             offset=HEADER_LEN + body_len,
             field="snapshot",
@@ -775,7 +786,7 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
     chunk_index, chunk_count, bucket_offset = _SNAPSHOT_PREFIX.unpack_from(view, HEADER_LEN)
     if chunk_count == 0:
         raise Cbi1Error(
-            "Malformed",
+            Cbi1Variant.Malformed,
             "chunk_count is 0",
             offset=SNAPSHOT_PREFIX.field("chunk_count").offset,
             field="snapshot.chunk_count",
@@ -784,7 +795,7 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
         )
     if chunk_index >= chunk_count:
         raise Cbi1Error(
-            "Malformed",
+            Cbi1Variant.Malformed,
             f"chunk_index {chunk_index} is not below chunk_count {chunk_count}",
             offset=SNAPSHOT_PREFIX.field("chunk_index").offset,
             field="snapshot.chunk_index",
@@ -795,7 +806,7 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
     start = HEADER_LEN + SNAPSHOT_BODY_PREFIX
     if words_len % WORD_BYTES:
         raise Cbi1Error(
-            "Malformed",
+            Cbi1Variant.Malformed,
             f"{words_len} word bytes is not a whole number of u64 words",
             offset=start + words_len - words_len % WORD_BYTES,
             field="snapshot.words",
@@ -805,7 +816,7 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
     word_count = words_len // WORD_BYTES
     if word_count > SNAPSHOT_CHUNK_BUCKETS:  # unreachable through FrameTooLarge; upstream keeps it
         raise Cbi1Error(
-            "SnapshotChunkWordCount",
+            Cbi1Variant.SnapshotChunkWordCount,
             f"snapshot chunk has {word_count} words, exceeding the CBI1 maximum "
             f"{SNAPSHOT_CHUNK_BUCKETS}",
             offset=start,
@@ -816,7 +827,7 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
     end = bucket_offset + word_count
     if end > U64_MAX or end > header.bucket_count:
         raise Cbi1Error(
-            "Malformed",
+            Cbi1Variant.Malformed,
             f"bucket_offset {bucket_offset} + {word_count} words ends past the "
             f"{header.bucket_count}-bucket lane",
             offset=SNAPSHOT_PREFIX.field("bucket_offset").offset,
@@ -1042,7 +1053,7 @@ def _check_each(expected_format: FilterFormat, frames: Sequence[Buffer], start: 
             raise _at_frame(exc, i) from None
         if not isinstance(frame, Delta):
             raise Cbi1Error(
-                "Flags",
+                Cbi1Variant.Flags,
                 offset=_OFF["flags"],
                 field="header.flags",
                 expected=_DELTA_FLAGS,
@@ -1059,8 +1070,9 @@ def _at_frame(error: Cbi1Error, index: int) -> Cbi1Error:
     """``decode``'s error for frame ``index`` as the batch raises it: the same variant, field,
     offset and values, with ``frame_index`` and a message led by the frame's index."""
     return Cbi1Error(
-        error.variant_path,
+        error.variant,
         error.detail,
+        subvariant=error.subvariant,
         offset=error.offset,
         field=error.field,
         expected=error.expected,

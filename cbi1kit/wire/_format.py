@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from cbi1kit.errors import Cbi1Error
+from cbi1kit.errors import Cbi1Error, Cbi1Variant
 
 __all__ = [
     "FINGERPRINT_BITS",
@@ -89,8 +89,9 @@ class FilterFormat:
         n = self.bucket_count
         if not (2 <= n <= MAX_BUCKET_COUNT and n & (n - 1) == 0):
             raise Cbi1Error(
-                "Format.BucketCount",
+                Cbi1Variant.Format,
                 f"got {n}",
+                subvariant="BucketCount",
                 field="FilterFormat.bucket_count",
                 expected=f"power of two in 2..={MAX_BUCKET_COUNT}",
                 actual=n,

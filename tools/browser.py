@@ -3,7 +3,7 @@
 Debian's chromium is driven through Playwright (whose own browser download needs a network this
 project does not assume). Every request that would leave the machine — any host but loopback — is
 aborted and recorded, and so is every console error; a notebook is opened, run with Run All and
-checked for error outputs and for charts that did not draw. The browser test and ``cbi1kit demo``'s
+checked for error outputs and for charts that did not draw. The browser test and ``make demo``'s
 screenshots both run through here; later checks (drag a brush, move a slider, read what a cell
 lists) are written with ``LabNotebook``'s helpers.
 """
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cbi1kit.viz._lab import KERNELSPEC, LabServer
+from cbi1kit.viz._lab import KERNELSPEC
+from tools.lab import LabServer, running_lab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page, Playwright, Route, WebSocketRoute
@@ -641,7 +642,5 @@ def lab_session(
     notebooks: Path, scratch: Path, *, token: str
 ) -> Iterator[tuple[LabServer, OfflineBrowser]]:
     """A Lab on a copy of ``notebooks`` and an offline browser to open it with."""
-    from cbi1kit.viz._lab import running_lab
-
     with running_lab(notebooks, scratch, token=token) as server, OfflineBrowser() as browser:
         yield server, browser
