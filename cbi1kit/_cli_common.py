@@ -5,8 +5,11 @@ is created) and the opening of inputs, so one kind of bad input gets one exit co
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
+import shutil
 import stat
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +54,9 @@ __all__ = [
     "real_above",
     "real_at_least",
     "seconds",
+    "table",
+    "terminal_width",
+    "wrapped",
 ]
 
 #: The README's exit codes.
@@ -258,3 +264,75 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# ------------------------------------------------------------------------ output that fits
+
+
+def terminal_width() -> int:
+    """The columns output is laid out for: the terminal's, else ``COLUMNS``, else 80."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def wrapped(text: str, indent: str = "   ") -> str:
+    """A long line of prose wrapped to the terminal, continuation lines indented; a word is
+    never broken (an identity or a path stays whole, to be copied)."""
+    return textwrap.fill(
+        text,
+        terminal_width(),
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
+def _wrap(cell: str, width: int) -> list[str]:
+    """A cell's lines at ``width``, words whole."""
+    return textwrap.wrap(cell, width, break_long_words=False) or [""]
+
+
+def _fit(natural: list[int], floors: list[int], room: int) -> list[int]:
+    """Column widths narrowed, the one with the most to give first, none below its floor,
+    until they fit ``room`` (or can narrow no more: then the table runs wide)."""
+    widths = list(natural)
+    while sum(widths) > room:
+        give = max(range(len(widths)), key=lambda i: widths[i] - floors[i])
+        if widths[give] <= floors[give]:
+            break
+        widths[give] -= 1
+    return widths
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str], width: int | None = None) -> str:
+    """Rows under a header, columns two spaces apart, fitted to ``width`` (the terminal's):
+    the columns with most to give wrap between words first. When even whole words do not fit,
+    each row is a block of ``name  value`` lines instead (psql's expanded display)."""
+    width = width or terminal_width()
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    natural = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    floors = [max(len(w) for r in cells for w in r[i].split() or [""]) for i in range(len(header))]
+    room = width - 2 * (len(header) - 1)
+    if sum(floors) > room:
+        return _expanded(cells[1:], cells[0], width)
+    widths = _fit(natural, floors, room)
+    lines = []
+    for i, row in enumerate(cells):
+        parts = [_wrap(c, w) for c, w in zip(row, widths, strict=True)]
+        for line in itertools.zip_longest(*parts, fillvalue=""):
+            lines.append("  ".join(p.ljust(w) for p, w in zip(line, widths, strict=True)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _expanded(rows: list[list[str]], header: list[str], width: int) -> str:
+    """Each row as a block: a rule naming it by its first column, then a line per column."""
+    name = max(len(h) for h in header[1:])
+    lines = []
+    for row in rows:
+        rule = f"-[ {header[0]} {row[0]} ]"
+        lines.append(rule + "-" * max(0, min(width, 40) - len(rule)))
+        for h, c in zip(header[1:], row[1:], strict=True):
+            text = _wrap(c, max(20, width - name - 2))
+            lines += [f"{h if k == 0 else '':<{name}}  {t}".rstrip() for k, t in enumerate(text)]
+    return "\n".join(lines)

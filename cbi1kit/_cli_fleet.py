@@ -23,6 +23,7 @@ from cbi1kit._cli_common import (
     dataset_damage,
     ranged,
     seconds,
+    table,
 )
 
 __all__ = ["register"]
@@ -96,8 +97,6 @@ def _plain(value: Any) -> Any:
 
 
 def cmd_fleet_query(args: argparse.Namespace) -> int:
-    import polars as pl
-
     from cbi1kit.analysis._dataset import open_dataset
     from cbi1kit.fleet._queries import run_query
 
@@ -117,8 +116,10 @@ def cmd_fleet_query(args: argparse.Namespace) -> int:
         rows = [{k: _plain(v) for k, v in row.items()} for row in result.iter_rows(named=True)]
         print(json.dumps({"query": args.query, "rows": rows}, indent=2))
     else:
-        with pl.Config(tbl_rows=args.rows, tbl_cols=-1, fmt_str_lengths=16, tbl_width_chars=200):
-            print(result)
+        shown = [[_plain(v) for v in row] for row in result.head(args.rows).iter_rows()]
+        print(table(shown, result.columns))
+        if result.height > len(shown):
+            print(f"… {result.height - len(shown)} more rows (--rows)")
     return EXIT_OK
 
 

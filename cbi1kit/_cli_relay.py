@@ -28,6 +28,7 @@ from cbi1kit._cli_common import (
     exit_code,
     ranged,
     seconds,
+    wrapped,
 )
 from cbi1kit.errors import CaptureError, Cbi1kitError, CkfError, CkfVariant, TransportError
 from cbi1kit.relay._transport import parse_authority, parse_header, parse_target
@@ -147,7 +148,7 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
         if catalog is not None:
             print(f"catalog revision {catalog.revision}: {len(catalog.snapshot.pools)} pool(s)")
             for i, desc in enumerate(catalog.snapshot.pools):
-                print(f"[{i}] {describe_pool(desc)}")
+                print(wrapped(f"[{i}] {describe_pool(desc)}", "    "))
     if report.recovered is not None:
         print(f"note: {capture}: {report.recovered}", file=sys.stderr)
     if report.exit_code != EXIT_OK:

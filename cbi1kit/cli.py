@@ -40,6 +40,9 @@ from cbi1kit._cli_common import (
     exit_code,
     ranged,
     real_at_least,
+    table,
+    terminal_width,
+    wrapped,
 )
 from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
@@ -109,6 +112,10 @@ def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
     return inspect(data, fmt)
 
 
+#: a stream's method shown without its protobuf package: ``KvEventRelay/SubscribeKvPool``
+_PACKAGE_PATH: Final = "/dynamo.kvrelay.v1."
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     fmt = _expected_format(args)
     worst = EXIT_OK
@@ -124,8 +131,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             print(f"cbi1kit inspect: error: {exc}", file=sys.stderr)
             worst = max(worst, exc.code)
             continue
-        print(f"== {path}")
-        print(report.hexdump(head=args.head, tail=args.tail))
+        print(wrapped(f"== {path}"))
+        print(report.hexdump(head=args.head, tail=args.tail).text(terminal_width()))
         if report.problems:
             worst = EXIT_INVALID
             print(f"{len(report.problems)} problem(s):")
@@ -210,14 +217,6 @@ def _export_dataset(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ helpers
 
 
-def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _replay(
     path: Path | Any,
     fmt: FilterFormat | None,
@@ -282,16 +281,16 @@ def _lane_rows(report: Any) -> list[tuple[object, ...]]:
 
 
 def _print_replay_summary(report: Any, limit: int) -> None:
-    counts = report.counts()
+    counts = report.counts
     print(f"records: {report.records}")
-    print(_table(sorted(counts.items()), ("event", "count")))
+    print(table(sorted(counts.items()), ("event", "count")))
     if len(report.lanes) <= 1:
         print(f"snapshot sessions (sequence ranges): {_spans(report.sequence_ranges, 10**9)}")
         print(f"final sequence: {report.final_sequence}")
     else:
         print(f"lanes: {len(report.lanes)} (one per pool; a session per stream)")
         print(
-            _table(
+            table(
                 _lane_rows(report),
                 ("dc", "indexer domain", "streams", "sessions", "final seq", "violations"),
             )
@@ -318,12 +317,12 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     scan serves all three."""
     from cbi1kit.analysis._capture import Capture
 
-    print(f"== {path} (kvrcap capture)")
+    print(wrapped(f"== {path} (kvrcap capture)"))
     capture = Capture(path)
     view = capture.overview(rows=args.rows, frame=args.frame)
     first = view.damage[0] if view.damage else None
     print(
-        _table(
+        table(
             [
                 ("magic", "KVRCAP\\r\\n"),
                 ("size", f"{view.size} bytes"),
@@ -339,16 +338,19 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
         )
     )
     print()
-    streams = [(r.stream, r.method, r.messages, r.status, r.reason) for r in view.streams.values()]
-    print(_table(streams, ("stream", "method", "messages", "status", "reason")))
+    streams = [
+        (r.stream, r.method.removeprefix(_PACKAGE_PATH), r.messages, r.status, r.reason)
+        for r in view.streams.values()
+    ]
+    print(table(streams, ("stream", "method", "messages", "status", "reason")))
     print()
     shown = [
         (f.frame, f.record, f.offset, f.stream, f.kind, f"{f.base_sequence}→{f.sequence}",
          f.payload_len, f.send_ts_us)
         for f in view.frames
     ]  # fmt: skip
-    header = ("frame", "record", "offset", "stream", "kind", "base→seq", "payload", "send_ts_us")
-    print(_table(shown, header))
+    header = ("frame", "record", "offset", "stream", "kind", "base→seq", "bytes", "send_ts_us")
+    print(table(shown, header))
     count = view.frame_count
     if count > len(shown):
         print(f"… {count - len(shown)} more frames (--rows)")
@@ -360,7 +362,8 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
         if payload:
             from cbi1kit.wire._inspect import inspect
 
-            print(inspect(payload, fmt).hexdump(head=args.head, tail=args.tail))
+            dump = inspect(payload, fmt).hexdump(head=args.head, tail=args.tail)
+            print(dump.text(terminal_width()))
         else:
             print("(empty payload: a heartbeat)")
     print("\n-- validation (replay with the consumer's rules)")
@@ -471,7 +474,7 @@ def _run_simulation(
 def _print_sim(result: Any) -> None:
     sim = result.simulation
     print(
-        _table(
+        table(
             [
                 ("requests", sim.requests),
                 ("events (stored/removed/cleared)", "/".join(map(str, sim.events.values()))),
@@ -543,7 +546,7 @@ def _lane_json(lane: Any) -> dict[str, object]:
         "streams": lane.streams,
         "sequence_ranges": lane.sequence_ranges,
         "final_sequence": lane.final_sequence,
-        "counts": lane.counts(),
+        "counts": lane.counts,
         "violations": len(lane.violations),
     }
 
@@ -557,7 +560,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             json.dumps(
                 {
                     "records": report.records,
-                    "counts": report.counts(),
+                    "counts": report.counts,
                     "sequence_ranges": report.sequence_ranges if only else None,
                     "final_sequence": report.final_sequence if only else None,
                     "lanes": [_lane_json(lane) for lane in report.lanes],
@@ -584,7 +587,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(f"== {args.capture}")
+        print(wrapped(f"== {args.capture}"))
         _print_replay_summary(report, args.max_violations)
     return EXIT_OK if report.ok else EXIT_INVALID
 
@@ -708,8 +711,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             [] if stats.fpr is None else [("measured_fpr", str(stats.fpr))]
         )
         rows = [(k, v) for k, v in figures.items() if k not in fpr_columns]
-        print(f"== {args.capture} at sequence {sequence}")
-        print(_table(rows + measured, ("stat", "value")))
+        print(wrapped(f"== {args.capture} at sequence {sequence}"))
+        print(table(rows + measured, ("stat", "value")))
         if not report.ok:
             print(
                 f"note: the stream has {len(report.violations)} violation(s); see `cbi1kit replay`"
@@ -822,20 +825,23 @@ def cmd_view(args: argparse.Namespace) -> int:
     if view.unix_ns is not None and view.at is not None and view.at.unix_ns is None:
         when += f" ({format_unix_ns(view.unix_ns)})"
     what = "every pool" if view.model is None else f"model {view.model!r}"
-    print(f"== {args.capture}: the global view of {what} {when}")
+    print(wrapped(f"== {args.capture}: the global view of {what} {when}"))
     for catalog in view.catalogs:
         print(f"catalog revision {catalog.revision}: {len(catalog.pools)} pool(s)")
     if not view.domains:
         print("no lane: the capture holds no pool")
     for d in view.domains:
         t = d.table
+        print()
         print(
-            f"\n-- indexer domain {d.indexer_domain}: seed 0x{t.format.seed:016x}, "
-            f"{t.format.bucket_count} buckets, {len(d.lanes)} lane(s), "
-            f"ready {t.ready_mask():#06x} of {t.configured_lanes:#06x}"
+            wrapped(
+                f"-- indexer domain {d.indexer_domain}: seed 0x{t.format.seed:016x}, "
+                f"{t.format.bucket_count} buckets, {len(d.lanes)} lane(s), "
+                f"ready {t.ready_mask():#06x} of {t.configured_lanes:#06x}"
+            )
         )
         header = ("lane", "dc", "producer", "ready", "sequence", "time", "stream", "load", "why")
-        print(_table(_view_lane_rows(d), header))
+        print(table(_view_lane_rows(d), header))
     for pool, why in view.skipped:
         print(f"skipped {'a lane' if pool is None else pool}: {why}")
     if not report.ok:
@@ -1049,7 +1055,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**result.to_dict(args.limit), "ok": ok}, indent=2))
     else:
-        print(result.text(args.limit))
+        print("\n".join(wrapped(line, " " * 9) for line in result.text(args.limit).splitlines()))
         if not ok:
             print("note: a capture has violations; see `cbi1kit replay`")
     return EXIT_OK if ok else EXIT_INVALID
@@ -1118,7 +1124,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 fpr_probes=200_000,
             )
             print(
-                _table(
+                table(
                     [
                         ("buckets", stats.buckets),
                         ("occupied slots", stats.occupied_slots),

@@ -72,7 +72,7 @@ frames.group_by("kind").agg(
 
 # %%
 report = cap.replay()  # kept: asking again costs nothing
-print("violations:", len(report.violations), "| events:", report.counts())
+print("violations:", len(report.violations), "| events:", report.counts)
 print("snapshots and the deltas after them:", report.sequence_ranges)
 
 # %% [markdown]

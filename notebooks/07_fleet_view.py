@@ -44,7 +44,7 @@ capture = Path(fleet_capture) if fleet_capture else scratch / "fleet.kvrcap"
 pools = ck.sim.record_fleet(models, capture, dcs=dcs, overwrite=True)
 cap = ck.open(capture)  # scanned once; the views below read its replay
 report = cap.replay()
-print(f"{len(report.lanes)} lanes, violations: {len(report.violations)}, {report.counts()}")
+print(f"{len(report.lanes)} lanes, violations: {len(report.violations)}, {report.counts}")
 assert report.ok and len(report.lanes) == dcs * len(models)
 
 # %% [markdown]

@@ -34,7 +34,7 @@ def summary(report: ReplayReport) -> tuple[Any, ...]:
         for lane in report.lanes
     ]
     violations = [v.describe() for v in report.violations]
-    return report.records, report.counts(), violations, lanes
+    return report.records, report.counts, violations, lanes
 
 
 @pytest.fixture

@@ -109,7 +109,7 @@ def summary(report: ReplayReport, seed: int = 0) -> dict[str, Any]:
                 "records": lane.records,
                 "final_sequence": lane.final_sequence,
                 "final_lane": None if lane.final_lane is None else lane.final_lane.tobytes(),
-                "counts": lane.counts(),
+                "counts": lane.counts,
                 "violations": lane.violations,
                 "sessions": lane.sessions,
                 "ranges": lane.sequence_ranges,
@@ -120,8 +120,8 @@ def summary(report: ReplayReport, seed: int = 0) -> dict[str, Any]:
         )
     return {
         "records": report.records,
-        "counts": report.counts(),
-        "counts_order": list(report.counts()),
+        "counts": report.counts,
+        "counts_order": list(report.counts),
         "events": report.events,
         "violations": report.violations,
         "catalogs": report.catalogs,
@@ -152,7 +152,7 @@ def assert_same(path: Path, **kw: Any) -> ReplayReport:
 @pytest.mark.parametrize("events", [True, False])
 def test_the_bundled_sample(events: bool) -> None:
     report = assert_same(SAMPLE, keep_events=events)
-    assert report.counts()["delta_applied"] == 5569
+    assert report.counts["delta_applied"] == 5569
 
 
 def test_the_bundled_sample_tables() -> None:
@@ -351,7 +351,7 @@ def test_interleaved_pools_with_hooks_in_record_order(tmp_path: Path) -> None:
     )
     path = plan.write(tmp_path / "three.kvrcap")
     report = assert_same(path)
-    assert len(report.lanes) == 3 and report.counts()["skipped"] == 20
+    assert len(report.lanes) == 3 and report.counts["skipped"] == 20
     fast = images_table(path, engine="compiled")
     assert fast.equals(images_table(path, engine="reference"))
     assert fast["record_index"].is_sorted()
@@ -390,7 +390,7 @@ def test_the_kernels_take_most_of_a_clean_stream(
 
     monkeypatch.setattr(_fast.CompiledFeeder, "one", counted)
     report = assert_same(path)
-    assert report.counts()["skipped"] == 200  # after the gap, until the resubscription
+    assert report.counts["skipped"] == 200  # after the gap, until the resubscription
     assert len(seen) <= 7, seen  # two snapshots of up to three chunks each, the gap's delta
 
 
@@ -462,7 +462,7 @@ def test_without_events_memory_does_not_follow_the_length(
         report = replay(path, keep_events=False, keep_history=False)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-        assert report.counts()["delta_applied"] == n
+        assert report.counts["delta_applied"] == n
     assert peaks[1] - peaks[0] < 12000 * 64, peaks
 
 

@@ -64,7 +64,7 @@ def events(report: ReplayReport) -> list[tuple[Any, ...]]:
 
 
 def assert_same_replay(a: ReplayReport, b: ReplayReport) -> None:
-    assert a.records == b.records and a.counts() == b.counts()
+    assert a.records == b.records and a.counts == b.counts
     assert events(a) == events(b)
     assert [(v.record_index, v.rule, v.reason) for v in a.violations] == [
         (v.record_index, v.rule, v.reason) for v in b.violations

@@ -132,7 +132,7 @@ def test_stream_shape_clock_and_heartbeats(tmp_path: Path, trace: Workload) -> N
         if u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
             assert u.base_sequence == u.sequence == seq and not u.payload
         seq = u.sequence
-    assert replay(path).counts()["heartbeat"] == res.heartbeats
+    assert replay(path).counts["heartbeat"] == res.heartbeats
 
 
 def test_delta_over_the_image_limit_forces_a_fresh_snapshot(

@@ -229,7 +229,7 @@ def test_round_trip_through_capture(stream: Stream, tmp_path: Path) -> None:
     assert report.final_lane is not None
     assert report.final_lane.dtype == np.uint64
     np.testing.assert_array_equal(report.final_lane, stream.final_words)
-    counts = report.counts()
+    counts = report.counts
     assert counts["snapshot_chunk"] == stream.chunk_count - 1
     assert counts["snapshot_installed"] == 1
     assert counts["delta_applied"] == sum(k == 2 for k in stream.kinds)

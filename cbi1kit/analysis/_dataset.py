@@ -570,18 +570,22 @@ class Dataset:
 
     @property
     def frames(self) -> pl.LazyFrame:
+        """One row per message (``FRAMES_SCHEMA`` with provenance; ``docs/tables.md``)."""
         return self.tables["frames"]
 
     @property
     def images(self) -> pl.LazyFrame:
+        """One row per image of every applied delta, with the word it replaced."""
         return self.tables["images"]
 
     @property
     def snapshots(self) -> pl.LazyFrame:
+        """One row per installed snapshot."""
         return self.tables["snapshots"]
 
     @property
     def violations(self) -> pl.LazyFrame:
+        """One row per rule violation the replay found."""
         return self.tables["violations"]
 
     def files(self, table: str) -> list[Path]:
@@ -589,6 +593,7 @@ class Dataset:
         return sorted((self.path / table).rglob("*.parquet"))
 
     def sources(self) -> pl.DataFrame:
+        """Each converted capture file (capture, segment, path, damage), by capture and segment."""
         found = _manifests(self.path)
         damage = [_damage(m) for m in found.values()]
         return pl.DataFrame(

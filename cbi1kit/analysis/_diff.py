@@ -113,22 +113,27 @@ class LaneDiff:
 
     @property
     def bucket_count(self) -> int:
+        """Buckets in each lane (both sides have one format)."""
         return self.a.bucket_count
 
     @property
     def differing_buckets(self) -> int:
+        """Buckets whose words differ (the rows of ``table``)."""
         return self.table.height
 
     @property
     def fingerprints_added(self) -> int:
+        """Fingerprints ``b`` holds anew, over every differing bucket."""
         return int(self.table["added"].list.len().sum() or 0)
 
     @property
     def fingerprints_removed(self) -> int:
+        """Fingerprints ``b`` lacks, over every differing bucket."""
         return int(self.table["removed"].list.len().sum() or 0)
 
     @property
     def same(self) -> bool:
+        """No bucket differs: the lanes are word for word equal."""
         return self.table.height == 0
 
     def to_dict(self, limit: int | None = None) -> dict[str, object]:

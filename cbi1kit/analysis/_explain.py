@@ -287,17 +287,22 @@ class Explanation:
 
     @property
     def truth_known(self) -> bool:
+        """Whether what some lane's producer holds was given (``truth=``), so matches can be
+        told true or false."""
         return any(n.truth_known for n in self.lanes)
 
     def lane(self, index: int) -> LaneExplanation:
+        """Lane ``index``'s explanation; ``StopIteration`` if the table has no such lane."""
         return next(n for n in self.lanes if n.lane == index)
 
     @property
     def preferred(self) -> LaneExplanation | None:
+        """The lane the router prefers (first in ``ranking``), or None when none is ready."""
         return self.lane(self.ranking[0]) if self.ranking else None
 
     @property
     def tied(self) -> tuple[LaneExplanation, ...]:
+        """Every ready lane at the preferred lane's depth, in ranking order."""
         best = self.preferred
         if best is None:
             return ()
@@ -320,6 +325,8 @@ class Explanation:
 
     # -- rendering ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, object]:
+        """JSON-ready, the u64 seed and DC ids as hex; with the lanes, ranking, preferred lane and
+        tie rule."""
         best = self.preferred
         reg = self.registration
         return {

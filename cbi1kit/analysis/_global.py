@@ -257,6 +257,7 @@ class GlobalView:
 
     @property
     def lanes(self) -> list[ViewLane]:
+        """Every lane of every indexer domain, in order."""
         return [lane for d in self.domains for lane in d.lanes]
 
     def to_frame(self) -> pl.DataFrame:

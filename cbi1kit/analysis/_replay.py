@@ -137,13 +137,17 @@ class LaneReport:
 
     @property
     def violations(self) -> list[Violation]:
+        """Every rule the stream broke, in record order."""
         return list(self._violations)
 
     @property
     def ok(self) -> bool:
+        """True when nothing broke a rule."""
         return not self._violations
 
+    @property
     def counts(self) -> dict[str, int]:
+        """How many events of each kind (``delta_applied``, ``heartbeat``, ...)."""
         return dict(self._counts)
 
     def __repr__(self) -> str:
@@ -161,6 +165,7 @@ class LaneReport:
 
     @property
     def sessions(self) -> list[LaneSession]:
+        """Each snapshot session of the lane: its stream, sequences and how it ended."""
         return [
             LaneSession(
                 s.stream_id,
@@ -312,13 +317,17 @@ class ReplayReport:
 
     @property
     def violations(self) -> list[Violation]:
+        """Every rule the stream broke, in record order."""
         return list(self._violations)
 
     @property
     def ok(self) -> bool:
+        """True when nothing broke a rule."""
         return not self._violations
 
+    @property
     def counts(self) -> dict[str, int]:
+        """How many events of each kind (``delta_applied``, ``heartbeat``, ...)."""
         return dict(self._counts)
 
     def __repr__(self) -> str:
@@ -358,20 +367,25 @@ class ReplayReport:
 
     @property
     def final_lane(self) -> Words | None:
+        """The only lane's words at its final sequence (None: no lane, or several)."""
         only = self._only()
         return None if only is None else only.final_lane
 
     @property
     def final_sequence(self) -> int | None:
+        """The only lane's last applied sequence (None: no lane, or several)."""
         only = self._only()
         return None if only is None else only.final_sequence
 
     @property
     def sequence_ranges(self) -> list[tuple[int, int]]:
+        """The only lane's ``(snapshot, last delta)`` sequence pairs, one per session."""
         only = self._only()
         return [] if only is None else only.sequence_ranges
 
     def lane_at(self, sequence: int) -> Words:
+        """The only lane right after ``sequence`` (``rep.lane(dc).lane_at`` for one of several);
+        needs ``keep_history``."""
         only = self._only()
         if only is None:
             raise LaneError(

@@ -155,6 +155,7 @@ class CaptureRecord:
 
     @property
     def end_offset(self) -> int:
+        """Byte offset just past the record's body (where the next record starts)."""
         return self.body_offset + len(self.body)
 
 
@@ -426,6 +427,7 @@ class CaptureWriter:
 
     @property
     def record_count(self) -> int:
+        """Records in the file so far, structural ones (INDEX, TRAILER) included."""
         return self._next_index
 
     @property
@@ -517,6 +519,7 @@ class CaptureWriter:
         )
 
     def flush(self) -> None:
+        """Hand the buffer to the OS (and to disk with ``fsync=True``)."""
         self._file.flush()
         if self.fsync:
             os.fsync(self._file.fileno())
@@ -686,6 +689,7 @@ class CaptureReader:
         self.close()
 
     def close(self) -> None:
+        """Close the file; safe to call twice."""
         self._scan.close()
 
     @property

@@ -57,6 +57,7 @@ class FrameRecord:
 
     @property
     def payload(self) -> bytes:
+        """The CBI1 frame bytes: ``update.payload``, or ``raw`` for a bare frame."""
         return self.raw if self.update is None else bytes(self.update.payload)
 
 

@@ -386,15 +386,18 @@ class RotatingCaptureWriter:
 
     @property
     def record_count(self) -> int:
+        """Records in the current segment so far."""
         return self._writer.record_count
 
     @property
     def size(self) -> int:
+        """Bytes in the current segment so far."""
         return self._writer.size
 
     def write(
         self, record_type: RecordType, body: bytes | bytearray | memoryview, **kw: Any
     ) -> int:
+        """Append one record to the current segment (rotating first when due); its index."""
         return self._writer_now().write(record_type, body, **kw)
 
     def open_stream(
@@ -407,6 +410,7 @@ class RotatingCaptureWriter:
         info: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> int:
+        """Start a stream (:meth:`CaptureWriter.open_stream`), kept so rotation re-opens it."""
         sid = self._writer_now().open_stream(
             target, method, request, metadata=metadata, info=info, **kw
         )
@@ -414,9 +418,11 @@ class RotatingCaptureWriter:
         return sid
 
     def message(self, stream_id: int, data: bytes | bytearray | memoryview, **kw: Any) -> int:
+        """Record one response message's bytes (:meth:`CaptureWriter.message`)."""
         return self._writer_now().message(stream_id, data, **kw)
 
     def close_stream(self, stream_id: int, **kw: Any) -> int:
+        """End a stream with its gRPC status (:meth:`CaptureWriter.close_stream`)."""
         index = self._writer_now().close_stream(stream_id, **kw)
         self._opens.pop(stream_id, None)
         return index
@@ -427,12 +433,15 @@ class RotatingCaptureWriter:
         return self._writer.recovered
 
     def mark(self, text: str) -> int:
+        """A free-form annotation in the current segment."""
         return self._writer_now().mark(text)
 
     def flush(self) -> None:
+        """Flush the current segment (:meth:`CaptureWriter.flush`)."""
         self._writer.flush()
 
     def close(self) -> None:
+        """Close the current segment (final INDEX and TRAILER); safe to call twice."""
         if not self._closed:
             self._closed = True
             self._writer.close()

@@ -317,9 +317,11 @@ class CkfLaneTable:
         return self.replicas[lane]
 
     def lane_words(self, lane: int) -> npt.NDArray[np.uint64]:
+        """A copy of lane ``lane``'s column: ``bucket_count`` u64 words, bucket order."""
         return self.storage[:, lane].copy()
 
     def ready_mask(self) -> int:
+        """Bitmask (bit = lane) of the configured lanes whose replica is ready."""
         mask = 0
         for lane, rep in self.replicas.items():
             if rep.ready:
@@ -334,6 +336,8 @@ class CkfLaneTable:
         return int(np.packbits(hit, bitorder="little").view("<u2")[0])
 
     def probe_hash(self, h: int) -> int:
+        """Lane bitmask for one u64 sequence hash: its fingerprint and two buckets, then
+        :meth:`probe`."""
         fp, a, b = self.addressing.prepare_ints(h)
         return self.probe(fp, a, b)
 
@@ -395,6 +399,8 @@ class SearchTraceEvent:
 
 @dataclass(slots=True)
 class PrefixSearchResult:
+    """Each lane's matched prefix depth in blocks, the fallback counters, the probes made."""
+
     depths: list[int]
     fallback: FallbackStats = field(default_factory=FallbackStats)
     probe_calls: int = 0

@@ -35,6 +35,7 @@ class DcCkfDelta:
     values: npt.NDArray[np.uint64]
 
     def images(self) -> list[tuple[int, int]]:
+        """The batch as ``(bucket, word)`` pairs of Python ints, in batch order."""
         return list(zip(self.buckets.tolist(), self.values.tolist(), strict=True))
 
 

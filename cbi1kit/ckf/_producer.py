@@ -166,9 +166,11 @@ class CkfConfig:
             )
 
     def bucket_count(self) -> int:
+        """Buckets for ``expected_blocks_per_dc`` (:func:`bucket_count_for`); errs on 0."""
         return bucket_count_for(self.expected_blocks_per_dc)
 
     def format(self) -> DcCkfFormatIdentity:
+        """The ``DcCkfFormatIdentity`` a producer with this config publishes under."""
         return DcCkfFormatIdentity(seed=self.seed, bucket_count=self.bucket_count())
 
 
@@ -202,6 +204,8 @@ class StoredBlock:
 
 @dataclass(frozen=True, slots=True)
 class KvStored:
+    """A worker stored ``blocks``, chained after the block ``parent_hash`` where given."""
+
     worker_id: int
     blocks: tuple[StoredBlock, ...]
     parent_hash: int | None = None
@@ -212,6 +216,8 @@ class KvStored:
 
 @dataclass(frozen=True, slots=True)
 class KvRemoved:
+    """A worker evicted the blocks of ``block_hashes`` from ``storage_tier``."""
+
     worker_id: int
     block_hashes: tuple[int, ...]
     dp_rank: int = 0
@@ -220,6 +226,8 @@ class KvRemoved:
 
 @dataclass(frozen=True, slots=True)
 class KvCleared:
+    """A worker cleared every block it held (``residency_domain`` as the event names it)."""
+
     worker_id: int
     dp_rank: int = 0
     residency_domain: str | None = None
@@ -331,20 +339,25 @@ class DcCkfState:
     # -- read side ---------------------------------------------------------------------------
     @property
     def bucket_count(self) -> int:
+        """Buckets in the filter (a power of two)."""
         return self.addressing.bucket_count
 
     @property
     def capacity_failures(self) -> int:
+        """Canonical hashes that found no slot within ``max_kicks`` (never stored)."""
         return self.counters.capacity_failures
 
     @property
     def unknown_removals(self) -> int:
+        """Removals of blocks the member had not stored: counted no-ops."""
         return self.counters.unknown_removals
 
     def words(self) -> npt.NDArray[np.uint64]:
+        """A copy of the filter's bucket words (u64, bucket order)."""
         return self.table.words()
 
     def members(self) -> list[WorkerWithDpRank]:
+        """Every member (``(worker_id, dp_rank)``) with a lineage, sorted."""
         return sorted(self._lineage)
 
     def lineage(self, member: WorkerWithDpRank) -> dict[int, int]:
@@ -352,6 +365,7 @@ class DcCkfState:
         return dict(self._lineage.get(member, {}))
 
     def ownership(self, canonical: int) -> Ownership | None:
+        """A copy of a canonical hash's ownership, or None when nothing owns it."""
         own = self._owners.get(canonical)
         return None if own is None else Ownership(own.owners, own.resident)
 
@@ -676,6 +690,8 @@ class DcCkfPublisher:
         return tail_delta, DcCkfSnapshot(self.identity, new_lease, self.last_sequence, words)
 
     def exact_drain_marker(self) -> ConsumerDrainMarker:
+        """``(lease, last_sequence)``: what a consumer must reach to hold everything published;
+        ``PublisherFenced`` ``NoSubscriber`` without a lease."""
         if self.lease is None:
             raise _publisher_fenced("NoSubscriber", self.last_sequence)
         return ConsumerDrainMarker(self.lease, self.last_sequence)

@@ -116,6 +116,7 @@ class CkfStats:
 
     @property
     def measured_fpr(self) -> float | None:
+        """The measured false-positive rate, or None unless probed."""
         return None if self.fpr is None else self.fpr.rate
 
     def as_dict(self) -> dict[str, object]:

@@ -127,9 +127,11 @@ class CuckooTable:
 
     @property
     def bucket_count(self) -> int:
+        """Buckets in the lane (the addressing's)."""
         return self.addressing.bucket_count
 
     def word(self, bucket: int) -> int:
+        """Bucket ``bucket``'s packed word (four 16-bit slots) as a Python int."""
         return int(self._words[bucket])
 
     def words(self) -> npt.NDArray[np.uint64]:

@@ -58,6 +58,7 @@ class Query:
 
     @property
     def doc(self) -> str:
+        """One line on what the query reports (``QUERY_DOCS``)."""
         return QUERY_DOCS[self.name]
 
 

@@ -233,10 +233,12 @@ class KvQueryHashFormat(enum.IntEnum):
 
     @property
     def is_eagle(self) -> bool:
+        """Whether block hashes use EAGLE windows (``DYNAMO_EAGLE_V1``)."""
         return self is KvQueryHashFormat.DYNAMO_EAGLE_V1
 
     @classmethod
     def from_enable_eagle(cls, enable_eagle: bool) -> KvQueryHashFormat:
+        """From upstream's ``enable_eagle`` flag: EAGLE when set, standard otherwise."""
         return cls.DYNAMO_EAGLE_V1 if enable_eagle else cls.DYNAMO_STANDARD_V1
 
     @classmethod
@@ -254,6 +256,7 @@ class KvQueryHashFormat(enum.IntEnum):
 
     @classmethod
     def from_serde_name(cls, name: str) -> KvQueryHashFormat:
+        """From the snake_case serde name (``dynamo_standard_v1``, ``dynamo_eagle_v1``)."""
         for member in cls:
             if member.serde_name == name:
                 return member
@@ -265,10 +268,12 @@ class KvQueryHashFormat(enum.IntEnum):
         )
 
     def to_json(self) -> str:
+        """The serde name as a JSON string, e.g. ``dynamo_standard_v1``."""
         return self.serde_name
 
     @classmethod
     def from_json(cls, value: Any) -> KvQueryHashFormat:
+        """From the serde name JSON string; unknown names are refused."""
         return cls.from_serde_name(_json_str(value, "hash_format"))
 
 
@@ -342,10 +347,12 @@ class KvQuerySemantics:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """Serde's object: ``kv_block_size`` (u32) and ``hash_format`` (its serde name)."""
         return {"kv_block_size": self.kv_block_size, "hash_format": self.hash_format.to_json()}
 
     @classmethod
     def from_json(cls, value: Any) -> KvQuerySemantics:
+        """Read :meth:`to_json`'s object; ``kv_block_size`` is checked as a u32."""
         obj = _json_obj(value, "KvQuerySemantics")
         bs = _json_uint(obj, "kv_block_size", 32, "KvQuerySemantics")
         fmt = KvQueryHashFormat.from_json(_json_field(obj, "hash_format", "KvQuerySemantics"))
@@ -433,12 +440,14 @@ class ModelTarget:
 
     @classmethod
     def base(cls, base_model: CanonicalModelId | str) -> ModelTarget:
+        """A ``Base`` target: ``base_model`` itself."""
         return cls(_model_id(base_model))
 
     @classmethod
     def lora(
         cls, base_model: CanonicalModelId | str, adapter: CanonicalModelId | str
     ) -> ModelTarget:
+        """A ``Lora`` target: ``adapter`` on ``base_model``."""
         return cls(_model_id(base_model), _model_id(adapter))
 
     @property
@@ -452,12 +461,14 @@ class ModelTarget:
         return None if self.adapter is None else self.adapter.value
 
     def to_json(self) -> dict[str, Any]:
+        """Serde's externally tagged enum: ``{"Base": {...}}`` or ``{"Lora": {...}}``."""
         if self.adapter is None:
             return {"Base": {"base_model": self.base_model.value}}
         return {"Lora": {"base_model": self.base_model.value, "adapter": self.adapter.value}}
 
     @classmethod
     def from_json(cls, value: Any) -> ModelTarget:
+        """Read the tagged object: exactly one key, ``Base`` or ``Lora``."""
         obj = _json_obj(value, "ModelTarget")
         if len(obj) != 1:
             raise IdentityError(
@@ -516,6 +527,7 @@ class CanonicalModelRegistration:
         target: ModelTarget,
         aliases: Iterable[ModelAlias | str] = (),
     ) -> CanonicalModelRegistration:
+        """A registration serving ``target`` (e.g. a LoRA adapter): upstream's ``with_target``."""
         return cls(_model_id(model), target, tuple(_alias(a) for a in aliases))
 
     @property
@@ -530,6 +542,7 @@ class CanonicalModelRegistration:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """Serde's object: ``model``, ``target`` (tagged, see :class:`ModelTarget`), ``aliases``."""
         return {
             "model": self.model.to_json(),
             "target": self.target.to_json(),
@@ -538,6 +551,7 @@ class CanonicalModelRegistration:
 
     @classmethod
     def from_json(cls, value: Any) -> CanonicalModelRegistration:
+        """Read :meth:`to_json`'s object; the aliases are normalised again."""
         obj = _json_obj(value, "CanonicalModelRegistration")
         aliases = _json_field(obj, "aliases", "CanonicalModelRegistration")
         if not isinstance(aliases, list):
@@ -611,6 +625,7 @@ class IdentitySource(enum.Enum):
 
     @classmethod
     def from_proto(cls, value: int) -> IdentitySource:
+        """From the proto number; 0 (UNSPECIFIED) and unknown numbers are refused."""
         if value == 1:
             return cls.DEFAULT_DERIVED
         if value == 2:
@@ -623,10 +638,12 @@ class IdentitySource(enum.Enum):
         )
 
     def to_json(self) -> str:
+        """The snake_case serde name, ``default_derived`` or ``explicit``."""
         return self.value
 
     @classmethod
     def from_json(cls, value: Any) -> IdentitySource:
+        """From the snake_case serde name; any other value is refused."""
         try:
             return cls(_json_str(value, "source"))
         except ValueError:
@@ -893,6 +910,7 @@ class CacheSemanticsId(_DigestIdentity):
 
     @classmethod
     def from_material(cls, material: CanonicalIdentityMaterial) -> CacheSemanticsId:
+        """The id of ``material``: its ``digest16()``, keeping its source."""
         return cls(material.digest16(), material.source)
 
 
@@ -902,6 +920,7 @@ class RoutingScopeId(_DigestIdentity):
 
     @classmethod
     def from_material(cls, material: CanonicalIdentityMaterial) -> RoutingScopeId:
+        """The id of ``material``: its ``digest16()``, keeping its source."""
         return cls(material.digest16(), material.source)
 
 
@@ -947,13 +966,16 @@ class DcId:
 
     @classmethod
     def parse(cls, text: str) -> DcId:
+        """Upstream ``FromStr``: exactly 16 lowercase hex digits, as the id displays."""
         return cls(int.from_bytes(_parse_hex(text, 8, "DcId"), "big"))
 
     def to_json(self) -> int:
+        """The u64 as a bare JSON integer (not the hex display form)."""
         return self.value
 
     @classmethod
     def from_json(cls, value: Any) -> DcId:
+        """From a bare JSON integer (a bool is refused), checked as a u64."""
         if isinstance(value, bool) or not isinstance(value, int):
             raise IdentityError(
                 IdentityVariant.Json, f"dc_id must be an integer, got {value!r}", value=value
@@ -998,6 +1020,7 @@ class IndexerDomainId:
 
     @classmethod
     def parse(cls, text: str) -> IndexerDomainId:
+        """Upstream ``FromStr``: ``<cache-semantics-id>:<routing-scope-id>``, both ``Explicit``."""
         cs, rs = _split_once(
             text,
             ":",
@@ -1008,6 +1031,8 @@ class IndexerDomainId:
         return cls(CacheSemanticsId.parse(cs), RoutingScopeId.parse(rs))
 
     def to_json(self) -> dict[str, Any]:
+        """Serde's object: ``cache_semantics`` and ``routing_scope``, each
+        ``{"digest": [16 u8], "source": ...}``."""
         return {
             "cache_semantics": self.cache_semantics.to_json(),
             "routing_scope": self.routing_scope.to_json(),
@@ -1015,6 +1040,7 @@ class IndexerDomainId:
 
     @classmethod
     def from_json(cls, value: Any) -> IndexerDomainId:
+        """Read :meth:`to_json`'s object back."""
         obj = _json_obj(value, "IndexerDomainId")
         return cls(
             CacheSemanticsId.from_json(_json_field(obj, "cache_semantics", "IndexerDomainId")),
@@ -1034,14 +1060,17 @@ class PoolId:
 
     @classmethod
     def parse(cls, text: str) -> PoolId:
+        """Upstream ``FromStr``: ``<indexer-domain-id>/<dc-id>``, as the id displays."""
         domain, dc = _split_once(text, "/", "PoolId", "pool ID", "<indexer-domain-id>/<dc-id>")
         return cls(IndexerDomainId.parse(domain), DcId.parse(dc))
 
     def to_json(self) -> dict[str, Any]:
+        """Serde's object: ``indexer_domain`` and ``dc_id`` (the u64 as a JSON integer)."""
         return {"indexer_domain": self.indexer_domain.to_json(), "dc_id": self.dc_id.to_json()}
 
     @classmethod
     def from_json(cls, value: Any) -> PoolId:
+        """Read :meth:`to_json`'s object back."""
         obj = _json_obj(value, "PoolId")
         return cls(
             IndexerDomainId.from_json(_json_field(obj, "indexer_domain", "PoolId")),
@@ -1163,13 +1192,16 @@ class ProducerIdentity:
 
     @property
     def indexer_domain(self) -> IndexerDomainId:
+        """The pool's indexer domain (``pool_id.indexer_domain``)."""
         return self.pool_id.indexer_domain
 
     @property
     def dc_id(self) -> DcId:
+        """The pool's DC (``pool_id.dc_id``)."""
         return self.pool_id.dc_id
 
     def to_json(self) -> dict[str, Any]:
+        """Serde's object: ``pool_id``, the two u64 generations as JSON integers, ``format``."""
         return {
             "pool_id": self.pool_id.to_json(),
             "producer_incarnation": self.producer_incarnation,
@@ -1179,6 +1211,7 @@ class ProducerIdentity:
 
     @classmethod
     def from_json(cls, value: Any) -> ProducerIdentity:
+        """Read :meth:`to_json`'s object; both generations are checked as u64."""
         t = "ProducerIdentity"
         obj = _json_obj(value, t)
         return cls(
@@ -1202,10 +1235,12 @@ class ConsumerInstanceId:
         return self.value
 
     def to_json(self) -> int:
+        """The bare u64 as a JSON integer (serde-transparent)."""
         return self.value
 
     @classmethod
     def from_json(cls, value: Any) -> ConsumerInstanceId:
+        """From a bare JSON integer (a bool is refused), checked as a u64."""
         if isinstance(value, bool) or not isinstance(value, int):
             raise IdentityError(
                 IdentityVariant.Json, f"consumer_instance must be an integer, got {value!r}"
@@ -1240,6 +1275,8 @@ class LaneLease:
         _int_in(self.assignment_epoch, 64, "assignment_epoch")
 
     def to_json(self) -> dict[str, Any]:
+        """Serde's object of JSON integers: ``consumer_instance`` (u64), ``physical_lane`` (u8),
+        ``assignment_epoch`` (u64)."""
         return {
             "consumer_instance": self.consumer_instance.to_json(),
             "physical_lane": self.physical_lane,
@@ -1248,6 +1285,7 @@ class LaneLease:
 
     @classmethod
     def from_json(cls, value: Any) -> LaneLease:
+        """Read :meth:`to_json`'s object; a lane outside 0..16 is refused."""
         t = "LaneLease"
         obj = _json_obj(value, t)
         return cls(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import random
+import shutil
 import sys
 import threading
 import time
@@ -123,6 +124,13 @@ _SESSION_VARIANTS: Final = {
     3: RecorderVariant.Unreachable,
 }
 _DURATION_REACHED: Final = "duration reached"
+
+
+def _one_row(line: str, columns: int) -> str:
+    """``line`` cut to fit one terminal row (short of the last column, where a terminal wraps),
+    so ``\\r`` redraws it in place instead of scrolling."""
+    room = max(1, columns - 1)
+    return line if len(line) <= room else line[: room - 1] + "…"
 
 
 def _session_error(message: str, exit_code: int) -> RecorderError:
@@ -262,6 +270,7 @@ class PoolSelector:
         return ids
 
     def matches(self, desc: pb.KvPoolDescriptor) -> bool:
+        """Whether the catalog's pool ``desc`` meets every kind of criterion given."""
         if self.models and not set(self.models) & set(_names(desc)):
             return False
         if self.dcs and desc.producer.pool_id.dc_id not in self._dc_ids():
@@ -270,6 +279,7 @@ class PoolSelector:
         return not self.producers or any(key.startswith(p) for p in self.producers)
 
     def select(self, catalog: pb.KvPoolCatalogUpdate) -> list[pb.KvPoolDescriptor]:
+        """The pools of ``catalog``'s snapshot this selector records, in catalog order."""
         return [d for d in catalog.snapshot.pools if self.matches(d)]
 
 
@@ -336,10 +346,12 @@ class RecordReport:
 
     @property
     def subscribe_closes(self) -> list[CloseInfo]:
+        """How each ``SubscribeKvPool`` stream ended, in order."""
         return [c for c in self.closes if c.method == SUBSCRIBE_METHOD]
 
     @property
     def catalog_updates(self) -> int:
+        """Catalog messages that parsed (``plane_messages["catalog"]``)."""
         return self.plane_messages.get(_CATALOG.name, 0)
 
     @property
@@ -390,6 +402,7 @@ class RecorderConfig:
 
     @property
     def rotates(self) -> bool:
+        """Whether the capture rotates into segments (``rotate_bytes`` or ``rotate_seconds``)."""
         return self.rotate_bytes is not None or self.rotate_seconds is not None
 
 
@@ -451,6 +464,7 @@ class Recorder:
 
     # -- public
     def stop(self, reason: str = "stopped") -> None:
+        """End the session (any thread): keep the first stop reason, cancel every pool stream."""
         with self._lock:
             if not self._stop.is_set():
                 self.report.stop_reason = self.report.stop_reason or reason
@@ -461,10 +475,13 @@ class Recorder:
             call.cancel()
 
     def catalog(self) -> pb.KvPoolCatalogUpdate | None:
+        """The newest pool catalog the relay sent, or None before the first."""
         with self._lock:
             return self._catalog
 
     def run(self, *, list_only: bool = False) -> RecordReport:
+        """Record until stopped, the duration or frame limit, or a failure; the report.
+        ``list_only``: fetch the catalog and stop."""
         cfg = self.config
         if cfg.duration is not None:
             timer = threading.Timer(cfg.duration, self.stop, args=(_DURATION_REACHED,))
@@ -646,7 +663,7 @@ class Recorder:
     def _print_status(self) -> None:
         if not self._show_status:
             return
-        line = self.status_line()
+        line = _one_row(self.status_line(), shutil.get_terminal_size((80, 24)).columns)
         pad = max(0, self._status_len - len(line))
         self._status_out.write("\r" + line + " " * pad)
         self._status_out.flush()

@@ -138,6 +138,7 @@ class ClientTls:
         return cls(roots, chain, private)
 
     def credentials(self) -> Any:
+        """``grpc.ssl_channel_credentials`` of these roots and, for mTLS, the key pair."""
         import grpc
 
         return grpc.ssl_channel_credentials(
@@ -184,6 +185,7 @@ class ServerTls:
         return cls(chain, private, roots)
 
     def credentials(self) -> Any:
+        """``grpc.ssl_server_credentials``; with ``client_ca``, a client certificate is required."""
         import grpc
 
         return grpc.ssl_server_credentials(

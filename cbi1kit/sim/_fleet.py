@@ -63,6 +63,7 @@ class FleetModel:
         return (base, *adapters)
 
     def workload(self) -> Workload:
+        """The model's synthetic chat workload: ``sessions`` sessions from ``seed``."""
         adapters = tuple(sorted(self.lora_aliases)) or ("adapter-a",)
         return synthetic_chat(
             self.sessions, hash_space=self.hash_space, lora_names=adapters, seed=self.seed

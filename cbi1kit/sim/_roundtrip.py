@@ -64,6 +64,7 @@ class HashSpace:
     cache_namespace: str | None = None
 
     def block_hashes(self, tokens: npt.ArrayLike, block_size: int) -> U64Array:
+        """Local block hashes (u64) of ``tokens`` in ``block_size``-token blocks, in this space."""
         return compute_block_hash_for_seq(
             tokens,
             block_size,

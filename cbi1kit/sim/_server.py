@@ -1342,6 +1342,7 @@ class RelayServer:
         return self._pool_list()[index]
 
     def catalog_update(self) -> pb.KvPoolCatalogUpdate:
+        """The catalog as served now: every published pool, at the current revision."""
         pools = []
         for pool in self._pool_list():
             with pool.lock:
@@ -1483,17 +1484,21 @@ class RelayServer:
             pool.end_subscribers(reason, "this pool is refused (injected fault)")
 
     def pool_feed(self, index: int = 0) -> PoolFeed:
+        """The feed behind pool ``index`` (pools in the order they were added)."""
         return self._pool_at(index).feed
 
     def pool_exhausted(self, index: int = 0) -> bool:
+        """Whether pool ``index``'s feed has run out (its streams then only heartbeat)."""
         return self._pool_at(index).exhausted
 
     # -- lifecycle
     @property
     def address(self) -> str:
+        """``host:port`` to dial (the bound port once started)."""
         return f"{self.config.host}:{self.port}"
 
     def start(self) -> RelayServer:
+        """Bind ``host:port`` (port 0: a free one) and serve, over TLS if configured; self."""
         options = [
             ("grpc.max_send_message_length", self.config.max_message_bytes),
             ("grpc.max_receive_message_length", self.config.max_message_bytes),
@@ -1554,6 +1559,7 @@ class RelayServer:
         return RelayServer(feeds, config, faults=faults).start()
 
     def stop(self, grace: float | None = 0.5) -> None:
+        """End every stream and stop serving, giving calls in flight ``grace`` seconds."""
         self._stopping.set()
         for cond in (self._catalog_cond, self._readiness_cond):
             with cond:

@@ -100,6 +100,7 @@ class SimRelayConfig:
             raise ValueError(f"record_dc: DC {dc} does not exist ({self.simulator.dcs} DCs)")
 
     def to_json(self) -> dict[str, Any]:
+        """Both configs as plain JSON values, ``simulator`` and ``relay`` (u64s as integers)."""
         return {"simulator": self.simulator.to_json(), "relay": dataclasses.asdict(self.relay)}
 
 
@@ -123,6 +124,7 @@ class SimRelayResult:
     final_words: dict[int, npt.NDArray[np.uint64]] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict[str, object]:
+        """JSON-ready figures, the simulation's as a nested dict; ``final_words`` left out."""
         return {
             "path": str(self.path),
             "messages": self.messages,

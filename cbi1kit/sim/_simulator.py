@@ -138,9 +138,11 @@ class SimulatorConfig:
 
     @property
     def members_per_dc(self) -> int:
+        """Members (worker, DP rank) per DC: ``workers_per_dc × dp_ranks``."""
         return self.workers_per_dc * self.dp_ranks
 
     def ckf_config(self) -> CkfConfig:
+        """The producers' ``CkfConfig`` (``expected_blocks_per_dc`` 0: sized for the members)."""
         expected = self.expected_blocks_per_dc or self.members_per_dc * self.capacity_blocks
         return CkfConfig(
             expected_blocks_per_dc=expected,
@@ -151,6 +153,7 @@ class SimulatorConfig:
         )
 
     def to_json(self) -> dict[str, object]:
+        """Every knob as a plain JSON value (``dataclasses.asdict``; u64 seeds as integers)."""
         return dataclasses.asdict(self)
 
 
@@ -278,10 +281,12 @@ class SimulationResult:
 
     @property
     def total_events(self) -> int:
+        """Engine events of every kind (stored, removed, cleared)."""
         return sum(self.events.values())
 
     @property
     def hit_rate(self) -> float:
+        """Hit blocks / requested blocks (0.0 before any request)."""
         return self.hit_blocks / self.requested_blocks if self.requested_blocks else 0.0
 
     @property
@@ -293,6 +298,7 @@ class SimulationResult:
 
     @property
     def measured_fpr(self) -> float | None:
+        """The measured false-positive rate (ckf policy), or None without absent probes."""
         return None if self.fpr is None else self.fpr.rate
 
     @property
@@ -304,9 +310,11 @@ class SimulationResult:
 
     @property
     def mean_probe_load(self) -> float | None:
+        """Mean lane load α the absent probes saw (ckf policy), or None without any."""
         return self.alpha_sum / self.absent_probes if self.absent_probes else None
 
     def as_dict(self) -> dict[str, object]:
+        """JSON-ready figures, FPR measurement and estimate included; the logs left out."""
         return {
             "requests": self.requests,
             "events": dict(self.events),
@@ -588,6 +596,7 @@ class Simulator:
         progress_every: int = 256,
         health_every: int = 64,
     ) -> SimulationResult:
+        """Run ``workload`` through the pools, calling the hooks as it goes; the result."""
         if self._ran:
             raise RuntimeError("a Simulator runs once; make a new one")
         self._ran = True

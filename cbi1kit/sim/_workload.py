@@ -138,10 +138,12 @@ class Workload:
 
     @property
     def block_counts(self) -> I64Array:
+        """Blocks per request (``int64``), from ``offsets``."""
         return np.diff(self.offsets)
 
     @property
     def total_blocks(self) -> int:
+        """Blocks over every request (``offsets[-1]``)."""
         return int(self.offsets[-1])
 
     def blocks(self, i: int) -> tuple[U64Array, U64Array]:
@@ -190,9 +192,11 @@ class Workload:
         )
 
     def unique_blocks(self) -> int:
+        """Distinct sequence hashes in the workload."""
         return int(np.unique(self.seq_hashes).size)
 
     def summary(self) -> dict[str, object]:
+        """Headline figures: requests, blocks (unique too), block size, format, duration."""
         counts = self.block_counts
         return {
             "requests": len(self),

@@ -237,7 +237,7 @@ def _charts(
 
 
 def _summary(capture: Path, report: ReplayReport, one: LaneReport) -> list[tuple[str, str]]:
-    counts = report.counts()
+    counts = report.counts
     rows = [("capture", capture.name), ("violations", str(len(report.violations)))]
     if report.violations:
         rows.append(("first violation", report.violations[0].describe()))

@@ -95,6 +95,7 @@ class AssembledSnapshot:
 
     @property
     def chunk_count(self) -> int:
+        """How many chunks the snapshot arrived in."""
         return len(self._bounds)
 
     def copy_into(self, lane: Words) -> None:
@@ -116,6 +117,7 @@ class AssembledSnapshot:
 
     @property
     def image_count(self) -> int:
+        """Nonzero buckets in the lane (the length of :attr:`images`)."""
         return int(np.count_nonzero(self.words))
 
     def __repr__(self) -> str:
@@ -159,6 +161,7 @@ class SnapshotAssembly:
 
     @property
     def in_progress(self) -> bool:
+        """A snapshot has begun (chunk 0 absorbed) and not yet completed."""
         return self.next_chunk != 0
 
     def _fail_sequence(self, chunk: SnapshotChunk, why: str) -> Cbi1Error:

@@ -93,6 +93,7 @@ class FrameHeader:
 
     @property
     def format(self) -> FilterFormat:
+        """The header's ``FilterFormat``, built unchecked (a received header may hold any shape)."""
         return FilterFormat.unchecked(self.seed, self.bucket_count)
 
 
@@ -118,10 +119,12 @@ class SnapshotChunk:
 
     @property
     def epoch(self) -> int:
+        """The snapshot's epoch (``header.epoch``)."""
         return self.header.epoch
 
     @property
     def word_count(self) -> int:
+        """Bucket words (u64) the chunk carries from ``bucket_offset``."""
         return int(self.words.shape[0])
 
     def serialize(self) -> bytes:
@@ -170,18 +173,22 @@ class Delta:
 
     @property
     def epoch(self) -> int:
+        """The epoch the delta advances to (``header.epoch``)."""
         return self.header.epoch
 
     @property
     def image_count(self) -> int:
+        """How many (bucket, word) images the delta carries."""
         return int(self.images.shape[0])
 
     @property
     def buckets(self) -> npt.NDArray[np.uint32]:
+        """Each image's bucket (u32): a view of ``images``."""
         return self.images["bucket"]
 
     @property
     def words(self) -> npt.NDArray[np.uint64]:
+        """Each image's absolute bucket word (u64): a view of ``images``."""
         return self.images["word"]
 
     def serialize(self) -> bytes:
@@ -896,6 +903,7 @@ class DeltaBatch(Sequence[Delta]):
 
     @property
     def image_counts(self) -> npt.NDArray[np.int64]:
+        """Images per frame (``int64``), from ``offsets``."""
         return np.diff(self.offsets)
 
     def __len__(self) -> int:

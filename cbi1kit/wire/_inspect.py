@@ -96,15 +96,18 @@ class Inspection:
 
     @property
     def ok(self) -> bool:
+        """No problems: the frame decodes cleanly."""
         return not self.problems
 
     def field(self, path: str) -> InspectedField:
+        """The field at dotted ``path`` (e.g. ``header.epoch``); ``KeyError`` if there is none."""
         for f in self.fields:
             if f.path == path:
                 return f
         raise KeyError(path)
 
     def hexdump(self, *, head: int = 8, tail: int = 4) -> AnnotatedHexdump:
+        """The annotated hex dump: every field, then the first ``head`` and last ``tail`` items."""
         return AnnotatedHexdump.from_inspection(self, head=head, tail=tail)
 
     def __str__(self) -> str:
@@ -324,6 +327,11 @@ def _inspect_chunk(buf: bytes, n: int, bucket_count: int, add: _Adder) -> list[I
 # ------------------------------------------------------------------------------------ hexdump
 
 
+#: bytes a row of a body of unknown kind shows: as many as a delta image, so a dump fits 80
+#: columns whatever the frame
+_BODY_ROW = IMAGE_BYTES
+
+
 @dataclass(frozen=True, slots=True)
 class HexRow:
     """One line of the dump: a field, one body item, or a marker for skipped rows."""
@@ -360,20 +368,32 @@ class AnnotatedHexdump:
                 buf, end, WORD_BYTES, "snapshot.words", _word_value(base), head, tail
             )
         elif end < len(buf):
-            rows += _item_rows(buf, end, 16, "body", _no_value, head, tail)
+            rows += _item_rows(buf, end, _BODY_ROW, "body", _no_value, head, tail)
         kind = ins.kind.name if ins.kind is not None else "unknown kind"
         status = "ok" if ins.ok else f"{len(ins.problems)} problem(s)"
         return cls(tuple(rows), f"CBI1 {kind}, {ins.length} bytes, {status}")
 
-    def __str__(self) -> str:
+    def text(self, width: int = 80) -> str:
+        """The dump as lines of at most ``width`` characters where it can: offset, bytes,
+        label and value; a value that does not fit goes on its own line under the label."""
+        hex_w = max((len(r.raw) * 3 - 1 for r in self.rows if r.region != "skip"), default=0)
+        hex_w = max(hex_w, 0)
+        label_w = max((len(r.label) for r in self.rows if r.region != "skip"), default=0)
         lines = [self.title]
         for r in self.rows:
             if r.region == "skip":
                 lines.append(f"{'':>8}  {r.label}")
                 continue
-            hexed = r.raw.hex(" ")
-            lines.append(f"{r.offset:08x}  {hexed:<36}  {r.label:<26} {r.value}")
+            line = f"{r.offset:08x}  {r.raw.hex(' '):<{hex_w}}  {r.label:<{label_w}}  {r.value}"
+            if len(line) > width:
+                at = 8 + 2 + hex_w + 2
+                lines += [line[: at + len(r.label)], " " * 10 + r.value]
+            else:
+                lines.append(line)
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
     def _repr_html_(self) -> str:
         colours = {"header": "#e8f0fe", "prefix": "#fef7e0", "item": "#e6f4ea", "tail": "#fce8e6"}

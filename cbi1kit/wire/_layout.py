@@ -77,21 +77,26 @@ class Layout:
 
     @property
     def start(self) -> int:
+        """Byte offset of the first field."""
         return self.fields[0].offset
 
     @property
     def end(self) -> int:
+        """Byte offset just past the last field."""
         return self.fields[-1].end
 
     @property
     def size(self) -> int:
+        """Bytes the run covers (``end - start``)."""
         return self.end - self.start
 
     @property
     def codec(self) -> struct.Struct:
+        """The compiled little-endian ``struct`` of every field, cached per region."""
         return _compiled(self)
 
     def field(self, name: str) -> FieldSpec:
+        """The field called ``name``; ``KeyError`` if the region has none."""
         for spec in self.fields:
             if spec.name == name:
                 return spec
