@@ -37,7 +37,7 @@ from cbi1kit.errors import LaneError, LaneVariant
 if TYPE_CHECKING:
     import polars as pl
 
-    from cbi1kit.analysis._diff import LaneDiff
+    from cbi1kit.analysis._diff import LaneDiff, LaneSource
     from cbi1kit.analysis._explain import Explanation
     from cbi1kit.analysis._frames import FramesEngine
     from cbi1kit.analysis._global import GlobalView, Moment
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from cbi1kit.analysis._tables import Collector
     from cbi1kit.ckf._stats import CkfStats
     from cbi1kit.hashing._identity import DcId, PoolId
+    from cbi1kit.wire._format import FilterFormat
 
 Words = npt.NDArray[np.uint64]
 
@@ -318,7 +319,7 @@ class Capture:
     def replay(
         self,
         *,
-        expected_format: Any = None,
+        expected_format: FilterFormat | None = None,
         keep_history: bool = True,
         keep_events: bool = True,
         engine: str = "compiled",
@@ -335,7 +336,7 @@ class Capture:
         return self._advance(run, progress)
 
     def _new_run(
-        self, key: tuple[Any, ...], expected_format: Any, tables: Collector | None
+        self, key: tuple[Any, ...], expected_format: FilterFormat | None, tables: Collector | None
     ) -> _Run:
         engine, _fmt, keep_history, keep_events = key
         hooks = {} if tables is None else tables.hooks()
@@ -362,7 +363,9 @@ class Capture:
         return run.report
 
     # -- the tables replay makes ------------------------------------------------------------------
-    def tables(self, *, expected_format: Any = None, engine: str = "compiled") -> Collector:
+    def tables(
+        self, *, expected_format: FilterFormat | None = None, engine: str = "compiled"
+    ) -> Collector:
         """The images and snapshots tables, made by a replay that keeps them: the default
         replay itself where it has not run yet (one pass serves both), else a lean one."""
         from cbi1kit.analysis._tables import Collector
@@ -421,7 +424,7 @@ class Capture:
 
         return explain(self.replay(), model=model, **options)
 
-    def diff(self, other: Any = None, **options: Any) -> LaneDiff:
+    def diff(self, other: LaneSource | Capture | None = None, **options: Any) -> LaneDiff:
         """A lane of this capture against ``other`` (another capture, moment or DC; words)
         bucket by bucket (``cbi1kit.diff``)."""
         from cbi1kit.analysis._diff import diff
@@ -456,7 +459,7 @@ def feeder_of(engine: str, player: Replayer) -> Any:
     return ReferenceFeeder(player)
 
 
-def _format_key(fmt: Any) -> tuple[int, int] | None:
+def _format_key(fmt: FilterFormat | None) -> tuple[int, int] | None:
     return None if fmt is None else (int(fmt.seed), int(fmt.bucket_count))
 
 

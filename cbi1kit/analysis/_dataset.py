@@ -22,7 +22,7 @@ from __future__ import annotations
 import copyreg
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -50,7 +50,7 @@ from cbi1kit.analysis._schema import (
 from cbi1kit.analysis._tables import Collector
 from cbi1kit.capture._file import is_capture_file
 from cbi1kit.capture._readers import ReadCursor
-from cbi1kit.capture._segments import capture_segments, read_segment_info
+from cbi1kit.capture._segments import CaptureSet, capture_segments, read_segment_info
 from cbi1kit.errors import (
     CaptureError,
     CaptureVariant,
@@ -75,6 +75,9 @@ __all__ = [
     "scan_table",
     "segment_source",
 ]
+
+#: captures as ``export_dataset`` takes them: a path, a recording, or a list of them
+Captures = str | os.PathLike[str] | CaptureSet | Sequence[str | os.PathLike[str] | CaptureSet]
 
 DATASET_FILE: Final = "cbi1kit-dataset.json"
 _SOURCES: Final = "sources"
@@ -112,7 +115,7 @@ def segment_source(path: str | os.PathLike[str]) -> SegmentSource:
     return SegmentSource(path, info.set_id, info.segment, source)
 
 
-def capture_files(captures: Any) -> list[list[Path]]:
+def capture_files(captures: Captures) -> list[list[Path]]:
     """Each capture's files, in order: a path (a rotated recording's first segment finds the
     rest) or a ``CaptureSet``, or a list of them (a list of plain paths is several captures).
     A file named twice is converted once. A file that is no capture (CBI1 frames, a grpcurl
@@ -533,7 +536,7 @@ def convert_segment(
 
 
 def export_dataset(
-    captures: Any,
+    captures: Captures,
     out_dir: str | os.PathLike[str],
     *,
     batch_records: int = 65536,

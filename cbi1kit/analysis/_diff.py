@@ -13,10 +13,10 @@ question a capacity hole or a lagging stream raises.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -42,10 +42,13 @@ from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.ckf._bucket import lane_occupancy, lane_slots
 from cbi1kit.ckf._lane import DcCkfSnapshot
 from cbi1kit.errors import CaptureError, CaptureVariant, LaneError, LaneVariant
-from cbi1kit.hashing._identity import PoolId
+from cbi1kit.hashing._identity import DcId, PoolId
 from cbi1kit.relay._messages import PoolDescriptor
 from cbi1kit.relay._publication import HubSnapshot
 from cbi1kit.wire._assembly import AssembledSnapshot
+
+if TYPE_CHECKING:
+    from cbi1kit.wire._format import FilterFormat
 
 __all__ = ["LaneDiff", "LaneSide", "compare_words", "diff", "load_lane"]
 
@@ -53,6 +56,44 @@ Words = npt.NDArray[np.uint64]
 #: the first bytes of every .npy file
 NPY_MAGIC: Final = b"\x93NUMPY"
 _SHOWN: Final = 20  # rows ``str()`` lists
+
+
+class Producer(Protocol):
+    """A producer whose lane is read now (``DcCkfState``)."""
+
+    def words(self) -> Words:
+        """The lane's words."""
+        ...
+
+
+class ProducerFleet(Protocol):
+    """Producers by DC index (a ``Simulator``)."""
+
+    @property
+    def states(self) -> Sequence[Producer]:
+        """One producer per DC."""
+        ...
+
+    @property
+    def config(self) -> object:
+        """The fleet's configuration."""
+        ...
+
+
+#: what a side of :func:`diff` may be (see its docstring)
+LaneSource = (
+    str
+    | os.PathLike[str]
+    | ReplayReport
+    | Words
+    | DcCkfSnapshot
+    | HubSnapshot
+    | AssembledSnapshot
+    | Producer
+    | ProducerFleet
+)
+#: a DC as ``diff`` and ``explain`` take it: an id, a ``DcId``, 16 hex digits or a DC name
+DcName = int | str | DcId
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,9 +378,9 @@ def _dc_name(candidate: _Candidate) -> str:
 
 
 def _side(
-    source: Any,
+    source: LaneSource,
     *,
-    dc: Any,
+    dc: DcName | None,
     model: str | None,
     at: Moment,
     expected_format: Any,
@@ -384,19 +425,19 @@ def _side(
                 f"(dc=), got {dc!r}",
             )
         return _producer_side(states[dc], label or f"simulator DC {dc}")
-    if callable(getattr(source, "words", None)):
-        return _producer_side(source, label or "producer")
     if isinstance(source, np.ndarray):
         name = label or "array"
         words = _words(source, name)
         return LaneSide(name, int(words.shape[0])), words
+    if callable(getattr(source, "words", None)):
+        return _producer_side(source, label or "producer")
     raise _not_a_lane(
         type(source).__name__,
         "expected a capture, a .npy file, an array, a snapshot or a producer",
     )
 
 
-def _producer_side(producer: Any, label: str) -> tuple[LaneSide, Words]:
+def _producer_side(producer: Producer, label: str) -> tuple[LaneSide, Words]:
     words = _words(producer.words(), label)
     fmt = getattr(producer, "format", None)
     seed = None if fmt is None else int(fmt.seed)
@@ -454,17 +495,17 @@ def compare_words(words_a: Words, words_b: Words) -> pl.DataFrame:
 
 
 def diff(
-    a: Any,
-    b: Any = None,
+    a: LaneSource,
+    b: LaneSource | None = None,
     *,
-    dc: Any = None,
-    dc_a: Any = None,
-    dc_b: Any = None,
+    dc: DcName | None = None,
+    dc_a: DcName | None = None,
+    dc_b: DcName | None = None,
     model: str | None = None,
     at: Moment = None,
     at_a: Moment = None,
     at_b: Moment = None,
-    expected_format: Any = None,
+    expected_format: FilterFormat | None = None,
     labels: tuple[str | None, str | None] = (None, None),
 ) -> LaneDiff:
     """Lane ``a`` against lane ``b`` (``b`` None: ``a`` again, at another moment or DC).

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +64,9 @@ from cbi1kit.hashing._identity import (
     stable_dc_id,
 )
 from cbi1kit.relay._messages import PoolDescriptor
+
+if TYPE_CHECKING:
+    from cbi1kit.wire._format import FilterFormat
 
 __all__ = [
     "BlockAddress",
@@ -549,7 +552,21 @@ def _local_hashes(
 # ------------------------------------------------------------------------------- the lanes
 
 
-def _holdings(value: Any) -> set[int]:
+class Resident(Protocol):
+    """A producer that says what it holds (``DcCkfState``)."""
+
+    def resident_canonicals(self) -> Iterable[int]:
+        """The canonical sequence hashes it holds."""
+        ...
+
+
+#: what a producer holds, as ``explain(truth=)`` takes it: a producer, or its hashes (u64)
+Holdings = Resident | npt.NDArray[np.uint64] | Iterable[int]
+#: ``truth=``: one producer's holdings (a single lane), or holdings by DC (id, ``DcId``, hex, name)
+HoldingsByDc = Holdings | Mapping[int | str | DcId, Holdings]
+
+
+def _holdings(value: Holdings) -> set[int]:
     """What a producer holds: its canonical sequence hashes (a ``DcCkfState``'s residents, an
     array or any collection of u64)."""
     if hasattr(value, "resident_canonicals"):
@@ -571,7 +588,7 @@ def _holdings(value: Any) -> set[int]:
     return out
 
 
-def _truth_by_lane(truth: Any, lanes: Sequence[ViewLane]) -> dict[int, set[int]]:
+def _truth_by_lane(truth: HoldingsByDc | None, lanes: Sequence[ViewLane]) -> dict[int, set[int]]:
     """``truth=`` per lane: a mapping from DC (id, ``DcId``, hex or name) to holdings, or one
     holdings when the domain has a single lane."""
     if truth is None:
@@ -777,12 +794,12 @@ def explain(
     request: BlockRequest | None = None,
     at: At | int | str | datetime | timedelta | None = None,
     lora: str | None = None,
-    truth: Any = None,
+    truth: HoldingsByDc | None = None,
     local_dc: int | str | DcId | None = None,
     tie_key: int | None = None,
     domain: IndexerDomainId | str | None = None,
     verification_window: int = DEFAULT_VERIFICATION_WINDOW,
-    expected_format: Any = None,
+    expected_format: FilterFormat | None = None,
 ) -> Explanation:
     """Explain how the router sees ``tokens`` (or a trace ``request``) for ``model`` at ``at``.
 

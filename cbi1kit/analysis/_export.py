@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
@@ -22,7 +22,9 @@ from cbi1kit.analysis._tables import Collector
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
-    from cbi1kit.analysis._capture import Capture
+    from cbi1kit.analysis._capture import Capture, Source
+    from cbi1kit.wire._format import FilterFormat
+
 
 __all__ = ["export_parquet"]
 
@@ -54,7 +56,9 @@ class _Writers:
             self.pending = None
 
 
-def _rows(capture: Capture, expected_format: Any) -> Iterator[tuple[str, pl.DataFrame]]:
+def _rows(
+    capture: Capture, expected_format: FilterFormat | None
+) -> Iterator[tuple[str, pl.DataFrame]]:
     """(table, rows) from one pass: each item to the frames engine, then to the replay."""
     from cbi1kit.analysis._capture import feeder_of
 
@@ -78,10 +82,10 @@ def _rows(capture: Capture, expected_format: Any) -> Iterator[tuple[str, pl.Data
 
 
 def export_parquet(
-    source: Any,
+    source: Source | Capture,
     out_dir: str | os.PathLike[str],
     *,
-    expected_format: Any = None,
+    expected_format: FilterFormat | None = None,
     overwrite: bool = False,
 ) -> dict[str, Path]:
     """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet``.

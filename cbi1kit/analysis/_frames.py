@@ -10,7 +10,7 @@ categoricals. The schema is :mod:`cbi1kit.analysis._schema`'s (``docs/tables.md`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,9 @@ from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_catal
 from cbi1kit.errors import RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
 from cbi1kit.wire._rules import RULES
+
+if TYPE_CHECKING:
+    from cbi1kit.analysis._capture import Capture, Source
 
 __all__ = ["FRAME_BATCH_ROWS", "FramesEngine", "frames_batches", "frames_table"]
 
@@ -448,7 +451,7 @@ def frames_batches(
 
 
 def frames_table(
-    source: Any, *, batch_records: int = FRAME_BATCH_ROWS, engine: str = "compiled"
+    source: Source | Capture, *, batch_records: int = FRAME_BATCH_ROWS, engine: str = "compiled"
 ) -> pl.LazyFrame:
     """One row per message (``FRAMES_SCHEMA``), made as polars pulls it, batches of at most
     ``batch_records`` rows: ``cbi1kit.open(source, keep_tables=False).frames``."""

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,9 @@ from cbi1kit.hashing._identity import (
     ProducerIdentity,
 )
 from cbi1kit.relay._messages import PoolCatalog, PoolDescriptor, catalog_from_wire
+
+if TYPE_CHECKING:
+    from cbi1kit.wire._format import FilterFormat
 
 __all__ = [
     "At",
@@ -541,7 +544,7 @@ def global_view(
     *,
     model: str | None = None,
     at: At | int | str | datetime | timedelta | None = None,
-    expected_format: Any = None,
+    expected_format: FilterFormat | None = None,
 ) -> GlobalView:
     """What a global router consults for ``model`` at ``at``: upstream's consumer table per
     indexer domain, each lane with where its words came from. ``capture`` is replayed (with

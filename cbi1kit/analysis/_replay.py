@@ -47,6 +47,7 @@ from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._rules import RULE_INDEX, rule_of
 
 if TYPE_CHECKING:
+    from cbi1kit.analysis._capture import Capture, Source
     from cbi1kit.analysis._global import GlobalView
 
 __all__ = [
@@ -1031,9 +1032,9 @@ def check_engine(engine: str) -> str:
 
 
 def replay(
-    records: Any,
+    records: Source | Capture,
     *,
-    expected_format: Any = None,
+    expected_format: FilterFormat | None = None,
     keep_history: bool = True,
     keep_events: bool = True,
     engine: str = "compiled",

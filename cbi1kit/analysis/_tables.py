@@ -5,7 +5,7 @@ bins any lane.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,9 @@ from cbi1kit.analysis._schema import IMAGES_SCHEMA, OCCUPANCY_SCHEMA, SNAPSHOTS_
 from cbi1kit.ckf._bucket import bucket_occupancy
 from cbi1kit.wire._assembly import AssembledSnapshot
 from cbi1kit.wire._format import FilterFormat
+
+if TYPE_CHECKING:
+    from cbi1kit.analysis._capture import Capture, Source
 
 FormatLike = FilterFormat
 
@@ -170,7 +173,7 @@ class Collector:
 
 
 def images_table(
-    source: Any, *, expected_format: FormatLike | None = None, engine: str = "compiled"
+    source: Source | Capture, *, expected_format: FormatLike | None = None, engine: str = "compiled"
 ) -> pl.DataFrame:
     """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``):
     ``cbi1kit.open(source).tables(...).images_df()``."""
@@ -183,7 +186,7 @@ def images_table(
 
 
 def snapshots_table(
-    source: Any, *, expected_format: FormatLike | None = None, engine: str = "compiled"
+    source: Source | Capture, *, expected_format: FormatLike | None = None, engine: str = "compiled"
 ) -> pl.DataFrame:
     """One row per installed snapshot (``SNAPSHOTS_SCHEMA``)."""
     from cbi1kit.analysis._capture import open_capture

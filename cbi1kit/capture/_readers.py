@@ -35,7 +35,7 @@ from cbi1kit.capture._items import (
     SourceError,
     StreamEvent,
 )
-from cbi1kit.capture._scan import CaptureScan
+from cbi1kit.capture._scan import CaptureScan, CaptureSource
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import CaptureError, CaptureVariant, Cbi1kitError, one_line
 from cbi1kit.wire._format import (
@@ -51,10 +51,6 @@ from cbi1kit.wire._format import (
     WORD_BYTES,
     FrameKind,
 )
-
-#: a capture: a path (a rotated recording's first segment finds the rest), a ``CaptureSet``,
-#: or a list of a recording's segment paths
-CaptureSource = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
 __all__ = [
     "CaptureItem",

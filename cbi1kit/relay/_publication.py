@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +38,9 @@ from cbi1kit.wire._format import (
     SNAPSHOT_CHUNK_BUCKETS,
     FilterFormat,
 )
+
+if TYPE_CHECKING:
+    from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 
 __all__ = [
     "ENVELOPE_HEADROOM_BYTES",
@@ -191,7 +194,7 @@ class SnapshotFrames(Iterator[PublicationFrame]):
         )
 
 
-def encode_snapshot_publication(hub_snapshot: Any) -> SnapshotFrames:
+def encode_snapshot_publication(hub_snapshot: HubSnapshot | DcCkfSnapshot) -> SnapshotFrames:
     """A snapshot as ``ceil(bucket_count / 524288)`` chunk frames, all with ``base == sequence``.
 
     Gate first, then the lane length (``SnapshotBucketCount``); both are raised
@@ -245,7 +248,7 @@ def _delta_images(delta: Any) -> npt.NDArray[np.void]:
     return out
 
 
-def encode_delta_publication(delta: Any) -> PublicationFrame:
+def encode_delta_publication(delta: DcCkfDelta) -> PublicationFrame:
     """One delta frame ``base_sequence -> sequence`` carrying the delta's absolute images.
 
     Gate, then u32 overflow of any bucket index, then the CBI1 encoder's own checks
