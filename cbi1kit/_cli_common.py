@@ -312,7 +312,9 @@ def table(rows: Sequence[Sequence[object]], header: Sequence[str], width: int | 
     natural = [max(len(r[i]) for r in cells) for i in range(len(header))]
     floors = [max(len(w) for r in cells for w in r[i].split() or [""]) for i in range(len(header))]
     room = width - 2 * (len(header) - 1)
-    if sum(floors) > room:
+    if sum(floors) > room and len(header) <= 2:  # name and value: a long word runs over
+        floors[-1] = max(12, room - floors[0])
+    elif sum(floors) > room:
         return _expanded(cells[1:], cells[0], width)
     widths = _fit(natural, floors, room)
     lines = []

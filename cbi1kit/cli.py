@@ -976,7 +976,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(result)
+        print("\n".join(wrapped(line) for line in str(result).splitlines()))
         if not report.ok:
             print(
                 f"note: the capture has {len(report.violations)} violation(s); see `cbi1kit replay`"

@@ -423,7 +423,7 @@ def test_an_empty_or_blank_file_is_no_valid_stream(content: bytes, tmp_path: Pat
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("at", [200_000, 20], ids=["record-body", "file-header"])
+@pytest.mark.parametrize("at", [200_200, 20], ids=["record-body", "file-header"])
 def test_the_cli_reads_on_past_damage_as_the_library_does(at: int, tmp_path: Path) -> None:
     """One flipped bit must not hide the rest of the capture from replay, stats or inspect:
     the damage is named with its record and offset, and every intact record after it is read."""
@@ -441,7 +441,7 @@ def test_the_cli_reads_on_past_damage_as_the_library_does(at: int, tmp_path: Pat
     inspected = run("inspect", str(path))
     assert f"records: {library.records}" in inspected.stdout
     if at > 1000:  # a record body: named, at its record and offset
-        assert "record body checksum mismatch" in inspected.stdout
+        assert "record body checksum mismatch" in " ".join(inspected.stdout.split())
         assert inspected.returncode == 1
     stats = run("stats", str(path), "--fpr-probes", "0")
     assert stats.returncode in (0, 1) and "Traceback" not in stats.stderr

@@ -412,7 +412,8 @@ def test_cli_explain_prints_every_step(fleet: Path, tmp_path: Path) -> None:
     assert code == 0, err
     for step in ("1. catalog revision 1", "2. 12 tokens → 3 block(s)", "3. each DC lane (2)"):
         assert step in out
-    assert "the chain breaks at block 2: its fingerprint left both buckets with delta 1" in out
+    prose = " ".join(out.split())  # wrapped to the terminal: read as one line
+    assert "the chain breaks at block 2: its fingerprint left both buckets with delta 1" in prose
     assert f"4. the router prefers DC {stable_dc_id('sim-dc-0')}" in out
     code, out, _ = cli_run("explain", str(fleet), "--model", MODEL, "--tokens", tokens, "--json")
     shown = json.loads(out)

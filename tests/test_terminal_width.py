@@ -87,3 +87,10 @@ def test_commands_fit_an_80_column_terminal(
     assert code == 0, err
     wide = [line for line in out.splitlines() if len(line) > 80]
     assert not wide, wide
+
+
+def test_a_name_and_value_table_never_turns_into_blocks() -> None:
+    path = "/tmp/" + "x" * 90 + "/f.kvrcap: record 12 at byte offset 3: body checksum mismatch"
+    out = table([("damage", path), ("records", 3)], ("field", "value"), width=80)
+    assert out.splitlines()[0].startswith("field") and "x" * 90 in out  # the word runs over
+    assert "body checksum mismatch" in " ".join(out.split())

@@ -69,7 +69,7 @@ class RelayConfig:
     heartbeat_interval_ms: int = 10_000
     max_delta_images: int = max_delta_images()
     resubscribe_every_ms: int | None = None
-    record_dc: int | None = None  # None: every DC, and the catalog
+    record_dc: int | None = None  # None: every DC's pool stream (the catalog always)
     subscriber_id: str = "cbi1kit-simrelay"
     target: str = "sim://kv-dc-relay"
     drt_instance_id: int = 0x5EED
@@ -354,7 +354,8 @@ def simulate_capture(
 
     Every DC is simulated (the ckf policy routes across all of them) and every DC's pool stream
     is recorded, after a catalog stream describing every pool; ``RelayConfig.record_dc``
-    records one DC's stream alone, as one consumer lane sees it. The capture holds a ``MARK``
+    records one DC's pool stream alone, as ``record --pool`` does (the catalog still lists
+    every pool, so ``explain`` answers on it). The capture holds a ``MARK``
     with the configuration (JSON), the catalog stream, then ``SubscribeKvPool`` streams (a new
     one per pool after a forced snapshot or resubscription).
     """
@@ -418,8 +419,7 @@ def _simulate_into(
             recv_mono_ns=clock_ns[1],
         )
         relay.now_ns = clock_ns[1]
-        if cfg.relay.record_dc is None:
-            relay.watch_catalog(t0, catalog_pools(cfg.simulator, sim, workload))
+        relay.watch_catalog(t0, catalog_pools(cfg.simulator, sim, workload))
         sim.run(
             workload,
             on_snapshot=relay.on_snapshot,
