@@ -275,14 +275,18 @@ def terminal_width() -> int:
 
 
 def wrapped(text: str, indent: str = "   ") -> str:
-    """A long line of prose wrapped to the terminal, continuation lines indented; a word is
+    """Each line of ``text`` wrapped to the terminal, continuation lines indented; a word is
     never broken (an identity or a path stays whole, to be copied)."""
-    return textwrap.fill(
-        text,
-        terminal_width(),
-        subsequent_indent=indent,
-        break_on_hyphens=False,
-        break_long_words=False,
+    width = terminal_width()
+    return "\n".join(
+        textwrap.fill(
+            line,
+            width,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        for line in text.splitlines()
     )
 
 

@@ -112,10 +112,6 @@ def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
     return inspect(data, fmt)
 
 
-#: a stream's method shown without its protobuf package: ``KvEventRelay/SubscribeKvPool``
-_PACKAGE_PATH: Final = "/dynamo.kvrelay.v1."
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     fmt = _expected_format(args)
     worst = EXIT_OK
@@ -316,6 +312,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     """A capture's overview (``Capture.overview``), one frame annotated, then its replay: one
     scan serves all three."""
     from cbi1kit.analysis._capture import Capture
+    from cbi1kit.capture._streams import KV_EVENT_RELAY
 
     print(wrapped(f"== {path} (kvrcap capture)"))
     capture = Capture(path)
@@ -339,7 +336,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     )
     print()
     streams = [
-        (r.stream, r.method.removeprefix(_PACKAGE_PATH), r.messages, r.status, r.reason)
+        (r.stream, r.method.removeprefix(KV_EVENT_RELAY), r.messages, r.status, r.reason)
         for r in view.streams.values()
     ]
     print(table(streams, ("stream", "method", "messages", "status", "reason")))
@@ -976,7 +973,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print("\n".join(wrapped(line) for line in str(result).splitlines()))
+        print(wrapped(str(result)))
         if not report.ok:
             print(
                 f"note: the capture has {len(report.violations)} violation(s); see `cbi1kit replay`"
@@ -1055,7 +1052,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**result.to_dict(args.limit), "ok": ok}, indent=2))
     else:
-        print("\n".join(wrapped(line, " " * 9) for line in result.text(args.limit).splitlines()))
+        print(wrapped(result.text(args.limit), " " * 9))
         if not ok:
             print("note: a capture has violations; see `cbi1kit replay`")
     return EXIT_OK if ok else EXIT_INVALID

@@ -27,10 +27,17 @@ from cbi1kit.capture._file import (
 )
 from cbi1kit.errors import CaptureError
 
-__all__ = ["SUBSCRIBE_KV_POOL_METHOD", "WATCH_KV_POOL_CATALOG_METHOD", "FrameStreams"]
+__all__ = [
+    "KV_EVENT_RELAY",
+    "SUBSCRIBE_KV_POOL_METHOD",
+    "WATCH_KV_POOL_CATALOG_METHOD",
+    "FrameStreams",
+]
 
-SUBSCRIBE_KV_POOL_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"
-WATCH_KV_POOL_CATALOG_METHOD: Final = "/dynamo.kvrelay.v1.KvEventRelay/WatchKvPoolCatalog"
+#: the relay's gRPC service: each method's path is this and its name
+KV_EVENT_RELAY: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
+SUBSCRIBE_KV_POOL_METHOD: Final = KV_EVENT_RELAY + "SubscribeKvPool"
+WATCH_KV_POOL_CATALOG_METHOD: Final = KV_EVENT_RELAY + "WatchKvPoolCatalog"
 
 
 def _looks_like_a_subscription(body: bytes) -> bool:

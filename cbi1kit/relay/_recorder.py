@@ -23,7 +23,11 @@ from google.protobuf.message import DecodeError
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._segments import RotatingCaptureWriter
-from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.capture._streams import (
+    KV_EVENT_RELAY,
+    SUBSCRIBE_KV_POOL_METHOD,
+    WATCH_KV_POOL_CATALOG_METHOD,
+)
 from cbi1kit.errors import Cbi1kitError, RecorderError, RecorderVariant, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
 from cbi1kit.relay._messages import (
@@ -60,13 +64,12 @@ __all__ = [
     "producer_key_text",
 ]
 
-_SERVICE: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
-RELAY_INFO_METHOD: Final = _SERVICE + "GetRelayInfo"
+RELAY_INFO_METHOD: Final = KV_EVENT_RELAY + "GetRelayInfo"
 CATALOG_METHOD: Final = WATCH_KV_POOL_CATALOG_METHOD
 SUBSCRIBE_METHOD: Final = SUBSCRIBE_KV_POOL_METHOD  # the name the capture readers look for
-READINESS_METHOD: Final = _SERVICE + "SubscribeServingReadiness"
-POOL_LOAD_METHOD: Final = _SERVICE + "SubscribeKvPoolLoad"
-SERVING_LOAD_METHOD: Final = _SERVICE + "SubscribeServingLoad"
+READINESS_METHOD: Final = KV_EVENT_RELAY + "SubscribeServingReadiness"
+POOL_LOAD_METHOD: Final = KV_EVENT_RELAY + "SubscribeKvPoolLoad"
+SERVING_LOAD_METHOD: Final = KV_EVENT_RELAY + "SubscribeServingLoad"
 
 
 @dataclass(frozen=True, slots=True)
