@@ -112,7 +112,7 @@ def _refresh_round(path: Path, grow: Path, cut: int) -> tuple[float, float]:
     c.refresh()
     c.replay()
     out = time.process_time() - cpu, time.perf_counter() - wall
-    assert c.replay().records == ck.open(path).replay(keep_history=False).records
+    assert c.replay().frames == ck.open(path).replay(keep_history=False).frames
     return out
 
 

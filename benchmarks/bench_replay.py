@@ -103,7 +103,7 @@ def _replay(path: str, **kw: Any) -> tuple[int, str]:
         for lane in report.lanes
         if lane.final_lane is not None
     ]
-    return report.records, f"{report.counts} {report.violations} {lanes}"
+    return report.frames, f"{report.counts} {report.violations} {lanes}"
 
 
 def measure_mix(full: str, prefix: str, rounds: int) -> dict[str, Any]:

@@ -136,7 +136,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 print(f"  - {problem}")
         else:
             print("valid: decodes cleanly")
+        if (why := _unrecognised(path)) is not None:  # shown, and refused as replay refuses it
+            print(f"cbi1kit inspect: error: {why}", file=sys.stderr)
+            worst = EXIT_UNREADABLE
     return worst
+
+
+def _unrecognised(path: Path) -> str | None:
+    """Why ``path`` is no input any reader takes (its first bytes), or None when one does."""
+    from cbi1kit.capture._readers import source_format
+
+    try:
+        source_format(path)
+    except CaptureError as exc:
+        return str(cannot_read(path, exc))
+    except OSError:
+        return None  # already read once: the view above stands
+    return None
 
 
 def cmd_layout(args: argparse.Namespace) -> int:
@@ -278,7 +294,7 @@ def _lane_rows(report: Any) -> list[tuple[object, ...]]:
 
 def _print_replay_summary(report: Any, limit: int) -> None:
     counts = report.counts
-    print(f"records: {report.records}")
+    print(f"frames: {report.frames}")
     print(table(sorted(counts.items()), ("event", "count")))
     if len(report.lanes) <= 1:
         print(f"snapshot sessions (sequence ranges): {_spans(report.sequence_ranges, 10**9)}")
@@ -556,7 +572,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(
             json.dumps(
                 {
-                    "records": report.records,
+                    "frames": report.frames,
                     "counts": report.counts,
                     "sequence_ranges": report.sequence_ranges if only else None,
                     "final_sequence": report.final_sequence if only else None,
@@ -564,7 +580,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     "ok": report.ok,
                     "violations": [
                         {
-                            "record_index": v.record_index,
+                            "frame_index": v.frame_index,
                             "stream_id": v.stream_id,
                             "sequence": v.sequence,
                             "rule": v.rule,

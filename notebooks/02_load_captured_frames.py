@@ -43,7 +43,7 @@ cap = ck.open(capture)
 frames = cap.frames.collect()
 ck.viz.full_table(
     frames.select(
-        "record_index",
+        "frame_index",
         "recv_time",
         "kind",
         "base_sequence",

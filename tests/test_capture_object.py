@@ -17,7 +17,7 @@ import cbi1kit as ck
 import cbi1kit.capture._scan as scan_module
 from cbi1kit.analysis import frames_table, images_table, replay, snapshots_table
 from cbi1kit.analysis._replay import ReplayReport
-from cbi1kit.capture._file import FILE_HEADER_LEN
+from cbi1kit.capture._file import FILE_HEADER_LEN, CaptureReader, RecordType
 
 SAMPLE = Path(__file__).parent.parent / "data" / "sample.kvrcap"
 ENGINES = ["compiled", "reference"]
@@ -34,7 +34,7 @@ def summary(report: ReplayReport) -> tuple[Any, ...]:
         for lane in report.lanes
     ]
     violations = [v.describe() for v in report.violations]
-    return report.records, report.counts, violations, lanes
+    return report.frames, report.counts, violations, lanes
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_one_scan_serves_every_table_and_the_replay(scans: list[str]) -> None:
         c.lane(at=report.lanes[0].final_sequence)
     assert scans == [str(SAMPLE)] and c.scans == 1
     assert c.replay() is report
-    assert frames.height == report.records and images.height and snapshots.height
+    assert frames.height == report.frames and images.height and snapshots.height
 
 
 def test_without_keeping_tables_each_pass_scans_again(scans: list[str]) -> None:
@@ -151,13 +151,13 @@ def test_refresh_reads_only_what_was_appended(tmp_path: Path) -> None:
     path = tmp_path / "grow.kvrcap"
     path.write_bytes(data[:half])
     c = ck.open(path)
-    before = c.replay().records
+    before = c.replay().frames
     assert c.refresh() == 0  # nothing new
     with path.open("ab") as f:
         f.write(data[half:])
     got = c.refresh()
     assert got > 0 and c.scans == 1
-    assert c.replay().records == ck.replay(SAMPLE).records > before
+    assert c.replay().frames == ck.replay(SAMPLE).frames > before
     assert c.frames.collect().equals(frames_table(SAMPLE).collect())
 
 
@@ -182,7 +182,7 @@ def test_a_refreshed_capture_may_not_exist_yet(tmp_path: Path, follow: bool) -> 
     path = tmp_path / "later.kvrcap"
     c = ck.open(path, follow=follow)
     c.refresh()
-    assert c.replay().records == 0
+    assert c.replay().frames == 0
     path.write_bytes(SAMPLE.read_bytes())
     c.refresh()
     assert summary(c.replay()) == summary(replay(SAMPLE))
@@ -191,3 +191,18 @@ def test_a_refreshed_capture_may_not_exist_yet(tmp_path: Path, follow: bool) -> 
         .drop("source_offset")
         .equals(frames_table(SAMPLE).collect().drop("source_offset"))
     )
+
+
+def test_a_frame_is_numbered_apart_from_the_capture_record_that_holds_it() -> None:
+    """One meaning each: ``frame_index`` counts FilterUpdate frames (tables, events,
+    violations, ``frames``); "record" is a kvrcap record (capture errors, ``inspect``)."""
+    c = ck.open(SAMPLE)
+    frames = c.frames.collect()
+    assert frames.columns[0] == "frame_index"
+    assert frames["frame_index"].to_list() == list(range(frames.height))
+    assert c.replay().frames == frames.height
+    with CaptureReader(SAMPLE) as reader:  # the first frame's record comes after the catalog's
+        held = next(r for r in reader.records() if r.type is RecordType.MESSAGE)
+    assert held.index > frames["frame_index"][0] == 0
+    bad = ck.replay(Path(__file__).parent / "vectors/cbi1/frames/valid/delta-one-image.bin")
+    assert bad.violations[0].describe().startswith("frame 0 ")

@@ -265,7 +265,7 @@ def test_every_layer_and_the_cli_agree_on_the_damage(damage: Damage) -> None:
         code, out, err = cli_run("replay", str(path), "--json", "--no-progress")
         assert "Traceback" not in err
         report = json.loads(out)
-        assert report["records"] == library.records
+        assert report["frames"] == library.frames
         assert code == (0 if library.ok else 1)
         code, out, err = cli_run("inspect", str(path), "--no-progress")
         assert "Traceback" not in err and code in (0, 1)

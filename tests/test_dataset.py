@@ -77,15 +77,15 @@ def test_each_capture_holds_its_own_tables(dataset: Path, captures: dict[str, Pa
         assert rows(ds.images, capture, images.columns).equals(images.sort(pl.all()))
         snaps = snapshots_table(path)
         assert rows(ds.snapshots, capture, snaps.columns).equals(snaps.sort(pl.all()))
-        want = sorted((v.record_index, v.rule, v.reason) for v in replay(path).violations)
-        got = rows(ds.violations, capture, ["record_index", "rule", "reason"])
+        want = sorted((v.frame_index, v.rule, v.reason) for v in replay(path).violations)
+        got = rows(ds.violations, capture, ["frame_index", "rule", "reason"])
         assert got.rows() == want
         assert (name == "broken") == bool(want)
 
 
 def test_rows_carry_their_frame_and_partition(dataset: Path, captures: dict[str, Path]) -> None:
     ds = open_dataset(dataset)
-    keys = ["capture", "record_index"]
+    keys = ["capture", "frame_index"]
     frames = ds.frames.select(
         *keys, "stream_id", "recv_time", "dc_id", "producer_incarnation", "relay_incarnation"
     )

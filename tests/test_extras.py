@@ -131,7 +131,7 @@ def test_pip_install_dot_is_the_core_and_works_outside_the_repository(tmp_path: 
     assert not present & set(NOT_CORE), present & set(NOT_CORE)
     use = (
         f"import cbi1kit as ck; c = ck.open({str(SAMPLE)!r}); print(c.frames.collect().height, "
-        "c.replay().records, type(ck.viz.occupancy_chart(c.lane())).__name__)"
+        "c.replay().frames, type(ck.viz.occupancy_chart(c.lane())).__name__)"
     )
     out = subprocess.run(
         [str(py), "-c", use], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False

@@ -90,7 +90,7 @@ def test_control_records_with_any_body_never_crash_a_reader(
         assert len(frames) == len(STREAM.messages)
         with contextlib.suppress(CaptureError):  # raise mode: only the typed error
             list(read_capture(path))
-        assert replay(path).records >= len(STREAM.messages)
+        assert replay(path).frames >= len(STREAM.messages)
         assert frames_table(path).collect().height >= len(STREAM.messages)
         export_parquet(path, Path(tmp) / "tables")
         for command in ("replay", "inspect", "stats"):
@@ -131,7 +131,7 @@ def test_a_huge_record_number_jump_is_bounded_damage(jump: int, tmp_path: Path) 
     damages = [i for i in read_capture(path, damage="report") if hasattr(i, "damage")]
     assert damages and f"record says it is number {jump}" in str(damages[0].error)
     assert 0 <= damages[0].frames <= path.stat().st_size // 48 + 1
-    assert replay(path).records < path.stat().st_size
+    assert replay(path).frames < path.stat().st_size
     frames_table(path).collect()
     code, _, err = cli_run("replay", str(path), "--no-progress")
     assert code == 1 and "Traceback" not in err
@@ -205,9 +205,9 @@ def test_replay_reads_on_past_a_message_that_is_no_filter_update(tmp_path: Path)
         for m in STREAM.messages:
             w.message(sid, m.SerializeToString())
     report = replay(path)
-    assert report.records == 3 + 1 + len(STREAM.messages)
+    assert report.frames == 3 + 1 + len(STREAM.messages)
     assert [v.rule for v in report.violations] == ["relay-protobuf-decode"]
-    assert report.violations[0].record_index == 3
+    assert report.violations[0].frame_index == 3
     assert report.final_sequence == STREAM.final_sequence  # the second stream replayed whole
     table = frames_table(path).collect()
     assert table["validation_rule"].to_list()[3] == "relay-protobuf-decode"

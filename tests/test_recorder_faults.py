@@ -61,14 +61,14 @@ def assert_replays(
     """The library's replay and ``cbi1kit replay`` agree: exactly ``violations`` (rule, frame
     index), and the lane ends as the producer's."""
     report = replay(path)
-    assert [(v.rule, v.record_index) for v in report.violations] == violations
+    assert [(v.rule, v.frame_index) for v in report.violations] == violations
     assert report.final_sequence == feed.sequence
     assert report.final_lane is not None and np.array_equal(report.final_lane, feed.words())
     capsys.readouterr()
     code = cli_main(["replay", str(path), "--json", "--no-progress"])
     out = json.loads(capsys.readouterr().out)
     assert code == (0 if not violations else 1)
-    assert [(v["rule"], v["record_index"]) for v in out["violations"]] == violations
+    assert [(v["rule"], v["frame_index"]) for v in out["violations"]] == violations
     return report
 
 

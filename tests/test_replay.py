@@ -54,7 +54,7 @@ def clone(m: pb.FilterUpdate) -> pb.FilterUpdate:
 def test_clean_stream_events_in_order(stream: Stream) -> None:
     report = replay(stream.messages)
     assert report.ok
-    assert [e.record_index for e in report.events] == list(range(len(stream.messages)))
+    assert [e.frame_index for e in report.events] == list(range(len(stream.messages)))
     want = {SNAP: EventKind.SNAPSHOT_CHUNK, DELTA: EventKind.DELTA_APPLIED, HB: EventKind.HEARTBEAT}
     kinds = [want[k] for k in stream.kinds]
     kinds[stream.chunk_count - 1] = EventKind.SNAPSHOT_INSTALLED
@@ -66,7 +66,7 @@ def test_duplicated_delta_is_reported_and_replay_waits_for_a_snapshot(stream: St
     msgs = [*stream.messages[: i + 1], stream.messages[i], *stream.messages[i + 1 :]]
     report = replay(msgs)
     (v,) = report.violations
-    assert (v.record_index, v.rule, v.sequence) == (
+    assert (v.frame_index, v.rule, v.sequence) == (
         i + 1,
         "StaleOrDuplicateDelta",
         msgs[i].sequence,
@@ -84,7 +84,7 @@ def test_missing_delta_is_a_base_sequence_gap(stream: Stream) -> None:
     msgs = stream.messages[:i] + stream.messages[i + 1 :]
     report = replay(msgs)
     v = report.violations[0]
-    assert (v.record_index, v.rule) == (i, "BaseSequenceMismatch")
+    assert (v.frame_index, v.rule) == (i, "BaseSequenceMismatch")
     assert v.sequence == stream.messages[i + 1].sequence
 
 
@@ -93,10 +93,10 @@ def test_snapshot_chunk_out_of_order(stream: Stream) -> None:
     msgs = [stream.messages[1], stream.messages[0], *stream.messages[2:]]
     report = replay(msgs)
     v = report.violations[0]
-    assert (v.record_index, v.rule) == (0, "Cbi1Error.ChunkSequence")
+    assert (v.frame_index, v.rule) == (0, "Cbi1Error.ChunkSequence")
     # chunk 0 then starts a fresh assembly; the lone chunk 0 is followed by a delta
     assert report.events[1].kind is EventKind.SNAPSHOT_CHUNK
-    assert report.violations[1].record_index == 2
+    assert report.violations[1].frame_index == 2
     assert report.final_lane is None
 
 
@@ -110,7 +110,7 @@ def test_recovery_at_the_next_snapshot(stream: Stream) -> None:
     snapshot = tail[: stream.chunk_count]
     msgs = [*stream.messages[:i], broken, *stream.messages[i + 1 : i + 3], *snapshot]
     report = replay(msgs)
-    assert [v.record_index for v in report.violations] == [i]
+    assert [v.frame_index for v in report.violations] == [i]
     assert report.events[i + 1].kind is EventKind.SKIPPED
     assert report.events[-1].kind is EventKind.SNAPSHOT_INSTALLED
     assert report.final_sequence == stream.snapshot_sequence
@@ -126,7 +126,7 @@ def test_heartbeat_rules(stream: Stream) -> None:
     j = first_index(stream, HB)
     wrong = heartbeat(producer, stream.messages[j].sequence + 1, 1)
     report = replay([*stream.messages[:j], wrong])
-    assert (report.violations[0].record_index, report.violations[0].rule) == (
+    assert (report.violations[0].frame_index, report.violations[0].rule) == (
         j,
         "HeartbeatSequence",
     )
@@ -157,7 +157,7 @@ def test_identity_and_envelope_rules(stream: Stream) -> None:
     for rule, msg in cases.items():
         report = replay([*stream.messages[:i], msg])
         v = report.violations[0]
-        assert (v.record_index, v.rule) == (i, rule.strip()), (rule, v)
+        assert (v.frame_index, v.rule) == (i, rule.strip()), (rule, v)
 
 
 def test_cbi1_header_must_match_the_envelope(stream: Stream) -> None:
@@ -185,9 +185,9 @@ def test_payload_bit_flips_are_reported_at_their_record(stream: Stream) -> None:
         payload[bit // 8] ^= 1 << (bit % 8)
         m.payload = bytes(payload)
         report = replay([*stream.messages[:i], m, *stream.messages[i + 1 :]])
-        assert report.violations[0].record_index == i
+        assert report.violations[0].frame_index == i
         assert not report.ok
-        before = [e for e in report.events if e.record_index < i]
+        before = [e for e in report.events if e.frame_index < i]
         assert not any(isinstance(e, Violation) for e in before)
 
 
@@ -247,7 +247,7 @@ def test_truncation_at_every_record_boundary_and_inside(small: Stream, tmp_path:
             assert events[:-1] == full.events[:k], cut
             last = events[-1]
             assert isinstance(last, Violation) and last.rule == "SourceDamaged"
-            assert last.record_index == k
+            assert last.frame_index == k
             assert "Truncated" in (last.reason or "")
 
 
@@ -268,8 +268,8 @@ def test_capture_bit_flips_keep_every_record_before_them(small: Stream, tmp_path
         # the damage is reported where it is, and replay goes on after it (issue 5)
         last = report.events[k]
         assert isinstance(last, Violation) and last.rule == "SourceDamaged"
-        assert last.record_index == k
-        assert [e.record_index for e in report.events[k + 1 :]] == list(range(k + 1, len(spans)))
+        assert last.frame_index == k
+        assert [e.frame_index for e in report.events[k + 1 :]] == list(range(k + 1, len(spans)))
         assert len(list(_intact(p))) == k
         got = [r.index for r in read_capture(p, damage="report") if isinstance(r, FrameRecord)]
         assert got == [i for i in range(len(spans)) if i != k]
@@ -289,7 +289,7 @@ def test_random_bytes_and_empty_inputs(tmp_path: Path) -> None:
     p = tmp_path / "noise.bin"
     p.write_bytes(np.random.default_rng(5).bytes(1000))
     report = replay(p)
-    assert report.records == 0 and report.violations[0].rule == "SourceDamaged"
+    assert report.frames == 0 and report.violations[0].rule == "SourceDamaged"
     report = replay([])
     assert report.ok and report.final_lane is None and report.final_sequence is None
 
@@ -469,7 +469,7 @@ def test_two_pools_replay_as_two_clean_lanes(
     )
     report = replay(path)
     assert report.ok, report.violations[:2]
-    assert report.records == len(stream.messages) + len(other.messages)
+    assert report.frames == len(stream.messages) + len(other.messages)
     assert [lane.dc_id for lane in report.lanes] == [DC, OTHER_DC]
     for dc, s in ((DC, stream), (OTHER_DC, other)):
         lane = report.lane(dc=dc)
@@ -500,7 +500,7 @@ def test_a_producer_changes_only_between_streams(stream: Stream, tmp_path: Path)
     assert [s.stream_id for s in lane.sessions] == lane.streams and len(lane.streams) == 2
     within = [*stream.messages, *renewed[stream.chunk_count :]]
     (v,) = replay(within).violations
-    assert (v.rule, v.record_index) == ("ProducerChanged", len(stream.messages))
+    assert (v.rule, v.frame_index) == ("ProducerChanged", len(stream.messages))
 
 
 def test_a_lane_at_a_time_and_the_end_of_its_session(stream: Stream, tmp_path: Path) -> None:
@@ -553,5 +553,5 @@ def test_what_a_notebook_shows_of_a_result_is_one_short_line() -> None:
         text = repr(obj)
         assert "\n" not in text and len(text) <= 160 and " object at 0x" not in text, text
     assert repr(report) == (
-        f"<ReplayReport: {report.records:,} records, 1 lane(s) [DC {report.lane().dc_id:016x}], ok>"
+        f"<ReplayReport: {report.frames:,} frames, 1 lane(s) [DC {report.lane().dc_id:016x}], ok>"
     )

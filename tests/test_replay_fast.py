@@ -82,7 +82,7 @@ def summary(report: ReplayReport, seed: int = 0) -> dict[str, Any]:
                     points.append(("session", t, _words(lambda t=t, n=lane: n.session_at(t))))
         segments = [
             (
-                g.record_index,
+                g.frame_index,
                 g.sequence,
                 g.last_sequence,
                 g.bucket_count,
@@ -106,7 +106,7 @@ def summary(report: ReplayReport, seed: int = 0) -> dict[str, Any]:
                 "pool": lane.pool,
                 "dc": lane.dc_id,
                 "streams": lane.streams,
-                "records": lane.records,
+                "frames": lane.frames,
                 "final_sequence": lane.final_sequence,
                 "final_lane": None if lane.final_lane is None else lane.final_lane.tobytes(),
                 "counts": lane.counts,
@@ -119,7 +119,7 @@ def summary(report: ReplayReport, seed: int = 0) -> dict[str, Any]:
             }
         )
     return {
-        "records": report.records,
+        "frames": report.frames,
         "counts": report.counts,
         "counts_order": list(report.counts),
         "events": report.events,
@@ -354,7 +354,7 @@ def test_interleaved_pools_with_hooks_in_record_order(tmp_path: Path) -> None:
     assert len(report.lanes) == 3 and report.counts["skipped"] == 20
     fast = images_table(path, engine="compiled")
     assert fast.equals(images_table(path, engine="reference"))
-    assert fast["record_index"].is_sorted()
+    assert fast["frame_index"].is_sorted()
 
 
 def test_the_kernels_take_most_of_a_clean_stream(

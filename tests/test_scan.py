@@ -197,7 +197,7 @@ def test_bit_flip_in_a_block_is_located_at_its_record(indexed: Path, bit: int) -
     assert ok["source_offset"].to_list() == frames
     # frame numbers as read_capture(damage="report") gives them
     idx = [(i.index, i.source_offset) for i in read_capture_report(indexed, data)]
-    assert [(r, o) for r, o in zip(df["record_index"], df["source_offset"], strict=True)] == idx
+    assert [(r, o) for r, o in zip(df["frame_index"], df["source_offset"], strict=True)] == idx
 
 
 def read_capture_report(path: Path, data: bytearray) -> list[object]:
@@ -227,7 +227,7 @@ def test_frames_table_reads_on_past_damage(stream: Stream, indexed: Path, tmp_pa
     lost = {v[1] for v in victims}
     assert good.equals(full.filter(~pl.col("source_offset").is_in(list(lost))))
     # each damaged message uses up its frame number, as in replay
-    assert bad["record_index"].to_list() == [3, 9]
+    assert bad["frame_index"].to_list() == [3, 9]
     # the torn tail of a file cut inside a late record is the last row; all before it is read
     cut = tmp_path / "cut.kvrcap"
     cut.write_bytes(bytes(indexed.read_bytes()[: msgs[-2][1] + 60]))

@@ -60,14 +60,14 @@ def rotated(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]
 
 
 def events(report: ReplayReport) -> list[tuple[Any, ...]]:
-    return [(e.record_index, e.kind, e.sequence, e.reason, e.stream_id) for e in report.events]
+    return [(e.frame_index, e.kind, e.sequence, e.reason, e.stream_id) for e in report.events]
 
 
 def assert_same_replay(a: ReplayReport, b: ReplayReport) -> None:
-    assert a.records == b.records and a.counts == b.counts
+    assert a.frames == b.frames and a.counts == b.counts
     assert events(a) == events(b)
-    assert [(v.record_index, v.rule, v.reason) for v in a.violations] == [
-        (v.record_index, v.rule, v.reason) for v in b.violations
+    assert [(v.frame_index, v.rule, v.reason) for v in a.violations] == [
+        (v.frame_index, v.rule, v.reason) for v in b.violations
     ]
     assert a.streams.keys() == b.streams.keys()
     for sid, info in a.streams.items():
@@ -105,7 +105,7 @@ def test_each_segment_is_a_closed_capture_with_its_streams_reopened(rotated: lis
         continued = [o for o in opens if (o.info or {}).get(CONTINUED)]
         assert (number == 0) == (not continued)
         report = replay(path)  # alone: readable, whatever state it starts without
-        assert report.records > 0
+        assert report.frames > 0
 
 
 def test_frames_of_the_set_are_the_unrotated_frames(fleet: Path, rotated: list[Path]) -> None:
@@ -120,8 +120,8 @@ def test_frames_of_the_set_are_the_unrotated_frames(fleet: Path, rotated: list[P
     for path in rotated:
         alone = Capture(path, cursor=ReadCursor()).frames.collect()  # this file alone
         part = got.filter(
-            pl.col("record_index").is_between(first, first + alone.height - 1)
-        ).with_columns(pl.col("record_index") - first)
+            pl.col("frame_index").is_between(first, first + alone.height - 1)
+        ).with_columns(pl.col("frame_index") - first)
         assert alone.equals(part)
         first += alone.height
     assert first == got.height

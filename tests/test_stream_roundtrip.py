@@ -253,8 +253,8 @@ def test_grpcurl_json_replays_identically_to_the_capture(stream: Stream, tmp_pat
     (tmp_path / "s.json").write_text(dump)
     from_json = replay(read_grpcurl_json(tmp_path / "s.json"))
     from_capture = replay(path)
-    assert [(e.record_index, e.kind, e.sequence, e.reason) for e in from_json.events] == [
-        (e.record_index, e.kind, e.sequence, e.reason) for e in from_capture.events
+    assert [(e.frame_index, e.kind, e.sequence, e.reason) for e in from_json.events] == [
+        (e.frame_index, e.kind, e.sequence, e.reason) for e in from_capture.events
     ]
     assert from_json.final_lane is not None
     np.testing.assert_array_equal(from_json.final_lane, from_capture.final_lane)  # type: ignore[arg-type]

@@ -156,7 +156,7 @@ def test_unknown_fields_and_truncated_capture(stream: Stream, tmp_path: Path) ->
         cut = frames_table(tmp_path / "cut.kvrcap").collect()
         assert cut["kind"][-1] == "SOURCE_ERROR"
         assert "Truncated" in cut["validation_error"][-1]
-        assert cut["record_index"][-1] == cut.height - 1 <= full.height
+        assert cut["frame_index"][-1] == cut.height - 1 <= full.height
         assert cut.head(cut.height - 1).equals(full.head(cut.height - 1))
 
 
@@ -196,7 +196,7 @@ def test_images_table_is_the_same_in_blocks_of_any_size(
     at = 0
     for n in sizes:  # rows added in pieces, a table taken after each: the rows so far
         part = whole.slice(at, int(n))
-        cols = [part[c].to_numpy() for c in ("record_index", "sequence")]
+        cols = [part[c].to_numpy() for c in ("frame_index", "sequence")]
         counts = np.ones(part.height, np.int64)
         collector.on_deltas(
             cols[0].view(np.int64), cols[1], counts, *(part[c].to_numpy() for c in _IMAGE_COLS)
@@ -214,7 +214,7 @@ def test_snapshots_and_occupancy(stream: Stream, capture: Path) -> None:
     words = stream.lanes[stream.snapshot_sequence]
     occupied = int((words.view("<u2") != 0).sum())
     assert snaps.row(0, named=True) | {"stream_id": 0} == {
-        "record_index": stream.chunk_count - 1,
+        "frame_index": stream.chunk_count - 1,
         "stream_id": 0,
         "sequence": stream.snapshot_sequence,
         "bucket_count": words.size,

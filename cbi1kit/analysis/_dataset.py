@@ -380,7 +380,7 @@ class _TableWriter:
 def _violations_df(events: list[Violation]) -> pl.DataFrame:
     return pl.DataFrame(
         {
-            "record_index": [e.record_index for e in events],
+            "frame_index": [e.frame_index for e in events],
             "stream_id": [e.stream_id for e in events],
             "sequence": [e.sequence for e in events],
             "rule": [e.rule for e in events],
@@ -417,8 +417,8 @@ def _replay_segment(
 
 def _keyed(table: str, rows: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     """A replay table's rows with what they take from their frame."""
-    own = [k for k in keys.columns if k == "record_index" or k not in rows.columns]
-    return rows.join(keys.select(own), on="record_index", how="left").with_columns(
+    own = [k for k in keys.columns if k == "frame_index" or k not in rows.columns]
+    return rows.join(keys.select(own), on="frame_index", how="left").with_columns(
         pl.col("cache_semantics", "routing_scope").cast(pl.Utf8)
     )
 
@@ -471,7 +471,7 @@ def convert_segment(
     for stale in _leftovers(out, seg.source):  # an interrupted conversion of this same file
         stale.unlink()
     keys: list[pl.DataFrame] = []
-    key_columns = ["record_index", *_FRAME_KEYS]
+    key_columns = ["frame_index", *_FRAME_KEYS]
     strings = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
     damage: list[str] = []
 

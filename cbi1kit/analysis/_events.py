@@ -32,9 +32,9 @@ _KINDS: Final = list(EventKind)
 
 @dataclass(frozen=True, slots=True)
 class ReplayEvent:
-    """What replay did with one record (``record_index`` counts the source's frames from 0)."""
+    """What replay did with one frame (``frame_index`` counts the source's frames from 0)."""
 
-    record_index: int
+    frame_index: int
     kind: EventKind
     sequence: int | None
     reason: str | None = None
@@ -53,7 +53,7 @@ class Violation(ReplayEvent):
         """The violation on one line, as every report lists it: where, which rule, why."""
         seq = "" if self.sequence is None else f" sequence {self.sequence}"
         return (
-            f"record {self.record_index} (stream {self.stream_id}){seq}: {self.rule}: {self.reason}"
+            f"frame {self.frame_index} (stream {self.stream_id}){seq}: {self.rule}: {self.reason}"
         )
 
 
@@ -112,7 +112,7 @@ class EventLog(Sequence[ReplayEvent]):
         has |= (event.source_offset is not None) << 2
         self._rows.append(
             (
-                event.record_index,
+                event.frame_index,
                 KIND_CODES[event.kind],
                 event.sequence or 0,
                 event.base_sequence or 0,
@@ -213,7 +213,7 @@ class EventLog(Sequence[ReplayEvent]):
         reasons = pl.Series([None, *self.reasons], dtype=pl.Categorical)
         return pl.DataFrame(
             {
-                "record_index": t["index"],
+                "frame_index": t["index"],
                 "kind": pl.Series([k.value for k in _KINDS], dtype=pl.Categorical).gather(
                     t["kind"].astype(np.uint32)
                 ),

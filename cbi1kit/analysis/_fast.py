@@ -273,7 +273,7 @@ class _Taken:
                     self._lane(lane, rows)
         self._hooks()
         player, span = run.player, run.span
-        player.records += hi - lo
+        player.frames += hi - lo
         player._last_stream = int(span.stream[hi - 1])
         timed = span.has_time[lo:hi]
         if timed.any():
@@ -296,7 +296,7 @@ class _Taken:
             self._applied(lane, _positions(rows)[applied])
         tally = _tally(kinds)
         _add(lane._counts, tally)
-        lane.records += len(kinds)
+        lane.frames += len(kinds)
         ev = None
         if lane.keep_events:
             ev = self._events(lane.events, rows)
@@ -379,7 +379,7 @@ class _Taken:
             for s in np.unique(slot[skipped]).tolist():
                 lane = self.lanes[s]
                 assert lane is not None
-                why = f"awaiting a new snapshot after the violation at record {lane._recover_from}"
+                why = f"awaiting a new snapshot after the violation at frame {lane._recover_from}"
                 ev["reason"][skipped & (slot == s)] = log.reason(why)
         return ev
 

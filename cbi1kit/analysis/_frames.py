@@ -343,7 +343,7 @@ _CHUNK_FIELDS: Final = ("chunk_index", "chunk_count", "bucket_offset")
 _DELTA_FIELDS: Final = ("base_epoch", "image_count")
 #: the kernel's columns as the table has them, and which rows have each (None: all)
 _COLUMN_RULES: Final[dict[str, str | None]] = {
-    "record_index": None,
+    "frame_index": None,
     "stream_id": None,
     "source_offset": None,
     "raw_len": None,
@@ -366,7 +366,7 @@ _COLUMN_RULES: Final[dict[str, str | None]] = {
 
 def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
     row: dict[str, Any] = dict.fromkeys(FRAMES_SCHEMA)
-    row["record_index"] = index
+    row["frame_index"] = index
     row["source_offset"] = getattr(error, "offset", None)
     row["kind"] = "SOURCE_ERROR"
     row["validation_error"] = f"{error_name(error)}: {error}"

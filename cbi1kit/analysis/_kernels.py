@@ -358,7 +358,7 @@ C64: Final = (
     "cbi1_epoch",
     "bucket_offset",
     "base_epoch",
-    "record_index",
+    "frame_index",
     "source_offset",
     "recv_time",
     "recv_mono_ns",

@@ -257,7 +257,7 @@ def reference_frames(span: FrameSpan) -> pl.DataFrame:
         row = _row(span.raw(i), bool(span.is_pb[i]))
         timed = bool(span.has_time[i])
         row.update(
-            record_index=span.index + i,
+            frame_index=span.index + i,
             stream_id=int(span.stream[i]) & 0xFFFFFFFF,
             source_offset=int(span.offset[i]),
             raw_len=int(span.length[i]) & 0xFFFFFFFF,

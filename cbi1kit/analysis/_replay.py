@@ -74,7 +74,7 @@ class _Segment:
     and of every delta after it (``timed`` while every message had one), and when and why the
     session stopped feeding the lane."""
 
-    record_index: int
+    frame_index: int
     sequence: int
     last_sequence: int
     bucket_count: int
@@ -130,7 +130,7 @@ class LaneReport:
     streams: list[int]
     final_lane: Words | None
     final_sequence: int | None
-    records: int
+    frames: int
     _segments: list[_Segment] = field(default_factory=list, repr=False)
     _history: History | None = field(default=None, repr=False)
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
@@ -154,7 +154,7 @@ class LaneReport:
     def __repr__(self) -> str:
         at = "nothing installed" if self.final_sequence is None else f"at {self.final_sequence}"
         return (
-            f"<LaneReport {_lane_name(self)}: {at}, {self.records:,} records, "
+            f"<LaneReport {_lane_name(self)}: {at}, {self.frames:,} frames, "
             f"{len(self.streams)} stream(s), {_verdict(self._violations)}>"
         )
 
@@ -307,7 +307,7 @@ class ReplayReport:
     """
 
     events: EventLog
-    records: int
+    frames: int
     lanes: list[LaneReport] = field(default_factory=list)
     catalogs: list[CatalogRecord] = field(default_factory=list, repr=False)
     streams: dict[int, StreamInfo] = field(default_factory=dict, repr=False)
@@ -335,7 +335,7 @@ class ReplayReport:
         lanes = ", ".join(_lane_name(n) for n in self.lanes[:4])
         more = f" +{len(self.lanes) - 4}" if len(self.lanes) > 4 else ""
         return (
-            f"<ReplayReport: {self.records:,} records, {len(self.lanes)} lane(s) [{lanes}{more}], "
+            f"<ReplayReport: {self.frames:,} frames, {len(self.lanes)} lane(s) [{lanes}{more}], "
             f"{_verdict(self._violations)}>"
         )
 
@@ -427,8 +427,8 @@ class LaneReplayer:
     format of its first message. ``keep_history`` keeps what ``lane_at`` needs in a temporary
     file (False: nothing, and no file); ``keep_events=False`` keeps no per-record events, only
     their counts and the violations. Either way memory stays at the lane in play, however long
-    the stream. ``on_snapshot(record_index, sequence, snapshot, stream_id)`` and
-    ``on_delta(record_index, sequence, buckets, new_words, previous_words)`` observe installs
+    the stream. ``on_snapshot(frame_index, sequence, snapshot, stream_id)`` and
+    ``on_delta(frame_index, sequence, buckets, new_words, previous_words)`` observe installs
     and applied deltas; ``on_deltas`` (:data:`DeltasHook`) observes applied deltas many at a
     time where the fast engine takes them (one at a time here; the tables use it). A new
     ``stream_id`` is a new session.
@@ -456,7 +456,7 @@ class LaneReplayer:
         self.on_delta = on_delta
         self.on_deltas = on_deltas
         self.events = EventLog()
-        self.records = 0
+        self.frames = 0
         self.streams: list[int] = []
         self._counts: dict[str, int] = {}
         self._violations: list[Violation] = []
@@ -542,7 +542,7 @@ class LaneReplayer:
     def _violation(
         self, rec: _Rec, rule: str, reason: str, *, sequence: int | None = None
     ) -> ReplayEvent:
-        self._end(rec.unix_ns, f"violation {rule} at record {rec.index}", faulted=True)
+        self._end(rec.unix_ns, f"violation {rule} at frame {rec.index}", faulted=True)
         self._reset_session(recovering=True)
         self._recover_from = rec.index
         if self._lane is not None:
@@ -573,8 +573,8 @@ class LaneReplayer:
         ``ref``: where the source holds the message, for the history (else it is kept)."""
         if isinstance(record, pb.FilterUpdate):
             raw = record.SerializeToString()
-            record = FrameRecord(self.records, 0, None, None, record, raw)
-        self.records += 1
+            record = FrameRecord(self.frames, 0, None, None, record, raw)
+        self.frames += 1
         rec = _Rec.of(record)
         rec.ref = ref if ref is not None or self._history is None else self._keep(record)
         if rec.stream_id != self._stream:
@@ -592,14 +592,14 @@ class LaneReplayer:
 
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
-        return self._emit(_source_damaged(self.records, error, self._stream or 0, offset))
+        return self._emit(_source_damaged(self.frames, error, self._stream or 0, offset))
 
     def feed_damage(self, damage: FrameDamage) -> ReplayEvent:
         """Capture damage met between frames: a violation at the frame index it sits at; a
         damaged frame (``consumed``) uses up its index, and replay goes on with the next."""
         err = damage.error
         if damage.frames:
-            self.records = max(self.records, damage.index + damage.frames)
+            self.frames = max(self.frames, damage.index + damage.frames)
         rule = rule_of(err)
         if rule in RULE_INDEX:  # an intact record that breaks a message rule: the stream ends
             stream = damage.damage.stream_id
@@ -629,7 +629,7 @@ class LaneReplayer:
         return self._event(
             rec,
             EventKind.SKIPPED,
-            f"awaiting a new snapshot after the violation at record {self._recover_from}",
+            f"awaiting a new snapshot after the violation at frame {self._recover_from}",
         )
 
     def _record(self, rec: _Rec, step: Step) -> ReplayEvent:
@@ -715,7 +715,7 @@ class LaneReplayer:
         return self._event(
             rec,
             EventKind.SNAPSHOT_INSTALLED,
-            f"{len(snap.parts)} chunk(s) from record {self._assembly_start}",
+            f"{len(snap.parts)} chunk(s) from frame {self._assembly_start}",
         )
 
     # -- results ------------------------------------------------------------------------------
@@ -730,7 +730,7 @@ class LaneReplayer:
             list(self.streams),
             None if lane is None else lane.copy(),
             self.installed_sequence,
-            self.records,
+            self.frames,
             [dataclasses.replace(s) for s in self._segments],  # as they stand now
             self._history,
             dict(self._counts),
@@ -742,7 +742,7 @@ def _verdict(violations: list[Violation]) -> str:
     """``ok``, or how many violations and the first."""
     if not violations:
         return "ok"
-    return f"{len(violations):,} violation(s), the first at record {violations[0].record_index}"
+    return f"{len(violations):,} violation(s), the first at frame {violations[0].frame_index}"
 
 
 def _source_damaged(
@@ -804,7 +804,7 @@ class Replayer:
         }
         self.keep_events = keep_events
         self.events = EventLog()
-        self.records = 0
+        self.frames = 0
         self.catalogs: list[CatalogRecord] = []
         self.streams: dict[int, StreamInfo] = {}
         self.catalog_damage: list[FrameDamage] = []
@@ -856,15 +856,15 @@ class Replayer:
         """Apply one frame to its lane; returns the event it produced (``ref``: where the
         source holds it, for the history)."""
         if isinstance(record, pb.FilterUpdate):
-            record = FrameRecord(self.records, 0, None, None, record, record.SerializeToString())
-        self.records += 1
+            record = FrameRecord(self.frames, 0, None, None, record, record.SerializeToString())
+        self.frames += 1
         self._last_stream = record.stream_id
         self._seen(record.recv_unix_ns)
         return self._emit(self._slot(record).player.feed(record, ref))
 
     def feed_error(self, error: BaseException, *, offset: int | None = None) -> ReplayEvent:
         """Record source damage (the reader's exception) as a violation after the last record."""
-        return self._emit(_source_damaged(self.records, error, self._last_stream or 0, offset))
+        return self._emit(_source_damaged(self.frames, error, self._last_stream or 0, offset))
 
     def feed_damage(self, damage: FrameDamage) -> ReplayEvent | None:
         """Capture damage: a violation at the frame index it sits at (its stream's session ends
@@ -877,7 +877,7 @@ class Replayer:
             self.catalog_damage.append(damage)
             return None
         if damage.frames:
-            self.records = max(self.records, damage.index + damage.frames)
+            self.frames = max(self.frames, damage.index + damage.frames)
         if rule_of(err) in RULE_INDEX:
             stream = (self._last_stream or 0) if sid is None else sid
             key = self._stream_lane.get(stream)
@@ -931,7 +931,7 @@ class Replayer:
     def report(self) -> ReplayReport:
         return ReplayReport(
             self.events.frozen(),
-            self.records,
+            self.frames,
             [s.player.report(pool=s.pool, dc_id=s.dc_id) for s in self._lanes.values()],
             list(self.catalogs),
             dict(self.streams),

@@ -42,7 +42,7 @@ _CAT: Final = pl.Categorical()  # a string repeated on many rows (a digest, a ke
 _U64, _U32, _U16, _U8 = pl.UInt64, pl.UInt32, pl.UInt16, pl.UInt8
 
 FRAMES_SCHEMA: Final[dict[str, Any]] = {
-    "record_index": _U64,
+    "frame_index": _U64,
     "stream_id": _U32,
     "source_offset": _U64,
     "raw_len": _U32,
@@ -96,7 +96,7 @@ FRAMES_SCHEMA: Final[dict[str, Any]] = {
 }
 
 IMAGES_SCHEMA: Final[dict[str, Any]] = {
-    "record_index": _U64,
+    "frame_index": _U64,
     "sequence": _U64,
     "bucket": _U32,
     "new_word": _U64,
@@ -106,7 +106,7 @@ IMAGES_SCHEMA: Final[dict[str, Any]] = {
 }
 
 SNAPSHOTS_SCHEMA: Final[dict[str, Any]] = {
-    "record_index": _U64,
+    "frame_index": _U64,
     "stream_id": _U32,
     "sequence": _U64,
     "bucket_count": _U64,
@@ -136,7 +136,7 @@ DIFF_SCHEMA: Final[dict[str, Any]] = {
 }
 
 VIOLATIONS_SCHEMA: Final[dict[str, Any]] = {
-    "record_index": _U64,
+    "frame_index": _U64,
     "stream_id": _U32,
     "sequence": _U64,
     "rule": pl.Utf8,
@@ -157,7 +157,7 @@ _PROVENANCE: Final[dict[str, Any]] = {"capture": pl.Utf8, "segment": _U32, "sour
 #: incarnation and UTC receive date, null where the frame has none
 PARTITION_SCHEMA: Final[dict[str, Any]] = {"dc": _U64, "producer": _U64, "date": pl.Date}
 
-#: what an images, snapshots or violations row takes from its frame (same ``record_index``)
+#: what an images, snapshots or violations row takes from its frame (same ``frame_index``)
 _FRAME_KEYS: Final = (
     "stream_id",
     "recv_time",

@@ -46,7 +46,7 @@ class _Images:
         self._at = 0  # rows of the open block
 
     def add(self, columns: tuple[npt.NDArray[Any], ...]) -> None:
-        """Append ``(record_index, sequence, bucket, new_word, previous_word)`` rows."""
+        """Append ``(frame_index, sequence, bucket, new_word, previous_word)`` rows."""
         n, lo = len(columns[0]), 0
         while lo < n:
             if not self._block or self._at == _CHUNK_ROWS:
@@ -81,7 +81,7 @@ def _images_df(block: tuple[npt.NDArray[Any], ...], n: int) -> pl.DataFrame:
     index, sequence, bucket, new, prev = (c[:n] for c in block)
     return pl.DataFrame(
         {
-            "record_index": index,
+            "frame_index": index,
             "sequence": sequence,
             "bucket": bucket,
             "new_word": new,
@@ -129,7 +129,7 @@ class Collector:
         occupied = sum(int(bucket_occupancy(w).sum(dtype=np.int64)) for _, w in snap.parts)
         self._snapshots.append(
             {
-                "record_index": index,
+                "frame_index": index,
                 "stream_id": stream,
                 "sequence": sequence,
                 "bucket_count": snap.bucket_count,

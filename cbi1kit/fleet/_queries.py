@@ -95,7 +95,7 @@ _SESSION: Final = ("capture", "stream_id")
 
 
 def _load_partial(table: str, lf: pl.LazyFrame, every: str = "1m") -> pl.LazyFrame:
-    keys = [*_SESSION, "record_index", "recv_time", *POOL]
+    keys = [*_SESSION, "frame_index", "recv_time", *POOL]
     if table == "snapshots":
         return lf.select(*keys, pl.col("occupied_slots").cast(pl.Int64), "bucket_count")
     # each applied delta's change in occupied slots
@@ -115,7 +115,7 @@ def _load_combine(parts: Mapping[str, pl.DataFrame], every: str = "1m") -> pl.Da
     events = (
         pl.concat([snaps.select(deltas.columns), deltas], how="vertical")
         .with_columns(pl.col("occupied_slots").is_not_null().alias("installs"))
-        .sort([*_SESSION, "record_index", "installs"], descending=[False, False, False, True])
+        .sort([*_SESSION, "frame_index", "installs"], descending=[False, False, False, True])
         # a lane session: a snapshot installed and the deltas applied after it on its stream
         .with_columns(pl.col("installs").cum_sum().over(_SESSION).alias("_session"))
         .filter(pl.col("_session") > 0)
@@ -130,7 +130,7 @@ def _load_combine(parts: Mapping[str, pl.DataFrame], every: str = "1m") -> pl.Da
     binned = (
         held.drop_nulls("recv_time")
         .with_columns(pl.col("recv_time").dt.truncate(every).alias("time"))
-        .sort([*POOL, "time", "recv_time", "capture", "stream_id", "record_index"])
+        .sort([*POOL, "time", "recv_time", "capture", "stream_id", "frame_index"])
         .group_by([*POOL, "time"], maintain_order=True)
         .agg(pl.col("occupied_slots").last(), pl.col("bucket_count").last())
     )

@@ -523,21 +523,21 @@ def filter_health_table(
     filled at ``fpr_points`` sequences: ``fpr_probes`` distinct random (seeded) hashes probed
     in the lane at that sequence.
     """
-    _require(snapshots, ["record_index", "sequence", "occupied_slots", "bucket_count"], "health")
-    _require(images, ["record_index", "sequence", "occupied_before", "occupied_after"], "health")
+    _require(snapshots, ["frame_index", "sequence", "occupied_slots", "bucket_count"], "health")
+    _require(images, ["frame_index", "sequence", "occupied_before", "occupied_after"], "health")
     if snapshots.is_empty():
         raise VizError(VizVariant.ChartData, "filter health needs at least one installed snapshot")
     buckets = int(snapshots["bucket_count"][0])
     bases = snapshots.select(
-        pl.col("record_index").alias("snapshot_record"),
+        pl.col("frame_index").alias("snapshot_record"),
         pl.col("sequence"),
         pl.col("occupied_slots").cast(pl.Int64).alias("base"),
     ).sort("snapshot_record")
     changes = (
-        images.sort("record_index")
+        images.sort("frame_index")
         .join_asof(
             bases.select("snapshot_record", "base"),
-            left_on="record_index",
+            left_on="frame_index",
             right_on="snapshot_record",
             strategy="backward",
         )

@@ -173,9 +173,9 @@ def _charts(
     streams = set(one.streams)
     if len(report.lanes) > 1:  # the tables hold every lane's rows: the chosen one's only
         frames = frames.filter(pl.col("stream_id").is_in(sorted(streams)))
-        ours = frames.select("record_index")
-        images = images.join(ours, on="record_index", how="semi")
-        snapshots = snapshots.join(ours, on="record_index", how="semi")
+        ours = frames.select("frame_index")
+        images = images.join(ours, on="frame_index", how="semi")
+        snapshots = snapshots.join(ours, on="frame_index", how="semi")
     first = next(
         r
         for r in read_capture(capture, damage="report")  # damage is the summary's to tell
