@@ -48,6 +48,7 @@ INLINED_SOURCES: Final = (
     "capture/_walk.py",
     "capture/_walk_kernel.py",
     "analysis/_kernels.py",
+    "ckf/_kick.py",
     "analysis/_replay_kernels.py",
     "hashing/_c_xxh3.py",
     "wire/_format.py",
@@ -55,6 +56,7 @@ INLINED_SOURCES: Final = (
     "wire/_layout.py",
     "relay/_messages.py",
     "_proto/kvrelay_v1_pb2.py",
+    "sim/_kernel.py",
 )
 
 _F = TypeVar("_F")

@@ -1,11 +1,11 @@
-"""Compile the frames-table and replay kernels ahead of first use, into numba's disk cache, and
-bundle the notebooks' offline chart JavaScript into cbi1kit's.
+"""Compile the simulator, frames-table and replay kernels ahead of first use, into numba's disk
+cache, and bundle the notebooks' offline chart JavaScript into cbi1kit's.
 
 A fresh clone otherwise pays 10-20 s of compilation the first time a table is built or a capture
 replayed (issue #17). ``make`` runs this once after installing (``python -m cbi1kit._warm``): a
-small simulated capture, whole and torn, goes through the frames table and replay, which compile
-and cache every kernel the scan and the fast replay engine dispatch (a torn record takes the
-damage path). Later processes load
+small capture simulated by the compiled simulator, whole and torn, goes through the frames table
+and replay, which compile and cache every kernel the scan and the fast replay engine dispatch (a
+torn record takes the damage path). Later processes load
 the cached machine code (see :mod:`cbi1kit.analysis._cache` for where it goes and when it is
 stale). Never an error: caching is an optimisation.
 """

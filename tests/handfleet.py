@@ -84,7 +84,7 @@ class HandFleet:
         for dc in range(dcs):
             state = DcCkfState(ckf)
             ident = producer_identity(
-                config, dc, state, KvQueryHashFormat.DYNAMO_STANDARD_V1, block_size
+                config, dc, state.format, KvQueryHashFormat.DYNAMO_STANDARD_V1, block_size
             )
             lease = LaneLease(ConsumerInstanceId(1), 0, 1)
             self.dcs.append(Dc(state, DcCkfPublisher(ident, lease=lease), ident))  # type: ignore[arg-type]

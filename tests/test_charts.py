@@ -153,7 +153,8 @@ def test_filter_health_measured_fpr_tracks_the_estimate(stream: dict[str, Any]) 
 
 
 def test_filter_health_over_a_simulation() -> None:
-    from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+    from cbi1kit.sim._engine import Simulator
+    from cbi1kit.sim._simulator import SimulatorConfig
     from cbi1kit.sim._workload import read_mooncake
 
     trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"

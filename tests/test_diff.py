@@ -165,9 +165,9 @@ def test_a_hand_built_producer_a_snapshot_and_a_simulator(tmp_path: Path) -> Non
     assert ck.diff(snap, f.path, dc_b="sim-dc-1").same
     sim = ck.Simulator(ck.SimulatorConfig(dcs=2, workers_per_dc=1, capacity_blocks=32))
     sim.run(ck.read_mooncake(TRACE, limit=30))
-    consumer = sim.table.lane_words(1)
+    consumer = sim.lane_words(1)
     assert ck.diff(sim, consumer, dc=1).same  # every tail published: lanes equal producers
-    assert not ck.diff(sim, sim.table.lane_words(0), dc=1).same
+    assert not ck.diff(sim, sim.lane_words(0), dc=1).same
     with raises_variant(LaneError, "NoSuchLane"):
         ck.diff(sim, consumer, dc=5)
 

@@ -51,7 +51,7 @@ def test_a_feed_played_to_its_end_holds_the_simulators_lane() -> None:
     for dc, feed in enumerate(pools.feeds["fleet/draft"]):
         while feed.advance() is not None:
             pass
-        assert np.array_equal(feed.words(), sim.states[dc].words())
+        assert np.array_equal(feed.words(), sim.words(dc))
 
 
 def test_models_must_be_distinct() -> None:

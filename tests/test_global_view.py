@@ -21,6 +21,7 @@ from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import IdentityError, LaneError
 from cbi1kit.hashing._identity import stable_dc_id
+from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._simrelay import (
     DEFAULT_EPOCH_UNIX_NS,
     RelayConfig,
@@ -28,7 +29,7 @@ from cbi1kit.sim._simrelay import (
     SimRelayResult,
     simulate_capture,
 )
-from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake
 
 TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
@@ -79,7 +80,7 @@ def simulator_lanes(
     sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
     if until_ms is None and sequence is None:
         for dc, lane in words.items():
-            assert np.array_equal(lane, sim.table.lane_words(dc))
+            assert np.array_equal(lane, sim.lane_words(dc))
     return words, seqs, times
 
 

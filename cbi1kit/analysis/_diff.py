@@ -13,10 +13,10 @@ question a capacity hole or a lagging stream raises.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -70,13 +70,21 @@ class ProducerFleet(Protocol):
     """Producers by DC index (a ``Simulator``)."""
 
     @property
-    def states(self) -> Sequence[Producer]:
-        """One producer per DC."""
+    def config(self) -> Any:
+        """The fleet's configuration (its ``dcs``)."""
         ...
 
     @property
-    def config(self) -> object:
-        """The fleet's configuration."""
+    def format(self) -> Any:
+        """The producers' CKF format (its ``seed``)."""
+        ...
+
+    def words(self, dc: int) -> Words:
+        """DC ``dc``'s producer words."""
+        ...
+
+    def lane_words(self, dc: int) -> Words:
+        """What DC ``dc`` published."""
         ...
 
 
@@ -416,15 +424,19 @@ def _side(
         name = label or "snapshot"
         words = _words(source.words, name)
         return LaneSide(name, source.bucket_count, sequence=source.epoch), words
-    if hasattr(source, "states") and hasattr(source, "config"):  # a Simulator: its producer
-        states = source.states
-        if isinstance(dc, bool) or not isinstance(dc, int) or not 0 <= dc < len(states):
+    if hasattr(source, "lane_words") and hasattr(source, "config"):  # a Simulator's producer
+        fleet = cast(ProducerFleet, source)
+        dcs = int(fleet.config.dcs)
+        if isinstance(dc, bool) or not isinstance(dc, int) or not 0 <= dc < dcs:
             raise LaneError(
                 LaneVariant.NoSuchLane,
-                message=f"a simulator's lane is named by its DC index 0..{len(states) - 1} "
+                message=f"a simulator's lane is named by its DC index 0..{dcs - 1} "
                 f"(dc=), got {dc!r}",
             )
-        return _producer_side(states[dc], label or f"simulator DC {dc}")
+        name = label or f"simulator DC {dc}"
+        words = _words(fleet.words(dc), name)
+        side = LaneSide(name, int(words.shape[0]), int(fleet.format.seed))
+        return _checked(side, words), words
     if isinstance(source, np.ndarray):
         name = label or "array"
         words = _words(source, name)

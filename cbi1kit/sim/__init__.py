@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
+    from cbi1kit.sim._engine import (
+        Simulator as Simulator,
+    )
     from cbi1kit.sim._fleet import (
         FleetModel as FleetModel,
         record_fleet as record_fleet,
@@ -35,7 +38,6 @@ if TYPE_CHECKING:
     )
     from cbi1kit.sim._simulator import (
         SimulationResult as SimulationResult,
-        Simulator as Simulator,
         SimulatorConfig as SimulatorConfig,
     )
     from cbi1kit.sim._workload import (

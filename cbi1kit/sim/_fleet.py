@@ -28,10 +28,11 @@ from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._identity import CanonicalModelRegistration, ModelTarget
 from cbi1kit.relay._messages import descriptor_to_wire
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
+from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._policies import RoutingPolicy
 from cbi1kit.sim._server import FrameListFeed, RelayServer, ServerConfig
 from cbi1kit.sim._simrelay import catalog_pools
-from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import HashSpaceName, Workload, synthetic_chat
 
 __all__ = ["FleetModel", "FleetPools", "fleet_pools", "fleet_server", "record_fleet"]

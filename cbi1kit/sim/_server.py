@@ -447,7 +447,8 @@ def trace_feed(
     back at its own pace instead of the trace's clock. ``sim_config`` is a
     ``cbi1kit.sim._simulator.SimulatorConfig`` (default: one DC).
     """
-    from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+    from cbi1kit.sim._engine import Simulator
+    from cbi1kit.sim._simulator import SimulatorConfig
     from cbi1kit.sim._workload import read_workload
 
     workload = read_workload(trace, limit=limit)

@@ -37,9 +37,9 @@ from cbi1kit.relay._publication import (
     encode_delta_publication,
     encode_snapshot_publication,
 )
+from cbi1kit.sim._engine import Engine, Simulator
 from cbi1kit.sim._simulator import (
     SimulationResult,
-    Simulator,
     SimulatorConfig,
     producer_identity,
 )
@@ -348,9 +348,10 @@ def simulate_capture(
     *,
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
+    engine: Engine = "compiled",
 ) -> SimRelayResult:
     """Simulate ``workload`` and write what a global consumer of the fleet receives to a
-    capture at ``path``.
+    capture at ``path`` (``engine``: the simulator's, ``Simulator``; both write the same bytes).
 
     Every DC is simulated (the ckf policy routes across all of them) and every DC's pool stream
     is recorded, after a catalog stream describing every pool; ``RelayConfig.record_dc``
@@ -366,7 +367,7 @@ def simulate_capture(
     # leaves no capture that reads as whole and valid, and an earlier capture stays until then
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
-        result = _simulate_into(partial, out, workload, cfg, progress)
+        result = _simulate_into(partial, out, workload, cfg, progress, engine)
         if overwrite:
             os.replace(partial, out)
         else:
@@ -396,8 +397,9 @@ def _simulate_into(
     workload: Workload,
     cfg: SimRelayConfig,
     progress: Callable[[int], None] | None,
+    engine: Engine,
 ) -> SimRelayResult:
-    sim = Simulator(cfg.simulator)
+    sim = Simulator(cfg.simulator, engine=engine)
     result = SimRelayResult(sim.result, out)
     t0 = int(workload.timestamps_ms[0]) if len(workload) else 0
     clock_ns = [cfg.relay.epoch_unix_ns + t0 * _MS, t0 * _MS]
@@ -428,7 +430,7 @@ def _simulate_into(
         )
         relay.finish(sim.result.end_ms)
         for dc, mirror in result.final_words.items():
-            result.final_words[dc] = sim.states[dc].words()
+            result.final_words[dc] = sim.words(dc)
             if not np.array_equal(mirror, result.final_words[dc]):  # pragma: no cover
                 raise SimulationError(
                     SimulationVariant.Relay,
@@ -450,12 +452,12 @@ def catalog_pools(
     regs = registrations or (CanonicalModelRegistration.new(config.model),)
     return [
         PoolDescriptor(
-            producer_identity(config, dc, state, workload.hash_format, workload.block_size),
+            producer_identity(config, dc, sim.format, workload.hash_format, workload.block_size),
             (config.namespace, config.component, config.endpoint),
             regs,
             semantics,
         )
-        for dc, state in enumerate(sim.states)
+        for dc in range(config.dcs)
     ]
 
 

@@ -38,6 +38,7 @@ from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._identity import (
     MAX_LANES,
     ConsumerInstanceId,
+    DcCkfFormatIdentity,
     IndexerDomainId,
     KvQueryHashFormat,
     LaneLease,
@@ -48,6 +49,7 @@ from cbi1kit.hashing._identity import (
     stable_dc_id,
 )
 from cbi1kit.sim._workload import Workload
+from cbi1kit.wire._format import DELTA_BODY_PREFIX, HEADER_LEN, IMAGE_BYTES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -56,14 +58,16 @@ from cbi1kit.sim._policies import POLICIES, RoutingPolicy
 
 __all__ = [
     "Member",
+    "ReferenceSimulator",
     "SimulationResult",
-    "Simulator",
     "SimulatorConfig",
     "producer_identity",
 ]
 
 _U64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
+#: Absent probes are also counted by the lane's load α at the probe, in this many equal bins.
+FPR_LOAD_BINS = 20
 
 SnapshotHook = Callable[[int, int, DcCkfSnapshot], None]
 DeltaHook = Callable[[int, int, DcCkfDelta], None]
@@ -158,7 +162,11 @@ class SimulatorConfig:
 
 
 def producer_identity(
-    config: SimulatorConfig, dc: int, state: DcCkfState, hash_format: KvQueryHashFormat, bs: int
+    config: SimulatorConfig,
+    dc: int,
+    format: DcCkfFormatIdentity,
+    hash_format: KvQueryHashFormat,
+    bs: int,
 ) -> ProducerIdentity:
     """The producer identity of DC ``dc``, derived as the relay derives it (relay.md §1.2)."""
     domain = IndexerDomainId(
@@ -169,7 +177,7 @@ def producer_identity(
         PoolId(domain, stable_dc_id(f"sim-dc-{dc}")),
         config.producer_incarnation,
         config.layout_generation,
-        state.format,
+        format,
     )
 
 
@@ -227,21 +235,28 @@ class SimulationResult:
     start_ms: int = 0
     end_ms: int = 0
     wall_seconds: float = 0.0
-    # ckf policy: filter accuracy on distinct absent items (each (lane, item) counted once)
+    # filter accuracy on distinct absent items (each (lane, item) counted once)
     absent_probes: int = 0
     false_positives: int = 0
     expected_false_positives: float = 0.0
     alpha_sum: float = 0.0
     depth_overestimates: int = 0
     depth_underestimates: int = 0
-    # per routed request and DC, ckf policy: (request, dc, exact depth, CKF depth)
+    # absent probes and false positives by the lane's load (FPR_LOAD_BINS bins of α)
+    fpr_by_load: list[list[int]] = field(
+        default_factory=lambda: [[0] * FPR_LOAD_BINS, [0] * FPR_LOAD_BINS], repr=False
+    )
+    # per request and DC: (request, dc, exact depth, CKF depth)
     depth_log: list[tuple[int, int, int, int]] = field(default_factory=list, repr=False)
+    # per published delta: (time_ms, dc, sequence, images)
+    delta_log: list[tuple[int, int, int, int]] = field(default_factory=list, repr=False)
     # every ``health_every`` requests, per DC: (request, time_ms, dc, occupied slots,
     # resident items, capacity failures)
     health_log: list[tuple[int, int, int, int, int, int]] = field(default_factory=list, repr=False)
 
     def depth_table(self) -> pl.DataFrame:
-        """CKF against exact prefix depth of every routed request and DC (ckf policy only)."""
+        """CKF against exact prefix depth of every request and DC (measured under every
+        policy; only ``ckf`` routes by it)."""
         import polars as pl  # the CLI's parser imports this module: polars loads on use
 
         return pl.DataFrame(
@@ -253,6 +268,47 @@ class SimulationResult:
                 "ckf_depth": pl.UInt32,
             },
             orient="row",
+        )
+
+    def delta_table(self) -> pl.DataFrame:
+        """Every published delta: time, DC, sequence, images and its CBI1 frame's bytes."""
+        import polars as pl
+
+        frame = pl.DataFrame(
+            self.delta_log,
+            schema={
+                "time_ms": pl.Int64,
+                "dc": pl.UInt8,
+                "sequence": pl.UInt64,
+                "images": pl.UInt32,
+            },
+            orient="row",
+        )
+        bytes_ = HEADER_LEN + DELTA_BODY_PREFIX + pl.col("images").cast(pl.Int64) * IMAGE_BYTES
+        return frame.with_columns(bytes_.alias("frame_bytes"))
+
+    def fpr_table(self) -> pl.DataFrame:
+        """Measured false-positive rate by the lane's load, beside 8α/65534 at the bin's middle:
+        absent probes and false positives per bin of α (empty bins left out)."""
+        import polars as pl
+
+        probes, hits = self.fpr_by_load
+        width = 1 / FPR_LOAD_BINS
+        mids = [(b + 0.5) * width for b in range(FPR_LOAD_BINS)]
+        return (
+            pl.DataFrame(
+                {"load_factor": mids, "absent_probes": probes, "false_positives": hits},
+                schema={
+                    "load_factor": pl.Float64,
+                    "absent_probes": pl.UInt64,
+                    "false_positives": pl.UInt64,
+                },
+            )
+            .filter(pl.col("absent_probes") > 0)
+            .with_columns(
+                (pl.col("false_positives") / pl.col("absent_probes")).alias("measured_fpr"),
+                (pl.col("load_factor") * estimated_false_positive_rate(1.0)).alias("estimated_fpr"),
+            )
         )
 
     def health_table(self) -> pl.DataFrame:
@@ -344,8 +400,9 @@ class SimulationResult:
         }
 
 
-class Simulator:
-    """Runs a :class:`Workload` through DC pools; see the module docstring for the model.
+class ReferenceSimulator:
+    """Runs a :class:`Workload` through DC pools, one event at a time: the reference the
+    compiled engine (``cbi1kit.sim._compiled``) is held to; ``docs/simulator.md`` the model.
 
     Hooks: ``on_snapshot(time_ms, dc, snapshot)`` once per DC at the start (the barrier snapshot
     a relay hub subscribes with), ``on_delta(time_ms, dc, delta)`` for every published batch,
@@ -380,11 +437,21 @@ class Simulator:
         self._ran = False
         self.result = SimulationResult(cfg)
 
+    def words(self, dc: int) -> npt.NDArray[np.uint64]:
+        """DC ``dc``'s producer words (a copy)."""
+        return self.states[dc].words()
+
+    def lane_words(self, dc: int) -> npt.NDArray[np.uint64]:
+        """The consumer's lane ``dc`` (a copy): what the DC published."""
+        return self.table.lane_words(dc)
+
     # -- helpers -------------------------------------------------------------------------------
     def _setup(self, workload: Workload, t0: int, on_snapshot: SnapshotHook | None) -> None:
         cfg = self.config
         for dc, state in enumerate(self.states):
-            ident = producer_identity(cfg, dc, state, workload.hash_format, workload.block_size)
+            ident = producer_identity(
+                cfg, dc, state.format, workload.hash_format, workload.block_size
+            )
             self.identities.append(ident)
             # The relay hub's lease (relay.md §2.5): (producer_incarnation, lane 0, layout gen).
             hub_lease = LaneLease(ConsumerInstanceId(cfg.producer_incarnation), 0, 1)
@@ -410,6 +477,7 @@ class Simulator:
             return
         self.result.deltas[dc] += 1
         self.result.images[dc] += len(batch)
+        self.result.delta_log.append((t, dc, delta.sequence, len(batch)))
         self.table.replicas[dc].apply_delta(
             dataclasses.replace(delta, lease=self._consumer_leases[dc])
         )
@@ -475,28 +543,28 @@ class Simulator:
         return self.config.overlap_weight * (n - depth) + load
 
     def _route(self, seq: list[int], seq_arr: npt.NDArray[np.uint64]) -> tuple[Member, int]:
-        """The chosen member and its exact prefix depth."""
+        """The chosen member and its exact prefix depth; the CKF depths are measured (and
+        logged beside the exact ones) under every policy, and route under ``ckf``."""
         cfg = self.config
         n = len(seq)
+        member_depths = [m.depth(seq) for m in self.members]
+        exact = [max(member_depths[m.index] for m in group) for group in self.by_dc]
+        seen = self._ckf_depths(seq, seq_arr)
+        request = self.result.requests
+        for dc in range(cfg.dcs):
+            self.result.depth_log.append((request, dc, exact[dc], seen[dc]))
+            if seen[dc] > exact[dc]:
+                self.result.depth_overestimates += 1
+            elif seen[dc] < exact[dc]:
+                self.result.depth_underestimates += 1
         if cfg.policy == "round_robin":
             m = self.members[self._rr % len(self.members)]
             self._rr += 1
-            return m, m.depth(seq)
+            return m, member_depths[m.index]
         if cfg.policy == "random":
             m = self.members[int(self._rng.integers(len(self.members)))]
-            return m, m.depth(seq)
-        member_depths = [m.depth(seq) for m in self.members]
-        exact = [max(member_depths[m.index] for m in group) for group in self.by_dc]
-        if cfg.policy == "ckf":
-            seen = self._ckf_depths(seq, seq_arr)
-            request = self.result.requests
-            for dc in range(cfg.dcs):
-                self.result.depth_log.append((request, dc, exact[dc], seen[dc]))
-                if seen[dc] > exact[dc]:
-                    self.result.depth_overestimates += 1
-                elif seen[dc] < exact[dc]:
-                    self.result.depth_underestimates += 1
-        else:
+            return m, member_depths[m.index]
+        if cfg.policy != "ckf":
             seen = exact
         best_dc = min(range(cfg.dcs), key=lambda d: (self._dc_cost(d, seen[d], n), d))
         w = cfg.overlap_weight
@@ -517,9 +585,11 @@ class Simulator:
         # Filter accuracy, only while the lanes equal their producers (nothing unpublished).
         if all(s.pending_events == 0 and not s.dirty_buckets() for s in self.states):
             res = self.result
+            probes, hits = res.fpr_by_load
             for dc, state in enumerate(self.states):
                 alpha = state.resident_count / (4 * state.bucket_count)
                 est = estimated_false_positive_rate(alpha)
+                where = min(int(alpha * FPR_LOAD_BINS), FPR_LOAD_BINS - 1)
                 bit = 1 << dc
                 probed = self._probed[dc]
                 for pos, h in enumerate(seq):
@@ -532,8 +602,10 @@ class Simulator:
                     res.absent_probes += 1
                     res.alpha_sum += alpha
                     res.expected_false_positives += est
+                    probes[where] += 1
                     if masks[pos] & bit:
                         res.false_positives += 1
+                        hits[where] += 1
         return depths[: cfg.dcs]
 
     def _log_health(self, request: int, t: int) -> None:

@@ -33,7 +33,8 @@ from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.ckf._stats import lane_stats
 from cbi1kit.errors import OutputError, OutputVariant, VizError, VizVariant, one_line
-from cbi1kit.sim._simulator import Simulator, SimulatorConfig
+from cbi1kit.sim._engine import Simulator
+from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake
 from cbi1kit.viz._charts import (
     byte_map_chart,
