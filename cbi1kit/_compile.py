@@ -32,6 +32,7 @@ from numba.core.caching import (
 
 __all__ = [
     "INLINED_SOURCES",
+    "helper",
     "inline",
     "kernel",
     "keyed_cache",
@@ -178,6 +179,12 @@ def inline(f: _K) -> _K:
     IR-level inlining made the walk five times slower), with no reference counting: a helper
     allocates nothing, and counting each array it is passed cost more than its work."""
     return cast(_K, numba.njit(nogil=True, boundscheck=False, _nrt=False)(f))
+
+
+def helper(f: _K) -> _K:
+    """A helper of the kernels that counts references: one that takes a ``StructRef`` (whose
+    fields are read with a reference each), compiled with its caller as ``inline``'s are."""
+    return cast(_K, numba.njit(nogil=True, boundscheck=False)(f))
 
 
 @inline

@@ -216,3 +216,16 @@ def test_on_event_needs_the_reference(trace: Workload) -> None:
     assert events
     with pytest.raises(ValueError, match="engine must be"):
         Simulator(SimulatorConfig(), engine="fast")  # type: ignore[arg-type]
+
+
+def test_the_kernels_arrays_are_laid_out_as_their_layout_says(trace: Workload) -> None:
+    """Every array the driver lays out has the dtype and dimensions the kernels' reference
+    type names, field for field."""
+    from cbi1kit.sim import _kernel
+    from cbi1kit.sim._compiled import _lay_out
+
+    arrays = _lay_out(SimulatorConfig(dcs=2), trace.head(10), 64)
+    assert tuple(_kernel.LAYOUT) == arrays._fields
+    for name, (dtype, ndim) in _kernel.LAYOUT.items():
+        array = getattr(arrays, name)
+        assert (array.dtype, array.ndim, array.flags.c_contiguous) == (dtype, ndim, True), name

@@ -54,6 +54,7 @@ class CompiledSimulator:
         self.result = SimulationResult(self.config)
         self.identities: list[ProducerIdentity] = []
         self._s: k.SimArrays | None = None
+        self._ref: k.SimRef | None = None
 
     def words(self, dc: int) -> npt.NDArray[np.uint64]:
         """DC ``dc``'s producer words (a copy)."""
@@ -67,6 +68,11 @@ class CompiledSimulator:
         if self._s is None:
             raise RuntimeError("the simulator has not run yet")
         return self._s
+
+    def _kernel_ref(self) -> k.SimRef:
+        if self._ref is None:
+            raise RuntimeError("the simulator has not run yet")
+        return self._ref
 
     def run(
         self,
@@ -88,6 +94,7 @@ class CompiledSimulator:
         started = time.perf_counter()
         cfg, res = self.config, self.result
         s = self._s = _lay_out(cfg, workload, health_every)
+        self._ref = k.new_ref(s)
         t0 = int(s.reg[k.R_END_MS])
         res.start_ms = res.end_ms = t0
         lease = LaneLease(ConsumerInstanceId(cfg.producer_incarnation), 0, 1)
@@ -107,7 +114,7 @@ class CompiledSimulator:
             if progress is not None and min(first + step, total) - first == step:
                 progress(step)
         self._room_to_finish()
-        _check(k.finish(self._arrays()), total)
+        _check(k.finish(self._kernel_ref()), total)
         self._hand_on(lease, on_delta)
         if progress is not None and total % step:
             progress(total % step)  # after the tail's deltas, as the reference
@@ -118,7 +125,7 @@ class CompiledSimulator:
     def _run(self, first: int, stop: int) -> None:
         """Requests ``first..stop``, growing the logs whenever the kernel asks."""
         while True:
-            status, first = k.run_chunk(self._arrays(), first, stop)
+            status, first = k.run_chunk(self._kernel_ref(), first, stop)
             if status != k.NEED_ROOM:
                 _check(status, first)
                 return
@@ -140,6 +147,7 @@ class CompiledSimulator:
         size = max(images, 2 * len(s.img_b))
         grown |= {"img_b": _doubled(s.img_b, size), "img_w": _doubled(s.img_w, size)}
         self._s = s._replace(**grown)
+        self._ref = k.new_ref(self._s)
 
     def _hand_on(self, lease: LaneLease, on_delta: DeltaHook | None) -> None:
         """The deltas of the last kernel call into the result's log and to ``on_delta``; the

@@ -7,20 +7,24 @@ Items are dense ids: every distinct sequence hash of the workload is one ``uid``
 fingerprint and buckets prepared once, vectorised). A member's cache is a list of nodes, least
 recent first, with a ``(uid, member) → node`` table; each node is also on its member's lineage
 list, in the order the producer learnt the block (a ``Cleared`` removes in that order, as the
-producer's lineage dict does). The kick walk is :mod:`cbi1kit.ckf._kick`'s. The helpers count
-no references (``_compile.inline``): only :func:`run_chunk` and :func:`finish` do, once a call.
+producer's lineage dict does). The kick walk is :mod:`cbi1kit.ckf._kick`'s. The arrays travel
+as one ``StructRef`` (a pointer), not a tuple: a tuple of 40 arrays is some 300 arguments to
+every helper, which took numba about a second a helper to compile.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
+import numba
 import numpy as np
+from numba.core import types
+from numba.experimental import structref
 
-from cbi1kit._compile import inline, kernel
+from cbi1kit._compile import helper as inline, kernel
 from cbi1kit.ckf._kick import insert_kernel
 
-__all__ = ["SimArrays", "finish", "run_chunk"]
+__all__ = ["SimArrays", "finish", "new_ref", "run_chunk"]
 
 _walk = insert_kernel()
 
@@ -136,6 +140,124 @@ class SimArrays(NamedTuple):
     img_w: Any  # (images,) u64
     depth_log: Any  # (rows, 4) i64: request, DC, exact depth, CKF depth
     health_log: Any  # (rows, 6) i64: request, time, DC, occupied, resident, failures
+
+
+#: Each array's dtype and dimensions (C order): what ``cbi1kit.sim._compiled`` lays out.
+LAYOUT: Final = {
+    "cfg": (np.int64, 1),
+    "fcfg": (np.float64, 1),
+    "reg": (np.int64, 1),
+    "freg": (np.float64, 1),
+    "dcv": (np.int64, 2),
+    "rng": (np.uint64, 1),
+    "mem": (np.int64, 2),
+    "words": (np.uint64, 2),
+    "lane": (np.uint64, 2),
+    "dirty_orig": (np.uint64, 2),
+    "dirty_mark": (np.uint8, 2),
+    "dirty_list": (np.int64, 2),
+    "owners": (np.int32, 2),
+    "flags": (np.uint8, 2),
+    "where": (np.int32, 2),
+    "node": (np.int64, 2),
+    "free": (np.int64, 1),
+    "heap_t": (np.float64, 1),
+    "heap_mn": (np.int64, 2),
+    "delta": (np.uint64, 1),
+    "fp": (np.uint64, 1),
+    "bucket_a": (np.int64, 1),
+    "bucket_b": (np.int64, 1),
+    "ts": (np.int64, 1),
+    "offsets": (np.int64, 1),
+    "uid": (np.int64, 1),
+    "outputs": (np.int64, 1),
+    "draws": (np.int64, 1),
+    "t_bucket": (np.int64, 1),
+    "t_before": (np.uint64, 1),
+    "masks": (np.int64, 1),
+    "victims": (np.int64, 1),
+    "depths": (np.int64, 1),
+    "search": (np.int64, 2),
+    "fpr_bins": (np.int64, 2),
+    "meta": (np.int64, 2),
+    "img_b": (np.int64, 1),
+    "img_w": (np.uint64, 1),
+    "depth_log": (np.int64, 2),
+    "health_log": (np.int64, 2),
+}
+
+
+@structref.register
+class _SimType(types.StructRef):  # type: ignore[misc,name-defined]
+    """The numba type of a :class:`SimRef`: one field per :data:`LAYOUT` entry."""
+
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[attr-defined]
+
+
+class SimRef(structref.StructRefProxy):  # type: ignore[misc]
+    """A run's arrays as one reference, what the kernels take (made by :func:`new_ref`)."""
+
+
+structref.define_boxing(_SimType, SimRef)
+_SIM = _SimType(
+    [
+        (name, types.Array(numba.from_dtype(dtype), ndim, "C"))
+        for name, (dtype, ndim) in LAYOUT.items()
+    ]
+)
+
+
+@kernel
+def _ref(a: Any) -> Any:
+    s = structref.new(_SIM)
+    s.cfg = a.cfg
+    s.fcfg = a.fcfg
+    s.reg = a.reg
+    s.freg = a.freg
+    s.dcv = a.dcv
+    s.rng = a.rng
+    s.mem = a.mem
+    s.words = a.words
+    s.lane = a.lane
+    s.dirty_orig = a.dirty_orig
+    s.dirty_mark = a.dirty_mark
+    s.dirty_list = a.dirty_list
+    s.owners = a.owners
+    s.flags = a.flags
+    s.where = a.where
+    s.node = a.node
+    s.free = a.free
+    s.heap_t = a.heap_t
+    s.heap_mn = a.heap_mn
+    s.delta = a.delta
+    s.fp = a.fp
+    s.bucket_a = a.bucket_a
+    s.bucket_b = a.bucket_b
+    s.ts = a.ts
+    s.offsets = a.offsets
+    s.uid = a.uid
+    s.outputs = a.outputs
+    s.draws = a.draws
+    s.t_bucket = a.t_bucket
+    s.t_before = a.t_before
+    s.masks = a.masks
+    s.victims = a.victims
+    s.depths = a.depths
+    s.search = a.search
+    s.fpr_bins = a.fpr_bins
+    s.meta = a.meta
+    s.img_b = a.img_b
+    s.img_w = a.img_w
+    s.depth_log = a.depth_log
+    s.health_log = a.health_log
+    return s
+
+
+def new_ref(arrays: SimArrays) -> SimRef:
+    """The reference the kernels take, to ``arrays`` (shared, not copied)."""
+    ref: SimRef = _ref(arrays)
+    return ref
 
 
 # ----------------------------------------------------------------------------- LRU caches
@@ -807,7 +929,7 @@ def _room(s: Any, n: int) -> bool:
 
 
 @kernel
-def run_chunk(s: Any, first: int, stop: int) -> tuple[int, int]:
+def run_chunk(s: SimRef, first: int, stop: int) -> tuple[int, int]:
     """Requests ``first..stop``: ``(status, next request)``. ``NEED_ROOM``: grow the logs,
     then call again from the next request; anything else but ``OK`` ends the run."""
     for i in range(first, stop):
@@ -820,7 +942,7 @@ def run_chunk(s: Any, first: int, stop: int) -> tuple[int, int]:
 
 
 @kernel
-def finish(s: Any) -> int:
+def finish(s: SimRef) -> int:
     """End of run: every DC's pending tail published, the last health row (the caller makes
     room for both)."""
     t = s.reg[R_END_MS]
