@@ -1,0 +1,163 @@
+"""Dynamo's own KV DC relay on loopback, fed by a worker, recorded by ``cbi1kit record``.
+
+Run as a script inside a private network namespace (``unshare -n``: the runtime's ZMQ event
+plane binds every address whatever it is told; the script brings its loopback up), by
+``tests/test_real_relay.py``:
+
+    python tests/realrelay.py SPEC.json
+
+SPEC names the output capture, the filter size, the workload's seed and size and how long to
+record. The script starts ``dynamo._core``'s ``DistributedRuntime`` (in-memory discovery, TCP
+request plane, ZMQ events: no etcd, no NATS), registers a worker serving a tiny offline model
+(a ``config.json`` and a WordLevel tokenizer; no weights), starts ``KvDcRelay`` on loopback,
+runs ``cbi1kit record --list`` and then ``cbi1kit record`` against it, publishes the seeded
+chains through ``KvEventPublisher`` and evicts some whole chains leaf first. It writes
+``OUT.workload.json`` (every chain's tokens, and whether it was evicted) and ``OUT.list.txt``,
+and exits when the recorder has stopped, killing it by its pid if it overruns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+BLOCK = 16
+NAMESPACE = "cbi1kit"
+MODEL = "cbi1kit-tiny"
+DC = "dc-a"
+VOCAB = 64
+
+
+def write_model(folder: Path) -> None:
+    """A model folder the runtime reads offline: a config and a WordLevel tokenizer."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "max_position_embeddings": 4096,
+        "vocab_size": VOCAB,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    vocab = {f"t{i}": i for i in range(VOCAB - 1)} | {"[UNK]": VOCAB - 1}
+    tokenizer: dict[str, Any] = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+
+
+def chains(seed: int, count: int, evict: int) -> list[dict[str, Any]]:
+    """``count`` chains of 1-8 blocks of seeded random tokens; the first ``evict`` are evicted."""
+    rng = random.Random(seed)
+    out = []
+    for k in range(count):
+        blocks = rng.randint(1, 8)
+        tokens = [rng.randrange(2, VOCAB - 1) for _ in range(BLOCK * blocks)]
+        out.append({"tokens": tokens, "blocks": blocks, "evicted": k < evict})
+    return out
+
+
+async def _serve(spec: dict[str, Any]) -> int:
+    import dynamo._core as dyn
+
+    out = Path(spec["output"])
+    write_model(out.parent / "model")
+    runtime = dyn.DistributedRuntime(asyncio.get_running_loop(), "mem", "tcp", event_plane="zmq")
+    endpoint = runtime.endpoint(f"{NAMESPACE}.backend.generate")
+
+    async def generate(request: Any, context: Any = None) -> Any:
+        yield {"token_ids": [1]}
+
+    serving = asyncio.ensure_future(endpoint.serve_endpoint(generate))
+    await dyn.register_model(
+        dyn.ModelInput.Tokens,
+        dyn.ModelType.Chat | dyn.ModelType.Completions,
+        endpoint,
+        str(out.parent / "model"),
+        MODEL,
+        kv_cache_block_size=BLOCK,
+        router_config=dyn.RouterConfig(dyn.RouterMode.KV),
+        worker_type=dyn.WorkerType.Aggregated,
+    )
+    target = f"127.0.0.1:{spec['port']}"
+    relay = dyn.KvDcRelay(
+        runtime.endpoint(f"{NAMESPACE}.kv_dc_relay.control"),
+        DC,
+        NAMESPACE,
+        None,
+        bind=target,
+        expected_unique_blocks=spec["expected_unique_blocks"],
+    )
+    await relay.start()
+    publisher = dyn.KvEventPublisher(endpoint, kv_block_size=BLOCK, enable_local_indexer=True)
+    await asyncio.sleep(1.0)  # the worker's registration reaches the relay's catalog
+    cli = [sys.executable, "-m", "cbi1kit", "record", target]
+    listed = subprocess.run(
+        [*cli, "--list"], check=False, capture_output=True, text=True, timeout=30
+    )
+    Path(f"{out}.list.txt").write_text(listed.stdout + listed.stderr)
+    recorder = subprocess.Popen(
+        [*cli, "-o", str(out), "--duration", str(spec["seconds"]), "--quiet"]
+    )
+    await asyncio.sleep(2.0)  # subscribed, the snapshot in
+    workload = chains(spec["seed"], spec["chains"], spec["evict"])
+    block_id = 1
+    for chain in workload:
+        ids = list(range(block_id, block_id + chain["blocks"]))
+        block_id += chain["blocks"]
+        chain["block_ids"] = ids
+        publisher.publish_stored(chain["tokens"], [BLOCK] * chain["blocks"], ids)
+        await asyncio.sleep(0.01)
+    for chain in workload:
+        if chain["evicted"]:
+            publisher.publish_removed(list(reversed(chain["block_ids"])))  # leaf first
+            await asyncio.sleep(0.01)
+    Path(f"{out}.workload.json").write_text(json.dumps(workload))
+    try:
+        code = await asyncio.to_thread(recorder.wait, spec["seconds"] + 30)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        code = -9
+    serving.cancel()
+    return int(code)
+
+
+def loopback_up() -> None:
+    """``ip link set lo up`` without iproute2: a new network namespace's loopback starts down."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sh14x", b"lo", 0)
+        flags = struct.unpack("16sh14x", fcntl.ioctl(sock, siocgifflags, request))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sh14x", b"lo", flags | iff_up))
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    loopback_up()
+    for name in ("DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST", "DYN_EVENT_PLANE_HOST"):
+        os.environ[name] = "127.0.0.1"
+    code = asyncio.run(_serve(spec))
+    sys.stdout.flush()
+    os._exit(code)  # the runtime's threads would hold the interpreter's exit
+
+
+if __name__ == "__main__":
+    main()
