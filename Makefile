@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip
 STAMP_BASE := $(VENV)/.stamp-base
 STAMP_DEV  := $(VENV)/.stamp-dev
 
-.PHONY: demo test lint typecheck pytest bench bench-quick sample lab chromium clean help
+.PHONY: demo test lint typecheck pytest bench bench-quick sample real-sample lab chromium clean help
 
 help:
 	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench  - run the benchmarks in benchmarks/ and print their figures"
 	@echo "make bench-quick - every benchmark's --quick smoke run (CI: no timed assertions)"
 	@echo "make sample - regenerate the bundled sample capture from the trace"
+	@echo "make real-sample - record Dynamo's own relay anew into data/real.kvrcap (root)"
 	@echo "make lab    - JupyterLab on notebooks/ with this project's environment as the kernel"
 
 $(VENV)/bin/python:
@@ -52,6 +53,12 @@ demo: $(STAMP_BASE) chromium
 sample: $(STAMP_BASE)
 	$(PY) -m cbi1kit simulate data/mooncake/conversation_trace.jsonl -o data/sample.kvrcap \
 		--sample --force --no-progress
+
+# Dynamo's own relay (ai-dynamo-runtime, the oracle extra) recorded on loopback in a network
+# namespace of its own (unshare -n: root), with the workload it was fed (tools/realrelay.py)
+real-sample: $(STAMP_DEV)
+	unshare -n $(PY) -m tools.realrelay data/real.kvrcap --chains 200 --evict 60 --seconds 10
+	rm -f data/real.kvrcap.list.txt
 
 # a free port, this environment's kernel, saves that keep the tracked notebooks output-free, root ok
 lab: $(STAMP_BASE)

@@ -18,6 +18,7 @@
 # %% tags=["parameters"]
 capture = "../data/sample.kvrcap"
 bare_frames = "../data/frames/delta-upstream-fixture.cbi1"
+real = "../data/real.kvrcap"
 
 # %%
 import itertools
@@ -127,3 +128,35 @@ print("identical messages:", [r.update for r in again] == [r.update for r in rec
 # %%
 for record in ck.read_frames(bare_frames):
     print(record.index, ck.decode(ck.peek_format(record.payload), record.payload))
+
+# %% [markdown]
+# ## A recording of Dynamo's own relay
+#
+# `data/real.kvrcap` is not simulated: `make real-sample` started the relay that ships in
+# `ai-dynamo-runtime` (`KvDcRelay`) on loopback, a worker published 200 seeded chains of
+# 16-token blocks and evicted 60 of them whole, and `cbi1kit record` recorded it. Its
+# `.workload.json` holds each chain's tokens, so the filter can be asked about every one: a live
+# chain is found at full depth, an evicted one not at all.
+
+# %%
+import json
+
+recorded = ck.open(real)
+print(recorded.replay())
+chains = json.loads(Path(f"{real}.workload.json").read_text())
+depths = pl.DataFrame(
+    {
+        "blocks": [c["blocks"] for c in chains],
+        "evicted": [c["evicted"] for c in chains],
+        "depth": [
+            recorded.explain(model="cbi1kit-tiny", tokens=c["tokens"]).lanes[0].depth
+            for c in chains
+        ],
+    }
+)
+depths.group_by("evicted").agg(
+    pl.len().alias("chains"),
+    (pl.col("depth") == pl.when(pl.col("evicted")).then(0).otherwise(pl.col("blocks")))
+    .all()
+    .alias("all as expected"),
+)

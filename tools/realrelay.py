@@ -1,23 +1,21 @@
 """Dynamo's own KV DC relay on loopback, fed by a worker, recorded by ``cbi1kit record``.
 
-Run as a script inside a private network namespace (``unshare -n``: the runtime's ZMQ event
-plane binds every address whatever it is told; the script brings its loopback up), by
-``tests/test_real_relay.py``:
+Run inside a private network namespace (``unshare -n``: the runtime's ZMQ event plane binds
+every address whatever it is told; this brings the namespace's loopback up), as
+``tests/test_real_relay.py`` and ``make real-sample`` do:
 
-    python tests/realrelay.py SPEC.json
+    unshare -n python -m tools.realrelay OUT.kvrcap [--expected-blocks N] [--chains N]
+        [--evict N] [--seed S] [--seconds S]
 
-SPEC names the output capture, the filter size, the workload's seed and size and how long to
-record. The script starts ``dynamo._core``'s ``DistributedRuntime`` (in-memory discovery, TCP
-request plane, ZMQ events: no etcd, no NATS), registers a worker serving a tiny offline model
-(a ``config.json`` and a WordLevel tokenizer; no weights), starts ``KvDcRelay`` on loopback,
-runs ``cbi1kit record --list`` and then ``cbi1kit record`` against it, publishes the seeded
-chains through ``KvEventPublisher`` and evicts some whole chains leaf first. It writes
-``OUT.workload.json`` (every chain's tokens, and whether it was evicted) and ``OUT.list.txt``,
-and exits when the recorder has stopped, killing it by its pid if it overruns.
+It needs ``ai-dynamo-runtime`` (the ``oracle`` extra): an in-memory runtime, a worker serving a
+tiny offline model, ``KvDcRelay`` on loopback, then ``cbi1kit record --list`` and ``cbi1kit
+record`` against it while seeded chains are stored and some evicted whole, leaf first. Beside
+the capture: ``OUT.workload.json`` (each chain's tokens, evicted or not) and ``OUT.list.txt``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import fcntl
 import json
@@ -27,6 +25,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +78,8 @@ async def _serve(spec: dict[str, Any]) -> int:
     import dynamo._core as dyn
 
     out = Path(spec["output"])
-    write_model(out.parent / "model")
+    model = Path(tempfile.mkdtemp(prefix="cbi1kit-model-"))
+    write_model(model)
     runtime = dyn.DistributedRuntime(asyncio.get_running_loop(), "mem", "tcp", event_plane="zmq")
     endpoint = runtime.endpoint(f"{NAMESPACE}.backend.generate")
 
@@ -91,7 +91,7 @@ async def _serve(spec: dict[str, Any]) -> int:
         dyn.ModelInput.Tokens,
         dyn.ModelType.Chat | dyn.ModelType.Completions,
         endpoint,
-        str(out.parent / "model"),
+        str(model),
         MODEL,
         kv_cache_block_size=BLOCK,
         router_config=dyn.RouterConfig(dyn.RouterMode.KV),
@@ -150,7 +150,15 @@ def loopback_up() -> None:
 
 
 def main() -> None:
-    spec = json.loads(Path(sys.argv[1]).read_text())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output", help="the capture to write")
+    parser.add_argument("--expected-blocks", type=int, default=4_096, dest="expected_unique_blocks")
+    parser.add_argument("--chains", type=int, default=60, help="chains stored")
+    parser.add_argument("--evict", type=int, default=20, help="of them, evicted whole")
+    parser.add_argument("--seed", type=int, default=11, help="the workload's seed")
+    parser.add_argument("--seconds", type=float, default=8.0, help="how long to record")
+    parser.add_argument("--port", type=int, default=50051, help="the relay's port on loopback")
+    spec = vars(parser.parse_args())
     loopback_up()
     for name in ("DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST", "DYN_EVENT_PLANE_HOST"):
         os.environ[name] = "127.0.0.1"
