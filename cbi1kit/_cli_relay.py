@@ -188,6 +188,11 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
 # ---------------------------------------------------------------------------------- serve
 
 
+def expected_blocks(config: Any) -> int:
+    """The feeds' CKF capacity when not given: the release's, else a small 4,096."""
+    return 4096 if config.release is None else int(config.release.expected_blocks)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from cbi1kit.relay._transport import ServerTls
     from cbi1kit.sim._server import FaultPlan, ProducerFeed, RelayServer, ServerConfig
@@ -205,6 +210,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         readiness_heartbeat_interval=args.readiness_heartbeat,
         load_window=args.load_window,
         tls=tls,
+        like=args.like,
     )
     faults = FaultPlan(
         drop_after_chunks=args.drop_after_chunks,
@@ -232,7 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             pairs = [(m, d) for m in models for d in dict.fromkeys(args.dc or ["dc-sim"])]
             feeds = [
                 ProducerFeed(
-                    expected_blocks=args.expected_blocks,
+                    expected_blocks=args.expected_blocks or expected_blocks(config),
                     seed=(args.seed + i) % (1 << 64),
                     events_per_step=args.events_per_step,
                     steps=args.steps,
@@ -389,7 +395,20 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--steps", type=at_least(1), help="producer steps before going quiet")
     p.add_argument("--events-per-step", type=at_least(1), default=8, help="events per step")
-    p.add_argument("--expected-blocks", type=at_least(1), default=4096, help="CKF capacity")
+    p.add_argument(
+        "--expected-blocks",
+        type=at_least(1),
+        default=None,
+        help="CKF capacity (default: 4096; with --like, the release's: 1,048,576)",
+    )
+    p.add_argument(
+        "--like",
+        choices=["1.6.1"],
+        default=None,
+        help="behave like that released relay where ours differs (ai-dynamo-runtime 1.6.1: "
+        "no SubscribeServingLoad, load with expected ranks only, upstream's readiness "
+        "revisions and filter size, streams dropped on shutdown)",
+    )
     p.add_argument("--seed", type=U64, default=0, help="event RNG seed (the i-th pool's: seed + i)")
     p.add_argument(
         "--model",

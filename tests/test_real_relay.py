@@ -59,7 +59,8 @@ def record_real_relay(out: Path, **spec: Any) -> list[dict[str, Any]]:
         timeout=float(spec["seconds"]) + 120,
         env={**os.environ, "RUST_LOG": "warn"},
     )
-    assert run.returncode == 0, run.stderr[-4000:]
+    # the recorder's exit: 0, or 3 (unreachable, said in one line) once the relay shut down
+    assert run.returncode == (0 if spec.get("shutdown_after") is None else 3), run.stderr[-4000:]
     workload: list[dict[str, Any]] = json.loads(Path(f"{out}.workload.json").read_text())
     return workload
 
@@ -109,3 +110,75 @@ def test_the_bundled_recording_of_the_real_relay_agrees_with_its_workload() -> N
     workload = json.loads(Path(f"{capture}.workload.json").read_text())
     assert len(workload) == 200 and sum(c["evicted"] for c in workload) == 60
     assert_agrees(ck.open(capture), workload)
+
+
+def plane_facts(path: Path) -> dict[str, Any]:
+    """What a recording shows of a relay's ways, beyond its frames: how each RPC's first stream
+    ended (status, trailers), the first readiness revision, the pool-load fields it fills."""
+    from cbi1kit._proto import kvrelay_v1_pb2 as pb
+    from cbi1kit.capture._file import (
+        CaptureReader,
+        RecordType,
+        decode_stream_close,
+        decode_stream_open,
+    )
+
+    methods: dict[int, str] = {}
+    facts: dict[str, Any] = {"closes": {}}
+    with CaptureReader(path) as reader:
+        for record in reader.records():
+            method = methods.get(record.stream_id, "")
+            if record.type == RecordType.STREAM_OPEN:
+                methods[record.stream_id] = decode_stream_open(record.body).method.split("/")[-1]
+            elif record.type == RecordType.STREAM_CLOSE:
+                close = decode_stream_close(record.body)
+                trailers = tuple(k for k, _ in close.trailing_metadata if k != "date")
+                facts["closes"].setdefault(method, (close.status_name, trailers))
+            elif record.type == RecordType.MESSAGE and method == "SubscribeServingReadiness":
+                update = pb.ServingReadinessUpdate.FromString(bytes(record.body))
+                facts.setdefault("readiness_revision", update.revision)
+            elif record.type == RecordType.MESSAGE and method == "SubscribeKvPoolLoad":
+                entry = pb.KvPoolLoadUpdate.FromString(bytes(record.body)).pools[0]
+                filled = {f.name for f, _ in entry.ListFields()} - {"producer"}
+                facts.setdefault("load_fields", filled)
+    return facts
+
+
+def test_the_simulated_relay_like_1_6_1_ends_and_reports_as_the_real_one(tmp_path: Path) -> None:
+    """``cbi1kit serve --like 1.6.1`` and Dynamo's own relay, each recorded and then shut down
+    under the recorder: the same RPC left out, the same stream ends, readiness revision and
+    pool-load fields."""
+    from cbi1kit.sim._server import ProducerFeed, RelayServer, ServerConfig
+
+    real = tmp_path / "real.kvrcap"
+    record_real_relay(
+        real, expected_blocks=4_096, seed=3, chains=10, evict=2, seconds=20, shutdown_after=2
+    )
+    sim = tmp_path / "sim.kvrcap"
+    feed = ProducerFeed(expected_blocks=4_096, seed=3, steps=10, model=MODEL, dc=DC)
+    server = RelayServer([feed], ServerConfig(like="1.6.1")).start()
+    options = ["-o", str(sim), "--duration", "20", "--give-up-after", "2", "--quiet"]
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "cbi1kit", "record", server.address, *options]
+    )
+    try:
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(4)"], check=True)
+        server.stop()
+        assert recorder.wait(60) == 3  # the relay went away: unreachable, said in one line
+    finally:
+        recorder.kill()
+    theirs, ours = plane_facts(real), plane_facts(sim)
+    assert theirs["closes"]["SubscribeServingLoad"][0] == "UNIMPLEMENTED"
+    assert theirs["closes"]["SubscribeKvPool"] == ("UNAVAILABLE", ())
+    assert ours == theirs
+
+
+def test_a_release_is_named_or_refused() -> None:
+    from cbi1kit.sim._server import RELEASES, ServerConfig
+
+    like = ServerConfig(like="1.6.1")
+    assert "SubscribeServingLoad" in like.unimplemented
+    assert like.release is RELEASES["1.6.1"] and like.release.expected_blocks == 1_048_576
+    assert ServerConfig().release is None
+    with pytest.raises(ValueError, match=r"1\.6\.1"):
+        ServerConfig(like="1.5")

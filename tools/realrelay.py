@@ -5,7 +5,7 @@ every address whatever it is told; this brings the namespace's loopback up), as
 ``tests/test_real_relay.py`` and ``make real-sample`` do:
 
     unshare -n python -m tools.realrelay OUT.kvrcap [--expected-blocks N] [--chains N]
-        [--evict N] [--seed S] [--seconds S]
+        [--evict N] [--seed S] [--seconds S] [--shutdown-after S]
 
 It needs ``ai-dynamo-runtime`` (the ``oracle`` extra): an in-memory runtime, a worker serving a
 tiny offline model, ``KvDcRelay`` on loopback, then ``cbi1kit record --list`` and ``cbi1kit
@@ -114,9 +114,10 @@ async def _serve(spec: dict[str, Any]) -> int:
         [*cli, "--list"], check=False, capture_output=True, text=True, timeout=30
     )
     Path(f"{out}.list.txt").write_text(listed.stdout + listed.stderr)
-    recorder = subprocess.Popen(
-        [*cli, "-o", str(out), "--duration", str(spec["seconds"]), "--quiet"]
-    )
+    recording = [*cli, "-o", str(out), "--duration", str(spec["seconds"]), "--quiet"]
+    if spec["shutdown_after"] is not None:
+        recording += ["--give-up-after", "2"]  # the relay goes: the recorder stops trying
+    recorder = subprocess.Popen(recording)
     await asyncio.sleep(2.0)  # subscribed, the snapshot in
     workload = chains(spec["seed"], spec["chains"], spec["evict"])
     block_id = 1
@@ -131,6 +132,11 @@ async def _serve(spec: dict[str, Any]) -> int:
             publisher.publish_removed(list(reversed(chain["block_ids"])))  # leaf first
             await asyncio.sleep(0.01)
     Path(f"{out}.workload.json").write_text(json.dumps(workload))
+    if spec["shutdown_after"] is not None:
+        await asyncio.sleep(spec["shutdown_after"])
+        stopped = relay.shutdown()
+        if asyncio.isfuture(stopped) or asyncio.iscoroutine(stopped):
+            await stopped
     try:
         code = await asyncio.to_thread(recorder.wait, spec["seconds"] + 30)
     except subprocess.TimeoutExpired:
@@ -158,6 +164,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11, help="the workload's seed")
     parser.add_argument("--seconds", type=float, default=8.0, help="how long to record")
     parser.add_argument("--port", type=int, default=50051, help="the relay's port on loopback")
+    parser.add_argument(
+        "--shutdown-after", type=float, default=None, help="shut the relay down this long after"
+    )
     spec = vars(parser.parse_args())
     loopback_up()
     for name in ("DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST", "DYN_EVENT_PLANE_HOST"):

@@ -729,6 +729,36 @@ class _Pool:
 
 
 @dataclass(frozen=True, slots=True)
+class Release:
+    """How a released relay differs from this simulator's own ways, as recorded from it
+    (``ai-dynamo-runtime`` 1.6.1: ``data/real.kvrcap``, ``tests/test_real_relay.py``)."""
+
+    #: RPCs it answers ``UNIMPLEMENTED`` (1.6.1: the five-RPC schema before serving load)
+    unimplemented: frozenset[str]
+    #: pool load carries only ``kv_expected_ranks`` (no worker publishes metrics to it)
+    load_ranks_only: bool
+    #: readiness revisions counted as upstream's ``TopologyPublisher`` counts them: 1 when
+    #: built, then one per change of the derived entries (every endpoint's membership at
+    #: once, then each endpoint's availability): the first a subscriber sees is 2 + endpoints
+    readiness_from_topology: bool
+    #: a shutdown drops every stream: ``UNAVAILABLE``, no trailers, no clean end
+    drops_streams_on_shutdown: bool
+    #: ``expected_unique_blocks`` when not given: 524,288 buckets, one 4,194,368-byte chunk
+    expected_blocks: int
+
+
+RELEASES: Final = {
+    "1.6.1": Release(
+        unimplemented=frozenset({"SubscribeServingLoad"}),
+        load_ranks_only=True,
+        readiness_from_topology=True,
+        drops_streams_on_shutdown=True,
+        expected_blocks=1_048_576,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     """Knobs, with upstream's defaults where upstream has one (relay.md §2.7)."""
 
@@ -754,12 +784,25 @@ class ServerConfig:
     #: ``protocol/relay.proto`` at bd44782f has no ``SubscribeServingLoad``)
     unimplemented: frozenset[str] = frozenset()
     tls: ServerTls | None = None  # None: plaintext, as upstream's relay itself serves
+    #: a released relay to behave like where ours differs (``RELEASES``); None: the newest
+    #: schema and this simulator's own ways
+    like: str | None = None
 
     def __post_init__(self) -> None:
         service = pb.DESCRIPTOR.services_by_name["KvEventRelay"]
         unknown = self.unimplemented - {m.name for m in service.methods}
         if unknown:
             raise ValueError(f"no such RPC to leave out: {', '.join(sorted(unknown))}")
+        if self.like is not None and self.like not in RELEASES:
+            raise ValueError(f"like: {self.like!r} is not one of {', '.join(RELEASES)}")
+        if self.like is not None:
+            left_out = RELEASES[self.like].unimplemented
+            object.__setattr__(self, "unimplemented", self.unimplemented | left_out)
+
+    @property
+    def release(self) -> Release | None:
+        """The released relay this one behaves like, or None."""
+        return None if self.like is None else RELEASES[self.like]
 
 
 def _now_us() -> int:
@@ -909,10 +952,11 @@ def _topology(pools: Sequence[_PoolState]) -> list[pb.TopologyEntry]:
     return entries
 
 
-def _load_entry(state: _PoolState) -> pb.KvPoolLoadEntry:
-    """A pool whose workers are gone reports no rank: coverage 0 of its ranks, never load 0."""
+def _load_entry(state: _PoolState, ranks_only: bool = False) -> pb.KvPoolLoadEntry:
+    """A pool whose workers are gone reports no rank: coverage 0 of its ranks, never load 0;
+    ``ranks_only``: only the ranks expected, as a relay no worker reports metrics to."""
     load = _load_of(state)
-    if not state.ready:
+    if not state.ready or ranks_only:
         return pb.KvPoolLoadEntry(producer=state.producer, kv_expected_ranks=load.ranks)
     return pb.KvPoolLoadEntry(
         producer=state.producer,
@@ -1305,6 +1349,12 @@ class RelayServer:
         self.calls: list[ReceivedCall] = []
         self._readiness_cond = threading.Condition()
         self._readiness_revision = 1
+        release = self.config.release
+        if release is not None and release.readiness_from_topology:
+            endpoints = {
+                p.descriptor.serving_endpoint.SerializeToString() for p in self._pools.values()
+            }
+            self._readiness_revision = 2 + len(endpoints)
         self._plane_streams: dict[str, int] = {}
         self._windows_lock = threading.Lock()
         self._windows: dict[str, Any] = {}
@@ -1400,7 +1450,9 @@ class RelayServer:
                 "contract_marker": RELAY_CONTRACT_MARKER,
             }
             if plane == _LOAD:
-                update: Any = pb.KvPoolLoadUpdate(**head, pools=map(_load_entry, states))
+                ranks_only = self.config.release is not None and self.config.release.load_ranks_only
+                entries = [_load_entry(state, ranks_only) for state in states]
+                update: Any = pb.KvPoolLoadUpdate(**head, pools=entries)
             else:
                 pools, models = _serving_load(states)
                 update = pb.ServingLoadUpdate(**head, pools=pools, models=models)
@@ -1560,7 +1612,12 @@ class RelayServer:
         return RelayServer(feeds, config, faults=faults).start()
 
     def stop(self, grace: float | None = 0.5) -> None:
-        """End every stream and stop serving, giving calls in flight ``grace`` seconds."""
+        """End every stream and stop serving, giving calls in flight ``grace`` seconds (a
+        release that drops its streams on shutdown drops them at once)."""
+        release = self.config.release
+        if release is not None and release.drops_streams_on_shutdown and self._server is not None:
+            self._server.stop(0).wait(5.0)  # before the streams see _stopping and end cleanly
+            self._server = None
         self._stopping.set()
         for cond in (self._catalog_cond, self._readiness_cond):
             with cond:
