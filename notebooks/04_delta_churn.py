@@ -8,7 +8,9 @@
 # %% tags=["parameters"]
 capture = "../data/sample.kvrcap"
 trace = "../data/mooncake/conversation_trace.jsonl"
-requests = 2000  # trace prefix for each run of the sweeps
+requests = 2000  # trace prefix for each run of the sweeps and the explorer
+dask_workers = 0  # the fleet's conversion and query on a local Dask cluster of this many worker
+# processes (2 adds about 7 s: the workers start and load the kernels); 0 runs them here
 
 # %%
 import tempfile
@@ -49,51 +51,39 @@ images.with_columns(
 # %% [markdown]
 # ## The effect of `publish_every_n_events`
 #
-# Publishing after every engine event ships small, frequent deltas; batching N events per
-# publication ships fewer, larger ones — and a bucket touched twice in the window is sent once,
-# with its final word (a net reversion is not sent at all).
-
+# The simulator's producers publish as the relay's do. `ck.viz.what_if` runs it on the trace's
+# first `requests` requests (one DC of two workers, exact routing here); each `update` moves a
+# knob, simulates again and returns the run's figures, among them the deltas, images and bytes
+# published per second of simulated time. Publishing after every engine event ships small,
+# frequent deltas; batching N events per publication ships fewer, larger ones — and a bucket
+# touched twice in the window is sent once, with its final word (a net reversion is not sent
+# at all).
 
 # %%
-def run(**knobs: int) -> dict[str, object]:
-    workload = ck.read_mooncake(trace, limit=requests)
-    sim = ck.SimulatorConfig(dcs=1, workers_per_dc=2, policy="exact", **knobs)
-    with tempfile.TemporaryDirectory() as tmp:
-        result = ck.simulate_capture(
-            workload, Path(tmp) / "run.kvrcap", ck.sim.SimRelayConfig(simulator=sim)
-        )
-        table = ck.frames_table(result.path).collect()
-    by_kind = table.group_by("kind").agg(
-        pl.col("raw_len").sum().alias("bytes"), pl.len().alias("n")
-    )
-    get = dict(zip(by_kind["kind"].cast(pl.String), by_kind["bytes"], strict=True))
-    count = dict(zip(by_kind["kind"].cast(pl.String), by_kind["n"], strict=True))
-    return knobs | {
-        "deltas": count.get("DELTA", 0),
-        "delta_bytes": get.get("DELTA", 0),
-        "snapshot_bytes": get.get("SNAPSHOT_CHUNK", 0),
-        "images_per_delta": table.filter(pl.col("kind") == "DELTA")["image_count"].mean(),
-    }
-
-
-publish = pl.DataFrame([run(publish_every_n_events=n) for n in (1, 4, 16, 64)])
-publish
+explorer = ck.viz.what_if(trace, requests=requests, dcs=1, workers_per_dc=2, policy="exact")
+churn = ["deltas_per_second", "images_per_second", "bytes_per_second", "images_per_delta"]
+per_delta = (pl.col("images_per_second") / pl.col("deltas_per_second")).alias("images_per_delta")
+publish = pl.concat([explorer.update(publish_every_n_events=n) for n in (1, 4, 16, 64)])
+publish.with_columns(per_delta).select("publish_every_n_events", *churn)
 
 # %% [markdown]
 # ## Eviction pressure
 #
 # Smaller caches evict more: every eviction is a `Removed` event, and every removal rewrites a
-# bucket word. Same trace, shrinking per-worker capacity:
+# bucket word. Same trace, shrinking per-worker capacity (each filter still sized for its
+# workers' blocks):
 
 # %%
-pressure = pl.DataFrame([run(capacity_blocks=c) for c in (8192, 4096, 2048, 1024)])
-pressure
+pressure = pl.concat(
+    [explorer.update(publish_every_n_events=1, capacity_blocks=c) for c in (8192, 4096, 2048, 1024)]
+).with_columns(per_delta)
+pressure.select("capacity_blocks", "hit_rate", *churn)
 
 # %%
 ck.viz.compare_runs_chart(
     pressure.with_columns(pl.lit("capacity sweep").alias("sweep")),
     x="capacity_blocks",
-    metrics=["deltas", "delta_bytes", "images_per_delta"],
+    metrics=churn,
     by="sweep",
 )
 
@@ -102,10 +92,12 @@ ck.viz.compare_runs_chart(
 #
 # A fleet is many captures: a relay per region, a recorder per relay, a capture per day.
 # `ck.fleet` converts them into one partitioned Parquet dataset (`dc=/producer=/date=`), one Dask
-# task per capture file, and runs fleet queries over it as Dask computations: here on a local
-# cluster of two worker processes on this machine (`ck.fleet.client("tcp://HOST:8786")` would use
-# an existing cluster instead; the README says what its workers need). Three simulated captures,
-# each a different model served on two DCs: six pools.
+# task per capture file, and runs fleet queries over it as Dask computations: with
+# `dask_workers=2`, on a local cluster of two worker processes on this machine
+# (`ck.fleet.client("tcp://HOST:8786")` would use an existing cluster instead; the README says
+# what its workers need). By default the same conversion and query run in this process
+# (`ck.export_dataset`, `ck.fleet.run_local`): a cluster's start costs more than these small
+# captures. Three simulated captures, each a different model served on two DCs: six pools.
 
 # %%
 fleet_dir = Path(tempfile.mkdtemp(prefix="cbi1kit-fleet-"))
@@ -119,14 +111,19 @@ for i, model in enumerate(["fleet/alpha", "fleet/beta", "fleet/gamma"]):
     ck.simulate_capture(ck.synthetic_chat(300, seed=i), path, ck.sim.SimRelayConfig(sim, relay))
     fleet_captures[model] = path
 
-with ck.fleet.client() as client:  # closed (with its cluster) at the end of the block
-    print("Dask dashboard:", client.dashboard_link)
-    ck.fleet.convert(list(fleet_captures.values()), fleet_dir / "dataset", client=client)
-    fleet_churn = ck.fleet.churn_per_pool_per_hour(fleet_dir / "dataset", client=client, every="1m")
+dataset = fleet_dir / "dataset"
+if dask_workers:
+    with ck.fleet.client(workers=dask_workers) as client:  # closed, with its cluster, after
+        print("Dask dashboard:", client.dashboard_link)
+        ck.fleet.convert(list(fleet_captures.values()), dataset, client=client)
+        fleet_churn = ck.fleet.churn_per_pool_per_hour(dataset, client=client, every="1m")
+else:
+    ck.export_dataset(list(fleet_captures.values()), dataset)
+    fleet_churn = ck.fleet.run_local("churn", dataset, every="1m")
 fleet_churn.head()
 
 # %% [markdown]
-# The same query in one process gives the same table, row for row
+# The query on Dask and in one process give the same table, row for row
 # (`ck.fleet.run_local("churn", ...)`). Each pool's indexer domain is named by its model:
 
 # %%
@@ -134,5 +131,21 @@ names = {
     ck.frames_table(path).select("cache_semantics").drop_nulls().head(1).collect().item(): model
     for model, path in fleet_captures.items()
 }
-assert fleet_churn.equals(ck.fleet.run_local("churn", fleet_dir / "dataset", every="1m"))
+assert fleet_churn.equals(ck.fleet.run_local("churn", dataset, every="1m"))
 ck.viz.fleet_churn_chart(fleet_churn, names=names, bin_words="minute")
+
+# %% [markdown]
+# ## What if …?
+#
+# The explorer the sweeps ran on, back at the first run's knobs and on sliders: each move
+# simulates the trace prefix again and redraws its four charts in place — the measured
+# false-positive rate against load, CKF against exact depth, the DC's load over time and the
+# churn it publishes, images and bytes per second (brush a window of time in either of those two
+# to see the other then) — with the headline figures above them. Try `publish_every_n_events`
+# up (fewer deltas, fewer images and bytes), `dcs` up (more caches: fewer evictions, less churn)
+# and `expected_blocks_per_dc` down to 2,048: near full load every insert kicks, and the churn
+# jumps.
+
+# %%
+explorer.update(capacity_blocks=4096)
+explorer

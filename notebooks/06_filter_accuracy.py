@@ -23,11 +23,9 @@ import cbi1kit as ck
 ck.setup_notebook()  # every chart draws here with no network
 
 workload = ck.read_mooncake(trace, limit=requests)
-config = ck.SimulatorConfig(dcs=4, workers_per_dc=2, capacity_blocks=2048, policy="ckf")
-ckf = ck.Simulator(config).run(workload)
-exact = ck.Simulator(
-    ck.SimulatorConfig(dcs=4, workers_per_dc=2, capacity_blocks=2048, policy="exact")
-).run(workload)
+pools = {"dcs": 4, "workers_per_dc": 2, "capacity_blocks": 2048}  # 4 DCs of 2 workers
+ckf = ck.Simulator(ck.SimulatorConfig(**pools, policy="ckf")).run(workload)
+exact = ck.Simulator(ck.SimulatorConfig(**pools, policy="exact")).run(workload)
 print(f"hit rate: CKF routing {ckf.hit_rate:.4f}, exact routing {exact.hit_rate:.4f}")
 print(f"CKF routing's measured FPR: {ckf.fpr}")
 print(f"8α/65534 at the probes' mean load α = {ckf.mean_probe_load:.3f}: ", end="")
@@ -62,9 +60,7 @@ depths.select(
 # %%
 runs = []
 for expected in (16384, 8192, 4096, 3072):
-    cfg = ck.SimulatorConfig(
-        dcs=4, workers_per_dc=2, capacity_blocks=2048, policy="ckf", expected_blocks_per_dc=expected
-    )
+    cfg = ck.SimulatorConfig(**pools, policy="ckf", expected_blocks_per_dc=expected)
     result = ck.Simulator(cfg).run(workload)
     runs.append(
         {
@@ -103,3 +99,20 @@ ck.viz.full_table(
 
 # %%
 sweep.select("expected_blocks_per_dc", "load_factor", "capacity_failures", "depth_underestimates")
+
+# %% [markdown]
+# ## What if …?
+#
+# The run above, with its knobs on sliders: each move simulates the same requests again and redraws
+# the four charts in place — the measured rate against load beside 8α/65534, CKF against exact
+# depth, each DC's load over time and the churn its producer publishes (brush a window of time in
+# either of those two) — with the headline figures above them. Try `expected_blocks_per_dc` down to
+# 2,048 and 1,024: the load climbs towards 1, the measured rate follows the estimate up, capacity
+# failures appear, and the kicks rewrite so many buckets that the churn jumps; then `max_kicks`
+# down to a handful at that size: inserts give up sooner, so fewer buckets are rewritten and more
+# blocks are left out. Without a browser, `explorer.update(expected_blocks_per_dc=1024)` returns
+# the same figures as a table.
+
+# %%
+explorer = ck.viz.what_if(workload, policy="ckf", **pools)  # `trace`: up to the whole trace
+explorer

@@ -249,3 +249,70 @@ def test_the_scrubber_in_02_shows_the_lane_at_the_sequence_chosen(
     assert f"{occupied:,}" in shown or str(occupied) in shown, (occupied, shown)
     opened.charts(index).first.wait_for(timeout=30_000)  # the lane's chart, redrawn
     assert opened.charts(index).count() == 1
+
+
+#: The measured-FPR points of the what-if explorer's first chart, as vega labels each for a
+#: reader ("slot load factor α: 0.475; false positives per probe: ...").
+_FPR_POINTS = """(e) => [...e.querySelectorAll('.what_if_fpr_group path')]
+  .filter(p => p.getAttribute('aria-roledescription') === 'point')
+  .map(p => p.getAttribute('aria-label'))"""
+#: The churn's images-per-second area within the brushed window: the path vega drew for it.
+_IMAGES_IN_WINDOW = """(e) => [...e.querySelectorAll('.mark-area.role-mark')]
+  .filter(m => !m.getAttribute('class').includes('what_if_'))
+  .map(m => m.querySelector('path')?.getAttribute('d') ?? '')[0]"""
+
+
+def _loads(labels: list[str]) -> list[float]:
+    """The load factor of each labelled point."""
+    found = [re.search(r"slot load factor α: ([\d.]+)", label) for label in labels]
+    return [float(m.group(1)) for m in found if m is not None]
+
+
+def test_the_what_if_explorer_in_06_redraws_as_its_slider_moves(
+    runs: dict[str, NotebookRun],
+) -> None:
+    """06 ends with ``ck.viz.what_if``: one step down of its expected-blocks slider (the arrow
+    key on the handle, as a hand does it) simulates a smaller filter and the FPR chart's points
+    move to higher loads within 2 s, in place; a brush over the load chart picks the same
+    window in the churn chart. No error in the page or the cell."""
+    opened = runs["06_filter_accuracy"].notebook
+    index = opened.cell_index("ck.viz.what_if(")
+    charts = opened.charts(index)
+    assert charts.count() == 1
+    chart = charts.first
+    before = chart.evaluate(_FPR_POINTS)
+    assert before, "no FPR points drawn"
+    shown = opened.shown_text(index)
+    blocked, errors = len(opened.findings.blocked), len(opened.findings.console_errors)
+    opened.activate()
+    handle = opened.cell(index).locator(".noUi-handle").first  # expected_blocks_per_dc's
+    handle.scroll_into_view_if_needed()
+    handle.focus()
+    moved = time.monotonic()
+    handle.press("ArrowLeft")
+    after = before
+    while after == before and time.monotonic() - moved < 2.0:
+        time.sleep(0.05)
+        after = chart.evaluate(_FPR_POINTS)
+    assert after != before, "the FPR chart did not change within 2 s of the slider's move"
+    assert max(_loads(after)) > max(_loads(before)), (before, after)
+    assert opened.charts(index).count() == 1  # redrawn where it was, not a second chart
+    assert opened.shown_text(index) != shown  # the readout and the headline moved with it
+    assert "not simulated" not in opened.shown_text(index)
+    # the brush: a window dragged over the load chart highlights that window of churn
+    whole = chart.evaluate(_IMAGES_IN_WINDOW)
+    load = chart.locator("svg .what_if_load_0_marks").first
+    load.scroll_into_view_if_needed()
+    box = load.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    opened.page.mouse.move(box["x"] + 0.2 * box["width"], y)
+    opened.page.mouse.down()
+    for step in range(1, 11):
+        opened.page.mouse.move(box["x"] + (0.2 + 0.03 * step) * box["width"], y)
+    opened.page.mouse.up()
+    window = chart.evaluate(_IMAGES_IN_WINDOW)
+    assert whole and window and len(window) < len(whole) / 2, (len(whole), len(window))
+    assert opened.errors() == []
+    assert opened.findings.blocked[blocked:] == []
+    assert opened.findings.console_errors[errors:] == []

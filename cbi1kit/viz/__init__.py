@@ -33,6 +33,10 @@ if TYPE_CHECKING:
         build_report as build_report,
         charted_lane as charted_lane,
     )
+    from cbi1kit.viz._whatif import (
+        WhatIf as WhatIf,
+        what_if as what_if,
+    )
     from cbi1kit.viz._widgets import (
         byte_explorer as byte_explorer,
         filter_playground as filter_playground,
