@@ -138,9 +138,9 @@ def plane_facts(path: Path) -> dict[str, Any]:
                 update = pb.ServingReadinessUpdate.FromString(bytes(record.body))
                 facts.setdefault("readiness_revision", update.revision)
             elif record.type == RecordType.MESSAGE and method == "SubscribeKvPoolLoad":
-                entry = pb.KvPoolLoadUpdate.FromString(bytes(record.body)).pools[0]
-                filled = {f.name for f, _ in entry.ListFields()} - {"producer"}
-                facts.setdefault("load_fields", filled)
+                for entry in pb.KvPoolLoadUpdate.FromString(bytes(record.body)).pools[:1]:
+                    filled = {f.name for f, _ in entry.ListFields()} - {"producer"}
+                    facts.setdefault("load_fields", filled)
     return facts
 
 
@@ -182,3 +182,18 @@ def test_a_release_is_named_or_refused() -> None:
     assert ServerConfig().release is None
     with pytest.raises(ValueError, match=r"1\.6\.1"):
         ServerConfig(like="1.5")
+
+
+def test_a_relay_restarted_under_the_recorder_is_followed(tmp_path: Path) -> None:
+    """Dynamo's relay stopped and started again on its address mid-recording: the recorder
+    resubscribes to the new generation; the capture holds two snapshot sessions and replays
+    valid. (What the restarted relay rebuilds is its own affair: 1.6.1 fences a worker whose
+    local indexer's dump it cannot replay, and serves its lane empty.)"""
+    out = tmp_path / "restarted.kvrcap"
+    record_real_relay(out, seed=5, chains=30, evict=10, seconds=14, restart_after=2)
+    cap = ck.open(out)
+    report = cap.replay()
+    assert report.ok and not report.violations
+    assert report.counts["snapshot_installed"] == 2
+    lane = report.lanes[0]
+    assert len(lane.sessions) == 2 and lane.sessions[0].producer != lane.sessions[1].producer

@@ -5,7 +5,7 @@ every address whatever it is told; this brings the namespace's loopback up), as
 ``tests/test_real_relay.py`` and ``make real-sample`` do:
 
     unshare -n python -m tools.realrelay OUT.kvrcap [--expected-blocks N] [--chains N]
-        [--evict N] [--seed S] [--seconds S] [--shutdown-after S]
+        [--evict N] [--seed S] [--seconds S] [--shutdown-after S | --restart-after S]
 
 It needs ``ai-dynamo-runtime`` (the ``oracle`` extra): an in-memory runtime, a worker serving a
 tiny offline model, ``KvDcRelay`` on loopback, then ``cbi1kit record --list`` and ``cbi1kit
@@ -98,15 +98,7 @@ async def _serve(spec: dict[str, Any]) -> int:
         worker_type=dyn.WorkerType.Aggregated,
     )
     target = f"127.0.0.1:{spec['port']}"
-    relay = dyn.KvDcRelay(
-        runtime.endpoint(f"{NAMESPACE}.kv_dc_relay.control"),
-        DC,
-        NAMESPACE,
-        None,
-        bind=target,
-        expected_unique_blocks=spec["expected_unique_blocks"],
-    )
-    await relay.start()
+    relay = await _start_relay(dyn, runtime, target, spec["expected_unique_blocks"])
     publisher = dyn.KvEventPublisher(endpoint, kv_block_size=BLOCK, enable_local_indexer=True)
     await asyncio.sleep(1.0)  # the worker's registration reaches the relay's catalog
     cli = [sys.executable, "-m", "cbi1kit", "record", target]
@@ -134,9 +126,11 @@ async def _serve(spec: dict[str, Any]) -> int:
     Path(f"{out}.workload.json").write_text(json.dumps(workload))
     if spec["shutdown_after"] is not None:
         await asyncio.sleep(spec["shutdown_after"])
-        stopped = relay.shutdown()
-        if asyncio.isfuture(stopped) or asyncio.iscoroutine(stopped):
-            await stopped
+        await _stop_relay(relay)
+    if spec["restart_after"] is not None:  # a new relay on the same address: the recorder
+        await asyncio.sleep(spec["restart_after"])  # resubscribes to its new generation
+        await _stop_relay(relay)
+        relay = await _start_relay(dyn, runtime, target, spec["expected_unique_blocks"])
     try:
         code = await asyncio.to_thread(recorder.wait, spec["seconds"] + 30)
     except subprocess.TimeoutExpired:
@@ -144,6 +138,25 @@ async def _serve(spec: dict[str, Any]) -> int:
         code = -9
     serving.cancel()
     return int(code)
+
+
+async def _start_relay(dyn: Any, runtime: Any, target: str, expected_blocks: int) -> Any:
+    relay = dyn.KvDcRelay(
+        runtime.endpoint(f"{NAMESPACE}.kv_dc_relay.control"),
+        DC,
+        NAMESPACE,
+        None,
+        bind=target,
+        expected_unique_blocks=expected_blocks,
+    )
+    await relay.start()
+    return relay
+
+
+async def _stop_relay(relay: Any) -> None:
+    stopped = relay.shutdown()
+    if asyncio.isfuture(stopped) or asyncio.iscoroutine(stopped):
+        await stopped
 
 
 def loopback_up() -> None:
@@ -166,6 +179,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=50051, help="the relay's port on loopback")
     parser.add_argument(
         "--shutdown-after", type=float, default=None, help="shut the relay down this long after"
+    )
+    parser.add_argument(
+        "--restart-after", type=float, default=None, help="restart the relay this long after"
     )
     spec = vars(parser.parse_args())
     loopback_up()
