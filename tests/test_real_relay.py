@@ -197,3 +197,36 @@ def test_a_relay_restarted_under_the_recorder_is_followed(tmp_path: Path) -> Non
     assert report.counts["snapshot_installed"] == 2
     lane = report.lanes[0]
     assert len(lane.sessions) == 2 and lane.sessions[0].producer != lane.sessions[1].producer
+
+
+def catalog_history(path: Path) -> list[tuple[int, list[int]]]:
+    """Each catalog update recorded: its revision and its pools' layout generations."""
+    from cbi1kit._proto import kvrelay_v1_pb2 as pb
+    from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_open
+
+    catalogs, history = set(), []
+    with CaptureReader(path) as reader:
+        for record in reader.records():
+            if record.type == RecordType.STREAM_OPEN:
+                if decode_stream_open(record.body).method.endswith("/WatchKvPoolCatalog"):
+                    catalogs.add(record.stream_id)
+            elif record.type == RecordType.MESSAGE and record.stream_id in catalogs:
+                update = pb.KvPoolCatalogUpdate.FromString(bytes(record.body))
+                pools = update.snapshot.pools
+                history.append((update.revision, [p.producer.layout_generation for p in pools]))
+    return history
+
+
+def test_a_worker_that_registers_again_is_followed_to_its_new_generation(tmp_path: Path) -> None:
+    """The worker's model unregistered and registered again mid-recording: the catalog
+    withdraws the pool, then lists it under a new layout generation, and the recorder follows
+    it there (a second snapshot session), the capture still valid."""
+    out = tmp_path / "reregistered.kvrcap"
+    record_real_relay(out, seed=7, chains=30, evict=10, seconds=16, reregister_after=2)
+    history = catalog_history(out)
+    generations = [gens for _, gens in history]
+    assert generations[0] == [1] and [] in generations and generations[-1] == [2], history
+    assert [rev for rev, _ in history] == sorted({rev for rev, _ in history})
+    report = ck.open(out).replay()
+    assert report.ok and not report.violations
+    assert report.counts["snapshot_installed"] == 2

@@ -5,7 +5,8 @@ every address whatever it is told; this brings the namespace's loopback up), as
 ``tests/test_real_relay.py`` and ``make real-sample`` do:
 
     unshare -n python -m tools.realrelay OUT.kvrcap [--expected-blocks N] [--chains N]
-        [--evict N] [--seed S] [--seconds S] [--shutdown-after S | --restart-after S]
+        [--evict N] [--seed S] [--seconds S]
+        [--shutdown-after S | --restart-after S | --reregister-after S]
 
 It needs ``ai-dynamo-runtime`` (the ``oracle`` extra): an in-memory runtime, a worker serving a
 tiny offline model, ``KvDcRelay`` on loopback, then ``cbi1kit record --list`` and ``cbi1kit
@@ -87,16 +88,7 @@ async def _serve(spec: dict[str, Any]) -> int:
         yield {"token_ids": [1]}
 
     serving = asyncio.ensure_future(endpoint.serve_endpoint(generate))
-    await dyn.register_model(
-        dyn.ModelInput.Tokens,
-        dyn.ModelType.Chat | dyn.ModelType.Completions,
-        endpoint,
-        str(model),
-        MODEL,
-        kv_cache_block_size=BLOCK,
-        router_config=dyn.RouterConfig(dyn.RouterMode.KV),
-        worker_type=dyn.WorkerType.Aggregated,
-    )
+    await _register(dyn, endpoint, model)
     target = f"127.0.0.1:{spec['port']}"
     relay = await _start_relay(dyn, runtime, target, spec["expected_unique_blocks"])
     publisher = dyn.KvEventPublisher(endpoint, kv_block_size=BLOCK, enable_local_indexer=True)
@@ -127,6 +119,11 @@ async def _serve(spec: dict[str, Any]) -> int:
     if spec["shutdown_after"] is not None:
         await asyncio.sleep(spec["shutdown_after"])
         await _stop_relay(relay)
+    if spec["reregister_after"] is not None:  # the worker leaves the catalog, then comes back
+        await asyncio.sleep(spec["reregister_after"])
+        await _awaited(dyn.unregister_model(endpoint))
+        await asyncio.sleep(2.0)
+        await _register(dyn, endpoint, model)
     if spec["restart_after"] is not None:  # a new relay on the same address: the recorder
         await asyncio.sleep(spec["restart_after"])  # resubscribes to its new generation
         await _stop_relay(relay)
@@ -138,6 +135,27 @@ async def _serve(spec: dict[str, Any]) -> int:
         code = -9
     serving.cancel()
     return int(code)
+
+
+async def _register(dyn: Any, endpoint: Any, model: Path) -> None:
+    """The worker's model card: a tiny offline model, 16-token blocks, KV routing."""
+    await dyn.register_model(
+        dyn.ModelInput.Tokens,
+        dyn.ModelType.Chat | dyn.ModelType.Completions,
+        endpoint,
+        str(model),
+        MODEL,
+        kv_cache_block_size=BLOCK,
+        router_config=dyn.RouterConfig(dyn.RouterMode.KV),
+        worker_type=dyn.WorkerType.Aggregated,
+    )
+
+
+async def _awaited(value: Any) -> Any:
+    """``value``, awaited where the binding handed back a future or coroutine."""
+    if asyncio.isfuture(value) or asyncio.iscoroutine(value):
+        return await value
+    return value
 
 
 async def _start_relay(dyn: Any, runtime: Any, target: str, expected_blocks: int) -> Any:
@@ -154,9 +172,7 @@ async def _start_relay(dyn: Any, runtime: Any, target: str, expected_blocks: int
 
 
 async def _stop_relay(relay: Any) -> None:
-    stopped = relay.shutdown()
-    if asyncio.isfuture(stopped) or asyncio.iscoroutine(stopped):
-        await stopped
+    await _awaited(relay.shutdown())
 
 
 def loopback_up() -> None:
@@ -182,6 +198,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--restart-after", type=float, default=None, help="restart the relay this long after"
+    )
+    parser.add_argument(
+        "--reregister-after",
+        type=float,
+        default=None,
+        help="unregister the worker's model this long after, and register it again",
     )
     spec = vars(parser.parse_args())
     loopback_up()
