@@ -230,3 +230,27 @@ def test_a_worker_that_registers_again_is_followed_to_its_new_generation(tmp_pat
     report = ck.open(out).replay()
     assert report.ok and not report.violations
     assert report.counts["snapshot_installed"] == 2
+
+
+def test_serve_like_1_6_1_lists_upstreams_filter_size() -> None:
+    """``cbi1kit serve --like 1.6.1`` sizes its pool's filter as the release does by default:
+    1,048,576 expected blocks, 524,288 buckets (one 4 MiB snapshot chunk)."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "cbi1kit", "serve", "--like", "1.6.1", "--duration", "30"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        address = serve.stdout.readline().split(" on ")[1].split()[0]  # "serving ... on HOST:PORT"
+        listed = subprocess.run(
+            [sys.executable, "-m", "cbi1kit", "record", address, "--list"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    finally:
+        serve.kill()
+        serve.wait(10)
+    assert "buckets=524288" in listed, listed
