@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import xxhash
+from errorcheck import raises_variant
 from hypothesis import HealthCheck, given, settings, strategies as st
 from test_damaged_captures import DATA, SPANS, Damage, damages
 
@@ -18,6 +19,7 @@ import cbi1kit.capture._scan as scan_module
 from cbi1kit.analysis import frames_table, images_table, replay, snapshots_table
 from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.capture._file import FILE_HEADER_LEN, CaptureReader, RecordType
+from cbi1kit.errors import CaptureError
 
 SAMPLE = Path(__file__).parent.parent / "data" / "sample.kvrcap"
 ENGINES = ["compiled", "reference"]
@@ -176,11 +178,10 @@ def test_a_capture_that_keeps_nothing_cannot_be_refreshed() -> None:
         ck.open(SAMPLE, keep_tables=False).refresh()
 
 
-@pytest.mark.parametrize("follow", [True, False])
-def test_a_refreshed_capture_may_not_exist_yet(tmp_path: Path, follow: bool) -> None:
-    """Opened before the recorder has made the file: nothing yet, then the file."""
+def test_a_followed_capture_may_not_exist_yet(tmp_path: Path) -> None:
+    """Opened to follow before the recorder has made the file: nothing yet, then the file."""
     path = tmp_path / "later.kvrcap"
-    c = ck.open(path, follow=follow)
+    c = ck.open(path, follow=True)
     c.refresh()
     assert c.replay().frames == 0
     path.write_bytes(SAMPLE.read_bytes())
@@ -191,6 +192,21 @@ def test_a_refreshed_capture_may_not_exist_yet(tmp_path: Path, follow: bool) -> 
         .drop("source_offset")
         .equals(frames_table(SAMPLE).collect().drop("source_offset"))
     )
+
+
+def test_a_path_that_is_no_source_raises_at_open(tmp_path: Path) -> None:
+    """A typo, a folder, an empty or a foreign file is refused by ``ck.open`` itself, as any
+    reader's open refuses it (not a Capture of nothing that fails later)."""
+    with pytest.raises(FileNotFoundError):
+        ck.open(tmp_path / "nosuch.kvrcap")
+    with pytest.raises(IsADirectoryError):
+        ck.open(tmp_path)
+    empty, foreign = tmp_path / "empty.kvrcap", tmp_path / "notes.txt"
+    empty.write_bytes(b"")
+    foreign.write_text("not a capture\n")
+    for path, why in ((empty, "empty input"), (foreign, "unrecognised input")):
+        with raises_variant(CaptureError, "Unreadable", match=why):
+            ck.open(path)
 
 
 def test_a_frame_is_numbered_apart_from_the_capture_record_that_holds_it() -> None:

@@ -10,6 +10,7 @@ computed so far goes on from where it stood.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,7 +30,7 @@ from cbi1kit.analysis._replay import (
 )
 from cbi1kit.capture._file import RECORD_HEADER_LEN
 from cbi1kit.capture._items import FrameDamage, FrameRecord, FrameSpan, ReadCursor, SourceError
-from cbi1kit.capture._readers import frame_items, is_capture_source
+from cbi1kit.capture._readers import frame_items, is_capture_source, source_format
 from cbi1kit.capture._scan import CaptureScan, FileScan, ScanItem
 from cbi1kit.capture._segments import CaptureSet
 from cbi1kit.errors import LaneError, LaneVariant
@@ -511,7 +512,21 @@ def _lazy(batches: Callable[[], Iterator[pl.DataFrame]], table: str) -> pl.LazyF
 def open_capture(
     source: Source | Capture, *, keep_tables: bool = True, follow: bool = False
 ) -> Capture:
-    """``source`` scanned once (a ``Capture`` is returned as it is): see :class:`Capture`."""
+    """``source`` scanned once (a ``Capture`` is returned as it is): see :class:`Capture`.
+
+    A path that is no readable source raises here, as any reader's open does:
+    ``FileNotFoundError``, ``IsADirectoryError``, or ``CaptureError`` ``Unreadable`` for an
+    empty or foreign file. Only ``follow=True`` waits for a file that is not there yet.
+    """
     if isinstance(source, Capture):
         return source
+    if not follow and isinstance(source, (str, os.PathLike)):
+        _check_openable(Path(source))
     return Capture(source, keep_tables=keep_tables, follow=follow)
+
+
+def _check_openable(path: Path) -> None:
+    """Raise what opening ``path`` as a source would: missing, a folder, empty or foreign."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    source_format(path)  # FileNotFoundError, or CaptureError Unreadable: empty or foreign

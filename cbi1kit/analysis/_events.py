@@ -60,8 +60,10 @@ class Violation(ReplayEvent):
 def never_installed(violations: Sequence[Violation]) -> str:
     """Why a lane has nothing to show: no snapshot was ever installed, and the first of the
     ``violations`` that kept one out (a wrong format, damage, a foreign file), if any."""
-    why = f" (first of {len(violations)} violation(s): {violations[0].describe()})"
-    return "no snapshot was ever installed" + (why if violations else "")
+    if not violations:
+        return "no snapshot was ever installed"
+    first = violations[0].describe()
+    return f"no snapshot was ever installed (first of {len(violations)} violation(s): {first})"
 
 
 _NONE: Final = np.uint64(2**64 - 1)  # a missing sequence, base or offset (with its flag clear)
