@@ -13,7 +13,7 @@
 # %% tags=["parameters"]
 capture = "../data/sample.kvrcap"
 trace = "../data/mooncake/conversation_trace.jsonl"
-requests = 3000  # trace prefix for the re-simulations (keeps the notebook fast)
+requests = 2000  # trace prefix for the re-simulations (keeps the notebook fast)
 
 # %%
 import polars as pl
@@ -76,6 +76,7 @@ health = ck.viz.filter_health_table(
     seed=seed,
     fpr_points=4,
     fpr_probes=100_000,
+    max_points=300,  # the load at 300 sequences: the chart stays light to draw and to store
 )
 ck.viz.filter_health_chart(health)
 
