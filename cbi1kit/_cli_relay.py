@@ -188,9 +188,13 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
 # ---------------------------------------------------------------------------------- serve
 
 
+#: ``serve``'s CKF capacity when neither ``--expected-blocks`` nor ``--like`` says otherwise
+SERVE_EXPECTED_BLOCKS = 4096
+
+
 def expected_blocks(config: Any) -> int:
-    """The feeds' CKF capacity when not given: the release's, else a small 4,096."""
-    return 4096 if config.release is None else int(config.release.expected_blocks)
+    """The feeds' CKF capacity when not given: the release's, else a small one."""
+    return SERVE_EXPECTED_BLOCKS if config.release is None else int(config.release.expected_blocks)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -399,7 +403,7 @@ def register(subparsers: Any) -> None:
         "--expected-blocks",
         type=at_least(1),
         default=None,
-        help="CKF capacity (default: 4096; with --like, the release's: 1,048,576)",
+        help=f"CKF capacity (default: {SERVE_EXPECTED_BLOCKS}; with --like, the release's)",
     )
     p.add_argument(
         "--like",

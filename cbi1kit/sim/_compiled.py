@@ -18,7 +18,7 @@ from cbi1kit.ckf._stats import FINGERPRINT_MATCH_PROBABILITY
 from cbi1kit.ckf._table import MAX_KICKS, lane_rng_seed
 from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._blocks import compute_seq_hash_ragged
-from cbi1kit.hashing._identity import ConsumerInstanceId, LaneLease, ProducerIdentity
+from cbi1kit.hashing._identity import MAX_LANES, ConsumerInstanceId, LaneLease, ProducerIdentity
 from cbi1kit.sim import _kernel as k
 from cbi1kit.sim._simulator import (
     FPR_LOAD_BINS,
@@ -287,7 +287,7 @@ def _lay_out(cfg: SimulatorConfig, workload: Workload, health_every: int) -> k.S
         masks=np.zeros(max(longest, 1), np.int64),
         victims=np.zeros(nodes, np.int64),
         depths=np.zeros(members, np.int64),
-        search=np.zeros((7, k.MAX_LANES), np.int64),
+        search=np.zeros((7, MAX_LANES), np.int64),  # the consumer table's 16 lanes
         fpr_bins=np.zeros((2, FPR_LOAD_BINS), np.int64),
         meta=np.zeros((1024, k.META_COLS), np.int64),
         img_b=np.zeros(16384, np.int64),

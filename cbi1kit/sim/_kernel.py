@@ -29,7 +29,6 @@ __all__ = ["SimArrays", "finish", "new_ref", "run_chunk"]
 _walk = insert_kernel()
 
 POLICY_CODES: Final = {"round_robin": 0, "random": 1, "exact": 2, "ckf": 3}
-MAX_LANES: Final = 16
 
 # cfg (int64): the knobs
 C_DCS, C_MPD, C_CAP, C_POLICY, C_CLEAR, C_DELAY, C_EVERY, C_KICKS, C_WINDOW = range(9)
@@ -58,15 +57,14 @@ F_W, F_MSPT, F_P = range(3)
     R_HEAP,
     R_FREE,
     R_END_MS,
-    R_DONE,
     R_STATUS,
     R_NDELTA,
     R_NIMG,
     R_NDEPTH,
     R_NHEALTH,
     R_NEED_IMG,
-) = range(26)
-N_REG: Final = 26
+) = range(25)
+N_REG: Final = 25
 # freg (float64): expected false positives, sum of α over absent probes
 G_EXPECTED, G_ALPHA = range(2)
 # dcv (int64, per DC)
@@ -133,7 +131,7 @@ class SimArrays(NamedTuple):
     masks: Any  # (longest request,) i64: lane bits per position, -1 unknown
     victims: Any  # (nodes,) i64: the items a Removed or Cleared takes out
     depths: Any  # (members,) i64
-    search: Any  # (7, 16) i64: lower, pred, upper, window start, next, end, seen
+    search: Any  # (7, lanes) i64: lower, pred, upper, window start, next, end, seen
     fpr_bins: Any  # (2, bins) i64: absent probes and false positives by the lane's load
     meta: Any  # (rows, 4) i64: each delta's time, DC, sequence, end in the image log
     img_b: Any  # (images,) i64
@@ -327,15 +325,6 @@ def _drop(s: Any, m: int, k: int) -> int:
     s.reg[R_FREE] += 1
     s.mem[m, M_SIZE] -= 1
     return u  # type: ignore[no-any-return]
-
-
-@inline
-def _depth(s: Any, m: int, start: int, n: int) -> int:
-    """How many leading blocks of the request member ``m`` holds."""
-    d = 0
-    while d < n and s.where[s.uid[start + d], m] >= 0:
-        d += 1
-    return d
 
 
 @inline
@@ -629,7 +618,7 @@ def _mask(s: Any, start: int, pos: int) -> int:
 @inline
 def _narrow(s: Any, members: int, hits: int, pos: int) -> None:
     """Each member lane's bracket at ``pos``: up to it on a hit, down to it on a miss."""
-    for lane in range(MAX_LANES):
+    for lane in range(s.search.shape[1]):
         if members >> lane & 1:
             if hits >> lane & 1:
                 s.search[1, lane] = s.search[0, lane]
@@ -651,7 +640,7 @@ def _bisect(s: Any, start: int, n: int, active: int) -> None:
     moved = True
     while moved:
         moved = False
-        for lane in range(MAX_LANES):
+        for lane in range(s.search.shape[1]):
             lower, upper = s.search[0, lane], s.search[2, lane]
             if active >> lane & 1 and upper - lower > 1:
                 mid = lower + (upper - lower) // 2
@@ -665,7 +654,7 @@ def _verify(s: Any, start: int, active: int, depths: Any) -> int:
     edge."""
     window = s.cfg[C_WINDOW]
     lo, hi = 1 << 62, 0
-    for lane in range(MAX_LANES):
+    for lane in range(s.search.shape[1]):
         if active >> lane & 1:
             upper = s.search[2, lane]
             depths[lane] = upper
@@ -674,13 +663,13 @@ def _verify(s: Any, start: int, active: int, depths: Any) -> int:
     verifying, left_edge = active, 0
     for pos in range(lo, hi):
         participants = 0
-        for lane in range(MAX_LANES):
+        for lane in range(s.search.shape[1]):
             if verifying >> lane & 1 and s.search[3, lane] <= pos < s.search[2, lane]:
                 participants |= 1 << lane
         if not participants:
             continue
         misses = participants & ~_mask(s, start, pos)
-        for lane in range(MAX_LANES):
+        for lane in range(s.search.shape[1]):
             if misses >> lane & 1:
                 depths[lane] = pos
                 if pos == s.search[3, lane]:
@@ -693,7 +682,7 @@ def _verify(s: Any, start: int, active: int, depths: Any) -> int:
 def _fall_back(s: Any, start: int, lanes: int, depths: Any) -> None:
     """A lane missed at its window's left edge scans up from the hit before its bracket."""
     scanning = 0
-    for lane in range(MAX_LANES):
+    for lane in range(s.search.shape[1]):
         pred, first = s.search[1, lane], s.search[3, lane]
         if lanes >> lane & 1 and pred < first and pred + 1 != first:
             s.search[4, lane] = pred + 1
@@ -701,11 +690,11 @@ def _fall_back(s: Any, start: int, lanes: int, depths: Any) -> None:
             scanning |= 1 << lane
     while scanning:
         pos = 1 << 62
-        for lane in range(MAX_LANES):
+        for lane in range(s.search.shape[1]):
             if scanning >> lane & 1:
                 pos = min(pos, s.search[4, lane])
         hits = _mask(s, start, pos)
-        for lane in range(MAX_LANES):
+        for lane in range(s.search.shape[1]):
             if scanning >> lane & 1 and s.search[4, lane] == pos:
                 if not hits >> lane & 1:
                     depths[lane] = pos
@@ -894,10 +883,9 @@ def _request(s: Any, i: int) -> None:
         _heap_push(s, t + s.fcfg[F_MSPT] * s.outputs[i], m, n)
         s.mem[m, M_LOAD] += n
     s.reg[R_END_MS] = t
-    s.reg[R_DONE] += 1
     every = s.cfg[C_HEALTH]
-    if every and s.reg[R_DONE] % every == 0:
-        _log_health(s, s.reg[R_DONE], t)
+    if every and s.reg[R_REQUESTS] % every == 0:
+        _log_health(s, s.reg[R_REQUESTS], t)
 
 
 @inline
@@ -949,5 +937,5 @@ def finish(s: SimRef) -> int:
     for dc in range(s.cfg[C_DCS]):
         _drain_publish(s, t, dc)
     if s.cfg[C_HEALTH]:
-        _log_health(s, s.reg[R_DONE], t)
+        _log_health(s, s.reg[R_REQUESTS], t)
     return s.reg[R_STATUS]  # type: ignore[no-any-return]
