@@ -169,8 +169,20 @@ def test_the_simulated_relay_like_1_6_1_ends_and_reports_as_the_real_one(tmp_pat
         recorder.kill()
     theirs, ours = plane_facts(real), plane_facts(sim)
     assert theirs["closes"]["SubscribeServingLoad"][0] == "UNIMPLEMENTED"
-    assert theirs["closes"]["SubscribeKvPool"] == ("UNAVAILABLE", ())
+    assert theirs["closes"].pop("SubscribeKvPool") in SHUTDOWN_ENDS
+    assert ours["closes"].pop("SubscribeKvPool") in SHUTDOWN_ENDS
     assert ours == theirs
+
+
+# How 1.6.1's pool stream ends when the relay shuts down, a race seen in 6 runs: the socket
+# drops first (4 of 6); the relay's own status comes first (UNAVAILABLE, its reason trailer
+# PUBLICATION_UNAVAILABLE; 1 of 6); or its empty catalog does, and the recorder ends the
+# withdrawn pool's call itself (CANCELLED, the trailer already in; 1 of 6).
+SHUTDOWN_ENDS = {
+    ("UNAVAILABLE", ()),
+    ("UNAVAILABLE", ("kv-relay-error-reason",)),
+    ("CANCELLED", ("kv-relay-error-reason",)),
+}
 
 
 def test_a_release_is_named_or_refused() -> None:
