@@ -5,7 +5,6 @@ over it as Dask computations, on a local cluster (the default) or an existing on
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -25,6 +24,7 @@ from cbi1kit._cli_common import (
     seconds,
     table,
 )
+from cbi1kit._json import dumps as to_json
 
 __all__ = ["register"]
 
@@ -90,9 +90,14 @@ def _every(text: str) -> str:
     return text
 
 
-def _plain(value: Any) -> Any:
+def _plain(column: str, value: Any) -> Any:
+    """A cell as text shows it: a time in ISO 8601, a 64-bit id or word as hex."""
+    from cbi1kit.analysis._schema import HEX_TEXT
+
     if isinstance(value, (datetime, date)):
         return value.isoformat()
+    if column in HEX_TEXT and isinstance(value, int):
+        return HEX_TEXT[column].format(value)
     return value
 
 
@@ -113,10 +118,13 @@ def cmd_fleet_query(args: argparse.Namespace) -> int:
         else:
             result = run_query(args.query, args.dataset, client=c, **params)
     if args.json:
-        rows = [{k: _plain(v) for k, v in row.items()} for row in result.iter_rows(named=True)]
-        print(json.dumps({"query": args.query, "rows": rows}, indent=2))
+        rows = [{k: _plain(k, v) for k, v in row.items()} for row in result.iter_rows(named=True)]
+        print(to_json({"query": args.query, "rows": rows}, indent=2))
     else:
-        shown = [[_plain(v) for v in row] for row in result.head(args.rows).iter_rows()]
+        shown = [
+            [_plain(k, v) for k, v in zip(result.columns, row, strict=True)]
+            for row in result.head(args.rows).iter_rows()
+        ]
         print(table(shown, result.columns))
         if result.height > len(shown):
             print(f"… {result.height - len(shown)} more rows (--rows)")

@@ -9,7 +9,6 @@ long work shows a progress bar on stderr when it is a terminal.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -47,6 +46,7 @@ from cbi1kit._cli_common import (
 from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit._extras import COMMAND_EXTRAS, missing_extra, require
+from cbi1kit._json import dumps as to_json
 from cbi1kit._version import __version__
 from cbi1kit.errors import (
     CaptureError,
@@ -542,7 +542,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     if args.json:
-        print(json.dumps(result.as_dict(), indent=2, default=str))
+        print(to_json(result.as_dict(), indent=2, default=str))
     else:
         _print_sim(result)
     return EXIT_OK
@@ -570,7 +570,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.json:
         only = len(report.lanes) <= 1
         print(
-            json.dumps(
+            to_json(
                 {
                     "frames": report.frames,
                     "counts": report.counts,
@@ -716,7 +716,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             figures["measured_fpr_interval"] = stats.fpr.INTERVAL
         # the exit code's reason, in the answer too
         figures |= {"ok": report.ok, "violations": len(report.violations)}
-        print(json.dumps(figures, indent=2))
+        print(to_json(figures, indent=2))
     else:
         # the measurement as one line: rate, counts and interval read together
         fpr_columns = {} if stats.fpr is None else stats.fpr.columns()
@@ -832,7 +832,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             raise _unanswerable(str(exc), {args.capture: report}) from None
         raise  # the manifest's rules: invalid input (exit 1)
     if args.json:
-        print(json.dumps(_view_json(view, report, args.capture), indent=2))
+        print(to_json(_view_json(view, report, args.capture), indent=2))
         return EXIT_OK if report.ok else EXIT_INVALID
     when = "at the end of every lane" if view.at is None else f"at {view.at}"
     if view.unix_ns is not None and view.at is not None and view.at.unix_ns is None:
@@ -984,9 +984,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise
     if args.json:
         print(
-            json.dumps(
-                {"capture": str(args.capture), **result.to_dict(), "ok": report.ok}, indent=2
-            )
+            to_json({"capture": str(args.capture), **result.to_dict(), "ok": report.ok}, indent=2)
         )
     else:
         print(wrapped(str(result)))
@@ -1066,7 +1064,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise
     ok = all(r.ok for r in reports.values())
     if args.json:
-        print(json.dumps({**result.to_dict(args.limit), "ok": ok}, indent=2))
+        print(to_json({**result.to_dict(args.limit), "ok": ok}, indent=2))
     else:
         print(wrapped(result.text(args.limit), " " * 9))
         if not ok:

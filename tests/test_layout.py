@@ -43,6 +43,7 @@ TOP = {
     "_lazy": "errors",
     "_compile": "errors",
     "_files": "errors",
+    "_json": "errors",
     "_version": "errors",
 }
 

@@ -22,6 +22,7 @@ __all__ = [
     "DATASET_TABLES",
     "DIFF_SCHEMA",
     "FRAMES_SCHEMA",
+    "HEX_TEXT",
     "IMAGES_SCHEMA",
     "KINDS",
     "OCCUPANCY_SCHEMA",
@@ -40,6 +41,16 @@ _KIND_ENUM: Final = pl.Enum(list(KINDS))
 _RULE_ENUM: Final = pl.Enum([r.id for r in RULES])
 _CAT: Final = pl.Categorical()  # a string repeated on many rows (a digest, a key, a message)
 _U64, _U32, _U16, _U8 = pl.UInt64, pl.UInt32, pl.UInt16, pl.UInt8
+
+_DC_IDS: Final = ("dc", "dc_id", "cbi1_dc_id")
+_IDS: Final = ("relay_drt_instance_id", "relay_incarnation", "producer", "producer_incarnation")
+_WORDS: Final = ("ckf_seed", "cbi1_seed", "new_word", "previous_word", "word_a", "word_b")
+#: 64-bit identifiers, seeds and words: as hex text wherever a table leaves as text (JSON, the
+#: terminal), never as a number a float reader rounds. A DC id bare, as ``--dc`` takes it and
+#: every report names it; the rest ``0x``-prefixed.
+HEX_TEXT: Final[dict[str, str]] = {name: "{:016x}" for name in _DC_IDS} | {
+    name: "0x{:016x}" for name in (*_IDS, *_WORDS)
+}
 
 FRAMES_SCHEMA: Final[dict[str, Any]] = {
     "frame_index": _U64,
