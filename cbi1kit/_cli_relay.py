@@ -104,7 +104,6 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
     from cbi1kit.relay._recorder import (
-        PLANES,
         PoolSelector,
         Recorder,
         RecorderConfig,
@@ -151,38 +150,52 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
                 print(wrapped(f"[{i}] {describe_pool(desc)}", "    "))
     if report.recovered is not None:
         print(f"note: {capture}: {report.recovered}", file=sys.stderr)
+    unkept = f"; no message arrived: nothing was written to {capture}" if report.removed else ""
     if report.exit_code != EXIT_OK:
-        _err("record", report.stop_reason)
+        _err("record", report.stop_reason + unkept)
         return report.exit_code
-    several = len(report.pools) > 1
+    if report.removed and not args.list:
+        print(f"note: {report.stop_reason}{unkept}", file=sys.stderr)
+        return EXIT_OK
     if not args.list and not args.quiet:
-        planes = ", ".join(f"{report.plane_messages.get(p.name, 0)} {p.name}" for p in PLANES)
-        unserved = "".join(f"; not served: {u}" for u in report.unserved)
-        pools = f" of {len(report.pools)} pools" if several else ""
-        files = len(recorder.paths)
-        segments = f" ({files} segments, {recorder.paths[-1].name} the last)" if files > 1 else ""
-        print(
-            f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
-            f"{report.subscriptions} subscription(s){pools} and {planes} message(s) to "
-            f"{capture}{segments}; stopped: {report.stop_reason}{unserved}",
-            file=sys.stderr,
-        )
-        if several:  # a line per pool: what it recorded, and why it ended if it failed
-            for i, pool in enumerate(report.pools):
-                seq = "-" if pool.last_sequence is None else str(pool.last_sequence)
-                ended = "" if pool.ended is None else f"; failed: {pool.ended}"
-                print(
-                    f"  [{i}] {pool.label}: {pool.messages} frames in {pool.subscriptions} "
-                    f"subscription(s), last sequence {seq}{ended}",
-                    file=sys.stderr,
-                )
+        _print_recorded(report, recorder.paths, capture)
     if report.violations:
         print(f"{len(report.violations)} validation failure(s):", file=sys.stderr)
         for pool in report.pools:
             for v in pool.violations:
-                print(f"  - {pool.label}: {v}" if several else f"  - {v}", file=sys.stderr)
+                print(
+                    f"  - {pool.label}: {v}" if len(report.pools) > 1 else f"  - {v}",
+                    file=sys.stderr,
+                )
         return EXIT_INVALID
     return EXIT_OK
+
+
+def _print_recorded(report: Any, paths: list[Path], capture: Path) -> None:
+    """What a recording holds, on stderr: frames, subscriptions, planes; a line per pool."""
+    from cbi1kit.relay._recorder import PLANES
+
+    several = len(report.pools) > 1
+    planes = ", ".join(f"{report.plane_messages.get(p.name, 0)} {p.name}" for p in PLANES)
+    unserved = "".join(f"; not served: {u}" for u in report.unserved)
+    pools = f" of {len(report.pools)} pools" if several else ""
+    files = len(paths)
+    segments = f" ({files} segments, {paths[-1].name} the last)" if files > 1 else ""
+    print(
+        f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
+        f"{report.subscriptions} subscription(s){pools} and {planes} message(s) to "
+        f"{capture}{segments}; stopped: {report.stop_reason}{unserved}",
+        file=sys.stderr,
+    )
+    if several:  # a line per pool: what it recorded, and why it ended if it failed
+        for i, pool in enumerate(report.pools):
+            seq = "-" if pool.last_sequence is None else str(pool.last_sequence)
+            ended = "" if pool.ended is None else f"; failed: {pool.ended}"
+            print(
+                f"  [{i}] {pool.label}: {pool.messages} frames in {pool.subscriptions} "
+                f"subscription(s), last sequence {seq}{ended}",
+                file=sys.stderr,
+            )
 
 
 # ---------------------------------------------------------------------------------- serve

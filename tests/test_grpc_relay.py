@@ -177,21 +177,29 @@ def test_list_shows_the_catalog_and_leaves_nothing_behind(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_append_to_an_empty_or_foreign_file_is_refused(tmp_path: Path) -> None:
-    """It used to report success and write records behind a zeroed header."""
-    from cbi1kit.capture._file import CaptureWriter
+def test_append_to_a_foreign_file_is_refused_and_to_an_empty_one_starts_it(
+    tmp_path: Path,
+) -> None:
+    """Appending used to report success and write records behind a zeroed header. An empty
+    file is started, as ``>>`` does (#42); a recording that received nothing leaves it empty."""
+    from cbi1kit.capture._file import CaptureReader, CaptureWriter
     from cbi1kit.errors import CaptureError
 
-    for content in (b"", b"not a capture at all, but long enough"):
-        path = tmp_path / "target.kvrcap"
-        path.write_bytes(content)
-        with pytest.raises(CaptureError, match="nothing to append to"):
-            CaptureWriter(path, mode="a")
-        assert path.read_bytes() == content
-        code = relay_main(
-            ["record", "127.0.0.1:1", "-o", str(path), "--append", "--quiet", "--timeout", "1"]
-        )
-        assert code == 3 and path.read_bytes() == content  # no capture: unreadable
+    argv = ["record", "127.0.0.1:1", "--append", "--quiet", "--timeout", "1", "--duration", "1"]
+    path = tmp_path / "target.kvrcap"
+    foreign = b"not a capture at all, but long enough"
+    path.write_bytes(foreign)
+    with pytest.raises(CaptureError, match="nothing to append to"):
+        CaptureWriter(path, mode="a")
+    assert path.read_bytes() == foreign
+    assert relay_main([*argv, "-o", str(path)]) == 3 and path.read_bytes() == foreign
+    empty = tmp_path / "empty.kvrcap"
+    empty.write_bytes(b"")
+    assert relay_main([*argv, "-o", str(empty)]) == 3 and empty.read_bytes() == b""
+    with CaptureWriter(empty, mode="a") as writer:
+        writer.mark("started")
+    with CaptureReader(empty) as reader:
+        assert [r.type.name for r in reader.records()] == ["SCHEMA", "MARK"]
 
 
 def test_selection_errors(tmp_path: Path, serve: Callable[..., RelayServer]) -> None:

@@ -314,6 +314,48 @@ def test_a_duration_over_before_the_relay_ever_answered_is_unreachable(
     assert code == 3, err
     assert err.startswith(f"cbi1kit record: error: relay 127.0.0.1:{port} unreachable"), err
     assert err.count("\n") == 1
+    # a recording that never received a message is not left for replay to call valid (#42)
+    assert err.rstrip().endswith(f"no message arrived: nothing was written to {path}")
+    assert not path.exists()
+    empty = tmp_path / "empty.kvrcap"
+    empty.write_bytes(b"")
+    code = cli_main(
+        ["record", f"127.0.0.1:{port}", "-o", str(empty), "--append", "--duration", "1"]
+    )
+    assert code == 3 and empty.read_bytes() == b""  # as it was
+    capsys.readouterr()
+
+
+def test_the_status_line_says_what_the_recorder_waits_for(tmp_path: Path) -> None:
+    """Before its first frame the status line names what is missing (the relay, and how the
+    last try ended), not "frames 0 ... subscriptions 0"."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rec = Running(recorder_config(f"127.0.0.1:{port}", tmp_path / "c.kvrcap"))
+    try:
+        wait_for(lambda: "(try 2: UNAVAILABLE)" in rec.recorder.status_line())
+        line = rec.recorder.status_line()
+        assert line.startswith(f"waiting for the relay at 127.0.0.1:{port} (try "), line
+    finally:
+        rec.finish()
+    assert rec.report.removed and not (tmp_path / "c.kvrcap").exists()
+
+
+def test_append_onto_an_empty_file_starts_the_capture(
+    tmp_path: Path, serve: Serve, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--append`` onto an empty file starts it, as ``>>`` does: a capture that replays."""
+    feed = ProducerFeed(steps=None, seed=5)
+    srv = serve(feed)
+    path = tmp_path / "empty.kvrcap"
+    path.write_bytes(b"")
+    code = cli_main(["record", srv.address, "-o", str(path), "--append", "--frames", "6"])
+    assert code == 0, capsys.readouterr().err
+    report = replay(path)
+    assert report.frames == 6 and report.ok
 
 
 @pytest.mark.parametrize("backoff_initial", [0.05, 20.0])

@@ -361,15 +361,13 @@ class CaptureWriter:
         self._last_index_offset = 0
         self._block = xxhash.xxh3_64()  # the bytes of those records, for the block check
         self._file: IO[bytes]
-        if mode == "x":
+        if mode == "a" and self.path.is_file() and self.path.stat().st_size == 0:
+            # appending to an empty file starts it, as ``>>`` does
+            self._file = open(self.path, "r+b")  # noqa: SIM115 - closed by close()
+            self._start(write_schema)
+        elif mode == "x":
             self._file = open(self.path, "xb")  # noqa: SIM115 - closed by close()
-            self._file.write(_file_header(self._clock()[0]))
-            self._offset = FILE_HEADER_LEN
-            self._next_index = 0
-            if write_schema:
-                self.write(RecordType.SCHEMA, schema_bytes())
-            else:
-                self.flush()
+            self._start(write_schema)
         elif mode == "a":
             with open(self.path, "rb") as f:
                 head = f.read(FILE_HEADER_LEN)
@@ -412,6 +410,16 @@ class CaptureWriter:
             self._next_stream = max(self._next_stream, max_stream + 1)
         else:
             raise ValueError(f"mode must be 'x' or 'a', got {mode!r}")
+
+    def _start(self, write_schema: bool) -> None:
+        """A new capture: the file header, then the schema record."""
+        self._file.write(_file_header(self._clock()[0]))
+        self._offset = FILE_HEADER_LEN
+        self._next_index = 0
+        if write_schema:
+            self.write(RecordType.SCHEMA, schema_bytes())
+        else:
+            self.flush()
 
     # -- context manager
     def __enter__(self) -> CaptureWriter:

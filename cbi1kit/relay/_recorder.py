@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
+import os
 import random
 import shutil
 import sys
@@ -346,6 +348,10 @@ class RecordReport:
     pools: list[PoolRecord] = field(default_factory=list)
     #: appending to a capture whose last record was torn: what was cut off (else None)
     recovered: str | None = None
+    #: messages of every RPC written to the capture (the relay's info and planes included)
+    received: int = 0
+    #: the capture this run started received no message at all and was not kept
+    removed: bool = False
 
     @property
     def subscribe_closes(self) -> list[CloseInfo]:
@@ -453,6 +459,9 @@ class Recorder:
         self._writer: CaptureWriter | RotatingCaptureWriter | None = None
         #: the capture's files: one, or a rotated recording's segments
         self.paths: list[Path] = []
+        self._started_empty = False  # --append onto an empty file
+        #: what the session waits for before its first frame (the status line says it)
+        self._waiting = f"the relay at {config.target}"
         self._channel: grpc.Channel | None = None
         self._status_out = status_stream or sys.stderr
         show = config.status
@@ -495,7 +504,7 @@ class Recorder:
         self._channel = self._make_channel()
         ticker = threading.Thread(target=self._tick, name="cbi1kit-recorder-tick", daemon=True)
         try:
-            mode: Literal["x", "a"] = "a" if cfg.append and cfg.capture.exists() else "x"
+            mode = self._mode()
             writer: CaptureWriter | RotatingCaptureWriter
             if cfg.rotates:
                 writer = RotatingCaptureWriter(
@@ -530,12 +539,34 @@ class Recorder:
                     self._join_streams()
                     with self._lock:
                         self._writer = None
+            if self.report.received == 0:  # nothing a reader could use
+                self._unkeep(mode)
         finally:
             if timer is not None:
                 timer.cancel()
             self._channel.close()
             self._clear_status()
         return self.report
+
+    def _mode(self) -> Literal["x", "a"]:
+        """``a`` to append to a capture that exists (an empty file is started); else ``x``."""
+        capture = self.config.capture
+        if not self.config.append or not capture.exists():
+            return "x"
+        self._started_empty = capture.is_file() and capture.stat().st_size == 0
+        return "a"
+
+    def _unkeep(self, mode: Literal["x", "a"]) -> None:
+        """Take back a recording that received no message: the files this run made are
+        removed; an empty file it started is empty again."""
+        if mode == "a" and not self._started_empty:
+            return
+        for i, path in enumerate(self.paths):
+            if i == 0 and mode == "a":
+                os.truncate(path, 0)
+            else:
+                path.unlink(missing_ok=True)
+        self.report.removed = True
 
     # -- plumbing
     def channel_options(self) -> list[tuple[str, Any]]:
@@ -584,6 +615,7 @@ class Recorder:
         with self._lock:
             if self._writer is not None and stream >= 0:
                 self._writer.message(stream, data, recv_unix_ns=wall, recv_mono_ns=mono)
+                self.report.received += 1
 
     def _write_close(
         self,
@@ -647,6 +679,8 @@ class Recorder:
         pools, how many record and each one's frames and newest sequence (``[i] frames@seq``)."""
         with self._lock:
             r = self.report
+            if r.messages == 0 and self._waiting:
+                return f"waiting for {self._waiting}  subscriptions {r.subscriptions}"
             lag = "-" if self._lag_ms is None else f"{self._lag_ms:.1f} ms"
             head = f"frames {r.messages}  bytes {r.payload_bytes / 1048576:.1f} MiB  "
             if len(r.pools) <= 1:
@@ -696,7 +730,7 @@ class Recorder:
         request = pb.RelayInfoRequest(contract_marker=RELAY_CONTRACT_MARKER)
         started = time.monotonic()
         delay = cfg.backoff_initial
-        while True:
+        for attempt in itertools.count(1):
             stream = self._write_open(RELAY_INFO_METHOD, request.SerializeToString(), {})
             try:
                 raw, rpc = call.with_call(request, timeout=cfg.rpc_timeout, metadata=cfg.metadata)
@@ -707,6 +741,7 @@ class Recorder:
                     raise _session_error(f"GetRelayInfo: {close.details}", 1) from None
                 why = f"{close.status} {close.details}{self._tls_hint()}"
                 failure = (f"relay {cfg.target} unreachable: {why}", 3)
+                self._waiting = f"the relay at {cfg.target} (try {attempt}: {close.status})"
             else:
                 self._write_message(stream, raw, time.time_ns(), time.monotonic_ns())
                 try:
@@ -725,6 +760,7 @@ class Recorder:
                         validate_relay_info(info)  # the contract's envelope rules, once
                     except RelayWireError as exc:
                         raise _session_error(f"relay speaks another contract: {exc}", 1) from None
+                    self._waiting = f"the pool catalog of {cfg.target}"
                     return
             waited = time.monotonic() - started
             if cfg.give_up_after is not None and waited >= cfg.give_up_after:
@@ -787,6 +823,7 @@ class Recorder:
                 raise _session_error("no pool in the catalog matches the selection (try --list)", 1)
             self._recording = True
             self._follow(catalog)
+            self._waiting = f"the first frame of {len(self._pools)} selected pool(s)"
         self._await_pools()
 
     def _follow(self, catalog: pb.KvPoolCatalogUpdate) -> None:
