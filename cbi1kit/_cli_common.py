@@ -163,6 +163,7 @@ def exit_code(exc: BaseException) -> int:
             "NotADataset": EXIT_UNREADABLE,
             "Unreadable": EXIT_UNREADABLE,
             "SchemaVersion": EXIT_USAGE,
+            "Busy": EXIT_USAGE,
         }.get(exc.variant, EXIT_INVALID)
     if isinstance(exc, OutputError) and exc.variant is OutputVariant.NotAFile:
         return EXIT_UNREADABLE  # an output that cannot be written as a file

@@ -212,6 +212,7 @@ class DatasetVariant(StrEnum):
     SchemaVersion = "SchemaVersion"
     Conflict = "Conflict"
     Unreadable = "Unreadable"
+    Busy = "Busy"
 
 
 class RecorderVariant(StrEnum):
@@ -589,8 +590,8 @@ class DatasetError(Cbi1kitError[DatasetVariant]):
     """A partitioned dataset (``cbi1kit export --dataset``, ``cbi1kit.fleet``) that cannot be
     used: ``NotADataset`` (no ``cbi1kit-dataset.json``), ``SchemaVersion`` (written by a cbi1kit
     with other table columns: appending to it or reading it is refused), ``Conflict`` (a
-    segment of a recording already in it with other content), ``Unreadable`` (a table file that
-    cannot be read, named)."""
+    segment of a recording already in it with other content), ``Unreadable`` (a table file or
+    a source's manifest that cannot be read, named), ``Busy`` (another export is writing it)."""
 
     Variant = DatasetVariant
 

@@ -8,7 +8,10 @@ the content hash of the capture file it comes from (``<source>-<n>.parquet``) an
 schema version, the cbi1kit version, its table and its source in its metadata.
 ``DIR/sources/<source>.json`` records each converted capture file (a segment of a rotated
 recording, or a capture of one file) once its files are in place: a file already converted is
-skipped, so converting the same captures again adds nothing.
+skipped, so converting the same captures again adds nothing. That manifest is the commit: a
+reader reads only the files a manifest lists, so a conversion killed at any point shows
+nothing of its file; one export at a time holds the dataset (:func:`dataset_lock`) and sweeps
+what no manifest lists (the commit protocol of Delta Lake and Iceberg).
 
 The unit of work is the capture file (:func:`convert_segment`): frames, then a replay pass for
 images, snapshots and violations. A rotated recording's segments go in order, each taking the
@@ -19,10 +22,12 @@ this process, ``cbi1kit.fleet.convert`` as one Dask task each.
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
+import fcntl
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -69,6 +74,7 @@ __all__ = [
     "SegmentSource",
     "capture_files",
     "convert_segment",
+    "dataset_lock",
     "export_dataset",
     "open_dataset",
     "prepare_dataset",
@@ -81,6 +87,8 @@ Captures = str | os.PathLike[str] | CaptureSet | Sequence[str | os.PathLike[str]
 
 DATASET_FILE: Final = "cbi1kit-dataset.json"
 _SOURCES: Final = "sources"
+_OWN: Final = ".cbi1kit-dataset"  # the lock, and a description being written, start so
+_LOCK: Final = f"{_OWN}.lock"
 _FORMAT: Final = "cbi1kit partitioned dataset"
 TABLES: Final = tuple(DATASET_TABLES)
 
@@ -149,17 +157,26 @@ def capture_files(captures: Captures) -> list[list[Path]]:
 # ------------------------------------------------------------------------- the dataset file
 
 
-def _read_meta(out: Path) -> dict[str, Any]:
+def _json_file(
+    path: Path, variant: DatasetVariant, wrong: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The JSON object in ``path``; one that does not read, or that ``wrong`` refuses, is
+    ``DatasetError`` ``variant`` naming it."""
     try:
-        meta = json.loads((out / DATASET_FILE).read_text())
-        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
-            raise ValueError("not a cbi1kit dataset description")
+        value = json.loads(path.read_text())
+        if not isinstance(value, dict) or wrong(value):
+            raise ValueError("not what cbi1kit writes there")
     except (OSError, ValueError) as exc:
         raise DatasetError(
-            DatasetVariant.NotADataset,
-            f"{out}: {DATASET_FILE} cannot be read ({exc})",
-            field=str(out),
+            variant, f"{path} cannot be read: {_printable(exc)}", field=str(path)
         ) from None
+    return value
+
+
+def _read_meta(out: Path) -> dict[str, Any]:
+    meta = _json_file(
+        out / DATASET_FILE, DatasetVariant.NotADataset, lambda m: m.get("format") != _FORMAT
+    )
     if meta.get("schema_version") != DATASET_SCHEMA_VERSION:
         raise DatasetError(
             DatasetVariant.SchemaVersion,
@@ -181,7 +198,9 @@ def prepare_dataset(out_dir: str | os.PathLike[str]) -> Path:
     if (out / DATASET_FILE).exists():
         _read_meta(out)
         return out
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and (
+        not out.is_dir() or any(not p.name.startswith(_OWN) for p in out.iterdir())
+    ):
         raise OutputError(
             OutputVariant.Exists,
             f"{out} exists and is not a cbi1kit dataset (no {DATASET_FILE}): give a new or "
@@ -196,12 +215,52 @@ def prepare_dataset(out_dir: str | os.PathLike[str]) -> Path:
         "tables": list(TABLES),
         "partitioning": list(PARTITION_SCHEMA),
     }
+    # written aside and linked into place: the description appears whole or not at all
+    tmp = out / f"{_OWN}.json.{os.getpid()}{_PART}"
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
     try:
-        with open(out / DATASET_FILE, "x") as f:
-            json.dump(meta, f, indent=2, sort_keys=True)
+        os.link(tmp, out / DATASET_FILE)
     except FileExistsError:  # made meanwhile by another writer: append to it
         _read_meta(out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
+
+
+@contextlib.contextmanager
+def dataset_lock(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the dataset at ``out_dir`` (made by :func:`prepare_dataset`) for one export: another
+    export of it meanwhile is ``DatasetError`` ``Busy``. The holder first sweeps what no
+    manifest lists: the files of a conversion that was killed."""
+    out = Path(out_dir)
+    fd = os.open(out / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DatasetError(
+                DatasetVariant.Busy,
+                f"{out}: another export is writing to this dataset; run again when it ends",
+                field=str(out),
+            ) from None
+        _sweep(out)
+        yield out
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+def _sweep(out: Path) -> None:
+    """Remove what no manifest lists: table files of an unfinished conversion (renamed or
+    not), manifests and descriptions being written. Under the lock only."""
+    published = {f for m in _manifests(out).values() for f in m.get("files", ())}
+    for table in TABLES:
+        for path in sorted((out / table).rglob("*")) if (out / table).exists() else ():
+            name = path.relative_to(out).as_posix()
+            ours = path.name.endswith((".parquet", f".parquet{_PART}"))
+            if ours and path.is_file() and name not in published:
+                path.unlink()
+    for path in (*(out / _SOURCES).glob(f".*{_PART}"), *out.glob(f"{_OWN}.json.*{_PART}")):
+        path.unlink(missing_ok=True)
 
 
 def _damage(manifest: dict[str, Any]) -> tuple[int, str | None]:
@@ -212,13 +271,25 @@ def _damage(manifest: dict[str, Any]) -> tuple[int, str | None]:
 
 
 def _manifests(out: Path) -> dict[str, dict[str, Any]]:
+    """Every published source's manifest, by source. One is written aside and renamed into
+    place, so one that does not read is damage, named (``Unreadable``)."""
     found = {}
     for p in sorted((out / _SOURCES).glob("*.json")):
-        try:
-            found[p.stem] = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue  # being written: not in the dataset yet
+        found[p.stem] = _json_file(
+            p, DatasetVariant.Unreadable, lambda m: not isinstance(m.get("files"), list)
+        )
     return found
+
+
+def _published(out: Path) -> dict[str, list[Path]]:
+    """Each table's files that a manifest lists: the dataset's whole content."""
+    files: dict[str, list[Path]] = {t: [] for t in TABLES}
+    for manifest in _manifests(out).values():
+        for name in manifest["files"]:
+            table = name.split("/", 1)[0]
+            if table in files:
+                files[table].append(out / name)
+    return {t: sorted(found) for t, found in files.items()}
 
 
 # ------------------------------------------------------------------------------- conversion
@@ -423,16 +494,6 @@ def _keyed(table: str, rows: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _leftovers(out: Path, source: str) -> list[Path]:
-    """The files of an interrupted conversion of ``source``: renamed or not yet."""
-    return [
-        p
-        for t in TABLES
-        for pattern in (f"{source}-*.parquet", f".{source}-*.parquet{_PART}")
-        for p in (out / t).rglob(pattern)
-    ]
-
-
 def convert_segment(
     seg: SegmentSource | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -468,8 +529,6 @@ def convert_segment(
                 "while still being written?)",
                 field=str(seg.path),
             )
-    for stale in _leftovers(out, seg.source):  # an interrupted conversion of this same file
-        stale.unlink()
     keys: list[pl.DataFrame] = []
     key_columns = ["frame_index", *_FRAME_KEYS]
     strings = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
@@ -548,11 +607,12 @@ def export_dataset(
     captured = capture_files(captures)  # a file that is no capture: refused before any write
     out = prepare_dataset(out_dir)
     results = []
-    for files in captured:
-        carry = None
-        for path in files:
-            result, carry = convert_segment(path, out, carry, batch_records=batch_records)
-            results.append(result)
+    with dataset_lock(out):
+        for files in captured:
+            carry = None
+            for path in files:
+                result, carry = convert_segment(path, out, carry, batch_records=batch_records)
+                results.append(result)
     return results
 
 
@@ -570,6 +630,8 @@ class Dataset:
     path: Path
     schema_version: int
     tables: dict[str, pl.LazyFrame]
+    #: each table's published files (those a source's manifest lists) when it was opened
+    published: dict[str, list[Path]]
 
     @property
     def frames(self) -> pl.LazyFrame:
@@ -592,8 +654,8 @@ class Dataset:
         return self.tables["violations"]
 
     def files(self, table: str) -> list[Path]:
-        """Every file of one of the tables."""
-        return sorted((self.path / table).rglob("*.parquet"))
+        """Every published file of one of the tables."""
+        return list(self.published[table])
 
     def sources(self) -> pl.DataFrame:
         """Each converted capture file (capture, segment, path, damage), by capture and segment."""
@@ -675,11 +737,6 @@ def open_dataset(path: str | os.PathLike[str]) -> Dataset:
             field=str(out),
         )
     meta = _read_meta(out)
-    tables = {}
-    for table in TABLES:
-        root = out / table
-        any_file = next(root.rglob("*.parquet"), None) if root.exists() else None
-        tables[table] = scan_table(
-            table, str(root / "**" / "*.parquet") if any_file is not None else []
-        )
-    return Dataset(out, int(meta["schema_version"]), tables)
+    published = _published(out)
+    tables = {table: scan_table(table, files) for table, files in published.items()}
+    return Dataset(out, int(meta["schema_version"]), tables, published)

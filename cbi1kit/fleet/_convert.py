@@ -17,6 +17,7 @@ from cbi1kit.analysis._dataset import (
     SegmentResult,
     capture_files,
     convert_segment,
+    dataset_lock,
     prepare_dataset,
 )
 
@@ -65,9 +66,10 @@ def convert(
     graph = convert_graph(captures, out_dir, batch_records=batch_records)
     if not graph:
         return []
-    if client is None:
-        from cbi1kit.fleet._cluster import client as make_client
+    with dataset_lock(out_dir):  # the workers write under this process's hold
+        if client is None:
+            from cbi1kit.fleet._cluster import client as make_client
 
-        with make_client() as own:
-            return list(own.gather(own.compute(graph)))
-    return list(client.gather(client.compute(graph)))
+            with make_client() as own:
+                return list(own.gather(own.compute(graph)))
+        return list(client.gather(client.compute(graph)))

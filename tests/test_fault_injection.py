@@ -1,0 +1,208 @@
+"""Faults a user's machine brings (#42): processes killed at chosen points, exports run at once.
+
+``export --dataset`` is killed (SIGKILL, in a child process) at every step that can make part
+of a conversion visible: the dataset description linked into place, each table file opened,
+each rename into place, the manifest's rename (the commit). After each kill the dataset shows
+nothing of the killed capture and all of the one exported before; the rerun completes it
+exactly as an export never killed, leaving no file a manifest does not list.
+
+Bounded and seeded: small simulated captures, every child waited for with a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cliutil import cli_run, one_line
+
+import cbi1kit as ck
+from cbi1kit.analysis._dataset import TABLES, dataset_lock
+
+ROOT = Path(__file__).parents[1]
+TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+
+# A child that runs ``cbi1kit`` with the dataset module's file operations counted, and kills
+# itself (SIGKILL: no handler, no cleanup) at the event numbered argv[1] (0: none, print them).
+CHILD = """
+import os, signal, sys
+from cbi1kit.analysis import _dataset
+from cbi1kit import cli
+
+kill_at, events = int(sys.argv[1]), []
+
+def counted(name, real):
+    def call(*args, **kwargs):
+        events.append(name)
+        if len(events) == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+
+class Os:
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+_dataset.os = Os()
+_dataset.os.link = counted("link", os.link)
+_dataset.os.replace = counted("replace", os.replace)
+_dataset.parquet_writer = counted("open", _dataset.parquet_writer)
+code = cli.main(sys.argv[2:])
+print(" ".join(events))
+sys.exit(code)
+"""
+
+
+def child(kill_at: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, str(kill_at), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    d = tmp_path_factory.mktemp("faults")
+    made = []
+    for seed in (1, 2):
+        path = d / f"c{seed}.kvrcap"
+        argv = ["simulate", str(TRACE), "-o", str(path), "--dcs", "2", "--limit", "200"]
+        code, _, err = cli_run(*argv, "--seed", str(seed), "--no-progress")
+        assert code == 0, err
+        made.append(path)
+    return made
+
+
+def export(capture: Path, out: Path) -> tuple[int, str]:
+    code, _, err = cli_run("export", str(capture), "--dataset", "-o", str(out), "--no-progress")
+    return code, err
+
+
+def content(out: Path) -> dict[str, object]:
+    """What a reader of the dataset sees: its sources and every table's rows, in order."""
+    ds = ck.open_dataset(out)
+    tables = {t: ds.tables[t].collect() for t in TABLES}
+    key = ["source", "frame_index"]
+    return {
+        "sources": ds.sources().drop("path").to_dicts(),
+        **{t: df.sort(key, maintain_order=True).to_dicts() for t, df in tables.items()},
+    }
+
+
+def strays(out: Path) -> list[str]:
+    """Files in the tables or manifests that no manifest lists, and any left half-written."""
+    listed = {
+        f for m in (out / "sources").glob("*.json") for f in json.loads(m.read_text())["files"]
+    }
+    found = [
+        p.relative_to(out).as_posix() for t in TABLES for p in (out / t).rglob("*") if p.is_file()
+    ]
+    parts = [p.name for p in out.rglob("*.part")]
+    return sorted({*found} - listed) + parts
+
+
+@pytest.fixture(scope="module")
+def expected(captures: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """Both captures exported with no fault: what every rerun must end with."""
+    out = tmp_path_factory.mktemp("clean") / "ds"
+    for capture in captures:
+        assert export(capture, out)[0] == 0
+    return content(out)
+
+
+def events_of(captures: list[Path], tmp: Path) -> list[str]:
+    """The counted steps of exporting the second capture into a dataset holding the first."""
+    out = tmp / "count"
+    assert export(captures[0], out)[0] == 0
+    run = child(0, "export", str(captures[1]), "--dataset", "-o", str(out), "--no-progress")
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()[-1].split()  # the events, after what the command printed
+
+
+def test_an_export_killed_at_any_step_publishes_nothing_half(
+    captures: list[Path], expected: dict[str, object], tmp_path: Path
+) -> None:
+    events = events_of(captures, tmp_path)
+    assert events.count("replace") >= 5 and events[-1] == "replace"  # renames, then the commit
+    first = None
+    for k in range(1, len(events) + 1):
+        out = tmp_path / f"ds{k}"
+        assert export(captures[0], out)[0] == 0
+        if first is None:
+            first = content(out)
+        run = child(k, "export", str(captures[1]), "--dataset", "-o", str(out), "--no-progress")
+        assert run.returncode == -9, (k, events[k - 1], run.stderr[-500:])
+        assert content(out) == first, f"killed at {events[k - 1]} #{k}: the dataset changed"
+        code, err = export(captures[1], out)
+        assert code == 0, (k, err)
+        assert content(out) == expected, f"killed at {events[k - 1]} #{k}: rerun differs"
+        assert strays(out) == [], k
+
+
+def test_a_dataset_killed_while_being_made_is_made_by_the_next_export(
+    captures: list[Path], expected: dict[str, object], tmp_path: Path
+) -> None:
+    """Killed at its description's link (the first step of a new dataset's export): the
+    directory is no dataset yet, and the next export makes it (it was refused for good)."""
+    out = tmp_path / "new"
+    run = child(1, "export", str(captures[0]), "--dataset", "-o", str(out), "--no-progress")
+    assert run.returncode == -9
+    assert not (out / "cbi1kit-dataset.json").exists()
+    for capture in captures:
+        code, err = export(capture, out)
+        assert code == 0, err
+    assert content(out) == expected and strays(out) == []
+
+
+def test_an_export_while_another_holds_the_dataset_says_so(
+    captures: list[Path], expected: dict[str, object], tmp_path: Path
+) -> None:
+    out = tmp_path / "held"
+    assert export(captures[0], out)[0] == 0
+    before = content(out)
+    with dataset_lock(out):
+        code, err = export(captures[1], out)
+    assert code == 2 and one_line(err) and "another export is writing" in err, err
+    assert content(out) == before
+    assert export(captures[1], out)[0] == 0 and content(out) == expected
+
+
+def test_exports_at_once_each_succeed_or_say_so_and_a_rerun_completes(
+    captures: list[Path], expected: dict[str, object], tmp_path: Path
+) -> None:
+    out = tmp_path / "race"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cbi1kit", "export", str(c), "--dataset", "-o", str(out)],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+        )
+        for c in captures
+    ]
+    ends = [(proc.communicate(timeout=120)[1], proc.returncode) for proc in procs]
+    for (err, code), capture in zip(ends, captures, strict=True):
+        assert code in (0, 2), err
+        if code == 2:
+            assert one_line(err) and "another export is writing" in err, err
+            assert export(capture, out)[0] == 0
+    assert content(out) == expected and strays(out) == []
+
+
+def test_a_manifest_that_does_not_read_is_named(captures: list[Path], tmp_path: Path) -> None:
+    """A manifest is renamed into place whole: one that does not read is damage, named, not a
+    source quietly left out."""
+    out = tmp_path / "bad"
+    assert export(captures[0], out)[0] == 0
+    (manifest,) = (out / "sources").glob("*.json")
+    manifest.write_text('{"source": "cut sh')
+    code, _, err = cli_run("fleet", "query", "churn", str(out), "--local")
+    assert code == 3 and one_line(err) and manifest.name in err, err
