@@ -1,4 +1,5 @@
-"""Faults a user's machine brings (#42): processes killed at chosen points, exports run at once.
+"""Faults a user's machine brings (#42): processes killed at chosen points, exports run at once,
+a capture cut while it is read.
 
 ``export --dataset`` is killed (SIGKILL, in a child process) at every step that can make part
 of a conversion visible: the dataset description linked into place, each table file opened,
@@ -12,9 +13,12 @@ Bounded and seeded: small simulated captures, every child waited for with a time
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cliutil import cli_run, one_line
@@ -206,3 +210,67 @@ def test_a_manifest_that_does_not_read_is_named(captures: list[Path], tmp_path: 
     manifest.write_text('{"source": "cut sh')
     code, _, err = cli_run("fleet", "query", "churn", str(out), "--local")
     assert code == 3 and one_line(err) and manifest.name in err, err
+
+
+# ----------------------------------------------------------------- a capture cut under a reader
+
+
+def cut_under_the_reader(monkeypatch: pytest.MonkeyPatch, path: Path, at: int) -> None:
+    """Read ``path`` 256 KiB at a time, and cut it to ``at`` bytes (a record boundary) right
+    after the first window is read: as another process truncating the file mid-read."""
+    from cbi1kit.capture import _scan
+
+    window = _scan.FileScan._window
+    cut = []
+
+    def read_then_cut(self: Any, *args: Any, **kwargs: Any) -> Any:
+        buf = window(self, *args, **kwargs)
+        if not cut and self.source == str(path):
+            cut.append(os.truncate(path, at))
+        return buf
+
+    monkeypatch.setattr(_scan, "_PART", 256 << 10)
+    monkeypatch.setattr(_scan.FileScan, "_window", read_then_cut)
+
+
+def boundary(path: Path, fraction: float) -> int:
+    """The offset of the record ``fraction`` of the way through the capture."""
+    from cbi1kit.capture._file import CaptureReader
+
+    with CaptureReader(path) as reader:
+        offsets = [r.offset for r in reader.records()]
+    return offsets[int(len(offsets) * fraction)]
+
+
+SAMPLE = ROOT / "data" / "sample.kvrcap"
+
+
+def test_a_capture_cut_under_a_reader_is_damage_where_it_ended(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Cut at a record boundary past the first window while being read: replay, the frames
+    table and ``cbi1kit replay`` report damage at the offset where the file now ends (it
+    read as a shorter valid capture, exit 0, and before that as a SIGBUS)."""
+    whole = ck.frames_table(SAMPLE).collect().height
+    for name, read in (
+        ("table", lambda p: ck.frames_table(p).collect()),
+        ("replay", ck.replay),
+        ("cli", lambda p: cli_run("replay", str(p), "--no-progress")),
+    ):
+        path = tmp_path / f"{name}.kvrcap"
+        shutil.copyfile(SAMPLE, path)
+        at = boundary(path, 0.6)
+        with monkeypatch.context() as m:
+            cut_under_the_reader(m, path, at)
+            got = read(path)
+        assert path.stat().st_size == at
+        where = f"byte offset {at}"
+        if name == "table":
+            last = got.row(-1, named=True)
+            assert last["kind"] == "SOURCE_ERROR" and where in last["validation_error"]
+            assert "shrank" in last["validation_error"] and got.height < whole
+        elif name == "replay":
+            assert not got.ok and any(where in v.reason for v in got.violations)
+        else:
+            code, out, err = got
+            assert code == 1 and where in out and "shrank" in out, (out, err)

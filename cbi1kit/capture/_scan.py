@@ -103,6 +103,7 @@ class FileScan:
         self.created_unix_ns = 0
         self.pos, self.number = FILE_HEADER_LEN, 0
         self.ended = False  # a fatal header, a truncation or the end of a corrupt file
+        self._seen = 0  # the largest size the scan has found the file at (a capture only grows)
         self._header_done = False
         self._chain = np.empty(_CHAIN, np.int64)
         self._state = np.zeros(1, np.int64)  # the chain's length; -1: unknown
@@ -197,6 +198,10 @@ class FileScan:
         held = True  # the current buffer holds a stretch a consumer may still read
         while not self.ended:
             size = self.size()
+            if size < self._seen:  # another process cut the file: damage where it now ends
+                yield self._shrank(size)
+                return
+            self._seen = size
             if size - self.pos <= 0:
                 return
             base = self.pos
@@ -227,6 +232,15 @@ class FileScan:
                 return  # a record still being written
             else:
                 yield from self._stopped(why, size, final)
+
+    def _shrank(self, size: int) -> CaptureDamage:
+        """The file ends at ``size``, short of what the scan found it holding: every record
+        past ``size`` is lost, and nothing after can be trusted."""
+        self.ended = True
+        reason = f"the file shrank to {size} bytes while being read (it held {self._seen})"
+        return self._damage(
+            CaptureVariant.Truncated, reason, size, self._seen, range(self.number, self.number)
+        )
 
     def _grow_chain(self) -> None:
         if self._state[0] >= len(self._chain):
