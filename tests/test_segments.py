@@ -219,3 +219,35 @@ def test_a_live_recording_rotated_by_size_replays_every_lane(
         (lane,) = [n for n in report.lanes if n.pool == feed.identity.pool_id]
         assert lane.final_sequence == feed.sequence
         assert lane.final_lane is not None and np.array_equal(lane.final_lane, feed.words())
+
+
+def test_append_to_a_rotated_recording_goes_on_in_its_last_segment(
+    serve: Callable[..., Any], tmp_path: Path
+) -> None:
+    """``record --append`` onto a rotated recording without rotation options wrote into segment
+    0 behind the later ones, and the set then replayed ``AwaitingSnapshot`` (#42): it goes on in
+    the last segment, and the set replays valid."""
+    from cbi1kit.cli import main as cli_main
+    from cbi1kit.sim._server import ProducerFeed
+
+    srv = serve(ProducerFeed(seed=9, steps=None, events_per_step=4), FAST)
+    path = tmp_path / "ap.kvrcap"
+    rec = Running(recorder_config(srv.address, path, rotate_bytes=8 << 10))
+    try:
+        wait_for(lambda: len(rec.recorder.paths) >= 3, timeout=30)
+    finally:
+        rec.finish()
+    before = {p: p.read_bytes() for p in capture_segments(path)}
+    code = cli_main(
+        ["record", srv.address, "-o", str(path), "--append", "--frames", "5", "--quiet"]
+    )
+    assert code == 0
+    after = capture_segments(path)
+    assert after == list(before)  # no new segment: nothing asked to rotate
+    for p in after[:-1]:
+        assert p.read_bytes() == before[p], f"{p.name} was written to"
+    last = after[-1]
+    assert last.read_bytes().startswith(before[last][: len(before[last]) - 64])
+    assert last.stat().st_size > len(before[last])
+    report = replay(path)
+    assert report.ok, report.violations[:3]

@@ -24,7 +24,7 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
-from cbi1kit.capture._segments import RotatingCaptureWriter
+from cbi1kit.capture._segments import RotatingCaptureWriter, read_segment_info
 from cbi1kit.capture._streams import (
     KV_EVENT_RELAY,
     SUBSCRIBE_KV_POOL_METHOD,
@@ -506,7 +506,8 @@ class Recorder:
         try:
             mode = self._mode()
             writer: CaptureWriter | RotatingCaptureWriter
-            if cfg.rotates:
+            if cfg.rotates or (mode == "a" and read_segment_info(cfg.capture) is not None):
+                # a rotated recording goes on in its last segment, rotating on if asked
                 writer = RotatingCaptureWriter(
                     cfg.capture,
                     rotate_bytes=cfg.rotate_bytes,
