@@ -165,8 +165,11 @@ def exit_code(exc: BaseException) -> int:
             "SchemaVersion": EXIT_USAGE,
             "Busy": EXIT_USAGE,
         }.get(exc.variant, EXIT_INVALID)
-    if isinstance(exc, OutputError) and exc.variant is OutputVariant.NotAFile:
-        return EXIT_UNREADABLE  # an output that cannot be written as a file
+    if isinstance(exc, OutputError) and exc.variant in (
+        OutputVariant.NotAFile,
+        OutputVariant.Unwritable,
+    ):
+        return EXIT_UNREADABLE  # an output that cannot be written (as a file, or at all)
     if isinstance(exc, OutputError | TransportError):  # an output that exists, holds the
         return EXIT_USAGE  # inputs; a certificate, key, header or authority that cannot be used
     if isinstance(exc, SimulationError) and exc.variant is SimulationVariant.Workload:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cbi1kit.errors import OutputError, OutputVariant
 
-__all__ = ["claim_outputs"]
+__all__ = ["claim_outputs", "unwritable", "written_whole"]
 
 
 def claim_outputs(paths: Iterable[Path], *, overwrite: bool) -> list[Path]:
@@ -32,3 +35,51 @@ def claim_outputs(paths: Iterable[Path], *, overwrite: bool) -> list[Path]:
                 field=str(taken[0]),
             )
     return claimed
+
+
+@contextlib.contextmanager
+def written_whole(outputs: Sequence[Path], *, overwrite: bool) -> Iterator[list[Path]]:
+    """Partial files to write ``outputs`` into (hidden, beside them), put in place together
+    when the block ends: a run cut short (an error, Ctrl-C, a full disk) leaves none of them,
+    and an earlier output stays until then. A failed write is ``OutputError`` ``Unwritable``
+    naming the outputs."""
+    claim_outputs(outputs, overwrite=overwrite)  # never a device; an existing file if asked
+    partials = [o.with_name(f".{o.name}.{os.getpid()}.partial") for o in outputs]
+    try:
+        try:
+            yield partials
+            for partial, out in zip(partials, outputs, strict=True):
+                if overwrite:
+                    os.replace(partial, out)
+                else:
+                    _put_new(partial, out)
+        except OSError as exc:
+            raise unwritable(outputs, exc) from None
+    finally:
+        for partial in partials:
+            partial.unlink(missing_ok=True)
+
+
+def unwritable(outputs: Sequence[Path], exc: OSError) -> OutputError:
+    """A write of ``outputs`` that failed, named (``Unwritable``)."""
+    shown = str(outputs[0]) if len(outputs) == 1 else f"{outputs[0].parent}/"
+    if len(outputs) > 1:
+        shown += "{" + ",".join(o.name for o in outputs) + "}"
+    # pyarrow's: "Error writing bytes to file. Detail: [errno 28] No space left on device"
+    why = re.sub(r"^\[errno \d+\] ", "", (exc.strerror or str(exc)).split("Detail: ")[-1])
+    return OutputError(
+        OutputVariant.Unwritable, f"cannot write {shown}: {why}", field=str(outputs[0])
+    )
+
+
+def _put_new(partial: Path, out: Path) -> None:
+    """``partial`` at ``out``, which must not exist: a file another run put there meanwhile is
+    not replaced (``OutputError`` ``Exists``)."""
+    try:
+        os.link(partial, out)
+    except FileExistsError:
+        claim_outputs([out], overwrite=False)  # refuses it, as for any output that exists
+        raise
+    except OSError:  # a file system without hard links: the same check, not atomic
+        claim_outputs([out], overwrite=False)
+        os.replace(partial, out)

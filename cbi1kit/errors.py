@@ -203,6 +203,7 @@ class OutputVariant(StrEnum):
     Exists = "Exists"
     SourceInside = "SourceInside"
     NotAFile = "NotAFile"
+    Unwritable = "Unwritable"
 
 
 class DatasetVariant(StrEnum):
@@ -579,7 +580,8 @@ class CaptureError(Cbi1kitError[CaptureVariant], ValueError):
 class OutputError(Cbi1kitError[OutputVariant]):
     """A file a command would write: ``Exists`` (not written by this run; overwrite only when
     asked), ``SourceInside`` (the output would land on an input, such as the notebooks a report
-    executes), ``NotAFile`` (a device, pipe or socket: never replaced by a file)."""
+    executes), ``NotAFile`` (a device, pipe or socket: never replaced by a file),
+    ``Unwritable`` (writing it failed, a full disk say: nothing of it is left)."""
 
     Variant = OutputVariant
 

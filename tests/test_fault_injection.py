@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +275,68 @@ def test_a_capture_cut_under_a_reader_is_damage_where_it_ended(
         else:
             code, out, err = got
             assert code == 1 and where in out and "shrank" in out, (out, err)
+
+
+# ---------------------------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 512 KiB tmpfs: a disk that fills. Mounting needs root (CI runs as root)."""
+    where = tmp_path / "small"
+    where.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)]
+    try:
+        done = subprocess.run(mount, capture_output=True, text=True, timeout=20, check=False)
+    except OSError as exc:
+        pytest.skip(f"no mount command here ({exc})")
+    if done.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], timeout=20, check=False)
+
+
+def left(where: Path) -> list[str]:
+    return sorted(p.relative_to(where).as_posix() for p in where.rglob("*") if p.is_file())
+
+
+def test_an_export_onto_a_full_disk_names_it_and_leaves_no_table(small_disk: Path) -> None:
+    out = small_disk / "tables"
+    code, _, err = cli_run("export", str(SAMPLE), "-o", str(out), "--no-progress")
+    assert code == 3 and one_line(err), err
+    assert f"cannot write {out}/" in err and "No space left on device" in err, err
+    assert left(small_disk) == []  # no table of 0 rows for a reader to take as the answer
+
+
+def test_a_dataset_export_onto_a_full_disk_leaves_its_source_out(small_disk: Path) -> None:
+    out = small_disk / "ds"
+    code, _, err = cli_run("export", str(SAMPLE), "--dataset", "-o", str(out), "--no-progress")
+    assert code == 3 and one_line(err) and f"cannot write {out}: No space" in err, err
+    assert left(out) == [".cbi1kit-dataset.lock", "cbi1kit-dataset.json"]
+    assert ck.open_dataset(out).sources().is_empty()
+
+
+def test_a_simulation_onto_a_full_disk_names_it_and_leaves_nothing(small_disk: Path) -> None:
+    out = small_disk / "sim.kvrcap"
+    code, _, err = cli_run("simulate", str(TRACE), "-o", str(out), "--no-progress")
+    assert code == 3 and one_line(err) and f"cannot write {out}: No space" in err, err
+    assert left(small_disk) == []
+
+
+def test_a_recording_onto_a_full_disk_ends_in_one_line(
+    small_disk: Path, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It printed a traceback from each of its threads; now one line and exit 3, and what it
+    left reads as damaged where the disk filled, never as a whole capture."""
+    from cbi1kit.cli import main as cli_main
+    from cbi1kit.sim._server import ProducerFeed
+
+    srv = serve(ProducerFeed(seed=3, steps=None, events_per_step=64))
+    out = small_disk / "rec.kvrcap"
+    code = cli_main(["record", srv.address, "-o", str(out), "--duration", "30", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 3 and one_line(err) and f"cannot write {out}: No space" in err, err
+    report = ck.replay(out)
+    assert not report.ok and report.violations[-1].rule == "SourceDamaged"

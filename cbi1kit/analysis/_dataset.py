@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from google.protobuf.message import Message
 
+from cbi1kit._files import unwritable
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._version import __version__
 from cbi1kit.analysis._capture import Capture, feeder_of
@@ -494,6 +495,21 @@ def _keyed(table: str, rows: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+@contextlib.contextmanager
+def _all_or_nothing(writers: dict[str, _TableWriter], out: Path, source: str) -> Iterator[None]:
+    """A conversion's files, kept only if it ends: a failed write (a full disk) removes every
+    file it wrote and names the dataset (``OutputError`` ``Unwritable``)."""
+    try:
+        yield
+    except OSError as exc:
+        for writer in writers.values():
+            for part in writer.written:
+                part.unlink(missing_ok=True)
+                part.with_name(part.name[1 : -len(_PART)]).unlink(missing_ok=True)
+        (out / _SOURCES / f".{source}.json{_PART}").unlink(missing_ok=True)
+        raise unwritable([out], exc) from None
+
+
 def convert_segment(
     seg: SegmentSource | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -543,42 +559,45 @@ def convert_segment(
             yield df
 
     writers = {t: _TableWriter(t, seg, out) for t in TABLES}
-    writers["frames"].write(frames())
-    frame_schema = DATASET_TABLES["frames"]
-    key = (
-        pl.concat(keys)
-        if keys
-        else pl.DataFrame(schema={k: frame_schema[k] for k in key_columns}).with_columns(strings)
-    )
-    small: dict[str, list[pl.DataFrame]] = {"snapshots": [], "violations": []}
-    for table, df in _replay_segment(capture, carry, flush_rows):
-        if not df.height:
-            continue
-        if table == "images":  # a flush of up to ``flush_rows`` images: written at once
-            writers[table].write([_keyed(table, df, key)])
-        else:
-            small[table].append(df)
-    for table, dfs in small.items():
-        writers[table].write(_keyed(table, df, key) for df in dfs)
-    files = [f for w in writers.values() for f in w.publish()]
-    rows = {t: w.rows for t, w in writers.items()}
-    manifest = {
-        "source": seg.source,
-        "capture": seg.capture,
-        "segment": seg.segment,
-        "path": str(seg.path),
-        "rows": rows,
-        "files": files,
-        "frames": [first, carry.cursor.frames],
-        "damage": {"ranges": len(damage), "first": damage[0] if damage else None},
-        "schema_version": DATASET_SCHEMA_VERSION,
-        "cbi1kit_version": __version__,
-    }
-    sources = out / _SOURCES
-    sources.mkdir(exist_ok=True)
-    tmp = sources / f".{seg.source}.json{_PART}"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    os.replace(tmp, sources / f"{seg.source}.json")  # the file is in the dataset now
+    with _all_or_nothing(writers, out, seg.source):
+        writers["frames"].write(frames())
+        frame_schema = DATASET_TABLES["frames"]
+        key = (
+            pl.concat(keys)
+            if keys
+            else pl.DataFrame(schema={k: frame_schema[k] for k in key_columns}).with_columns(
+                strings
+            )
+        )
+        small: dict[str, list[pl.DataFrame]] = {"snapshots": [], "violations": []}
+        for table, df in _replay_segment(capture, carry, flush_rows):
+            if not df.height:
+                continue
+            if table == "images":  # a flush of up to ``flush_rows`` images: written at once
+                writers[table].write([_keyed(table, df, key)])
+            else:
+                small[table].append(df)
+        for table, dfs in small.items():
+            writers[table].write(_keyed(table, df, key) for df in dfs)
+        files = [f for w in writers.values() for f in w.publish()]
+        rows = {t: w.rows for t, w in writers.items()}
+        manifest = {
+            "source": seg.source,
+            "capture": seg.capture,
+            "segment": seg.segment,
+            "path": str(seg.path),
+            "rows": rows,
+            "files": files,
+            "frames": [first, carry.cursor.frames],
+            "damage": {"ranges": len(damage), "first": damage[0] if damage else None},
+            "schema_version": DATASET_SCHEMA_VERSION,
+            "cbi1kit_version": __version__,
+        }
+        sources = out / _SOURCES
+        sources.mkdir(exist_ok=True)
+        tmp = sources / f".{seg.source}.json{_PART}"
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        os.replace(tmp, sources / f"{seg.source}.json")  # the file is in the dataset now
     return (
         SegmentResult(
             seg.source,

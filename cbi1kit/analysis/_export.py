@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
-from cbi1kit._files import claim_outputs
+from cbi1kit._files import claim_outputs, written_whole
 from cbi1kit.analysis._frames import FramesEngine
 from cbi1kit.analysis._replay import Replayer
 from cbi1kit.analysis._schema import TABLE_SCHEMAS, arrow_schema, parquet_writer
@@ -92,7 +92,8 @@ def export_parquet(
 
     Unsigned columns stay unsigned in Parquet (``UINT_64`` etc. logical types), so
     ``pl.read_parquet`` gives back ``pl.UInt64`` with values up to ``2**64 - 1``. Existing
-    files are refused (``OutputError`` ``Exists``) unless ``overwrite``, before any is written.
+    files are refused (``OutputError`` ``Exists``) unless ``overwrite``, before any is written;
+    the three appear together, and a failed write (a full disk) leaves none (``Unwritable``).
     """
     from cbi1kit.analysis._capture import open_capture
 
@@ -101,8 +102,12 @@ def export_parquet(
     claim_outputs(paths.values(), overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
     capture = open_capture(source, keep_tables=False)
-    with ExitStack() as stack:
-        writers = _Writers(paths, stack)
+    # the three written aside and put in place together: a failed export leaves none
+    with (
+        written_whole(list(paths.values()), overwrite=overwrite) as partials,
+        ExitStack() as stack,
+    ):
+        writers = _Writers(dict(zip(paths, partials, strict=True)), stack)
         for name, df in _rows(capture, expected_format):
             writers.write(name, df)
         writers.wait()

@@ -14,7 +14,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO
@@ -129,6 +129,7 @@ _SESSION_VARIANTS: Final = {
     3: RecorderVariant.Unreachable,
 }
 _DURATION_REACHED: Final = "duration reached"
+_UNWRITABLE: Final = 3  # the README's exit code for an output that cannot be written
 
 
 def _one_row(line: str, columns: int) -> str:
@@ -520,7 +521,7 @@ class Recorder:
             else:
                 writer = CaptureWriter(cfg.capture, mode=mode, flush_records=16, flush_seconds=0.2)
                 self.paths = [cfg.capture]
-            with writer as w:
+            with self._closing(writer) as w:
                 self._writer = w
                 cut = w.recovered
                 if cut is not None:  # appending cut a torn last record off: said, and marked
@@ -548,6 +549,20 @@ class Recorder:
             self._channel.close()
             self._clear_status()
         return self.report
+
+    @contextlib.contextmanager
+    def _closing(self, writer: Any) -> Iterator[Any]:
+        """``writer``, closed at the end; a close that cannot write (a full disk) ends the
+        session as any failed write does, not as a traceback."""
+        with contextlib.ExitStack() as stack:
+            stack.push(self._close_failed)
+            yield stack.enter_context(writer)
+
+    def _close_failed(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if isinstance(exc, OSError):
+            self._write_failed(exc)
+            return True
+        return False
 
     def _mode(self) -> Literal["x", "a"]:
         """``a`` to append to a capture that exists (an empty file is started); else ``x``."""
@@ -604,19 +619,44 @@ class Recorder:
             info["authority"] = cfg.authority
         # header values are credentials: the capture keeps their names only
         metadata = [(key, WITHHELD) for key, _ in cfg.metadata]
+        opened = self._write(
+            lambda w: w.open_stream(cfg.target, method, request, metadata=metadata, info=info)
+        )
+        return -1 if opened is None else opened
+
+    def _write(self, call: Callable[[Any], Any]) -> Any:
+        """``call(writer)`` under the lock; None once the writer is closed. A write that fails
+        (a full disk) ends the session, exit 3 naming the capture, and nothing more is
+        written (the threads that write go on quietly to their end)."""
         with self._lock:
             if self._writer is None:
-                return -1
-            return self._writer.open_stream(
-                cfg.target, method, request, metadata=metadata, info=info
-            )
+                return None
+            try:
+                return call(self._writer)
+            except OSError as exc:
+                self._writer = None
+                self._write_failed(exc)
+        # ended from another thread: this one may hold the lock for its caller
+        threading.Thread(target=self.stop, name="cbi1kit-recorder-stop", daemon=True).start()
+        return None
+
+    def _write_failed(self, exc: OSError) -> None:
+        """The session's end for a capture that cannot be written: the first such reason."""
+        with self._lock:
+            if self.report.exit_code == 0:
+                why = exc.strerror or str(exc)
+                self.report.exit_code = _UNWRITABLE
+                self.report.stop_reason = f"cannot write {self.config.capture}: {why}"
 
     def _write_message(self, stream: int, data: bytes, wall: int, mono: int) -> None:
         """Append one message as received, with its receive times (wall, monotonic ns)."""
+        if stream < 0:
+            return
         with self._lock:
-            if self._writer is not None and stream >= 0:
-                self._writer.message(stream, data, recv_unix_ns=wall, recv_mono_ns=mono)
-                self.report.received += 1
+            written = self._write(
+                lambda w: w.message(stream, data, recv_unix_ns=wall, recv_mono_ns=mono) or True
+            )
+            self.report.received += written is not None
 
     def _write_close(
         self,
@@ -629,17 +669,19 @@ class Recorder:
             self.report.closes.append(close)
             if pool is not None:
                 pool.closes.append(close)
-            if self._writer is None or stream < 0:
+            if stream < 0:
                 return
             code = getattr(grpc.StatusCode, close.status, None)
-            self._writer.close_stream(
-                stream,
-                status_code=code.value[0] if code is not None else -1,
-                status_name=close.status,
-                details=close.details,
-                error_reason=close.reason,
-                local_reason=close.local_reason,
-                trailing_metadata=trailers,
+            self._write(
+                lambda w: w.close_stream(
+                    stream,
+                    status_code=code.value[0] if code is not None else -1,
+                    status_name=close.status,
+                    details=close.details,
+                    error_reason=close.reason,
+                    local_reason=close.local_reason,
+                    trailing_metadata=trailers,
+                )
             )
 
     def _close_from_error(
@@ -661,8 +703,7 @@ class Recorder:
             now = time.monotonic()
             cancel = []
             with self._lock:
-                if self._writer is not None:
-                    self._writer.flush()
+                self._write(lambda w: w.flush())
                 for pool in self._pools.values():
                     if pool.call is not None and now - pool.last_recv > limit:
                         pool.call_reason, pool.stalled = reason, True

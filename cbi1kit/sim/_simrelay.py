@@ -15,7 +15,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit._files import claim_outputs
+from cbi1kit._files import written_whole
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter, RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
@@ -362,33 +362,12 @@ def simulate_capture(
     """
     cfg = config or SimRelayConfig()
     out = Path(path)
-    claim_outputs([out], overwrite=overwrite)  # never a device; an existing file only if asked
-    # written beside it and put in place whole: a simulation cut short (Ctrl-C, a bad event)
-    # leaves no capture that reads as whole and valid, and an earlier capture stays until then
-    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    try:
+    # written beside it and put in place whole: a simulation cut short (Ctrl-C, a bad event,
+    # a full disk) leaves no capture that reads as whole and valid
+    with written_whole([out], overwrite=overwrite) as (partial,):
         result = _simulate_into(partial, out, workload, cfg, progress, engine)
-        if overwrite:
-            os.replace(partial, out)
-        else:
-            _put_new(partial, out)
-    finally:
-        partial.unlink(missing_ok=True)
     result.capture_bytes = out.stat().st_size
     return result
-
-
-def _put_new(partial: Path, out: Path) -> None:
-    """``partial`` at ``out``, which must not exist: a file another run put there meanwhile is
-    not replaced (``OutputError`` ``Exists``)."""
-    try:
-        os.link(partial, out)
-    except FileExistsError:
-        claim_outputs([out], overwrite=False)  # refuses it, as for any output that exists
-        raise
-    except OSError:  # a file system without hard links: the same check, not atomic
-        claim_outputs([out], overwrite=False)
-        os.replace(partial, out)
 
 
 def _simulate_into(
