@@ -291,6 +291,25 @@ def test_write_grpcurl_json_reads_back_identically(tmp_path: Path) -> None:
     assert [r.payload for r in back] == [r.payload for r in records]
 
 
+def test_grpcurl_json_may_name_the_dc_id_cluster_id(tmp_path: Path) -> None:
+    """Dynamo 1.7 calls a pool's third part ClusterId: a dump naming ``dc_id`` so, in either
+    JSON spelling, reads as the same frames; naming it both ways is an error at that record."""
+    from cbi1kit.capture._readers import read_capture, read_grpcurl_json, write_grpcurl_json
+
+    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    records = list(itertools.islice(read_capture(sample), 20))
+    out = tmp_path / "dump.json"
+    write_grpcurl_json(records, out)
+    text = out.read_text()
+    assert text.count('"dcId"') == len(records)
+    for alias in ('"clusterId"', '"cluster_id"'):
+        renamed = text.replace('"dcId"', alias).encode()
+        assert [r.raw for r in read_grpcurl_json(renamed)] == [r.raw for r in records]
+    both = text.replace('"dcId": ', '"clusterId": "1", "dcId": ', 1).encode()
+    with raises_variant(CaptureError, "Unreadable", match="record 0"):
+        list(read_grpcurl_json(both))
+
+
 def test_write_grpcurl_json_refuses_bare_frames(tmp_path: Path) -> None:
     from cbi1kit.capture._readers import read_cbi1_files, write_grpcurl_json
 

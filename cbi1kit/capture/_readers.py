@@ -306,13 +306,35 @@ def write_grpcurl_json(records: Iterable[FrameRecord], path: str | os.PathLike[s
     return count
 
 
+#: Dynamo 1.7 names a pool's third part ClusterId (``pool_relay --cluster-id``): the same
+#: fixed64 field 3 of ``KvPoolId`` that ``dc_id`` names here, so a dump may use either name
+_DC_ID_ALIASES: Final = {"clusterId": "dcId", "cluster_id": "dc_id"}
+
+
+def _dc_id_named(obj: Any) -> Any:
+    """``obj`` with each ``KvPoolId``'s ``clusterId`` / ``cluster_id`` read as its ``dc_id``
+    (a ``ParseError`` when both are given)."""
+    if isinstance(obj, list):
+        return [_dc_id_named(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {k: _dc_id_named(v) for k, v in obj.items()}
+    for alias, name in _DC_ID_ALIASES.items():
+        if alias in out:
+            if {name, "dcId", "dc_id"} & set(out):
+                raise json_format.ParseError(f"both {alias} and dc_id given for one pool")
+            out[name] = out.pop(alias)
+    return out
+
+
 def read_grpcurl_json(
     path_or_text: str | os.PathLike[str] | bytes, *, source: str | None = None
 ) -> Iterator[FrameRecord]:
     """``FilterUpdate`` objects as ``grpcurl ... SubscribeKvPool`` prints them.
 
     Accepts a path, or the dump itself as ``bytes``. The objects are proto3 JSON (camelCase or
-    original field names, u64 as strings, ``payload`` base64), concatenated with any whitespace.
+    original field names, u64 as strings, ``payload`` base64), concatenated with any whitespace;
+    a pool's ``dc_id`` may be named ``cluster_id`` (``clusterId``), as Dynamo 1.7 calls it.
     """
     stream: IO[bytes]
     if isinstance(path_or_text, bytes):
@@ -336,7 +358,7 @@ def read_grpcurl_json(
                         ) from None
             update = pb.FilterUpdate()
             try:
-                json_format.ParseDict(obj, update)
+                json_format.ParseDict(_dc_id_named(obj), update)
             except json_format.ParseError as exc:
                 raise CaptureError(
                     CaptureVariant.Unreadable,
