@@ -30,7 +30,14 @@ from cbi1kit._cli_common import (
     seconds,
     wrapped,
 )
-from cbi1kit.errors import CaptureError, Cbi1kitError, CkfError, CkfVariant, TransportError
+from cbi1kit.errors import (
+    CaptureError,
+    Cbi1kitError,
+    CkfError,
+    CkfVariant,
+    RelayWireError,
+    TransportError,
+)
 from cbi1kit.relay._transport import parse_authority, parse_header, parse_target
 
 __all__ = ["main", "register"]
@@ -104,31 +111,15 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
     from cbi1kit.relay._recorder import (
-        PoolSelector,
         Recorder,
-        RecorderConfig,
         describe_pool,
     )
 
-    config = RecorderConfig(
-        target=args.target,
-        capture=capture,
-        selector=PoolSelector(tuple(args.model), tuple(args.dc), tuple(args.producer)),
-        subscriber_id=args.subscriber_id,
-        tls=tls,
-        authority=args.authority,
-        metadata=tuple(args.header),
-        duration=args.duration,
-        max_frames=args.frames,
-        validate=args.validate,
-        status=False if args.quiet else None,
-        rpc_timeout=args.timeout,
-        stall_timeout=args.stall_timeout,
-        give_up_after=args.give_up_after,
-        append=args.append,
-        rotate_bytes=None if args.rotate_size is None else int(args.rotate_size * (1 << 20)),
-        rotate_seconds=args.rotate_time,
-    )
+    try:
+        config = _record_config(args, capture, tls)
+    except RelayWireError as exc:  # a subscriber id upstream's consumer would refuse
+        _err("record", f"--subscriber-id: {exc}")
+        return EXIT_USAGE
     recorder = Recorder(config)
     _on_signals(lambda: recorder.stop("interrupted"))
     try:
@@ -169,6 +160,31 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
                 )
         return EXIT_INVALID
     return EXIT_OK
+
+
+def _record_config(args: argparse.Namespace, capture: Path, tls: Any) -> Any:
+    """The recorder's settings from the command line."""
+    from cbi1kit.relay._recorder import PoolSelector, RecorderConfig
+
+    return RecorderConfig(
+        target=args.target,
+        capture=capture,
+        selector=PoolSelector(tuple(args.model), tuple(args.dc), tuple(args.producer)),
+        subscriber_id=args.subscriber_id,
+        tls=tls,
+        authority=args.authority,
+        metadata=tuple(args.header),
+        duration=args.duration,
+        max_frames=args.frames,
+        validate=args.validate,
+        status=False if args.quiet else None,
+        rpc_timeout=args.timeout,
+        stall_timeout=args.stall_timeout,
+        give_up_after=args.give_up_after,
+        append=args.append,
+        rotate_bytes=None if args.rotate_size is None else int(args.rotate_size * (1 << 20)),
+        rotate_seconds=args.rotate_time,
+    )
 
 
 def _print_recorded(report: Any, paths: list[Path], capture: Path) -> None:

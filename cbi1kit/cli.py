@@ -9,6 +9,7 @@ long work shows a progress bar on stderr when it is a terminal.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import sys
@@ -46,6 +47,7 @@ from cbi1kit._cli_common import (
 from cbi1kit._cli_fleet import register as register_fleet
 from cbi1kit._cli_relay import register as register_relay
 from cbi1kit._extras import COMMAND_EXTRAS, missing_extra, require
+from cbi1kit._files import unwritable
 from cbi1kit._json import dumps as to_json
 from cbi1kit._version import __version__
 from cbi1kit.errors import (
@@ -1265,6 +1267,14 @@ def _build_report(
         )
     except LaneError as exc:
         raise _lane_choice(capture, exc, several=exc.variant is LaneVariant.SeveralLanes) from None
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        raise unwritable([out], exc) from None
+
+
+#: what a write that fails for want of room or rights says: the output is named
+_WRITE_ERRNOS: Final = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -93,7 +93,9 @@ class RelayWireVariant(StrEnum):
     DigestLength = "DigestLength"
     IdentitySource = "IdentitySource"
     LayoutGeneration = "LayoutGeneration"
+    ZeroFormatField = "ZeroFormatField"
     UnsupportedCkfFormat = "UnsupportedCkfFormat"
+    BucketCountTooLarge = "BucketCountTooLarge"
     BucketCount = "BucketCount"
     UpdateKind = "UpdateKind"
     Sequence = "Sequence"
@@ -466,12 +468,14 @@ class RelayWireError(Cbi1kitError[RelayWireVariant], ValueError):
         "DigestLength": "identity digest is not 16 bytes",
         "IdentitySource": "identity source is unspecified or unknown",
         "LayoutGeneration": "layout generation must be nonzero",
+        "ZeroFormatField": "a CKF format field is zero",
         "UnsupportedCkfFormat": "unsupported CKF format",
+        "BucketCountTooLarge": "CKF bucket count above 16777216 is unsupported",
         "BucketCount": "CKF bucket count is not a power of two in 2..=16777216",
         "UpdateKind": "unspecified or unknown FilterUpdate kind",
         "Sequence": "base_sequence/sequence break the rule for this kind",
         "Payload": "payload presence breaks the rule for this kind",
-        "SubscriberId": "subscriber_id must be 1..128 bytes without control characters",
+        "SubscriberId": "subscriber_id has a bad length or a control character",
         "Descriptor": "pool descriptor metadata is invalid",
     }
 

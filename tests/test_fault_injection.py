@@ -340,3 +340,10 @@ def test_a_recording_onto_a_full_disk_ends_in_one_line(
     assert code == 3 and one_line(err) and f"cannot write {out}: No space" in err, err
     report = ck.replay(out)
     assert not report.ok and report.violations[-1].rule == "SourceDamaged"
+
+
+def test_a_report_onto_a_full_disk_names_it_and_leaves_nothing(small_disk: Path) -> None:
+    out = small_disk / "report"
+    code, _, err = cli_run("report", str(SAMPLE), "-o", str(out), "--no-notebooks", "--no-progress")
+    assert code == 3 and one_line(err) and f"cannot write {out}: No space" in err, err
+    assert left(small_disk) == []

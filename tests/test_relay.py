@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from errorcheck import raises_variant
@@ -155,6 +156,27 @@ CASES: list[tuple[str, Callable[[pb.FilterUpdate], None], type[r.RelayWireError]
         "UnsupportedCkfFormat",
         f"{P}.ckf_format.slots_per_bucket",
     ),
+    # upstream's order (wire/identity.rs · validate_ckf_format, 7216a153): a zero field first
+    # (before another field's unsupported value), then version/width/slots, then a bucket
+    # count above 2^24 (unsupported: the pool is quarantined), then no power of two (malformed)
+    *[
+        (
+            f"zero {name}",
+            _set(f"{P}.ckf_format.{name}", 0),
+            "ZeroFormatField",
+            f"{P}.ckf_format.{name}",
+        )
+        for name in ("format_version", "bucket_count", "fingerprint_bits", "slots_per_bucket")
+    ],
+    (
+        "zero buckets before bad bits",
+        lambda u: (
+            _set(f"{P}.ckf_format.fingerprint_bits", 8)(u),
+            _set(f"{P}.ckf_format.bucket_count", 0)(u),
+        ),
+        "ZeroFormatField",
+        f"{P}.ckf_format.bucket_count",
+    ),
     *[
         (
             f"buckets {n}",
@@ -162,7 +184,16 @@ CASES: list[tuple[str, Callable[[pb.FilterUpdate], None], type[r.RelayWireError]
             "BucketCount",
             f"{P}.ckf_format.bucket_count",
         )
-        for n in (0, 1, 3, 1000, (1 << 24) + 1, 1 << 25, U64)
+        for n in (1, 3, 1000, (1 << 24) - 1)
+    ],
+    *[
+        (
+            f"buckets {n}",
+            _set(f"{P}.ckf_format.bucket_count", n),
+            "BucketCountTooLarge",
+            f"{P}.ckf_format.bucket_count",
+        )
+        for n in ((1 << 24) + 1, 1 << 25, U64)
     ],
     ("kind 0", _set("kind", 0), "UpdateKind", "kind"),
     ("kind 9", _set("kind", 9), "UpdateKind", "kind"),
@@ -402,3 +433,32 @@ def test_producer_model_frames_convert_to_protobuf_and_back() -> None:
     back = r.frame_from_filter_update(update)
     assert back == frame and back.identity == ident
     assert r.producer_from_wire(r.producer_to_wire(ident)) == ident
+
+
+@pytest.mark.parametrize("sid", ["", "x" * 119, "é" * 60, "a\tb", "line\nbreak", "\x7f", "ok\x85"])
+def test_a_base_subscriber_id_upstream_refuses_is_refused(sid: str) -> None:
+    """Upstream's consumer (coordinator.rs, 0092138f): 1-118 UTF-8 bytes, no control
+    character; the recorder refuses such an id before connecting, and the CLI says so (exit 2)."""
+    from cbi1kit.relay._messages import validate_base_subscriber_id
+    from cbi1kit.relay._recorder import RecorderConfig
+
+    with raises_variant(RelayWireError, "SubscriberId"):
+        validate_base_subscriber_id(sid)
+    with raises_variant(RelayWireError, "SubscriberId"):
+        RecorderConfig("127.0.0.1:1", Path("unused.kvrcap"), subscriber_id=sid)
+
+
+@pytest.mark.parametrize("sid", ["g", "x" * 118, "é" * 59, "global view/dc-1 #2"])
+def test_a_base_subscriber_id_upstream_takes_is_taken(sid: str) -> None:
+    from cbi1kit.relay._messages import validate_base_subscriber_id
+
+    validate_base_subscriber_id(sid)
+
+
+def test_record_refuses_a_subscriber_id_upstream_would_refuse(tmp_path: Path) -> None:
+    from cliutil import cli_run, one_line
+
+    out = tmp_path / "c.kvrcap"
+    code, _, err = cli_run("record", "127.0.0.1:1", "-o", str(out), "--subscriber-id", "a\tb")
+    assert code == 2 and one_line(err) and "--subscriber-id" in err and "1-118 bytes" in err
+    assert not out.exists()

@@ -13,6 +13,7 @@ Native identity types are those of :mod:`cbi1kit.hashing` (upstream's Rust types
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from cbi1kit.relay._publication import PublicationFrame
 
 __all__ = [
+    "BASE_SUBSCRIBER_ID_BYTES",
     "ERROR_REASON_TRAILER",
     "MAX_MESSAGE_BYTES",
     "POOL_IDENTITY_VERSION",
@@ -69,6 +71,7 @@ __all__ = [
     "producer_to_wire",
     "relay_identity_from_wire",
     "relay_identity_to_wire",
+    "validate_base_subscriber_id",
     "validate_catalog_update",
     "validate_ckf_format",
     "validate_envelope",
@@ -159,7 +162,13 @@ def validate_pool_id(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> None:
 
 
 def validate_ckf_format(fmt: pb.CkfFormat, *, path: str = "CkfFormat") -> None:
-    """Only the executable CBI1 shape ``(1, seed, 2^k ≤ 2^24, 16, 4)`` is accepted."""
+    """Only the executable CBI1 shape ``(1, seed, 2^k ≤ 2^24, 16, 4)`` is accepted, checked in
+    upstream's order (``wan/grpc/protocol/wire/identity.rs`` · ``validate_ckf_format``, 7216a153):
+    a zero field first, then the version, width and slots, then a bucket count too large
+    (unsupported: the pool is quarantined), then one that is no power of two (malformed)."""
+    for name in ("format_version", "bucket_count", "fingerprint_bits", "slots_per_bucket"):
+        if getattr(fmt, name) == 0:
+            raise RelayWireError(RelayWireVariant.ZeroFormatField, f"{path}.{name}", actual=0)
     for name, want in (
         ("format_version", CKF_FORMAT_VERSION),
         ("fingerprint_bits", CKF_FINGERPRINT_BITS),
@@ -177,8 +186,31 @@ def validate_ckf_format(fmt: pb.CkfFormat, *, path: str = "CkfFormat") -> None:
                 slots_per_bucket=fmt.slots_per_bucket,
             )
     count = fmt.bucket_count
-    if count < 2 or count > MAX_BUCKET_COUNT or count & (count - 1):
+    if count > MAX_BUCKET_COUNT:
+        raise RelayWireError(
+            RelayWireVariant.BucketCountTooLarge, f"{path}.bucket_count", actual=count
+        )
+    if count < 2 or count & (count - 1):
         raise RelayWireError(RelayWireVariant.BucketCount, f"{path}.bucket_count", actual=count)
+
+
+#: a base subscriber id's most bytes: the relay's 128 less the longest suffix a consumer adds
+#: (``/readiness``) (``global_view_consumer/coordinator.rs`` · run_relay_view_publishing, 0092138f)
+BASE_SUBSCRIBER_ID_BYTES: Final = 118
+
+
+def validate_base_subscriber_id(sid: str, *, path: str = "subscriber_id") -> None:
+    """A consumer's base subscriber id: 1-118 UTF-8 bytes with no control character."""
+    if not 1 <= len(sid.encode()) <= BASE_SUBSCRIBER_ID_BYTES or any(
+        unicodedata.category(ch) == "Cc" for ch in sid
+    ):
+        raise RelayWireError(
+            RelayWireVariant.SubscriberId,
+            path,
+            actual=sid,
+            detail=f"a base subscriber id is 1-{BASE_SUBSCRIBER_ID_BYTES} bytes without "
+            "control characters",
+        )
 
 
 def validate_producer_identity(

@@ -37,6 +37,7 @@ from cbi1kit.relay._messages import (
     MAX_MESSAGE_BYTES,
     RELAY_CONTRACT_MARKER,
     producer_key,
+    validate_base_subscriber_id,
     validate_relay_info,
 )
 from cbi1kit.relay._stream import StepKind, StreamChecker
@@ -409,6 +410,9 @@ class RecorderConfig:
     #: rotate to a new segment (``OUT.0001.kvrcap``, ...) at this many bytes / seconds
     rotate_bytes: int | None = None
     rotate_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        validate_base_subscriber_id(self.subscriber_id, path="RecorderConfig.subscriber_id")
 
     @property
     def rotates(self) -> bool:

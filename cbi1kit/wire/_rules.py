@@ -103,6 +103,8 @@ RULES: Final[tuple[Rule, ...]] = (
             "RelayWireError.IdentitySource",
             "RelayWireError.LayoutGeneration",
             "RelayWireError.UnsupportedCkfFormat",
+            "RelayWireError.ZeroFormatField",
+            "RelayWireError.BucketCountTooLarge",
             "RelayWireError.BucketCount",
         ),
         replay="producer bytes equal to the session's, or to ones that validated",
