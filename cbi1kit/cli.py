@@ -321,6 +321,9 @@ def _print_replay_summary(report: Any, limit: int) -> None:
             f"catalog: {len(report.catalog_damage)} update(s) that do not decode, first: "
             f"{error_name(first)}: {first}"
         )
+    broken = report.catalog_violations  # the catalog stream's rules (coordinator.rs)
+    if broken:
+        print(f"catalog: {len(broken)} rule break(s), first: {broken[0].describe()}")
 
 
 # -------------------------------------------------------------------------- inspect (capture)
@@ -597,6 +600,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         }
                         for d in report.catalog_damage
                     ],
+                    "catalog_violations": [v.to_dict() for v in report.catalog_violations],
                 },
                 indent=2,
             )
@@ -604,7 +608,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         print(wrapped(f"== {args.capture}"))
         _print_replay_summary(report, args.max_violations)
-    return EXIT_OK if report.ok else EXIT_INVALID
+    return EXIT_OK if report.ok and not report.catalog_violations else EXIT_INVALID
 
 
 def cmd_export(args: argparse.Namespace) -> int:

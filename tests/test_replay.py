@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tracemalloc
@@ -555,3 +556,55 @@ def test_what_a_notebook_shows_of_a_result_is_one_short_line() -> None:
     assert repr(report) == (
         f"<ReplayReport: {report.frames:,} frames, 1 lane(s) [DC {report.lane().dc_id:016x}], ok>"
     )
+
+
+# ------------------------------------------------------------------- the catalog stream's rules
+
+
+def _catalog_capture(path: Path, updates: list[tuple[int, int, int, int]]) -> Path:
+    """A capture of one catalog stream: (revision, drt instance, incarnation, pools) each."""
+    from cbi1kit._proto import kvrelay_v1_pb2 as pb
+    from cbi1kit.capture._file import CaptureWriter
+    from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
+    from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
+
+    with CaptureWriter(path) as w:
+        stream = w.open_stream("relay:1", WATCH_KV_POOL_CATALOG_METHOD, b"")
+        for revision, drt, incarnation, pools in updates:
+            update = pb.KvPoolCatalogUpdate(
+                protocol_version=1,
+                relay=pb.RelayIdentity(drt_instance_id=drt, relay_incarnation=incarnation),
+                revision=revision,
+                snapshot=pb.KvPoolCatalogSnapshot(
+                    pools=[pb.KvPoolDescriptor(pool_roles=[4]) for _ in range(pools)]
+                ),
+                contract_marker=RELAY_CONTRACT_MARKER,
+            )
+            w.message(stream, update.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize(
+    ("updates", "rules"),
+    [
+        ([(1, 7, 1, 1), (1, 7, 1, 1), (3, 7, 1, 2), (3, 7, 1, 2)], []),  # heartbeats, a skip
+        ([(2, 7, 1, 1), (1, 7, 1, 1)], ["catalog-revision-backwards"]),
+        ([(2, 7, 1, 1), (2, 7, 1, 2)], ["catalog-revision-unchanged"]),
+        ([(1, 7, 1, 1), (2, 7, 2, 1)], ["catalog-relay-changed"]),
+    ],
+)
+def test_the_catalog_stream_keeps_upstreams_rules(
+    tmp_path: Path, updates: list[tuple[int, int, int, int]], rules: list[str]
+) -> None:
+    """coordinator.rs (0092138f): revisions never go back, a repeated revision repeats its
+    snapshot, one relay; `cbi1kit replay` names the first break and exits 1."""
+    from cliutil import cli_run
+
+    path = _catalog_capture(tmp_path / "catalog.kvrcap", updates)
+    report = replay(path)
+    assert [v.rule for v in report.catalog_violations] == rules
+    code, out, _ = cli_run("replay", str(path), "--no-progress")
+    assert code == (1 if rules else 0)
+    assert ("catalog: 1 rule break(s), first: record " in out) == bool(rules), out
+    code, out, _ = cli_run("replay", str(path), "--json", "--no-progress")
+    assert [v["rule"] for v in json.loads(out)["catalog_violations"]] == rules

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._events import EventKind, EventLog, ReplayEvent, Violation
 from cbi1kit.analysis._history import History, Ref, SegmentHistory
+from cbi1kit.analysis._plane import CatalogViolation, catalog_violations
 from cbi1kit.capture._file import StreamClose, StreamOpen
 from cbi1kit.capture._items import (
     CatalogRecord,
@@ -320,6 +321,13 @@ class ReplayReport:
     def violations(self) -> list[Violation]:
         """Every rule the stream broke, in record order."""
         return list(self._violations)
+
+    @property
+    def catalog_violations(self) -> list[CatalogViolation]:
+        """The catalog updates that break the catalog stream's rules (upstream's coordinator:
+        revisions never go back, a repeated revision repeats its snapshot, one relay): the
+        catalog's, listed apart from the frames' violations as its damage is."""
+        return catalog_violations(self.catalogs)
 
     @property
     def ok(self) -> bool:
