@@ -92,6 +92,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not args.list and args.output is None:
         _err("record", "an output capture (-o/--output) is needed unless --list is given")
         return EXIT_USAGE
+    if args.output is not None and args.output.exists() and not args.output.is_file():
+        _err(
+            "record",
+            f"{args.output} is not a regular file (a directory or device): write to a file",
+        )
+        return EXIT_UNREADABLE
     if args.output is not None and args.output.exists() and not args.append:
         _err("record", f"{args.output} exists (use --append to add to it)")
         return EXIT_USAGE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -44,6 +45,8 @@ def written_whole(outputs: Sequence[Path], *, overwrite: bool) -> Iterator[list[
     and an earlier output stays until then. A failed write is ``OutputError`` ``Unwritable``
     naming the outputs."""
     claim_outputs(outputs, overwrite=overwrite)  # never a device; an existing file if asked
+    for out in outputs:
+        _sweep_partials(out)
     partials = [o.with_name(f".{o.name}.{os.getpid()}.partial") for o in outputs]
     try:
         try:
@@ -83,3 +86,24 @@ def _put_new(partial: Path, out: Path) -> None:
     except OSError:  # a file system without hard links: the same check, not atomic
         claim_outputs([out], overwrite=False)
         os.replace(partial, out)
+
+
+def _sweep_partials(out: Path) -> None:
+    """Remove what a run killed while writing ``out`` left beside it (``.NAME.PID.partial``
+    of a process that is gone); a live run's are its own."""
+    if not out.parent.is_dir():
+        return
+    for partial in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
+        pid = partial.name[len(out.name) + 2 : -len(".partial")]
+        if pid.isdigit() and not _running(int(pid)):
+            partial.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: running
+        return True
+    return True

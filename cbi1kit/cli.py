@@ -58,6 +58,7 @@ from cbi1kit.errors import (
     LaneError,
     LaneVariant,
     error_name,
+    one_line,
 )
 from cbi1kit.wire._format import (
     FRAME_HEAD_BYTES,
@@ -1702,3 +1703,7 @@ def main(argv: Sequence[str] | None = None, *, demo_report: type[DemoReport] | N
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"cbi1kit {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return exit_code(exc)
+    except MemoryError as exc:  # an input that claims more than this machine holds
+        why = one_line(str(exc)) or "no memory left"
+        print(f"cbi1kit {args.command}: error: out of memory: {why}", file=sys.stderr)
+        return EXIT_UNREADABLE

@@ -347,3 +347,47 @@ def test_a_report_onto_a_full_disk_names_it_and_leaves_nothing(small_disk: Path)
     code, _, err = cli_run("report", str(SAMPLE), "-o", str(out), "--no-notebooks", "--no-progress")
     assert code == 3 and one_line(err) and f"cannot write {out}: No space" in err, err
     assert left(small_disk) == []
+
+
+# ------------------------------------------------------------------ found trying it as a user
+
+
+def test_what_a_killed_export_left_is_swept_by_the_next(tmp_path: Path) -> None:
+    """A flat export killed mid-write leaves hidden ``.NAME.PID.partial`` files; the next export
+    of that folder removes those of processes that are gone, and no live run's."""
+    out = tmp_path / "tables"
+    out.mkdir()
+    dead = [out / f".{t}.parquet.999999999.partial" for t in ("frames", "images", "snapshots")]
+    live = out / f".frames.parquet.{os.getppid()}.partial"  # a running process, not this one
+    for path in (*dead, live):
+        path.write_bytes(b"PAR1")
+    code, _, err = cli_run("export", str(SAMPLE), "-o", str(out), "--no-progress")
+    assert code == 0, err
+    assert not any(p.exists() for p in dead) and live.exists()
+
+
+def test_record_into_a_directory_or_device_is_unwritable(tmp_path: Path) -> None:
+    for out in (tmp_path, Path("/dev/null")):
+        code, _, err = cli_run("record", "127.0.0.1:1", "-o", str(out), "--duration", "1")
+        assert code == 3 and one_line(err) and "not a regular file" in err, err
+
+
+def test_a_dataset_on_a_device_is_unwritable() -> None:
+    code, _, err = cli_run("export", str(SAMPLE), "--dataset", "-o", "/dev/null", "--no-progress")
+    assert code == 3 and one_line(err) and "device" in err, err
+
+
+def test_an_input_that_claims_more_memory_than_there_is_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A record claiming a 2 GiB body made numpy fail to allocate under a memory limit: a
+    traceback. Any MemoryError reaching the command line is one line, exit 3."""
+    from cbi1kit import cli
+
+    def starved(args: object) -> int:
+        raise MemoryError("Unable to allocate 2.00 GiB for an array")
+
+    monkeypatch.setattr(cli, "cmd_replay", starved)
+    code, _, err = cli_run("replay", str(SAMPLE))
+    assert code == 3 and one_line(err), err
+    assert "out of memory: Unable to allocate 2.00 GiB" in err

@@ -199,6 +199,12 @@ def prepare_dataset(out_dir: str | os.PathLike[str]) -> Path:
     if (out / DATASET_FILE).exists():
         _read_meta(out)
         return out
+    if out.exists() and not out.is_dir() and not out.is_file():
+        raise OutputError(
+            OutputVariant.NotAFile,
+            f"{out} is a device, pipe or socket: a dataset is a directory",
+            field=str(out),
+        )
     if out.exists() and (
         not out.is_dir() or any(not p.name.startswith(_OWN) for p in out.iterdir())
     ):
