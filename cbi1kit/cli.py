@@ -848,8 +848,12 @@ def cmd_view(args: argparse.Namespace) -> int:
     print(wrapped(f"== {args.capture}: the global view of {what} {when}"))
     for catalog in view.catalogs:
         print(f"catalog revision {catalog.revision}: {len(catalog.pools)} pool(s)")
-    if not view.domains:
-        print("no lane: the capture holds no pool")
+    if not view.domains:  # no pool at all, or none placeable at this moment (skipped below)
+        print(
+            f"no lane: none of its {len(view.skipped)} pool(s) can be placed {when}"
+            if view.skipped
+            else "no lane: the capture holds no pool"
+        )
     for d in view.domains:
         t = d.table
         print()

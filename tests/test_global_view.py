@@ -273,3 +273,15 @@ def test_a_moment_out_of_range_says_what_and_why_once(text: str, said: str) -> N
     message = str(info.value)
     assert said in message and "At(" not in message
     assert message.count("cannot name a moment") == 1
+
+
+def test_a_view_before_the_first_message_says_its_pools_cannot_be_placed_yet() -> None:
+    """It said "the capture holds no pool" and then listed the pools it skipped."""
+    from cliutil import cli_run
+
+    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    code, out, err = cli_run("view", str(sample), "--at", "1970-01-01T00:00:00Z")
+    assert code == 0, err
+    assert "holds no pool" not in out
+    assert "no lane: none of its 1 pool(s) can be placed at 1970-01-01T00:00:00Z" in out
+    assert "no format known by then" in out

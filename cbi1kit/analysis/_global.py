@@ -490,8 +490,9 @@ def build_global_view(
     for domain, members in by_domain.items():
         fmt = _format([s for _, s in members])
         if fmt is None:
+            why = "no format known by then: no snapshot installed, no catalog received"
             for entry, _ in members:
-                view.skipped.append((entry.pool, "no format known: never installed, no catalog"))
+                view.skipped.append((entry.pool, why))
             continue
         table = CkfLaneTable(
             fmt,
