@@ -391,3 +391,42 @@ def test_an_input_that_claims_more_memory_than_there_is_is_one_line(
     code, _, err = cli_run("replay", str(SAMPLE))
     assert code == 3 and one_line(err), err
     assert "out of memory: Unable to allocate 2.00 GiB" in err
+
+
+# ------------------------------------------------------------------------ a recorder killed
+
+
+def test_a_recording_killed_mid_stream_is_kept_and_goes_on_with_append(
+    tmp_path: Path, serve: Any
+) -> None:
+    """``record`` SIGKILLed while frames arrive: what it wrote replays (a torn last record is
+    the one damage, at the end); ``record --append`` cuts that record off, says so, and goes
+    on; the capture then replays valid with every frame kept before the kill."""
+    import time
+
+    from cbi1kit.sim._server import ProducerFeed
+
+    srv = serve(ProducerFeed(seed=4, steps=None, events_per_step=8))
+    out = tmp_path / "killed.kvrcap"
+    argv = [sys.executable, "-m", "cbi1kit", "record", srv.address, "-o", str(out), "--quiet"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while (not out.exists() or out.stat().st_size < 64 << 10) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.kill()
+        assert proc.wait(30) == -9
+    finally:
+        proc.kill()
+    report = ck.replay(out)
+    damage = [v for v in report.violations if v.rule == "SourceDamaged"]
+    assert report.violations == damage and len(damage) <= 1  # at most a torn tail
+    assert all("Truncated" in v.reason for v in damage)
+    assert report.frames > len(damage)
+    code, _, err = cli_run("record", srv.address, "-o", str(out), "--append", "--frames", "4")
+    assert code == 0, err
+    assert ("torn last record was cut off" in err) == bool(damage), err
+    after = ck.replay(out)
+    assert after.ok, after.violations[:3]
+    # every frame before the kill is kept; only a torn one (if the cut fell in a frame) is not
+    assert report.frames - len(damage) + 4 <= after.frames <= report.frames + 4
