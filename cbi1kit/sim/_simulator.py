@@ -61,6 +61,7 @@ __all__ = [
     "ReferenceSimulator",
     "SimulationResult",
     "SimulatorConfig",
+    "config_error",
     "producer_identity",
 ]
 
@@ -75,12 +76,14 @@ EventHook = Callable[[int, int, KvEvent, EventOutcome], None]
 ProgressHook = Callable[[int], None]
 
 
-def _config_error(field_name: str, value: object, reason: str) -> SimulationError:
-    """``Config``: a simulator knob out of range."""
+def config_error(
+    field_name: str, value: object, reason: str, *, what: str = "simulator config"
+) -> SimulationError:
+    """``Config``: a simulator knob out of range (``what``: how the message names it)."""
     return SimulationError(
         SimulationVariant.Config,
         reason,
-        message=f"invalid simulator config: {field_name}={value!r}: {reason}",
+        message=f"invalid {what}: {field_name}={value!r}: {reason}",
         field=field_name,
         value=value,
     )
@@ -120,22 +123,22 @@ class SimulatorConfig:
 
     def __post_init__(self) -> None:
         if not 1 <= self.dcs <= MAX_LANES:
-            raise _config_error("dcs", self.dcs, f"must be in 1..={MAX_LANES}")
+            raise config_error("dcs", self.dcs, f"must be in 1..={MAX_LANES}")
         for name in ("workers_per_dc", "dp_ranks", "capacity_blocks"):
             if getattr(self, name) < 1:
-                raise _config_error(name, getattr(self, name), "must be >= 1")
+                raise config_error(name, getattr(self, name), "must be >= 1")
         if self.policy not in POLICIES:
-            raise _config_error("policy", self.policy, f"must be one of {POLICIES}")
+            raise config_error("policy", self.policy, f"must be one of {POLICIES}")
         if self.expected_blocks_per_dc < 0:
-            raise _config_error(
+            raise config_error(
                 "expected_blocks_per_dc", self.expected_blocks_per_dc, "must be >= 0"
             )
         for name in ("clear_every_ms", "publish_delay_ms"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise _config_error(name, value, "must be >= 1 or None")
+                raise config_error(name, value, "must be >= 1 or None")
         if self.overlap_weight < 0 or self.decode_ms_per_token < 0:
-            raise _config_error(
+            raise config_error(
                 "overlap_weight/decode_ms_per_token", self.overlap_weight, "must be >= 0"
             )
         self.ckf_config()  # validate the CKF knobs now, with upstream's errors

@@ -33,7 +33,7 @@ from cbi1kit.errors import SimulationError, SimulationVariant, one_line
 from cbi1kit.hashing._identity import MAX_LANES
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._policies import POLICIES
-from cbi1kit.sim._simulator import SimulationResult, SimulatorConfig
+from cbi1kit.sim._simulator import SimulationResult, SimulatorConfig, config_error
 from cbi1kit.sim._workload import Workload, read_mooncake
 from cbi1kit.viz._charts import (
     _BIN_SECONDS,
@@ -78,25 +78,17 @@ T = TypeVar("T")
 # ---------------------------------------------------------------------------------- the knobs
 
 
-def _knob_error(name: str, value: object, reason: str) -> SimulationError:
-    """``Config``, as ``SimulatorConfig``'s own checks say it, naming the knob."""
-    return SimulationError(
-        SimulationVariant.Config,
-        reason,
-        message=f"invalid what-if knob: {name}={value!r}: {reason}",
-        field=name,
-        value=value,
-    )
-
-
 def check_knob_names(knobs: Mapping[str, object]) -> None:
     """Every name a ``SimulatorConfig`` field or ``requests``; else ``SimulationError``
     ``Config`` naming the first unknown one (and the knob it most resembles)."""
     for name in sorted(set(knobs) - _FIELDS - {"requests"}):
         close = difflib.get_close_matches(name, [*_FIELDS, "requests"], n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise _knob_error(
-            name, knobs[name], f"not a knob: a SimulatorConfig field or requests{hint}"
+        raise config_error(
+            name,
+            knobs[name],
+            f"not a knob: a SimulatorConfig field or requests{hint}",
+            what="what-if knob",
         )
 
 
@@ -110,7 +102,9 @@ def apply_knobs(
     config = dataclasses.replace(config, **fields)  # type: ignore[arg-type]
     chosen = knobs.get("requests", requests)
     if not isinstance(chosen, int) or isinstance(chosen, bool) or not 1 <= chosen <= available:
-        raise _knob_error("requests", chosen, f"must be an integer in 1..={available:,}")
+        raise config_error(
+            "requests", chosen, f"must be an integer in 1..={available:,}", what="what-if knob"
+        )
     return config, chosen
 
 
