@@ -30,6 +30,7 @@ from cbi1kit._cli_common import (
     seconds,
     wrapped,
 )
+from cbi1kit._files import unwritable
 from cbi1kit.errors import (
     CaptureError,
     Cbi1kitError,
@@ -131,7 +132,7 @@ def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
     try:
         report = recorder.run(list_only=args.list)
     except OSError as exc:
-        _err("record", f"cannot write {capture}: {exc.strerror or exc}")
+        _err("record", str(unwritable([capture], exc)))
         return EXIT_UNREADABLE
     except CaptureError as exc:  # --append to a file that is no capture: nothing to append to
         _err("record", f"cannot append to {capture}: {exc.detail}")

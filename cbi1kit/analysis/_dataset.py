@@ -445,14 +445,25 @@ class _TableWriter:
             for writer in writers.values():
                 writer.close()
 
+    @staticmethod
+    def _final(part: Path) -> Path:
+        """Where a hidden ``.NAME.part`` file goes when published: ``NAME``."""
+        return part.with_name(part.name[1 : -len(_PART)])
+
     def publish(self) -> list[str]:
         """Every file renamed into place; their paths relative to the dataset."""
         done = []
         for part in self.written:
-            final = part.with_name(part.name[1 : -len(_PART)])
+            final = self._final(part)
             os.replace(part, final)
             done.append(final.relative_to(self.root.parent).as_posix())
         return sorted(done)
+
+    def discard(self) -> None:
+        """Every file written, renamed into place or not, removed."""
+        for part in self.written:
+            part.unlink(missing_ok=True)
+            self._final(part).unlink(missing_ok=True)
 
 
 def _violations_df(events: list[Violation]) -> pl.DataFrame:
@@ -509,11 +520,14 @@ def _all_or_nothing(writers: dict[str, _TableWriter], out: Path, source: str) ->
         yield
     except OSError as exc:
         for writer in writers.values():
-            for part in writer.written:
-                part.unlink(missing_ok=True)
-                part.with_name(part.name[1 : -len(_PART)]).unlink(missing_ok=True)
-        (out / _SOURCES / f".{source}.json{_PART}").unlink(missing_ok=True)
+            writer.discard()
+        _manifest_part(out, source).unlink(missing_ok=True)
         raise unwritable([out], exc) from None
+
+
+def _manifest_part(out: Path, source: str) -> Path:
+    """Where a source's manifest is written before it is renamed into place (the commit)."""
+    return out / _SOURCES / f".{source}.json{_PART}"
 
 
 def convert_segment(
@@ -601,7 +615,7 @@ def convert_segment(
         }
         sources = out / _SOURCES
         sources.mkdir(exist_ok=True)
-        tmp = sources / f".{seg.source}.json{_PART}"
+        tmp = _manifest_part(out, seg.source)
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
         os.replace(tmp, sources / f"{seg.source}.json")  # the file is in the dataset now
     return (

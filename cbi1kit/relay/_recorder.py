@@ -22,6 +22,7 @@ from typing import Any, Final, Literal, TextIO
 import grpc
 from google.protobuf.message import DecodeError
 
+from cbi1kit._files import unwritable
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._segments import RotatingCaptureWriter, read_segment_info
@@ -648,9 +649,8 @@ class Recorder:
         """The session's end for a capture that cannot be written: the first such reason."""
         with self._lock:
             if self.report.exit_code == 0:
-                why = exc.strerror or str(exc)
                 self.report.exit_code = _UNWRITABLE
-                self.report.stop_reason = f"cannot write {self.config.capture}: {why}"
+                self.report.stop_reason = str(unwritable([self.config.capture], exc))
 
     def _write_message(self, stream: int, data: bytes, wall: int, mono: int) -> None:
         """Append one message as received, with its receive times (wall, monotonic ns)."""
