@@ -750,7 +750,29 @@ def _moment(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _view_lane_rows(domain: Any) -> list[tuple[object, ...]]:
+def _seconds(text: str) -> float:
+    """``--max-age``: seconds, a positive number (upstream refuses a zero age limit)."""
+    from cbi1kit.analysis._global import max_age_ns
+
+    try:
+        value = float(text)
+        max_age_ns(value)
+    except (ValueError, LaneError):
+        raise argparse.ArgumentTypeError(f"expected positive seconds, got {text!r}") from None
+    return value
+
+
+def _max_age_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-age",
+        type=_seconds,
+        metavar="SECONDS",
+        help="the router's overlap_max_age: mark a ready lane stale (the scorer gives it no "
+        "score) when its last snapshot, delta or heartbeat is older than this at the moment",
+    )
+
+
+def _view_lane_rows(domain: Any, now: int | None = None) -> list[tuple[object, ...]]:
     from cbi1kit.analysis._global import format_unix_ns
     from cbi1kit.ckf._bucket import lane_occupancy
 
@@ -768,10 +790,19 @@ def _view_lane_rows(domain: Any) -> list[tuple[object, ...]]:
                 "-" if n.time_unix_ns is None else format_unix_ns(n.time_unix_ns),
                 "-" if n.stream_id is None else n.stream_id,
                 f"{lane_occupancy(words) / (4 * words.shape[0]):.4f}" if n.ready else "-",
-                "" if n.ready else n.why.removeprefix("not ready: "),
+                _lane_why(n, now),
             )
         )
     return rows
+
+
+def _lane_why(n: Any, now: int | None) -> str:
+    """A view lane's note: why it is not ready, or that it is stale (and since when)."""
+    if not n.ready:
+        return str(n.why).removeprefix("not ready: ")
+    if n.stale and now is not None and n.touched_unix_ns is not None:
+        return f"stale: last message {(now - n.touched_unix_ns) / 1e9:.1f} s before"
+    return ""
 
 
 def _view_json(view: Any, report: Any, path: Path) -> dict[str, object]:
@@ -796,6 +827,8 @@ def _view_json(view: Any, report: Any, path: Path) -> dict[str, object]:
             "stream_id": n.stream_id,
             "session": n.session,
             "why": n.why,
+            "last_message_unix_ns": n.touched_unix_ns,
+            "stale": n.stale,
         }
 
     return {
@@ -803,6 +836,7 @@ def _view_json(view: Any, report: Any, path: Path) -> dict[str, object]:
         "model": view.model,
         "at": None if view.at is None else str(view.at),
         "unix_ns": view.unix_ns,
+        "max_age_ns": view.max_age_ns,
         "catalog_revisions": [c.revision for c in view.catalogs],
         "domains": [
             {
@@ -828,7 +862,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     fmt = _expected_format(args)
     report = _replay(args.capture, fmt, not args.no_progress, history=True)
     try:
-        view = report.global_view(model=args.model, at=args.at)
+        view = report.global_view(model=args.model, at=args.at, max_age=args.max_age)
     except IdentityError as exc:  # a model no pool of the catalog serves
         raise CliError(str(exc), EXIT_USAGE) from None
     except LaneError as exc:
@@ -865,7 +899,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             )
         )
         header = ("lane", "dc", "producer", "ready", "sequence", "time", "stream", "load", "why")
-        print(table(_view_lane_rows(d), header))
+        print(table(_view_lane_rows(d, view.now_unix_ns), header))
     for pool, why in view.skipped:
         print(f"skipped {'a lane' if pool is None else pool}: {why}")
     if not report.ok:
@@ -984,6 +1018,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             tokens=tokens,
             request=request,
             at=args.at,
+            max_age=args.max_age,
             lora=args.lora,
             local_dc=args.local_dc,
             tie_key=args.tie_key,
@@ -1475,6 +1510,7 @@ def _add_view(sub: _Commands) -> None:
     p.add_argument("capture", type=Path, help="kvrcap capture (or grpcurl JSON, CBI1 frames)")
     p.add_argument("--model", help="a model or alias the catalog's pools register")
     p.add_argument("--at", type=_moment, help="a sequence, 2026-11-30T12:00:00Z or +90s")
+    _max_age_arg(p)
     _format_args(p)
     p.add_argument("--json", action="store_true", help="print the view as JSON")
     _quiet(p)
@@ -1522,6 +1558,7 @@ def _add_explain(sub: _Commands) -> None:
     p.add_argument(
         "--at", type=_moment, metavar="SEQ|ISO|+90s", help="a sequence, a time or an offset"
     )
+    _max_age_arg(p)
     p.add_argument("--local-dc", metavar="DC", help="the router's own DC: it wins a tie")
     p.add_argument("--tie-key", type=U64, metavar="KEY", help="the request's tie key (u64)")
     p.add_argument(

@@ -175,6 +175,7 @@ class LaneVariant(StrEnum):
     At = "At"
     DifferentFormats = "DifferentFormats"
     NotALane = "NotALane"
+    MaxAge = "MaxAge"
 
 
 class PublicationVariant(StrEnum):
@@ -531,7 +532,8 @@ class LaneError(Cbi1kitError[LaneVariant]):
     """The consumer side: a manifest or lane assignment upstream refuses (``Manifest.<variant>``,
     ``Assignment.<variant>``), a lane fault (``Fault.<variant>``), or a point of a replay that
     cannot be named (a sequence or time not replayed, several lanes or domains, a bad moment, a
-    lane not ready then), or lanes that cannot be compared (``DifferentFormats``, ``NotALane``).
+    lane not ready then), or lanes that cannot be compared (``DifferentFormats``, ``NotALane``),
+    or a staleness limit that is no positive duration (``MaxAge``).
     """
 
     Variant = LaneVariant
@@ -711,6 +713,7 @@ _MIXINS: dict[tuple[StrEnum, type[Cbi1kitError]], type[Cbi1kitError]] = {
     (LaneVariant.At, LaneError): LaneValueError,
     (LaneVariant.DifferentFormats, LaneError): LaneValueError,
     (LaneVariant.NotALane, LaneError): LaneValueError,
+    (LaneVariant.MaxAge, LaneError): LaneValueError,
     (PublicationVariant.BucketIndexOverflow, PublicationError): PublicationOverflowError,
     (SimulationVariant.Relay, SimulationError): SimulationRuntimeError,
     (VizVariant.Report, VizError): VizRuntimeError,

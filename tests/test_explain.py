@@ -478,3 +478,25 @@ def test_cli_explain_exit_codes(fleet: Path, tmp_path: Path) -> None:
         "explain", str(tmp_path / "none.kvrcap"), "--model", MODEL, "--tokens", tokens
     )
     assert code == 3 and one_line(err)
+
+
+def test_a_stale_lane_is_searched_but_not_ranked(fleet: Path) -> None:
+    """scorer.rs (6b5411d5): past ``overlap_max_age`` since its last message a lane gets no
+    score. DC 1's last message is its snapshot at T0, DC 0 published a delta at T0 + 7 s, the
+    capture's end: with max_age 5 s only DC 0 is ranked."""
+    e = ck.explain(fleet, model=MODEL, tokens=T, max_age=5)
+    assert (e.lane(0).stale, e.lane(1).stale) == (False, True)
+    assert e.lane(1).depth == 1 and e.ranking == (0,)
+    assert e.lane(1).touched_unix_ns == T0 and e.lane(0).touched_unix_ns == T0 + 7 * SECOND
+    assert "the scorer gives it no score" in str(e)
+    assert ck.explain(fleet, model=MODEL, tokens=T, max_age=7).ranking == (0, 1)  # 7 s: fresh
+    code, out, err = cli_run("view", str(fleet), "--max-age", "5")
+    assert code == 0, err
+    assert "stale: last message 7.0 s before" in out
+    code, out, _ = cli_run("view", str(fleet), "--max-age", "5", "--json")
+    lanes = json.loads(out)["domains"][0]["lanes"]
+    assert [n["stale"] for n in lanes] == [False, True]
+    code, _, err = cli_run(
+        "explain", str(fleet), "--model", MODEL, "--tokens", "1", "--max-age", "0"
+    )
+    assert code == 2 and "positive seconds" in err

@@ -285,3 +285,52 @@ def test_a_view_before_the_first_message_says_its_pools_cannot_be_placed_yet() -
     assert "holds no pool" not in out
     assert "no lane: none of its 1 pool(s) can be placed at 1970-01-01T00:00:00Z" in out
     assert "no format known by then" in out
+
+
+SEC = 1_000_000_000
+
+
+def _paced(path: Path, gap_after: int) -> tuple[Path, list[int], list[int]]:
+    """One pool's stream, a message a second, its stream closed ``gap_after`` seconds after
+    the last: the path, each message's receive time, and its kind."""
+    stream = build_stream(expected_blocks=64, warmup_events=5, deltas=6, heartbeat_every=2)
+    t0 = 1_800_000_000 * SEC
+    times = [t0 + i * SEC for i in range(len(stream.messages))]
+    with CaptureWriter(path) as w:
+        sid = w.open_stream("relay", SUBSCRIBE_KV_POOL_METHOD, b"", recv_unix_ns=t0)
+        for m, t in zip(stream.messages, times, strict=True):
+            w.message(sid, m.SerializeToString(), recv_unix_ns=t)
+        w.close_stream(sid, recv_unix_ns=times[-1] + gap_after * SEC)
+    return path, times, [int(m.kind) for m in stream.messages]
+
+
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_a_lane_is_stale_as_upstreams_scorer_judges(tmp_path: Path, engine: str) -> None:
+    """scorer.rs (6b5411d5): a ready lane scores while its last snapshot, delta or heartbeat
+    is at most ``max_age`` old (strictly more: stale); heartbeats keep it fresh."""
+    path, times, kinds = _paced(tmp_path / "paced.kvrcap", gap_after=100)
+    report = replay(path, engine=engine)
+    beat = max(i for i, k in enumerate(kinds) if k == 3)  # FILTER_UPDATE_KIND_HEARTBEAT
+    assert kinds[beat - 1] == 2  # a delta a second before it
+    last = times[-1]
+    (lane,) = report.global_view(max_age=30).lanes
+    assert lane.ready and lane.stale and lane.touched_unix_ns == last  # at the capture's end
+    (lane,) = report.global_view(at=format_unix_ns(last + 30 * SEC), max_age=30).lanes
+    assert lane.stale is False  # exactly max_age: still fresh (strictly more is stale)
+    (lane,) = report.global_view(at=format_unix_ns(last + 30 * SEC + 1), max_age=30).lanes
+    assert lane.stale is True
+    (lane,) = report.global_view(at=format_unix_ns(times[beat]), max_age=0.5).lanes
+    assert lane.touched_unix_ns == times[beat] and lane.stale is False  # the heartbeat's time
+    (lane,) = report.global_view(at=format_unix_ns(times[beat] + SEC // 2 + 1), max_age=0.5).lanes
+    assert lane.touched_unix_ns == times[beat] and lane.stale is True
+    (lane,) = report.global_view().lanes
+    assert lane.stale is None and lane.touched_unix_ns == last  # no max_age: not judged
+    (lane,) = report.global_view(at=report.lanes[0].final_sequence, max_age=30).lanes
+    assert lane.stale is None  # a sequence names no time
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "30s", True])
+def test_max_age_is_a_positive_duration(bad: Any) -> None:
+    with raises_variant(LaneError, "MaxAge", match="positive duration"):
+        global_view(ReplayReport(None, 0), max_age=bad)  # type: ignore[arg-type]
+    assert global_view(ReplayReport(None, 0), max_age=timedelta(seconds=1)).max_age_ns == SEC

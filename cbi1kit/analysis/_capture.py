@@ -36,6 +36,8 @@ from cbi1kit.capture._segments import CaptureSet
 from cbi1kit.errors import LaneError, LaneVariant
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     import polars as pl
 
     from cbi1kit.analysis._diff import LaneDiff, LaneSource
@@ -407,11 +409,18 @@ class Capture:
         report = self.replay()
         return lane_at_moment(report, report.lane(dc, pool=pool), at)[1]
 
-    def view(self, *, model: str | None = None, at: Moment = None) -> GlobalView:
-        """What a global router consults for ``model`` at ``at`` (``cbi1kit.global_view``)."""
+    def view(
+        self,
+        *,
+        model: str | None = None,
+        at: Moment = None,
+        max_age: float | timedelta | None = None,
+    ) -> GlobalView:
+        """What a global router consults for ``model`` at ``at``, stale lanes marked past
+        ``max_age`` seconds (``cbi1kit.global_view``)."""
         from cbi1kit.analysis._global import build_global_view
 
-        return build_global_view(self.replay(), model=model, at=at)
+        return build_global_view(self.replay(), model=model, at=at, max_age=max_age)
 
     def timeline(self, *, model: str | None = None, points: int = 24) -> pl.DataFrame:
         """The global view at ``points`` moments (``analysis._global.global_timeline``)."""

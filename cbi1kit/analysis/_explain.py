@@ -15,6 +15,7 @@ a true or a false positive only for someone who knows what the producer holds (`
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import io
 import os
@@ -193,7 +194,9 @@ class LaneExplanation:
     block whose fingerprint neither bucket holds; None: every block is held) and ``removed`` the
     write after which that fingerprint left both buckets, if the lane held it before (a delta,
     or a new session's snapshot that no longer had it). A lane that is not ready says ``why``
-    and is not searched (upstream's ready mask)."""
+    and is not searched (upstream's ready mask). A ``stale`` lane (its last message older than
+    the ``max_age`` asked for, received at ``touched_unix_ns``) is searched but not ranked:
+    upstream's scorer gives it no score (None: staleness not judged)."""
 
     lane: int
     pool: PoolId
@@ -208,6 +211,8 @@ class LaneExplanation:
     first_missing: int | None = None
     removed: Change | None = None
     truth_known: bool = False
+    stale: bool | None = None
+    touched_unix_ns: int | None = None
 
     @property
     def dc_id(self) -> DcId:
@@ -230,6 +235,8 @@ class LaneExplanation:
             "first_missing": self.first_missing,
             "removed": None if self.removed is None else self.removed.to_dict(),
             "truth_known": self.truth_known,
+            "stale": self.stale,
+            "last_message_unix_ns": self.touched_unix_ns,
             "blocks": [b.to_dict() for b in self.blocks],
         }
 
@@ -440,6 +447,11 @@ def _lane_parts(n: LaneExplanation) -> Iterable[RenderableType]:
         return
     when = "" if n.unix_ns is None else f", received {format_unix_ns(n.unix_ns)}"
     yield Text(head + f"ready at sequence {n.sequence}{when} (stream {n.stream_id})")
+    if n.stale and n.touched_unix_ns is not None:
+        yield Text(
+            f"   stale: its last message came {format_unix_ns(n.touched_unix_ns)}, longer "
+            "than max_age before the moment; the scorer gives it no score (not ranked)"
+        )
     rows = _table("block", "held", "bucket", "slot", "since", "truth")
     for b in n.blocks:
         rows.add_row(
@@ -749,7 +761,8 @@ def _ranking(
             n.pool,
         )
 
-    return tuple(n.lane for n in sorted((n for n in lanes if n.ready), key=key))
+    scored = (n for n in lanes if n.ready and not n.stale)
+    return tuple(n.lane for n in sorted(scored, key=key))
 
 
 def _pick_domain(view: GlobalView, domain: IndexerDomainId | str | None) -> DomainView:
@@ -793,6 +806,7 @@ def explain(
     tokens: npt.ArrayLike | Sequence[int] | None = None,
     request: BlockRequest | None = None,
     at: At | int | str | datetime | timedelta | None = None,
+    max_age: float | timedelta | None = None,
     lora: str | None = None,
     truth: HoldingsByDc | None = None,
     local_dc: int | str | DcId | None = None,
@@ -806,7 +820,8 @@ def explain(
     The steps: the catalog's registration for ``model`` (or the LoRA alias ``lora``) and its
     query semantics; the request's block hashes under them (salted with the canonical adapter);
     each block's fingerprint and buckets; then, per DC lane of the model's consumer table at
-    the moment (``at`` as :func:`cbi1kit.analysis.global_view` takes it), whether a slot of
+    the moment (``at`` and ``max_age`` as :func:`cbi1kit.analysis.global_view` takes them:
+    a stale lane is not ranked), whether a slot of
     bucket a or b holds the fingerprint, which, and since which snapshot or delta; the prefix
     depth upstream's search finds (``find_prefix_depths``, ``verification_window`` as the
     router's ``PrefixSearchConfig``), where the chain breaks and what removed the block.
@@ -840,7 +855,7 @@ def explain(
         if isinstance(capture, ReplayReport)
         else replay(capture, expected_format=expected_format, keep_events=False)
     )
-    view = build_global_view(report, model=model, at=at)
+    view = build_global_view(report, model=model, at=at, max_age=max_age)
     dom = _pick_domain(view, domain)
     desc, revision = _descriptor(view, dom, model)
     reg = _registration(desc, model, lora)
@@ -879,17 +894,10 @@ def explain(
             )
             continue
         words = table.storage[:, n.lane]
-        lanes.append(
-            _lane(
-                n,
-                by_pool.get(n.pool),
-                words,
-                blocks,
-                masks,
-                depths[n.lane],
-                truths.get(n.lane),
-            )
+        found = _lane(
+            n, by_pool.get(n.pool), words, blocks, masks, depths[n.lane], truths.get(n.lane)
         )
+        lanes.append(dataclasses.replace(found, stale=n.stale, touched_unix_ns=n.touched_unix_ns))
     local_id = _local_dc(local_dc, dom.lanes)
     key = None if tie_key is None else int(tie_key) & _U64
     return Explanation(

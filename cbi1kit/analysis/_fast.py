@@ -277,7 +277,8 @@ class _Taken:
         player._last_stream = int(span.stream[hi - 1])
         timed = span.has_time[lo:hi]
         if timed.any():
-            player._seen(int(span.wall[lo:hi][timed].view(np.uint64).min()))
+            walls = span.wall[lo:hi][timed].view(np.uint64)
+            player._seen(int(walls.min()), int(walls.max()))
         _add(player._counts, _tally(self.kinds) if shared is None else shared[0])
         if player.keep_events:
             ev = None if shared is None else shared[1]
@@ -294,6 +295,9 @@ class _Taken:
             self._applied(lane, rows)
         elif applied.any():
             self._applied(lane, _positions(rows)[applied])
+        beats = kinds == k.HEARTBEAT
+        if beats.any():
+            self._beats(lane, _positions(rows)[beats])
         tally = _tally(kinds)
         _add(lane._counts, tally)
         lane.frames += len(kinds)
@@ -332,6 +336,19 @@ class _Taken:
                 refs["at"], refs["number"] = span.start[rows], 0
             refs["length"], refs["sequence"] = span.length[rows], sequences
             seg.history.deltas.extend(refs)
+
+    def _beats(self, lane: LaneReplayer, rows: npt.NDArray[np.int64]) -> None:
+        """The lane's accepted heartbeats' receive times, as the per-message engine keeps them
+        (what keeps a lane fresh for upstream's scorer)."""
+        seg = lane._current
+        if seg is None or not seg.timed:
+            return
+        span = self.run.span
+        timed = span.has_time[rows]
+        upto = len(rows) if timed.all() else int(np.argmin(timed))
+        seg.heartbeat_unix_ns.frombytes(span.wall[rows][:upto].view(np.uint64).tobytes())
+        if upto < len(rows):
+            seg.timed = False
 
     def _hooks(self) -> None:
         """The delta hooks, as the per-message engine calls them: in record order."""

@@ -19,6 +19,7 @@ lane's final words (its last session at its last sequence).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -57,6 +58,7 @@ __all__ = [
     "global_timeline",
     "global_view",
     "lane_at_moment",
+    "max_age_ns",
     "parse_at",
     "resolve_moment",
 ]
@@ -194,6 +196,10 @@ class ViewLane:
     ``sequence`` and ``time_unix_ns`` (receive time of the message that made it) and
     ``stream_id`` are None when not ready; ``session`` counts the lane's snapshot sessions
     from 1 (the lease's ``assignment_epoch``); ``why`` says why a lane is not ready.
+    ``touched_unix_ns`` is the receive time of the session's last install, delta or heartbeat
+    by the moment, and ``stale`` whether more than the view's ``max_age`` had passed since
+    then (upstream's scorer then gives the lane no score); None where not judged (no
+    ``max_age``, a moment without a time, no receive times).
     """
 
     lane: int
@@ -205,9 +211,13 @@ class ViewLane:
     stream_id: int | None = None
     session: int | None = None
     why: str = ""
+    touched_unix_ns: int | None = None
+    stale: bool | None = None
 
     def __repr__(self) -> str:
         state = f"ready at {self.sequence}" if self.ready else f"not ready ({self.why})"
+        if self.stale:
+            state += ", stale"
         return f"<ViewLane {self.lane}: pool {self.pool}, {state}>"
 
 
@@ -229,7 +239,9 @@ class GlobalView:
     """Upstream's consumer tables at ``at`` (resolved to ``unix_ns`` for a time): one per
     indexer domain of the model's pools. ``catalogs`` are the catalog revisions it used (per
     relay target); ``skipped`` the pools left out, and why (``None``: a lane of frames without a
-    producer identity, such as bare CBI1 frames, which no indexer domain holds)."""
+    producer identity, such as bare CBI1 frames, which no indexer domain holds). ``max_age_ns``
+    is the scorer's ``overlap_max_age`` the lanes' staleness was judged by (None: not judged),
+    at ``now_unix_ns`` (the moment's time; the capture's last record without a moment)."""
 
     model: str | None
     at: At | None
@@ -237,6 +249,8 @@ class GlobalView:
     domains: list[DomainView]
     catalogs: list[PoolCatalog] = field(default_factory=list)
     skipped: list[tuple[PoolId | None, str]] = field(default_factory=list)
+    max_age_ns: int | None = None
+    now_unix_ns: int | None = None
 
     def __repr__(self) -> str:
         when = "" if self.at is None else f" at {self.at}"
@@ -285,6 +299,10 @@ class GlobalView:
                         "session": n.session,
                         "load_factor": _load(words) if n.ready else None,
                         "why": n.why,
+                        "last_message": None
+                        if n.touched_unix_ns is None
+                        else format_unix_ns(n.touched_unix_ns),
+                        "stale": n.stale,
                     }
                 )
         return pl.DataFrame(
@@ -301,6 +319,8 @@ class GlobalView:
                 "session": pl.UInt32,
                 "load_factor": pl.Float64,
                 "why": pl.String,
+                "last_message": pl.String,
+                "stale": pl.Boolean,
             },
         )
 
@@ -471,17 +491,56 @@ def _model_catalogs(
     return catalogs
 
 
+def max_age_ns(value: float | timedelta | None) -> int | None:
+    """The scorer's ``overlap_max_age`` (seconds or a ``timedelta``) in ns; upstream takes no
+    default and refuses zero (``GlobalViewRuntime::new``), so ``LaneError`` ``MaxAge`` for a
+    duration that is not positive."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        ns = _timedelta_ns(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        ns = round(value * 1e9)
+    else:
+        ns = 0
+    if ns <= 0:
+        raise LaneError(
+            LaneVariant.MaxAge,
+            message=f"max_age is the scorer's overlap_max_age: a positive duration in "
+            f"seconds or a timedelta, got {value!r}",
+        )
+    return ns
+
+
+def _staleness(st: _State, now: int | None, limit: int | None) -> tuple[int | None, bool | None]:
+    """A ready lane's last message by ``now`` and whether it is stale (scorer.rs: elapsed
+    since ``received_at`` > ``max_age``, strictly)."""
+    if st.segment is None or now is None:
+        return None, None
+    touched = st.segment.touched_at(now)
+    if touched is None or limit is None:
+        return touched, None
+    return touched, now - touched > limit
+
+
 def build_global_view(
-    report: ReplayReport, *, model: str | None = None, at: Any = None
+    report: ReplayReport,
+    *,
+    model: str | None = None,
+    at: Any = None,
+    max_age: float | timedelta | None = None,
 ) -> GlobalView:
     """The consumer tables of ``report`` at ``at`` (see the module docstring). The manifest's
     rules are :class:`~cbi1kit.ckf.CkfLaneTable`'s: more than 16 pools of one domain is
     ``LaneError`` ``Manifest.InvalidLane``, a lane of another format ``Assignment.WrongFormat``.
     ``model`` without a catalog by then is ``LaneError`` ``NoCatalog``; a model no catalog
-    pool serves is ``IdentityError`` ``UnknownModel``."""
+    pool serves is ``IdentityError`` ``UnknownModel``. With ``max_age`` (the scorer's
+    ``overlap_max_age``) each ready lane is judged stale or not at the moment's time."""
+    limit = max_age_ns(max_age)
     point, unix_ns = resolve_moment(report, at)
     catalogs = _model_catalogs(report, model, unix_ns)
-    view = GlobalView(model, point, unix_ns, [], catalogs)
+    now = report.last_unix_ns if point is None else unix_ns
+    view = GlobalView(model, point, unix_ns, [], catalogs, max_age_ns=limit, now_unix_ns=now)
     by_domain: dict[IndexerDomainId, list[tuple[_Entry, _State]]] = {}
     for entry in _entries(report, catalogs, model):
         by_domain.setdefault(entry.pool.indexer_domain, []).append(
@@ -512,6 +571,7 @@ def build_global_view(
                 replica.assign(st.producer, lease)
                 words = entry.lane._words(st.segment, st.sequence)
                 replica.install_snapshot(DcCkfSnapshot(st.producer, lease, st.sequence, words))
+            touched, stale = _staleness(st, now, limit) if ready else (None, None)
             lanes.append(
                 ViewLane(
                     i,
@@ -523,6 +583,8 @@ def build_global_view(
                     st.segment.stream_id if ready and st.segment is not None else None,
                     st.session if ready else None,
                     st.why,
+                    touched,
+                    stale,
                 )
             )
         view.domains.append(DomainView(domain, table, lanes))
@@ -545,18 +607,21 @@ def global_view(
     *,
     model: str | None = None,
     at: At | int | str | datetime | timedelta | None = None,
+    max_age: float | timedelta | None = None,
     expected_format: FilterFormat | None = None,
 ) -> GlobalView:
     """What a global router consults for ``model`` at ``at``: upstream's consumer table per
     indexer domain, each lane with where its words came from. ``capture`` is replayed (with
     history, without per-record events) unless it is a report already. See the module
-    docstring for ``at``; ``ck.global_view("fleet.kvrcap", model="m", at="+90s").table``."""
+    docstring for ``at``; ``ck.global_view("fleet.kvrcap", model="m", at="+90s").table``.
+    ``max_age`` (seconds; upstream's ``overlap_max_age``, which has no default) marks the
+    ready lanes whose last message is older than that at the moment ``stale``."""
     report = (
         capture
         if isinstance(capture, ReplayReport)
         else replay(capture, expected_format=expected_format, keep_events=False)
     )
-    return build_global_view(report, model=model, at=at)
+    return build_global_view(report, model=model, at=at, max_age=max_age)
 
 
 def global_timeline(

@@ -48,6 +48,8 @@ from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._rules import RULE_INDEX, rule_of
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from cbi1kit.analysis._capture import Capture, Source
     from cbi1kit.analysis._global import GlobalView
 
@@ -72,8 +74,8 @@ class _Segment:
     """A snapshot point and the deltas applied on top of it: the sequences it covers, its
     history (the messages ``lane_at`` reads back; None when none is kept), and its session's
     provenance: stream, producer (wire bytes), DC, format seed, the receive time of the install
-    and of every delta after it (``timed`` while every message had one), and when and why the
-    session stopped feeding the lane."""
+    and of every delta and heartbeat after it (``timed`` while every message had one), and when
+    and why the session stopped feeding the lane."""
 
     frame_index: int
     sequence: int
@@ -86,6 +88,7 @@ class _Segment:
     seed: int | None = None
     installed_unix_ns: int | None = None
     delta_unix_ns: array[int] = field(default_factory=lambda: array("Q"))
+    heartbeat_unix_ns: array[int] = field(default_factory=lambda: array("Q"))
     timed: bool = False
     ended_unix_ns: int | None = None
     ended_by: str | None = None
@@ -95,6 +98,18 @@ class _Segment:
     def kept(self) -> bool:
         """Whether ``lane_at`` can rebuild the segment's lanes."""
         return self.history is not None
+
+    def touched_at(self, unix_ns: int) -> int | None:
+        """The receive time of the session's last install, delta or heartbeat at or before
+        ``unix_ns``: what upstream's scorer keeps as ``received_at`` (None: untimed, or none)."""
+        if not self.timed or self.installed_unix_ns is None or self.installed_unix_ns > unix_ns:
+            return None
+        last = self.installed_unix_ns
+        for times in (self.delta_unix_ns, self.heartbeat_unix_ns):
+            k = bisect.bisect_right(times, unix_ns)
+            if k:
+                last = max(last, times[k - 1])
+        return last
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +315,8 @@ class ReplayReport:
     violations and the lanes' sessions are there either way. ``catalogs`` are the capture's
     catalog updates and ``streams`` its streams (empty for sources other than a capture);
     ``catalog_damage`` its catalog records that do not decode (the catalog's, not the frames':
-    no violation); ``first_unix_ns`` is the receive time of its first message.
+    no violation); ``first_unix_ns`` and ``last_unix_ns`` are the receive times of its first and
+    last message.
 
     With one lane, ``final_lane``, ``final_sequence``, ``sequence_ranges`` and ``lane_at`` are
     that lane's (with none: nothing installed); with several they are ``LaneError``
@@ -316,6 +332,7 @@ class ReplayReport:
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _violations: list[Violation] = field(default_factory=list, repr=False)
     catalog_damage: list[FrameDamage] = field(default_factory=list, repr=False)
+    last_unix_ns: int | None = None
 
     @property
     def violations(self) -> list[Violation]:
@@ -405,11 +422,17 @@ class ReplayReport:
             )
         return only.lane_at(sequence)
 
-    def global_view(self, *, model: str | None = None, at: Any = None) -> GlobalView:
+    def global_view(
+        self,
+        *,
+        model: str | None = None,
+        at: Any = None,
+        max_age: float | timedelta | None = None,
+    ) -> GlobalView:
         """Upstream's consumer tables at ``at``: see :func:`cbi1kit.analysis.global_view`."""
         from cbi1kit.analysis._global import build_global_view
 
-        return build_global_view(self, model=model, at=at)
+        return build_global_view(self, model=model, at=at, max_age=max_age)
 
 
 def _lane_name(lane: LaneReport) -> str:
@@ -663,8 +686,20 @@ class LaneReplayer:
             assert step.delta is not None
             self._applied(rec, step.delta, step.previous)
             return self._event(rec, EventKind.DELTA_APPLIED)
-        kind = EventKind.HEARTBEAT if step.kind is StepKind.HEARTBEAT else EventKind.SNAPSHOT_CHUNK
-        return self._event(rec, kind, step.reason)
+        if step.kind is StepKind.HEARTBEAT:
+            self._beat(rec)
+            return self._event(rec, EventKind.HEARTBEAT, step.reason)
+        return self._event(rec, EventKind.SNAPSHOT_CHUNK, step.reason)
+
+    def _beat(self, rec: _Rec) -> None:
+        """An accepted heartbeat: the scorer's ``touch`` (its time keeps the lane fresh)."""
+        seg = self._current
+        if seg is None:
+            return
+        if rec.unix_ns is None:
+            seg.timed = False
+        elif seg.timed:
+            seg.heartbeat_unix_ns.append(rec.unix_ns)
 
     def _applied(self, rec: _Rec, delta: Delta, previous: Words | None) -> None:
         if self._segments:  # the lane was installed in this session: the last segment
@@ -817,6 +852,7 @@ class Replayer:
         self.streams: dict[int, StreamInfo] = {}
         self.catalog_damage: list[FrameDamage] = []
         self.first_unix_ns: int | None = None
+        self.last_unix_ns: int | None = None
         self._lanes: dict[bytes, _LaneSlot] = {}
         self._stream_lane: dict[int, bytes] = {}
         self._damaged: dict[int, int] = {}  # stream -> frame index of damage before its lane
@@ -832,9 +868,15 @@ class Replayer:
             self.events.append(event)
         return event
 
-    def _seen(self, unix_ns: int | None) -> None:
-        if unix_ns is not None and (self.first_unix_ns is None or unix_ns < self.first_unix_ns):
+    def _seen(self, unix_ns: int | None, last: int | None = None) -> None:
+        """Receive times seen: ``unix_ns`` (and ``last``, the latest of a batch)."""
+        if unix_ns is None:
+            return
+        if self.first_unix_ns is None or unix_ns < self.first_unix_ns:
             self.first_unix_ns = unix_ns
+        last = unix_ns if last is None else last
+        if self.last_unix_ns is None or last > self.last_unix_ns:
+            self.last_unix_ns = last
 
     def _slot(self, record: FrameRecord) -> _LaneSlot:
         """The lane of ``record``'s stream (decided by the stream's first message)."""
@@ -919,6 +961,8 @@ class Replayer:
             self.catalogs.append(item)
             return None
         if isinstance(item, StreamEvent):
+            if item.recv_unix_ns and (self.last_unix_ns or 0) < item.recv_unix_ns:
+                self.last_unix_ns = item.recv_unix_ns  # the capture's end is its last record
             info = self.streams.setdefault(item.stream_id, StreamInfo(item.stream_id))
             if item.opened is not None:
                 info.opened, info.opened_unix_ns = item.opened, item.recv_unix_ns
@@ -947,6 +991,7 @@ class Replayer:
             dict(self._counts),
             list(self._violations),
             list(self.catalog_damage),
+            self.last_unix_ns,
         )
 
 
