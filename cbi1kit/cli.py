@@ -40,6 +40,7 @@ from cbi1kit._cli_common import (
     exit_code,
     ranged,
     real_at_least,
+    seconds,
     table,
     terminal_width,
     wrapped,
@@ -316,15 +317,15 @@ def _print_replay_summary(report: Any, limit: int) -> None:
         print(f"{len(report.violations)} violation(s):")
         for line in _violation_lines(report, limit):
             print(line)
-    if report.catalog_damage:  # the catalog's records, not the frames': no violation
-        first = report.catalog_damage[0].error
+    if report.plane_damage:  # the catalog's and readiness records: no frame's violation
+        first = report.plane_damage[0].error
         print(
-            f"catalog: {len(report.catalog_damage)} update(s) that do not decode, first: "
-            f"{error_name(first)}: {first}"
+            f"planes: {len(report.plane_damage)} catalog or readiness update(s) that do not "
+            f"decode, first: {error_name(first)}: {first}"
         )
-    broken = report.catalog_violations  # the catalog stream's rules (coordinator.rs)
+    broken = report.plane_violations  # the catalog and readiness rules (coordinator.rs)
     if broken:
-        print(f"catalog: {len(broken)} rule break(s), first: {broken[0].describe()}")
+        print(f"planes: {len(broken)} rule break(s), first: {broken[0].describe()}")
 
 
 # -------------------------------------------------------------------------- inspect (capture)
@@ -594,14 +595,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         }
                         for v in report.violations
                     ],
-                    "catalog_damage": [
+                    "plane_damage": [
                         {
                             "record_index": d.error.record_index,
                             "error": f"{error_name(d.error)}: {d.error}",
                         }
-                        for d in report.catalog_damage
+                        for d in report.plane_damage
                     ],
-                    "catalog_violations": [v.to_dict() for v in report.catalog_violations],
+                    "plane_violations": [v.to_dict() for v in report.plane_violations],
                 },
                 indent=2,
             )
@@ -750,22 +751,10 @@ def _moment(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _seconds(text: str) -> float:
-    """``--max-age``: seconds, a positive number (upstream refuses a zero age limit)."""
-    from cbi1kit.analysis._global import max_age_ns
-
-    try:
-        value = float(text)
-        max_age_ns(value)
-    except (ValueError, LaneError):
-        raise argparse.ArgumentTypeError(f"expected positive seconds, got {text!r}") from None
-    return value
-
-
 def _max_age_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-age",
-        type=_seconds,
+        type=seconds(),
         metavar="SECONDS",
         help="the router's overlap_max_age: mark a ready lane stale (the scorer gives it no "
         "score) when its last snapshot, delta or heartbeat is older than this at the moment",

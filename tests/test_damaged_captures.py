@@ -304,14 +304,17 @@ def test_a_catalog_update_that_does_not_decode_is_no_damage_to_the_frames(
     library = replay(path)
     assert library.ok and not library.violations
     # kept aside, and said: the catalog's record, not the frames'
-    assert [d.index for d in library.catalog_damage] == [reported[0].index]
+    assert [d.index for d in library.plane_damage] == [reported[0].index]
     code, out, err = cli_run("replay", str(path), "--no-progress")
     assert code == 0, err
     assert "valid: no violations" in out
-    assert f"catalog: 1 update(s) that do not decode, first: {error_name(reported[0].error)}" in out
+    said = " ".join(out.split())
+    first = "planes: 1 catalog or readiness update(s) that do not decode, first: "
+    first += error_name(reported[0].error)
+    assert first in said
     code, out, err = cli_run("replay", str(path), "--no-progress", "--json")
     assert code == 0, err
-    said = json.loads(out)["catalog_damage"]
+    said = json.loads(out)["plane_damage"]
     assert said == [
         {
             "record_index": reported[0].error.record_index,

@@ -341,6 +341,28 @@ def test_the_recorder_records_every_plane_beside_the_pool_stream(
     assert result.ok and np.array_equal(result.final_lane, feeds[0].words())
 
 
+def test_record_validate_holds_the_catalog_and_readiness_to_one_relay(
+    tmp_path: Path, serve: Serve, recorders: Recorders
+) -> None:
+    """coordinator.rs (91ec3789): a relay whose readiness stream names another incarnation
+    than its open catalog stream breaks the epoch's one-relay rule; `record --validate` says
+    so as it happens, and replay finds the same break in the capture."""
+    feeds = two_pools(steps=30)
+    srv = serve(feeds)
+    path = tmp_path / "c.kvrcap"
+    cfg = recorder_config(srv.address, path, validate=True, selector=PoolSelector(dcs=("a",)))
+    rec = recorders(cfg)
+    wait_for(lambda: rec.report.plane_messages.get("readiness", 0) >= 1)
+    srv.relay = replace(srv.relay, relay_incarnation=srv.relay.relay_incarnation + 1)
+    srv.set_ready(1, False)  # a readiness update, under the new incarnation
+    wait_for(lambda: any("readiness-relay-changed" in v for v in rec.report.violations))
+    rec.finish()
+    said = [v for v in rec.report.violations if v.startswith("readiness stream")]
+    assert said and "Relay incarnation changed within a connection epoch" in said[0]
+    rules = {v.rule for v in replay(path).plane_violations}
+    assert "readiness-relay-changed" in rules
+
+
 def test_an_older_relay_without_serving_load_is_recorded_without_it(
     tmp_path: Path, serve: Serve, capsys: pytest.CaptureFixture[str]
 ) -> None:

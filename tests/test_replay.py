@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -558,53 +559,125 @@ def test_what_a_notebook_shows_of_a_result_is_one_short_line() -> None:
     )
 
 
-# ------------------------------------------------------------------- the catalog stream's rules
+# ------------------------------------------------------- the catalog and readiness streams' rules
+
+#: one plane update: (plane "c"/"r", stream, revision, drt instance, incarnation, content);
+#: ("close", stream) ends a stream
+PlaneStep = tuple[Any, ...]
 
 
-def _catalog_capture(path: Path, updates: list[tuple[int, int, int, int]]) -> Path:
-    """A capture of one catalog stream: (revision, drt instance, incarnation, pools) each."""
+def _plane_capture(path: Path, steps: list[PlaneStep]) -> Path:
+    """A capture of catalog and readiness streams, opened as first named."""
     from cbi1kit._proto import kvrelay_v1_pb2 as pb
     from cbi1kit.capture._file import CaptureWriter
-    from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
+    from cbi1kit.capture._streams import (
+        SUBSCRIBE_SERVING_READINESS_METHOD,
+        WATCH_KV_POOL_CATALOG_METHOD,
+    )
     from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
 
     with CaptureWriter(path) as w:
-        stream = w.open_stream("relay:1", WATCH_KV_POOL_CATALOG_METHOD, b"")
-        for revision, drt, incarnation, pools in updates:
-            update = pb.KvPoolCatalogUpdate(
-                protocol_version=1,
-                relay=pb.RelayIdentity(drt_instance_id=drt, relay_incarnation=incarnation),
-                revision=revision,
-                snapshot=pb.KvPoolCatalogSnapshot(
-                    pools=[pb.KvPoolDescriptor(pool_roles=[4]) for _ in range(pools)]
-                ),
-                contract_marker=RELAY_CONTRACT_MARKER,
+        ids: dict[int, int] = {}
+        for step in steps:
+            if step[0] == "close":
+                w.close_stream(ids.pop(step[1]))
+                continue
+            plane, stream, revision, drt, incarnation, content = step
+            if stream not in ids:
+                method = (
+                    WATCH_KV_POOL_CATALOG_METHOD
+                    if plane == "c"
+                    else SUBSCRIBE_SERVING_READINESS_METHOD
+                )
+                ids[stream] = w.open_stream("relay:1", method, b"")
+            relay = (
+                None
+                if drt is None
+                else pb.RelayIdentity(drt_instance_id=drt, relay_incarnation=incarnation)
             )
-            w.message(stream, update.SerializeToString())
+            if plane == "c":
+                update: Any = pb.KvPoolCatalogUpdate(
+                    protocol_version=1,
+                    relay=relay,
+                    revision=revision,
+                    snapshot=pb.KvPoolCatalogSnapshot(
+                        pools=[pb.KvPoolDescriptor(pool_roles=[4]) for _ in range(content)]
+                    ),
+                    contract_marker=RELAY_CONTRACT_MARKER,
+                )
+            else:
+                update = pb.ServingReadinessUpdate(
+                    protocol_version=1,
+                    relay=relay,
+                    revision=revision,
+                    entries=[
+                        pb.TopologyEntry(namespace="ns", canonical_model_id=f"m{i}")
+                        for i in range(content)
+                    ],
+                    contract_marker=RELAY_CONTRACT_MARKER,
+                )
+            w.message(ids[stream], update.SerializeToString())
     return path
 
 
 @pytest.mark.parametrize(
-    ("updates", "rules"),
+    ("steps", "rules"),
     [
-        ([(1, 7, 1, 1), (1, 7, 1, 1), (3, 7, 1, 2), (3, 7, 1, 2)], []),  # heartbeats, a skip
-        ([(2, 7, 1, 1), (1, 7, 1, 1)], ["catalog-revision-backwards"]),
-        ([(2, 7, 1, 1), (2, 7, 1, 2)], ["catalog-revision-unchanged"]),
-        ([(1, 7, 1, 1), (2, 7, 2, 1)], ["catalog-relay-changed"]),
+        (
+            [
+                ("c", 0, 1, 7, 1, 1),
+                ("c", 0, 1, 7, 1, 1),
+                ("c", 0, 3, 7, 1, 2),
+                ("c", 0, 3, 7, 1, 2),
+            ],
+            [],
+        ),
+        ([("c", 0, 2, 7, 1, 1), ("c", 0, 1, 7, 1, 1)], ["catalog-revision-backwards"]),
+        ([("c", 0, 2, 7, 1, 1), ("c", 0, 2, 7, 1, 2)], ["catalog-revision-unchanged"]),
+        ([("c", 0, 1, 7, 1, 1), ("c", 0, 2, 7, 2, 1)], ["catalog-relay-changed"]),
+        ([("c", 0, 1, None, 0, 1)], ["catalog-relay-missing"]),
+        # the readiness stream: the same rules on its entries
+        ([("r", 1, 5, 7, 1, 2), ("r", 1, 5, 7, 1, 2), ("r", 1, 6, 7, 1, 0)], []),
+        ([("r", 1, 5, 7, 1, 2), ("r", 1, 4, 7, 1, 2)], ["readiness-revision-backwards"]),
+        ([("r", 1, 5, 7, 1, 2), ("r", 1, 5, 7, 1, 1)], ["readiness-revision-unchanged"]),
+        ([("r", 1, 5, None, 0, 2)], ["readiness-relay-missing"]),
+        # one relay across the streams open together: catalog then readiness, either way round
+        ([("c", 0, 1, 7, 1, 1), ("r", 1, 1, 7, 2, 1)], ["readiness-relay-changed"]),
+        ([("r", 1, 1, 8, 1, 1), ("c", 0, 1, 7, 1, 1)], ["catalog-relay-changed"]),
+        # a closed stream's relay is no longer the epoch's: a restarted relay, resubscribed
+        (
+            [
+                ("c", 0, 1, 7, 1, 1),
+                ("r", 1, 1, 7, 1, 1),
+                ("close", 0),
+                ("close", 1),
+                ("c", 2, 1, 7, 2, 1),
+                ("r", 3, 1, 7, 2, 1),
+            ],
+            [],
+        ),
+        (
+            [("c", 0, 1, 7, 1, 1), ("r", 1, 1, 7, 1, 1), ("close", 0), ("c", 2, 1, 7, 2, 1)],
+            ["catalog-relay-changed"],
+        ),
+        # a resubscribed stream starts its revisions afresh
+        ([("c", 0, 9, 7, 1, 1), ("close", 0), ("c", 1, 1, 7, 1, 1)], []),
     ],
 )
-def test_the_catalog_stream_keeps_upstreams_rules(
-    tmp_path: Path, updates: list[tuple[int, int, int, int]], rules: list[str]
+def test_the_catalog_and_readiness_streams_keep_upstreams_rules(
+    tmp_path: Path, steps: list[PlaneStep], rules: list[str]
 ) -> None:
-    """coordinator.rs (0092138f): revisions never go back, a repeated revision repeats its
-    snapshot, one relay; `cbi1kit replay` names the first break beside the frames' verdict."""
+    """coordinator.rs (91ec3789, as 0092138f): one relay across a connection's catalog and
+    readiness streams, revisions never go back, a repeated revision repeats its content;
+    `cbi1kit replay` names the first break beside the frames' verdict."""
     from cliutil import cli_run
 
-    path = _catalog_capture(tmp_path / "catalog.kvrcap", updates)
+    path = _plane_capture(tmp_path / "planes.kvrcap", steps)
     report = replay(path)
-    assert [v.rule for v in report.catalog_violations] == rules
+    assert [v.rule for v in report.plane_violations] == rules
+    assert len(report.readiness) == sum(1 for s in steps if s[0] == "r")
     code, out, _ = cli_run("replay", str(path), "--no-progress")
-    assert code == 0  # the frames' verdict: the catalog's breaks are listed apart
-    assert ("catalog: 1 rule break(s), first: record " in out) == bool(rules), out
+    assert code == 0  # the frames' verdict: the planes' breaks are listed apart
+    assert ("planes: 1 rule break(s), first: record " in out) == bool(rules), out
     code, out, _ = cli_run("replay", str(path), "--json", "--no-progress")
-    assert [v["rule"] for v in json.loads(out)["catalog_violations"]] == rules
+    assert [v["rule"] for v in json.loads(out)["plane_violations"]] == rules

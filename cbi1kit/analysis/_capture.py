@@ -145,7 +145,7 @@ class Capture:
             return
         if capture:
             source = CaptureSet.of(self.source) if isinstance(self.source, list) else self.source
-            self._scan = CaptureScan(source, cursor=self._cursor)  # type: ignore[arg-type]
+            self._scan = CaptureScan(source, readiness=True, cursor=self._cursor)  # type: ignore[arg-type]
             self._live = self._scan.items(final=not self._following)
         else:
             self._live = frame_items(self.source)

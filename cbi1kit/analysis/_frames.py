@@ -22,7 +22,7 @@ from cbi1kit._lazy import compiled
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import check_engine
 from cbi1kit.analysis._schema import _KIND_ENUM, _SOURCES, FRAMES_SCHEMA, arrow_schema
-from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_catalog_update_damage
+from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_plane_update_damage
 from cbi1kit.errors import RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
 from cbi1kit.wire._rules import RULES
@@ -392,7 +392,7 @@ class FramesEngine:
         if isinstance(item, FrameSpan):
             yield from self._span(item)
         elif isinstance(item, SourceError) or (
-            isinstance(item, FrameDamage) and not is_catalog_update_damage(item)
+            isinstance(item, FrameDamage) and not is_plane_update_damage(item)
         ):  # an update of the catalog that does not decode is the catalog's, not the frames'
             yield from self.finish()
             yield _damage_df(item.error, item.index)

@@ -19,21 +19,22 @@ import numpy.typing as npt
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._events import EventKind, EventLog, ReplayEvent, Violation
 from cbi1kit.analysis._history import History, Ref, SegmentHistory
-from cbi1kit.analysis._plane import CatalogViolation, catalog_violations
 from cbi1kit.capture._file import StreamClose, StreamOpen
 from cbi1kit.capture._items import (
     CatalogRecord,
     FrameDamage,
     FrameRecord,
     FrameSpan,
+    ReadinessRecord,
     SourceError,
     StreamEvent,
-    is_catalog_update_damage,
+    is_plane_update_damage,
 )
 from cbi1kit.ckf._lane import Lane
 from cbi1kit.errors import Cbi1kitError, LaneError, LaneVariant
 from cbi1kit.hashing._identity import DcId, PoolId, ProducerIdentity, stable_dc_id
 from cbi1kit.relay._messages import pool_id_from_wire, producer_from_wire
+from cbi1kit.relay._planes import PlaneRecord, PlaneViolation, plane_violations
 from cbi1kit.relay._stream import (
     Step,
     StepKind,
@@ -314,9 +315,9 @@ class ReplayReport:
     ``events`` is empty when replay kept none (``keep_events=False``); the counts, the
     violations and the lanes' sessions are there either way. ``catalogs`` are the capture's
     catalog updates and ``streams`` its streams (empty for sources other than a capture);
-    ``catalog_damage`` its catalog records that do not decode (the catalog's, not the frames':
-    no violation); ``first_unix_ns`` and ``last_unix_ns`` are the receive times of its first and
-    last message.
+    ``readiness`` its readiness updates; ``plane_damage`` its catalog and readiness records
+    that do not decode (those planes', not the frames': no violation); ``first_unix_ns`` and
+    ``last_unix_ns`` are the receive times of its first and last message.
 
     With one lane, ``final_lane``, ``final_sequence``, ``sequence_ranges`` and ``lane_at`` are
     that lane's (with none: nothing installed); with several they are ``LaneError``
@@ -331,8 +332,10 @@ class ReplayReport:
     first_unix_ns: int | None = None
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _violations: list[Violation] = field(default_factory=list, repr=False)
-    catalog_damage: list[FrameDamage] = field(default_factory=list, repr=False)
+    plane_damage: list[FrameDamage] = field(default_factory=list, repr=False)
     last_unix_ns: int | None = None
+    readiness: list[ReadinessRecord] = field(default_factory=list, repr=False)
+    _plane_log: list[PlaneRecord | StreamEvent] = field(default_factory=list, repr=False)
 
     @property
     def violations(self) -> list[Violation]:
@@ -340,11 +343,12 @@ class ReplayReport:
         return list(self._violations)
 
     @property
-    def catalog_violations(self) -> list[CatalogViolation]:
-        """The catalog updates that break the catalog stream's rules (upstream's coordinator:
-        revisions never go back, a repeated revision repeats its snapshot, one relay): the
-        catalog's, listed apart from the frames' violations as its damage is."""
-        return catalog_violations(self.catalogs)
+    def plane_violations(self) -> list[PlaneViolation]:
+        """The catalog and readiness updates that break their streams' rules (upstream's
+        coordinator: one relay across the streams open together, revisions never go back, a
+        repeated revision repeats its content): the planes', listed apart from the frames'
+        violations as their damage is."""
+        return plane_violations(self._plane_log)
 
     @property
     def ok(self) -> bool:
@@ -850,7 +854,10 @@ class Replayer:
         self.frames = 0
         self.catalogs: list[CatalogRecord] = []
         self.streams: dict[int, StreamInfo] = {}
-        self.catalog_damage: list[FrameDamage] = []
+        self.plane_damage: list[FrameDamage] = []
+        self.readiness: list[ReadinessRecord] = []
+        self._plane_log: list[PlaneRecord | StreamEvent] = []  # in record order
+        self._plane_streams: set[int] = set()
         self.first_unix_ns: int | None = None
         self.last_unix_ns: int | None = None
         self._lanes: dict[bytes, _LaneSlot] = {}
@@ -918,13 +925,14 @@ class Replayer:
 
     def feed_damage(self, damage: FrameDamage) -> ReplayEvent | None:
         """Capture damage: a violation at the frame index it sits at (its stream's session ends
-        when it is an intact record that is no ``FilterUpdate``). An undecodable catalog update
-        is the catalog's business, not the frames': it is kept in ``catalog_damage`` (None).
-        A damaged record of the catalog stream is damage to the capture, as every reader says."""
+        when it is an intact record that is no ``FilterUpdate``). An undecodable catalog or
+        readiness update is that plane's business, not the frames': it is kept in
+        ``plane_damage`` (None). A damaged record of those streams is damage to the capture, as
+        every reader says."""
         err = damage.error
         sid = damage.damage.stream_id
-        if is_catalog_update_damage(damage):
-            self.catalog_damage.append(damage)
+        if is_plane_update_damage(damage):
+            self.plane_damage.append(damage)
             return None
         if damage.frames:
             self.frames = max(self.frames, damage.index + damage.frames)
@@ -956,11 +964,16 @@ class Replayer:
             return self.feed_error(item.error)
         if isinstance(item, FrameDamage):
             return self.feed_damage(item)
-        if isinstance(item, CatalogRecord):
+        if isinstance(item, CatalogRecord | ReadinessRecord):
             self._seen(item.recv_unix_ns)
-            self.catalogs.append(item)
+            kept = self.catalogs if isinstance(item, CatalogRecord) else self.readiness
+            kept.append(item)  # type: ignore[arg-type]
+            self._plane_log.append(item)
+            self._plane_streams.add(item.stream_id)
             return None
         if isinstance(item, StreamEvent):
+            if item.closed is not None and item.stream_id in self._plane_streams:
+                self._plane_log.append(item)  # its part of the relay's epoch ends
             if item.recv_unix_ns and (self.last_unix_ns or 0) < item.recv_unix_ns:
                 self.last_unix_ns = item.recv_unix_ns  # the capture's end is its last record
             info = self.streams.setdefault(item.stream_id, StreamInfo(item.stream_id))
@@ -990,8 +1003,10 @@ class Replayer:
             self.first_unix_ns,
             dict(self._counts),
             list(self._violations),
-            list(self.catalog_damage),
+            list(self.plane_damage),
             self.last_unix_ns,
+            list(self.readiness),
+            list(self._plane_log),
         )
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         CaptureItem as CaptureItem,
         CatalogRecord as CatalogRecord,
         FrameRecord as FrameRecord,
+        ReadinessRecord as ReadinessRecord,
         read_capture as read_capture,
         read_capture_items as read_capture_items,
         read_catalog as read_catalog,

@@ -30,7 +30,7 @@ __all__ = [
     "ReadCursor",
     "SourceError",
     "StreamEvent",
-    "is_catalog_update_damage",
+    "is_plane_update_damage",
     "unreadable_message",
 ]
 
@@ -108,6 +108,22 @@ class CatalogRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadinessRecord:
+    """One ``ServingReadinessUpdate`` of a capture's ``SubscribeServingReadiness`` stream,
+    decoded (``index`` counts them from 0; otherwise as :class:`CatalogRecord`)."""
+
+    index: int
+    record_index: int
+    source_offset: int
+    recv_unix_ns: int
+    recv_mono_ns: int
+    stream_id: int
+    update: pb.ServingReadinessUpdate
+    raw: bytes
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StreamEvent:
     """A stream's open (``opened``: what it asked for) or close (``closed``: how it ended)."""
 
@@ -120,7 +136,7 @@ class StreamEvent:
     closed: StreamClose | None = None
 
 
-CaptureItem = FrameRecord | CatalogRecord | StreamEvent | FrameDamage
+CaptureItem = FrameRecord | CatalogRecord | ReadinessRecord | StreamEvent | FrameDamage
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,22 +216,24 @@ class ReadCursor:
 
     frames: int = 0
     catalog: int = 0
+    readiness: int = 0
     open_streams: set[int] = field(default_factory=set)
 
 
-_CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
+CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
+READINESS_UPDATE: Final = pb.ServingReadinessUpdate.DESCRIPTOR.name
 
 
-def is_catalog_update_damage(damage: FrameDamage) -> bool:
-    """Whether ``damage`` is an intact catalog record whose bytes are no catalog update (what
-    ``read_capture_items`` and ``read_catalog`` report in place of one): the catalog's business.
-    Anything else, the catalog stream's records included, is damage to the capture."""
+def is_plane_update_damage(damage: FrameDamage) -> bool:
+    """Whether ``damage`` is an intact catalog or readiness record whose bytes are no such
+    update (what the scan reports in place of one): that plane's business. Anything else, those
+    streams' torn or corrupt records included, is damage to the capture."""
     err = damage.error
     return (
         damage.damage.record_type is RecordType.MESSAGE
         and isinstance(err, CaptureError)
         and err.variant is CaptureVariant.Unreadable
-        and err.field == _CATALOG_UPDATE
+        and err.field in (CATALOG_UPDATE, READINESS_UPDATE)
     )
 
 

@@ -32,6 +32,7 @@ from cbi1kit.capture._items import (
     FrameRecord,
     FrameSpan,
     ReadCursor,
+    ReadinessRecord,
     SourceError,
     StreamEvent,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "FrameDamage",
     "FrameRecord",
     "ReadCursor",
+    "ReadinessRecord",
     "StreamEvent",
     "frame_items",
     "is_capture_source",

@@ -36,17 +36,21 @@ from cbi1kit.capture._file import (
     check_file_header,
 )
 from cbi1kit.capture._items import (
+    CATALOG_UPDATE,
+    READINESS_UPDATE,
     Bool,
     CatalogRecord,
     FrameDamage,
     FrameSpan,
     ReadCursor,
+    ReadinessRecord,
     StreamEvent,
     unreadable_message,
 )
 from cbi1kit.capture._segments import CONTINUED, capture_segments
 from cbi1kit.capture._streams import (
     SUBSCRIBE_KV_POOL_METHOD,
+    SUBSCRIBE_SERVING_READINESS_METHOD,
     WATCH_KV_POOL_CATALOG_METHOD,
     FrameStreams,
 )
@@ -430,7 +434,6 @@ class FileScan:
 # ------------------------------------------------------------------------ a capture's items
 
 
-_CATALOG_UPDATE: Final = pb.KvPoolCatalogUpdate.DESCRIPTOR.name
 # plain ints: numpy compares an array with an IntEnum member five times slower
 _OPEN, _CLOSE, _MESSAGE = (
     int(RecordType.STREAM_OPEN),
@@ -458,6 +461,7 @@ class _FileItems:
         self.scan = FileScan(path, verify=verify)
         self.streams = FrameStreams(wanted.methods, self.source)
         self.wanted = wanted
+        self.planes = wanted.planes
         self.cursor = cursor
         self.messages: dict[int, int] = {}  # MESSAGE records per stream, read so far
 
@@ -524,8 +528,9 @@ class _FileItems:
             )
 
     def _roles(self, s: Stretch, msg: npt.NDArray[np.intp]) -> tuple[Bool, Bool]:
-        """Which of the messages ``msg`` of a stretch are frames, and which catalog updates
-        (``FrameStreams``' rule: a stream whose open was lost is decided by its first message)."""
+        """Which of the messages ``msg`` of a stretch are frames, and which plane updates (the
+        catalog's, the readiness stream's: those wanted) (``FrameStreams``' rule: a stream whose
+        open was lost is decided by its first message)."""
         _offset, _t, stream, _n, numbers, _w, _m = s.cols
         sids = stream[msg]
         streams = self.streams
@@ -537,10 +542,11 @@ class _FileItems:
             ids, counts = np.unique(sids, return_counts=True)
             for x, c in zip(ids.tolist(), counts.tolist(), strict=True):
                 self.messages[x] = self.messages.get(x, 0) + c
+        planes = self.planes
         if single and not streams.undecided(one):  # the usual: one stream
             frame = numbers[msg] >= np.uint64(streams.first.get(one, _NEVER))
-            catalog = self.wanted.catalog and streams.method.get(one) == _WATCH
-            return frame, (~frame if catalog else np.zeros(len(msg), dtype=np.bool_))
+            plane = streams.method.get(one) in planes
+            return frame, (~frame if plane else np.zeros(len(msg), dtype=np.bool_))
         u, first_at, inv = np.unique(sids, return_index=True, return_inverse=True)
         for x, k in zip(u.tolist(), first_at.tolist(), strict=True):
             if streams.undecided(x):
@@ -548,14 +554,14 @@ class _FileItems:
                 streams.is_frame(x, int(numbers[m]), s.body(m))
         starts = np.array([streams.first.get(x, _NEVER) for x in u.tolist()], dtype=np.uint64)
         frame = starts[inv.reshape(-1)] <= numbers[msg]
-        if not self.wanted.catalog:
+        if not planes:
             return frame, np.zeros(len(msg), dtype=np.bool_)
-        catalogs = [x for x in u.tolist() if streams.method.get(x) == _WATCH]
-        return frame, ~frame & np.isin(sids, catalogs)
+        plane_streams = [x for x in u.tolist() if streams.method.get(x) in planes]
+        return frame, ~frame & np.isin(sids, plane_streams)
 
     def _messages(self, s: Stretch, lo: int, hi: int) -> Iterator[ScanItem]:
         """Records ``lo`` to ``hi`` of a stretch, none a stream open or close: frames as spans,
-        catalog updates one by one, the rest skipped."""
+        plane updates one by one, the rest skipped."""
         is_msg = s.cols[1][lo:hi] == _MESSAGE
         msg = np.arange(lo, hi) if is_msg.all() else lo + np.flatnonzero(is_msg)
         if not msg.size:
@@ -576,7 +582,7 @@ class _FileItems:
                 if self.wanted.frames:
                     yield span
             if c < len(msg):
-                yield self._catalog(s, int(msg[c]))
+                yield self._plane(s, int(msg[c]))
             done = c + 1
 
     def _span(self, s: Stretch, rows: npt.NDArray[np.intp]) -> FrameSpan:
@@ -604,32 +610,29 @@ class _FileItems:
         self.cursor.frames += n
         return span
 
-    def _catalog(self, s: Stretch, k: int) -> CatalogRecord | FrameDamage:
+    def _plane(self, s: Stretch, k: int) -> CatalogRecord | ReadinessRecord | FrameDamage:
+        """A catalog or readiness update (its stream's method says which), decoded."""
         rec = self._record(s, k)
+        catalog = self.streams.method.get(rec.stream_id) == _WATCH
+        kind = pb.KvPoolCatalogUpdate if catalog else pb.ServingReadinessUpdate
         try:
-            listing = pb.KvPoolCatalogUpdate.FromString(rec.body)
+            update = kind.FromString(rec.body)
         except DecodeError as exc:
-            err = unreadable_message(self.source, rec, _CATALOG_UPDATE, exc)
+            what = CATALOG_UPDATE if catalog else READINESS_UPDATE
+            err = unreadable_message(self.source, rec, what, exc)
             gone = CaptureDamage(err, rec.end_offset, range(0), rec.type, rec.stream_id)
             return FrameDamage(self.cursor.frames, 0, err, gone)
-        item = CatalogRecord(
-            self.cursor.catalog,
-            rec.index,
-            rec.offset,
-            rec.recv_unix_ns,
-            rec.recv_mono_ns,
-            rec.stream_id,
-            listing,
-            rec.body,
-            self.source,
-        )
-        self.cursor.catalog += 1
-        return item
+        where = (rec.index, rec.offset, rec.recv_unix_ns, rec.recv_mono_ns, rec.stream_id)
+        if isinstance(update, pb.KvPoolCatalogUpdate):
+            self.cursor.catalog += 1
+            return CatalogRecord(self.cursor.catalog - 1, *where, update, rec.body, self.source)
+        self.cursor.readiness += 1
+        return ReadinessRecord(self.cursor.readiness - 1, *where, update, rec.body, self.source)
 
 
 _NEVER: Final = 2**64 - 1  # a stream that never carries frames: no record number reaches it
 _WATCH: Final = WATCH_KV_POOL_CATALOG_METHOD
-ScanItem = FrameSpan | CatalogRecord | StreamEvent | FrameDamage
+ScanItem = FrameSpan | CatalogRecord | ReadinessRecord | StreamEvent | FrameDamage
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,6 +641,14 @@ class _Wanted:
     frames: bool = True
     catalog: bool = True
     streams: bool = True
+    readiness: bool = False
+
+    @property
+    def planes(self) -> frozenset[str]:
+        """The methods whose messages come as plane records."""
+        return frozenset(
+            [_WATCH] * self.catalog + [SUBSCRIBE_SERVING_READINESS_METHOD] * self.readiness
+        )
 
 
 class CaptureScan:
@@ -654,6 +665,7 @@ class CaptureScan:
         frames: bool = True,
         catalog: bool = True,
         streams: bool = True,
+        readiness: bool = False,
         cursor: ReadCursor | None = None,
         verify: bool = True,
     ) -> None:
@@ -661,7 +673,7 @@ class CaptureScan:
         self.cursor = ReadCursor() if cursor is None else cursor
         self.paths = [Path(source)] if self.single else capture_segments(source)  # type: ignore[arg-type]
         self._source = source
-        self._wanted = _Wanted(tuple(methods), frames, catalog, streams)
+        self._wanted = _Wanted(tuple(methods), frames, catalog, streams, readiness)
         self._verify = verify
         self._files: list[_FileItems] = []
 

@@ -30,6 +30,7 @@ from cbi1kit.errors import CaptureError
 __all__ = [
     "KV_EVENT_RELAY",
     "SUBSCRIBE_KV_POOL_METHOD",
+    "SUBSCRIBE_SERVING_READINESS_METHOD",
     "WATCH_KV_POOL_CATALOG_METHOD",
     "FrameStreams",
 ]
@@ -38,6 +39,7 @@ __all__ = [
 KV_EVENT_RELAY: Final = "/dynamo.kvrelay.v1.KvEventRelay/"
 SUBSCRIBE_KV_POOL_METHOD: Final = KV_EVENT_RELAY + "SubscribeKvPool"
 WATCH_KV_POOL_CATALOG_METHOD: Final = KV_EVENT_RELAY + "WatchKvPoolCatalog"
+SUBSCRIBE_SERVING_READINESS_METHOD: Final = KV_EVENT_RELAY + "SubscribeServingReadiness"
 
 
 def _looks_like_a_subscription(body: bytes) -> bool:

@@ -41,6 +41,7 @@ from cbi1kit.relay._messages import (
     validate_base_subscriber_id,
     validate_relay_info,
 )
+from cbi1kit.relay._planes import PlaneRules, PlaneUpdate
 from cbi1kit.relay._stream import StepKind, StreamChecker
 from cbi1kit.relay._transport import ClientTls, authority_host, keepalive_options
 
@@ -475,6 +476,8 @@ class Recorder:
         self._lag_ms: float | None = None
         self._status_len = 0
         self._watched: dict[str, _Watched] = {}  # plane name -> its open call
+        #: --validate: the catalog and readiness streams' rules (under the lock)
+        self._plane_rules = PlaneRules() if config.validate else None
         self._plane_threads: list[threading.Thread] = []
         #: every selected pool's stream, by pool key, once the session records (``_recording``)
         self._pools: dict[tuple[Any, ...], _PoolStream] = {}
@@ -950,12 +953,7 @@ class Recorder:
                         call.cancel()
                         break
                     parsed += 1
-                    with self._lock:
-                        watched.last = time.monotonic()
-                        counts = self.report.plane_messages
-                        counts[plane.name] = counts.get(plane.name, 0) + 1
-                    if plane is _CATALOG:
-                        self._on_catalog(update)
+                    self._took(plane, watched, stream, update)
                 else:
                     close = CloseInfo(plane.method, "OK", "clean end of stream", None, "EOF", count)
                     self._write_close(stream, close, _md(call.trailing_metadata()))
@@ -976,6 +974,8 @@ class Recorder:
             finally:
                 with self._lock:
                     self._watched.pop(plane.name, None)
+                    if self._plane_rules is not None:
+                        self._plane_rules.close(stream)
             if malformed is not None:
                 close = CloseInfo(plane.method, "CANCELLED", "", None, malformed, count)
                 self._write_close(stream, close, [])
@@ -990,6 +990,24 @@ class Recorder:
             if not self._sleep(self._jitter(delay)):
                 return
             delay = min(delay * 2, cfg.backoff_max)
+
+    def _took(self, plane: Plane, watched: _Watched, stream: int, update: Any) -> None:
+        """One parsed plane message: counted, checked (--validate: the catalog and readiness
+        streams' rules), and a catalog followed."""
+        with self._lock:
+            watched.last = time.monotonic()
+            counts = self.report.plane_messages
+            counts[plane.name] = counts.get(plane.name, 0) + 1
+            rules = self._plane_rules
+            broken = None
+            if rules is not None and isinstance(update, PlaneUpdate):
+                broken = rules.check(stream, update)
+            if broken is not None:
+                self.report.violations.append(
+                    f"{broken.plane} stream {stream}: {broken.rule}: {broken.reason}"
+                )
+        if plane is _CATALOG:
+            self._on_catalog(update)
 
     def _join_streams(self) -> None:
         """End every plane's and pool's call and wait for their threads (bounded)."""

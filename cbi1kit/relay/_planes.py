@@ -1,0 +1,175 @@
+"""The catalog and readiness streams' rules: one engine for a live recording
+(``record --validate``) and a capture's replay (docs/replay.md, "Catalog and readiness").
+
+Upstream's newest consumer (``lib/llm/src/kv_dc_relay/global_view_consumer/coordinator.rs``,
+91ec3789; 0092138f agrees) holds a connection epoch's catalog and readiness streams to the same
+rules, in this order: every update names a relay, and one relay (drt instance and incarnation)
+across the epoch's streams; a stream's revision never moves backwards; an update at the revision
+the stream holds is a heartbeat and carries the same content (the catalog's snapshot, the
+readiness entries). A capture shows no epochs, only streams: the epoch of an update is the plane
+streams open when it arrives, so its relay must be the one each of them holds (a stream's close
+ends its part; a resubscription starts its stream afresh). The planes' rule breaks are listed
+apart from the frames' violations, as their damage is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.capture._items import CatalogRecord, ReadinessRecord, StreamEvent
+
+__all__ = ["PLANE_RULES", "PlaneRules", "PlaneViolation", "plane_violations"]
+
+_COORDINATOR: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/coordinator.rs @ 91ec3789"
+
+#: rule id -> upstream's error text (coordinator.rs), per plane, in the order it checks them
+PLANE_RULES: Final[dict[str, str]] = {
+    f"{plane}-{rule}": text.format(plane=plane)
+    for plane in ("catalog", "readiness")
+    for rule, text in (
+        ("relay-missing", "Relay update is missing relay identity"),
+        ("relay-changed", "Relay incarnation changed within a connection epoch"),
+        ("revision-backwards", "Relay {plane} revision moved backwards"),
+        ("revision-unchanged", "Relay {plane} changed without advancing its revision"),
+    )
+}
+
+PlaneRecord = CatalogRecord | ReadinessRecord
+
+
+@dataclass(frozen=True, slots=True)
+class PlaneViolation:
+    """A catalog or readiness update that breaks a rule: where it is (``record_index`` -1:
+    a live stream's, not a capture's), which rule, why."""
+
+    record_index: int
+    stream_id: int
+    plane: str
+    revision: int
+    rule: str
+    reason: str
+
+    def describe(self) -> str:
+        return (
+            f"record {self.record_index} ({self.plane} stream {self.stream_id}) revision "
+            f"{self.revision}: {self.rule}: {self.reason}"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "record_index": self.record_index,
+            "stream_id": self.stream_id,
+            "plane": self.plane,
+            "revision": self.revision,
+            "rule": self.rule,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class _Held:
+    """What one plane stream holds: its relay, its revision and that revision's content."""
+
+    relay: tuple[int, int]
+    revision: int
+    content: bytes
+
+
+PlaneUpdate = pb.KvPoolCatalogUpdate | pb.ServingReadinessUpdate
+
+
+def _content(update: PlaneUpdate) -> bytes:
+    """What a heartbeat must repeat: the catalog's snapshot (absent is not empty, as upstream's
+    ``Option`` compares) or the readiness entries, serialized deterministically."""
+    if isinstance(update, pb.KvPoolCatalogUpdate):
+        if not update.HasField("snapshot"):
+            return b""
+        return b"\1" + update.snapshot.SerializeToString(deterministic=True)
+    return b"".join(
+        len(b).to_bytes(4, "little") + b
+        for b in (e.SerializeToString(deterministic=True) for e in update.entries)
+    )
+
+
+class PlaneRules:
+    """The rules over the plane streams open together, fed in arrival order: ``check`` each
+    update of a stream, ``close`` a stream when it ends (its part of the epoch ends)."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, _Held] = {}
+
+    def close(self, stream_id: int) -> None:
+        self._held.pop(stream_id, None)
+
+    def check(
+        self, stream_id: int, update: PlaneUpdate, record_index: int = -1
+    ) -> PlaneViolation | None:
+        """The rule ``update`` breaks (None: none). After a break the stream keeps what it
+        held: upstream ends the epoch there, so that stays the reference."""
+        relay = (
+            (update.relay.drt_instance_id, update.relay.relay_incarnation)
+            if update.HasField("relay")
+            else None
+        )
+        content = _content(update)
+        rule, other = _broken(self._held, stream_id, relay, update.revision, content)
+        if rule is not None:
+            return _violation(update, stream_id, record_index, rule, other)
+        assert relay is not None
+        self._held[stream_id] = _Held(relay, update.revision, content)
+        return None
+
+
+def plane_violations(items: Iterable[PlaneRecord | StreamEvent]) -> list[PlaneViolation]:
+    """Every plane update of a capture that breaks a rule, in record order, from its plane
+    records and the closes of their streams (see the module docstring)."""
+    rules = PlaneRules()
+    found: list[PlaneViolation] = []
+    for item in items:
+        if isinstance(item, StreamEvent):
+            if item.closed is not None:
+                rules.close(item.stream_id)
+        elif (v := rules.check(item.stream_id, item.update, item.record_index)) is not None:
+            found.append(v)
+    return found
+
+
+def _broken(
+    held: dict[int, _Held],
+    stream: int,
+    relay: tuple[int, int] | None,
+    revision: int,
+    content: bytes,
+) -> tuple[str | None, _Held | None]:
+    """The first rule (without its plane) an update breaks, and the holder it broke it against."""
+    if relay is None:
+        return "relay-missing", None
+    for other in held.values():
+        if other.relay != relay:
+            return "relay-changed", other
+    before = held.get(stream)
+    if before is None:
+        return None, None
+    if revision < before.revision:
+        return "revision-backwards", before
+    if revision == before.revision and content != before.content:
+        return "revision-unchanged", before
+    return None, None
+
+
+def _violation(
+    update: PlaneUpdate, stream: int, record_index: int, rule: str, other: _Held | None
+) -> PlaneViolation:
+    plane = "catalog" if isinstance(update, pb.KvPoolCatalogUpdate) else "readiness"
+    detail = ""
+    if other is not None and rule == "revision-backwards":
+        detail = f" ({update.revision} after {other.revision})"
+    elif other is not None and rule == "relay-changed":
+        drt, inc = update.relay.drt_instance_id, update.relay.relay_incarnation
+        detail = f" (relay {drt:016x}/{inc:016x} after {other.relay[0]:016x}/{other.relay[1]:016x})"
+    rule = f"{plane}-{rule}"
+    reason = f"{PLANE_RULES[rule]}{detail} [{_COORDINATOR}]"
+    return PlaneViolation(record_index, stream, plane, update.revision, rule, reason)
