@@ -259,7 +259,7 @@ def _replay(
 def _violation_lines(report: Any, limit: int) -> list[str]:
     out = []
     for v in report.violations[:limit]:
-        out.append(f"  - {v.describe()}")
+        out.append(f"  - {v.describe()} [{v.action}]")
     more = len(report.violations) - limit
     if more > 0:
         out.append(f"  … {more} more")
@@ -592,6 +592,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                             "sequence": v.sequence,
                             "rule": v.rule,
                             "reason": v.reason,
+                            "action": v.action,
                         }
                         for v in report.violations
                     ],

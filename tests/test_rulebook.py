@@ -212,8 +212,10 @@ def test_every_manifest_case_wrapped_in_a_filter_update(
         m = wrap(int(fmt["seed"]), int(fmt["bucket_count"]), frame)
         if fmt.get("constructed_via", "FilterFormat::new") != "FilterFormat::new":
             # decode takes any expected bucket count; the relay contract's CkfFormat does not
-            # (upstream validate_ckf_format): such a producer is invalid before any decoding
-            want = "relay-producer-identity"
+            # (upstream validate_ckf_format): such a producer is invalid before any decoding,
+            # unsupported above 2^24 buckets (the pool is quarantined), else malformed
+            big = int(fmt["bucket_count"]) > 1 << 24
+            want = "relay-producer-unsupported" if big else "relay-producer-identity"
         elif want is None and m.kind == 2 and m.sequence != (m.base_sequence + 1) % 2**64:
             # a delta that decodes but does not advance by one (base_epoch >= epoch): no
             # envelope carries it validly; the lane ingestor's contiguity rule rejects it
@@ -451,3 +453,71 @@ def test_a_rule_has_a_check_in_every_engine() -> None:
     for rule in RULES:
         assert rule.errors or rule.id in named, rule.id
         assert rule.replay, rule.id
+
+
+def _producer_set(path: str, value: int) -> pb.FilterUpdate:
+    """A valid snapshot chunk's envelope whose producer field ``path`` is ``value``."""
+    from cbi1kit.wire import FilterFormat
+    from cbi1kit.wire._codec import encode_snapshot_chunk
+
+    fmt = FilterFormat(0x52, 1024)
+    frame = encode_snapshot_chunk(fmt, 1, 1, 0, 1, np.zeros(1024, dtype=np.uint64))
+    m = wrap(fmt.seed, fmt.bucket_count, frame)
+    target: Any = m.producer
+    *parents, name = path.split(".")
+    for p in parents:
+        target = getattr(target, p)
+    setattr(target, name, value)
+    return m
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "rule", "action"),
+    [
+        ("ckf_format.bucket_count", 1 << 25, "relay-producer-unsupported", "quarantine-pool"),
+        ("ckf_format.slots_per_bucket", 8, "relay-producer-unsupported", "quarantine-pool"),
+        ("pool_id.identity_version", 2, "relay-producer-unsupported", "quarantine-pool"),
+        (
+            "pool_id.indexer_domain.cache_semantics.source",
+            3,
+            "relay-producer-unsupported",
+            "quarantine-pool",
+        ),
+        ("pool_id.identity_version", 0, "relay-producer-identity", "invalidate-lane"),
+        (
+            "pool_id.indexer_domain.routing_scope.source",
+            0,
+            "relay-producer-identity",
+            "invalidate-lane",
+        ),
+        ("ckf_format.bucket_count", 1000, "relay-producer-identity", "invalidate-lane"),
+        ("layout_generation", 0, "relay-producer-identity", "invalidate-lane"),
+    ],
+)
+def test_unsupported_semantics_quarantine_the_pool(
+    tmp_path: Path, field: str, value: int, rule: str, action: str
+) -> None:
+    """identity.rs (7216a153) ``is_unsupported``: a set but unknown identity version or source,
+    an unsupported CKF format, more than 2^24 buckets quarantine the pool (grpc-contract.md
+    32a11122); 0 (missing) and other malformed fields invalidate the lane. Both frames engines,
+    replay, its JSON and the dataset's violations table say which."""
+    import json
+
+    from cliutil import cli_run
+
+    from cbi1kit.analysis._dataset import export_dataset, open_dataset
+
+    m = _producer_set(field, value)
+    assert expected_rule(m) == rule
+    for engine in ("compiled", "reference"):
+        assert _verdicts(tmp_path, [m], engine) == [rule], engine
+    path = write_capture(tmp_path / "one.kvrcap", [m.SerializeToString()])
+    (v,) = replay(path).violations
+    assert (v.rule, v.action) == (rule, action)
+    code, out, _ = cli_run("replay", str(path), "--json", "--no-progress")
+    assert code == 1  # the README's code for a capture that breaks a rule
+    (said,) = json.loads(out)["violations"]
+    assert (said["rule"], said["action"]) == (rule, action)
+    export_dataset([path], tmp_path / "ds")
+    rows = open_dataset(tmp_path / "ds").violations.collect()
+    assert rows["action"].to_list() == [action]

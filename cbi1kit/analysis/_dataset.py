@@ -474,6 +474,7 @@ def _violations_df(events: list[Violation]) -> pl.DataFrame:
             "sequence": [e.sequence for e in events],
             "rule": [e.rule for e in events],
             "reason": [e.reason for e in events],
+            "action": [e.action for e in events],
         },
         schema=VIOLATIONS_SCHEMA,
     )

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Final, overload
 import numpy as np
 import numpy.typing as npt
 
+from cbi1kit.wire._rules import action_of
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -45,9 +47,14 @@ class ReplayEvent:
 
 @dataclass(frozen=True, slots=True)
 class Violation(ReplayEvent):
-    """A broken rule. ``rule`` names it (upstream's variant where there is one)."""
+    """A broken rule. ``rule`` names it (upstream's variant where there is one); ``action`` is
+    what a consumer does about it (``invalidate-lane`` or ``quarantine-pool``)."""
 
     rule: str = ""
+
+    @property
+    def action(self) -> str:
+        return action_of(self.rule)
 
     def describe(self) -> str:
         """The violation on one line, as every report lists it: where, which rule, why."""

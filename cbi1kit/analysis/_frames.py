@@ -25,7 +25,7 @@ from cbi1kit.analysis._schema import _KIND_ENUM, _SOURCES, FRAMES_SCHEMA, arrow_
 from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_plane_update_damage
 from cbi1kit.errors import RelayWireError, error_name
 from cbi1kit.relay._messages import validate_producer_identity
-from cbi1kit.wire._rules import RULES
+from cbi1kit.wire._rules import RULES, rule_for
 
 if TYPE_CHECKING:
     from cbi1kit.analysis._capture import Capture, Source
@@ -51,9 +51,13 @@ _PRODUCER_COLS: Final = (
     "producer_key",
     "_producer_error",
     "_malformed",
+    "_unsupported",
 )
 _RELAY_COLS: Final = ("relay_drt_instance_id", "relay_incarnation", "_malformed")
 _NO_PRODUCER: Final = (None,) * len(_PRODUCER_COLS)
+_ERROR, _MALFORMED, _UNSUPPORTED = (
+    _PRODUCER_COLS.index(c) for c in ("_producer_error", "_malformed", "_unsupported")
+)
 
 
 def _producer_summary(raw: bytes) -> tuple[Any, ...]:
@@ -61,12 +65,13 @@ def _producer_summary(raw: bytes) -> tuple[Any, ...]:
     try:
         p = pb.ProducerIdentity.FromString(raw)
     except DecodeError:  # the whole message is malformed, as prost decodes it at once
-        return (None,) * 15 + (True,)
-    error = None
+        return (None,) * _MALFORMED + (True, None)
+    error, unsupported = None, None
     try:
         validate_producer_identity(p, path="FilterUpdate.producer")
     except RelayWireError as exc:
         error = str(exc)
+        unsupported = rule_for(exc) == "relay-producer-unsupported" or None
     d = p.pool_id.indexer_domain
     cs, rs = d.cache_semantics.digest.hex(), d.routing_scope.digest.hex()
     f = p.ckf_format
@@ -88,6 +93,7 @@ def _producer_summary(raw: bytes) -> tuple[Any, ...]:
         key,
         error,
         None,
+        unsupported,
     )
 
 
@@ -123,6 +129,7 @@ class _Dims:
         from cbi1kit.analysis._kernels import (
             DIM_INVALID,
             DIM_MALFORMED,
+            DIM_UNSUPPORTED,
             NEED_PRODUCER,
             PRODUCER_U32,
             PRODUCER_U64,
@@ -134,7 +141,8 @@ class _Dims:
         if which == NEED_PRODUCER:
             s = _producer_summary(raw)
             self.producers.append((at, n, s))
-            bad = (DIM_INVALID if s[14] else 0) | (DIM_MALFORMED if s[15] else 0)
+            bad = (DIM_INVALID if s[_ERROR] else 0) | (DIM_MALFORMED if s[_MALFORMED] else 0)
+            bad |= DIM_UNSUPPORTED if s[_UNSUPPORTED] else 0
             u64 = [s[_PRODUCER_COLS.index(c)] or 0 for c in PRODUCER_U64]
             u32 = [s[_PRODUCER_COLS.index(c)] or 0 for c in PRODUCER_U32]
             self._p.add([at, n, bad, s[9] or 0, s[10] or 0, s[5] or 0, u64, u32])
@@ -171,7 +179,7 @@ class _Dims:
     def valid(self) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """Per producer and per relay, whether it parsed (its columns are there), and a last
         False for rows without one."""
-        p = [s[-1] is None for _a, _n, s in self.producers]
+        p = [s[_MALFORMED] is None for _a, _n, s in self.producers]
         r = [s[-1] is None for _a, _n, s in self.relays]
         return np.array([*p, False], dtype=np.bool_), np.array([*r, False], dtype=np.bool_)
 
@@ -254,13 +262,13 @@ def _verdicts(
 ) -> dict[str, pa.Array]:
     """``validation_error`` and ``validation_rule`` from the rule codes (0: valid; else the
     rule's index + 1); the producer rule shows the producer's own error."""
-    from cbi1kit.analysis._kernels import PRODUCER_RULE
+    from cbi1kit.analysis._kernels import PRODUCER_RULE, UNSUPPORTED_RULE
 
     bits = _bits(rule != 0)
     at = rule.astype(np.uint32) - 1  # wraps where valid: those rows are null
-    producer = rule == PRODUCER_RULE + 1
+    producer = (rule == PRODUCER_RULE + 1) | (rule == UNSUPPORTED_RULE + 1)
     at[producer] = len(_MESSAGES) + pdim[producer]
-    errors = [s[14] or "" for _a, _n, s in dims.producers]
+    errors = [s[_ERROR] or "" for _a, _n, s in dims.producers]
     return {
         "validation_error": _coded("validation_error", at, [*_MESSAGES, *errors], bits),
         "validation_rule": _coded("validation_rule", rule - 1, _RULE_IDS, bits),

@@ -36,6 +36,7 @@ __all__ = [
     "PRODUCER_RULE",
     "REPEATED",
     "UNKNOWN_FIELDS",
+    "UNSUPPORTED_RULE",
     "frame_columns",
     "walk_update",
     "xxh3_64_at",
@@ -320,6 +321,7 @@ _CKF1_MAGIC: Final = np.uint64(int.from_bytes(b"CKF1", "little"))
 # up by id, so a reordered rulebook renumbers the kernel (and, through the keyed cache, recompiles)
 RULE_COUNT: Final = len(RULES)
 PRODUCER_RULE: Final = RULE_INDEX["relay-producer-identity"]
+UNSUPPORTED_RULE: Final = RULE_INDEX["relay-producer-unsupported"]
 _PROTOBUF: Final = RULE_INDEX["relay-protobuf-decode"]
 _CONTRACT_MARKER: Final = RULE_INDEX["relay-contract-marker"]
 _PROTOCOL_VERSION: Final = RULE_INDEX["relay-protocol-version"]
@@ -424,9 +426,11 @@ NO_DIM: Final = 0xFFFFFFFF
 #: ``frame_columns`` stopped at a row whose producer (or relay) bytes are not known yet
 NEED_PRODUCER: Final = 1
 NEED_RELAY: Final = 2
-#: a dimension's flags: the producer identity is invalid, the sub-message does not parse
+#: a dimension's flags: the producer identity is invalid, the sub-message does not parse, the
+#: invalid identity is unsupported semantics (the pool is quarantined)
 DIM_INVALID: Final = 1
 DIM_MALFORMED: Final = 2
+DIM_UNSUPPORTED: Final = 4
 
 
 _GO_ON: Final = -2  # a group of rules passed: the next group decides
@@ -476,6 +480,8 @@ def _envelope_rule(pb: Any, w: Any, code: Any, plen: Any, bad: Any, b: Any, s: A
         return _PROTOCOL_VERSION
     if not has & HAS_PRODUCER:
         return _PRODUCER_PRESENT
+    if bad & DIM_UNSUPPORTED:  # an invalid identity, of unsupported semantics
+        return UNSUPPORTED_RULE
     if bad & DIM_INVALID:
         return PRODUCER_RULE
     if not has & HAS_RELAY:

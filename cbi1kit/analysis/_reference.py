@@ -139,7 +139,7 @@ def frame_verdict(update: pb.FilterUpdate | None, payload: bytes) -> tuple[int, 
     if first is None:
         return None
     index, error = first
-    if index == RULE_INDEX["relay-producer-identity"]:
+    if index in (RULE_INDEX["relay-producer-identity"], RULE_INDEX["relay-producer-unsupported"]):
         return index, str(error)  # the validator's own words, as the compiled table shows
     return index, RULES[index].message
 
@@ -186,7 +186,7 @@ def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
     relay = _relay_summary(spans[2]) if 2 in spans else (None, None, None)
     producer = _producer_summary(spans[3]) if 3 in spans else _NO_PRODUCER
     row: dict[str, Any] = dict(zip(_RELAY_COLS[:-1], relay, strict=False))
-    row.update(zip(_PRODUCER_COLS[:-2], producer, strict=False))
+    row.update(zip(_PRODUCER_COLS[:-3], producer, strict=False))
     n = len(payload)
     head = payload[:64].ljust(64, b"\0")
     (_magic, wire_version, flags, fp_bits, slots, fversion, seed, buckets, dc_id, epoch, check) = (
@@ -206,7 +206,7 @@ def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
         kind_raw = 1 if flags == 1 else 2 if flags == 2 else 0
         base, seq = (base_epoch if is_delta else epoch), epoch
     body = xxhash.xxh3_64_intdigest(payload[48:]) & 0xFFFFFFFF if has_head else 0
-    if malformed or (is_pb and (relay[2] or producer[-1])):
+    if malformed or (is_pb and (relay[2] or producer[_PRODUCER_COLS.index("_malformed")])):
         verdict: tuple[int, str] | None = (0, RULES[0].message)
     else:
         verdict = frame_verdict(_message(values, spans) if is_pb else None, payload)

@@ -152,13 +152,14 @@ VIOLATIONS_SCHEMA: Final[dict[str, Any]] = {
     "sequence": _U64,
     "rule": pl.Utf8,
     "reason": pl.Utf8,
+    "action": pl.Utf8,  # what a consumer does: invalidate-lane, quarantine-pool
 }
 
 # ------------------------------------------------------------------ the partitioned dataset
 
 #: bumped whenever a dataset table's columns change; a dataset says its own in
 #: ``cbi1kit-dataset.json`` and in every file's metadata (``cbi1kit.schema_version``)
-DATASET_SCHEMA_VERSION: Final = 2
+DATASET_SCHEMA_VERSION: Final = 3
 
 #: where each row comes from: the capture (a rotated recording's set id, or the content hash of
 #: a capture of one file), its segment (0 for one file) and the file's content hash

@@ -143,9 +143,16 @@ def _validate_digest(parent: pb.IndexerDomainId, name: str, path: str) -> None:
         raise RelayWireError(
             RelayWireVariant.IdentitySource,
             f"{path}.{name}.source",
+            subvariant=_unknown(digest.source),
             expected="1 or 2",
             actual=digest.source,
         )
+
+
+def _unknown(value: int) -> str | None:
+    """``Unsupported`` for a value that is set but unknown (upstream's ``is_unsupported``: the
+    pool is quarantined), None for 0, which is missing (malformed)."""
+    return "Unsupported" if value else None
 
 
 def validate_pool_id(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> None:
@@ -153,6 +160,7 @@ def validate_pool_id(pool_id: pb.KvPoolId, *, path: str = "KvPoolId") -> None:
         raise RelayWireError(
             RelayWireVariant.PoolIdentityVersion,
             f"{path}.identity_version",
+            subvariant=_unknown(pool_id.identity_version),
             expected=POOL_IDENTITY_VERSION,
             actual=pool_id.identity_version,
         )

@@ -25,13 +25,33 @@ from typing import Final
 
 from cbi1kit.errors import Cbi1kitError, error_name
 
-__all__ = ["RULES", "RULE_INDEX", "Rule", "rule_for", "rule_id", "rule_of"]
+__all__ = [
+    "ACTIONS",
+    "INVALIDATE_LANE",
+    "QUARANTINE_POOL",
+    "RULES",
+    "RULE_INDEX",
+    "Rule",
+    "action_of",
+    "rule_for",
+    "rule_id",
+    "rule_of",
+]
 
 _CBI1_RS: Final = "lib/llm/src/kv_dc_relay/publication/cbi1.rs"
 _STREAM_RS: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs"
 _IDENTITY_RS: Final = "lib/llm/src/kv_dc_relay/wan/grpc/protocol/wire/identity.rs"
 _CONVERT_RS: Final = "lib/llm/src/kv_dc_relay/wan/grpc/identity.rs"
 _GLOBAL_RS: Final = "lib/kv-router/src/indexer/cuckoo/global.rs"
+
+
+#: what a consumer does on a break (``docs/grpc-contract.md`` @ 32a11122, "Unknown Types and
+#: Validation"): drop the lane's replica and close its stream, to start again from a snapshot;
+#: or, for unsupported semantics (``WireIdentityError::is_unsupported``), quarantine the pool
+#: with its previous CKF state, never falling back to a default interpretation
+INVALIDATE_LANE: Final = "invalidate-lane"
+QUARANTINE_POOL: Final = "quarantine-pool"
+ACTIONS: Final = (INVALIDATE_LANE, QUARANTINE_POOL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +65,8 @@ class Rule:
     ``@field-prefix`` where a variant reports several rules; none where the per-message path
     names the rule itself); ``replay`` the condition every message the compiled replay takes
     meets, so that none of them breaks it. The frames kernel returns the rule's index in
-    ``_verdict``: ``tests/test_rulebook.py`` fails on a rule either engine lacks.
+    ``_verdict``: ``tests/test_rulebook.py`` fails on a rule either engine lacks. ``action``
+    is what a consumer does on a break (:data:`ACTIONS`).
     """
 
     id: str
@@ -54,6 +75,7 @@ class Rule:
     upstream: str
     errors: tuple[str, ...] = ()
     replay: str = ""
+    action: str = INVALIDATE_LANE
 
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -102,12 +124,26 @@ RULES: Final[tuple[Rule, ...]] = (
             "RelayWireError.DigestLength",
             "RelayWireError.IdentitySource",
             "RelayWireError.LayoutGeneration",
-            "RelayWireError.UnsupportedCkfFormat",
             "RelayWireError.ZeroFormatField",
-            "RelayWireError.BucketCountTooLarge",
             "RelayWireError.BucketCount",
         ),
         replay="producer bytes equal to the session's, or to ones that validated",
+    ),
+    Rule(  # the same validator's other outcome: known fields, semantics not supported
+        "relay-producer-unsupported",
+        "FilterUpdate.producer.*",
+        "FilterUpdate.producer: unsupported producer identity",  # the validator's words
+        f"{_CONVERT_RS} · producer_from_wire → {_IDENTITY_RS} · validate_producer_identity → "
+        "WireIdentityError::is_unsupported (7216a153): an unknown pool identity version or "
+        "identity source, an unsupported CKF format, a bucket count above 2^24",
+        errors=(
+            "RelayWireError.PoolIdentityVersion.Unsupported",
+            "RelayWireError.IdentitySource.Unsupported",
+            "RelayWireError.UnsupportedCkfFormat",
+            "RelayWireError.BucketCountTooLarge",
+        ),
+        replay="producer bytes equal to the session's, or to ones that validated",
+        action=QUARANTINE_POOL,
     ),
     Rule(
         "relay-identity-present",
@@ -356,3 +392,10 @@ def rule_of(error: BaseException) -> str:
         return rule_for(error)
     except LookupError:
         return error_name(error)
+
+
+def action_of(rule: str) -> str:
+    """What a consumer does on a break of ``rule`` (a rule id, or a stream rule's
+    ``Family.Variant``: those all invalidate the lane)."""
+    index = RULE_INDEX.get(rule)
+    return INVALIDATE_LANE if index is None else RULES[index].action
