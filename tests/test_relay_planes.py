@@ -363,6 +363,31 @@ def test_record_validate_holds_the_catalog_and_readiness_to_one_relay(
     assert "readiness-relay-changed" in rules
 
 
+class _PrefillFeed(ProducerFeed):
+    """A pool whose endpoint declares the prefill role only (a disaggregated prefill pool)."""
+
+    def descriptor(self) -> pb.KvPoolDescriptor:
+        desc = super().descriptor()
+        desc.pool_roles[:] = [_W.WORKER_ROLE_PREFILL]
+        return desc
+
+
+def test_record_validate_names_a_pool_upstream_takes_no_ckf_stream_from(
+    tmp_path: Path, serve: Serve, recorders: Recorders
+) -> None:
+    """stream.rs (53c7c79f): a pool without the aggregated role is no CKF source of
+    upstream's consumer; `record --validate` says so when it subscribes, replay likewise."""
+    feeds = [_PrefillFeed(steps=5, seed=1, dc="a", endpoint=("sim", "backend", "generate-a"))]
+    srv = serve(feeds)
+    path = tmp_path / "c.kvrcap"
+    rec = recorders(recorder_config(srv.address, path, validate=True))
+    wait_for(lambda: any("catalog-pool-not-aggregated" in v for v in rec.report.violations))
+    rec.finish()
+    (said,) = [v for v in rec.report.violations if "catalog-pool-not-aggregated" in v]
+    assert "declares no aggregated role (roles: WORKER_ROLE_PREFILL)" in said
+    assert [v.rule for v in replay(path).plane_violations] == ["catalog-pool-not-aggregated"]
+
+
 def test_an_older_relay_without_serving_load_is_recorded_without_it(
     tmp_path: Path, serve: Serve, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -681,3 +681,64 @@ def test_the_catalog_and_readiness_streams_keep_upstreams_rules(
     assert ("planes: 1 rule break(s), first: record " in out) == bool(rules), out
     code, out, _ = cli_run("replay", str(path), "--json", "--no-progress")
     assert [v["rule"] for v in json.loads(out)["plane_violations"]] == rules
+
+
+def test_a_pool_stream_needs_an_aggregated_base_model_source(tmp_path: Path) -> None:
+    """stream.rs (53c7c79f) CkfStreamSession::new: upstream's consumer takes a CKF stream only
+    from a pool the catalog gives the aggregated role and a base-model target; replay names
+    each pool stream the catalog describes otherwise (the planes' list, from its open)."""
+    from strategies import wire_producer
+
+    from cbi1kit._proto import kvrelay_v1_pb2 as pb
+    from cbi1kit.capture._file import CaptureWriter
+    from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+    from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
+
+    base = pb.ModelTarget(base=pb.BaseModelTarget(base_model="m"))
+    lora = pb.ModelTarget(lora=pb.LoraModelTarget(base_model="m", adapter="a"))
+    agg, pre, dec = pb.WORKER_ROLE_AGGREGATED, pb.WORKER_ROLE_PREFILL, pb.WORKER_ROLE_DECODE
+    pools = {  # dc id -> (roles, targets, the violation's words or None)
+        1: ([agg], [base, lora], None),
+        2: ([pre, dec], [base], "declares no aggregated role (roles: WORKER_ROLE_PREFILL"),
+        3: ([agg], [lora], "no registration of the pool has a base-model target"),
+    }
+    producers = {dc: wire_producer(7, 1024, dc_id=dc) for dc in pools}
+    catalog = pb.KvPoolCatalogUpdate(
+        protocol_version=1,
+        relay=pb.RelayIdentity(drt_instance_id=1, relay_incarnation=1),
+        revision=1,
+        snapshot=pb.KvPoolCatalogSnapshot(
+            pools=[
+                pb.KvPoolDescriptor(
+                    producer=producers[dc],
+                    pool_roles=roles,
+                    registrations=[
+                        pb.ModelRegistration(canonical_model_id="m", target=t) for t in targets
+                    ],
+                )
+                for dc, (roles, targets, _) in pools.items()
+            ]
+        ),
+        contract_marker=RELAY_CONTRACT_MARKER,
+    )
+    path = tmp_path / "sources.kvrcap"
+    with CaptureWriter(path) as w:
+        cat = w.open_stream("relay:1", WATCH_KV_POOL_CATALOG_METHOD, b"")
+        w.message(cat, catalog.SerializeToString())
+        streams = {
+            dc: w.open_stream(
+                "relay:1",
+                SUBSCRIBE_KV_POOL_METHOD,
+                pb.SubscribeKvPoolRequest(
+                    subscriber_id="s", expected_producer=p, contract_marker=RELAY_CONTRACT_MARKER
+                ).SerializeToString(),
+            )
+            for dc, p in producers.items()
+        }
+    found = replay(path).plane_violations
+    assert [(v.stream_id, v.rule) for v in found] == [
+        (streams[2], "catalog-pool-not-aggregated"),
+        (streams[3], "catalog-pool-not-aggregated"),
+    ]
+    assert pools[2][2] in found[0].reason and pools[3][2] in found[1].reason
+    assert "stream.rs @ 53c7c79f" in found[0].reason

@@ -30,6 +30,7 @@ from cbi1kit.capture._items import (
     StreamEvent,
     is_plane_update_damage,
 )
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.ckf._lane import Lane
 from cbi1kit.errors import Cbi1kitError, LaneError, LaneVariant
 from cbi1kit.hashing._identity import DcId, PoolId, ProducerIdentity, stable_dc_id
@@ -974,6 +975,8 @@ class Replayer:
         if isinstance(item, StreamEvent):
             if item.closed is not None and item.stream_id in self._plane_streams:
                 self._plane_log.append(item)  # its part of the relay's epoch ends
+            elif item.opened is not None and item.opened.method == SUBSCRIBE_KV_POOL_METHOD:
+                self._plane_log.append(item)  # a pool the catalog must describe as a source
             if item.recv_unix_ns and (self.last_unix_ns or 0) < item.recv_unix_ns:
                 self.last_unix_ns = item.recv_unix_ns  # the capture's end is its last record
             info = self.streams.setdefault(item.stream_id, StreamInfo(item.stream_id))

@@ -18,12 +18,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from google.protobuf.message import DecodeError
+
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._items import CatalogRecord, ReadinessRecord, StreamEvent
+from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 
-__all__ = ["PLANE_RULES", "PlaneRules", "PlaneViolation", "plane_violations"]
+__all__ = [
+    "PLANE_RULES",
+    "POOL_SOURCE_RULE",
+    "PlaneRules",
+    "PlaneViolation",
+    "not_a_ckf_source",
+    "plane_violations",
+    "pool_source_violation",
+]
 
 _COORDINATOR: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/coordinator.rs @ 91ec3789"
+_STREAM: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs @ 53c7c79f"
+#: a pool stream whose producer the catalog describes as no CKF source of upstream's consumer
+POOL_SOURCE_RULE: Final = "catalog-pool-not-aggregated"
 
 #: rule id -> upstream's error text (coordinator.rs), per plane, in the order it checks them
 PLANE_RULES: Final[dict[str, str]] = {
@@ -36,6 +50,8 @@ PLANE_RULES: Final[dict[str, str]] = {
         ("revision-unchanged", "Relay {plane} changed without advancing its revision"),
     )
 }
+
+PLANE_RULES[POOL_SOURCE_RULE] = "CKF producer is not an aggregated source for this model"
 
 PlaneRecord = CatalogRecord | ReadinessRecord
 
@@ -123,18 +139,77 @@ class PlaneRules:
         return None
 
 
+def not_a_ckf_source(desc: pb.KvPoolDescriptor) -> str | None:
+    """Why upstream's Global View consumer takes no CKF stream from the pool ``desc``
+    describes (stream.rs · ``CkfStreamSession::new``: the aggregated role and a base-model
+    target are required; a LoRA target alone is not one), or None."""
+    if pb.WORKER_ROLE_AGGREGATED not in desc.pool_roles:
+        roles = ", ".join(pb.WorkerRole.Name(r) for r in desc.pool_roles) or "none"
+        return f"the pool declares no aggregated role (roles: {roles})"
+    if not any(r.target.WhichOneof("target") == "base" for r in desc.registrations):
+        return "no registration of the pool has a base-model target"
+    return None
+
+
+def pool_source_violation(
+    stream_id: int,
+    producer: pb.ProducerIdentity,
+    catalog: pb.KvPoolCatalogUpdate | None,
+    record_index: int = -1,
+) -> PlaneViolation | None:
+    """A pool stream subscribed to ``producer``, against the catalog it came from: a
+    violation when the catalog describes it as no CKF source (None: it is one, or the
+    catalog does not describe it)."""
+    if catalog is None:
+        return None
+    key = producer.SerializeToString(deterministic=True)
+    for desc in catalog.snapshot.pools:
+        if desc.producer.SerializeToString(deterministic=True) != key:
+            continue
+        why = not_a_ckf_source(desc)
+        if why is None:
+            return None
+        reason = f"{PLANE_RULES[POOL_SOURCE_RULE]}: {why} [{_STREAM}]"
+        rule = POOL_SOURCE_RULE
+        return PlaneViolation(record_index, stream_id, "catalog", catalog.revision, rule, reason)
+    return None
+
+
 def plane_violations(items: Iterable[PlaneRecord | StreamEvent]) -> list[PlaneViolation]:
     """Every plane update of a capture that breaks a rule, in record order, from its plane
-    records and the closes of their streams (see the module docstring)."""
+    records and the closes of their streams (see the module docstring); and every pool stream,
+    from its open, that the catalog then describes as no CKF source."""
     rules = PlaneRules()
     found: list[PlaneViolation] = []
+    catalog: pb.KvPoolCatalogUpdate | None = None  # the last one that kept the rules
     for item in items:
         if isinstance(item, StreamEvent):
             if item.closed is not None:
                 rules.close(item.stream_id)
+            elif (v := _subscribed(item, catalog)) is not None:
+                found.append(v)
         elif (v := rules.check(item.stream_id, item.update, item.record_index)) is not None:
             found.append(v)
+        elif isinstance(item, CatalogRecord):
+            catalog = item.update
     return found
+
+
+def _subscribed(
+    event: StreamEvent, catalog: pb.KvPoolCatalogUpdate | None
+) -> PlaneViolation | None:
+    opened = event.opened
+    if opened is None or opened.method != SUBSCRIBE_KV_POOL_METHOD:
+        return None
+    try:
+        request = pb.SubscribeKvPoolRequest.FromString(opened.request)
+    except DecodeError:
+        return None  # the stream's own damage; nothing to compare
+    if not request.HasField("expected_producer"):
+        return None
+    return pool_source_violation(
+        event.stream_id, request.expected_producer, catalog, event.record_index
+    )
 
 
 def _broken(

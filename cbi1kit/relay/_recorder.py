@@ -41,7 +41,7 @@ from cbi1kit.relay._messages import (
     validate_base_subscriber_id,
     validate_relay_info,
 )
-from cbi1kit.relay._planes import PlaneRules, PlaneUpdate
+from cbi1kit.relay._planes import PlaneRules, PlaneUpdate, pool_source_violation
 from cbi1kit.relay._stream import StepKind, StreamChecker
 from cbi1kit.relay._transport import ClientTls, authority_host, keepalive_options
 
@@ -1243,8 +1243,12 @@ class _PoolStream:
             response_deserializer=None,
         )
         # --validate: the replay engine's rules over this stream (its relay identity is the
-        # stream's own: a restarted relay answers the next subscription with a new one)
+        # stream's own: a restarted relay answers the next subscription with a new one), and
+        # whether upstream's consumer would take a CKF stream from the pool at all
         checker = StreamChecker(expected_producer=producer) if cfg.validate else None
+        source = pool_source_violation(stream, producer, catalog) if cfg.validate else None
+        if source is not None:
+            self._violation(f"pool stream {stream}: {source.rule}: {source.reason}")
         taken = _Taken()
         with r._lock:
             if r._stop.is_set():
