@@ -8,13 +8,15 @@ import argparse
 import os
 import re
 import sys
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from cbi1kit._cli_common import (
     EXIT_OK,
+    EXIT_UNREADABLE,
     EXIT_USAGE,
     CliError,
     at_least,
@@ -59,6 +61,24 @@ def _client(args: argparse.Namespace) -> AbstractContextManager[Any]:
     return c  # type: ignore[no-any-return]
 
 
+@contextmanager
+def _workers_that_die(what: str) -> Iterator[None]:
+    """A worker that died running a task (the OOM killer, a signal) on every worker Dask tried
+    is one line, exit 3, not distributed's traceback."""
+    try:
+        yield
+    except Exception as exc:  # distributed's KilledWorker, without importing it (--local)
+        kind = type(exc)
+        if kind.__name__ != "KilledWorker" or not kind.__module__.startswith("distributed"):
+            raise
+        task = getattr(exc, "task", "a task")
+        raise CliError(
+            f"{what}: a Dask worker died running {task} on every worker that tried it (out of "
+            "memory, or killed)",
+            EXIT_UNREADABLE,
+        ) from None
+
+
 def cmd_fleet_convert(args: argparse.Namespace) -> int:
     from cbi1kit.analysis._dataset import prepare_dataset
     from cbi1kit.fleet._convert import convert
@@ -66,8 +86,8 @@ def cmd_fleet_convert(args: argparse.Namespace) -> int:
     for capture in args.captures:
         check_capture(capture)
     prepare_dataset(args.output)  # a usage error before any cluster starts
-    with _client(args) as c:
-        results = convert(args.captures, args.output, client=c)
+    with _client(args) as c, _workers_that_die(f"fleet convert into {args.output}"):
+        results = convert(args.captures, args.output, client=c)  # a file: all of it, or none
     written = [r for r in results if not r.skipped]
     rows = sum(r.rows.get("frames", 0) for r in written)
     if not args.quiet:
@@ -110,7 +130,7 @@ def cmd_fleet_query(args: argparse.Namespace) -> int:
         {} if args.every is None or args.query not in ("churn", "load") else {"every": args.every}
     )
     ctx: AbstractContextManager[Any] = nullcontext(None) if args.local else _client(args)
-    with ctx as c:
+    with ctx as c, _workers_that_die(f"fleet query {args.query}"):
         if c is None:
             from cbi1kit.fleet._queries import run_local
 

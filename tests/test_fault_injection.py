@@ -1,5 +1,5 @@
 """Faults a user's machine brings (#42): processes killed at chosen points, exports run at once,
-a capture cut while it is read.
+a capture cut while it is read, a Dask worker killed while it converts.
 
 ``export --dataset`` is killed (SIGKILL, in a child process) at every step that can make part
 of a conversion visible: the dataset description linked into place, each table file opened,
@@ -146,6 +146,88 @@ def test_an_export_killed_at_any_step_publishes_nothing_half(
         assert run.returncode == -9, (k, events[k - 1], run.stderr[-500:])
         assert content(out) == first, f"killed at {events[k - 1]} #{k}: the dataset changed"
         code, err = export(captures[1], out)
+        assert code == 0, (k, err)
+        assert content(out) == expected, f"killed at {events[k - 1]} #{k}: rerun differs"
+        assert strays(out) == [], k
+
+
+# A Dask worker preload (``distributed.worker.preload``) that counts the dataset module's file
+# steps in the worker process and kills the worker (SIGKILL) at step CBI1KIT_TEST_KILL_AT, or
+# appends each step to the file CBI1KIT_TEST_EVENTS.
+WORKER_PRELOAD = """
+import os, signal
+from cbi1kit.analysis import _dataset
+
+kill_at, log, events = int(os.environ.get("CBI1KIT_TEST_KILL_AT", "0")), os.environ.get(
+    "CBI1KIT_TEST_EVENTS", ""), []
+
+def counted(name, real):
+    def call(*args, **kwargs):
+        events.append(name)
+        if log:
+            with open(log, "a") as f:
+                f.write(name + "\\n")
+        if len(events) == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+
+class Os:
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+_dataset.os = Os()
+_dataset.os.replace = counted("replace", os.replace)
+_dataset.parquet_writer = counted("open", _dataset.parquet_writer)
+"""
+
+
+def fleet_convert(capture: Path, out: Path, preload: Path, **env: str) -> tuple[int, str]:
+    """``fleet convert`` on a local cluster of one worker, preloaded; the worker is not
+    retried after it dies (Dask would otherwise run the task on three more workers)."""
+    argv = ["fleet", "convert", str(capture), "-o", str(out), "--workers", "1", "--quiet"]
+    run = subprocess.run(
+        [sys.executable, "-m", "cbi1kit", *argv],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)]),
+            "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+            **env,
+        },
+    )
+    return run.returncode, run.stderr
+
+
+def test_a_fleet_convert_whose_worker_dies_publishes_nothing_half(
+    captures: list[Path], expected: dict[str, object], tmp_path: Path
+) -> None:
+    """The worker converting a capture file is killed at its first table file, at each rename
+    into place and at the manifest's (the commit): ``fleet convert`` says so in one line (exit
+    3), the dataset shows nothing of the file, and a rerun converts it exactly."""
+    pytest.importorskip("distributed")
+    preload = tmp_path / "preload_kill.py"
+    preload.write_text(WORKER_PRELOAD)
+    log = tmp_path / "events"
+    out = tmp_path / "count"
+    assert export(captures[0], out)[0] == 0
+    code, err = fleet_convert(captures[1], out, preload, CBI1KIT_TEST_EVENTS=str(log))
+    assert code == 0, err
+    events = log.read_text().split()
+    assert events[0] == "open" and events[-1] == "replace" and events.count("replace") >= 5
+    points = [1] + [k for k, e in enumerate(events, 1) if e == "replace"]
+    for k in points:
+        out = tmp_path / f"ds{k}"
+        assert export(captures[0], out)[0] == 0
+        first = content(out)
+        code, err = fleet_convert(captures[1], out, preload, CBI1KIT_TEST_KILL_AT=str(k))
+        assert code == 3 and one_line(err) and "a Dask worker died" in err, (k, err)
+        assert content(out) == first, f"killed at {events[k - 1]} #{k}: the dataset changed"
+        code, err = fleet_convert(captures[1], out, preload)
         assert code == 0, (k, err)
         assert content(out) == expected, f"killed at {events[k - 1]} #{k}: rerun differs"
         assert strays(out) == [], k
