@@ -40,7 +40,8 @@ import numpy as np
 from _harness import Comparison, MiB, Report, Timing, parser
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_open
+from cbi1kit.capture._file import RecordType, decode_stream_open
+from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
 from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication

@@ -52,13 +52,9 @@ from _harness import (
 from bench_memory import run as peak_of
 from bench_tables import generate_mix
 
-from cbi1kit.capture._file import (
-    CaptureReader,
-    CaptureWriter,
-    RecordType,
-    decode_stream_close,
-    decode_stream_open,
-)
+from cbi1kit.capture._file import RecordType, decode_stream_close, decode_stream_open
+from cbi1kit.capture._reader import CaptureReader
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS
 
 GOAL_RATE = 2_000_000  # messages/s, ck.replay(path) as users call it, the whole capture (#27)

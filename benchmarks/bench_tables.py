@@ -48,8 +48,8 @@ from _harness import (
 )
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.wire._codec import IMAGE_DTYPE, encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
 

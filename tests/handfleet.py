@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfPublisher,

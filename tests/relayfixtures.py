@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_close, decode_stream_open
+from cbi1kit.capture._file import RecordType, decode_stream_close, decode_stream_open
+from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.relay._recorder import SUBSCRIBE_METHOD, Recorder, RecorderConfig, RecordReport
 from cbi1kit.sim._server import FrameListFeed, ProducerFeed, RelayServer, ServerConfig
 

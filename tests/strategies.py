@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.wire._codec import IMAGE_DTYPE, _encode_chunk, _encode_delta_bytes
 from cbi1kit.wire._format import U64_MAX, FilterFormat
 

@@ -18,14 +18,14 @@ from cbi1kit.capture._file import (
     RECORD_HEADER_LEN,
     STRUCTURAL,
     CaptureDamage,
-    CaptureReader,
     CaptureRecord,
-    CaptureWriter,
     RecordType,
     decode_stream_close,
     decode_stream_open,
     is_capture_file,
 )
+from cbi1kit.capture._reader import CaptureReader
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import CaptureError
 
 METHOD = "/dynamo.kvrelay.v1.KvEventRelay/SubscribeKvPool"

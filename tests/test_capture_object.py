@@ -18,7 +18,8 @@ import cbi1kit as ck
 import cbi1kit.capture._scan as scan_module
 from cbi1kit.analysis import frames_table, images_table, replay, snapshots_table
 from cbi1kit.analysis._replay import ReplayReport
-from cbi1kit.capture._file import FILE_HEADER_LEN, CaptureReader, RecordType
+from cbi1kit.capture._file import FILE_HEADER_LEN, RecordType
+from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.errors import CaptureError
 
 SAMPLE = Path(__file__).parent.parent / "data" / "sample.kvrcap"

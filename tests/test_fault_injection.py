@@ -318,7 +318,7 @@ def cut_under_the_reader(monkeypatch: pytest.MonkeyPatch, path: Path, at: int) -
 
 def boundary(path: Path, fraction: float) -> int:
     """The offset of the record ``fraction`` of the way through the capture."""
-    from cbi1kit.capture._file import CaptureReader
+    from cbi1kit.capture._reader import CaptureReader
 
     with CaptureReader(path) as reader:
         offsets = [r.offset for r in reader.records()]

@@ -17,8 +17,8 @@ from test_stream_roundtrip import DC, build_stream
 
 from cbi1kit.analysis._global import At, format_unix_ns, global_view, parse_at
 from cbi1kit.analysis._replay import ReplayReport, replay
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import IdentityError, LaneError
 from cbi1kit.hashing._identity import stable_dc_id
 from cbi1kit.sim._engine import Simulator

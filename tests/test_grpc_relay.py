@@ -182,7 +182,8 @@ def test_append_to_a_foreign_file_is_refused_and_to_an_empty_one_starts_it(
 ) -> None:
     """Appending used to report success and write records behind a zeroed header. An empty
     file is started, as ``>>`` does (#42); a recording that received nothing leaves it empty."""
-    from cbi1kit.capture._file import CaptureReader, CaptureWriter
+    from cbi1kit.capture._reader import CaptureReader
+    from cbi1kit.capture._writer import CaptureWriter
     from cbi1kit.errors import CaptureError
 
     argv = ["record", "127.0.0.1:1", "--append", "--quiet", "--timeout", "1", "--duration", "1"]
@@ -555,7 +556,9 @@ def test_append_to_a_torn_capture_says_what_it_cut(
     """A capture whose last record was torn (a recorder killed mid-write) is appended to after
     cutting that record off: the user is told, and the capture holds a MARK saying so (it was
     cut silently and the result replayed as whole)."""
-    from cbi1kit.capture._file import CaptureReader, CaptureWriter, RecordType
+    from cbi1kit.capture._file import RecordType
+    from cbi1kit.capture._reader import CaptureReader
+    from cbi1kit.capture._writer import CaptureWriter
 
     path = tmp_path / "torn.kvrcap"
     with CaptureWriter(path, index_every=0) as w:

@@ -20,7 +20,6 @@ from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture import _readers
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._readers import (
     CatalogRecord,
     FrameDamage,
@@ -34,6 +33,7 @@ from cbi1kit.capture._readers import (
     read_grpcurl_json,
 )
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import CaptureError
 from cbi1kit.hashing._identity import (
     CacheSemanticsId,

@@ -116,12 +116,8 @@ def plane_facts(path: Path) -> dict[str, Any]:
     """What a recording shows of a relay's ways, beyond its frames: how each RPC's first stream
     ended (status, trailers), the first readiness revision, the pool-load fields it fills."""
     from cbi1kit._proto import kvrelay_v1_pb2 as pb
-    from cbi1kit.capture._file import (
-        CaptureReader,
-        RecordType,
-        decode_stream_close,
-        decode_stream_open,
-    )
+    from cbi1kit.capture._file import RecordType, decode_stream_close, decode_stream_open
+    from cbi1kit.capture._reader import CaptureReader
 
     methods: dict[int, str] = {}
     facts: dict[str, Any] = {"closes": {}}
@@ -214,7 +210,8 @@ def test_a_relay_restarted_under_the_recorder_is_followed(tmp_path: Path) -> Non
 def catalog_history(path: Path) -> list[tuple[int, list[int]]]:
     """Each catalog update recorded: its revision and its pools' layout generations."""
     from cbi1kit._proto import kvrelay_v1_pb2 as pb
-    from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_open
+    from cbi1kit.capture._file import RecordType, decode_stream_open
+    from cbi1kit.capture._reader import CaptureReader
 
     catalogs, history = set(), []
     with CaptureReader(path) as reader:

@@ -139,7 +139,8 @@ def test_auth_headers_reach_every_call_and_stay_out_of_the_capture(
     with open(path, "rb") as f:
         raw = f.read()
     assert token.encode() not in raw and b"s3cr3t" not in raw
-    from cbi1kit.capture._file import CaptureReader, RecordType, decode_stream_open
+    from cbi1kit.capture._file import RecordType, decode_stream_open
+    from cbi1kit.capture._reader import CaptureReader
 
     with CaptureReader(path) as reader:
         opens = [

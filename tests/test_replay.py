@@ -28,9 +28,11 @@ from cbi1kit.analysis._replay import (
     Violation,
     replay,
 )
-from cbi1kit.capture._file import CaptureReader, CaptureWriter, RecordType
+from cbi1kit.capture._file import RecordType
+from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.wire._format import FilterFormat
 from conftest import ROOT
@@ -306,8 +308,8 @@ def _sessions_capture(path: Path, sessions: int) -> dict[int, np.ndarray]:
     lanes expected at a few sequences (the first and last session's middle delta)."""
     from test_stream_roundtrip import MARKER, RELAY
 
-    from cbi1kit.capture._file import CaptureWriter
     from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
+    from cbi1kit.capture._writer import CaptureWriter
     from cbi1kit.wire._codec import encode_delta, encode_snapshot_chunks
 
     fmt = FilterFormat(0x5EED, LANE)
@@ -569,11 +571,11 @@ PlaneStep = tuple[Any, ...]
 def _plane_capture(path: Path, steps: list[PlaneStep]) -> Path:
     """A capture of catalog and readiness streams, opened as first named."""
     from cbi1kit._proto import kvrelay_v1_pb2 as pb
-    from cbi1kit.capture._file import CaptureWriter
     from cbi1kit.capture._streams import (
         SUBSCRIBE_SERVING_READINESS_METHOD,
         WATCH_KV_POOL_CATALOG_METHOD,
     )
+    from cbi1kit.capture._writer import CaptureWriter
     from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
 
     with CaptureWriter(path) as w:
@@ -690,8 +692,8 @@ def test_a_pool_stream_needs_an_aggregated_base_model_source(tmp_path: Path) -> 
     from strategies import wire_producer
 
     from cbi1kit._proto import kvrelay_v1_pb2 as pb
-    from cbi1kit.capture._file import CaptureWriter
     from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+    from cbi1kit.capture._writer import CaptureWriter
     from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
 
     base = pb.ModelTarget(base=pb.BaseModelTarget(base_model="m"))

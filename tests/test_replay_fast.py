@@ -39,8 +39,8 @@ from cbi1kit.analysis._replay import ReplayReport, replay
 from cbi1kit.analysis._replay_kernels import RULE_CHECKS
 from cbi1kit.analysis._tables import images_table, snapshots_table
 from cbi1kit.capture import _scan
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import LaneError
 from cbi1kit.wire import RULES
 from cbi1kit.wire._codec import encode_snapshot_chunks

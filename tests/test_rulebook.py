@@ -24,8 +24,8 @@ from cbi1kit import errors
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._frames import frames_table
 from cbi1kit.analysis._replay import replay
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import Cbi1Error
 from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER, check_filter_update
 from cbi1kit.wire import RULES, Rule, decode, rule_for

@@ -21,14 +21,14 @@ from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     RECORD_HEADER_LEN,
     CaptureDamage,
-    CaptureReader,
-    CaptureWriter,
     RecordType,
     read_index,
 )
+from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.capture._readers import FrameDamage, read_capture
 from cbi1kit.capture._scan import FileScan
 from cbi1kit.capture._walk import walk_python
+from cbi1kit.capture._writer import CaptureWriter
 
 
 def _check(data: bytes) -> int:

@@ -18,13 +18,13 @@ from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import EventKind, replay
-from cbi1kit.capture._file import CaptureWriter
 from cbi1kit.capture._readers import (
     SUBSCRIBE_KV_POOL_METHOD,
     read_capture,
     read_frames,
     read_grpcurl_json,
 )
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfPublisher,

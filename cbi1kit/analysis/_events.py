@@ -54,6 +54,7 @@ class Violation(ReplayEvent):
 
     @property
     def action(self) -> str:
+        """What a consumer does: ``invalidate-lane`` or ``quarantine-pool`` (the rulebook's)."""
         return action_of(self.rule)
 
     def describe(self) -> str:

@@ -7,12 +7,8 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.capture._file import (
-        CaptureReader as CaptureReader,
-        CaptureRecord as CaptureRecord,
-        CaptureWriter as CaptureWriter,
-        RecordType as RecordType,
-    )
+    from cbi1kit.capture._file import CaptureRecord as CaptureRecord, RecordType as RecordType
+    from cbi1kit.capture._reader import CaptureReader as CaptureReader
     from cbi1kit.capture._readers import (
         CaptureItem as CaptureItem,
         CatalogRecord as CatalogRecord,
@@ -26,10 +22,11 @@ if TYPE_CHECKING:
         read_grpcurl_json as read_grpcurl_json,
         write_grpcurl_json as write_grpcurl_json,
     )
+    from cbi1kit.capture._rotating import RotatingCaptureWriter as RotatingCaptureWriter
     from cbi1kit.capture._segments import (
         CaptureSet as CaptureSet,
-        RotatingCaptureWriter as RotatingCaptureWriter,
         capture_segments as capture_segments,
     )
+    from cbi1kit.capture._writer import CaptureWriter as CaptureWriter
 else:
     __getattr__, __dir__, __all__ = attach(__name__, __file__)

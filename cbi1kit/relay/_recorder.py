@@ -24,13 +24,14 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._files import unwritable
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureWriter
-from cbi1kit.capture._segments import RotatingCaptureWriter, read_segment_info
+from cbi1kit.capture._rotating import RotatingCaptureWriter
+from cbi1kit.capture._segments import read_segment_info
 from cbi1kit.capture._streams import (
     KV_EVENT_RELAY,
     SUBSCRIBE_KV_POOL_METHOD,
     WATCH_KV_POOL_CATALOG_METHOD,
 )
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import Cbi1kitError, RecorderError, RecorderVariant, RelayWireError
 from cbi1kit.hashing._identity import DcId, stable_dc_id
 from cbi1kit.relay._messages import (

@@ -17,8 +17,9 @@ import numpy.typing as npt
 
 from cbi1kit._files import written_whole
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CaptureWriter, RecordType
+from cbi1kit.capture._file import RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._identity import CanonicalModelRegistration, KvQuerySemantics, RelayIdentity

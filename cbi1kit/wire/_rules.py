@@ -45,10 +45,11 @@ _CONVERT_RS: Final = "lib/llm/src/kv_dc_relay/wan/grpc/identity.rs"
 _GLOBAL_RS: Final = "lib/kv-router/src/indexer/cuckoo/global.rs"
 
 
-#: what a consumer does on a break (``docs/grpc-contract.md`` @ 32a11122, "Unknown Types and
-#: Validation"): drop the lane's replica and close its stream, to start again from a snapshot;
-#: or, for unsupported semantics (``WireIdentityError::is_unsupported``), quarantine the pool
-#: with its previous CKF state, never falling back to a default interpretation
+#: what a consumer does on a break (upstream ``lib/llm/src/kv_dc_relay/docs/grpc-contract.md``
+#: @ 32a11122, "Unknown Types and Validation"): drop the lane's replica and close its stream, to
+#: start again from a snapshot; or, for unsupported semantics
+#: (``WireIdentityError::is_unsupported``), quarantine the pool with its previous CKF state,
+#: never falling back to a default interpretation
 INVALIDATE_LANE: Final = "invalidate-lane"
 QUARANTINE_POOL: Final = "quarantine-pool"
 ACTIONS: Final = (INVALIDATE_LANE, QUARANTINE_POOL)

@@ -1,0 +1,160 @@
+"""Reading a ``kvrcap`` capture record by record, through the format's one scanner
+(:class:`cbi1kit.capture._scan.FileScan`; ``docs/capture-format.md``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from cbi1kit.capture._file import (
+    RECORD_HEADER_LEN,
+    STRUCTURAL,
+    CaptureDamage,
+    CaptureRecord,
+    RecordType,
+)
+from cbi1kit.capture._scan import FileScan
+from cbi1kit.errors import CaptureError
+
+__all__ = ["CaptureReader"]
+
+
+class CaptureReader:
+    """A capture's records, read by the format's one scanner
+    (:class:`cbi1kit.capture._scan.FileScan`).
+
+    ``items()`` is every intact record in order with each damaged stretch reported inline as a
+    :class:`CaptureDamage` where it is, reading going on after it; ``records()`` the intact
+    records only: by default it raises the first damage (``strict=False``: stops there, the
+    error in ``damage``; ``resync=True``: reads past every damage, all in ``damages``).
+    Structural records (INDEX, TRAILER) are skipped unless ``structural=True``. ``follow()``
+    keeps reading a file that is still being written. ``verify=False`` skips the body checksum
+    (headers are always checked).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
+        self.path = Path(path)
+        self.verify = verify
+        self.damage: CaptureError | None = None
+        self.damages: list[CaptureDamage] = []
+        self._scan = FileScan(self.path, verify=verify)  # OSError here if it cannot be read
+
+    def __enter__(self) -> CaptureReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file; safe to call twice."""
+        self._scan.close()
+
+    @property
+    def created_unix_ns(self) -> int:
+        """The file header's creation time (0 until read, or where it does not verify)."""
+        return self._scan.created_unix_ns
+
+    def _fresh(self) -> Any:
+        self._scan.close()
+        self._scan = FileScan(self.path, verify=self.verify)
+        return self._scan
+
+    def items(self, *, structural: bool = False) -> Iterator[CaptureRecord | CaptureDamage]:
+        """Every intact record in order and every damaged stretch where it is (never raises
+        for damage); the damage reports are also collected in ``damages``."""
+        self.damage = None
+        self.damages = []
+        for item in self._fresh().scan():
+            if isinstance(item, CaptureDamage):
+                self.damages.append(item)
+                if self.damage is None:
+                    self.damage = item.error
+                yield item
+            else:
+                yield from _stretch_records(item, structural)
+
+    def records(
+        self, *, strict: bool = True, resync: bool = False, structural: bool = False
+    ) -> Iterator[CaptureRecord]:
+        """Every intact record in order.
+
+        Without ``resync`` reading ends at the first damage, which is raised (``strict``) or
+        kept in ``damage``; with ``resync`` it goes on past every damage (all reports in
+        ``damages``, the first in ``damage``) and never raises for damage.
+        """
+        for item in self.items(structural=structural):
+            if isinstance(item, CaptureDamage):
+                if resync:
+                    continue
+                if strict:
+                    raise item.error
+                return
+            yield item
+
+    def follow(
+        self,
+        *,
+        poll_seconds: float = 0.05,
+        idle_timeout: float | None = 5.0,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[CaptureRecord]:
+        """Yield records as a writer appends them.
+
+        An incomplete record at the end is waited for, not reported. Ends when ``stop()`` is
+        true and nothing new has arrived, or after ``idle_timeout`` seconds without new bytes;
+        a still-incomplete record at that point is then reported as a torn tail. Corruption is
+        raised at once.
+        """
+        scan = self._fresh()
+        idle_since = time.monotonic()
+        while True:
+            grew = False
+            for item in scan.scan(final=False):
+                grew = True
+                yield from self._followed(item)
+            if grew:
+                idle_since = time.monotonic()
+                continue
+            if (stop is not None and stop()) or (
+                idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout
+            ):
+                for item in scan.scan(final=True):
+                    grew = True
+                    yield from self._followed(item)
+                if not grew:
+                    return
+                continue
+            time.sleep(poll_seconds)
+
+    def _followed(self, item: Any) -> Iterator[CaptureRecord]:
+        if isinstance(item, CaptureDamage):
+            self.damage = item.error
+            raise item.error
+        yield from _stretch_records(item, False)
+
+
+_TYPES: Final = {int(t): t for t in RecordType}
+
+
+def _stretch_records(stretch: Any, structural: bool) -> Iterator[CaptureRecord]:
+    """The records of a :class:`cbi1kit.capture._scan.Stretch`, bodies copied."""
+    offsets, types, streams, lengths, numbers, walls, monos = (c.tolist() for c in stretch.cols)
+    buf, base = stretch.buf, stretch.base
+    for off, t, sid, n, number, wall, mono in zip(
+        offsets, types, streams, lengths, numbers, walls, monos, strict=True
+    ):
+        kind = _TYPES[t]
+        if kind in STRUCTURAL and not structural:
+            continue
+        at = off - base + RECORD_HEADER_LEN
+        body = bytes(buf[at : at + n])
+        yield CaptureRecord(number, off, kind, sid, wall, mono, off + RECORD_HEADER_LEN, body)
