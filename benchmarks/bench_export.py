@@ -63,7 +63,7 @@ def main() -> None:
     report = Report("bench_export: export_parquet vs its replay + writing its tables", args.quick)
 
     from cbi1kit.analysis import frames_table, open_capture
-    from cbi1kit.analysis._export import export_parquet
+    from cbi1kit.analysis._shorthands import export_parquet
 
     with tempfile.TemporaryDirectory(prefix="cbi1kit-bench-export-") as scratch:
         for mix in MIXES.values():

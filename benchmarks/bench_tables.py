@@ -167,7 +167,7 @@ def generate(
 
 def count_kinds(path: Path) -> dict[str, int]:
     """The message mix of an existing capture (for ``--keep``)."""
-    from cbi1kit.analysis._frames import frames_table
+    from cbi1kit.analysis._shorthands import frames_table
 
     kinds = frames_table(path).select("kind").collect()["kind"].value_counts()
     names = {"SNAPSHOT_CHUNK": "chunks", "DELTA": "deltas", "HEARTBEAT": "heartbeats"}
@@ -213,7 +213,7 @@ def read_once(path: Path) -> int:
 def measure(path: Path, rounds: int) -> dict[str, object]:
     """In a fresh process: the first collect, the alternating rounds, then one collect's peak
     resident set above the process before it."""
-    from cbi1kit.analysis._frames import frames_table
+    from cbi1kit.analysis._shorthands import frames_table
 
     t = time.perf_counter()
     frames_table(path).collect()  # the first collect also loads the compiled kernels

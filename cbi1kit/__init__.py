@@ -3,7 +3,7 @@
 The front door holds what a notebook user types; every stage is also a subpackage with a curated
 public surface of its own (``ck.wire``, ``ck.ckf``, ``ck.viz`` ...; docs/api.md):
 
-    hashing -> wire -> ckf -> capture -> relay -> analysis -> sim -> viz
+    hashing -> wire -> ckf -> capture -> relay -> analysis -> fleet -> sim -> viz
 
 Errors are a few families in :mod:`cbi1kit.errors`, each naming upstream's variant.
 """

@@ -23,8 +23,7 @@ __all__ = ["compile_ahead"]
 def compile_ahead() -> float:
     """Build the frames table of a small simulated capture, whole and torn, and replay it; the
     seconds taken."""
-    from cbi1kit.analysis._frames import frames_table
-    from cbi1kit.analysis._replay import replay
+    from cbi1kit.analysis._shorthands import frames_table, replay
     from cbi1kit.sim._simrelay import RelayConfig, SimRelayConfig, simulate_capture
     from cbi1kit.sim._simulator import SimulatorConfig
     from cbi1kit.sim._workload import synthetic_chat

@@ -618,7 +618,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.dataset:
         return _export_dataset(args)
     try:
-        from cbi1kit.analysis._export import export_parquet
+        from cbi1kit.analysis._shorthands import export_parquet
     except ImportError:  # pragma: no cover - _tables is part of the package
         raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
     if len(args.capture) > 1:
@@ -846,13 +846,13 @@ def _view_json(view: Any, report: Any, path: Path) -> dict[str, object]:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from cbi1kit.analysis._global import format_unix_ns
+    from cbi1kit.analysis._global import build_global_view, format_unix_ns
     from cbi1kit.errors import IdentityError
 
     fmt = _expected_format(args)
     report = _replay(args.capture, fmt, not args.no_progress, history=True)
     try:
-        view = report.global_view(model=args.model, at=args.at, max_age=args.max_age)
+        view = build_global_view(report, model=args.model, at=args.at, max_age=args.max_age)
     except IdentityError as exc:  # a model no pool of the catalog serves
         raise CliError(str(exc), EXIT_USAGE) from None
     except LaneError as exc:
@@ -987,7 +987,7 @@ def _usage_if_unanswerable(exc: Cbi1kitError, asked: Mapping[Path, Any]) -> None
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from cbi1kit.analysis._explain import explain
+    from cbi1kit.analysis._shorthands import explain
 
     check_source(args.capture)
     tokens: list[int] | None = args.tokens
@@ -1052,7 +1052,7 @@ def _lane_input(path: Path) -> Any:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from cbi1kit.analysis._diff import diff
+    from cbi1kit.analysis._shorthands import diff
 
     b_path: Path = args.b if args.b is not None else args.a
     sides = [_lane_input(args.a), _lane_input(b_path)]

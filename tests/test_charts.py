@@ -13,10 +13,13 @@ import polars as pl
 import pytest
 from errorcheck import raises_variant
 
-from cbi1kit.analysis._frames import frames_table
-from cbi1kit.analysis._global import global_timeline
-from cbi1kit.analysis._replay import replay
-from cbi1kit.analysis._tables import images_table, snapshots_table
+from cbi1kit.analysis._shorthands import (
+    frames_table,
+    global_timeline,
+    images_table,
+    replay,
+    snapshots_table,
+)
 from cbi1kit.capture._readers import read_capture
 from cbi1kit.errors import VizError
 from cbi1kit.viz import _charts as C

@@ -499,7 +499,7 @@ def test_false_positive_at_a_sampled_position_inflates_the_depth() -> None:
 def test_the_verification_window_has_one_range_everywhere(window: int) -> None:
     """The producer's CkfConfig, the consumer's prefix search and explain refuse the same
     windows (``verification_window_fault``, the one statement of the range)."""
-    from cbi1kit.analysis._explain import explain
+    from cbi1kit.analysis._shorthands import explain
     from cbi1kit.ckf._limits import MAX_VERIFICATION_WINDOW
     from cbi1kit.ckf._producer import CkfConfig
     from cbi1kit.errors import CkfError, LaneError

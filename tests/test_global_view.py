@@ -15,8 +15,9 @@ from errorcheck import raises_variant
 from test_replay import clone
 from test_stream_roundtrip import DC, build_stream
 
-from cbi1kit.analysis._global import At, format_unix_ns, global_view, parse_at
-from cbi1kit.analysis._replay import ReplayReport, replay
+from cbi1kit.analysis._global import At, format_unix_ns, parse_at
+from cbi1kit.analysis._replay import ReplayReport
+from cbi1kit.analysis._shorthands import global_view, replay
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import IdentityError, LaneError
@@ -110,7 +111,7 @@ def test_every_lane_replays_cleanly(fleet: Fleet) -> None:
 def test_the_view_at_the_end_is_the_simulators_lanes(fleet: Fleet) -> None:
     words, seqs, _ = simulator_lanes(fleet.workload)
     assert seqs == fleet.result.final_sequence
-    view = fleet.report.global_view(model=FLEET.simulator.model)
+    view = global_view(fleet.report, model=FLEET.simulator.model)
     assert_view_equals(view, words, seqs)
     assert [n.producer for n in view.lanes] == [d.producer for d in view.catalogs[0].pools]
     assert global_view(fleet.path).to_frame().equals(view.to_frame())  # no model: every lane
@@ -125,16 +126,16 @@ def test_the_view_at_a_time_is_the_simulators_lanes_then(fleet: Fleet) -> None:
     )
     words, seqs, _ = simulator_lanes(fleet.workload, until_ms=t_ms)
     at_ns = DEFAULT_EPOCH_UNIX_NS + t_ms * MS + MS - 1  # the last ns of that millisecond
-    view = fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(at_ns))
+    view = global_view(fleet.report, model=FLEET.simulator.model, at=format_unix_ns(at_ns))
     assert view.unix_ns == at_ns and t0 <= t_ms
     assert_view_equals(view, words, seqs)
     assert all(n.time_unix_ns is not None and n.time_unix_ns <= at_ns for n in view.lanes)
     assert seqs != fleet.result.final_sequence  # an intermediate moment
     first = fleet.report.first_unix_ns
     assert first is not None
-    relative = fleet.report.global_view(at=f"+{at_ns - first}ns")
+    relative = global_view(fleet.report, at=f"+{at_ns - first}ns")
     assert relative.unix_ns == at_ns and relative.to_frame().equals(view.to_frame())
-    as_sequence = fleet.report.global_view(at=at_ns)  # an int names a sequence, not a time
+    as_sequence = global_view(fleet.report, at=at_ns)  # an int names a sequence, not a time
     assert as_sequence.unix_ns is None and not any(n.ready for n in as_sequence.lanes)
 
 
@@ -143,7 +144,7 @@ def test_the_view_at_a_sequence_is_the_simulators_lanes_then(fleet: Fleet) -> No
     words, seqs, _ = simulator_lanes(fleet.workload, sequence=sequence)
     assert set(seqs.values()) == {sequence}
     assert_view_equals(
-        fleet.report.global_view(model=FLEET.simulator.model, at=sequence), words, seqs
+        global_view(fleet.report, model=FLEET.simulator.model, at=sequence), words, seqs
     )
 
 
@@ -153,7 +154,7 @@ def test_a_lane_between_sessions_is_not_ready(fleet: Fleet) -> None:
     first, second = lane.sessions[:2]
     assert first.ended_unix_ns is not None and second.installed_unix_ns is not None
     assert first.ended_unix_ns < second.installed_unix_ns
-    view = fleet.report.global_view(at=format_unix_ns(first.ended_unix_ns))
+    view = global_view(fleet.report, at=format_unix_ns(first.ended_unix_ns))
     gap = view.lanes[0]
     assert not gap.ready and "closed" in gap.why and gap.sequence is None
     assert not view.table.ready_mask() & 1
@@ -162,17 +163,17 @@ def test_a_lane_between_sessions_is_not_ready(fleet: Fleet) -> None:
 
 def test_model_and_catalog_errors(fleet: Fleet, tmp_path: Path) -> None:
     with raises_variant(IdentityError, "UnknownModel", match=FLEET.simulator.model):
-        fleet.report.global_view(model="no/such-model")
+        global_view(fleet.report, model="no/such-model")
     first = fleet.report.catalogs[0].recv_unix_ns
     with raises_variant(LaneError, "NoCatalog", match="received by"):
-        fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(first - 1))
-    assert fleet.report.global_view(model=FLEET.simulator.model, at=format_unix_ns(first)).catalogs
+        global_view(fleet.report, model=FLEET.simulator.model, at=format_unix_ns(first - 1))
+    assert global_view(fleet.report, model=FLEET.simulator.model, at=format_unix_ns(first)).catalogs
     one = tmp_path / "one.kvrcap"
     simulate_capture(
         fleet.workload.head(30), one, dataclasses.replace(FLEET, relay=RelayConfig(record_dc=1))
     )
     report = replay(one)  # one DC's pool stream, and the catalog of every pool
-    lanes = report.global_view(model=FLEET.simulator.model).lanes
+    lanes = global_view(report, model=FLEET.simulator.model).lanes
     assert len(lanes) == FLEET.simulator.dcs
     (ready,) = [lane for lane in lanes if lane.ready]
     assert ready.pool.dc_id == stable_dc_id("sim-dc-1")
@@ -313,19 +314,19 @@ def test_a_lane_is_stale_as_upstreams_scorer_judges(tmp_path: Path, engine: str)
     beat = max(i for i, k in enumerate(kinds) if k == 3)  # FILTER_UPDATE_KIND_HEARTBEAT
     assert kinds[beat - 1] == 2  # a delta a second before it
     last = times[-1]
-    (lane,) = report.global_view(max_age=30).lanes
+    (lane,) = global_view(report, max_age=30).lanes
     assert lane.ready and lane.stale and lane.touched_unix_ns == last  # at the capture's end
-    (lane,) = report.global_view(at=format_unix_ns(last + 30 * SEC), max_age=30).lanes
+    (lane,) = global_view(report, at=format_unix_ns(last + 30 * SEC), max_age=30).lanes
     assert lane.stale is False  # exactly max_age: still fresh (strictly more is stale)
-    (lane,) = report.global_view(at=format_unix_ns(last + 30 * SEC + 1), max_age=30).lanes
+    (lane,) = global_view(report, at=format_unix_ns(last + 30 * SEC + 1), max_age=30).lanes
     assert lane.stale is True
-    (lane,) = report.global_view(at=format_unix_ns(times[beat]), max_age=0.5).lanes
+    (lane,) = global_view(report, at=format_unix_ns(times[beat]), max_age=0.5).lanes
     assert lane.touched_unix_ns == times[beat] and lane.stale is False  # the heartbeat's time
-    (lane,) = report.global_view(at=format_unix_ns(times[beat] + SEC // 2 + 1), max_age=0.5).lanes
+    (lane,) = global_view(report, at=format_unix_ns(times[beat] + SEC // 2 + 1), max_age=0.5).lanes
     assert lane.touched_unix_ns == times[beat] and lane.stale is True
-    (lane,) = report.global_view().lanes
+    (lane,) = global_view(report).lanes
     assert lane.stale is None and lane.touched_unix_ns == last  # no max_age: not judged
-    (lane,) = report.global_view(at=report.lanes[0].final_sequence, max_age=30).lanes
+    (lane,) = global_view(report, at=report.lanes[0].final_sequence, max_age=30).lanes
     assert lane.stale is None  # a sequence names no time
 
 

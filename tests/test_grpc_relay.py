@@ -107,18 +107,15 @@ def replay_stream(stream: Stream) -> Replayed:
 
 
 def replay_capture(path: Path) -> Replayed:
-    """The last subscription's lane; ``_replay.replay`` checks the whole capture if present."""
-    try:
-        from cbi1kit.analysis import _replay
-        from cbi1kit.capture._readers import read_capture
-    except ImportError:
-        _replay = None
+    """The last subscription's lane; ``replay`` checks the whole capture if present."""
+    from cbi1kit.analysis import replay
+    from cbi1kit.capture._readers import read_capture
+
     subs = subscriptions(path)
     last = replay_stream(subs[-1])
-    if _replay is not None:
-        report = _replay.replay(list(read_capture(path)))
-        assert report.ok, report.violations
-        assert np.array_equal(np.asarray(report.final_lane, dtype=np.uint64), last.lane)
+    report = replay(list(read_capture(path)))
+    assert report.ok, report.violations
+    assert np.array_equal(np.asarray(report.final_lane, dtype=np.uint64), last.lane)
     return last
 
 

@@ -26,8 +26,9 @@ from relayfixtures import FAST, Running, read_streams, recorder_config, subscrip
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import replay
-from cbi1kit.analysis._global import format_unix_ns, global_view
+from cbi1kit.analysis._global import format_unix_ns
 from cbi1kit.analysis._replay import LaneReport, ReplayReport
+from cbi1kit.analysis._shorthands import global_view
 from cbi1kit.capture._file import RecordType, decode_stream_open
 from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.cli import main as cli_main

@@ -22,12 +22,8 @@ from test_stream_roundtrip import (
 )
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._replay import (
-    EventKind,
-    Replayer,
-    Violation,
-    replay,
-)
+from cbi1kit.analysis._replay import EventKind, Replayer, Violation
+from cbi1kit.analysis._shorthands import replay
 from cbi1kit.capture._file import RecordType
 from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.capture._readers import FrameRecord, read_capture

@@ -34,10 +34,10 @@ from test_rulebook import GOLDEN, mutated
 from test_stream_roundtrip import build_stream, write_capture
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis import _capture, _fast
-from cbi1kit.analysis._replay import ReplayReport, replay
+from cbi1kit.analysis import _fast
+from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.analysis._replay_kernels import RULE_CHECKS
-from cbi1kit.analysis._tables import images_table, snapshots_table
+from cbi1kit.analysis._shorthands import images_table, replay, snapshots_table
 from cbi1kit.capture import _scan
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
@@ -230,7 +230,7 @@ def test_the_partitioned_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     captures = fleet_captures(tmp_path / "captures")
     sources = [captures[k] for k in ("a", "broken", "rotated")]
     export_dataset(sources, tmp_path / "fast")
-    monkeypatch.setattr(_capture, "compiled", lambda module: None)  # no kernels to load
+    monkeypatch.setattr(_fast, "compiled", lambda module: None)  # no kernels to load
     export_dataset(sources, tmp_path / "reference")
     fast, ref = open_dataset(tmp_path / "fast"), open_dataset(tmp_path / "reference")
     for table, lf in fast.tables.items():
@@ -426,7 +426,7 @@ def test_the_engine_is_chosen_and_falls_back(
     stream = build_stream(deltas=4, seed=2)
     assert replay(stream.messages, engine="compiled").ok and calls
     calls.clear()
-    monkeypatch.setattr(_capture, "compiled", lambda module: None)
+    monkeypatch.setattr(_fast, "compiled", lambda module: None)
     assert summary(replay(SAMPLE)) == summary(replay(SAMPLE, engine="reference"))
     assert not calls
     ticks: list[int] = []
@@ -468,7 +468,8 @@ def test_without_events_memory_does_not_follow_the_length(
 
 def _deltas_seen(engine: str) -> list[tuple[int, int, bytes, bytes, bytes]]:
     """Every applied delta the sample's replay hands ``on_delta``, its arrays kept as handed."""
-    from cbi1kit.analysis._capture import feeder_of, open_capture
+    from cbi1kit.analysis._capture import open_capture
+    from cbi1kit.analysis._fast import feeder_of
     from cbi1kit.analysis._replay import Replayer
 
     seen: list[Any] = []

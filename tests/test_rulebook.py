@@ -22,8 +22,7 @@ from test_conformance_cbi1 import CASES, _format, _frame_bytes
 
 from cbi1kit import errors
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._frames import frames_table
-from cbi1kit.analysis._replay import replay
+from cbi1kit.analysis._shorthands import frames_table, replay
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import Cbi1Error

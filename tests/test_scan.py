@@ -16,7 +16,7 @@ from test_capture import write_sample
 from test_stream_roundtrip import SUBSCRIBE_KV_POOL_METHOD, Stream, build_stream
 
 import cbi1kit.capture._scan as scan_module
-from cbi1kit.analysis._frames import frames_batches, frames_table
+from cbi1kit.analysis._shorthands import frames_batches, frames_table
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     RECORD_HEADER_LEN,

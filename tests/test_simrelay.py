@@ -9,7 +9,7 @@ import pytest
 from errorcheck import raises_variant
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._replay import replay
+from cbi1kit.analysis._shorthands import replay
 from cbi1kit.capture._file import RecordType, decode_stream_close, decode_stream_open
 from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.capture._readers import read_capture, read_catalog

@@ -10,16 +10,21 @@ import pytest
 from test_stream_roundtrip import Stream, build_stream, write_capture
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._export import export_parquet
-from cbi1kit.analysis._frames import frames_batches, frames_table
-from cbi1kit.analysis._replay import replay
 from cbi1kit.analysis._schema import (
     FRAMES_SCHEMA,
     IMAGES_SCHEMA,
     OCCUPANCY_SCHEMA,
     SNAPSHOTS_SCHEMA,
 )
-from cbi1kit.analysis._tables import images_table, occupancy_table, snapshots_table
+from cbi1kit.analysis._shorthands import (
+    export_parquet,
+    frames_batches,
+    frames_table,
+    images_table,
+    replay,
+    snapshots_table,
+)
+from cbi1kit.analysis._tables import occupancy_table
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._codec import decode, peek_format
 from cbi1kit.wire._rules import RULE_INDEX, rule_for

@@ -10,7 +10,6 @@ from cbi1kit._lazy import attach
 if TYPE_CHECKING:
     from cbi1kit.analysis._capture import (
         Capture as Capture,
-        Source as Source,
         open_capture as open_capture,
     )
     from cbi1kit.analysis._dataset import (
@@ -20,39 +19,40 @@ if TYPE_CHECKING:
     )
     from cbi1kit.analysis._diff import (
         LaneDiff as LaneDiff,
-        diff as diff,
     )
     from cbi1kit.analysis._events import (
         Violation as Violation,
     )
     from cbi1kit.analysis._explain import (
         Explanation as Explanation,
-        explain as explain,
-    )
-    from cbi1kit.analysis._export import (
-        export_parquet as export_parquet,
-    )
-    from cbi1kit.analysis._frames import (
-        frames_table as frames_table,
     )
     from cbi1kit.analysis._global import (
         GlobalView as GlobalView,
-        global_timeline as global_timeline,
-        global_view as global_view,
         parse_at as parse_at,
     )
     from cbi1kit.analysis._replay import (
         LaneReport as LaneReport,
         ReplayReport as ReplayReport,
-        replay as replay,
     )
     from cbi1kit.analysis._schema import (
         TABLE_SCHEMAS as TABLE_SCHEMAS,
     )
-    from cbi1kit.analysis._tables import (
+    from cbi1kit.analysis._shorthands import (
+        diff as diff,
+        explain as explain,
+        export_parquet as export_parquet,
+        frames_table as frames_table,
+        global_timeline as global_timeline,
+        global_view as global_view,
         images_table as images_table,
-        occupancy_table as occupancy_table,
+        replay as replay,
         snapshots_table as snapshots_table,
+    )
+    from cbi1kit.analysis._source import (
+        Source as Source,
+    )
+    from cbi1kit.analysis._tables import (
+        occupancy_table as occupancy_table,
     )
 else:
     __getattr__, __dir__, __all__ = attach(__name__, __file__)

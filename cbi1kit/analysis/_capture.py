@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,16 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit._lazy import compiled
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._replay import (
-    ReferenceFeeder,
     Replayer,
     ReplayReport,
     check_engine,
 )
+from cbi1kit.analysis._source import Source
 from cbi1kit.capture._file import RECORD_HEADER_LEN
-from cbi1kit.capture._items import FrameDamage, FrameRecord, FrameSpan, ReadCursor, SourceError
+from cbi1kit.capture._items import FrameDamage, FrameSpan, ReadCursor, SourceError
 from cbi1kit.capture._readers import frame_items, is_capture_source, source_format
 from cbi1kit.capture._scan import CaptureScan, FileScan, ScanItem
 from cbi1kit.capture._segments import CaptureSet
@@ -52,18 +50,8 @@ if TYPE_CHECKING:
 
 Words = npt.NDArray[np.uint64]
 
-__all__ = ["Capture", "Source", "feeder_of", "open_capture"]
+__all__ = ["Capture", "open_capture"]
 
-#: what ``cbi1kit.open`` takes: a capture (a kvrcap file, a rotated recording's first segment, a
-#: ``CaptureSet`` or a list of segment paths), a grpcurl JSON dump, a bare CBI1 frame file, or
-#: messages (``FilterUpdate`` values or ``FrameRecord`` items)
-Source = (
-    str
-    | os.PathLike[str]
-    | CaptureSet
-    | Sequence[str | os.PathLike[str]]
-    | Iterable[FrameRecord | pb.FilterUpdate]
-)
 Item = ScanItem | SourceError
 
 
@@ -289,11 +277,14 @@ class Capture:
             del item
         yield from engine_.finish()
 
-    def frames_table(self, *, engine: str = "compiled") -> pl.LazyFrame:
-        """:attr:`frames`, or the same table made by ``engine`` (not kept)."""
-        if engine == "compiled":
+    def frames_table(
+        self, *, batch_rows: int | None = None, engine: str = "compiled"
+    ) -> pl.LazyFrame:
+        """:attr:`frames`, or the same table made by ``engine`` in batches of ``batch_rows``
+        (not kept)."""
+        if engine == "compiled" and batch_rows is None:
             return self.frames
-        return _lazy(lambda: self.frame_batches(engine=engine), "frames")
+        return _lazy(lambda: self.frame_batches(batch_rows=batch_rows, engine=engine), "frames")
 
     def _frame_batches(self, *, cached: bool = True) -> Iterator[pl.DataFrame]:
         if not self.keep_tables:
@@ -349,6 +340,8 @@ class Capture:
             keep_events=keep_events,
             **hooks,
         )
+        from cbi1kit.analysis._fast import feeder_of  # numba loads with the first replay
+
         return _Run(player, feeder_of(engine, player), tables=tables)
 
     def _advance(self, run: _Run, progress: Callable[[int], None] | None) -> ReplayReport:
@@ -409,6 +402,7 @@ class Capture:
         report = self.replay()
         return lane_at_moment(report, report.lane(dc, pool=pool), at)[1]
 
+    # the views load polars and the consumer tables on first use, not with the scan
     def view(
         self,
         *,
@@ -423,24 +417,24 @@ class Capture:
         return build_global_view(self.replay(), model=model, at=at, max_age=max_age)
 
     def timeline(self, *, model: str | None = None, points: int = 24) -> pl.DataFrame:
-        """The global view at ``points`` moments (``analysis._global.global_timeline``)."""
-        from cbi1kit.analysis._global import global_timeline
+        """The global view at ``points`` moments (``cbi1kit.analysis.global_timeline``)."""
+        from cbi1kit.analysis._global import build_timeline
 
-        return global_timeline(self.replay(), model=model, points=points)
+        return build_timeline(self.replay(), model=model, points=points)
 
     def explain(self, *, model: str, **options: Any) -> Explanation:
         """One request against the view at a moment, step by step (``cbi1kit.explain``)."""
-        from cbi1kit.analysis._explain import explain
+        from cbi1kit.analysis._explain import build_explanation
 
-        return explain(self.replay(), model=model, **options)
+        return build_explanation(self.replay(), model=model, **options)
 
     def diff(self, other: LaneSource | Capture | None = None, **options: Any) -> LaneDiff:
         """A lane of this capture against ``other`` (another capture, moment or DC; words)
         bucket by bucket (``cbi1kit.diff``)."""
-        from cbi1kit.analysis._diff import diff
+        from cbi1kit.analysis._diff import build_diff
 
-        b = other.replay() if isinstance(other, Capture) else other
-        return diff(self.replay(), b, **options)
+        labels = options.pop("labels", (_name(self.source), _side_name(other)))
+        return build_diff(self.replay(), diff_side(other), labels=labels, **options)
 
     def stats(self, at: Moment = None, *, dc: int | str | DcId | None = None) -> CkfStats:
         """``CF.INFO``-style figures of a lane at a moment (``cbi1kit.ckf.lane_stats``)."""
@@ -452,21 +446,19 @@ class Capture:
         return lane_stats(words)
 
     def export(
-        self, out_dir: str | os.PathLike[str], *, overwrite: bool = False
+        self,
+        out_dir: str | os.PathLike[str],
+        *,
+        expected_format: FilterFormat | None = None,
+        overwrite: bool = False,
     ) -> dict[str, Path]:
-        """The frames, images and snapshots tables as Parquet files (``export_parquet``)."""
-        from cbi1kit.analysis._export import export_parquet
+        """The frames, images and snapshots tables as Parquet files, from one more pass
+        (``cbi1kit.export_parquet``)."""
+        from cbi1kit.analysis._export import export_parquet  # pyarrow's writer: on first use
 
-        return export_parquet(self, out_dir, overwrite=overwrite)
-
-
-def feeder_of(engine: str, player: Replayer) -> Any:
-    """The engine's feeder: the compiled one where the kernels load, else the reference."""
-    if engine == "compiled" and compiled("cbi1kit.analysis._replay_kernels") is not None:
-        from cbi1kit.analysis._fast import CompiledFeeder
-
-        return CompiledFeeder(player)
-    return ReferenceFeeder(player)
+        return export_parquet(
+            self.items(), out_dir, expected_format=expected_format, overwrite=overwrite
+        )
 
 
 def _format_key(fmt: FilterFormat | None) -> tuple[int, int] | None:
@@ -539,3 +531,23 @@ def _check_openable(path: Path) -> None:
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     source_format(path)  # FileNotFoundError, or CaptureError Unreadable: empty or foreign
+
+
+def diff_side(side: Any, expected_format: FilterFormat | None = None) -> Any:
+    """A diff side as ``build_diff`` takes it: a capture (a path that is no ``.npy`` lane, or a
+    ``Capture``) replayed, anything else as it is."""
+    from cbi1kit.analysis._diff import capture_side
+
+    if isinstance(side, Capture):
+        return side.replay(expected_format=expected_format, keep_events=False)
+    if capture_side(side):
+        capture = open_capture(side, keep_tables=False)
+        return capture.replay(expected_format=expected_format, keep_events=False)
+    return side
+
+
+def _side_name(side: object) -> str | None:
+    """The label a side's source gives it (a file's name), None to let ``build_diff`` say."""
+    if isinstance(side, Capture):
+        return _name(side.source)
+    return Path(side).name if isinstance(side, (str, os.PathLike)) else None

@@ -41,8 +41,9 @@ from google.protobuf.message import Message
 from cbi1kit._files import unwritable
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._version import __version__
-from cbi1kit.analysis._capture import Capture, feeder_of
+from cbi1kit.analysis._capture import Capture
 from cbi1kit.analysis._events import Violation
+from cbi1kit.analysis._fast import feeder_of
 from cbi1kit.analysis._replay import Replayer
 from cbi1kit.analysis._schema import (
     _FRAME_KEYS,

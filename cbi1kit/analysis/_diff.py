@@ -37,7 +37,7 @@ from cbi1kit.analysis._global import (
     format_unix_ns,
     resolve_moment,
 )
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value
 from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.ckf._bucket import lane_occupancy, lane_slots
 from cbi1kit.ckf._lane import DcCkfSnapshot
@@ -48,9 +48,9 @@ from cbi1kit.relay._publication import HubSnapshot
 from cbi1kit.wire._assembly import AssembledSnapshot
 
 if TYPE_CHECKING:
-    from cbi1kit.wire._format import FilterFormat
+    pass
 
-__all__ = ["LaneDiff", "LaneSide", "compare_words", "diff", "load_lane"]
+__all__ = ["LaneDiff", "LaneSide", "build_diff", "capture_side", "compare_words", "load_lane"]
 
 Words = npt.NDArray[np.uint64]
 #: the first bytes of every .npy file
@@ -385,14 +385,17 @@ def _dc_name(candidate: _Candidate) -> str:
     return "a lane without a DC" if value is None else f"DC {value:016x}"
 
 
+def capture_side(source: object) -> bool:
+    """Whether a diff side is a capture to replay: a path that is no ``.npy`` lane."""
+    return isinstance(source, (str, os.PathLike)) and not _is_npy(Path(source))
+
+
 def _side(
     source: LaneSource,
     *,
     dc: DcName | None,
     model: str | None,
     at: Moment,
-    expected_format: Any,
-    reports: dict[str, ReplayReport],
     label: str | None,
 ) -> tuple[LaneSide, Words]:
     """One side's words and where they came from, named ``label`` (or after its source)."""
@@ -400,13 +403,10 @@ def _side(
         return _capture_side(source, label or "the replay", dc=dc, model=model, at=at)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        if _is_npy(path):
-            words = load_lane(path)
-            return LaneSide(label or path.name, int(words.shape[0])), words
-        key = os.fspath(path)
-        if key not in reports:
-            reports[key] = replay(path, expected_format=expected_format, keep_events=False)
-        return _capture_side(reports[key], label or path.name, dc=dc, model=model, at=at)
+        if not _is_npy(path):  # cbi1kit.diff replays a capture path first
+            raise TypeError(f"{path}: a capture to replay first (cbi1kit.diff does)")
+        words = load_lane(path)
+        return LaneSide(label or path.name, int(words.shape[0])), words
     if isinstance(source, (DcCkfSnapshot, HubSnapshot)):
         name = label or "snapshot"
         words = _words(source.buckets, name)
@@ -506,7 +506,7 @@ def compare_words(words_a: Words, words_b: Words) -> pl.DataFrame:
     )
 
 
-def diff(
+def build_diff(
     a: LaneSource,
     b: LaneSource | None = None,
     *,
@@ -517,12 +517,11 @@ def diff(
     at: Moment = None,
     at_a: Moment = None,
     at_b: Moment = None,
-    expected_format: FilterFormat | None = None,
     labels: tuple[str | None, str | None] = (None, None),
 ) -> LaneDiff:
     """Lane ``a`` against lane ``b`` (``b`` None: ``a`` again, at another moment or DC).
 
-    Either side is a capture (a path, bare CBI1 frames too, or a ``ReplayReport``): its lane of
+    Either side is a capture's ``ReplayReport`` (:func:`cbi1kit.diff` replays a path): its lane of
     DC ``dc`` (an id, its hex or a DC name; the only lane without it), among the pools the
     catalog advertised for ``model`` when one is given, at ``at`` (a sequence: each lane right
     after its own sequence; a time or an offset: what had been received by then; None: the end)
@@ -536,14 +535,11 @@ def diff(
     ``LaneError``: ``DifferentFormats`` (other bucket counts, or seeds where both sides say),
     ``NotReady`` (the lane held nothing at that moment), ``NoSuchLane``, ``SeveralLanes``,
     ``NotALane``, and the global view's ``NoCatalog``, ``TimeNotRecorded``, ``At``."""
-    reports: dict[str, ReplayReport] = {}
     side_a, words_a = _side(
         a,
         dc=dc if dc_a is None else dc_a,
         model=model,
         at=at if at_a is None else at_a,
-        expected_format=expected_format,
-        reports=reports,
         label=labels[0],
     )
     side_b, words_b = _side(
@@ -551,8 +547,6 @@ def diff(
         dc=dc if dc_b is None else dc_b,
         model=model,
         at=at if at_b is None else at_b,
-        expected_format=expected_format,
-        reports=reports,
         label=labels[1],
     )
     seeds_differ = None not in (side_a.seed, side_b.seed) and side_a.seed != side_b.seed

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import io
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,7 +38,7 @@ from cbi1kit.analysis._global import (
     build_global_view,
     format_unix_ns,
 )
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, _Segment, replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, _Segment
 from cbi1kit.ckf._bucket import bucket_contains, bucket_first, bucket_slot
 from cbi1kit.ckf._consumer import find_prefix_depths, sequence_hashes
 from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, verification_window_fault
@@ -67,7 +66,7 @@ from cbi1kit.hashing._identity import (
 from cbi1kit.relay._messages import PoolDescriptor
 
 if TYPE_CHECKING:
-    from cbi1kit.wire._format import FilterFormat
+    pass
 
 __all__ = [
     "BlockAddress",
@@ -77,7 +76,8 @@ __all__ = [
     "LaneBlock",
     "LaneExplanation",
     "Truth",
-    "explain",
+    "build_explanation",
+    "check_verification_window",
     "stable_pool_rank",
 ]
 
@@ -799,8 +799,19 @@ def _local_dc(value: int | str | DcId | None, lanes: Sequence[ViewLane]) -> DcId
     return stable_dc_id(value)
 
 
-def explain(
-    capture: str | os.PathLike[str] | ReplayReport,
+def check_verification_window(window: int) -> None:
+    """The router's ``PrefixSearchConfig`` rule, before any work: ``LaneError``
+    ``Manifest.InvalidVerificationWindow``."""
+    if why := verification_window_fault(window):
+        raise LaneError(
+            LaneVariant.Manifest,
+            subvariant="InvalidVerificationWindow",
+            message=f"verification_window {why}, got {window}",
+        )
+
+
+def build_explanation(
+    report: ReplayReport,
     *,
     model: str,
     tokens: npt.ArrayLike | Sequence[int] | None = None,
@@ -813,7 +824,6 @@ def explain(
     tie_key: int | None = None,
     domain: IndexerDomainId | str | None = None,
     verification_window: int = DEFAULT_VERIFICATION_WINDOW,
-    expected_format: FilterFormat | None = None,
 ) -> Explanation:
     """Explain how the router sees ``tokens`` (or a trace ``request``) for ``model`` at ``at``.
 
@@ -844,17 +854,7 @@ def explain(
     ``NotALora``, ``QuerySemantics`` (a request cut differently); ``LaneError`` ``NoCatalog``
     (none received by then), ``SeveralDomains``, ``Manifest.InvalidVerificationWindow``;
     ``HashingError`` ``TooFewTokens`` (not one complete block) and the hashing's own."""
-    if why := verification_window_fault(verification_window):
-        raise LaneError(
-            LaneVariant.Manifest,
-            subvariant="InvalidVerificationWindow",
-            message=f"verification_window {why}, got {verification_window}",
-        )
-    report = (
-        capture
-        if isinstance(capture, ReplayReport)
-        else replay(capture, expected_format=expected_format, keep_events=False)
-    )
+    check_verification_window(verification_window)
     view = build_global_view(report, model=model, at=at, max_age=max_age)
     dom = _pick_domain(view, domain)
     desc, revision = _descriptor(view, dom, model)

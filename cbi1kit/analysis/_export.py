@@ -5,7 +5,7 @@ writes what the last step made (pyarrow writes without the GIL)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from cbi1kit._files import claim_outputs, written_whole
+from cbi1kit.analysis._fast import feeder_of
 from cbi1kit.analysis._frames import FramesEngine
 from cbi1kit.analysis._replay import Replayer
 from cbi1kit.analysis._schema import TABLE_SCHEMAS, arrow_schema, parquet_writer
@@ -22,7 +23,6 @@ from cbi1kit.analysis._tables import Collector
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
-    from cbi1kit.analysis._capture import Capture, Source
     from cbi1kit.wire._format import FilterFormat
 
 
@@ -57,18 +57,16 @@ class _Writers:
 
 
 def _rows(
-    capture: Capture, expected_format: FilterFormat | None
+    items: Iterable[object], expected_format: FilterFormat | None
 ) -> Iterator[tuple[str, pl.DataFrame]]:
     """(table, rows) from one pass: each item to the frames engine, then to the replay."""
-    from cbi1kit.analysis._capture import feeder_of
-
     frames = FramesEngine()
     tables = Collector()
     player = Replayer(
         expected_format=expected_format, keep_history=False, keep_events=False, **tables.hooks()
     )
     feeder = feeder_of("compiled", player)
-    for item in capture.items():
+    for item in items:
         for df in frames.feed(item):
             yield "frames", df
         feeder.feed(item)
@@ -82,33 +80,31 @@ def _rows(
 
 
 def export_parquet(
-    source: Source | Capture,
+    items: Iterable[object],
     out_dir: str | os.PathLike[str],
     *,
     expected_format: FilterFormat | None = None,
     overwrite: bool = False,
 ) -> dict[str, Path]:
-    """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet``.
+    """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet`` of a source's scan
+    ``items`` (``Capture.export``, ``cbi1kit.export_parquet``).
 
     Unsigned columns stay unsigned in Parquet (``UINT_64`` etc. logical types), so
     ``pl.read_parquet`` gives back ``pl.UInt64`` with values up to ``2**64 - 1``. Existing
     files are refused (``OutputError`` ``Exists``) unless ``overwrite``, before any is written;
     the three appear together, and a failed write (a full disk) leaves none (``Unwritable``).
     """
-    from cbi1kit.analysis._capture import open_capture
-
     out = Path(out_dir)
     paths = {name: out / f"{name}.parquet" for name in TABLE_SCHEMAS}
     claim_outputs(paths.values(), overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    capture = open_capture(source, keep_tables=False)
     # the three written aside and put in place together: a failed export leaves none
     with (
         written_whole(list(paths.values()), overwrite=overwrite) as partials,
         ExitStack() as stack,
     ):
         writers = _Writers(dict(zip(paths, partials, strict=True)), stack)
-        for name, df in _rows(capture, expected_format):
+        for name, df in _rows(items, expected_format):
             writers.write(name, df)
         writers.wait()
     return paths

@@ -14,13 +14,14 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from cbi1kit._lazy import compiled
 from cbi1kit.analysis import _replay_kernels as k
 from cbi1kit.analysis._events import KIND_CODES, EventKind, EventLog
 from cbi1kit.analysis._history import DELTA_REF
-from cbi1kit.analysis._replay import LaneReplayer, Replayer, span_ref
+from cbi1kit.analysis._replay import LaneReplayer, ReferenceFeeder, Replayer, span_ref
 from cbi1kit.capture._items import FrameRecord, FrameSpan
 
-__all__ = ["CompiledFeeder"]
+__all__ = ["CompiledFeeder", "feeder_of"]
 
 _EMPTY_LANE: Final = np.zeros(1, dtype=np.uint64)
 _OUTCOME: Final = {
@@ -424,3 +425,10 @@ def _tally(kinds: npt.NDArray[np.uint8]) -> list[tuple[str, int]]:
 def _add(counts: dict[str, int], tally: list[tuple[str, int]]) -> None:
     for name, n in tally:
         counts[name] = counts.get(name, 0) + n
+
+
+def feeder_of(engine: str, player: Replayer) -> CompiledFeeder | ReferenceFeeder:
+    """The engine's feeder: the compiled one where the kernels load, else the reference."""
+    if engine == "compiled" and compiled("cbi1kit.analysis._replay_kernels") is not None:
+        return CompiledFeeder(player)
+    return ReferenceFeeder(player)

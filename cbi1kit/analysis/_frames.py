@@ -10,99 +10,33 @@ categoricals. The schema is :mod:`cbi1kit.analysis._schema`'s (``docs/tables.md`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
-from google.protobuf.message import DecodeError
 
 from cbi1kit._lazy import compiled
-from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.analysis._reference import (
+    _ERROR,
+    _MALFORMED,
+    _NO_PRODUCER,
+    _PRODUCER_COLS,
+    _RELAY_COLS,
+    _UNSUPPORTED,
+    _producer_summary,
+    _relay_summary,
+)
 from cbi1kit.analysis._replay import check_engine
-from cbi1kit.analysis._schema import _KIND_ENUM, _SOURCES, FRAMES_SCHEMA, arrow_schema
+from cbi1kit.analysis._schema import _KIND_ENUM, FRAMES_SCHEMA, arrow_schema
 from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_plane_update_damage
-from cbi1kit.errors import RelayWireError, error_name
-from cbi1kit.relay._messages import validate_producer_identity
-from cbi1kit.wire._rules import RULES, rule_for
+from cbi1kit.errors import error_name
+from cbi1kit.wire._rules import RULES
 
-if TYPE_CHECKING:
-    from cbi1kit.analysis._capture import Capture, Source
-
-__all__ = ["FRAME_BATCH_ROWS", "FramesEngine", "frames_batches", "frames_table"]
+__all__ = ["FRAME_BATCH_ROWS", "FramesEngine"]
 
 FRAME_BATCH_ROWS: Final = 65536
-
-_PRODUCER_COLS: Final = (
-    "pool_identity_version",
-    "cache_semantics",
-    "cache_semantics_source",
-    "routing_scope",
-    "routing_scope_source",
-    "dc_id",
-    "producer_incarnation",
-    "layout_generation",
-    "ckf_format_version",
-    "ckf_seed",
-    "ckf_bucket_count",
-    "ckf_fingerprint_bits",
-    "ckf_slots_per_bucket",
-    "producer_key",
-    "_producer_error",
-    "_malformed",
-    "_unsupported",
-)
-_RELAY_COLS: Final = ("relay_drt_instance_id", "relay_incarnation", "_malformed")
-_NO_PRODUCER: Final = (None,) * len(_PRODUCER_COLS)
-_ERROR, _MALFORMED, _UNSUPPORTED = (
-    _PRODUCER_COLS.index(c) for c in ("_producer_error", "_malformed", "_unsupported")
-)
-
-
-def _producer_summary(raw: bytes) -> tuple[Any, ...]:
-    """A producer sub-message's columns, its validator's error, and whether it parses."""
-    try:
-        p = pb.ProducerIdentity.FromString(raw)
-    except DecodeError:  # the whole message is malformed, as prost decodes it at once
-        return (None,) * _MALFORMED + (True, None)
-    error, unsupported = None, None
-    try:
-        validate_producer_identity(p, path="FilterUpdate.producer")
-    except RelayWireError as exc:
-        error = str(exc)
-        unsupported = rule_for(exc) == "relay-producer-unsupported" or None
-    d = p.pool_id.indexer_domain
-    cs, rs = d.cache_semantics.digest.hex(), d.routing_scope.digest.hex()
-    f = p.ckf_format
-    key = f"{cs}:{rs}/{p.pool_id.dc_id:016x}#{p.producer_incarnation:016x}.{p.layout_generation}"
-    return (
-        p.pool_id.identity_version,
-        cs,
-        _SOURCES.get(d.cache_semantics.source, str(d.cache_semantics.source)),
-        rs,
-        _SOURCES.get(d.routing_scope.source, str(d.routing_scope.source)),
-        p.pool_id.dc_id,
-        p.producer_incarnation,
-        p.layout_generation,
-        f.format_version,
-        f.seed,
-        f.bucket_count,
-        f.fingerprint_bits,
-        f.slots_per_bucket,
-        key,
-        error,
-        None,
-        unsupported,
-    )
-
-
-def _relay_summary(raw: bytes) -> tuple[int | None, int | None, bool | None]:
-    try:
-        r = pb.RelayIdentity.FromString(raw)
-    except DecodeError:  # the whole message is malformed
-        return None, None, True
-    return r.drt_instance_id, r.relay_incarnation, None
 
 
 class _Dims:
@@ -445,25 +379,3 @@ def _sub_message(raw: bytes, need: int) -> bytes:
 
     _values, spans, _bad, _unknown = walk_filter_update(raw)
     return spans[3 if need == NEED_PRODUCER else 2]
-
-
-def frames_batches(
-    source: Any, *, batch_records: int = FRAME_BATCH_ROWS, engine: str = "compiled"
-) -> Iterator[pl.DataFrame]:
-    """The ``frames`` table of a source as DataFrames of at most ``batch_records`` rows:
-    ``cbi1kit.open(source).frame_batches(...)``, nothing kept."""
-    from cbi1kit.analysis._capture import open_capture
-
-    capture = open_capture(source, keep_tables=False)
-    yield from capture.frame_batches(batch_rows=batch_records, engine=engine)
-
-
-def frames_table(
-    source: Source | Capture, *, batch_records: int = FRAME_BATCH_ROWS, engine: str = "compiled"
-) -> pl.LazyFrame:
-    """One row per message (``FRAMES_SCHEMA``), made as polars pulls it, batches of at most
-    ``batch_records`` rows: ``cbi1kit.open(source, keep_tables=False).frames``."""
-    from cbi1kit.analysis._capture import _lazy, open_capture
-
-    capture = open_capture(source, keep_tables=False)
-    return _lazy(lambda: capture.frame_batches(batch_rows=batch_records, engine=engine), "frames")

@@ -20,7 +20,6 @@ lane's final words (its last session at its last sequence).
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, Words, _producer, _Segment, replay
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, Words, _producer, _Segment
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._consumer import CkfLaneTable
 from cbi1kit.ckf._lane import DcCkfSnapshot
@@ -47,16 +46,16 @@ from cbi1kit.hashing._identity import (
 from cbi1kit.relay._messages import PoolCatalog, PoolDescriptor, catalog_from_wire
 
 if TYPE_CHECKING:
-    from cbi1kit.wire._format import FilterFormat
+    pass
 
 __all__ = [
     "At",
     "DomainView",
     "GlobalView",
     "ViewLane",
+    "build_global_view",
+    "build_timeline",
     "format_unix_ns",
-    "global_timeline",
-    "global_view",
     "lane_at_moment",
     "max_age_ns",
     "parse_at",
@@ -602,41 +601,15 @@ def build_global_view(
     return view
 
 
-def global_view(
-    capture: str | os.PathLike[str] | ReplayReport,
-    *,
-    model: str | None = None,
-    at: At | int | str | datetime | timedelta | None = None,
-    max_age: float | timedelta | None = None,
-    expected_format: FilterFormat | None = None,
-) -> GlobalView:
-    """What a global router consults for ``model`` at ``at``: upstream's consumer table per
-    indexer domain, each lane with where its words came from. ``capture`` is replayed (with
-    history, without per-record events) unless it is a report already. See the module
-    docstring for ``at``; ``ck.global_view("fleet.kvrcap", model="m", at="+90s").table``.
-    ``max_age`` (seconds; upstream's ``overlap_max_age``, which has no default) marks the
-    ready lanes whose last message is older than that at the moment ``stale``."""
-    report = (
-        capture
-        if isinstance(capture, ReplayReport)
-        else replay(capture, expected_format=expected_format, keep_events=False)
-    )
-    return build_global_view(report, model=model, at=at, max_age=max_age)
-
-
-def global_timeline(
-    capture: str | os.PathLike[str] | ReplayReport,
-    *,
-    model: str | None = None,
-    points: int = 24,
+def build_timeline(
+    report: ReplayReport, *, model: str | None = None, points: int = 24
 ) -> pl.DataFrame:
     """The global view at ``points`` evenly spaced receive times, from the capture's first
     message to its last, as one table: every lane of ``GlobalView.to_frame`` with the moment's
-    ``offset_s`` (seconds after the first message) and ``at`` (ISO time). The capture is
-    replayed once; each moment reads the lanes back from that replay's history."""
+    ``offset_s`` (seconds after the first message) and ``at`` (ISO time): each moment reads
+    the lanes back from the replay's history."""
     if not 2 <= points <= 1000:
         raise _at_error(f"points {points} is outside 2..1000")
-    report = capture if isinstance(capture, ReplayReport) else replay(capture, keep_events=False)
     first = report.first_unix_ns
     if first is None:
         raise LaneError(LaneVariant.TimeNotRecorded, message="the source has no receive times")

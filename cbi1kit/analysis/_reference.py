@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import polars as pl
 import xxhash
+from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.errors import Cbi1Error
-from cbi1kit.relay._messages import check_filter_update
+from cbi1kit.analysis._schema import _SOURCES
+from cbi1kit.errors import Cbi1Error, RelayWireError
+from cbi1kit.relay._messages import check_filter_update, validate_producer_identity
 from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._rules import RULE_INDEX, RULES, rule_for
@@ -29,6 +31,77 @@ if TYPE_CHECKING:
     from cbi1kit.capture._items import FrameSpan
 
 __all__ = ["frame_verdict", "reference_frames", "walk_filter_update"]
+
+_PRODUCER_COLS: Final = (
+    "pool_identity_version",
+    "cache_semantics",
+    "cache_semantics_source",
+    "routing_scope",
+    "routing_scope_source",
+    "dc_id",
+    "producer_incarnation",
+    "layout_generation",
+    "ckf_format_version",
+    "ckf_seed",
+    "ckf_bucket_count",
+    "ckf_fingerprint_bits",
+    "ckf_slots_per_bucket",
+    "producer_key",
+    "_producer_error",
+    "_malformed",
+    "_unsupported",
+)
+_RELAY_COLS: Final = ("relay_drt_instance_id", "relay_incarnation", "_malformed")
+_NO_PRODUCER: Final = (None,) * len(_PRODUCER_COLS)
+_ERROR, _MALFORMED, _UNSUPPORTED = (
+    _PRODUCER_COLS.index(c) for c in ("_producer_error", "_malformed", "_unsupported")
+)
+
+
+def _producer_summary(raw: bytes) -> tuple[Any, ...]:
+    """A producer sub-message's columns, its validator's error, and whether it parses."""
+    try:
+        p = pb.ProducerIdentity.FromString(raw)
+    except DecodeError:  # the whole message is malformed, as prost decodes it at once
+        return (None,) * _MALFORMED + (True, None)
+    error, unsupported = None, None
+    try:
+        validate_producer_identity(p, path="FilterUpdate.producer")
+    except RelayWireError as exc:
+        error = str(exc)
+        unsupported = rule_for(exc) == "relay-producer-unsupported" or None
+    d = p.pool_id.indexer_domain
+    cs, rs = d.cache_semantics.digest.hex(), d.routing_scope.digest.hex()
+    f = p.ckf_format
+    key = f"{cs}:{rs}/{p.pool_id.dc_id:016x}#{p.producer_incarnation:016x}.{p.layout_generation}"
+    return (
+        p.pool_id.identity_version,
+        cs,
+        _SOURCES.get(d.cache_semantics.source, str(d.cache_semantics.source)),
+        rs,
+        _SOURCES.get(d.routing_scope.source, str(d.routing_scope.source)),
+        p.pool_id.dc_id,
+        p.producer_incarnation,
+        p.layout_generation,
+        f.format_version,
+        f.seed,
+        f.bucket_count,
+        f.fingerprint_bits,
+        f.slots_per_bucket,
+        key,
+        error,
+        None,
+        unsupported,
+    )
+
+
+def _relay_summary(raw: bytes) -> tuple[int | None, int | None, bool | None]:
+    try:
+        r = pb.RelayIdentity.FromString(raw)
+    except DecodeError:  # the whole message is malformed
+        return None, None, True
+    return r.drt_instance_id, r.relay_incarnation, None
+
 
 _U64: Final = (1 << 64) - 1
 _KNOWN: Final = {1: 0, 4: 0, 5: 0, 6: 0, 7: 0, 2: 2, 3: 2, 8: 2, 127: 5}  # field -> wire type
@@ -166,13 +239,6 @@ def _message(values: dict[int, int], spans: dict[int, bytes]) -> pb.FilterUpdate
 
 def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
     """Every column of one message's row but the batch's own (index, offsets, times)."""
-    from cbi1kit.analysis._frames import (
-        _NO_PRODUCER,
-        _PRODUCER_COLS,
-        _RELAY_COLS,
-        _producer_summary,
-        _relay_summary,
-    )
     from cbi1kit.analysis._schema import KINDS
 
     values: dict[int, int] = {}

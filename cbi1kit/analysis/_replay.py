@@ -11,7 +11,7 @@ import dataclasses
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -49,12 +49,6 @@ from cbi1kit.wire._codec import Delta
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._rules import RULE_INDEX, rule_of
 
-if TYPE_CHECKING:
-    from datetime import timedelta
-
-    from cbi1kit.analysis._capture import Capture, Source
-    from cbi1kit.analysis._global import GlobalView
-
 __all__ = [
     "LaneReplayer",
     "LaneReport",
@@ -64,7 +58,6 @@ __all__ = [
     "Replayer",
     "StreamInfo",
     "check_engine",
-    "replay",
     "span_ref",
 ]
 
@@ -426,18 +419,6 @@ class ReplayReport:
                 available=[],
             )
         return only.lane_at(sequence)
-
-    def global_view(
-        self,
-        *,
-        model: str | None = None,
-        at: Any = None,
-        max_age: float | timedelta | None = None,
-    ) -> GlobalView:
-        """Upstream's consumer tables at ``at``: see :func:`cbi1kit.analysis.global_view`."""
-        from cbi1kit.analysis._global import build_global_view
-
-        return build_global_view(self, model=model, at=at, max_age=max_age)
 
 
 def _lane_name(lane: LaneReport) -> str:
@@ -1100,25 +1081,3 @@ def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     return engine
-
-
-def replay(
-    records: Source | Capture,
-    *,
-    expected_format: FilterFormat | None = None,
-    keep_history: bool = True,
-    keep_events: bool = True,
-    engine: str = "compiled",
-    progress: Callable[[int], None] | None = None,
-) -> ReplayReport:
-    """Replay a whole source, one lane per pool: ``cbi1kit.open(records).replay(...)`` (see
-    :meth:`cbi1kit.analysis.Capture.replay`)."""
-    from cbi1kit.analysis._capture import open_capture
-
-    return open_capture(records, keep_tables=False).replay(
-        expected_format=expected_format,
-        keep_history=keep_history,
-        keep_events=keep_events,
-        engine=engine,
-        progress=progress,
-    )

@@ -5,7 +5,7 @@ bins any lane.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,17 +16,9 @@ from cbi1kit.ckf._bucket import bucket_occupancy
 from cbi1kit.wire._assembly import AssembledSnapshot
 from cbi1kit.wire._format import FilterFormat
 
-if TYPE_CHECKING:
-    from cbi1kit.analysis._capture import Capture, Source
-
 FormatLike = FilterFormat
 
-__all__ = [
-    "Collector",
-    "images_table",
-    "occupancy_table",
-    "snapshots_table",
-]
+__all__ = ["Collector", "occupancy_table"]
 
 # ---------------------------------------------------------------------- images and snapshots
 
@@ -170,31 +162,6 @@ class Collector:
         snapshots = pl.DataFrame(self._snapshots, schema=SNAPSHOTS_SCHEMA)
         self._images, self._snapshots, self._kept = _Images(), [], None
         return images, snapshots
-
-
-def images_table(
-    source: Source | Capture, *, expected_format: FormatLike | None = None, engine: str = "compiled"
-) -> pl.DataFrame:
-    """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``):
-    ``cbi1kit.open(source).tables(...).images_df()``."""
-    from cbi1kit.analysis._capture import open_capture
-
-    tables = open_capture(source, keep_tables=False).tables(
-        expected_format=expected_format, engine=engine
-    )
-    return tables.images_df()
-
-
-def snapshots_table(
-    source: Source | Capture, *, expected_format: FormatLike | None = None, engine: str = "compiled"
-) -> pl.DataFrame:
-    """One row per installed snapshot (``SNAPSHOTS_SCHEMA``)."""
-    from cbi1kit.analysis._capture import open_capture
-
-    tables = open_capture(source, keep_tables=False).tables(
-        expected_format=expected_format, engine=engine
-    )
-    return tables.snapshots_df()
 
 
 def occupancy_table(lane: npt.ArrayLike, *, bins: int = 64) -> pl.DataFrame:

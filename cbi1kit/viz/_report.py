@@ -26,10 +26,14 @@ import polars as pl
 
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._events import never_installed
-from cbi1kit.analysis._frames import frames_table
-from cbi1kit.analysis._global import global_timeline
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, replay
-from cbi1kit.analysis._tables import images_table, snapshots_table
+from cbi1kit.analysis._replay import LaneReport, ReplayReport
+from cbi1kit.analysis._shorthands import (
+    frames_table,
+    global_timeline,
+    images_table,
+    replay,
+    snapshots_table,
+)
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.ckf._stats import lane_stats
 from cbi1kit.errors import OutputError, OutputVariant, VizError, VizVariant, one_line

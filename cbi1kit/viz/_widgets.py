@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit.analysis._replay import ReplayReport, replay
-from cbi1kit.analysis._tables import images_table
+from cbi1kit.analysis._replay import ReplayReport
+from cbi1kit.analysis._shorthands import images_table, replay
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
