@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from cbi1kit.errors import (
+    CLI_EXIT_CODES,
     CaptureError,
     Cbi1kitError,
+    CliError,
+    CliVariant,
     DatasetError,
     OutputError,
     OutputVariant,
@@ -59,23 +62,20 @@ __all__ = [
     "wrapped",
 ]
 
-#: The README's exit codes.
+#: The README's exit codes (``errors.CLI_EXIT_CODES``).
 EXIT_OK: Final = 0
-EXIT_INVALID: Final = 1  # a recognised input that breaks a rule: problems, violations, damage
-EXIT_USAGE: Final = 2  # bad arguments, an output that exists, a TLS file or header unusable
-EXIT_UNREADABLE: Final = 3  # missing, a directory, empty, unrecognised, denied, unwritable
-EXIT_INTERRUPTED: Final = 130  # Ctrl-C, as a shell reports SIGINT
+#: a recognised input that breaks a rule: problems, violations, damage
+EXIT_INVALID: Final = CLI_EXIT_CODES[CliVariant.Invalid]
+#: bad arguments, an output that exists, a TLS file or header unusable
+EXIT_USAGE: Final = CLI_EXIT_CODES[CliVariant.Usage]
+#: missing, a directory, empty, unrecognised, denied, unwritable
+EXIT_UNREADABLE: Final = CLI_EXIT_CODES[CliVariant.Unreadable]
+#: Ctrl-C, as a shell reports SIGINT
+EXIT_INTERRUPTED: Final = CLI_EXIT_CODES[CliVariant.Interrupted]
 
 U64_MAX: Final = (1 << 64) - 1
 I64_MAX: Final = (1 << 63) - 1
 
-
-class CliError(Exception):
-    """A one-line, user-facing failure with its exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_UNREADABLE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def check_regular_file(path: Path) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, Self, cast
+from typing import Any, ClassVar, Final, Generic, Self, cast
 
 from typing_extensions import TypeVar
 
 __all__ = [
+    "CLI_EXIT_CODES",
     "CaptureEOF",
     "CaptureError",
     "CaptureVariant",
@@ -27,6 +28,8 @@ __all__ = [
     "Cbi1kitError",
     "CkfError",
     "CkfVariant",
+    "CliError",
+    "CliVariant",
     "DatasetError",
     "DatasetVariant",
     "HashingError",
@@ -254,6 +257,24 @@ class VizVariant(StrEnum):
     Chart = "Chart"
     ChartData = "ChartData"
     Report = "Report"
+
+
+class CliVariant(StrEnum):
+    """The variants of ``CliError``: the README's exit codes by name (``CLI_EXIT_CODES``)."""
+
+    Invalid = "Invalid"
+    Usage = "Usage"
+    Unreadable = "Unreadable"
+    Interrupted = "Interrupted"
+
+
+#: each ``CliVariant``'s exit code (the README's table)
+CLI_EXIT_CODES: Final[Mapping[CliVariant, int]] = {
+    CliVariant.Invalid: 1,
+    CliVariant.Usage: 2,
+    CliVariant.Unreadable: 3,
+    CliVariant.Interrupted: 130,
+}
 
 
 #: a family's variant enum (the root's variants are any family's)
@@ -650,6 +671,28 @@ class VizError(Cbi1kitError[VizVariant], ValueError):
     Variant = VizVariant
 
     plain = True
+
+
+class CliError(Cbi1kitError[CliVariant]):
+    """A command's one-line failure and its exit code: ``CliError(message, code)``, the
+    variant named after the code (``CLI_EXIT_CODES``)."""
+
+    Variant = CliVariant
+
+    plain = True
+
+    def __new__(cls, message: str, code: int = 3) -> Self:
+        return Exception.__new__(cls)
+
+    def __init__(self, message: str, code: int = 3) -> None:
+        variant = next((v for v, c in CLI_EXIT_CODES.items() if c == code), None)
+        if variant is None:
+            raise ValueError(f"no exit code {code} in the README's table")
+        super().__init__(variant, message)
+        self.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (CliError, (self.detail, self.code))
 
 
 class Cbi1EOF(Cbi1Error, EOFError):

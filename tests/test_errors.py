@@ -95,3 +95,20 @@ def test_every_family_pickles_to_the_same_error(err: errors.Cbi1kitError) -> Non
 def test_error_name_names_foreign_errors_by_class() -> None:
     assert error_name(ValueError("x")) == "ValueError"
     assert error_name(RelayWireError("Payload", "FilterUpdate.payload")) == "RelayWireError.Payload"
+
+
+def test_the_command_lines_error_is_a_family_named_by_its_exit_code() -> None:
+    """``CliError(message, code)`` is under the root like every error the package raises; its
+    variant names the README's exit code, and it pickles as any family does."""
+    err = errors.CliError("--seed and --buckets go together", 2)
+    assert isinstance(err, errors.Cbi1kitError) and err.variant is errors.CliVariant.Usage
+    assert (str(err), err.code, error_name(err)) == (
+        "--seed and --buckets go together",
+        2,
+        "CliError.Usage",
+    )
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is errors.CliError and (str(again), again.code) == (str(err), 2)
+    assert {errors.CLI_EXIT_CODES[v] for v in errors.CliVariant} == {1, 2, 3, 130}
+    with pytest.raises(ValueError, match="no exit code 7"):
+        errors.CliError("x", 7)
