@@ -77,7 +77,6 @@ U64_MAX: Final = (1 << 64) - 1
 I64_MAX: Final = (1 << 63) - 1
 
 
-
 def check_regular_file(path: Path) -> None:
     """Exit 3 for an input that is not a regular file (a pipe, socket or device), before it is
     opened: inputs are told apart by their first bytes and then read again from the start, or

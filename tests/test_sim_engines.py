@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from errorcheck import raises_variant
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cbi1kit.errors import SimulationError
@@ -214,7 +215,7 @@ def test_on_event_needs_the_reference(trace: Workload) -> None:
         trace.head(5), on_event=lambda *a: events.append(a)
     )
     assert events
-    with pytest.raises(ValueError, match="engine must be"):
+    with raises_variant(SimulationError, "Config", match="engine='fast': must be 'compiled'"):
         Simulator(SimulatorConfig(), engine="fast")  # type: ignore[arg-type]
 
 

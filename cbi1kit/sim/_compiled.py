@@ -28,6 +28,7 @@ from cbi1kit.sim._simulator import (
     SimulationResult,
     SimulatorConfig,
     SnapshotHook,
+    config_error,
     producer_identity,
 )
 from cbi1kit.sim._workload import Workload
@@ -88,7 +89,8 @@ class CompiledSimulator:
         """Run ``workload`` through the pools; the hooks as the reference calls them
         (``on_event``, every engine event, only the reference has)."""
         if on_event is not None:
-            raise ValueError("on_event needs Simulator(config, engine='reference')")
+            why = "every engine event needs Simulator(config, engine='reference')"
+            raise config_error("on_event", "a hook", why, what="run")
         if self._s is not None:
             raise RuntimeError("a Simulator runs once; make a new one")
         started = time.perf_counter()

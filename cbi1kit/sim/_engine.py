@@ -18,6 +18,7 @@ from cbi1kit.sim._simulator import (
     SimulationResult,
     SimulatorConfig,
     SnapshotHook,
+    config_error,
 )
 from cbi1kit.sim._workload import Workload
 
@@ -42,7 +43,9 @@ class Simulator:
 
     def __init__(self, config: SimulatorConfig | None = None, *, engine: Engine = "compiled"):
         if engine not in ("compiled", "reference"):
-            raise ValueError(f"engine must be 'compiled' or 'reference', not {engine!r}")
+            raise config_error(
+                "engine", engine, "must be 'compiled' or 'reference'", what="simulator"
+            )
         self.config = config or SimulatorConfig()
         kernels = compiled("cbi1kit.sim._compiled") if engine == "compiled" else None
         self._impl: ReferenceSimulator | CompiledSimulator = (

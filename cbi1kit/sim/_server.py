@@ -68,6 +68,7 @@ from cbi1kit.relay._transport import (
     ServerTls,
     keepalive_options,
 )
+from cbi1kit.sim._simulator import config_error
 from cbi1kit.wire._codec import Delta, decode
 from cbi1kit.wire._format import FilterFormat
 
@@ -467,7 +468,7 @@ def trace_feed(
 
     sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
     if not first:
-        raise ValueError(f"the simulation has no DC {dc}")
+        raise config_error("dc", dc, "the simulation has no such DC", what="feed")
     snap = first[0]
     identity: ProducerIdentity = snap.identity
     desc = _descriptor(
@@ -792,9 +793,11 @@ class ServerConfig:
         service = pb.DESCRIPTOR.services_by_name["KvEventRelay"]
         unknown = self.unimplemented - {m.name for m in service.methods}
         if unknown:
-            raise ValueError(f"no such RPC to leave out: {', '.join(sorted(unknown))}")
+            why = "no such RPC to leave out"
+            raise config_error("unimplemented", sorted(unknown), why, what="server config")
         if self.like is not None and self.like not in RELEASES:
-            raise ValueError(f"like: {self.like!r} is not one of {', '.join(RELEASES)}")
+            why = f"not one of {', '.join(RELEASES)}"
+            raise config_error("like", self.like, why, what="server config")
         if self.like is not None:
             left_out = RELEASES[self.like].unimplemented
             object.__setattr__(self, "unimplemented", self.unimplemented | left_out)
@@ -1487,12 +1490,14 @@ class RelayServer:
 
     def add_pool(self, feed: PoolFeed) -> int:
         """A producer attaches: its pool is served and advertised from the next catalog (and
-        readiness) update on. Its ``index``; a pool served already is a ``ValueError``."""
+        readiness) update on. Its ``index``; a pool served already is ``SimulationError``
+        ``Config``."""
         pool = _Pool(feed, self)
         key = _pool_key(pool.wire_producer)
         with self._lock:
             if key in self._pools:
-                raise ValueError("that pool is served already")
+                dc = f"{pool.wire_producer.pool_id.dc_id:016x}"
+                raise config_error("feed", dc, "that pool is served already", what="pool")
             self._pools[key] = pool
             index = len(self._pools) - 1
         self._bump_catalog()

@@ -42,6 +42,7 @@ from cbi1kit.sim._engine import Engine, Simulator
 from cbi1kit.sim._simulator import (
     SimulationResult,
     SimulatorConfig,
+    config_error,
     producer_identity,
 )
 from cbi1kit.sim._workload import SIM_NS_MAX, Workload
@@ -79,13 +80,20 @@ class RelayConfig:
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms < 1:
-            raise ValueError("heartbeat_interval_ms must be >= 1")
+            raise _relay_error("heartbeat_interval_ms", self.heartbeat_interval_ms, "must be >= 1")
         if not 1 <= self.max_delta_images <= max_delta_images():
-            raise ValueError(f"max_delta_images must be in 1..={max_delta_images()}")
+            why = f"must be in 1..={max_delta_images()}"
+            raise _relay_error("max_delta_images", self.max_delta_images, why)
         if self.resubscribe_every_ms is not None and self.resubscribe_every_ms < 1:
-            raise ValueError("resubscribe_every_ms must be >= 1 or None")
+            raise _relay_error(
+                "resubscribe_every_ms", self.resubscribe_every_ms, "must be >= 1 or None"
+            )
         if not 0 <= self.epoch_unix_ns <= SIM_NS_MAX:  # receive times wrapped past 2262
-            raise ValueError(f"epoch_unix_ns must be in 0..={SIM_NS_MAX}")
+            raise _relay_error("epoch_unix_ns", self.epoch_unix_ns, f"must be in 0..={SIM_NS_MAX}")
+
+
+def _relay_error(name: str, value: object, reason: str) -> SimulationError:
+    return config_error(name, value, reason, what="relay config")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +106,8 @@ class SimRelayConfig:
     def __post_init__(self) -> None:
         dc = self.relay.record_dc
         if dc is not None and not 0 <= dc < self.simulator.dcs:
-            raise ValueError(f"record_dc: DC {dc} does not exist ({self.simulator.dcs} DCs)")
+            why = f"DC {dc} does not exist ({self.simulator.dcs} DCs)"
+            raise _relay_error("record_dc", dc, why)
 
     def to_json(self) -> dict[str, Any]:
         """Both configs as plain JSON values, ``simulator`` and ``relay`` (u64s as integers)."""
