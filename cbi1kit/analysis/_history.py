@@ -15,12 +15,19 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import HEADER_DTYPE, RECORD_HEADER_LEN, _check
+from cbi1kit.capture._file import (
+    RECORD_FIELD,
+    RECORD_HEADER_LEN,
+    body_verifies,
+    record_header,
+)
 from cbi1kit.errors import CaptureError, CaptureVariant
 from cbi1kit.wire._codec import SnapshotChunk, decode
 from cbi1kit.wire._format import FilterFormat
 
 __all__ = ["History", "Ref", "SegmentHistory"]
+
+_INDEX: Final = RECORD_FIELD["record_index"]
 
 Words = npt.NDArray[np.uint64]
 #: a message: (store, where, body length, capture record number; 0 where it is no record)
@@ -148,14 +155,11 @@ def _check_records(
         n = int(length[i])
         if r + RECORD_HEADER_LEN + n > len(buf):
             raise _changed(path, base + r, int(number[i]), "the file ends before it")
-        head = buf[r : r + RECORD_HEADER_LEN]
-        h = head.view(HEADER_DTYPE)[0]
+        fields = record_header(buf[r : r + RECORD_HEADER_LEN])
         if (
-            int(h["record_index"]) != int(number[i])
-            or int(h["body_len"]) != n
-            or int(h["header_check"]) != _check(head[:-4])
-            or int(h["body_check"])
-            != _check(buf[r + RECORD_HEADER_LEN : r + RECORD_HEADER_LEN + n])
+            fields is None
+            or fields[_INDEX] != int(number[i])
+            or not body_verifies(fields, buf[r + RECORD_HEADER_LEN : r + RECORD_HEADER_LEN + n])
         ):
             raise _changed(path, base + r, int(number[i]), "its header or body differs")
 

@@ -42,6 +42,7 @@ __all__ = [
     "FORMAT_VERSION",
     "HEADER_DTYPE",
     "INDEX_FLAG_BLOCK_CHECK",
+    "RECORD_FIELD",
     "RECORD_HEADER_LEN",
     "RECORD_MAGIC",
     "CaptureDamage",
@@ -52,11 +53,13 @@ __all__ = [
     "StreamClose",
     "StreamOpen",
     "at_record",
+    "body_verifies",
     "check_file_header",
     "decode_stream_close",
     "decode_stream_open",
     "is_capture_file",
     "read_index",
+    "record_header",
     "schema_bytes",
 ]
 
@@ -86,6 +89,26 @@ _CHECK_MASK: Final = 0xFFFFFFFF
 def _check(data: Any) -> int:
     """Low 32 bits of xxh3_64 (seed 0): the same checksum CBI1 uses, fast on large bodies."""
     return _xxh3(data) & _CHECK_MASK
+
+
+#: where each record header field stands in :func:`record_header`'s tuple
+RECORD_FIELD: Final = {spec.name: i for i, spec in enumerate(RECORD_HEADER)}
+_TYPE, _BODY_LEN, _BODY_CHECK = (RECORD_FIELD[n] for n in ("record_type", "body_len", "body_check"))
+
+
+def record_header(head: Any) -> tuple[Any, ...] | None:
+    """The fields of a record header (``head``: its bytes) when its magic and its own checksum
+    verify, else None: the one check every reader makes of a header (the compiled walk's is
+    its twin, held to it by ``tests/test_scan.py``)."""
+    if len(head) < RECORD_HEADER_LEN or bytes(head[:4]) != RECORD_MAGIC:
+        return None
+    fields = _RECORD_HEADER.unpack_from(head)
+    return fields if fields[-1] == _check(memoryview(head)[: RECORD_HEADER_LEN - 4]) else None
+
+
+def body_verifies(fields: tuple[Any, ...], body: Any) -> bool:
+    """Whether ``body`` is the one the header ``fields`` describe: its length and checksum."""
+    return bool(len(body) == fields[_BODY_LEN] and fields[_BODY_CHECK] == _check(body))
 
 
 #: Record types that only give the file its structure; ``records()`` skips them by default.
@@ -371,22 +394,14 @@ class CaptureIndex:
 
 def _verified_record(buf: Any, offset: int, rtype: RecordType) -> tuple[Any, ...] | None:
     """The header fields and body of the record at ``offset`` if it is an intact ``rtype``."""
-    end = len(buf)
-    if offset < FILE_HEADER_LEN or end - offset < RECORD_HEADER_LEN:
+    if offset < FILE_HEADER_LEN:
         return None
-    fields = _RECORD_HEADER.unpack_from(buf, offset)
-    if fields[0] != RECORD_MAGIC or fields[1] != rtype:
-        return None
-    if fields[-1] != _check(memoryview(buf)[offset : offset + RECORD_HEADER_LEN - 4]):
+    fields = record_header(memoryview(buf)[offset : offset + RECORD_HEADER_LEN])
+    if fields is None or fields[_TYPE] != rtype:
         return None
     body_start = offset + RECORD_HEADER_LEN
-    body_end = body_start + fields[4]
-    if body_end > end:
-        return None
-    body = bytes(buf[body_start:body_end])
-    if fields[9] != _check(body):
-        return None
-    return fields, body
+    body = bytes(buf[body_start : body_start + fields[_BODY_LEN]])
+    return (fields, body) if body_verifies(fields, body) else None
 
 
 def read_index(buf: Any) -> CaptureIndex | None:

@@ -22,7 +22,6 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
-    _RECORD_HEADER,
     FILE_HEADER_LEN,
     RECORD_HEADER_LEN,
     RECORD_MAGIC,
@@ -34,6 +33,7 @@ from cbi1kit.capture._file import (
     _check,
     _index_offsets,
     check_file_header,
+    record_header,
 )
 from cbi1kit.capture._items import (
     CATALOG_UPDATE,
@@ -279,11 +279,7 @@ class FileScan:
 
     def _header_at(self, offset: int) -> tuple[int, ...] | None:
         """The record header at ``offset`` if its magic and checksum verify."""
-        head = self.read(offset, RECORD_HEADER_LEN)
-        if len(head) < RECORD_HEADER_LEN or head[:4] != RECORD_MAGIC:
-            return None
-        fields = _RECORD_HEADER.unpack(head)
-        return fields if fields[-1] == _check(head[:-4]) else None
+        return record_header(self.read(offset, RECORD_HEADER_LEN))
 
     def _anomaly(self, end: int) -> CaptureDamage | None:
         """The record at ``self.pos``, which the walk did not take; moves the scan past it."""

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from cbi1kit.capture._file import (
-    _RECORD_HEADER,
     FILE_HEADER_LEN,
     FILE_MAGIC,
+    RECORD_FIELD,
     RECORD_HEADER_LEN,
-    RECORD_MAGIC,
     RecordType,
-    _check,
+    body_verifies,
+    record_header,
 )
 from cbi1kit.errors import CaptureError, CaptureVariant
 
@@ -49,6 +49,7 @@ SEGMENT_MARK: Final = "kvrcap.segment "
 CONTINUED: Final = "segment_continued"
 _MARK_MAX: Final = 1 << 16  # a segment MARK is a few hundred bytes
 _PEEK_RECORDS: Final = 4  # the MARK follows the schema record
+_TYPE, _BODY_LEN = RECORD_FIELD["record_type"], RECORD_FIELD["body_len"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,21 +93,17 @@ def read_segment_info(path: str | os.PathLike[str]) -> SegmentInfo | None:
             if f.read(FILE_HEADER_LEN)[: len(FILE_MAGIC)] != FILE_MAGIC:
                 return None
             for _ in range(_PEEK_RECORDS):
-                head = f.read(RECORD_HEADER_LEN)
-                if len(head) < RECORD_HEADER_LEN:
+                fields = record_header(f.read(RECORD_HEADER_LEN))
+                if fields is None:
                     return None
-                magic, rtype, _, _, body_len, _, _, _, _, body_check, head_check = (
-                    _RECORD_HEADER.unpack(head)
-                )
-                if magic != RECORD_MAGIC or _check(head[:-4]) != head_check:
-                    return None
+                rtype, body_len = fields[_TYPE], fields[_BODY_LEN]
                 if rtype == RecordType.SCHEMA:
                     f.seek(body_len, os.SEEK_CUR)
                     continue
                 if rtype != RecordType.MARK or body_len > _MARK_MAX:
                     return None
                 body = f.read(body_len)
-                if len(body) < body_len or _check(body) != body_check:
+                if not body_verifies(fields, body):
                     return None
                 if not body.startswith(SEGMENT_MARK.encode()):
                     continue  # another note (a simulation's configuration)
