@@ -30,18 +30,21 @@ from cbi1kit.analysis._dataset import TABLES, dataset_lock
 ROOT = Path(__file__).parents[1]
 TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
 
-# A child that runs ``cbi1kit`` with the dataset module's file operations counted, and kills
-# itself (SIGKILL: no handler, no cleanup) at the event numbered argv[1] (0: none, print them).
-CHILD = """
-import os, signal, sys
+# The dataset module's file operations counted (appended to the file ``log`` when set), and the
+# process killed (SIGKILL: no handler, no cleanup) at the event numbered ``kill_at`` (0: none);
+# the code before it sets ``kill_at`` and ``log``.
+COUNTED = """
+import os, signal
 from cbi1kit.analysis import _dataset
-from cbi1kit import cli
 
-kill_at, events = int(sys.argv[1]), []
+events = []
 
 def counted(name, real):
     def call(*args, **kwargs):
         events.append(name)
+        if log:
+            with open(log, "a") as f:
+                f.write(name + "\\n")
         if len(events) == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
         return real(*args, **kwargs)
@@ -55,10 +58,20 @@ _dataset.os = Os()
 _dataset.os.link = counted("link", os.link)
 _dataset.os.replace = counted("replace", os.replace)
 _dataset.parquet_writer = counted("open", _dataset.parquet_writer)
+"""
+
+# A child that runs ``cbi1kit`` counted, killed at the event numbered argv[1] (0: none, print
+# them).
+CHILD = (
+    "import sys\nkill_at, log = int(sys.argv[1]), ''\n"
+    + COUNTED
+    + """
+from cbi1kit import cli
 code = cli.main(sys.argv[2:])
 print(" ".join(events))
 sys.exit(code)
 """
+)
 
 
 def child(kill_at: int, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -154,32 +167,10 @@ def test_an_export_killed_at_any_step_publishes_nothing_half(
 # A Dask worker preload (``distributed.worker.preload``) that counts the dataset module's file
 # steps in the worker process and kills the worker (SIGKILL) at step CBI1KIT_TEST_KILL_AT, or
 # appends each step to the file CBI1KIT_TEST_EVENTS.
-WORKER_PRELOAD = """
-import os, signal
-from cbi1kit.analysis import _dataset
-
-kill_at, log, events = int(os.environ.get("CBI1KIT_TEST_KILL_AT", "0")), os.environ.get(
-    "CBI1KIT_TEST_EVENTS", ""), []
-
-def counted(name, real):
-    def call(*args, **kwargs):
-        events.append(name)
-        if log:
-            with open(log, "a") as f:
-                f.write(name + "\\n")
-        if len(events) == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real(*args, **kwargs)
-    return call
-
-class Os:
-    def __getattr__(self, name):
-        return getattr(os, name)
-
-_dataset.os = Os()
-_dataset.os.replace = counted("replace", os.replace)
-_dataset.parquet_writer = counted("open", _dataset.parquet_writer)
-"""
+WORKER_PRELOAD = (
+    "import os\nkill_at = int(os.environ.get('CBI1KIT_TEST_KILL_AT', '0'))\n"
+    "log = os.environ.get('CBI1KIT_TEST_EVENTS', '')\n" + COUNTED
+)
 
 
 def fleet_convert(capture: Path, out: Path, preload: Path, **env: str) -> tuple[int, str]:
