@@ -43,14 +43,13 @@ from cbi1kit.ckf._table import (
     SplitMix64,
     lane_rng_seed,
 )
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
+from cbi1kit.hashing._pools import (
     CacheSemanticsId,
     DcId,
     IdentitySource,
     IndexerDomainId,
-    LaneLease,
     PoolId,
-    ProducerIdentity,
     RoutingScopeId,
 )
 

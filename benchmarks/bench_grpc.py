@@ -43,16 +43,13 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import RecordType, decode_stream_open
 from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
-from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
+from cbi1kit.relay._messages import MAX_MESSAGE_BYTES, RELAY_CONTRACT_MARKER
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
-from cbi1kit.relay._recorder import SUBSCRIBE_METHOD, Recorder, RecorderConfig
-from cbi1kit.sim._server import (
-    MAX_MESSAGE_BYTES,
-    FrameListFeed,
-    RelayServer,
-    ServerConfig,
-    simulated_pool,
-)
+from cbi1kit.relay._recorder import Recorder
+from cbi1kit.relay._session import SUBSCRIBE_METHOD, RecorderConfig
+from cbi1kit.sim._feeds import FrameListFeed, simulated_pool
+from cbi1kit.sim._hub import ServerConfig
+from cbi1kit.sim._server import RelayServer
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS
 
 

@@ -50,8 +50,9 @@ from _harness import (
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
-from cbi1kit.wire._codec import IMAGE_DTYPE, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
+from cbi1kit.wire._frames import IMAGE_DTYPE
 
 SEED = 0x5DEECE66D1B54A33
 DC = 0x0123456789ABCDEF

@@ -64,18 +64,10 @@ from _harness import (
 )
 
 from cbi1kit.wire._assembly import SnapshotAssembly
-from cbi1kit.wire._codec import (
-    IMAGE_DTYPE,
-    Delta,
-    FrameHeader,
-    SnapshotChunk,
-    _decode_reference,
-    decode,
-    decode_deltas,
-    encode_delta,
-    encode_snapshot_chunks,
-)
+from cbi1kit.wire._codec import _decode_reference, decode, decode_deltas
+from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import MAX_BUCKET_COUNT, FilterFormat
+from cbi1kit.wire._frames import IMAGE_DTYPE, Delta, FrameHeader, SnapshotChunk
 
 BODY = 64  # header (48) + snapshot prefix (16): a chunk's words start here
 

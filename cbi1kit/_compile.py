@@ -57,6 +57,8 @@ INLINED_SOURCES: Final = (
     "wire/_layout.py",
     "relay/_messages.py",
     "_proto/kvrelay_v1_pb2.py",
+    "sim/_arrays.py",
+    "sim/_caches.py",
     "sim/_kernel.py",
 )
 

@@ -32,6 +32,8 @@ __all__ = [
     "CliVariant",
     "DatasetError",
     "DatasetVariant",
+    "FleetError",
+    "FleetVariant",
     "HashingError",
     "HashingOverflowError",
     "HashingTypeError",
@@ -81,6 +83,7 @@ class Cbi1Variant(StrEnum):
     SnapshotChunkWordCount = "SnapshotChunkWordCount"
     BucketIndex = "BucketIndex"
     InvalidImage = "InvalidImage"
+    LaneArray = "LaneArray"
     SnapshotBucketCount = "SnapshotBucketCount"
     ChunkSequence = "ChunkSequence"
     IncompleteCoverage = "IncompleteCoverage"
@@ -147,6 +150,7 @@ class CkfVariant(StrEnum):
     FingerprintNotFound = "FingerprintNotFound"
     InvalidMaxKicks = "InvalidMaxKicks"
     PublisherFenced = "PublisherFenced"
+    Usage = "Usage"
 
 
 class KvCacheEventVariant(StrEnum):
@@ -201,6 +205,7 @@ class CaptureVariant(StrEnum):
     Changed = "Changed"
     Segments = "Segments"
     Npy = "Npy"
+    Usage = "Usage"
 
 
 class OutputVariant(StrEnum):
@@ -220,6 +225,13 @@ class DatasetVariant(StrEnum):
     Conflict = "Conflict"
     Unreadable = "Unreadable"
     Busy = "Busy"
+
+
+class FleetVariant(StrEnum):
+    """The variants of ``FleetError``."""
+
+    Cluster = "Cluster"
+    Query = "Query"
 
 
 class RecorderVariant(StrEnum):
@@ -436,6 +448,7 @@ class Cbi1Error(Cbi1kitError[Cbi1Variant], ValueError):
         "SnapshotChunkWordCount": "snapshot chunk has more words than the CBI1 maximum",
         "BucketIndex": "bucket index outside the declared lane",
         "InvalidImage": "delta image is not a (u32 bucket, u64 word) pair",
+        "LaneArray": "lane array is not the format's uint64[bucket_count]",
         "SnapshotBucketCount": "snapshot lane length differs from the format's bucket count",
         "ChunkSequence": "snapshot chunk sequence violation",
         "IncompleteCoverage": "snapshot chunks do not cover the lane",
@@ -534,7 +547,8 @@ class IdentityError(Cbi1kitError[IdentityVariant], ValueError):
 
 
 class CkfError(Cbi1kitError[CkfVariant], ValueError):
-    """The CKF model refused a configuration, an address or a table operation."""
+    """The CKF model refused a configuration, an address or a table operation; ``Usage``: a
+    call given an argument it cannot take (``field`` names it)."""
 
     Variant = CkfVariant
 
@@ -574,11 +588,14 @@ class CaptureError(Cbi1kitError[CaptureVariant], ValueError):
     """Input that cannot be read as records: a capture, a grpcurl dump, bare frames.
 
     ``offset`` is the byte offset, ``record_index`` the 0-based record, ``source`` the file.
+    ``Usage``: a writer or reader call given an argument it cannot take (``field`` names it).
     """
 
     Variant = CaptureVariant
 
     def _message(self) -> str:
+        if self.variant is CaptureVariant.Usage:  # no place in any input: the call's fault
+            return self.detail or ""
         source = self.context.get("source")
         where = f"{source}: " if source else ""
         at = f" field {self.field}" if self.field else ""
@@ -623,6 +640,15 @@ class DatasetError(Cbi1kitError[DatasetVariant]):
     a source's manifest that cannot be read, named), ``Busy`` (another export is writing it)."""
 
     Variant = DatasetVariant
+
+    plain = True
+
+
+class FleetError(Cbi1kitError[FleetVariant], ValueError):
+    """What a fleet run cannot use: a Dask scheduler address or worker count (``Cluster``), a
+    query it does not know (``Query``)."""
+
+    Variant = FleetVariant
 
     plain = True
 

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import settings
 from relayfixtures import FAST, Running
 
-from cbi1kit.relay._recorder import RecorderConfig
-from cbi1kit.sim._server import RelayServer, ServerConfig
+from cbi1kit.relay._session import RecorderConfig
+from cbi1kit.sim._hub import ServerConfig
+from cbi1kit.sim._server import RelayServer
 from cbi1kit.viz._report import CHART_KINDS, build_report
 
 ROOT = Path(__file__).parents[1]

@@ -24,14 +24,9 @@ from cbi1kit.ckf._producer import (
     StoredBlock,
 )
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
-from cbi1kit.hashing._identity import (
-    CanonicalModelRegistration,
-    ConsumerInstanceId,
-    KvQueryHashFormat,
-    KvQuerySemantics,
-    LaneLease,
-    RelayIdentity,
-)
+from cbi1kit.hashing._formats import KvQueryHashFormat, KvQuerySemantics
+from cbi1kit.hashing._identity import ConsumerInstanceId, LaneLease, RelayIdentity
+from cbi1kit.hashing._models import CanonicalModelRegistration
 from cbi1kit.relay._messages import (
     PoolCatalog,
     PoolDescriptor,

@@ -12,8 +12,11 @@ from pathlib import Path
 
 from cbi1kit.capture._file import RecordType, decode_stream_close, decode_stream_open
 from cbi1kit.capture._reader import CaptureReader
-from cbi1kit.relay._recorder import SUBSCRIBE_METHOD, Recorder, RecorderConfig, RecordReport
-from cbi1kit.sim._server import FrameListFeed, ProducerFeed, RelayServer, ServerConfig
+from cbi1kit.relay._recorder import Recorder
+from cbi1kit.relay._session import SUBSCRIBE_METHOD, RecorderConfig, RecordReport
+from cbi1kit.sim._feeds import FrameListFeed, ProducerFeed
+from cbi1kit.sim._hub import ServerConfig
+from cbi1kit.sim._server import RelayServer
 
 FAST = ServerConfig(
     pace=0.005, heartbeat_interval=0.2, readiness_heartbeat_interval=0.2, load_window=0.2

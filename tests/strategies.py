@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.capture._writer import CaptureWriter
-from cbi1kit.wire._codec import IMAGE_DTYPE, _encode_chunk, _encode_delta_bytes
 from cbi1kit.wire._format import U64_MAX, FilterFormat
+from cbi1kit.wire._frames import IMAGE_DTYPE, _encode_chunk, _encode_delta_bytes
 
 u64 = st.integers(min_value=0, max_value=U64_MAX)
 u64_edges = st.one_of(u64, st.sampled_from([0, 1, U64_MAX, U64_MAX - 1, 1 << 63, (1 << 63) - 1]))

@@ -16,15 +16,10 @@ from hypothesis import given, settings, strategies as st
 
 from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
-from cbi1kit.wire._codec import (
-    Delta,
-    FrameHeader,
-    SnapshotChunk,
-    decode,
-    encode_delta,
-    encode_snapshot_chunks,
-)
+from cbi1kit.wire._codec import decode
+from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
+from cbi1kit.wire._frames import Delta, FrameHeader, SnapshotChunk
 
 FMT = FilterFormat(0xC0FFEE, 1 << 21)  # four chunks
 

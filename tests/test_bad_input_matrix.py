@@ -31,7 +31,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from test_stream_roundtrip import build_stream
 
 from cbi1kit import cli
-from cbi1kit._cli_common import Number
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import frames_table, global_view, replay
 from cbi1kit.capture import (
@@ -46,6 +45,7 @@ from cbi1kit.capture import (
 )
 from cbi1kit.capture._file import FILE_MAGIC
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.cli._common import Number
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.relay._messages import (
     frame_from_filter_update,
@@ -96,7 +96,7 @@ def numeric_options() -> Iterator[tuple[tuple[str, ...], str, Number]]:
                 continue
             assert action.type not in (int, float), (
                 f"{name} {action.option_strings[0]}: a bare {action.type.__name__} has no range; "
-                "parse it with cbi1kit._cli_common.ranged"
+                "parse it with cbi1kit.cli._common.ranged"
             )
             if isinstance(action.type, Number):
                 yield name, action.option_strings[-1], action.type

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from errorcheck import raises_variant
 
+from cbi1kit import viz as C
 from cbi1kit.analysis._shorthands import (
     frames_table,
     global_timeline,
@@ -22,8 +23,9 @@ from cbi1kit.analysis._shorthands import (
 )
 from cbi1kit.capture._readers import read_capture
 from cbi1kit.errors import VizError
-from cbi1kit.viz import _charts as C
-from cbi1kit.wire._codec import encode_delta
+from cbi1kit.viz._chart_common import MAX_ROWS
+from cbi1kit.viz._lane_charts import byte_map_table
+from cbi1kit.wire._encode import encode_delta
 from cbi1kit.wire._format import FilterFormat
 
 SAMPLE = Path(__file__).parents[1] / "data" / "sample.kvrcap"
@@ -68,7 +70,7 @@ def _check_bounded_and_exact(spec: dict[str, Any]) -> None:
     datasets = _datasets(spec)
     assert datasets, "a chart with no data"
     for rows in datasets:
-        assert len(rows) <= C.MAX_ROWS
+        assert len(rows) <= MAX_ROWS
         for row in rows:
             for value in row.values():
                 # Vega numbers are doubles: no integer beyond 2**53 may reach the spec.
@@ -90,7 +92,7 @@ def test_byte_map_spec() -> None:
     spec = C.byte_map_chart(frame).to_dict()
     _check_bounded_and_exact(spec)
     assert {"start", "end", "region"} <= _fields(spec)
-    table = C.byte_map_table(frame)
+    table = byte_map_table(frame)
     assert table["field"].to_list()[:11][-1] == "header.body_checksum"
     assert table.filter(pl.col("field") == "header.dc_id")["value"][0].startswith(
         "0xffffffffffffffff"
@@ -111,9 +113,9 @@ def test_bucket_words_are_exact_hex(stream: dict[str, Any]) -> None:
     table = C.bucket_words_table(lane, 10, 20)
     assert table["bucket"].to_list() == list(range(10, 20))
     assert [int(w, 16) for w in table["word"]] == [int(w) for w in lane[10:20]]
-    assert C.bucket_words_table(lane, 0, 10**9).height == min(lane.shape[0], C.MAX_ROWS)
+    assert C.bucket_words_table(lane, 0, 10**9).height == min(lane.shape[0], MAX_ROWS)
     big = np.arange(20_000, dtype=np.uint64)
-    assert C.bucket_words_table(big, 0, 10**9).height == C.MAX_ROWS
+    assert C.bucket_words_table(big, 0, 10**9).height == MAX_ROWS
 
 
 def test_slots_histogram_matches_the_lane(stream: dict[str, Any]) -> None:

@@ -32,15 +32,13 @@ from cbi1kit.ckf._stats import (
     producer_stats,
 )
 from cbi1kit.errors import LaneError
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._identity import ConsumerDrainMarker, LaneLease, ProducerIdentity
+from cbi1kit.hashing._pools import (
     CacheSemanticsId,
-    ConsumerDrainMarker,
     DcId,
     IdentitySource,
     IndexerDomainId,
-    LaneLease,
     PoolId,
-    ProducerIdentity,
     RoutingScopeId,
 )
 from cbi1kit.hashing._xxh3 import xxh3_64_u64_pair

@@ -21,14 +21,13 @@ from cbi1kit.ckf._producer import (
     canonical_chain,
 )
 from cbi1kit.errors import CkfError
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
+from cbi1kit.hashing._pools import (
     CacheSemanticsId,
     DcId,
     IdentitySource,
     IndexerDomainId,
-    LaneLease,
     PoolId,
-    ProducerIdentity,
     RoutingScopeId,
 )
 

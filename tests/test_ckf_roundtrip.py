@@ -22,22 +22,21 @@ from cbi1kit.ckf._consumer import CkfLaneTable, linear_prefix_depths, sequence_h
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
-from cbi1kit.hashing._identity import (
-    CanonicalModelRegistration,
+from cbi1kit.hashing._formats import KvQueryHashFormat
+from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
+from cbi1kit.hashing._models import CanonicalModelRegistration, ModelTarget, resolve_lora_name
+from cbi1kit.hashing._pools import (
     IndexerDomainId,
-    KvQueryHashFormat,
-    LaneLease,
-    ModelTarget,
     PoolId,
-    ProducerIdentity,
     derive_cache_semantics_id,
     derive_routing_scope_id,
-    resolve_lora_name,
     stable_dc_id,
 )
 from cbi1kit.relay._publication import filter_format
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
-from cbi1kit.wire._codec import Delta, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._codec import decode
+from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._frames import Delta
 
 EXTERNAL_MASK = (1 << 63) - 1
 BLOCK_SIZE = 16

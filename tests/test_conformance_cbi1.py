@@ -21,15 +21,9 @@ from errorcheck import is_variant, raises_variant
 from cbi1kit import errors
 from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
-from cbi1kit.wire._codec import (
-    Delta,
-    FrameHeader,
-    SnapshotChunk,
-    _decode_delta,
-    decode,
-    encode_delta,
-    encode_snapshot_chunks,
-)
+from cbi1kit.wire._checks import _decode_delta
+from cbi1kit.wire._codec import decode
+from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import (
     FINGERPRINT_BITS,
     FORMAT_VERSION,
@@ -42,6 +36,7 @@ from cbi1kit.wire._format import (
     FilterFormat,
     max_delta_images,
 )
+from cbi1kit.wire._frames import Delta, FrameHeader, SnapshotChunk
 
 VECTORS = Path(__file__).parent / "vectors" / "cbi1"
 MANIFEST = json.loads((VECTORS / "manifest.json").read_text())

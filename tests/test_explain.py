@@ -19,7 +19,8 @@ from handfleet import MODEL, SECOND, T0, HandFleet
 
 import cbi1kit as ck
 from cbi1kit._json import exact
-from cbi1kit.analysis._explain import Change, Truth, stable_pool_rank
+from cbi1kit.analysis._explain import stable_pool_rank
+from cbi1kit.analysis._explain_lane import Change, Truth
 from cbi1kit.analysis._global import format_unix_ns
 from cbi1kit.errors import HashingError, IdentityError, LaneError
 from cbi1kit.hashing import CanonicalModelRegistration, ModelTarget, stable_dc_id

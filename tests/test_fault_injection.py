@@ -404,7 +404,7 @@ def test_a_recording_onto_a_full_disk_ends_in_one_line(
     """It printed a traceback from each of its threads; now one line and exit 3, and what it
     left reads as damaged where the disk filled, never as a whole capture."""
     from cbi1kit.cli import main as cli_main
-    from cbi1kit.sim._server import ProducerFeed
+    from cbi1kit.sim._feeds import ProducerFeed
 
     srv = serve(ProducerFeed(seed=3, steps=None, events_per_step=64))
     out = small_disk / "rec.kvrcap"
@@ -455,12 +455,12 @@ def test_an_input_that_claims_more_memory_than_there_is_is_one_line(
 ) -> None:
     """A record claiming a 2 GiB body made numpy fail to allocate under a memory limit: a
     traceback. Any MemoryError reaching the command line is one line, exit 3."""
-    from cbi1kit import cli
+    from cbi1kit.cli import _replay
 
     def starved(args: object) -> int:
         raise MemoryError("Unable to allocate 2.00 GiB for an array")
 
-    monkeypatch.setattr(cli, "cmd_replay", starved)
+    monkeypatch.setattr(_replay, "run", starved)
     code, _, err = cli_run("replay", str(SAMPLE))
     assert code == 3 and one_line(err), err
     assert "out of memory: Unable to allocate 2.00 GiB" in err
@@ -477,7 +477,7 @@ def test_a_recording_killed_mid_stream_is_kept_and_goes_on_with_append(
     on; the capture then replays valid with every frame kept before the kill."""
     import time
 
-    from cbi1kit.sim._server import ProducerFeed
+    from cbi1kit.sim._feeds import ProducerFeed
 
     srv = serve(ProducerFeed(seed=4, steps=None, events_per_step=8))
     out = tmp_path / "killed.kvrcap"

@@ -21,7 +21,7 @@ from cbi1kit.analysis._shorthands import global_view, replay
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import IdentityError, LaneError
-from cbi1kit.hashing._identity import stable_dc_id
+from cbi1kit.hashing._pools import stable_dc_id
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._simrelay import (
     DEFAULT_EPOCH_UNIX_NS,

@@ -30,12 +30,12 @@ from relayfixtures import (
     wait_for,
 )
 
-from cbi1kit._cli_relay import main as relay_main
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.cli import main as relay_main
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
-from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER
+from cbi1kit.relay._messages import ERROR_REASON_TRAILER, RELAY_CONTRACT_MARKER
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
-from cbi1kit.relay._recorder import (
+from cbi1kit.relay._session import (
     CATALOG_METHOD,
     SUBSCRIBE_METHOD,
     Action,
@@ -43,18 +43,13 @@ from cbi1kit.relay._recorder import (
     classify_close,
 )
 from cbi1kit.relay._stream import StepKind, StreamChecker
-from cbi1kit.sim._server import (
-    ERROR_REASON_TRAILER,
-    FaultPlan,
-    FrameListFeed,
-    ProducerFeed,
-    RelayServer,
-    ServerConfig,
-    simulated_pool,
-)
+from cbi1kit.sim._feeds import FrameListFeed, ProducerFeed, simulated_pool
+from cbi1kit.sim._hub import FaultPlan, ServerConfig
+from cbi1kit.sim._server import RelayServer
 from cbi1kit.wire._assembly import SnapshotAssembly
-from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
+from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._frames import Delta, SnapshotChunk
 
 ROOT = Path(__file__).parents[1]
 
@@ -443,7 +438,7 @@ def test_killed_server_process_capture_is_intact_and_recorder_gives_up(tmp_path:
         [
             sys.executable,
             "-m",
-            "cbi1kit._cli_relay",
+            "cbi1kit",
             "serve",
             "--pace",
             "0.01",

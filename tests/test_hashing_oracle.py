@@ -21,11 +21,10 @@ from cbi1kit.hashing._blocks import (
     compute_seq_hash_for_block,
     lora_name_to_id,
 )
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._formats import KvQueryHashFormat, KvQuerySemantics
+from cbi1kit.hashing._models import (
     CanonicalModelId,
     CanonicalModelRegistration,
-    KvQueryHashFormat,
-    KvQuerySemantics,
     ModelAlias,
     ModelTarget,
     resolve_lora_name,

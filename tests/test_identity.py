@@ -13,34 +13,36 @@ from hypothesis import given, settings, strategies as st
 
 from cbi1kit.errors import IdentityError
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
+from cbi1kit.hashing._fields import to_i64, to_u64
+from cbi1kit.hashing._formats import KvQueryHashFormat, KvQuerySemantics
 from cbi1kit.hashing._identity import (
     MAX_LANES,
-    CacheSemanticsId,
-    CanonicalModelId,
-    CanonicalModelRegistration,
     ConsumerDrainMarker,
     ConsumerInstanceId,
     DcCkfFormatIdentity,
+    LaneLease,
+    ProducerIdentity,
+    RelayIdentity,
+)
+from cbi1kit.hashing._models import (
+    CanonicalModelId,
+    CanonicalModelRegistration,
+    ModelAlias,
+    ModelTarget,
+    resolve_lora_name,
+    resolve_registration,
+)
+from cbi1kit.hashing._pools import (
+    CacheSemanticsId,
     DcId,
     ExplicitIdentityMap,
     IdentitySource,
     IndexerDomainId,
-    KvQueryHashFormat,
-    KvQuerySemantics,
-    LaneLease,
-    ModelAlias,
-    ModelTarget,
     PoolId,
-    ProducerIdentity,
-    RelayIdentity,
     RoutingScopeId,
     derive_cache_semantics_id,
     derive_routing_scope_id,
-    resolve_lora_name,
-    resolve_registration,
     stable_dc_id,
-    to_i64,
-    to_u64,
 )
 
 STD = KvQueryHashFormat.DYNAMO_STANDARD_V1

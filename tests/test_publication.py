@@ -9,14 +9,13 @@ import pytest
 from errorcheck import is_variant, raises_variant
 
 from cbi1kit.errors import Cbi1Error, PublicationError
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._identity import DcCkfFormatIdentity, ProducerIdentity
+from cbi1kit.hashing._pools import (
     CacheSemanticsId,
-    DcCkfFormatIdentity,
     DcId,
     IdentitySource,
     IndexerDomainId,
     PoolId,
-    ProducerIdentity,
     RoutingScopeId,
 )
 from cbi1kit.relay._publication import (
@@ -26,8 +25,9 @@ from cbi1kit.relay._publication import (
     encode_delta_publication,
     encode_snapshot_publication,
 )
-from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
+from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
+from cbi1kit.wire._frames import Delta, SnapshotChunk
 
 SEED = 0x5DEECE66D1B54A33
 DC = 0xAABBCCDDEEFF0011

@@ -35,15 +35,13 @@ from cbi1kit.capture._readers import (
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import CaptureError
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._identity import DcCkfFormatIdentity, ProducerIdentity, RelayIdentity
+from cbi1kit.hashing._pools import (
     CacheSemanticsId,
-    DcCkfFormatIdentity,
     DcId,
     IdentitySource,
     IndexerDomainId,
     PoolId,
-    ProducerIdentity,
-    RelayIdentity,
     RoutingScopeId,
 )
 from cbi1kit.relay import _messages as r
@@ -327,7 +325,7 @@ def _split(data: bytes, block: int, monkeypatch: pytest.MonkeyPatch) -> tuple[li
     monkeypatch.setattr(_readers, "_JSON_BLOCK", block)
     got: list[Any] = []
     try:
-        for item in _readers._iter_json_objects(io.BytesIO(data), "dump"):
+        for item in _readers._JsonValues(io.BytesIO(data), "dump"):
             got.append(item)
     except CaptureError as exc:
         return got, (exc.variant, exc.offset, exc.record_index, str(exc))
@@ -396,13 +394,13 @@ def test_grpcurl_a_value_that_never_ends_is_refused_without_reading_on(
     monkeypatch.setattr(_readers, "_JSON_OBJECT_MAX", 8192)
     endless = _Counting(b'{"sequence": "1"}\n{"payload": "' + b"A" * 1_000_000)
     with raises_variant(CaptureError, "Unreadable", match="still open after 8192") as info:
-        list(_readers._iter_json_objects(endless, "dump"))
+        list(_readers._JsonValues(endless, "dump"))
     assert (info.value.offset, info.value.record_index) == (18, 1)
     assert endless.served < 64 * 1024
     # a plain syntax error in a long value is still named as one
     bad = b'{"a": x' + b" " * 100_000 + b"}"
     with raises_variant(CaptureError, "Unreadable", match="Expecting value at offset 6"):
-        list(_readers._iter_json_objects(io.BytesIO(bad), "dump"))
+        list(_readers._JsonValues(io.BytesIO(bad), "dump"))
 
 
 def _peak(records: Iterator[Any]) -> int:
@@ -418,7 +416,7 @@ def _peak(records: Iterator[Any]) -> int:
 
 def _frame_files(tmp_path: Path, frames: int) -> tuple[Path, Path, int]:
     """``frames`` 1 MiB snapshot chunks as a bare-frame file and as a grpcurl dump."""
-    from cbi1kit.wire._codec import encode_snapshot_chunks
+    from cbi1kit.wire._encode import encode_snapshot_chunks
     from cbi1kit.wire._format import FilterFormat
 
     rng = np.random.default_rng(frames)
@@ -445,7 +443,7 @@ def test_readers_hold_a_frame_at_a_time_not_the_file(tmp_path: Path) -> None:
 
 
 def test_a_bare_frame_too_large_is_refused_before_its_body_is_read(tmp_path: Path) -> None:
-    from cbi1kit.wire._codec import encode_delta
+    from cbi1kit.wire._encode import encode_delta
     from cbi1kit.wire._format import FilterFormat
 
     frame = bytearray(encode_delta(FilterFormat(SEED, 1024), 7, 1, 2, [(3, 4)]))

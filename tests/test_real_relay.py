@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import cbi1kit as ck
-from cbi1kit.hashing._identity import stable_dc_id
+from cbi1kit.hashing._pools import stable_dc_id
 
 pytestmark = pytest.mark.oracle
 pytest.importorskip("dynamo._core")
@@ -144,7 +144,9 @@ def test_the_simulated_relay_like_1_6_1_ends_and_reports_as_the_real_one(tmp_pat
     """``cbi1kit serve --like 1.6.1`` and Dynamo's own relay, each recorded and then shut down
     under the recorder: the same RPC left out, the same stream ends, readiness revision and
     pool-load fields."""
-    from cbi1kit.sim._server import ProducerFeed, RelayServer, ServerConfig
+    from cbi1kit.sim._feeds import ProducerFeed
+    from cbi1kit.sim._hub import ServerConfig
+    from cbi1kit.sim._server import RelayServer
 
     real = tmp_path / "real.kvrcap"
     record_real_relay(
@@ -182,7 +184,7 @@ SHUTDOWN_ENDS = {
 
 
 def test_a_release_is_named_or_refused() -> None:
-    from cbi1kit.sim._server import RELEASES, ServerConfig
+    from cbi1kit.sim._hub import RELEASES, ServerConfig
 
     like = ServerConfig(like="1.6.1")
     assert "SubscribeServingLoad" in like.unimplemented

@@ -31,8 +31,10 @@ from relayfixtures import (
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import ReplayReport, replay
 from cbi1kit.cli import main as cli_main
-from cbi1kit.relay._recorder import CATALOG_METHOD, RELAY_INFO_METHOD, RecordReport
-from cbi1kit.sim._server import MALFORMED_MESSAGE, FaultPlan, ProducerFeed, RelayServer
+from cbi1kit.relay._session import CATALOG_METHOD, RELAY_INFO_METHOD, RecordReport
+from cbi1kit.sim._feeds import ProducerFeed
+from cbi1kit.sim._hub import MALFORMED_MESSAGE, FaultPlan
+from cbi1kit.sim._server import RelayServer
 
 # a recorder thread that dies of an exception (a DecodeError traceback) fails the test
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")

@@ -32,14 +32,16 @@ from cbi1kit.analysis._shorthands import global_view
 from cbi1kit.capture._file import RecordType, decode_stream_open
 from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.cli import main as cli_main
-from cbi1kit.relay._recorder import (
+from cbi1kit.relay._session import (
     SUBSCRIBE_METHOD,
     PoolRecord,
     PoolSelector,
     RecordReport,
     pool_key_text,
 )
-from cbi1kit.sim._server import FaultPlan, ProducerFeed, RelayServer
+from cbi1kit.sim._feeds import ProducerFeed
+from cbi1kit.sim._hub import FaultPlan
+from cbi1kit.sim._server import RelayServer
 
 # a recorder thread that dies of an exception fails the test
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -289,7 +291,7 @@ def test_cbi1kit_serve_of_a_fleet_recorded_by_cbi1kit_record(
         while twin.advance() is not None:
             pass
     total = sum(1 + twin.sequence for twin in twins)
-    argv = [sys.executable, "-m", "cbi1kit._cli_relay", "serve", "--steps", str(steps)]
+    argv = [sys.executable, "-m", "cbi1kit", "serve", "--steps", str(steps)]
     argv += ["--seed", str(seed), "--pace", "0.005", "--heartbeat", "120", "--duration", "60"]
     argv += [a for m in MODELS for a in ("--model", m)] + [a for d in DCS for a in ("--dc", d)]
     proc = subprocess.Popen(

@@ -11,15 +11,13 @@ from errorcheck import raises_variant
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.errors import Cbi1Error, Cbi1kitError, RelayWireError
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._identity import DcCkfFormatIdentity, ProducerIdentity, RelayIdentity
+from cbi1kit.hashing._pools import (
     CacheSemanticsId,
-    DcCkfFormatIdentity,
     DcId,
     IdentitySource,
     IndexerDomainId,
     PoolId,
-    ProducerIdentity,
-    RelayIdentity,
     RoutingScopeId,
 )
 from cbi1kit.relay import _messages as r
@@ -440,7 +438,7 @@ def test_a_base_subscriber_id_upstream_refuses_is_refused(sid: str) -> None:
     """Upstream's consumer (coordinator.rs, 0092138f): 1-118 UTF-8 bytes, no control
     character; the recorder refuses such an id before connecting, and the CLI says so (exit 2)."""
     from cbi1kit.relay._messages import validate_base_subscriber_id
-    from cbi1kit.relay._recorder import RecorderConfig
+    from cbi1kit.relay._session import RecorderConfig
 
     with raises_variant(RelayWireError, "SubscriberId"):
         validate_base_subscriber_id(sid)

@@ -24,14 +24,15 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import replay
 from cbi1kit.cli import main as cli_main
 from cbi1kit.relay._messages import ERROR_REASON_TRAILER, RELAY_CONTRACT_MARKER
-from cbi1kit.relay._recorder import (
+from cbi1kit.relay._session import (
     PLANES,
     RELAY_INFO_METHOD,
     SERVING_LOAD_METHOD,
     SUBSCRIBE_METHOD,
     PoolSelector,
 )
-from cbi1kit.sim._server import ProducerFeed, RelayServer
+from cbi1kit.sim._feeds import ProducerFeed
+from cbi1kit.sim._server import RelayServer
 from cbi1kit.sim._simulator import SimulatorConfig
 
 Serve = Callable[..., RelayServer]

@@ -15,15 +15,19 @@ import pytest
 from certs import CLIENT_NAME, SERVER_NAME, Pki, make_pki
 from relayfixtures import FAST, Running, read_streams, recorder_config, run_to_end, subscriptions
 
-from cbi1kit._cli_relay import main as relay_main
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import replay
-from cbi1kit.relay._recorder import PLANES, POOL_LOAD_METHOD, WITHHELD, Recorder
+from cbi1kit.cli import main as relay_main
+from cbi1kit.relay._core import WITHHELD
+from cbi1kit.relay._recorder import Recorder
+from cbi1kit.relay._session import PLANES, POOL_LOAD_METHOD
 from cbi1kit.relay._transport import (
     ClientTls,
     ServerTls,
 )
-from cbi1kit.sim._server import ProducerFeed, RelayServer, ServerConfig
+from cbi1kit.sim._feeds import ProducerFeed
+from cbi1kit.sim._hub import ServerConfig
+from cbi1kit.sim._server import RelayServer
 
 ROOT = Path(__file__).parents[1]
 Serve = Callable[..., RelayServer]
@@ -172,7 +176,7 @@ def test_the_channel_keeps_upstreams_keepalive_and_the_authority(tmp_path: Path)
 def test_record_and_serve_over_mtls_from_the_command_line(tmp_path: Path, pki: Pki) -> None:
     """``serve`` (a process) with its certificate, key and client CA; ``record`` with the CA,
     a client certificate and key, the authority and a header."""
-    argv = [sys.executable, "-m", "cbi1kit._cli_relay", "serve", "--heartbeat", "0.2"]
+    argv = [sys.executable, "-m", "cbi1kit", "serve", "--heartbeat", "0.2"]
     argv += ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
     argv += ["--client-ca", str(pki.ca), "--duration", "60"]
     argv += ["--load-window", "0.1", "--readiness-heartbeat", "0.1"]

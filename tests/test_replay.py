@@ -22,7 +22,8 @@ from test_stream_roundtrip import (
 )
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._replay import EventKind, Replayer, Violation
+from cbi1kit.analysis._events import EventKind, Violation
+from cbi1kit.analysis._replayer import Replayer
 from cbi1kit.analysis._shorthands import replay
 from cbi1kit.capture._file import RecordType
 from cbi1kit.capture._reader import CaptureReader
@@ -306,7 +307,7 @@ def _sessions_capture(path: Path, sessions: int) -> dict[int, np.ndarray]:
 
     from cbi1kit.capture._readers import SUBSCRIBE_KV_POOL_METHOD
     from cbi1kit.capture._writer import CaptureWriter
-    from cbi1kit.wire._codec import encode_delta, encode_snapshot_chunks
+    from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 
     fmt = FilterFormat(0x5EED, LANE)
     producer = wire_producer(fmt)

@@ -43,7 +43,7 @@ from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import LaneError
 from cbi1kit.wire import RULES
-from cbi1kit.wire._codec import encode_snapshot_chunks
+from cbi1kit.wire._encode import encode_snapshot_chunks
 from cbi1kit.wire._format import FilterFormat
 
 ROOT = Path(__file__).parents[1]
@@ -470,7 +470,7 @@ def _deltas_seen(engine: str) -> list[tuple[int, int, bytes, bytes, bytes]]:
     """Every applied delta the sample's replay hands ``on_delta``, its arrays kept as handed."""
     from cbi1kit.analysis._capture import open_capture
     from cbi1kit.analysis._fast import feeder_of
-    from cbi1kit.analysis._replay import Replayer
+    from cbi1kit.analysis._replayer import Replayer
 
     seen: list[Any] = []
     player = Replayer(keep_history=False, on_delta=lambda *a: seen.append(a))

@@ -7,7 +7,7 @@ import pytest
 from errorcheck import raises_variant
 
 from cbi1kit.errors import Cbi1kitError, LaneError
-from cbi1kit.hashing._identity import KvQueryHashFormat
+from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.sim._roundtrip import HashSpace, hash_space_round_trip
 
 SPACES = [

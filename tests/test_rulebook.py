@@ -28,7 +28,7 @@ from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.errors import Cbi1Error
 from cbi1kit.relay._messages import RELAY_CONTRACT_MARKER, check_filter_update
 from cbi1kit.wire import RULES, Rule, decode, rule_for
-from cbi1kit.wire._codec import Delta, SnapshotChunk
+from cbi1kit.wire._frames import Delta, SnapshotChunk
 from cbi1kit.wire._rules import RULE_INDEX
 
 MAX_INLINE = 1 << 20  # bigger frames (the 4 MiB golden frames) go through their own capture
@@ -376,6 +376,8 @@ def test_the_kernel_cache_is_keyed_on_every_inlined_source() -> None:
         "analysis/_replay_kernels.py",
         "capture/_walk.py",
         "capture/_walk_kernel.py",
+        "sim/_arrays.py",
+        "sim/_caches.py",
         "sim/_kernel.py",
     }
     imported: set[str] = set()
@@ -457,7 +459,7 @@ def test_a_rule_has_a_check_in_every_engine() -> None:
 def _producer_set(path: str, value: int) -> pb.FilterUpdate:
     """A valid snapshot chunk's envelope whose producer field ``path`` is ``value``."""
     from cbi1kit.wire import FilterFormat
-    from cbi1kit.wire._codec import encode_snapshot_chunk
+    from cbi1kit.wire._encode import encode_snapshot_chunk
 
     fmt = FilterFormat(0x52, 1024)
     frame = encode_snapshot_chunk(fmt, 1, 1, 0, 1, np.zeros(1024, dtype=np.uint64))

@@ -190,7 +190,7 @@ def test_stale_segments_are_refused_and_append_goes_on(fleet: Path, tmp_path: Pa
 def test_a_live_recording_rotated_by_size_replays_every_lane(
     serve: Callable[..., Any], tmp_path: Path
 ) -> None:
-    from cbi1kit.sim._server import ProducerFeed
+    from cbi1kit.sim._feeds import ProducerFeed
 
     feeds = [
         ProducerFeed(model=m, dc=d, seed=60 + i, steps=40, events_per_step=6)
@@ -228,7 +228,7 @@ def test_append_to_a_rotated_recording_goes_on_in_its_last_segment(
     0 behind the later ones, and the set then replayed ``AwaitingSnapshot`` (#42): it goes on in
     the last segment, and the set replays valid."""
     from cbi1kit.cli import main as cli_main
-    from cbi1kit.sim._server import ProducerFeed
+    from cbi1kit.sim._feeds import ProducerFeed
 
     srv = serve(ProducerFeed(seed=9, steps=None, events_per_step=4), FAST)
     path = tmp_path / "ap.kvrcap"

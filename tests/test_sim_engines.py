@@ -222,11 +222,11 @@ def test_on_event_needs_the_reference(trace: Workload) -> None:
 def test_the_kernels_arrays_are_laid_out_as_their_layout_says(trace: Workload) -> None:
     """Every array the driver lays out has the dtype and dimensions the kernels' reference
     type names, field for field."""
-    from cbi1kit.sim import _kernel
+    from cbi1kit.sim import _arrays
     from cbi1kit.sim._compiled import _lay_out
 
     arrays = _lay_out(SimulatorConfig(dcs=2), trace.head(10), 64)
-    assert tuple(_kernel.LAYOUT) == arrays._fields
-    for name, (dtype, ndim) in _kernel.LAYOUT.items():
+    assert tuple(_arrays.LAYOUT) == arrays._fields
+    for name, (dtype, ndim) in _arrays.LAYOUT.items():
         array = getattr(arrays, name)
         assert (array.dtype, array.ndim, array.flags.c_contiguous) == (dtype, ndim, True), name

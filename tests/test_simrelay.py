@@ -15,9 +15,9 @@ from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.capture._readers import read_capture, read_catalog
 from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.errors import OutputError
-from cbi1kit.hashing._identity import stable_dc_id
+from cbi1kit.hashing._pools import stable_dc_id
 from cbi1kit.relay._messages import catalog_from_wire, producer_from_wire
-from cbi1kit.relay._recorder import CATALOG_METHOD
+from cbi1kit.relay._session import CATALOG_METHOD
 from cbi1kit.sim._simrelay import (
     DEFAULT_EPOCH_UNIX_NS,
     RelayConfig,

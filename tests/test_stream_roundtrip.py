@@ -17,7 +17,7 @@ import strategies
 from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._replay import EventKind
+from cbi1kit.analysis._events import EventKind
 from cbi1kit.analysis._shorthands import replay
 from cbi1kit.capture._readers import (
     SUBSCRIBE_KV_POOL_METHOD,

@@ -268,7 +268,7 @@ def test_frames_of_bare_frames_come_in_batches_of_bounded_bytes(
     import tracemalloc
 
     from cbi1kit.capture import _readers
-    from cbi1kit.wire._codec import encode_snapshot_chunks
+    from cbi1kit.wire._encode import encode_snapshot_chunks
     from cbi1kit.wire._format import FilterFormat
 
     rng = np.random.default_rng(17)

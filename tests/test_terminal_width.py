@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cliutil import cli_run
 
-from cbi1kit._cli_common import table, wrapped
+from cbi1kit._text import table, wrapped
 from cbi1kit.relay._recorder import _one_row
 from cbi1kit.wire import inspect
 

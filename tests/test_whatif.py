@@ -19,7 +19,7 @@ import cbi1kit as ck
 from cbi1kit.errors import CkfError, SimulationError
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.viz import _whatif as W
-from cbi1kit.viz._charts import MAX_ROWS
+from cbi1kit.viz._chart_common import MAX_ROWS
 from cbi1kit.viz._display import STATIC_ENV
 
 ROOT = Path(__file__).parents[1]

@@ -14,20 +14,13 @@ from strategies import formats, images_for, lanes_for, u64_edges
 from cbi1kit import errors
 from cbi1kit.errors import Cbi1Error
 from cbi1kit.wire._codec import (
-    IMAGE_DTYPE,
-    Delta,
     DeltaBatch,
-    FrameHeader,
-    SnapshotChunk,
     _decode_deltas_reference,
-    body_checksum,
     decode,
     decode_deltas,
-    encode_delta,
-    encode_snapshot_chunk,
-    encode_snapshot_chunks,
     peek_format,
 )
+from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunk, encode_snapshot_chunks
 from cbi1kit.wire._format import (
     HEADER_LEN,
     IMAGES_MAX_FRAME_BYTES,
@@ -37,6 +30,7 @@ from cbi1kit.wire._format import (
     FrameKind,
     max_delta_images,
 )
+from cbi1kit.wire._frames import IMAGE_DTYPE, Delta, FrameHeader, SnapshotChunk, body_checksum
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 FMT = FilterFormat(0x5EED, 1024)

@@ -12,7 +12,7 @@ from errorcheck import raises_variant
 
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._blocks import block_hash_seed, compute_seq_hash_for_block
-from cbi1kit.hashing._identity import KvQueryHashFormat
+from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.sim._workload import (
     MOONCAKE_BLOCK_SIZE,
     concat,

@@ -10,7 +10,6 @@ computed so far goes on from where it stood.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -20,17 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.analysis._replay import (
-    Replayer,
-    ReplayReport,
-    check_engine,
-)
+from cbi1kit.analysis._replay import ReplayReport
+from cbi1kit.analysis._replayer import Replayer, check_engine
 from cbi1kit.analysis._source import Source
 from cbi1kit.capture._file import RECORD_HEADER_LEN
 from cbi1kit.capture._items import FrameDamage, FrameSpan, ReadCursor, SourceError
-from cbi1kit.capture._readers import frame_items, is_capture_source, source_format
+from cbi1kit.capture._readers import ResolvedSource, frame_items, resolve_source
 from cbi1kit.capture._scan import CaptureScan, FileScan, ScanItem
-from cbi1kit.capture._segments import CaptureSet
 from cbi1kit.errors import LaneError, LaneVariant
 
 if TYPE_CHECKING:
@@ -45,7 +40,7 @@ if TYPE_CHECKING:
     from cbi1kit.analysis._overview import CaptureOverview
     from cbi1kit.analysis._tables import Collector
     from cbi1kit.ckf._stats import CkfStats
-    from cbi1kit.hashing._identity import DcId, PoolId
+    from cbi1kit.hashing._pools import DcId, PoolId
     from cbi1kit.wire._format import FilterFormat
 
 Words = npt.NDArray[np.uint64]
@@ -111,6 +106,7 @@ class Capture:
         )
         self._log: list[Item | _Away] = []
         self._scan: CaptureScan | None = None
+        self._resolved: ResolvedSource  # what the source is, as this pass found it
         self._live: Iterator[Item] | None = None
         self._following = follow
         self._files: dict[str, FileScan] = {}
@@ -126,17 +122,16 @@ class Capture:
             at = self._cursor_at
             self._cursor.frames, self._cursor.catalog = at.frames, at.catalog
             self._cursor.open_streams = set(at.open_streams)
-        try:
-            capture = is_capture_source(self.source)
-        except OSError as exc:
-            self._live = iter([SourceError(0, exc)])
-            return
-        if capture:
-            source = CaptureSet.of(self.source) if isinstance(self.source, list) else self.source
-            self._scan = CaptureScan(source, readiness=True, cursor=self._cursor)  # type: ignore[arg-type]
+        # its kind and a capture's segments, found once: a cursor reads one segment on alone
+        resolved = resolve_source(self.source, one_file=self._cursor is not None)
+        self._resolved = resolved
+        if resolved.kind == "capture":
+            self._scan = CaptureScan(
+                resolved.source, segments=resolved.segments, readiness=True, cursor=self._cursor
+            )
             self._live = self._scan.items(final=not self._following)
         else:
-            self._live = frame_items(self.source)
+            self._live = frame_items(resolved)  # an unreadable path: its error, as an item
 
     def __repr__(self) -> str:
         what = "capture" if self._scan is not None else "frames"
@@ -521,16 +516,10 @@ def open_capture(
     """
     if isinstance(source, Capture):
         return source
-    if not follow and isinstance(source, (str, os.PathLike)):
-        _check_openable(Path(source))
-    return Capture(source, keep_tables=keep_tables, follow=follow)
-
-
-def _check_openable(path: Path) -> None:
-    """Raise what opening ``path`` as a source would: missing, a folder, empty or foreign."""
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    source_format(path)  # FileNotFoundError, or CaptureError Unreadable: empty or foreign
+    capture = Capture(source, keep_tables=keep_tables, follow=follow)
+    if not follow and (error := capture._resolved.error) is not None:
+        raise error  # missing, a folder, empty or foreign
+    return capture
 
 
 def diff_side(side: Any, expected_format: FilterFormat | None = None) -> Any:

@@ -44,7 +44,7 @@ from cbi1kit._version import __version__
 from cbi1kit.analysis._capture import Capture
 from cbi1kit.analysis._events import Violation
 from cbi1kit.analysis._fast import feeder_of
-from cbi1kit.analysis._replay import Replayer
+from cbi1kit.analysis._replayer import Replayer
 from cbi1kit.analysis._schema import (
     _FRAME_KEYS,
     DATASET_SCHEMA_VERSION,
@@ -166,13 +166,13 @@ def _json_file(
     ``DatasetError`` ``variant`` naming it."""
     try:
         value = json.loads(path.read_text())
-        if not isinstance(value, dict) or wrong(value):
-            raise ValueError("not what cbi1kit writes there")
     except (OSError, ValueError) as exc:
-        raise DatasetError(
-            variant, f"{path} cannot be read: {_printable(exc)}", field=str(path)
-        ) from None
-    return value
+        why = _printable(exc)
+    else:
+        if isinstance(value, dict) and not wrong(value):
+            return value
+        why = "not what cbi1kit writes there"
+    raise DatasetError(variant, f"{path} cannot be read: {why}", field=str(path))
 
 
 def _read_meta(out: Path) -> dict[str, Any]:
@@ -532,6 +532,65 @@ def _manifest_part(out: Path, source: str) -> Path:
     return out / _SOURCES / f".{source}.json{_PART}"
 
 
+def _refuse_conflict(seg: SegmentSource, out: Path, present: dict[str, dict[str, Any]]) -> None:
+    """``DatasetError`` ``Conflict`` when the dataset holds this segment of the recording with
+    other content."""
+    for other in present.values():
+        if (other.get("capture"), other.get("segment")) == (seg.capture, seg.segment):
+            raise DatasetError(
+                DatasetVariant.Conflict,
+                f"{seg.path}: segment {seg.segment} of recording {seg.capture} is already in "
+                f"{out} with other content (source {other.get('source')}; was it converted "
+                "while still being written?)",
+                field=str(seg.path),
+            )
+
+
+_KEY_COLUMNS: Final = ("frame_index", *_FRAME_KEYS)
+_STRINGS: Final = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
+
+
+@dataclass(slots=True)
+class _FramesPass:
+    """One file's frames as they are written: each batch's keys (what the replay tables' rows
+    take from their frame) and the damaged ranges read past (``SOURCE_ERROR`` frames)."""
+
+    keys: list[pl.DataFrame] = field(default_factory=list)
+    damage: list[str] = field(default_factory=list)
+
+    def batches(self, capture: Capture, batch_records: int) -> Iterator[pl.DataFrame]:
+        for df in capture.frame_batches(batch_rows=batch_records):
+            self.keys.append(df.select(_KEY_COLUMNS).with_columns(_STRINGS))
+            self.damage.extend(
+                df.filter(pl.col("kind") == "SOURCE_ERROR").get_column("validation_error")
+            )
+            yield df
+
+    def key(self) -> pl.DataFrame:
+        """Every frame's keys, by ``frame_index``."""
+        if self.keys:
+            return pl.concat(self.keys)
+        schema = DATASET_TABLES["frames"]
+        return pl.DataFrame(schema={k: schema[k] for k in _KEY_COLUMNS}).with_columns(_STRINGS)
+
+
+def _write_replay(
+    writers: dict[str, _TableWriter], tables: Iterable[tuple[str, pl.DataFrame]], key: pl.DataFrame
+) -> None:
+    """The replay pass's tables, each row with its frame's keys: each flush of images written
+    at once, the snapshots and violations at the end."""
+    small: dict[str, list[pl.DataFrame]] = {"snapshots": [], "violations": []}
+    for table, df in tables:
+        if not df.height:
+            continue
+        if table == "images":  # a flush of up to ``flush_rows`` images: written at once
+            writers[table].write([_keyed(table, df, key)])
+        else:
+            small[table].append(df)
+    for table, dfs in small.items():
+        writers[table].write(_keyed(table, df, key) for df in dfs)
+
+
 def convert_segment(
     seg: SegmentSource | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -551,58 +610,19 @@ def convert_segment(
     first = carry.cursor.frames
     present = _manifests(out)
     capture = Capture(seg.path, keep_tables=False, cursor=carry.cursor)
-    if seg.source in present:
+    held = (seg.source, seg.capture, seg.segment, str(seg.path))
+    if seg.source in present:  # replayed for the state; its damage as its conversion found it
         for _ in _replay_segment(capture, carry, flush_rows):
             pass
-        ranges, first_damage = _damage(present[seg.source])  # as its conversion found it
-        return SegmentResult(
-            seg.source, seg.capture, seg.segment, str(seg.path), True, {}, (), ranges, first_damage
-        ), carry
-    for other in present.values():
-        if (other.get("capture"), other.get("segment")) == (seg.capture, seg.segment):
-            raise DatasetError(
-                DatasetVariant.Conflict,
-                f"{seg.path}: segment {seg.segment} of recording {seg.capture} is already in "
-                f"{out} with other content (source {other.get('source')}; was it converted "
-                "while still being written?)",
-                field=str(seg.path),
-            )
-    keys: list[pl.DataFrame] = []
-    key_columns = ["frame_index", *_FRAME_KEYS]
-    strings = pl.col("cache_semantics", "routing_scope").cast(pl.Categorical)
-    damage: list[str] = []
-
-    def frames() -> Iterator[pl.DataFrame]:
-        for df in capture.frame_batches(batch_rows=batch_records):
-            keys.append(df.select(key_columns).with_columns(strings))
-            damage.extend(
-                df.filter(pl.col("kind") == "SOURCE_ERROR").get_column("validation_error")
-            )
-            yield df
-
+        return SegmentResult(*held, True, {}, (), *_damage(present[seg.source])), carry
+    _refuse_conflict(seg, out, present)
+    frames = _FramesPass()
     writers = {t: _TableWriter(t, seg, out) for t in TABLES}
     with _all_or_nothing(writers, out, seg.source):
-        writers["frames"].write(frames())
-        frame_schema = DATASET_TABLES["frames"]
-        key = (
-            pl.concat(keys)
-            if keys
-            else pl.DataFrame(schema={k: frame_schema[k] for k in key_columns}).with_columns(
-                strings
-            )
-        )
-        small: dict[str, list[pl.DataFrame]] = {"snapshots": [], "violations": []}
-        for table, df in _replay_segment(capture, carry, flush_rows):
-            if not df.height:
-                continue
-            if table == "images":  # a flush of up to ``flush_rows`` images: written at once
-                writers[table].write([_keyed(table, df, key)])
-            else:
-                small[table].append(df)
-        for table, dfs in small.items():
-            writers[table].write(_keyed(table, df, key) for df in dfs)
+        writers["frames"].write(frames.batches(capture, batch_records))
+        _write_replay(writers, _replay_segment(capture, carry, flush_rows), frames.key())
         files = [f for w in writers.values() for f in w.publish()]
-        rows = {t: w.rows for t, w in writers.items()}
+        rows, damage = {t: w.rows for t, w in writers.items()}, frames.damage
         manifest = {
             "source": seg.source,
             "capture": seg.capture,
@@ -615,24 +635,11 @@ def convert_segment(
             "schema_version": DATASET_SCHEMA_VERSION,
             "cbi1kit_version": __version__,
         }
-        sources = out / _SOURCES
-        sources.mkdir(exist_ok=True)
+        (out / _SOURCES).mkdir(exist_ok=True)
         tmp = _manifest_part(out, seg.source)
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.replace(tmp, sources / f"{seg.source}.json")  # the file is in the dataset now
-    return (
-        SegmentResult(
-            seg.source,
-            seg.capture,
-            seg.segment,
-            str(seg.path),
-            False,
-            rows,
-            tuple(files),
-            *_damage(manifest),
-        ),
-        carry,
-    )
+        os.replace(tmp, out / _SOURCES / f"{seg.source}.json")  # the file is in the dataset now
+    return SegmentResult(*held, False, rows, tuple(files), *_damage(manifest)), carry
 
 
 def export_dataset(

@@ -42,7 +42,7 @@ from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.ckf._bucket import lane_occupancy, lane_slots
 from cbi1kit.ckf._lane import DcCkfSnapshot
 from cbi1kit.errors import CaptureError, CaptureVariant, LaneError, LaneVariant
-from cbi1kit.hashing._identity import DcId, PoolId
+from cbi1kit.hashing._pools import DcId, PoolId
 from cbi1kit.relay._messages import PoolDescriptor
 from cbi1kit.relay._publication import HubSnapshot
 from cbi1kit.wire._assembly import AssembledSnapshot

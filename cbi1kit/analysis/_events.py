@@ -64,6 +64,17 @@ class Violation(ReplayEvent):
             f"frame {self.frame_index} (stream {self.stream_id}){seq}: {self.rule}: {self.reason}"
         )
 
+    def to_dict(self) -> dict[str, object]:
+        """The violation as JSON-ready data: where, which rule, why, and the consumer's action."""
+        return {
+            "frame_index": self.frame_index,
+            "stream_id": self.stream_id,
+            "sequence": self.sequence,
+            "rule": self.rule,
+            "reason": self.reason,
+            "action": self.action,
+        }
+
 
 def never_installed(violations: Sequence[Violation]) -> str:
     """Why a lane has nothing to show: no snapshot was ever installed, and the first of the

@@ -7,7 +7,8 @@ block hashes of the request, each block's fingerprint and two buckets, and the w
 held then, which deltas wrote. :func:`explain` shows every step, each computed by the one
 implementation the rest of the package uses (hashing, ``CkfAddressing``, the global view's
 tables, ``find_prefix_depths``), and reads replay's history for where a slot's fingerprint came
-from or when a block's fingerprint left its buckets.
+from or when a block's fingerprint left its buckets (each lane's part:
+:mod:`cbi1kit.analysis._explain_lane`).
 
 What the consumer cannot know it says so: a fingerprint in a bucket is 16 bits, so a match is
 a true or a false positive only for someone who knows what the producer holds (``truth=``).
@@ -15,13 +16,11 @@ a true or a false positive only for someone who knows what the producer holds (`
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import io
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -29,18 +28,22 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from cbi1kit.analysis._explain_lane import (
+    BlockAddress,
+    LaneExplanation,
+    Lookup,
+    Truth,
+    explain_lane,
+)
 from cbi1kit.analysis._global import (
     At,
     DomainView,
     GlobalView,
     ViewLane,
-    _time_of,
     build_global_view,
     format_unix_ns,
 )
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value, _Segment
-from cbi1kit.ckf._bucket import bucket_contains, bucket_first, bucket_slot
-from cbi1kit.ckf._consumer import find_prefix_depths, sequence_hashes
+from cbi1kit.analysis._replay import ReplayReport, _dc_value
 from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW, verification_window_fault
 from cbi1kit.errors import (
     HashingError,
@@ -50,32 +53,15 @@ from cbi1kit.errors import (
     LaneError,
     LaneVariant,
 )
-from cbi1kit.hashing._identity import (
-    CanonicalModelRegistration,
-    DcCkfFormatIdentity,
-    DcId,
-    IdentitySource,
-    IndexerDomainId,
-    KvQueryHashFormat,
-    KvQuerySemantics,
-    PoolId,
-    ProducerIdentity,
-    resolve_registration,
-    stable_dc_id,
-)
+from cbi1kit.hashing._formats import KvQueryHashFormat, KvQuerySemantics
+from cbi1kit.hashing._identity import DcCkfFormatIdentity
+from cbi1kit.hashing._models import CanonicalModelRegistration, resolve_registration
+from cbi1kit.hashing._pools import DcId, IdentitySource, IndexerDomainId, PoolId, stable_dc_id
 from cbi1kit.relay._messages import PoolDescriptor
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
-    "BlockAddress",
     "BlockRequest",
-    "Change",
     "Explanation",
-    "LaneBlock",
-    "LaneExplanation",
-    "Truth",
     "build_explanation",
     "check_verification_window",
     "stable_pool_rank",
@@ -97,148 +83,6 @@ class BlockRequest(Protocol):
     def hash_format(self) -> KvQueryHashFormat: ...
 
     def block_hashes(self, lora_name: str | None) -> npt.NDArray[np.uint64]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """A write the consumer applied: the snapshot installed at ``sequence`` or the delta that
-    advanced the lane to it, received at ``unix_ns`` (None where the source has no receive
-    times) on capture stream ``stream_id``."""
-
-    kind: Literal["snapshot", "delta"]
-    sequence: int
-    unix_ns: int | None
-    stream_id: int
-
-    def __str__(self) -> str:
-        when = "" if self.unix_ns is None else f" ({format_unix_ns(self.unix_ns)})"
-        return f"{self.kind} {self.sequence}{when}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "sequence": self.sequence,
-            "unix_ns": self.unix_ns,
-            "time": None if self.unix_ns is None else format_unix_ns(self.unix_ns),
-            "stream_id": self.stream_id,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class BlockAddress:
-    """One block of the request: its local hash (the engine's ``tokens_hash``), the canonical
-    sequence hash a CKF stores, and that hash's fingerprint and two buckets (ckf.md §1.3)."""
-
-    index: int
-    local_hash: int
-    sequence_hash: int
-    fingerprint: int
-    bucket_a: int
-    bucket_b: int
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "index": self.index,
-            "local_hash": f"0x{self.local_hash:016x}",
-            "sequence_hash": f"0x{self.sequence_hash:016x}",
-            "fingerprint": f"0x{self.fingerprint:04x}",
-            "bucket_a": self.bucket_a,
-            "bucket_b": self.bucket_b,
-        }
-
-
-class Truth(enum.StrEnum):
-    """A block on a lane against what its producer holds (``UNKNOWN``: the consumer alone
-    cannot tell a 16-bit fingerprint's owner)."""
-
-    TRUE_POSITIVE = "true positive"
-    FALSE_POSITIVE = "false positive"  # held by the filter, not by the producer
-    FALSE_NEGATIVE = "false negative"  # held by the producer, not by the lane (a hole, a lag)
-    TRUE_NEGATIVE = "true negative"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class LaneBlock:
-    """One block on one lane: whether bucket a or b holds its fingerprint (``held``), which
-    bucket (``side`` "a" is looked at first, as the producer inserts) and slot, and ``since``:
-    the snapshot or delta that wrote the fingerprint into that slot, where it has stayed."""
-
-    index: int
-    held: bool
-    side: Literal["a", "b"] | None = None
-    bucket: int | None = None
-    slot: int | None = None
-    since: Change | None = None
-    truth: Truth = Truth.UNKNOWN
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "index": self.index,
-            "held": self.held,
-            "side": self.side,
-            "bucket": self.bucket,
-            "slot": self.slot,
-            "since": None if self.since is None else self.since.to_dict(),
-            "truth": None if self.truth is Truth.UNKNOWN else self.truth.value,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LaneExplanation:
-    """The request on one DC lane of the table at the moment.
-
-    ``depth`` is the prefix depth upstream's search finds (``find_prefix_depths``: advisory,
-    a false positive at a sampled position can raise it, a hole past the verification window
-    can be jumped); ``first_missing`` is where the chain really breaks on this lane (the first
-    block whose fingerprint neither bucket holds; None: every block is held) and ``removed`` the
-    write after which that fingerprint left both buckets, if the lane held it before (a delta,
-    or a new session's snapshot that no longer had it). A lane that is not ready says ``why``
-    and is not searched (upstream's ready mask). A ``stale`` lane (its last message older than
-    the ``max_age`` asked for, received at ``touched_unix_ns``) is searched but not ranked:
-    upstream's scorer gives it no score (None: staleness not judged)."""
-
-    lane: int
-    pool: PoolId
-    producer: ProducerIdentity | None
-    ready: bool
-    sequence: int | None
-    unix_ns: int | None
-    stream_id: int | None
-    why: str
-    blocks: tuple[LaneBlock, ...] = ()
-    depth: int | None = None
-    first_missing: int | None = None
-    removed: Change | None = None
-    truth_known: bool = False
-    stale: bool | None = None
-    touched_unix_ns: int | None = None
-
-    @property
-    def dc_id(self) -> DcId:
-        return self.pool.dc_id
-
-    def to_dict(self) -> dict[str, object]:
-        p = self.producer
-        return {
-            "lane": self.lane,
-            "dc_id": f"{self.dc_id.value:016x}",
-            "pool": str(self.pool),
-            "producer": None if p is None else f"{p.producer_incarnation:x}.{p.layout_generation}",
-            "ready": self.ready,
-            "sequence": self.sequence,
-            "unix_ns": self.unix_ns,
-            "time": None if self.unix_ns is None else format_unix_ns(self.unix_ns),
-            "stream_id": self.stream_id,
-            "why": self.why,
-            "depth": self.depth,
-            "first_missing": self.first_missing,
-            "removed": None if self.removed is None else self.removed.to_dict(),
-            "truth_known": self.truth_known,
-            "stale": self.stale,
-            "last_message_unix_ns": self.touched_unix_ns,
-            "blocks": [b.to_dict() for b in self.blocks],
-        }
 
 
 def stable_pool_rank(key: int, pool: PoolId) -> int:
@@ -627,127 +471,6 @@ def _truth_by_lane(truth: HoldingsByDc | None, lanes: Sequence[ViewLane]) -> dic
     return out
 
 
-def _truth(held: bool, holds: bool | None) -> Truth:
-    if holds is None:
-        return Truth.UNKNOWN
-    if held:
-        return Truth.TRUE_POSITIVE if holds else Truth.FALSE_POSITIVE
-    return Truth.FALSE_NEGATIVE if holds else Truth.TRUE_NEGATIVE
-
-
-def _change(seg: _Segment, kind: Literal["snapshot", "delta"], sequence: int) -> Change:
-    return Change(kind, sequence, _time_of(seg, sequence), seg.stream_id)
-
-
-def _writes_by_bucket(rows: npt.NDArray[np.void]) -> dict[int, list[tuple[int, int]]]:
-    out: dict[int, list[tuple[int, int]]] = {}
-    for sequence, bucket, word in rows.tolist():
-        out.setdefault(int(bucket), []).append((int(sequence), int(word)))
-    return out
-
-
-def _since(
-    seg: _Segment, snapshot: int, writes: Sequence[tuple[int, int]], slot: int, fp: int
-) -> Change:
-    """The write that put ``fp`` in ``slot`` where it has stayed: the last write after which
-    the slot held it, with every later write keeping it there."""
-    holding = bucket_slot(snapshot, slot) == fp
-    since = _change(seg, "snapshot", seg.sequence) if holding else None
-    for sequence, word in writes:
-        now = bucket_slot(word, slot) == fp
-        if now and not holding:
-            since = _change(seg, "delta", sequence)
-        holding = now
-    assert since is not None and holding  # the slot holds fp at the moment
-    return since
-
-
-def _removal(lane: LaneReport, index: int, sequence: int, fp: int, a: int, b: int) -> Change | None:
-    """The write after which neither bucket held ``fp`` any more: the last such delta of the
-    session, or, going back session by session, the snapshot of the session after one that
-    ended holding it; None when the lane never held it (as far as history reaches)."""
-    segments = lane._segments
-    for k in range(index, -1, -1):
-        seg = segments[k]
-        if not seg.kept:
-            return None
-        upto = sequence if k == index else seg.last_sequence
-        snapshot, rows = lane._bucket_writes(seg, [a, b], upto)
-        words = {a: int(snapshot[0]), b: int(snapshot[1])}
-        present = bucket_contains(words[a], fp) or bucket_contains(words[b], fp)
-        removed: int | None = None
-        for seq, bucket, word in rows.tolist():
-            words[int(bucket)] = int(word)
-            now = bucket_contains(words[a], fp) or bucket_contains(words[b], fp)
-            if present and not now:
-                removed = int(seq)
-            present = now
-        if removed is not None:
-            return _change(seg, "delta", removed)
-        if k < index and present:  # held at this session's end; the next snapshot lacked it
-            nxt = segments[k + 1]
-            return _change(nxt, "snapshot", nxt.sequence)
-    return None
-
-
-def _lane(
-    n: ViewLane,
-    report_lane: LaneReport | None,
-    words: npt.NDArray[np.uint64],
-    blocks: Sequence[BlockAddress],
-    masks: Sequence[int],
-    depth: int,
-    holds: set[int] | None,
-) -> LaneExplanation:
-    """One ready lane: per block, where its fingerprint sits and since when; where it breaks."""
-    assert n.sequence is not None and n.session is not None and report_lane is not None
-    index = n.session - 1
-    seg = report_lane._segments[index]
-    buckets = sorted({b.bucket_a for b in blocks} | {b.bucket_b for b in blocks})
-    snapshot, rows = report_lane._bucket_writes(seg, buckets, n.sequence)
-    at_snapshot = dict(zip(buckets, (int(w) for w in snapshot.tolist()), strict=True))
-    writes = _writes_by_bucket(rows)
-    out: list[LaneBlock] = []
-    first_missing: int | None = None
-    for blk in blocks:
-        held = bool((masks[blk.index] >> n.lane) & 1)
-        truth = _truth(held, None if holds is None else blk.sequence_hash in holds)
-        if not held:
-            first_missing = blk.index if first_missing is None else first_missing
-            out.append(LaneBlock(blk.index, False, truth=truth))
-            continue
-        side: Literal["a", "b"] = "a"
-        slot = bucket_first(int(words[blk.bucket_a]), blk.fingerprint)
-        bucket = blk.bucket_a
-        if slot is None:
-            side, bucket = "b", blk.bucket_b
-            slot = bucket_first(int(words[bucket]), blk.fingerprint)
-        assert slot is not None
-        since = _since(seg, at_snapshot[bucket], writes.get(bucket, ()), slot, blk.fingerprint)
-        out.append(LaneBlock(blk.index, True, side, bucket, slot, since, truth))
-    removed = None
-    if first_missing is not None:
-        blk = blocks[first_missing]
-        removed = _removal(
-            report_lane, index, n.sequence, blk.fingerprint, blk.bucket_a, blk.bucket_b
-        )
-    return LaneExplanation(
-        n.lane,
-        n.pool,
-        n.producer,
-        True,
-        n.sequence,
-        n.time_unix_ns,
-        n.stream_id,
-        n.why,
-        tuple(out),
-        depth,
-        first_missing,
-        removed,
-        holds is not None,
-    )
-
-
 def _ranking(
     lanes: Sequence[LaneExplanation], local_dc: DcId | None, tie_key: int | None
 ) -> tuple[int, ...]:
@@ -859,60 +582,31 @@ def build_explanation(
     dom = _pick_domain(view, domain)
     desc, revision = _descriptor(view, dom, model)
     reg = _registration(desc, model, lora)
-    semantics = desc.query_semantics
-    local, count = _local_hashes(semantics, reg.lora_name, tokens, request)
-    table = dom.table
-    seq = sequence_hashes(local)
-    fp, a, b = table.addressing.prepare_many(seq)
-    blocks = tuple(
-        BlockAddress(i, h, s, f, x, y)
-        for i, (h, s, f, x, y) in enumerate(
-            zip(local.tolist(), seq.tolist(), fp.tolist(), a.tolist(), b.tolist(), strict=True)
-        )
-    )
-    masks = table.probe_many(seq).tolist()
-    depths = find_prefix_depths(
-        len(blocks), table.ready_mask(), verification_window, masks.__getitem__
-    )
+    local, count = _local_hashes(desc.query_semantics, reg.lora_name, tokens, request)
+    lookup = Lookup.of(dom.table, local, verification_window)
     truths = _truth_by_lane(truth, dom.lanes)
-    by_pool = {lane.pool: lane for lane in report.lanes if lane.pool is not None}
-    lanes: list[LaneExplanation] = []
-    for n in dom.lanes:
-        if not n.ready:
-            lanes.append(
-                LaneExplanation(
-                    n.lane,
-                    n.pool,
-                    n.producer,
-                    False,
-                    None,
-                    None,
-                    None,
-                    n.why,
-                    truth_known=n.lane in truths,
-                )
-            )
-            continue
-        words = table.storage[:, n.lane]
-        found = _lane(
-            n, by_pool.get(n.pool), words, blocks, masks, depths[n.lane], truths.get(n.lane)
+    history = {lane.pool: lane for lane in report.lanes if lane.pool is not None}
+    lanes = tuple(
+        explain_lane(
+            n, history.get(n.pool), dom.table.storage[:, n.lane], lookup, truths.get(n.lane)
         )
-        lanes.append(dataclasses.replace(found, stale=n.stale, touched_unix_ns=n.touched_unix_ns))
+        for n in dom.lanes
+    )
     local_id = _local_dc(local_dc, dom.lanes)
     key = None if tie_key is None else int(tie_key) & _U64
     return Explanation(
         model,
         lora,
         reg,
-        semantics,
+        desc.query_semantics,
         revision,
         view.at,
         view.unix_ns,
         dom.indexer_domain,
-        table.format,
+        dom.table.format,
         count,
-        blocks,
-        tuple(lanes),
+        lookup.blocks,
+        lanes,
         verification_window,
         _ranking(lanes, local_id, key),
         local_id,

@@ -16,7 +16,7 @@ import polars as pl
 from cbi1kit._files import claim_outputs, written_whole
 from cbi1kit.analysis._fast import feeder_of
 from cbi1kit.analysis._frames import FramesEngine
-from cbi1kit.analysis._replay import Replayer
+from cbi1kit.analysis._replayer import Replayer
 from cbi1kit.analysis._schema import TABLE_SCHEMAS, arrow_schema, parquet_writer
 from cbi1kit.analysis._tables import Collector
 

@@ -18,7 +18,7 @@ from cbi1kit._lazy import compiled
 from cbi1kit.analysis import _replay_kernels as k
 from cbi1kit.analysis._events import KIND_CODES, EventKind, EventLog
 from cbi1kit.analysis._history import DELTA_REF
-from cbi1kit.analysis._replay import LaneReplayer, ReferenceFeeder, Replayer, span_ref
+from cbi1kit.analysis._replayer import LaneReplayer, ReferenceFeeder, Replayer, span_ref
 from cbi1kit.capture._items import FrameRecord, FrameSpan
 
 __all__ = ["CompiledFeeder", "feeder_of"]

@@ -25,10 +25,11 @@ from cbi1kit.analysis._reference import (
     _PRODUCER_COLS,
     _RELAY_COLS,
     _UNSUPPORTED,
+    HEADER_COLUMNS,
     _producer_summary,
     _relay_summary,
 )
-from cbi1kit.analysis._replay import check_engine
+from cbi1kit.analysis._replayer import check_engine
 from cbi1kit.analysis._schema import _KIND_ENUM, FRAMES_SCHEMA, arrow_schema
 from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_plane_update_damage
 from cbi1kit.errors import error_name
@@ -269,18 +270,6 @@ def _frame(batch: _Batch, dims: _Dims) -> pl.DataFrame:
     return df
 
 
-_HEADER_FIELDS: Final = (
-    "cbi1_wire_version",
-    "cbi1_flags",
-    "cbi1_fingerprint_bits",
-    "cbi1_slots",
-    "cbi1_format_version",
-    "cbi1_seed",
-    "cbi1_bucket_count",
-    "cbi1_dc_id",
-    "cbi1_epoch",
-    "cbi1_checksum",
-)
 _CHUNK_FIELDS: Final = ("chunk_index", "chunk_count", "bucket_offset")
 _DELTA_FIELDS: Final = ("base_epoch", "image_count")
 #: the kernel's columns as the table has them, and which rows have each (None: all)
@@ -300,7 +289,7 @@ _COLUMN_RULES: Final[dict[str, str | None]] = {
     "has_unknown_fields": None,
     "cbi1_checksum_ok": "head",
     "word_count": "chunk",
-    **dict.fromkeys(_HEADER_FIELDS, "head"),
+    **dict.fromkeys(HEADER_COLUMNS, "head"),
     **dict.fromkeys(_CHUNK_FIELDS, "chunk"),
     **dict.fromkeys(_DELTA_FIELDS, "delta"),
 }

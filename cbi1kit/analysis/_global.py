@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from cbi1kit._text import hex_id, table, wrapped
 from cbi1kit.analysis._replay import LaneReport, ReplayReport, Words, _producer, _Segment
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._consumer import CkfLaneTable
@@ -38,11 +39,10 @@ from cbi1kit.errors import Cbi1kitError, IdentityError, IdentityVariant, LaneErr
 from cbi1kit.hashing._identity import (
     ConsumerInstanceId,
     DcCkfFormatIdentity,
-    IndexerDomainId,
     LaneLease,
-    PoolId,
     ProducerIdentity,
 )
+from cbi1kit.hashing._pools import IndexerDomainId, PoolId
 from cbi1kit.relay._messages import PoolCatalog, PoolDescriptor, catalog_from_wire
 
 if TYPE_CHECKING:
@@ -134,6 +134,24 @@ def format_unix_ns(unix_ns: int) -> str:
     return f"{stamp}.{part:09d}Z" if part else f"{stamp}Z"
 
 
+def _time_text(unix_ns: int | None) -> str | None:
+    return None if unix_ns is None else format_unix_ns(unix_ns)
+
+
+#: the columns of ``DomainView.text``'s lane table
+_LANE_COLUMNS: Final = (
+    "lane",
+    "dc",
+    "producer",
+    "ready",
+    "sequence",
+    "time",
+    "stream",
+    "load",
+    "why",
+)
+
+
 def _timedelta_ns(delta: timedelta) -> int:
     return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1_000
 
@@ -219,6 +237,44 @@ class ViewLane:
             state += ", stale"
         return f"<ViewLane {self.lane}: pool {self.pool}, {state}>"
 
+    @property
+    def producer_text(self) -> str | None:
+        """The producer generation as ``incarnation.generation`` (hex incarnation)."""
+        p = self.producer
+        return None if p is None else f"{p.producer_incarnation:x}.{p.layout_generation}"
+
+    def note(self, now_unix_ns: int | None) -> str:
+        """Why the lane is not ready, or that it is stale (and since when), or nothing."""
+        if not self.ready:
+            return self.why.removeprefix("not ready: ")
+        if self.stale and now_unix_ns is not None and self.touched_unix_ns is not None:
+            return f"stale: last message {(now_unix_ns - self.touched_unix_ns) / 1e9:.1f} s before"
+        return ""
+
+    def to_dict(self) -> dict[str, object]:
+        """The lane as JSON-ready data (``cbi1kit view --json``): u64 identities as hex."""
+        p = self.producer
+        return {
+            "lane": self.lane,
+            "pool": str(self.pool),
+            "dc_id": hex_id(self.pool.dc_id.value),
+            "producer": None
+            if p is None
+            else {
+                "producer_incarnation": f"0x{p.producer_incarnation:016x}",
+                "layout_generation": p.layout_generation,
+            },
+            "ready": self.ready,
+            "sequence": self.sequence,
+            "time_unix_ns": self.time_unix_ns,
+            "time": _time_text(self.time_unix_ns),
+            "stream_id": self.stream_id,
+            "session": self.session,
+            "why": self.why,
+            "last_message_unix_ns": self.touched_unix_ns,
+            "stale": self.stale,
+        }
+
 
 @dataclass(slots=True, eq=False)
 class DomainView:
@@ -231,6 +287,42 @@ class DomainView:
     def __repr__(self) -> str:
         ready = sum(n.ready for n in self.lanes)
         return f"<DomainView {self.indexer_domain}: {len(self.lanes)} lane(s), {ready} ready>"
+
+    def to_dict(self) -> dict[str, object]:
+        """The domain's table and lanes as JSON-ready data."""
+        fmt = self.table.format
+        return {
+            "indexer_domain": str(self.indexer_domain),
+            "seed": f"0x{fmt.seed:016x}",
+            "bucket_count": fmt.bucket_count,
+            "configured_lanes": self.table.configured_lanes,
+            "ready_lanes": self.table.ready_mask(),
+            "lanes": [n.to_dict() for n in self.lanes],
+        }
+
+    def text(self, now_unix_ns: int | None = None) -> str:
+        """A heading with the table's format and ready mask, then a row per lane."""
+        t, fmt = self.table, self.table.format
+        head = wrapped(
+            f"-- indexer domain {self.indexer_domain}: seed 0x{fmt.seed:016x}, "
+            f"{fmt.bucket_count} buckets, {len(self.lanes)} lane(s), "
+            f"ready {t.ready_mask():#06x} of {t.configured_lanes:#06x}"
+        )
+        rows = [
+            (
+                n.lane,
+                hex_id(n.pool.dc_id.value),
+                n.producer_text or "-",
+                "yes" if n.ready else "no",
+                "-" if n.sequence is None else n.sequence,
+                _time_text(n.time_unix_ns) or "-",
+                "-" if n.stream_id is None else n.stream_id,
+                f"{_load(t.lane_words(n.lane)):.4f}" if n.ready else "-",
+                n.note(now_unix_ns),
+            )
+            for n in self.lanes
+        ]
+        return head + "\n" + table(rows, _LANE_COLUMNS)
 
 
 @dataclass(slots=True, eq=False)
@@ -258,6 +350,46 @@ class GlobalView:
             f"domain(s), {len(self.lanes)} lane(s), {len(self.skipped)} pool(s) skipped>"
         )
 
+    def __str__(self) -> str:
+        return self.text()
+
+    @property
+    def when(self) -> str:
+        """The moment in words: ``at the end of every lane``, ``at 120``, ``at +90s (...)``."""
+        if self.at is None:
+            return "at the end of every lane"
+        if self.unix_ns is not None and self.at.unix_ns is None:
+            return f"at {self.at} ({format_unix_ns(self.unix_ns)})"
+        return f"at {self.at}"
+
+    def text(self) -> str:
+        """The view as ``cbi1kit view`` prints it: the catalogs, a table per domain, the
+        pools left out and why."""
+        what = "every pool" if self.model is None else f"model {self.model!r}"
+        out = [wrapped(f"the global view of {what} {self.when}")]
+        out += [f"catalog revision {c.revision}: {len(c.pools)} pool(s)" for c in self.catalogs]
+        if not self.domains:  # no pool at all, or none placeable at this moment (skipped below)
+            out.append(
+                f"no lane: none of its {len(self.skipped)} pool(s) can be placed {self.when}"
+                if self.skipped
+                else "no lane: the capture holds no pool"
+            )
+        out += ["\n" + d.text(self.now_unix_ns) for d in self.domains]
+        out += [f"skipped {'a lane' if p is None else p}: {why}" for p, why in self.skipped]
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, object]:
+        """The view as JSON-ready data (``cbi1kit view --json``): u64 identities as hex."""
+        return {
+            "model": self.model,
+            "at": None if self.at is None else str(self.at),
+            "unix_ns": self.unix_ns,
+            "max_age_ns": self.max_age_ns,
+            "catalog_revisions": [c.revision for c in self.catalogs],
+            "domains": [d.to_dict() for d in self.domains],
+            "skipped": [[None if p is None else str(p), why] for p, why in self.skipped],
+        }
+
     @property
     def table(self) -> CkfLaneTable:
         """The one domain's table; ``LaneError`` ``SeveralDomains`` when the model's pools
@@ -281,26 +413,21 @@ class GlobalView:
         rows = []
         for d in self.domains:
             for n in d.lanes:
-                p = n.producer
                 words = d.table.lane_words(n.lane)
                 rows.append(
                     {
                         "domain": str(d.indexer_domain),
                         "lane": n.lane,
                         "dc_id": f"{n.pool.dc_id.value:016x}",
-                        "producer": None
-                        if p is None
-                        else f"{p.producer_incarnation:x}.{p.layout_generation}",
+                        "producer": n.producer_text,
                         "ready": n.ready,
                         "sequence": n.sequence,
-                        "time": None if n.time_unix_ns is None else format_unix_ns(n.time_unix_ns),
+                        "time": _time_text(n.time_unix_ns),
                         "stream": n.stream_id,
                         "session": n.session,
                         "load_factor": _load(words) if n.ready else None,
                         "why": n.why,
-                        "last_message": None
-                        if n.touched_unix_ns is None
-                        else format_unix_ns(n.touched_unix_ns),
+                        "last_message": _time_text(n.touched_unix_ns),
                         "stale": n.stale,
                     }
                 )

@@ -22,8 +22,9 @@ from cbi1kit.capture._file import (
     record_header,
 )
 from cbi1kit.errors import CaptureError, CaptureVariant
-from cbi1kit.wire._codec import SnapshotChunk, decode
+from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._frames import SnapshotChunk
 
 __all__ = ["History", "Ref", "SegmentHistory"]
 

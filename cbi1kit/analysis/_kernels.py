@@ -143,7 +143,7 @@ def _known(field: Any) -> Any:
 
 
 @_inline
-def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branch per field
+def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901 - a branch per field
     """The ``FilterUpdate`` at ``b[p:e]``, as the tuple ``W_*`` describes: protobuf's wire
     rules, as strict as prost (a known field with a foreign wire type is ``MALFORMED``, and so
     is field 0 or a group; the fields before the damage are kept), unknown fields skipped and
@@ -155,14 +155,11 @@ def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branc
     r_at = r_len = p_at = p_len = y_at = y_len = np.int64(0)
     while p < e:
         tag, p = _varint(b, p, e)
-        if p < 0:
-            flags |= MALFORMED
-            break
         field, wt = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        bit = 0
-        if field == 0:
+        if p < 0 or field == 0:
             flags |= MALFORMED
             break
+        bit = 0
         if wt == 0 or wt == 2:  # noqa: PLR1714 - a varint, or a length (no sets in numba)
             if p >= e:
                 flags |= MALFORMED
@@ -190,9 +187,6 @@ def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branc
                 p_at, p_len, bit = at, n, HAS_PRODUCER
             elif wt == 2 and field == _F_PAYLOAD:
                 y_at, y_len, bit = at, n, HAS_PAYLOAD
-            elif _known(field):
-                flags |= MALFORMED
-                break
         elif wt == 5 or wt == 1:  # noqa: PLR1714
             width = 4 if wt == 5 else 8
             if p + width > e:
@@ -200,11 +194,11 @@ def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branc
                 break
             if wt == 5 and field == _F_MARKER:
                 marker, bit = _u32(b, p), HAS_MARKER
-            elif _known(field):
-                flags |= MALFORMED
-                break
             p += width
         else:  # groups (3, 4) and the invalid wire types 6, 7
+            flags |= MALFORMED
+            break
+        if bit == 0 and _known(field):  # a known field with a foreign wire type
             flags |= MALFORMED
             break
         if bit == 0:
@@ -212,22 +206,7 @@ def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branc
         elif has & bit:
             flags |= REPEATED
         has |= bit
-    return (
-        flags,
-        has,
-        version,
-        base,
-        seq,
-        send,
-        kind,
-        marker,
-        r_at,
-        r_len,
-        p_at,
-        p_len,
-        y_at,
-        y_len,
-    )
+    return flags, has, version, base, seq, send, kind, marker, r_at, r_len, p_at, p_len, y_at, y_len
 
 
 @_inline
@@ -448,15 +427,14 @@ def _verdict(
     bad: Any,
     seed_ok: Any,
     dc: Any,
+    b: Any,
+    s: Any,
 ) -> Any:
     """The first failing rule of one row (``RULES`` index; -1: valid), in the rulebook's order:
     the envelope's, the frame's, then the session's. ``w``: the walk's envelope; ``h``: the
     CBI1 fields (``_read_head``); ``bad``: the sub-messages' ``DIM_*`` flags; ``seed_ok``: the
-    header's seed and bucket count are the producer's; ``dc``: its DC."""
-    b, s = w[W_BASE], w[W_SEQ]
-    if not pb:
-        b = h[14] if (plen >= 60 and h[2] == 2) else h[9]
-        s = h[9]
+    header's seed and bucket count are the producer's; ``dc``: its DC; ``b`` and ``s``: the
+    row's base sequence and sequence (``_kind``)."""
     rule = _envelope_rule(pb, w, code, plen, bad, b, s)
     if rule == _GO_ON:
         rule = _frame_rule(pb, plen, h, checksum, top, seed_ok)
@@ -492,9 +470,7 @@ def _envelope_rule(pb: Any, w: Any, code: Any, plen: Any, bad: Any, b: Any, s: A
         return _BASE_EQUALS_SEQUENCE
     if heartbeat and plen > 0:  # empty chunk/delta payloads: decode's Truncated
         return _PAYLOAD
-    if not (chunk or delta):
-        return -1  # a valid heartbeat
-    return _GO_ON
+    return _GO_ON if chunk or delta else -1  # -1: a valid heartbeat
 
 
 @_inline
@@ -565,6 +541,21 @@ def _session_rule(pb: Any, code: Any, h: Any, dc: Any, b: Any, s: Any) -> Any:
     if delta and (b == _U64_MAX or s != b + np.uint64(1)):
         return _DELTA_CONTIGUOUS
     return -1
+
+
+@_inline
+def _kind(pb: Any, w: Any, h: Any, plen: Any) -> Any:
+    """A row's kind as sent (an int32 enum's bits; a bare frame's from its CBI1 flags) and as
+    its ``KINDS`` code, and its base sequence and sequence: the envelope's, or a bare frame's
+    epochs (``h``: its CBI1 fields)."""
+    if pb:
+        kraw = np.int64(w[W_KIND]) & 0xFFFFFFFF
+        code = 0 if kraw == 1 else 1 if kraw == 2 else 2 if kraw == 3 else 3 if kraw == 0 else 4
+        return kraw, code, w[W_BASE], w[W_SEQ]
+    hflags = h[2]
+    code = 0 if hflags == 1 else 1 if hflags == 2 else 4
+    kraw = np.int64(1 if hflags == 1 else 2 if hflags == 2 else 0)
+    return kraw, code, h[14] if (plen >= 60 and hflags == 2) else h[9], h[9]
 
 
 @_inline
@@ -671,50 +662,36 @@ def frame_columns(
     stream, offset, wall, mono, timed = own
     h = np.zeros(16, dtype=np.uint64)
     x = np.zeros(10, dtype=np.uint64)
+    u, p_n, r_n = np.uint64(0), len(p_at), len(r_at)  # the dims known (none added in a call)
     for i in range(lo, hi):
         p, n = start[i], length[i]
         pb = is_pb[i]
-        if pb:
-            w = walk_update(b, p, p + n)
-        else:  # a bare frame: its bytes are the payload
-            u = np.uint64(0)
-            w = (0, HAS_PAYLOAD, u, u, u, u, u, u, 0, 0, 0, 0, p, n)
+        # the envelope; a bare frame's bytes are its payload
+        w = walk_update(b, p, p + n) if pb else (0, HAS_PAYLOAD, u, u, u, u, u, u, 0, 0, 0, 0, p, n)
         pp, plen, has = w[W_PAYLOAD_AT], w[W_PAYLOAD_LEN], w[W_HAS]
         pdim = rdim = -1
         if has & HAS_PRODUCER:
-            at, m = w[W_PRODUCER_AT], w[W_PRODUCER_LEN]
-            pdim = _dim_of(b, at, m, pool, p_at, p_len, len(p_at), last[0])
+            pdim = _dim_of(b, w[W_PRODUCER_AT], w[W_PRODUCER_LEN], pool, p_at, p_len, p_n, last[0])
             if pdim < 0:
                 return i, NEED_PRODUCER
             last[0] = pdim
         if has & HAS_RELAY:
-            at, m = w[W_RELAY_AT], w[W_RELAY_LEN]
-            rdim = _dim_of(b, at, m, pool, r_at, r_len, len(r_at), last[1])
+            rdim = _dim_of(b, w[W_RELAY_AT], w[W_RELAY_LEN], pool, r_at, r_len, r_n, last[1])
             if rdim < 0:
                 return i, NEED_RELAY
             last[1] = rdim
         _read_head(b, pp, plen, h)
         checksum = _body_check(b, pp, plen)
-        hflags = h[2]
-        if pb:
-            kraw = np.int64(w[W_KIND]) & 0xFFFFFFFF  # an int32 enum, as sent (its bits)
-            code = 0 if kraw == 1 else 1 if kraw == 2 else 2 if kraw == 3 else 3 if kraw == 0 else 4
-            base, seq = w[W_BASE], w[W_SEQ]
-        else:
-            code = 0 if hflags == 1 else 1 if hflags == 2 else 4
-            kraw = np.int64(1 if hflags == 1 else 2 if hflags == 2 else 0)
-            base = h[14] if (plen >= 60 and hflags == 2) else h[9]
-            seq = h[9]
+        kraw, code, base, seq = _kind(pb, w, h, plen)
         bad = np.uint8(0) if pdim < 0 else p_bad[pdim]
         if rdim >= 0:
             bad |= r_bad[rdim] & DIM_MALFORMED
         seed_ok = pdim >= 0 and h[6] == p_seed[pdim] and h[7] == p_buckets[pdim]
         dc = np.uint64(0) if pdim < 0 else p_dc[pdim]
         top = _top_bucket(b, pp, plen)
-        rule = _verdict(pb, w, code, plen, h, checksum, top, bad, seed_ok, dc)
+        rule = _verdict(pb, w, code, plen, h, checksum, top, bad, seed_ok, dc, base, seq)
         x[0], x[1], x[2], x[3], x[4] = plen, checksum, kraw, code, w[W_FLAGS]
-        x[5] = NO_DIM if pdim < 0 else pdim
-        x[6] = NO_DIM if rdim < 0 else rdim
+        x[5], x[6] = (NO_DIM if pdim < 0 else pdim), (NO_DIM if rdim < 0 else rdim)
         x[7], x[8], x[9] = rule + 1, base, seq
         r = row0 + i - lo
         _write_row(o64, o32, o16, o8, r, w, h, x, pv64, pv32, rv64)

@@ -10,14 +10,20 @@ from typing import Final
 from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._text import table
 from cbi1kit.capture._file import RecordType
 from cbi1kit.capture._items import FrameDamage, FrameSpan, StreamEvent
 from cbi1kit.capture._scan import FileScan
+from cbi1kit.capture._streams import KV_EVENT_RELAY
 from cbi1kit.errors import CaptureError
 
 __all__ = ["CaptureOverview", "FrameRow", "StreamRow"]
 
 _KINDS: Final = {1: "SNAPSHOT_CHUNK", 2: "DELTA", 3: "HEARTBEAT"}
+#: the columns of ``CaptureOverview.text``'s frame table
+_FRAME_COLUMNS: Final = (
+    "frame", "record", "offset", "stream", "kind", "base→seq", "bytes", "send_ts_us"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,44 @@ class CaptureOverview:
     frames: list[FrameRow] = field(default_factory=list)
     frame_count: int = 0
     picked: tuple[int, str, bytes] | None = None
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """The file's fields, its streams and its first frames as ``cbi1kit inspect`` prints
+        them, a table each."""
+        first = str(self.damage[0]) if self.damage else "none"
+        fields = [
+            ("magic", "KVRCAP\\r\\n"),
+            ("size", f"{self.size} bytes"),
+            ("created_unix_ns", self.created_unix_ns),
+            ("records", sum(self.records.values())),
+            *((f"records.{k}", v) for k, v in self.records.items()),
+            ("damage", first),
+            *((f"damage {i + 1}", str(d)) for i, d in enumerate(self.damage[1:8], start=1)),
+            ("damaged ranges", len(self.damage)),
+            *((f"unreadable {e.context.get('record_index')}", str(e)) for e in self.unreadable),
+        ]
+        streams = [
+            (r.stream, r.method.removeprefix(KV_EVENT_RELAY), r.messages, r.status, r.reason)
+            for r in self.streams.values()
+        ]
+        frames = [
+            (f.frame, f.record, f.offset, f.stream, f.kind, f"{f.base_sequence}→{f.sequence}",
+             f.payload_len, f.send_ts_us)
+            for f in self.frames
+        ]  # fmt: skip
+        out = [
+            table(fields, ("field", "value")),
+            "",
+            table(streams, ("stream", "method", "messages", "status", "reason")),
+            "",
+            table(frames, _FRAME_COLUMNS),
+        ]
+        if self.frame_count > len(frames):
+            out.append(f"… {self.frame_count - len(frames)} more frames (--rows)")
+        return "\n".join(out)
 
 
 class _Builder:

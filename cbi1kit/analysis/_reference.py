@@ -20,11 +20,12 @@ import xxhash
 from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.analysis._schema import _SOURCES
+from cbi1kit.analysis._schema import _SOURCES, KINDS
 from cbi1kit.errors import Cbi1Error, RelayWireError
 from cbi1kit.relay._messages import check_filter_update, validate_producer_identity
-from cbi1kit.wire._codec import Delta, SnapshotChunk, decode
+from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._frames import Delta, Frame, SnapshotChunk
 from cbi1kit.wire._rules import RULE_INDEX, RULES, rule_for
 
 if TYPE_CHECKING:
@@ -105,7 +106,21 @@ def _relay_summary(raw: bytes) -> tuple[int | None, int | None, bool | None]:
 
 _U64: Final = (1 << 64) - 1
 _KNOWN: Final = {1: 0, 4: 0, 5: 0, 6: 0, 7: 0, 2: 2, 3: 2, 8: 2, 127: 5}  # field -> wire type
-_HEAD: Final = struct.Struct("<4sHHBBHQQQQI")
+_HEAD: Final = struct.Struct("<4xHHBBHQQQQI")  # the CBI1 header after its magic: its columns
+HEADER_COLUMNS: Final = (
+    "cbi1_wire_version",
+    "cbi1_flags",
+    "cbi1_fingerprint_bits",
+    "cbi1_slots",
+    "cbi1_format_version",
+    "cbi1_seed",
+    "cbi1_bucket_count",
+    "cbi1_dc_id",
+    "cbi1_epoch",
+    "cbi1_checksum",
+)
+_CHUNK_COLS: Final = ("chunk_index", "chunk_count", "bucket_offset")  # a chunk's body prefix
+_DELTA_COLS: Final = ("base_epoch", "image_count")  # a delta's
 _KINDS: Final = {1: 0, 2: 1, 3: 2, 0: 3}  # kind -> index in KINDS (else 4, UNKNOWN)
 
 
@@ -119,6 +134,22 @@ def _varint(raw: bytes, p: int, e: int) -> tuple[int, int] | None:
         if c < 0x80:
             return v & _U64, p
     return None
+
+
+def _field(raw: bytes, p: int, e: int, wt: int) -> tuple[int, int] | None:
+    """The value of the field of wire type ``wt`` at ``raw[p:e]`` (a length-delimited field's
+    length) and where the field ends; None where it does not end in time, and for a group or
+    an invalid wire type."""
+    if wt in (0, 2):
+        got = _varint(raw, p, e)
+        if got is None or wt == 0:
+            return got
+        v, p = got
+        return (v, p + v) if v <= e - p else None
+    width = {5: 4, 1: 8}.get(wt)
+    if width is None or p + width > e:
+        return None
+    return int.from_bytes(raw[p : p + width], "little"), p + width
 
 
 def walk_filter_update(raw: bytes) -> tuple[dict[int, int], dict[int, bytes], bool, bool]:
@@ -138,31 +169,16 @@ def walk_filter_update(raw: bytes) -> tuple[dict[int, int], dict[int, bytes], bo
         known = _KNOWN.get(field)
         if field == 0 or (known is not None and wt != known):
             return values, spans, True, unknown
-        if wt in (0, 2):
-            got = _varint(raw, p, e)
-            if got is None:
-                return values, spans, True, unknown
-            v, p = got
-            if wt == 2:
-                if v > e - p:
-                    return values, spans, True, unknown
-                if known is not None:
-                    spans[field] = raw[p : p + v]
-                p += v
-        elif wt == 5:
-            if p + 4 > e:
-                return values, spans, True, unknown
-            v, p = int.from_bytes(raw[p : p + 4], "little"), p + 4
-        elif wt == 1:
-            if p + 8 > e:
-                return values, spans, True, unknown
-            v, p = int.from_bytes(raw[p : p + 8], "little"), p + 8
-        else:
+        got = _field(raw, p, e, wt)
+        if got is None:
             return values, spans, True, unknown
+        v, p = got
         if known is None:
             unknown = True
         else:
             values[field] = v
+            if wt == 2:
+                spans[field] = raw[p - v : p]
     return values, spans, False, unknown
 
 
@@ -176,6 +192,15 @@ def _earliest(*errors: BaseException | None) -> tuple[int, BaseException | None]
     return min(found, key=lambda x: x[0]) if found else None
 
 
+def _decoded(payload: bytes, seed: int, buckets: int) -> tuple[Frame | None, Cbi1Error | None]:
+    """The CBI1 frame ``payload`` decoded against the format ``(seed, buckets)``, or the error
+    its decode reports."""
+    try:
+        return decode(FilterFormat.unchecked(seed, buckets), payload), None
+    except Cbi1Error as exc:
+        return None, exc
+
+
 def frame_verdict(update: pb.FilterUpdate | None, payload: bytes) -> tuple[int, str] | None:
     """``(rule index, message)`` of the first rule that a message (``update``; ``None`` for a
     bare CBI1 frame ``payload``) breaks, ``None`` if valid."""
@@ -184,19 +209,13 @@ def frame_verdict(update: pb.FilterUpdate | None, payload: bytes) -> tuple[int, 
     frame = None
     if update is None:
         seed, buckets = struct.unpack_from("<QQ", payload, 12) if len(payload) >= 28 else (0, 0)
-        try:
-            decode(FilterFormat.unchecked(seed, buckets), payload)
-        except Cbi1Error as exc:
-            decode_error = exc
+        decode_error = _decoded(payload, seed, buckets)[1]
     else:
         relay_error = check_filter_update(update)
         kind = update.kind
         if update.HasField("producer") and kind in (1, 2):
             fmt = update.producer.ckf_format
-            try:
-                frame = decode(FilterFormat.unchecked(fmt.seed, fmt.bucket_count), payload)
-            except Cbi1Error as exc:
-                decode_error = exc
+            frame, decode_error = _decoded(payload, fmt.seed, fmt.bucket_count)
         if frame is not None:  # stream.rs: the kind, check_header, then the base epoch
             if isinstance(frame, SnapshotChunk) != (kind == 1):
                 consumer = RULE_INDEX["cbi1-kind-mismatch"]
@@ -237,10 +256,62 @@ def _message(values: dict[int, int], spans: dict[int, bytes]) -> pb.FilterUpdate
     return m
 
 
+def _cbi1_columns(payload: bytes) -> tuple[dict[str, Any], int]:
+    """The CBI1 columns of a payload (its header's where it has one; a chunk's or a delta's
+    body prefix where it is one, long enough; None elsewhere), and its flags as read from its
+    first bytes padded with zeros."""
+    n, head = len(payload), payload[:64].ljust(64, b"\0")
+    h = dict(zip(HEADER_COLUMNS, _HEAD.unpack_from(head), strict=True))
+    h.update(zip(_CHUNK_COLS, struct.unpack_from("<IIQ", head, 48), strict=True))
+    h.update(zip(_DELTA_COLS, struct.unpack_from("<QI", head, 48), strict=True))
+    has_head = n >= 48
+    is_chunk = has_head and h["cbi1_flags"] == 1 and n >= 64
+    is_delta = has_head and h["cbi1_flags"] == 2 and n >= 60
+    body = xxhash.xxh3_64_intdigest(payload[48:]) & 0xFFFFFFFF if has_head else 0
+    columns: dict[str, Any] = {k: h[k] if has_head else None for k in HEADER_COLUMNS}
+    columns.update({k: h[k] if is_chunk else None for k in _CHUNK_COLS})
+    columns.update({k: h[k] if is_delta else None for k in _DELTA_COLS})
+    columns.update(
+        payload_len=n,
+        cbi1_checksum_ok=(body == h["cbi1_checksum"]) if has_head else None,
+        word_count=(n - 64) // 8 if is_chunk else None,
+    )
+    return columns, h["cbi1_flags"]
+
+
+def _envelope_columns(values: dict[int, int]) -> dict[str, Any]:
+    """A message's envelope columns, from its walk's ``values``."""
+    kind_raw = _int32(values.get(7, 0))
+    send = values.get(6, 0)
+    return {
+        "send_ts_us": send,
+        "send_time": send if send < 2**62 else None,
+        "kind": KINDS[_KINDS.get(kind_raw, 4)],
+        "kind_raw": kind_raw,
+        "base_sequence": values.get(4, 0),
+        "sequence": values.get(5, 0),
+        "protocol_version": values.get(1, 0) & 0xFFFFFFFF,
+        "contract_marker": values.get(127, 0) & 0xFFFFFFFF,
+    }
+
+
+def _bare_columns(cbi1: dict[str, Any], flags: int) -> dict[str, Any]:
+    """A bare CBI1 frame's kind and sequences, from its header (``cbi1``: its columns)."""
+    epoch, base_epoch = cbi1["cbi1_epoch"], cbi1["base_epoch"]
+    return {
+        "send_ts_us": None,
+        "send_time": None,
+        "kind": KINDS[0 if flags == 1 else 1 if flags == 2 else 4],
+        "kind_raw": 1 if flags == 1 else 2 if flags == 2 else 0,
+        "base_sequence": epoch if base_epoch is None else base_epoch,
+        "sequence": epoch,
+        "protocol_version": None,
+        "contract_marker": None,
+    }
+
+
 def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
     """Every column of one message's row but the batch's own (index, offsets, times)."""
-    from cbi1kit.analysis._schema import KINDS
-
     values: dict[int, int] = {}
     spans: dict[int, bytes] = {}
     malformed = unknown = False
@@ -253,64 +324,18 @@ def _row(raw: bytes, is_pb: bool) -> dict[str, Any]:
     producer = _producer_summary(spans[3]) if 3 in spans else _NO_PRODUCER
     row: dict[str, Any] = dict(zip(_RELAY_COLS[:-1], relay, strict=False))
     row.update(zip(_PRODUCER_COLS[:-3], producer, strict=False))
-    n = len(payload)
-    head = payload[:64].ljust(64, b"\0")
-    (_magic, wire_version, flags, fp_bits, slots, fversion, seed, buckets, dc_id, epoch, check) = (
-        _HEAD.unpack_from(head)
-    )
-    has_head = n >= 48
-    is_chunk = has_head and flags == 1 and n >= 64
-    is_delta = has_head and flags == 2 and n >= 60
-    chunk_index, chunk_count, bucket_offset = struct.unpack_from("<IIQ", head, 48)
-    base_epoch, image_count = struct.unpack_from("<QI", head, 48)
-    if is_pb:
-        kind_raw = _int32(values.get(7, 0))
-        code = _KINDS.get(kind_raw, 4)
-        base, seq = values.get(4, 0), values.get(5, 0)
-    else:
-        code = 0 if flags == 1 else 1 if flags == 2 else 4
-        kind_raw = 1 if flags == 1 else 2 if flags == 2 else 0
-        base, seq = (base_epoch if is_delta else epoch), epoch
-    body = xxhash.xxh3_64_intdigest(payload[48:]) & 0xFFFFFFFF if has_head else 0
-    if malformed or (is_pb and (relay[2] or producer[_PRODUCER_COLS.index("_malformed")])):
+    cbi1, flags = _cbi1_columns(payload)
+    row.update(cbi1)
+    row.update(_envelope_columns(values) if is_pb else _bare_columns(cbi1, flags))
+    if malformed or (is_pb and (relay[2] or producer[_MALFORMED])):
         verdict: tuple[int, str] | None = (0, RULES[0].message)
     else:
         verdict = frame_verdict(_message(values, spans) if is_pb else None, payload)
-    send = values.get(6, 0)
     row.update(
-        send_ts_us=send if is_pb else None,
-        send_time=send if is_pb and send < 2**62 else None,
-        kind=KINDS[code],
-        kind_raw=kind_raw,
-        base_sequence=base if is_pb or has_head else None,
-        sequence=seq if is_pb or has_head else None,
-        protocol_version=values.get(1, 0) & 0xFFFFFFFF if is_pb else None,
-        contract_marker=values.get(127, 0) & 0xFFFFFFFF if is_pb else None,
-        payload_len=n,
         has_unknown_fields=unknown,
-        cbi1_checksum_ok=(body == check) if has_head else None,
-        word_count=(n - 64) // 8 if is_chunk else None,
         validation_error=None if verdict is None else verdict[1],
         validation_rule=None if verdict is None else RULES[verdict[0]].id,
     )
-    header = {
-        "cbi1_fingerprint_bits": fp_bits,
-        "cbi1_slots": slots,
-        "cbi1_wire_version": wire_version,
-        "cbi1_flags": flags,
-        "cbi1_format_version": fversion,
-        "cbi1_checksum": check,
-        "cbi1_seed": seed,
-        "cbi1_bucket_count": buckets,
-        "cbi1_dc_id": dc_id,
-        "cbi1_epoch": epoch,
-    }
-    row.update({k: v if has_head else None for k, v in header.items()})
-    for name, v in (("chunk_index", chunk_index), ("chunk_count", chunk_count)):
-        row[name] = v if is_chunk else None
-    row["bucket_offset"] = bucket_offset if is_chunk else None
-    row["base_epoch"] = base_epoch if is_delta else None
-    row["image_count"] = image_count if is_delta else None
     return row
 
 

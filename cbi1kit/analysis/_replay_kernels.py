@@ -198,18 +198,26 @@ def _fits(b: Any, at: Any, count: Any, buckets: Any, slots: Any, stamp: Any) -> 
 
 
 @_inline
+def _clean_envelope(b: Any, w: Any, s: Any, expect: Any) -> Any:
+    """Whether the envelope the walk read (``w``) is clean (well formed, every field known and
+    given once, producer and relay present, the contract's marker and version) and from lane
+    ``s``'s session: its producer's and relay's bytes (``expect``)."""
+    if w[W_FLAGS] & _UNCLEAN or (w[W_HAS] & (HAS_PRODUCER | HAS_RELAY)) != HAS_PRODUCER | HAS_RELAY:
+        return False
+    if w[W_MARKER] != _MARKER or w[W_VERSION] != _PROTOCOL:
+        return False
+    pool, at = expect
+    return _same_bytes(
+        b, w[W_PRODUCER_AT], w[W_PRODUCER_LEN], pool, at[0, s], at[1, s]
+    ) and _same_bytes(b, w[W_RELAY_AT], w[W_RELAY_LEN], pool, at[2, s], at[3, s])
+
+
+@_inline
 def _step(b: Any, w: Any, m: Any, s: Any, st: Any, expect: Any) -> Any:
     """What lane state ``st[:, s]`` (mode ``m``) makes of the message the walk read (``w``):
     the image count of a delta it applies, or -(the outcome) of a heartbeat or skip, or 0: not
     a clean step (the per-message engine's)."""
-    if w[W_FLAGS] & _UNCLEAN or (w[W_HAS] & (HAS_PRODUCER | HAS_RELAY)) != HAS_PRODUCER | HAS_RELAY:
-        return 0
-    if w[W_MARKER] != _MARKER or w[W_VERSION] != _PROTOCOL:
-        return 0
-    pool, at = expect
-    if not _same_bytes(
-        b, w[W_PRODUCER_AT], w[W_PRODUCER_LEN], pool, at[0, s], at[1, s]
-    ) or not _same_bytes(b, w[W_RELAY_AT], w[W_RELAY_LEN], pool, at[2, s], at[3, s]):
+    if not _clean_envelope(b, w, s, expect):
         return 0
     kind, base, seq = w[W_KIND], w[W_BASE], w[W_SEQ]
     pp, plen = w[W_PAYLOAD_AT], w[W_PAYLOAD_LEN]

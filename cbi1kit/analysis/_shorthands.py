@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from cbi1kit.analysis._diff import DcName, LaneDiff, LaneSource
     from cbi1kit.analysis._explain import BlockRequest, Explanation, HoldingsByDc
     from cbi1kit.analysis._global import At, GlobalView, Moment
-    from cbi1kit.hashing._identity import DcId, IndexerDomainId
+    from cbi1kit.hashing._pools import DcId, IndexerDomainId
     from cbi1kit.wire._format import FilterFormat
 
 __all__ = [

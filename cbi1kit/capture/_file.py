@@ -404,11 +404,35 @@ def _verified_record(buf: Any, offset: int, rtype: RecordType) -> tuple[Any, ...
     return (fields, body) if body_verifies(fields, body) else None
 
 
+def _index_block(buf: Any, offset: int) -> tuple[IndexBlock, int] | None:
+    """The block the INDEX at ``offset`` covers and the offset of the INDEX before it (0: none),
+    if it verifies: header and body checksums, type, numbering, and the offsets it lists
+    increasing inside the file before it."""
+    found = _verified_record(buf, offset, RecordType.INDEX)
+    if found is None or len(found[1]) < _INDEX_HEAD.size:
+        return None
+    fields, body = found
+    first, prev, count, check = _INDEX_HEAD.unpack_from(body, 0)
+    if len(body) != _INDEX_HEAD.size + 8 * count or fields[6] != first + count:
+        return None
+    listed = np.frombuffer(body, dtype="<u8", offset=_INDEX_HEAD.size).astype(np.int64)
+    start = int(listed[0]) if count else offset
+    if count and (
+        start < FILE_HEADER_LEN
+        or int(listed[-1]) >= offset
+        or (count > 1 and bool((np.diff(listed) <= 0).any()))
+    ):
+        return None
+    has_check = bool(fields[2] & INDEX_FLAG_BLOCK_CHECK)
+    end = offset + RECORD_HEADER_LEN + len(body)
+    return IndexBlock(first, start, offset, end, listed, check if has_check else None), prev
+
+
 def read_index(buf: Any) -> CaptureIndex | None:
     """The index of a closed capture (``buf``: the whole file), from its TRAILER through the
-    chain of INDEX records, each verified (header and body checksums, type, numbering, offsets
-    inside the file and increasing); None if the file has no TRAILER or anything in the chain
-    does not verify (then the file is walked record by record).
+    chain of INDEX records, each verified (:func:`_index_block`); None if the file has no
+    TRAILER or anything in the chain does not verify (then the file is walked record by
+    record).
 
     What it does not check is that the listed records are really where the INDEX says (their
     headers, lengths and numbers): a reader gathers those headers and checks them against it.
@@ -427,37 +451,14 @@ def read_index(buf: Any) -> CaptureIndex | None:
     blocks: list[IndexBlock] = []
     limit = trailer_offset
     while True:
-        if not FILE_HEADER_LEN <= offset < limit:
+        got = _index_block(buf, offset) if FILE_HEADER_LEN <= offset < limit else None
+        if got is None:
             return None
-        found = _verified_record(buf, offset, RecordType.INDEX)
-        if found is None or len(found[1]) < _INDEX_HEAD.size:
-            return None
-        fields, body = found
-        first, prev, count, check = _INDEX_HEAD.unpack_from(body, 0)
-        if len(body) != _INDEX_HEAD.size + 8 * count or fields[6] != first + count:
-            return None
-        listed = np.frombuffer(body, dtype="<u8", offset=_INDEX_HEAD.size).astype(np.int64)
-        start = int(listed[0]) if count else offset
-        if count and (
-            start < FILE_HEADER_LEN
-            or int(listed[-1]) >= offset
-            or (count > 1 and bool((np.diff(listed) <= 0).any()))
-        ):
-            return None
-        has_check = bool(fields[2] & INDEX_FLAG_BLOCK_CHECK)
-        blocks.append(
-            IndexBlock(
-                first,
-                start,
-                offset,
-                offset + RECORD_HEADER_LEN + len(body),
-                listed,
-                check if has_check else None,
-            )
-        )
+        block, prev = got
+        blocks.append(block)
         if prev == 0:
             break
-        limit, offset = start, prev
+        limit, offset = block.start, prev
     blocks.reverse()
     at, number = FILE_HEADER_LEN, 0
     for b in blocks:

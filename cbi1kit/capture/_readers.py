@@ -18,13 +18,14 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from typing import IO, Any, Final, Literal, cast
+from dataclasses import dataclass
+from typing import IO, Any, Final, Literal
 
 import numpy as np
 from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import CAPTURE_SIGNATURE, is_capture_file
+from cbi1kit.capture._file import CAPTURE_SIGNATURE
 from cbi1kit.capture._items import (
     CaptureItem,
     CatalogRecord,
@@ -37,6 +38,7 @@ from cbi1kit.capture._items import (
     StreamEvent,
 )
 from cbi1kit.capture._scan import CaptureScan, CaptureSource
+from cbi1kit.capture._segments import CaptureSet
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.errors import CaptureError, CaptureVariant, Cbi1kitError, one_line
 from cbi1kit.wire._format import (
@@ -60,9 +62,9 @@ __all__ = [
     "FrameRecord",
     "ReadCursor",
     "ReadinessRecord",
+    "ResolvedSource",
     "StreamEvent",
     "frame_items",
-    "is_capture_source",
     "read_capture",
     "read_capture_items",
     "read_catalog",
@@ -70,6 +72,7 @@ __all__ = [
     "read_frames",
     "read_grpcurl_json",
     "record_spans",
+    "resolve_source",
     "source_format",
     "write_grpcurl_json",
 ]
@@ -159,19 +162,21 @@ def read_capture_items(
 # ------------------------------------------------------------------------------ grpcurl JSON
 
 
-def _strict_b64(text: str) -> bytes:
-    """Proto3 JSON bytes: standard or URL-safe base64, padding optional; nothing else.
+def _base64_fault(text: Any) -> str | None:
+    """Why ``text`` is no proto3 JSON bytes value (standard or URL-safe base64, padding
+    optional; nothing else), or None.
 
     ``json_format`` itself silently drops invalid characters, which would turn a damaged dump
     into wrong payload bytes, so the reader checks first.
     """
     if not isinstance(text, str) or not _B64.fullmatch(text) or len(text.rstrip("=")) % 4 == 1:
-        raise ValueError("not valid base64")
+        return "not valid base64"
     body = text.rstrip("=").replace("-", "+").replace("_", "/")
     try:
-        return base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+        base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
     except binascii.Error as exc:
-        raise ValueError(f"not valid base64: {exc}") from None
+        return f"not valid base64: {exc}"
+    return None
 
 
 _JSON_BLOCK: Final = 1 << 20
@@ -209,7 +214,7 @@ def _json_failure(
     return CaptureVariant.Unreadable, too_long + "is that long", at
 
 
-def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+class _JsonValues:
     """(byte offset, object) for concatenated JSON values (pretty-printed or JSONL).
 
     The dump is read a block at a time and parsed where it stands, so memory holds the value
@@ -217,72 +222,82 @@ def _iter_json_objects(stream: IO[bytes], source: str) -> Iterator[tuple[int, di
     so far is parsed again with more (reads double, so that costs linear time); bytes that are
     not UTF-8 end the text where they are, and are the error once the parser reaches them.
     """
-    decoder = json.JSONDecoder()
-    utf8 = codecs.getincrementaldecoder("utf-8")()
-    text, pos, index = "", 0, 0
-    ascii_text = True
-    mark, mark_bytes = 0, 0  # text[mark] is at byte offset mark_bytes: offsets move forward
-    read = 0
-    eof = False
-    bad: tuple[int, str] | None = None  # invalid UTF-8 further on: (byte offset, reason)
 
-    def byte_at(p: int) -> int:
-        nonlocal mark, mark_bytes
-        mark_bytes += p - mark if ascii_text else len(text[mark:p].encode())
-        mark = p
-        return mark_bytes
+    def __init__(self, stream: IO[bytes], source: str) -> None:
+        self.stream, self.source, self.index = stream, source, 0  # index: the value parsed
+        self.text, self.pos, self.read, self.eof, self.ascii_text = "", 0, 0, False, True
+        self.mark, self.mark_bytes = 0, 0  # text[mark] is at byte mark_bytes: both only grow
+        self.bad: tuple[int, str] | None = None  # invalid UTF-8 further on: (offset, reason)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._decoder = json.JSONDecoder()
 
-    def fail(variant: CaptureVariant, detail: str, offset: int) -> CaptureError:
-        return CaptureError(variant, detail, source=source, offset=offset, record_index=index)
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        while True:
+            match = _JSON_SPACE.match(self.text, self.pos)
+            self.pos = match.end() if match else self.pos
+            if self.pos < len(self.text):
+                got = self._parse()
+                if got is not None:
+                    yield got
+                    del got  # the caller has it: a payload's base64 is not held twice
+                    self.index += 1
+                    continue
+            elif self.eof:
+                if self.bad is None:
+                    return
+                at, why = self.bad
+                raise self._fail(CaptureVariant.Unreadable, f"not UTF-8 text: {why}", at)
+            self._read_more()
 
-    while True:
-        match = _JSON_SPACE.match(text, pos)
-        pos = match.end() if match else pos
-        if pos < len(text):
-            try:
-                obj, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as exc:
-                failure = _json_failure(exc, text, pos, byte_at(pos), eof, bad)
-                if failure is not None:
-                    raise fail(*failure) from None
-            except (ValueError, RecursionError) as exc:  # a huge integer, nesting past the parser
-                raise fail(
-                    CaptureVariant.Unreadable,
-                    f"JSON value the parser refuses ({type(exc).__name__}: {str(exc)[:80]})",
-                    byte_at(pos),
-                ) from None
-            else:
-                at = byte_at(pos)
-                if not isinstance(obj, dict):
-                    raise fail(
-                        CaptureVariant.Unreadable,
-                        f"expected a JSON object, got {type(obj).__name__}",
-                        at,
-                    )
-                yield at, obj
-                del obj  # the caller has it: a payload's base64 is not held twice
-                pos = end
-                index += 1
-                continue
-        elif eof:
-            if bad is not None:
-                raise fail(CaptureVariant.Unreadable, f"not UTF-8 text: {bad[1]}", bad[0])
-            return
-        # more text: keep what is not parsed yet, read at least as much again
-        start = byte_at(pos)
-        text, pos, mark, mark_bytes = text[pos:], 0, 0, start
-        ascii_text = ascii_text or text.isascii()
-        chunk = stream.read(max(_JSON_BLOCK, len(text)))
-        eof = not chunk
+    def _byte_at(self, p: int) -> int:
+        self.mark_bytes += (
+            p - self.mark if self.ascii_text else len(self.text[self.mark : p].encode())
+        )
+        self.mark = p
+        return self.mark_bytes
+
+    def _fail(self, variant: CaptureVariant, detail: str, offset: int) -> CaptureError:
+        return CaptureError(
+            variant, detail, source=self.source, offset=offset, record_index=self.index
+        )
+
+    def _parse(self) -> tuple[int, dict[str, Any]] | None:
+        """The object at ``pos`` and its byte offset (``pos`` moves past it), or None where it
+        runs past what is read so far."""
         try:
-            more = utf8.decode(chunk, final=eof)
+            obj, end = self._decoder.raw_decode(self.text, self.pos)
+        except json.JSONDecodeError as exc:
+            at = self._byte_at(self.pos)
+            failure = _json_failure(exc, self.text, self.pos, at, self.eof, self.bad)
+            if failure is not None:
+                raise self._fail(*failure) from None
+            return None
+        except (ValueError, RecursionError) as exc:  # a huge integer, nesting past the parser
+            why = f"JSON value the parser refuses ({type(exc).__name__}: {str(exc)[:80]})"
+            raise self._fail(CaptureVariant.Unreadable, why, self._byte_at(self.pos)) from None
+        at = self._byte_at(self.pos)
+        if not isinstance(obj, dict):
+            why = f"expected a JSON object, got {type(obj).__name__}"
+            raise self._fail(CaptureVariant.Unreadable, why, at)
+        self.pos = end
+        return at, obj
+
+    def _read_more(self) -> None:
+        """Keep what is not parsed yet, and read at least as much again."""
+        start = self._byte_at(self.pos)
+        self.text, self.pos, self.mark, self.mark_bytes = self.text[self.pos :], 0, 0, start
+        self.ascii_text = self.ascii_text or self.text.isascii()
+        chunk = self.stream.read(max(_JSON_BLOCK, len(self.text)))
+        self.eof = not chunk
+        try:
+            more = self._utf8.decode(chunk, final=self.eof)
         except UnicodeDecodeError as exc:
             held = len(exc.object) - len(chunk)  # bytes the decoder kept from the last block
-            bad = (read - held + exc.start, exc.reason)
-            more, eof = exc.object[: exc.start].decode("utf-8"), True
-        read += len(chunk)
-        ascii_text = ascii_text and more.isascii()
-        text += more
+            self.bad = (self.read - held + exc.start, exc.reason)
+            more, self.eof = exc.object[: exc.start].decode("utf-8"), True
+        self.read += len(chunk)
+        self.ascii_text = self.ascii_text and more.isascii()
+        self.text += more
 
 
 def write_grpcurl_json(records: Iterable[FrameRecord], path: str | os.PathLike[str]) -> int:
@@ -344,20 +359,16 @@ def read_grpcurl_json(
     else:
         stream, name = open(path_or_text, "rb"), source or str(path_or_text)  # noqa: SIM115
     with stream:
-        for index, (offset, obj) in enumerate(_iter_json_objects(stream, name)):
-            for key in ("payload",):
-                if key in obj:
-                    try:
-                        _strict_b64(obj[key])
-                    except ValueError as exc:
-                        raise CaptureError(
-                            CaptureVariant.Unreadable,
-                            str(exc),
-                            source=name,
-                            offset=offset,
-                            record_index=index,
-                            field="FilterUpdate.payload",
-                        ) from None
+        for index, (offset, obj) in enumerate(_JsonValues(stream, name)):
+            if "payload" in obj and (why := _base64_fault(obj["payload"])) is not None:
+                raise CaptureError(
+                    CaptureVariant.Unreadable,
+                    why,
+                    source=name,
+                    offset=offset,
+                    record_index=index,
+                    field="FilterUpdate.payload",
+                )
             update = pb.FilterUpdate()
             try:
                 json_format.ParseDict(_dc_id_named(obj), update)
@@ -508,23 +519,64 @@ def source_format(path: str | os.PathLike[str]) -> SourceFormat:
     )
 
 
+SourceKind = Literal["capture", "cbi1", "json", "records", "unreadable"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSource:
+    """A source's ``kind``, ``source`` as named, a capture's ``segments`` (found once: a scan
+    takes them) and an unreadable path's ``error`` (:func:`resolve_source`)."""
+
+    kind: SourceKind
+    source: Any
+    segments: CaptureSet | None = None
+    error: Exception | None = None
+
+
+def resolve_source(source: object, *, one_file: bool = False) -> ResolvedSource:
+    """What ``source`` is, decided once for every reader: a capture (a kvrcap file, whose later
+    segments are found here unless ``one_file``; a ``CaptureSet``; a list of segment paths), a
+    bare CBI1 frame file or a grpcurl JSON dump (a path's first bytes say which:
+    :func:`source_format`), or messages (any other iterable). A path that cannot be opened, or
+    is empty or foreign, is ``unreadable`` with the error opening it raised. Files of no one
+    recording are ``CaptureError`` ``Segments``; a resolved source is itself."""
+    if isinstance(source, ResolvedSource):
+        return source
+    paths = isinstance(source, (list, tuple)) and source
+    if paths and all(isinstance(p, (str, os.PathLike)) for p in paths):
+        return ResolvedSource("capture", source, CaptureSet.of(source))
+    if not isinstance(source, (str, os.PathLike)):
+        return ResolvedSource("records", source)
+    try:
+        kind = source_format(source)
+    except (OSError, CaptureError) as exc:
+        return ResolvedSource("unreadable", source, error=exc)
+    if kind != "capture":
+        return ResolvedSource(kind, source)
+    if isinstance(source, CaptureSet):
+        return ResolvedSource(kind, source, source)
+    segments = CaptureSet([source]) if one_file else CaptureSet.of(source)
+    return ResolvedSource(kind, source, segments)
+
+
 def read_frames(
-    path: CaptureSource, *, damage: Literal["raise", "report"] = "raise"
+    path: CaptureSource | ResolvedSource, *, damage: Literal["raise", "report"] = "raise"
 ) -> Iterator[Any]:
-    """Pick the reader from the file's first bytes (:func:`source_format`).
+    """The reader :func:`resolve_source` picks (a path's first bytes say which).
 
     ``damage="report"`` makes a capture's damage :class:`FrameDamage` items inline (other
     sources still raise at their first damage). A list of paths is a rotated recording's
     segments (:func:`read_capture`).
     """
-    if not isinstance(path, (str, os.PathLike)):
-        return read_capture(path, damage=damage)
-    kind = source_format(path)
-    if kind == "capture":
-        return read_capture(path, damage=damage)
-    if kind == "cbi1":
-        return read_cbi1_files(path)
-    return read_grpcurl_json(path)
+    resolved = resolve_source(path)
+    if resolved.error is not None:
+        raise resolved.error
+    if resolved.kind == "cbi1":
+        return read_cbi1_files(resolved.source)
+    if resolved.kind == "json":
+        return read_grpcurl_json(resolved.source)
+    capture = resolved.source if resolved.segments is None else resolved.segments
+    return read_capture(capture, damage=damage)  # anything else, read_capture refuses
 
 
 # ------------------------------------------------------------------------ every source, as spans
@@ -593,21 +645,13 @@ def _pending_span(pending: list[FrameRecord]) -> Iterator[FrameSpan]:
     yield span
 
 
-def is_capture_source(source: object) -> bool:
-    """Whether ``source`` names a capture: a capture file's path, a ``CaptureSet``, or a list
-    of a recording's segment paths (``OSError`` for a path that cannot be read)."""
-    if isinstance(source, (list, tuple)):
-        return bool(source) and all(isinstance(p, (str, os.PathLike)) for p in source)
-    return isinstance(source, (str, os.PathLike)) and is_capture_file(source)
-
-
 def frame_items(source: object) -> Iterator[FrameSpan | SourceError]:
     """A source that is no capture (a grpcurl JSON or bare CBI1 file, or an iterable of
-    ``FrameRecord`` or ``FilterUpdate`` values) as spans; an unreadable one as its error."""
+    ``FrameRecord`` or ``FilterUpdate`` values), resolved or not, as spans; an unreadable one
+    as its error."""
     try:
-        records: Iterable[Any] = (
-            read_frames(source) if isinstance(source, (str, os.PathLike)) else cast(Any, source)
-        )
+        resolved = resolve_source(source)
+        records = resolved.source if resolved.kind == "records" else read_frames(resolved)
     except (Cbi1kitError, OSError) as exc:
         yield SourceError(0, exc)
         return

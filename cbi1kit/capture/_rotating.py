@@ -17,13 +17,13 @@ from cbi1kit.capture._file import RecordType
 from cbi1kit.capture._segments import (
     CONTINUED,
     SegmentInfo,
+    _discover,
     _segment_pattern,
     _segments_error,
-    capture_segments,
     read_segment_info,
     segment_path,
 )
-from cbi1kit.capture._writer import CaptureWriter
+from cbi1kit.capture._writer import CaptureWriter, _usage
 from cbi1kit.errors import CaptureError, OutputError, OutputVariant
 
 __all__ = ["RotatingCaptureWriter"]
@@ -61,9 +61,9 @@ class RotatingCaptureWriter:
         **writer_options: Any,
     ) -> None:
         if rotate_bytes is not None and rotate_bytes < 1:
-            raise ValueError("rotate_bytes must be >= 1")
+            raise _usage("rotate_bytes must be >= 1", "rotate_bytes")
         if rotate_seconds is not None and not rotate_seconds > 0:
-            raise ValueError("rotate_seconds must be > 0")
+            raise _usage("rotate_seconds must be > 0", "rotate_seconds")
         self.base = Path(path)
         self.rotate_bytes = rotate_bytes
         self.rotate_seconds = rotate_seconds
@@ -78,7 +78,7 @@ class RotatingCaptureWriter:
                     self.base, "not the first segment of a rotated recording: cannot rotate it"
                 )
             self.set_id = info.set_id
-            self.paths = capture_segments(self.base)
+            self.paths = _discover(self.base, info)
             last = read_segment_info(self.paths[-1])
             self.segment = len(self.paths) - 1
             self._writer = CaptureWriter(
@@ -106,7 +106,7 @@ class RotatingCaptureWriter:
             self.segment = 0
             self._writer = self._new_segment(0, 1)
         else:
-            raise ValueError(f"mode must be 'x' or 'a', got {mode!r}")
+            raise _usage(f"mode must be 'x' or 'a', got {mode!r}", "mode")
         self._started = self._clock()[1]
         self._closed = False
 

@@ -47,7 +47,7 @@ from cbi1kit.capture._items import (
     StreamEvent,
     unreadable_message,
 )
-from cbi1kit.capture._segments import CONTINUED, capture_segments
+from cbi1kit.capture._segments import CONTINUED, CaptureSet, capture_segments
 from cbi1kit.capture._streams import (
     SUBSCRIBE_KV_POOL_METHOD,
     SUBSCRIBE_SERVING_READINESS_METHOD,
@@ -651,7 +651,9 @@ class CaptureScan:
     """A capture, one file or a rotated recording's segments in order, as the items replay
     and the tables read (frames as :class:`~cbi1kit.capture._scan.FrameSpan` columns), read on from
     where the scan stands: ``items()`` again reads only what was appended (and the segments
-    begun) since. ``cursor``: ``source`` is one segment, numbered on from it."""
+    begun) since. ``segments``: ``source``'s files, found already
+    (:func:`~cbi1kit.capture._readers.resolve_source`). ``cursor``: ``source`` is one segment,
+    numbered on from it."""
 
     def __init__(
         self,
@@ -664,10 +666,12 @@ class CaptureScan:
         readiness: bool = False,
         cursor: ReadCursor | None = None,
         verify: bool = True,
+        segments: CaptureSet | None = None,
     ) -> None:
         self.single = cursor is not None
         self.cursor = ReadCursor() if cursor is None else cursor
-        self.paths = [Path(source)] if self.single else capture_segments(source)  # type: ignore[arg-type]
+        found = source if segments is None else segments
+        self.paths = [Path(source)] if self.single else capture_segments(found)  # type: ignore[arg-type]
         self._source = source
         self._wanted = _Wanted(tuple(methods), frames, catalog, streams, readiness)
         self._verify = verify

@@ -169,7 +169,7 @@ def capture_segments(source: Any) -> list[Path]:
         return _discover(path, info)
     paths = [Path(p) for p in source]
     if not paths:
-        raise ValueError("no capture segments given")
+        raise CaptureError(CaptureVariant.Usage, "no capture segments given", field="source")
     if len(paths) == 1:
         return capture_segments(paths[0])
     infos = [(read_segment_info(p), p) for p in paths]
@@ -200,7 +200,8 @@ class CaptureSet(os.PathLike[str]):
     def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
         self.paths: tuple[Path, ...] = tuple(Path(p) for p in paths)
         if not self.paths:
-            raise ValueError("a capture set needs at least one segment")
+            why = "a capture set needs at least one segment"
+            raise CaptureError(CaptureVariant.Usage, why, field="paths")
 
     @classmethod
     def of(cls, source: Any) -> CaptureSet:

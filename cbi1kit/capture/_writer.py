@@ -45,6 +45,11 @@ from cbi1kit.errors import CaptureError, CaptureVariant
 __all__ = ["CaptureWriter"]
 
 
+def _usage(detail: str, field: str | None = None) -> CaptureError:
+    """``CaptureError`` ``Usage``: a call given an argument (``field``) it cannot take."""
+    return CaptureError(CaptureVariant.Usage, detail, field=field)
+
+
 def _file_header(created_unix_ns: int) -> bytes:
     head = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, FILE_HEADER_LEN, 0, created_unix_ns, 0, 0)
     return head[:-4] + _U32.pack(_check(head[:-4]))
@@ -78,7 +83,9 @@ class CaptureWriter:
         next_stream: int = 1,
     ) -> None:
         if flush_records < 1:
-            raise ValueError("flush_records must be >= 1")
+            raise _usage("flush_records must be >= 1", "flush_records")
+        if mode not in ("x", "a"):
+            raise _usage(f"mode must be 'x' or 'a', got {mode!r}", "mode")
         self.path = Path(path)
         self.flush_records = flush_records
         self.flush_seconds = flush_seconds
@@ -95,55 +102,56 @@ class CaptureWriter:
         self._last_index_offset = 0
         self._block = xxhash.xxh3_64()  # the bytes of those records, for the block check
         self._file: IO[bytes]
-        if mode == "a" and self.path.is_file() and self.path.stat().st_size == 0:
-            # appending to an empty file starts it, as ``>>`` does
-            self._file = open(self.path, "r+b")  # noqa: SIM115 - closed by close()
+        if mode == "a" and not (self.path.is_file() and self.path.stat().st_size == 0):
+            self._resume()
+        else:  # a new capture; appending to an empty file starts it, as ``>>`` does
+            how = "xb" if mode == "x" else "r+b"
+            self._file = open(self.path, how)  # noqa: SIM115 - closed by close()
             self._start(write_schema)
-        elif mode == "x":
-            self._file = open(self.path, "xb")  # noqa: SIM115 - closed by close()
-            self._start(write_schema)
-        elif mode == "a":
+
+    def _resume(self) -> None:
+        """Go on with the capture at ``path``: its records read back (a torn tail is cut off,
+        said in ``recovered``), their numbering and stream ids continued, and the bytes since
+        its last INDEX hashed again for the next one's block check."""
+        with open(self.path, "rb") as f:
+            head = f.read(FILE_HEADER_LEN)
+        if len(head) < FILE_HEADER_LEN or not head.startswith(FILE_MAGIC):
+            # an empty or foreign file has no header to continue: appending would write
+            # records behind a zeroed one that no reader accepts
+            raise CaptureError(
+                CaptureVariant.Unreadable,
+                f"not a kvrcap capture ({len(head)} header bytes): nothing to append to",
+                offset=0,
+                record_index=-1,
+                source=str(self.path),
+            )
+        with CaptureReader(self.path) as reader:
+            count = 0
+            end = FILE_HEADER_LEN
+            max_stream = 0
+            try:
+                for rec in reader.records(structural=True):
+                    count, end = rec.index + 1, rec.end_offset
+                    max_stream = max(max_stream, rec.stream_id)
+                    if rec.type is RecordType.INDEX:
+                        self._last_index_offset = rec.offset
+                        self._pending.clear()
+                    else:
+                        self._pending.append(rec.offset)
+            except CaptureError as err:
+                if err.variant is not CaptureVariant.Truncated:
+                    raise
+                self.recovered = err
+        if self._pending:  # the block so far, for the next INDEX's block check
             with open(self.path, "rb") as f:
-                head = f.read(FILE_HEADER_LEN)
-            if len(head) < FILE_HEADER_LEN or not head.startswith(FILE_MAGIC):
-                # an empty or foreign file has no header to continue: appending would write
-                # records behind a zeroed one that no reader accepts
-                raise CaptureError(
-                    CaptureVariant.Unreadable,
-                    f"not a kvrcap capture ({len(head)} header bytes): nothing to append to",
-                    offset=0,
-                    record_index=-1,
-                    source=str(self.path),
-                )
-            with CaptureReader(self.path) as reader:
-                count = 0
-                end = FILE_HEADER_LEN
-                max_stream = 0
-                try:
-                    for rec in reader.records(structural=True):
-                        count, end = rec.index + 1, rec.end_offset
-                        max_stream = max(max_stream, rec.stream_id)
-                        if rec.type is RecordType.INDEX:
-                            self._last_index_offset = rec.offset
-                            self._pending.clear()
-                        else:
-                            self._pending.append(rec.offset)
-                except CaptureError as err:
-                    if err.variant is not CaptureVariant.Truncated:
-                        raise
-                    self.recovered = err
-            if self._pending:  # the block so far, for the next INDEX's block check
-                with open(self.path, "rb") as f:
-                    f.seek(self._pending[0])
-                    self._block.update(f.read(end - self._pending[0]))
-            self._file = open(self.path, "r+b")  # noqa: SIM115 - closed by close()
-            self._file.truncate(end)
-            self._file.seek(end)
-            self._offset = end
-            self._next_index = count
-            self._next_stream = max(self._next_stream, max_stream + 1)
-        else:
-            raise ValueError(f"mode must be 'x' or 'a', got {mode!r}")
+                f.seek(self._pending[0])
+                self._block.update(f.read(end - self._pending[0]))
+        self._file = open(self.path, "r+b")  # noqa: SIM115 - closed by close()
+        self._file.truncate(end)
+        self._file.seek(end)
+        self._offset = end
+        self._next_index = count
+        self._next_stream = max(self._next_stream, max_stream + 1)
 
     def _start(self, write_schema: bool) -> None:
         """A new capture: the file header, then the schema record."""
@@ -199,9 +207,9 @@ class CaptureWriter:
     ) -> int:
         """Append one record; returns its index. Times default to now (wall, monotonic)."""
         if self._closed:
-            raise ValueError("capture writer is closed")
+            raise _usage("capture writer is closed")
         if len(body) > MAX_BODY_LEN:
-            raise ValueError(f"record body of {len(body)} bytes exceeds {MAX_BODY_LEN}")
+            raise _usage(f"record body of {len(body)} bytes exceeds {MAX_BODY_LEN}", "body")
         if recv_unix_ns is None or recv_mono_ns is None:
             wall, mono = self._clock()
             recv_unix_ns = wall if recv_unix_ns is None else recv_unix_ns
@@ -289,7 +297,7 @@ class CaptureWriter:
         if stream_id is None:
             stream_id = self._next_stream
         elif stream_id < 1 or stream_id in self._open_streams:
-            raise ValueError(f"stream {stream_id} is open or not a stream id")
+            raise _usage(f"stream {stream_id} is open or not a stream id", "stream_id")
         self._next_stream = max(self._next_stream, stream_id + 1)
         body = _encode_stream_open(
             StreamOpen(target, method, bytes(request), tuple(metadata), dict(info or {}))
@@ -314,7 +322,7 @@ class CaptureWriter:
     ) -> int:
         """Record one response message's serialized bytes exactly as received."""
         if stream_id not in self._open_streams:
-            raise ValueError(f"stream {stream_id} is not open")
+            raise _usage(f"stream {stream_id} is not open", "stream_id")
         self._open_streams[stream_id] += 1
         return self.write(
             RecordType.MESSAGE,

@@ -24,19 +24,17 @@ import numpy.typing as npt
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot, IngestOutcome, Lane
 from cbi1kit.ckf._limits import verification_window_fault
-from cbi1kit.errors import LaneError, LaneVariant
+from cbi1kit.errors import CkfError, CkfVariant, LaneError, LaneVariant
 from cbi1kit.hashing._blocks import compute_seq_hash_for_block
 from cbi1kit.hashing._identity import (
     MAX_LANES,
     ConsumerDrainMarker,
     ConsumerInstanceId,
     DcCkfFormatIdentity,
-    DcId,
-    IndexerDomainId,
     LaneLease,
-    PoolId,
     ProducerIdentity,
 )
+from cbi1kit.hashing._pools import DcId, IndexerDomainId, PoolId
 
 __all__ = [
     "CkfLaneTable",
@@ -236,7 +234,8 @@ class CkfLaneTable:
                 self._bind(lane, pool)
                 mask |= 1 << lane
             if configured_lanes is not None and configured_lanes & _ALL_LANES != mask:
-                raise ValueError("configured_lanes disagrees with the lanes of pools")
+                why = "configured_lanes disagrees with the lanes of pools"
+                raise CkfError(CkfVariant.Usage, why, field="configured_lanes")
         if mask == 0:
             raise _manifest_error("NoConfiguredLanes", "the manifest configures no lane")
         self.configured_lanes = mask
@@ -411,10 +410,11 @@ def _lane_mask(lanes: int) -> int:
 
 
 def check_verification_window(window: int) -> None:
-    """``ValueError`` where the prefix search refuses ``window`` (``verification_window_fault``,
-    the range's one statement)."""
-    if why := verification_window_fault(window):
-        raise ValueError(f"verification_window {why}, got {window}")
+    """``CkfError`` ``Usage`` where the prefix search refuses ``window``
+    (``verification_window_fault``, the range's one statement)."""
+    if fault := verification_window_fault(window):
+        why = f"verification_window {fault}, got {window}"
+        raise CkfError(CkfVariant.Usage, why, field="verification_window", actual=window)
 
 
 def search_prefix_depths(
@@ -433,7 +433,8 @@ def search_prefix_depths(
     is upstream's test-only ``fixed_window_prefix_depths``.
     """
     if not 1 <= lanes <= MAX_LANES:
-        raise ValueError(f"lanes must be in 1..=16, got {lanes}")
+        why = f"lanes must be in 1..=16, got {lanes}"
+        raise CkfError(CkfVariant.Usage, why, field="lanes", actual=lanes)
     check_verification_window(verification_window)
     result = PrefixSearchResult([0] * lanes)
     if sequence_len == 0:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit.errors import LaneError, LaneVariant
+from cbi1kit.errors import CkfError, CkfVariant, LaneError, LaneVariant
 from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
 
 __all__ = ["DcCkfDelta", "DcCkfSnapshot", "IngestOutcome", "Lane"]
@@ -70,7 +70,8 @@ class Lane:
         if words is None:
             words = np.zeros(bucket_count, dtype=np.uint64)
         if words.shape != (bucket_count,) or words.dtype != np.uint64:
-            raise ValueError(f"lane words must be uint64[{bucket_count}]")
+            why = f"lane words must be uint64[{bucket_count}]"
+            raise CkfError(CkfVariant.Usage, why, field="words", expected=bucket_count)
         self.bucket_count = bucket_count
         self.words = words
         self.lane = lane

@@ -672,10 +672,9 @@ class DcCkfPublisher:
         self, state: DcCkfState, new_lease: LaneLease
     ) -> tuple[DcCkfDelta | None, DcCkfSnapshot]:
         """Barrier, ship the tail under the old lease, then snapshot at N under ``new_lease``."""
-        if state.format != self.identity.format:
-            raise ValueError(
-                f"state format {state.format} differs from the publisher's {self.identity.format}"
-            )
+        if state.format != (ours := self.identity.format):
+            why = f"state format {state.format} differs from the publisher's {ours}"
+            raise CkfError(CkfVariant.Usage, why, field="state", expected=ours, actual=state.format)
         tail, words = state.barrier_snapshot()
         tail_delta = None
         if self.fenced is None and tail is not None:

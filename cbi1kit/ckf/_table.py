@@ -114,9 +114,9 @@ class CuckooTable:
         else:
             arr = np.array(words, dtype=np.uint64)  # a copy: the table owns its words
             if arr.shape != (addressing.bucket_count,):
-                raise ValueError(
-                    f"expected {addressing.bucket_count} words, got array of shape {arr.shape}"
-                )
+                n = addressing.bucket_count
+                why = f"expected {n} words, got array of shape {arr.shape}"
+                raise CkfError(CkfVariant.Usage, why, field="words", expected=n, actual=arr.shape)
             self._words = arr
         # the kernel's record of its writes: (bucket, word before), one per kick plus one
         self._t_bucket = np.zeros(MAX_KICKS + 1, dtype=np.int64)
@@ -209,7 +209,8 @@ class CuckooTable:
         x = np.ascontiguousarray(a, dtype=np.int64)
         y = np.ascontiguousarray(b, dtype=np.int64)
         if not f.shape == x.shape == y.shape or f.ndim != 1:
-            raise ValueError("fps, a and b must be 1-D and of one length")
+            why = "fps, a and b must be 1-D and of one length"
+            raise CkfError(CkfVariant.Usage, why, field="fps")
         n, state = _kernels()["many"](
             self._words,
             self.addressing._delta,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
+from cbi1kit.errors import FleetError, FleetVariant
+
 if TYPE_CHECKING:
     from distributed import Client
 
@@ -21,18 +23,19 @@ _LOCAL_CONFIG: Final = {"distributed.worker.profile.interval": "100ms"}
 
 
 def _check_address(scheduler: str) -> None:
-    """A scheduler address Dask can dial, or ``ValueError``: given one it cannot parse, the
-    half-made ``Client`` spent 20 s closing itself and left a traceback on the way out."""
+    """A scheduler address Dask can dial, or ``FleetError`` ``Cluster`` (a ``ValueError``):
+    given one it cannot parse, the half-made ``Client`` spent 20 s closing itself and left a
+    traceback on the way out."""
     from distributed.comm import get_address_host_port
 
     try:
         _host, port = get_address_host_port(scheduler)
     except ValueError as exc:
-        raise ValueError(
-            f"{scheduler!r} is not a Dask scheduler address (tcp://HOST:PORT): {exc}"
-        ) from None
+        why = f"{scheduler!r} is not a Dask scheduler address (tcp://HOST:PORT): {exc}"
+        raise FleetError(FleetVariant.Cluster, why, field="scheduler") from None
     if not 0 < port < 1 << 16:
-        raise ValueError(f"{scheduler!r}: port {port} is outside 1..=65535")
+        why = f"{scheduler!r}: port {port} is outside 1..=65535"
+        raise FleetError(FleetVariant.Cluster, why, field="scheduler", actual=port)
 
 
 def client(
@@ -48,13 +51,13 @@ def client(
     another interval than distributed's default. With ``scheduler`` (``tcp://HOST:8786``): that
     cluster, whose workers need this cbi1kit (same version, Python and numba), read access to
     the captures' paths and write access to the dataset directory; one that does not answer
-    within ``timeout`` seconds is a ``ConnectionError`` naming it, an address that is none a
-    ``ValueError`` (before any connection)."""
+    within ``timeout`` seconds is a ``ConnectionError`` naming it, an address that is none
+    ``FleetError`` ``Cluster``, a ``ValueError`` (before any connection)."""
     import dask
     from distributed import Client
 
     if workers < 1:
-        raise ValueError("workers must be >= 1")
+        raise FleetError(FleetVariant.Cluster, "workers must be >= 1", field="workers")
     if scheduler is not None:
         _check_address(scheduler)
         try:

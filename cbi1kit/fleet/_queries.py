@@ -21,6 +21,7 @@ import polars as pl
 
 from cbi1kit.analysis._dataset import collect_table, open_dataset, scan_table
 from cbi1kit.ckf._stats import FINGERPRINT_MATCH_PROBABILITY
+from cbi1kit.errors import FleetError, FleetVariant
 from cbi1kit.fleet._menu import QUERY_DOCS
 
 if TYPE_CHECKING:
@@ -240,7 +241,8 @@ def _query(name: str) -> Query:
     try:
         return QUERIES[name]
     except KeyError:
-        raise ValueError(f"no fleet query {name!r} (queries: {', '.join(QUERIES)})") from None
+        why = f"no fleet query {name!r} (queries: {', '.join(QUERIES)})"
+        raise FleetError(FleetVariant.Query, why, field="name", actual=name) from None
 
 
 def run_local(name: str, dataset: str | os.PathLike[str], **params: Any) -> pl.DataFrame:

@@ -17,25 +17,31 @@ if TYPE_CHECKING:
         hash_mm_identifier as hash_mm_identifier,
         lora_name_to_id as lora_name_to_id,
     )
+    from cbi1kit.hashing._formats import (
+        KvQueryHashFormat as KvQueryHashFormat,
+        KvQuerySemantics as KvQuerySemantics,
+    )
     from cbi1kit.hashing._identity import (
         MAX_LANES as MAX_LANES,
-        CacheSemanticsId as CacheSemanticsId,
+        ConsumerInstanceId as ConsumerInstanceId,
+        LaneLease as LaneLease,
+        ProducerIdentity as ProducerIdentity,
+    )
+    from cbi1kit.hashing._models import (
         CanonicalModelId as CanonicalModelId,
         CanonicalModelRegistration as CanonicalModelRegistration,
-        ConsumerInstanceId as ConsumerInstanceId,
+        ModelAlias as ModelAlias,
+        ModelTarget as ModelTarget,
+        resolve_lora_name as resolve_lora_name,
+        resolve_registration as resolve_registration,
+    )
+    from cbi1kit.hashing._pools import (
+        CacheSemanticsId as CacheSemanticsId,
         DcId as DcId,
         IdentitySource as IdentitySource,
         IndexerDomainId as IndexerDomainId,
-        KvQueryHashFormat as KvQueryHashFormat,
-        KvQuerySemantics as KvQuerySemantics,
-        LaneLease as LaneLease,
-        ModelAlias as ModelAlias,
-        ModelTarget as ModelTarget,
         PoolId as PoolId,
-        ProducerIdentity as ProducerIdentity,
         RoutingScopeId as RoutingScopeId,
-        resolve_lora_name as resolve_lora_name,
-        resolve_registration as resolve_registration,
         stable_dc_id as stable_dc_id,
     )
 else:

@@ -222,16 +222,8 @@ def _token_bytes(tokens: Any) -> tuple[bytes, int]:
     if isinstance(tokens, np.ndarray):
         if tokens.ndim != 1:
             raise _token_type_error(f"expected a 1-D array, got shape {tokens.shape}")
-        kind = tokens.dtype.kind
-        if kind in "biu":
-            if tokens.size and kind != "b" and not (kind == "u" and tokens.dtype.itemsize <= 4):
-                bad = (tokens < 0) | (tokens > _U32_MAX)
-                if bad.any():
-                    i = int(np.flatnonzero(bad)[0])
-                    raise _token_range_error(i, tokens[i].item())
-            return tokens.astype("<u4", copy=False).tobytes(), int(tokens.size)
-        if kind != "O":
-            raise _token_type_error(f"array of dtype {tokens.dtype} is not integral")
+        if tokens.dtype.kind != "O":
+            return _array_token_bytes(tokens)
         tokens = tokens.tolist()
     elif isinstance(tokens, str):
         raise _token_type_error("a str is not a token sequence", value=tokens)
@@ -240,6 +232,24 @@ def _token_bytes(tokens: Any) -> tuple[bytes, int]:
             tokens = list(tokens)
         except TypeError:
             raise _token_type_error(f"{type(tokens).__name__} is not a sequence") from None
+    return _listed_token_bytes(tokens)
+
+
+def _array_token_bytes(tokens: npt.NDArray[Any]) -> tuple[bytes, int]:
+    """A 1-D array of numbers: integral, and every value a u32 (checked in one pass)."""
+    kind = tokens.dtype.kind
+    if kind not in "biu":
+        raise _token_type_error(f"array of dtype {tokens.dtype} is not integral")
+    if tokens.size and kind != "b" and not (kind == "u" and tokens.dtype.itemsize <= 4):
+        bad = (tokens < 0) | (tokens > _U32_MAX)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise _token_range_error(i, tokens[i].item())
+    return tokens.astype("<u4", copy=False).tobytes(), int(tokens.size)
+
+
+def _listed_token_bytes(tokens: list[Any] | tuple[Any, ...]) -> tuple[bytes, int]:
+    """A list or tuple packed by ``array``, which names no index: ``_bad_token`` finds it."""
     try:
         buf = array.array(_U32_TYPECODE, tokens)
     except OverflowError:

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
         encode_snapshot_publication as encode_snapshot_publication,
     )
     from cbi1kit.relay._recorder import (
-        PoolSelector as PoolSelector,
         Recorder as Recorder,
+    )
+    from cbi1kit.relay._session import (
+        PoolSelector as PoolSelector,
         RecorderConfig as RecorderConfig,
         RecordReport as RecordReport,
     )

@@ -19,19 +19,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.errors import RelayWireError, RelayWireVariant
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._formats import KvQueryHashFormat, KvQuerySemantics
+from cbi1kit.hashing._identity import DcCkfFormatIdentity, ProducerIdentity, RelayIdentity
+from cbi1kit.hashing._models import CanonicalModelRegistration, ModelTarget
+from cbi1kit.hashing._pools import (
     CacheSemanticsId,
-    CanonicalModelRegistration,
-    DcCkfFormatIdentity,
     DcId,
     IdentitySource,
     IndexerDomainId,
-    KvQueryHashFormat,
-    KvQuerySemantics,
-    ModelTarget,
     PoolId,
-    ProducerIdentity,
-    RelayIdentity,
     RoutingScopeId,
 )
 from cbi1kit.wire._format import (

@@ -25,8 +25,7 @@ import numpy.typing as npt
 
 from cbi1kit.errors import Cbi1Error, Cbi1Variant, PublicationError, PublicationVariant
 from cbi1kit.hashing._identity import DcCkfFormatIdentity, LaneLease, ProducerIdentity
-from cbi1kit.wire._codec import (
-    IMAGE_DTYPE,
+from cbi1kit.wire._encode import (
     SnapshotChunks,
     encode_delta as _encode_delta_payload,
     encode_snapshot_chunks,
@@ -38,6 +37,7 @@ from cbi1kit.wire._format import (
     SNAPSHOT_CHUNK_BUCKETS,
     FilterFormat,
 )
+from cbi1kit.wire._frames import IMAGE_DTYPE
 
 if TYPE_CHECKING:
     from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot

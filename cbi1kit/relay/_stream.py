@@ -27,8 +27,9 @@ from cbi1kit.ckf._lane import IngestOutcome, Lane
 from cbi1kit.errors import Cbi1kitError, LaneError, LaneVariant
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
-from cbi1kit.wire._codec import Delta, SnapshotChunk, decode, peek_format
+from cbi1kit.wire._codec import decode, peek_format
 from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._frames import Delta, SnapshotChunk
 from cbi1kit.wire._rules import rule_id, rule_of
 
 __all__ = [
@@ -110,10 +111,11 @@ class StreamChecker:
     """The consumer's rules over one subscription (or one run of bare frames).
 
     ``expected_format`` pins the format (a catalog-selected producer's); ``expected_producer``
-    the producer generation (the one subscribed to); otherwise the stream adopts its first
-    message's. The relay identity is the stream's first message's: constant within a stream,
-    free to change across streams (a relay restart). ``lane`` continues an earlier session's
-    lane (it is reset: a new stream is a new lease); a lane of another size is replaced.
+    the producer generation (the one subscribed to; of another format, a ``LaneError``
+    ``DifferentFormats``); otherwise the stream adopts its first message's. The relay identity
+    is the stream's first message's: constant within a stream, free to change across streams
+    (a relay restart). ``lane`` continues an earlier session's lane (it is reset: a new stream
+    is a new lease); a lane of another size is replaced.
     ``keep_previous`` returns the words each delta overwrote (the churn tables need them).
     """
 
@@ -139,7 +141,7 @@ class StreamChecker:
         if expected_producer is not None:
             mismatch = self._adopt(expected_producer)
             if mismatch is not None:
-                raise ValueError(mismatch)
+                raise LaneError(LaneVariant.DifferentFormats, mismatch)
 
     # -- steps --------------------------------------------------------------------------------
     def _violation(self, rule: str, reason: str, **at: Any) -> Step:
@@ -159,6 +161,24 @@ class StreamChecker:
             if rule_of(err) != _CONTIGUOUS:
                 return self._violation(rule_of(err), str(err), **at)
             contiguity = err
+        changed = self._same_stream(update, at)
+        if changed is not None:
+            return changed
+        if update.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
+            return self._heartbeat(update.sequence, at)
+        frame = self._decode(update.payload, at)
+        if isinstance(frame, Step):
+            return frame
+        broken = self._envelope(update, frame, at)
+        if broken is not None:
+            return broken
+        if contiguity is not None:
+            return self._violation(_CONTIGUOUS, str(contiguity), **at)
+        return self._apply(frame, at)
+
+    def _same_stream(self, update: pb.FilterUpdate, at: dict[str, Any]) -> Step | None:
+        """The stream's producer generation and relay identity: adopted from its first message
+        (the relay's from the first after a subscription), then held (a violation if not)."""
         producer = update.producer.SerializeToString(deterministic=True)
         relay = update.relay.SerializeToString(deterministic=True)
         if self._producer is None:
@@ -176,11 +196,12 @@ class StreamChecker:
             return self._violation(
                 "RelayChanged", "relay identity changed within one session", **at
             )
-        if update.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
-            return self._heartbeat(update.sequence, at)
-        frame = self._decode(update.payload, at)
-        if isinstance(frame, Step):
-            return frame
+        return None
+
+    def _envelope(
+        self, update: pb.FilterUpdate, frame: SnapshotChunk | Delta, at: dict[str, Any]
+    ) -> Step | None:
+        """The envelope against the CBI1 header: kind, DC, epoch and a delta's base epoch."""
         want = "snapshot chunk" if update.kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK else "delta"
         got = "snapshot chunk" if isinstance(frame, SnapshotChunk) else "delta"
         if want != got:
@@ -204,9 +225,7 @@ class StreamChecker:
                 f"{update.base_sequence}",
                 **at,
             )
-        if contiguity is not None:
-            return self._violation(_CONTIGUOUS, str(contiguity), **at)
-        return self._apply(frame, at)
+        return None
 
     def _adopt(self, producer: pb.ProducerIdentity) -> str | None:
         """Take the stream's producer generation: its bytes, format and DC (or say why not)."""

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
         FleetModel as FleetModel,
         record_fleet as record_fleet,
     )
+    from cbi1kit.sim._hub import (
+        FaultPlan as FaultPlan,
+        ServerConfig as ServerConfig,
+    )
     from cbi1kit.sim._policies import (
         POLICIES as POLICIES,
         RoutingPolicy as RoutingPolicy,
@@ -26,9 +30,7 @@ if TYPE_CHECKING:
         hash_space_round_trip as hash_space_round_trip,
     )
     from cbi1kit.sim._server import (
-        FaultPlan as FaultPlan,
         RelayServer as RelayServer,
-        ServerConfig as ServerConfig,
     )
     from cbi1kit.sim._simrelay import (
         RelayConfig as RelayConfig,

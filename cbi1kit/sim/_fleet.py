@@ -25,12 +25,14 @@ from typing import Any
 import numpy as np
 
 from cbi1kit.errors import SimulationError, SimulationVariant
-from cbi1kit.hashing._identity import CanonicalModelRegistration, ModelTarget
+from cbi1kit.hashing._models import CanonicalModelRegistration, ModelTarget
 from cbi1kit.relay._messages import descriptor_to_wire
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
 from cbi1kit.sim._engine import Simulator
+from cbi1kit.sim._feeds import FrameListFeed
+from cbi1kit.sim._hub import ServerConfig
 from cbi1kit.sim._policies import RoutingPolicy
-from cbi1kit.sim._server import FrameListFeed, RelayServer, ServerConfig
+from cbi1kit.sim._server import RelayServer
 from cbi1kit.sim._simrelay import catalog_pools
 from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import HashSpaceName, Workload, synthetic_chat
@@ -188,7 +190,8 @@ def record_fleet(
     ``cbi1kit record`` would, until every pool has published everything and its stream has
     received it; returns the pools (the producers' lanes, the workloads). The capture holds
     every pool's stream with the catalog, readiness and load planes beside them."""
-    from cbi1kit.relay._recorder import Recorder, RecorderConfig, pool_key_text
+    from cbi1kit.relay._recorder import Recorder
+    from cbi1kit.relay._session import RecorderConfig, pool_key_text
 
     path = Path(capture)
     if path.exists() and not overwrite:

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit.ckf._consumer import CkfLaneTable
+from cbi1kit.ckf._consumer import CkfLaneTable, LaneReplica
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._limits import DEFAULT_SEED
 from cbi1kit.ckf._producer import (
@@ -34,19 +34,21 @@ from cbi1kit.ckf._producer import (
 )
 from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
-from cbi1kit.hashing._identity import (
+from cbi1kit.hashing._formats import KvQueryHashFormat
+from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
+from cbi1kit.hashing._pools import (
     IndexerDomainId,
-    KvQueryHashFormat,
-    LaneLease,
     PoolId,
-    ProducerIdentity,
     derive_cache_semantics_id,
     derive_routing_scope_id,
     stable_dc_id,
 )
 from cbi1kit.relay._publication import filter_format
 from cbi1kit.wire._assembly import SnapshotAssembly
-from cbi1kit.wire._codec import Delta, decode, encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._codec import decode
+from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
+from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._frames import Delta
 
 __all__ = ["HashSpace", "HashSpaceRoundTrip", "SpaceResult", "hash_space_round_trip"]
 
@@ -166,21 +168,63 @@ def hash_space_round_trip(
     tables: dict[IndexerDomainId, CkfLaneTable] = {}
     results = []
     for space in spaces:
-        initial = space.block_hashes(initial_tokens, block_size)
-        expanded = space.block_hashes(expanded_tokens, block_size)
-        n = len(initial)
-        if not 0 < n < len(expanded) or expanded[:n].tolist() != initial.tolist():
-            raise SimulationError(
-                SimulationVariant.RoundTrip,
-                f"{space.name}: the expanded tokens must extend the initial ones",
-            )
+        initial, expanded = _hashes(space, initial_tokens, expanded_tokens, block_size)
+        trip = _Trip.open(_identity(space, config, block_size), config, tables)
         canonical = compute_seq_hash_for_block(expanded)
         external = (canonical & np.uint64(_EXTERNAL_MASK)).tolist()
-        identity = _identity(space, config, block_size)
+        blocks = zip(external, expanded.tolist(), strict=True)
+        stored = [StoredBlock(e, t) for e, t in blocks]
+        n = len(initial)
+        frames = trip.snapshot(KvStored(worker_id, tuple(stored[:n]), dp_rank=0))
+        snap_ok = trip.matches()
+        child = KvStored(worker_id, tuple(stored[n:]), parent_hash=external[n - 1], dp_rank=0)
+        payload = trip.delta(child, space.name)
+        delta_ok = trip.matches()
+        domain = trip.identity.indexer_domain
+        parts = (initial, expanded, canonical, frames, payload, snap_ok, delta_ok)
+        results.append(SpaceResult(space, domain, trip.lane, *parts))
+    return HashSpaceRoundTrip(results, tables, block_size)
+
+
+def _hashes(
+    space: HashSpace, initial_tokens: npt.ArrayLike, expanded_tokens: npt.ArrayLike, block_size: int
+) -> tuple[U64Array, U64Array]:
+    """The space's block hashes of the initial and the expanded tokens; the second must extend
+    the first."""
+    initial = space.block_hashes(initial_tokens, block_size)
+    expanded = space.block_hashes(expanded_tokens, block_size)
+    n = len(initial)
+    if not 0 < n < len(expanded) or expanded[:n].tolist() != initial.tolist():
+        raise SimulationError(
+            SimulationVariant.RoundTrip,
+            f"{space.name}: the expanded tokens must extend the initial ones",
+        )
+    return initial, expanded
+
+
+@dataclass(slots=True)
+class _Trip:
+    """One space's pool end to end: its producer and publisher, and its lane (with the lease
+    it holds) in its domain's consumer table."""
+
+    identity: ProducerIdentity
+    fmt: FilterFormat
+    state: DcCkfState
+    publisher: DcCkfPublisher
+    table: CkfLaneTable
+    lane: int
+    replica: LaneReplica
+    lease: LaneLease
+
+    @classmethod
+    def open(
+        cls,
+        identity: ProducerIdentity,
+        config: CkfConfig,
+        tables: dict[IndexerDomainId, CkfLaneTable],
+    ) -> _Trip:
+        """The pool's producer, and the next lane of its domain's table (made on first use)."""
         fmt = filter_format(identity.format)
-        dc_id = int(identity.dc_id)
-        state = DcCkfState(config)
-        publisher = DcCkfPublisher(identity)
         domain = identity.indexer_domain
         if domain not in tables:
             tables[domain] = CkfLaneTable(identity.format, consumer_instance=100 + len(tables))
@@ -189,52 +233,54 @@ def hash_space_round_trip(
         replica = table.replica(lane, pool_id=identity.pool_id)  # the manifest's rules
         assert table.consumer_instance is not None
         lease = LaneLease(table.consumer_instance, lane, 1)
+        state, publisher = DcCkfState(config), DcCkfPublisher(identity)
+        return cls(identity, fmt, state, publisher, table, lane, replica, lease)
 
-        blocks = zip(external, expanded.tolist(), strict=True)
-        stored = [StoredBlock(e, t) for e, t in blocks]
-        state.apply(KvStored(worker_id, tuple(stored[:n]), dp_rank=0))
-        _, snapshot = publisher.snapshot_after_barrier(state, lease)
-        frames = list(encode_snapshot_chunks(fmt, dc_id, snapshot.sequence, snapshot.buckets))
-        assembly = SnapshotAssembly(fmt)
+    def snapshot(self, stored: KvStored) -> list[bytes]:
+        """``stored`` applied, the barrier snapshot as CBI1 chunks, assembled and installed in
+        the lane; the chunks."""
+        self.state.apply(stored)
+        _, snap = self.publisher.snapshot_after_barrier(self.state, self.lease)
+        dc_id = int(self.identity.dc_id)
+        frames = list(encode_snapshot_chunks(self.fmt, dc_id, snap.sequence, snap.buckets))
+        assembly = SnapshotAssembly(self.fmt)
         assembled = None
         for frame in frames:
-            assembled = assembly.absorb(decode(fmt, frame))
+            assembled = assembly.absorb(decode(self.fmt, frame))
         assert assembled is not None
-        replica.assign(identity, lease)
-        replica.install_snapshot(DcCkfSnapshot(identity, lease, assembled.epoch, assembled.words))
-        snap_ok = bool(np.array_equal(table.lane_words(lane), state.words()))
-
-        child = state.apply(
-            KvStored(worker_id, tuple(stored[n:]), parent_hash=external[n - 1], dp_rank=0)
+        self.replica.assign(self.identity, self.lease)
+        self.replica.install_snapshot(
+            DcCkfSnapshot(self.identity, self.lease, assembled.epoch, assembled.words)
         )
-        if child.error is not None or child.batch is None:
+        return frames
+
+    def delta(self, child: KvStored, name: str) -> bytes:
+        """The ``child`` Stored event published as a CBI1 delta and applied to the lane; the
+        delta."""
+        outcome = self.state.apply(child)
+        if outcome.error is not None or outcome.batch is None:
             raise SimulationError(
                 SimulationVariant.RoundTrip,
-                f"{space.name}: child Stored event failed: {child.error}",
+                f"{name}: child Stored event failed: {outcome.error}",
             )
-        delta = publisher.publish(child.batch)
+        delta = self.publisher.publish(outcome.batch)
         assert delta is not None
-        payload = encode_delta(fmt, dc_id, delta.base_sequence, delta.sequence, delta.images())
-        decoded = decode(fmt, payload)
+        dc_id = int(self.identity.dc_id)
+        payload = encode_delta(self.fmt, dc_id, delta.base_sequence, delta.sequence, delta.images())
+        decoded = decode(self.fmt, payload)
         assert isinstance(decoded, Delta)
-        replica.apply_delta(
+        self.replica.apply_delta(
             DcCkfDelta(
-                identity, lease, decoded.base_epoch, decoded.epoch, decoded.buckets, decoded.words
+                self.identity,
+                self.lease,
+                decoded.base_epoch,
+                decoded.epoch,
+                decoded.buckets,
+                decoded.words,
             )
         )
-        delta_ok = bool(np.array_equal(table.lane_words(lane), state.words()))
-        results.append(
-            SpaceResult(
-                space,
-                domain,
-                lane,
-                initial,
-                expanded,
-                canonical,
-                frames,
-                payload,
-                snap_ok,
-                delta_ok,
-            )
-        )
-    return HashSpaceRoundTrip(results, tables, block_size)
+        return payload
+
+    def matches(self) -> bool:
+        """Whether the lane holds the producer's words."""
+        return bool(np.array_equal(self.table.lane_words(self.lane), self.state.words()))

@@ -17,12 +17,15 @@ import numpy.typing as npt
 
 from cbi1kit._files import written_whole
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._text import table
 from cbi1kit.capture._file import RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.errors import SimulationError, SimulationVariant
-from cbi1kit.hashing._identity import CanonicalModelRegistration, KvQuerySemantics, RelayIdentity
+from cbi1kit.hashing._formats import KvQuerySemantics
+from cbi1kit.hashing._identity import RelayIdentity
+from cbi1kit.hashing._models import CanonicalModelRegistration
 from cbi1kit.relay._messages import (
     RELAY_CONTRACT_MARKER,
     PoolCatalog,
@@ -149,6 +152,47 @@ class SimRelayResult:
             "final_sequence": dict(self.final_sequence),
             "simulation": self.simulation.as_dict(),
         }
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """The figures as ``cbi1kit simulate`` prints them: the simulation's, the capture's,
+        then the false positives the simulator measured (when it probed)."""
+        sim = self.simulation
+        rows: list[tuple[str, object]] = [
+            ("requests", sim.requests),
+            ("events (stored/removed/cleared)", "/".join(map(str, sim.events.values()))),
+            ("event errors", sim.event_errors or "none"),
+            ("hit rate", f"{sim.hit_rate:.4f}"),
+            ("requests per DC", sim.requests_per_dc),
+            ("deltas per DC", sim.deltas),
+            ("load factor per DC", [round(a, 4) for a in sim.load_factors]),
+            ("capacity failures per DC", sim.capacity_failures),
+            ("simulated time", f"{(sim.end_ms - sim.start_ms) / 1000:.1f} s"),
+            ("wall time", f"{sim.wall_seconds:.2f} s"),
+            ("capture", f"{self.path} ({self.capture_bytes} bytes)"),
+            ("messages", self.messages),
+            ("snapshot frames / delta frames", f"{self.snapshot_frames} / {self.delta_frames}"),
+            ("heartbeats", self.heartbeats),
+            ("catalog updates", self.catalog_updates),
+            (
+                "streams (forced snapshots, resubscriptions)",
+                f"{self.streams} ({self.forced_snapshots}, {self.resubscriptions})",
+            ),
+            ("final sequence per recorded DC", self.final_sequence),
+        ]
+        if sim.fpr is not None:
+            rows += [
+                ("distinct absent probes", sim.absent_probes),
+                (
+                    "false positives (expected 8α/65534)",
+                    f"{sim.false_positives} ({sim.expected_false_positives:.1f})",
+                ),
+                ("measured FPR", str(sim.fpr)),
+                ("estimated FPR 8α/65534", f"{sim.estimated_fpr:.2e}"),
+            ]
+        return table(rows, ("figure", "value"))
 
 
 @dataclass(slots=True)

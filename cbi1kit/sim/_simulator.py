@@ -35,15 +35,17 @@ from cbi1kit.ckf._producer import (
 from cbi1kit.ckf._stats import FprMeasurement, estimated_false_positive_rate
 from cbi1kit.ckf._table import DEFAULT_MAX_KICKS
 from cbi1kit.errors import SimulationError, SimulationVariant
+from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.hashing._identity import (
     MAX_LANES,
     ConsumerInstanceId,
     DcCkfFormatIdentity,
-    IndexerDomainId,
-    KvQueryHashFormat,
     LaneLease,
-    PoolId,
     ProducerIdentity,
+)
+from cbi1kit.hashing._pools import (
+    IndexerDomainId,
+    PoolId,
     derive_cache_semantics_id,
     derive_routing_scope_id,
     stable_dc_id,
@@ -450,7 +452,13 @@ class ReferenceSimulator:
 
     # -- helpers -------------------------------------------------------------------------------
     def _setup(self, workload: Workload, t0: int, on_snapshot: SnapshotHook | None) -> None:
-        cfg = self.config
+        """The run's start at ``t0``: the result's per-DC counters, each DC's identity, hub
+        snapshot and consumer lane, the first restart due."""
+        cfg, res = self.config, self.result
+        res.deltas = [0] * cfg.dcs
+        res.images = [0] * cfg.dcs
+        res.requests_per_dc = [0] * cfg.dcs
+        res.start_ms = res.end_ms = t0
         for dc, state in enumerate(self.states):
             ident = producer_identity(
                 cfg, dc, state.format, workload.hash_format, workload.block_size
@@ -675,51 +683,62 @@ class ReferenceSimulator:
         if self._ran:
             raise RuntimeError("a Simulator runs once; make a new one")
         self._ran = True
-        cfg = self.config
-        res = self.result
-        res.deltas = [0] * cfg.dcs
-        res.images = [0] * cfg.dcs
-        res.requests_per_dc = [0] * cfg.dcs
         started = time.perf_counter()
         ts = workload.timestamps_ms.tolist()
-        t0 = ts[0] if ts else 0
-        res.start_ms = res.end_ms = t0
-        self._setup(workload, t0, on_snapshot)
+        self._setup(workload, ts[0] if ts else 0, on_snapshot)
         offsets = workload.offsets.tolist()
         local_all = workload.local_hashes.tolist()
         seq_all = workload.seq_hashes.tolist()
         outputs = workload.output_tokens.tolist()
-        ms_per_token = cfg.decode_ms_per_token
         done = 0
         for i, t in enumerate(ts):
             self._advance(t, on_delta, on_event)
             s, e = offsets[i], offsets[i + 1]
-            seq = seq_all[s:e]
-            n = len(seq)
-            m, depth = self._route(seq, workload.seq_hashes[s:e])
-            res.requests += 1
-            res.requests_per_dc[m.dc] += 1
-            m.requests += 1
-            res.requested_blocks += n
-            res.hit_blocks += depth
-            self._serve(t, m, seq, depth, (local_all, s), (on_delta, on_event))
-            if n:
-                heapq.heappush(m.inflight, (t + ms_per_token * outputs[i], n))
-                m.load += n
-            res.end_ms = t
+            seq = (seq_all[s:e], workload.seq_hashes[s:e])
+            self._request(t, seq, (local_all, s), outputs[i], (on_delta, on_event))
             done += 1
             if health_every and done % health_every == 0:
                 self._log_health(done, t)
             if progress is not None and done % progress_every == 0:
                 progress(progress_every)
-        # End of run: publish every pending tail so lanes equal producers.
-        for dc in range(cfg.dcs):
-            self._drain(res.end_ms, dc, on_delta)
-        if health_every:
-            self._log_health(done, res.end_ms)
+        self._finish(done, health_every, on_delta)
         if progress is not None and done % progress_every:
             progress(done % progress_every)
+        res = self.result
         res.capacity_failures = [s.capacity_failures for s in self.states]
         res.load_factors = [s.resident_count / (4 * s.bucket_count) for s in self.states]
         res.wall_seconds = time.perf_counter() - started
         return res
+
+    def _request(
+        self,
+        t: int,
+        seq: tuple[list[int], npt.NDArray[np.uint64]],
+        local: tuple[list[int], int],
+        output_tokens: int,
+        hooks: tuple[DeltaHook | None, EventHook | None],
+    ) -> None:
+        """A request of blocks ``seq`` (as a list and as an array) at ``t``: routed, counted,
+        served, and its blocks in flight until its ``output_tokens`` are decoded."""
+        res = self.result
+        n = len(seq[0])
+        m, depth = self._route(*seq)
+        res.requests += 1
+        res.requests_per_dc[m.dc] += 1
+        m.requests += 1
+        res.requested_blocks += n
+        res.hit_blocks += depth
+        self._serve(t, m, seq[0], depth, local, hooks)
+        if n:
+            heapq.heappush(m.inflight, (t + self.config.decode_ms_per_token * output_tokens, n))
+            m.load += n
+        res.end_ms = t
+
+    def _finish(self, done: int, health_every: int, on_delta: DeltaHook | None) -> None:
+        """End of run: every pending tail published so lanes equal producers, and the last
+        health row."""
+        end = self.result.end_ms
+        for dc in range(self.config.dcs):
+            self._drain(end, dc, on_delta)
+        if health_every:
+            self._log_health(done, end)

@@ -37,7 +37,7 @@ from cbi1kit.hashing._blocks import (
     compute_block_hash_for_seq,
     compute_seq_hash_ragged,
 )
-from cbi1kit.hashing._identity import KvQueryHashFormat
+from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.hashing._xxh3 import xxh3_64_u64
 
 __all__ = [
@@ -264,70 +264,7 @@ def read_mooncake(
     :class:`~cbi1kit.errors.SimulationError` naming the line and field of the first bad record.
     """
     source = str(path)
-    ts: list[int] = []
-    inp: list[int] = []
-    out: list[int] = []
-    lens: list[int] = []
-    ids: list[int] = []
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise _workload_error(f"cannot read: {exc.strerror or exc}", source=source) from None
-    with fh:
-        for lineno, raw in enumerate(fh, 1):
-            if limit is not None and len(ts) >= limit:
-                break
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise _workload_error(
-                    f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line); "
-                    "expected a Mooncake .jsonl trace",
-                    source=source,
-                    line=lineno,
-                ) from None
-            if not text.strip(_JSON_WHITESPACE):  # not str.strip(): "\x1c" is no JSON blank
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise _workload_error(f"not JSON: {exc.msg}", source=source, line=lineno) from None
-            except (ValueError, RecursionError) as exc:  # a huge integer, nesting too deep
-                raise _workload_error(
-                    f"a JSON value the parser refuses ({type(exc).__name__})",
-                    source=source,
-                    line=lineno,
-                ) from None
-            if not isinstance(obj, dict):
-                raise _workload_error("not a JSON object", source=source, line=lineno)
-            t = _int_field(obj, "timestamp", source, lineno)
-            if ts and t < ts[-1]:
-                raise _workload_error(
-                    f"timestamp {t} is before the previous {ts[-1]}",
-                    source=source,
-                    line=lineno,
-                    field="timestamp",
-                )
-            hid = obj.get("hash_ids")
-            if not isinstance(hid, list) or any(
-                isinstance(h, bool)
-                or not isinstance(h, int)
-                or not 0 <= h <= TRACE_FIELD_MAX["hash_ids"]
-                for h in hid
-            ):
-                raise _workload_error(
-                    f"expected a list of integers in 0..={TRACE_FIELD_MAX['hash_ids']}",
-                    source=source,
-                    line=lineno,
-                    field="hash_ids",
-                )
-            ts.append(t)
-            inp.append(_int_field(obj, "input_length", source, lineno))
-            out.append(_int_field(obj, "output_length", source, lineno))
-            lens.append(len(hid))
-            ids.extend(hid)
-    if not ts:
-        raise _workload_error("no requests", source=source)
+    ts, inp, out, lens, ids = _read_trace(path, source, limit)
     hash_ids = np.array(ids, dtype=np.int64)
     lengths = np.array(lens, dtype=np.int64)
     # Hash each distinct id once, then scatter (the trace repeats shared prefixes a lot).
@@ -350,6 +287,89 @@ def read_mooncake(
         source=source,
         meta={"kind": "mooncake", "lora_name": lora_name, "cache_namespace": cache_namespace},
     )
+
+
+def _read_trace(
+    path: str | os.PathLike[str], source: str, limit: int | None
+) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    """The trace's columns: timestamps, input and output lengths, and each request's count of
+    hash ids with all the ids laid end to end."""
+    ts: list[int] = []
+    inp: list[int] = []
+    out: list[int] = []
+    lens: list[int] = []
+    ids: list[int] = []
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise _workload_error(f"cannot read: {exc.strerror or exc}", source=source) from None
+    with fh:
+        for lineno, raw in enumerate(fh, 1):
+            if limit is not None and len(ts) >= limit:
+                break
+            obj = _json_object(raw, source, lineno)
+            if obj is None:
+                continue
+            t = _int_field(obj, "timestamp", source, lineno)
+            if ts and t < ts[-1]:
+                raise _workload_error(
+                    f"timestamp {t} is before the previous {ts[-1]}",
+                    source=source,
+                    line=lineno,
+                    field="timestamp",
+                )
+            hid = _hash_ids(obj, source, lineno)
+            ts.append(t)
+            inp.append(_int_field(obj, "input_length", source, lineno))
+            out.append(_int_field(obj, "output_length", source, lineno))
+            lens.append(len(hid))
+            ids.extend(hid)
+    if not ts:
+        raise _workload_error("no requests", source=source)
+    return ts, inp, out, lens, ids
+
+
+def _json_object(raw: bytes, source: str, lineno: int) -> dict[str, object] | None:
+    """A trace line as its JSON object; None for a blank line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _workload_error(
+            f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line); "
+            "expected a Mooncake .jsonl trace",
+            source=source,
+            line=lineno,
+        ) from None
+    if not text.strip(_JSON_WHITESPACE):  # not str.strip(): "\x1c" is no JSON blank
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _workload_error(f"not JSON: {exc.msg}", source=source, line=lineno) from None
+    except (ValueError, RecursionError) as exc:  # a huge integer, nesting too deep
+        raise _workload_error(
+            f"a JSON value the parser refuses ({type(exc).__name__})",
+            source=source,
+            line=lineno,
+        ) from None
+    if not isinstance(obj, dict):
+        raise _workload_error("not a JSON object", source=source, line=lineno)
+    return obj
+
+
+def _hash_ids(obj: dict[str, object], source: str, lineno: int) -> list[int]:
+    hid = obj.get("hash_ids")
+    if not isinstance(hid, list) or any(
+        isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= TRACE_FIELD_MAX["hash_ids"]
+        for h in hid
+    ):
+        raise _workload_error(
+            f"expected a list of integers in 0..={TRACE_FIELD_MAX['hash_ids']}",
+            source=source,
+            line=lineno,
+            field="hash_ids",
+        )
+    return hid
 
 
 def _hash_space(space: HashSpaceName) -> KvQueryHashFormat:
@@ -394,16 +414,13 @@ def synthetic_chat(
         )
     rng = np.random.default_rng(seed)
     eagle = fmt.is_eagle
-
-    def draw(bounds: tuple[int, int], size: int | None = None) -> npt.NDArray[np.int64]:
-        return rng.integers(bounds[0], bounds[1] + 1, size=size, dtype=np.int64)
-
+    shape = _ChatShape(turns, user_tokens, assistant_tokens, think_time_ms, vocab_size)
     prompts = [
         rng.integers(0, vocab_size, size=system_prompt_tokens, dtype=np.uint32)
         for _ in range(n_system_prompts)
     ]
     starts = np.cumsum(rng.exponential(1000.0 / session_rate_per_s, size=n_sessions))
-    # (time, session, turn, n_tokens, output, lora) rows, then each session's hashes once.
+    # (time, session, turn, n_tokens, output) rows, then each session's hashes once.
     rows: list[tuple[int, int, int, int, int]] = []
     session_hashes: list[U64Array] = []
     session_lora: list[str | None] = []
@@ -412,33 +429,12 @@ def synthetic_chat(
         lora = None
         if hash_space == "lora" and lora_names and rng.random() < lora_fraction:
             lora = lora_names[int(rng.integers(0, len(lora_names)))]
-        n_turns = int(draw(turns))
-        parts: list[npt.NDArray[np.uint32]] = [prompt]
-        t = float(starts[s])
-        length = system_prompt_tokens
-        for k in range(n_turns):
-            user = rng.integers(0, vocab_size, size=int(draw(user_tokens)), dtype=np.uint32)
-            answer = rng.integers(0, vocab_size, size=int(draw(assistant_tokens)), dtype=np.uint32)
-            parts.append(user)
-            length += user.size
-            rows.append((round(t), s, k, length, int(answer.size)))
-            parts.append(answer)
-            length += answer.size
-            t += float(draw(think_time_ms))
-        tokens = np.concatenate(parts)
+        tokens = shape.session(rng, prompt, float(starts[s]), s, rows)
         session_hashes.append(
             compute_block_hash_for_seq(tokens, block_size, lora_name=lora, is_eagle=eagle)
         )
         session_lora.append(lora)
-    order = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], rows[i][2]))
-    locals_: list[U64Array] = []
-    lengths = np.empty(len(order), dtype=np.int64)
-    for j, i in enumerate(order):
-        _, s, _, n_tokens, _ = rows[i]
-        n = block_count(n_tokens, block_size, eagle)
-        locals_.append(session_hashes[s][:n])
-        lengths[j] = n
-    local = np.concatenate(locals_) if locals_ else np.empty(0, dtype=np.uint64)
+    order, lengths, local = _arrival_order(rows, session_hashes, block_size, eagle)
     offsets = np.zeros(lengths.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return Workload(
@@ -454,6 +450,63 @@ def synthetic_chat(
         source=f"synthetic_chat(seed={seed}, space={hash_space})",
         meta={"kind": "synthetic_chat", "hash_space": hash_space, "seed": seed},
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _ChatShape:
+    """A chat session's shape, ranges inclusive: its turns, the tokens of each user and
+    assistant message, the think time before the next turn; the vocabulary drawn from."""
+
+    turns: tuple[int, int]
+    user_tokens: tuple[int, int]
+    assistant_tokens: tuple[int, int]
+    think_time_ms: tuple[int, int]
+    vocab_size: int
+
+    def session(
+        self,
+        rng: np.random.Generator,
+        prompt: npt.NDArray[np.uint32],
+        start: float,
+        s: int,
+        rows: list[tuple[int, int, int, int, int]],
+    ) -> npt.NDArray[np.uint32]:
+        """Session ``s``'s tokens after ``prompt``, each turn's request appended to ``rows``
+        as ``(time, session, turn, n_tokens, output)``: the conversation so far."""
+        parts = [prompt]
+        t = start
+        length = prompt.size
+        for k in range(_draw(rng, self.turns)):
+            user = rng.integers(0, self.vocab_size, _draw(rng, self.user_tokens), np.uint32)
+            answer = rng.integers(0, self.vocab_size, _draw(rng, self.assistant_tokens), np.uint32)
+            parts.append(user)
+            length += user.size
+            rows.append((round(t), s, k, length, int(answer.size)))
+            parts.append(answer)
+            length += answer.size
+            t += _draw(rng, self.think_time_ms)
+        return np.concatenate(parts)
+
+
+def _arrival_order(
+    rows: list[tuple[int, int, int, int, int]],
+    session_hashes: list[U64Array],
+    block_size: int,
+    eagle: bool,
+) -> tuple[list[int], I64Array, U64Array]:
+    """The requests in arrival order (ties by session, then turn): that order, each one's block
+    count, and their local hashes laid end to end."""
+    order = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], rows[i][2]))
+    lengths = np.array([block_count(rows[i][3], block_size, eagle) for i in order], np.int64)
+    local = np.concatenate(
+        [session_hashes[rows[i][1]][:n] for i, n in zip(order, lengths.tolist(), strict=True)]
+        or [np.empty(0, dtype=np.uint64)]
+    )
+    return order, lengths, local
+
+
+def _draw(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
+    return int(rng.integers(bounds[0], bounds[1] + 1, dtype=np.int64))
 
 
 def concat(workloads: Iterable[Workload]) -> Workload:

@@ -8,30 +8,36 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.viz._charts import (
-        bucket_words_table as bucket_words_table,
-        byte_map_chart as byte_map_chart,
-        churn_chart as churn_chart,
-        compare_runs_chart as compare_runs_chart,
-        filter_health_chart as filter_health_chart,
-        filter_health_table as filter_health_table,
-        fingerprint_chart as fingerprint_chart,
-        fleet_churn_chart as fleet_churn_chart,
-        fpr_vs_load_chart as fpr_vs_load_chart,
+    from cbi1kit.viz._chart_common import (
         full_table as full_table,
         hex64 as hex64,
-        lanes_over_time_chart as lanes_over_time_chart,
-        occupancy_chart as occupancy_chart,
-        prefix_depth_chart as prefix_depth_chart,
-        slots_histogram_chart as slots_histogram_chart,
     )
     from cbi1kit.viz._display import (
         setup_notebook as setup_notebook,
+    )
+    from cbi1kit.viz._lane_charts import (
+        bucket_words_table as bucket_words_table,
+        byte_map_chart as byte_map_chart,
+        fingerprint_chart as fingerprint_chart,
+        occupancy_chart as occupancy_chart,
+        slots_histogram_chart as slots_histogram_chart,
     )
     from cbi1kit.viz._report import (
         ReportResult as ReportResult,
         build_report as build_report,
         charted_lane as charted_lane,
+    )
+    from cbi1kit.viz._run_charts import (
+        compare_runs_chart as compare_runs_chart,
+        fleet_churn_chart as fleet_churn_chart,
+        fpr_vs_load_chart as fpr_vs_load_chart,
+        prefix_depth_chart as prefix_depth_chart,
+    )
+    from cbi1kit.viz._stream_charts import (
+        churn_chart as churn_chart,
+        filter_health_chart as filter_health_chart,
+        filter_health_table as filter_health_table,
+        lanes_over_time_chart as lanes_over_time_chart,
     )
     from cbi1kit.viz._whatif import (
         WhatIf as WhatIf,

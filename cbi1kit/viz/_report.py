@@ -40,19 +40,20 @@ from cbi1kit.errors import OutputError, OutputVariant, VizError, VizVariant, one
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake
-from cbi1kit.viz._charts import (
+from cbi1kit.viz._display import STATIC_ENV
+from cbi1kit.viz._lane_charts import (
     byte_map_chart,
+    fingerprint_chart,
+    occupancy_chart,
+    slots_histogram_chart,
+)
+from cbi1kit.viz._run_charts import fpr_vs_load_chart, prefix_depth_chart
+from cbi1kit.viz._stream_charts import (
     churn_chart,
     filter_health_chart,
     filter_health_table,
-    fingerprint_chart,
-    fpr_vs_load_chart,
     lanes_over_time_chart,
-    occupancy_chart,
-    prefix_depth_chart,
-    slots_histogram_chart,
 )
-from cbi1kit.viz._display import STATIC_ENV
 
 __all__ = [
     "CHART_KINDS",
@@ -171,30 +172,54 @@ def report_charts(
 def _charts(
     capture: Path, workload: Workload | None, report: ReplayReport, one: LaneReport
 ) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
+    """``report_charts``: of the lane ``one`` of ``report``, then of ``workload``'s simulation."""
     lane = one.final_lane
     assert lane is not None  # _chosen_lane's
-    frames = frames_table(capture).collect()
-    images, snapshots = images_table(capture), snapshots_table(capture)
-    streams = set(one.streams)
-    if len(report.lanes) > 1:  # the tables hold every lane's rows: the chosen one's only
-        frames = frames.filter(pl.col("stream_id").is_in(sorted(streams)))
-        ours = frames.select("frame_index")
-        images = images.join(ours, on="frame_index", how="semi")
-        snapshots = snapshots.join(ours, on="frame_index", how="semi")
+    frames, images, snapshots = _lane_tables(capture, report, one)
     first = next(
         r
         for r in read_capture(capture, damage="report")  # damage is the summary's to tell
         if isinstance(r, FrameRecord)
         and r.update is not None
         and r.payload
-        and (len(report.lanes) == 1 or r.stream_id in streams)
+        and (len(report.lanes) == 1 or r.stream_id in one.streams)
     )
     yield "byte_map", "The first frame of the lane, byte by byte", byte_map_chart(first.payload)
     yield "occupancy", "Occupied slots per bucket range of the final lane", occupancy_chart(lane)
     yield "slots_histogram", "Slots per bucket against Binomial(4, α)", slots_histogram_chart(lane)
     yield "fingerprints", "Stored fingerprint values", fingerprint_chart(lane)
     seed = int(frames["cbi1_seed"].drop_nulls()[0])
-    health = filter_health_table(snapshots, images, report=one, seed=seed)
+    yield from _fpr_charts(capture, filter_health_table(snapshots, images, report=one, seed=seed))
+    bucket_count = int(lane.shape[0])
+    yield "churn", "Delta churn", churn_chart(frames, images, bucket_count=bucket_count)
+    yield (
+        "lanes",
+        "Every lane's load over the capture, and when a router could not use it",
+        lanes_over_time_chart(global_timeline(report)),
+    )
+    if workload is not None:
+        yield _trace_chart(capture, workload)
+
+
+def _lane_tables(
+    capture: Path, report: ReplayReport, one: LaneReport
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The capture's frames, images and snapshots tables: the rows of lane ``one`` only."""
+    frames = frames_table(capture).collect()
+    images, snapshots = images_table(capture), snapshots_table(capture)
+    if len(report.lanes) > 1:  # the tables hold every lane's rows: the chosen one's only
+        frames = frames.filter(pl.col("stream_id").is_in(sorted(set(one.streams))))
+        ours = frames.select("frame_index")
+        images = images.join(ours, on="frame_index", how="semi")
+        snapshots = snapshots.join(ours, on="frame_index", how="semi")
+    return frames, images, snapshots
+
+
+def _fpr_charts(
+    capture: Path, health: pl.DataFrame
+) -> Iterator[tuple[str, str, alt.TopLevelMixin]]:
+    """The lane's health over the stream (``filter_health_table``'s ``health``), and its
+    measured false-positive rate against its load."""
     yield (
         "filter_health",
         "Load over the stream; estimated and measured FPR (95 % Wilson intervals)",
@@ -218,15 +243,10 @@ def _charts(
             f"{each} distinct random probes each",
         ),
     )
-    bucket_count = int(lane.shape[0])
-    yield "churn", "Delta churn", churn_chart(frames, images, bucket_count=bucket_count)
-    yield (
-        "lanes",
-        "Every lane's load over the capture, and when a router could not use it",
-        lanes_over_time_chart(global_timeline(report)),
-    )
-    if workload is None:
-        return
+
+
+def _trace_chart(capture: Path, workload: Workload) -> tuple[str, str, alt.TopLevelMixin]:
+    """CKF against exact prefix depth, from a separate simulation of ``workload``."""
     run = Simulator(SimulatorConfig(**TRACE_SIMULATION)).run(workload)  # type: ignore[arg-type]
     where = (
         f"a separate simulation, not {capture.name}: {len(workload):,} requests of "
@@ -234,7 +254,7 @@ def _charts(
         f"{TRACE_SIMULATION['workers_per_dc']} workers × {TRACE_SIMULATION['capacity_blocks']:,} "
         "blocks, CKF routing"
     )
-    yield (
+    return (
         "prefix_depth",
         f"CKF vs exact prefix depth, from {where}",
         prefix_depth_chart(run.depth_table(), subtitle=f"from {where}"),
@@ -453,39 +473,42 @@ def build_report(
         figures = []
         for kind, caption, chart in _charts(cap, workload, report, one):
             say(f"chart {kind}")
-            written.append(out / "png" / f"{kind}.png")
-            figures.append(_figure(vlc, kind, caption, chart.to_json(), result))
+            figures.append(_figure(vlc, kind, caption, chart.to_json(), result, written))
 
-        notebook_links = []
+        links = []
         if callable(executed):
             executed = executed()
         if source_dir is not None:
-            # relative to the notebooks (their working folder): the pages show no home folder
-            params = {"capture": os.path.relpath(cap, source_dir)}
-            if trace:
-                params["trace"] = os.path.relpath(Path(trace).resolve(), source_dir)
-            pages = _Pages(out, source_dir, params, executed, written, say)
-            notebook_links = [pages.write(name, result) for name in names]
+            pages = _Pages(out, source_dir, cap, trace, executed, written, say)
+            links = [pages.write(name, result) for name in names]
 
-        rows = "".join(
-            f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-            for k, v in _summary(cap, report, one)
-        )
-        parts = [
-            _page_head("cbi1kit report"),
-            f"<p>Generated from <code>{html.escape(cap.name)}</code>; every chart is embedded, "
-            "nothing is fetched.</p>",
-            f"<h2>Replay</h2><table>{rows}</table>",
-            "<h2>Charts</h2>",
-            *figures,
-        ]
-        if notebook_links:
-            parts += ["<h2>Notebooks (executed)</h2><ul>", *notebook_links, "</ul>"]
-        parts.append("</body></html>")
         written.append(result.index)
-        result.index.write_text("\n".join(parts), encoding="utf-8")
+        result.index.write_text(_index_page(cap, report, one, figures, links), encoding="utf-8")
         result.seconds = time.perf_counter() - started
         return result
+
+
+def _index_page(
+    cap: Path, report: ReplayReport, one: LaneReport, figures: list[str], links: list[str]
+) -> str:
+    """The report's ``index.html``: the replay's summary, the charts' ``figures``, the
+    ``links`` to the notebooks' pages."""
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+        for k, v in _summary(cap, report, one)
+    )
+    parts = [
+        _page_head("cbi1kit report"),
+        f"<p>Generated from <code>{html.escape(cap.name)}</code>; every chart is embedded, "
+        "nothing is fetched.</p>",
+        f"<h2>Replay</h2><table>{rows}</table>",
+        "<h2>Charts</h2>",
+        *figures,
+    ]
+    if links:
+        parts += ["<h2>Notebooks (executed)</h2><ul>", *links, "</ul>"]
+    parts.append("</body></html>")
+    return "\n".join(parts)
 
 
 def _claim(
@@ -510,11 +533,14 @@ def _claim(
                 raise VizError(VizVariant.Report, f"{source_dir / name}.ipynb: notebook missing")
 
 
-def _figure(vlc: Any, kind: str, caption: str, spec: Any, result: ReportResult) -> str:
-    """A chart's PNG written (``result.pngs``) and its ``<figure>`` with the inline SVG
-    (``vlc``: ``vl_convert``)."""
-    svg = vlc.vegalite_to_svg(spec)
+def _figure(
+    vlc: Any, kind: str, caption: str, spec: Any, result: ReportResult, written: list[Path]
+) -> str:
+    """A chart's PNG written (added to ``written`` first, then to ``result.pngs``) and its
+    ``<figure>`` with the inline SVG (``vlc``: ``vl_convert``)."""
     png = result.index.parent / "png" / f"{kind}.png"
+    written.append(png)
+    svg = vlc.vegalite_to_svg(spec)
     png.write_bytes(vlc.vegalite_to_png(spec, scale=1.5))
     result.pngs[kind] = png
     return (
@@ -525,19 +551,24 @@ def _figure(vlc: Any, kind: str, caption: str, spec: Any, result: ReportResult) 
 
 class _Pages:
     """The report's notebook pages: each notebook's run (``executed``'s, or papermill's in a
-    scratch folder) rendered to ``out/notebooks/NAME.html``."""
+    scratch folder, given the capture and the trace) rendered to ``out/notebooks/NAME.html``."""
 
     def __init__(
         self,
         out: Path,
         source_dir: Path,
-        params: dict[str, str],
+        capture: Path,
+        trace: str | os.PathLike[str] | None,
         executed: Executed | None,
         written: list[Path],
         say: Callable[[str], None],
     ) -> None:
-        self.out, self.source_dir, self.params = out / "notebooks", source_dir, params
+        self.out, self.source_dir = out / "notebooks", source_dir
         self.executed, self.written, self.say = executed, written, say
+        # relative to the notebooks (their working folder): the pages show no home folder
+        self.params = {"capture": os.path.relpath(capture, source_dir)}
+        if trace:
+            self.params["trace"] = os.path.relpath(Path(trace).resolve(), source_dir)
         self.out.mkdir(exist_ok=True)
 
     def write(self, name: str, result: ReportResult) -> str:

@@ -35,14 +35,9 @@ from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._policies import POLICIES
 from cbi1kit.sim._simulator import SimulationResult, SimulatorConfig, config_error
 from cbi1kit.sim._workload import Workload, read_mooncake
-from cbi1kit.viz._charts import (
-    _BIN_SECONDS,
-    _bounded,
-    _duration,
-    fpr_vs_load_chart,
-    prefix_depth_chart,
-)
+from cbi1kit.viz._chart_common import _BIN_SECONDS, _bounded, _duration
 from cbi1kit.viz._display import interactive_charts
+from cbi1kit.viz._run_charts import fpr_vs_load_chart, prefix_depth_chart
 
 __all__ = [
     "DEBOUNCE_SECONDS",

@@ -25,10 +25,11 @@ from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.errors import CkfError, LaneError, VizError, VizVariant
-from cbi1kit.viz._charts import _lane, bucket_words_table, full_table, hex64, occupancy_chart
+from cbi1kit.viz._chart_common import _lane, full_table, hex64
 from cbi1kit.viz._display import interactive_charts
+from cbi1kit.viz._lane_charts import bucket_words_table, occupancy_chart
 from cbi1kit.viz._report import charted_lane
-from cbi1kit.wire._codec import encode_delta
+from cbi1kit.wire._encode import encode_delta
 from cbi1kit.wire._format import IMAGE_BYTES, WORD_BYTES, FilterFormat, FrameKind
 from cbi1kit.wire._inspect import Inspection, inspect
 from cbi1kit.wire._layout import DELTA_IMAGE

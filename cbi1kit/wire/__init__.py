@@ -14,17 +14,14 @@ if TYPE_CHECKING:
         SnapshotAssembly as SnapshotAssembly,
     )
     from cbi1kit.wire._codec import (
-        Delta as Delta,
         DeltaBatch as DeltaBatch,
-        Frame as Frame,
-        FrameHeader as FrameHeader,
-        SnapshotChunk as SnapshotChunk,
-        body_checksum as body_checksum,
         decode as decode,
         decode_deltas as decode_deltas,
+        peek_format as peek_format,
+    )
+    from cbi1kit.wire._encode import (
         encode_delta as encode_delta,
         encode_snapshot_chunks as encode_snapshot_chunks,
-        peek_format as peek_format,
     )
     from cbi1kit.wire._format import (
         IMAGES_MAX_FRAME_BYTES as IMAGES_MAX_FRAME_BYTES,
@@ -34,6 +31,13 @@ if TYPE_CHECKING:
         FilterFormat as FilterFormat,
         FrameKind as FrameKind,
         max_delta_images as max_delta_images,
+    )
+    from cbi1kit.wire._frames import (
+        Delta as Delta,
+        Frame as Frame,
+        FrameHeader as FrameHeader,
+        SnapshotChunk as SnapshotChunk,
+        body_checksum as body_checksum,
     )
     from cbi1kit.wire._inspect import (
         Inspection as Inspection,

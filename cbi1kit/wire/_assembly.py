@@ -31,18 +31,7 @@ import numpy.typing as npt
 import xxhash
 
 from cbi1kit.errors import Cbi1Error, Cbi1Variant
-from cbi1kit.wire._codec import (
-    _HEADER,
-    _SNAPSHOT_PREFIX,
-    IMAGE_DTYPE,
-    Buffer,
-    Delta,
-    Frame,
-    SnapshotChunk,
-    _check_envelope,
-    _checksum_error,
-    decode,
-)
+from cbi1kit.wire._codec import _check_envelope, _checksum_error, decode
 from cbi1kit.wire._format import (
     FINGERPRINT_BITS,
     FORMAT_VERSION,
@@ -55,6 +44,15 @@ from cbi1kit.wire._format import (
     WORD_BYTES,
     FilterFormat,
     FrameKind,
+)
+from cbi1kit.wire._frames import (
+    _HEADER,
+    _SNAPSHOT_PREFIX,
+    IMAGE_DTYPE,
+    Buffer,
+    Delta,
+    Frame,
+    SnapshotChunk,
 )
 
 __all__ = ["AssembledSnapshot", "SnapshotAssembly"]
@@ -102,7 +100,8 @@ class AssembledSnapshot:
         """Write the lane into ``lane`` (the consumer's own array); nothing to do when the
         assembly already wrote into it (``SnapshotAssembly(fmt, into=lane)``)."""
         if lane.shape != (self.bucket_count,):
-            raise ValueError(f"lane has shape {lane.shape}, snapshot has {self.bucket_count}")
+            why = f"lane has shape {lane.shape}, snapshot has {self.bucket_count}"
+            raise Cbi1Error(Cbi1Variant.LaneArray, field="lane", actual=lane.shape, message=why)
         if lane is not self.words:
             np.copyto(lane, self.words)
 
@@ -144,9 +143,8 @@ class SnapshotAssembly:
             or not into.flags.c_contiguous
             or not into.flags.writeable
         ):
-            raise ValueError(
-                f"into must be a writeable, contiguous uint64[{fmt.bucket_count}] array"
-            )
+            why = f"into must be a writeable, contiguous uint64[{fmt.bucket_count}] array"
+            raise Cbi1Error(Cbi1Variant.LaneArray, field="into", actual=into.shape, message=why)
         self._into = into
         self._lane: Words | None = None  # the lane being filled, until it is handed out
         self.reset()

@@ -18,7 +18,7 @@ import numpy as np
 import xxhash
 
 from cbi1kit.errors import Cbi1Error
-from cbi1kit.wire._codec import Buffer, Frame, decode
+from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
     FINGERPRINT_BITS,
@@ -37,6 +37,7 @@ from cbi1kit.wire._format import (
     FrameKind,
     max_delta_images,
 )
+from cbi1kit.wire._frames import Buffer, Frame
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, FieldSpec, Layout
 
 __all__ = ["AnnotatedHexdump", "HexRow", "InspectedField", "Inspection", "Problem", "inspect"]

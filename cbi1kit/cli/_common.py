@@ -1,16 +1,17 @@
-"""What every subcommand shares: the exit codes, the one-line error, the numeric option parsers
+"""What every command shares: the exit codes, the one-line error, the numeric option parsers
 (a number outside its range is a usage error at parse time, before any work is done or any file
-is created) and the opening of inputs, so one kind of bad input gets one exit code everywhere."""
+is created), the options several commands take, the progress bar, and the opening of inputs, so
+one kind of bad input gets one exit code everywhere."""
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
-import shutil
+import signal
 import stat
-import textwrap
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -28,6 +29,7 @@ from cbi1kit.errors import (
     SimulationVariant,
     TransportError,
 )
+from cbi1kit.wire._format import FilterFormat
 
 if TYPE_CHECKING:  # the CLI's start loads no table code
     from cbi1kit.analysis._dataset import SegmentResult
@@ -50,16 +52,19 @@ __all__ = [
     "check_capture",
     "check_regular_file",
     "check_source",
+    "checkout",
     "damaged_input",
     "dataset_damage",
     "exit_code",
+    "expected_format",
+    "format_args",
+    "on_signals",
+    "progress_bar",
+    "quiet_arg",
     "ranged",
     "real_above",
     "real_at_least",
     "seconds",
-    "table",
-    "terminal_width",
-    "wrapped",
 ]
 
 #: The README's exit codes (``errors.CLI_EXIT_CODES``).
@@ -269,79 +274,69 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-# ------------------------------------------------------------------------ output that fits
+def format_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=U64, help="expected CKF seed (checks the format)")
+    p.add_argument("--buckets", type=U64, help="expected bucket count (with --seed)")
 
 
-def terminal_width() -> int:
-    """The columns output is laid out for: the terminal's, else ``COLUMNS``, else 80."""
-    return shutil.get_terminal_size((80, 24)).columns
+def quiet_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def wrapped(text: str, indent: str = "   ") -> str:
-    """Each line of ``text`` wrapped to the terminal, continuation lines indented; a word is
-    never broken (an identity or a path stays whole, to be copied)."""
-    width = terminal_width()
-    return "\n".join(
-        textwrap.fill(
-            line,
-            width,
-            subsequent_indent=indent,
-            break_on_hyphens=False,
-            break_long_words=False,
-        )
-        for line in text.splitlines()
+@contextmanager
+def progress_bar(
+    description: str, total: int | None, enabled: bool = True
+) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr (only on a terminal); yields ``advance(n)``."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
     )
 
-
-def _wrap(cell: str, width: int) -> list[str]:
-    """A cell's lines at ``width``, words whole."""
-    return textwrap.wrap(cell, width, break_long_words=False) or [""]
-
-
-def _fit(natural: list[int], floors: list[int], room: int) -> list[int]:
-    """Column widths narrowed, the one with the most to give first, none below its floor,
-    until they fit ``room`` (or can narrow no more: then the table runs wide)."""
-    widths = list(natural)
-    while sum(widths) > room:
-        give = max(range(len(widths)), key=lambda i: widths[i] - floors[i])
-        if widths[give] <= floors[give]:
-            break
-        widths[give] -= 1
-    return widths
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda n: None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
 
 
-def table(rows: Sequence[Sequence[object]], header: Sequence[str], width: int | None = None) -> str:
-    """Rows under a header, columns two spaces apart, fitted to ``width`` (the terminal's):
-    the columns with most to give wrap between words first. When even whole words do not fit,
-    each row is a block of ``name  value`` lines instead (psql's expanded display)."""
-    width = width or terminal_width()
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
-    natural = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    floors = [max(len(w) for r in cells for w in r[i].split() or [""]) for i in range(len(header))]
-    room = width - 2 * (len(header) - 1)
-    if sum(floors) > room and len(header) <= 2:  # name and value: a long word runs over
-        floors[-1] = max(12, room - floors[0])
-    elif sum(floors) > room:
-        return _expanded(cells[1:], cells[0], width)
-    widths = _fit(natural, floors, room)
-    lines = []
-    for i, row in enumerate(cells):
-        parts = [_wrap(c, w) for c, w in zip(row, widths, strict=True)]
-        for line in itertools.zip_longest(*parts, fillvalue=""):
-            lines.append("  ".join(p.ljust(w) for p, w in zip(line, widths, strict=True)).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+def checkout(instead: str) -> str:
+    """Where the notebooks and the bundled data are (a checkout of the repository), and what
+    to do ``instead``."""
+    return f" (a cbi1kit checkout has it: run there, or {instead})"
 
 
-def _expanded(rows: list[list[str]], header: list[str], width: int) -> str:
-    """Each row as a block: a rule naming it by its first column, then a line per column."""
-    name = max(len(h) for h in header[1:])
-    lines = []
-    for row in rows:
-        rule = f"-[ {header[0]} {row[0]} ]"
-        lines.append(rule + "-" * max(0, min(width, 40) - len(rule)))
-        for h, c in zip(header[1:], row[1:], strict=True):
-            text = _wrap(c, max(20, width - name - 2))
-            lines += [f"{h if k == 0 else '':<{name}}  {t}".rstrip() for k, t in enumerate(text)]
-    return "\n".join(lines)
+def expected_format(args: argparse.Namespace) -> FilterFormat | None:
+    if args.seed is None and args.buckets is None:
+        return None
+    if args.seed is None or args.buckets is None:
+        raise CliError("--seed and --buckets go together", EXIT_USAGE)
+    try:
+        return FilterFormat(args.seed, args.buckets)
+    except Cbi1kitError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def on_signals(stop: Any) -> None:
+    """Ctrl-C / SIGTERM stop the session cleanly (only possible from the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop())
+
+
+if TYPE_CHECKING:  # the subparsers of ``cbi1kit``: each command's ``register`` adds one
+    Commands = argparse._SubParsersAction[OneLineParser]

@@ -1,5 +1,5 @@
-"""``cbi1kit fleet``: many captures into the partitioned dataset as Dask tasks, and fleet queries
-over it as Dask computations, on a local cluster (the default) or an existing one
+"""``cbi1kit fleet``: many captures into the partitioned dataset as Dask tasks, and fleet
+queries over it as Dask computations, on a local cluster (the default) or an existing one
 (``--scheduler tcp://HOST:8786``)."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cbi1kit._cli_common import (
+from cbi1kit._json import dumps as to_json
+from cbi1kit._text import table
+from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
@@ -24,13 +26,14 @@ from cbi1kit._cli_common import (
     dataset_damage,
     ranged,
     seconds,
-    table,
 )
-from cbi1kit._json import dumps as to_json
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from cbi1kit.cli._common import Commands
 
 _DEFAULT_WORKERS = 2
+
+
 #: a local cluster's largest: four worker processes per core (each a Python process of its
 #: own; 2**64 of them took the machine's memory)
 _MAX_WORKERS = 4 * (os.cpu_count() or 1)
@@ -79,7 +82,7 @@ def _workers_that_die(what: str) -> Iterator[None]:
         ) from None
 
 
-def cmd_fleet_convert(args: argparse.Namespace) -> int:
+def run_convert(args: argparse.Namespace) -> int:
     from cbi1kit.analysis._dataset import prepare_dataset
     from cbi1kit.fleet._convert import convert
 
@@ -121,7 +124,7 @@ def _plain(column: str, value: Any) -> Any:
     return value
 
 
-def cmd_fleet_query(args: argparse.Namespace) -> int:
+def run_query(args: argparse.Namespace) -> int:
     from cbi1kit.analysis._dataset import open_dataset
     from cbi1kit.fleet._queries import run_query
 
@@ -151,11 +154,11 @@ def cmd_fleet_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(subparsers: Any) -> None:
+def register(sub: Commands) -> None:
     """Add ``fleet convert`` and ``fleet query`` to ``cbi1kit``'s subcommands."""
     from cbi1kit.fleet._menu import QUERY_DOCS  # names only: no polars or Dask for --help
 
-    fleet = subparsers.add_parser(
+    fleet = sub.add_parser(
         "fleet",
         help="many captures → the partitioned dataset, and fleet queries, on Dask",
         description="Convert many captures into the partitioned Parquet dataset as Dask tasks "
@@ -163,7 +166,7 @@ def register(subparsers: Any) -> None:
         "cluster of worker processes on 127.0.0.1 by default; --scheduler tcp://HOST:8786 "
         "uses an existing cluster, whose workers need this cbi1kit and the same paths.",
     )
-    sub = fleet.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
+    commands = fleet.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
 
     def cluster(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -186,7 +189,7 @@ def register(subparsers: Any) -> None:
         )
         p.add_argument("--quiet", action="store_true", help="no cluster line on stderr")
 
-    p = sub.add_parser(
+    p = commands.add_parser(
         "convert",
         help="captures → the partitioned dataset (appends; a file already in it is skipped)",
         description="Append captures to the partitioned dataset at -o DIR, one Dask task per "
@@ -200,9 +203,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("-o", "--output", type=Path, required=True, help="dataset directory")
     cluster(p)
-    p.set_defaults(handler=cmd_fleet_convert)
+    p.set_defaults(handler=run_convert)
 
-    p = sub.add_parser(
+    p = commands.add_parser(
         "query",
         help="a fleet query over the dataset: " + ", ".join(QUERY_DOCS),
         description="Run a fleet query over the dataset as a Dask computation: "
@@ -221,4 +224,4 @@ def register(subparsers: Any) -> None:
         help="churn and load: the time bin (30s, 1m, 1h, 1d; churn 1h, load 1m by default)",
     )
     cluster(p)
-    p.set_defaults(handler=cmd_fleet_query)
+    p.set_defaults(handler=run_query)

@@ -1,0 +1,139 @@
+"""Replaying a source for a command, and picking its lane and moment: what ``stats``,
+``view``, ``explain``, ``diff`` and ``report`` share, with one answer for a question a capture
+cannot answer."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+from cbi1kit.cli._common import (
+    EXIT_INVALID,
+    EXIT_USAGE,
+    CliError,
+    check_source,
+    progress_bar,
+    seconds,
+)
+from cbi1kit.errors import (
+    Cbi1kitError,
+    IdentityError,
+    IdentityVariant,
+    LaneError,
+    LaneVariant,
+)
+from cbi1kit.wire._format import (
+    FilterFormat,
+)
+
+
+def replay_source(
+    path: Path | Any,
+    fmt: FilterFormat | None,
+    progress: bool,
+    *,
+    history: bool = False,
+) -> Any:
+    """Replay any frame source (a path, or a ``Capture`` already open) as the library does: a
+    capture's damage is reported where it is and reading goes on after it; unreadable sources
+    raise CliError (exit 3). Per-record events are counted, not kept, and the history
+    ``lane_at`` reads is kept only for ``stats --at``."""
+    from cbi1kit.analysis._capture import Capture, open_capture
+
+    if not isinstance(path, Capture):
+        check_source(path)
+    capture = path if isinstance(path, Capture) else open_capture(path, keep_tables=False)
+    name = Path(str(getattr(capture.source, "name", capture.source))).name
+    with progress_bar(f"replay {name}", None, progress) as advance:
+        return capture.replay(
+            expected_format=fmt, keep_history=history, keep_events=False, progress=advance
+        )
+
+
+def moment(text: str) -> Any:
+    """``--at``: a sequence, an ISO 8601 time with a zone, or +offset (checked at parse time)."""
+    from cbi1kit.analysis._global import parse_at
+
+    try:
+        return parse_at(text)
+    except LaneError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def max_age_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-age",
+        type=seconds(),
+        metavar="SECONDS",
+        help="the router's overlap_max_age: mark a ready lane stale (the scorer gives it no "
+        "score) when its last snapshot, delta or heartbeat is older than this at the moment",
+    )
+
+
+def pick_lane(report: Any, path: Path, dc: str | None) -> Any:
+    """The lane ``--dc`` names (an id in hex or a DC name), or the only one; a usage error
+    naming the lanes otherwise."""
+    if not report.lanes:
+        raise never_installed(path, report.violations)
+    try:
+        return report.lane(dc)
+    except LaneError as exc:
+        several = len(report.lanes) > 1
+        raise lane_choice(path, exc, several=several, asked={path: report}) from None
+
+
+def never_installed(path: Path, violations: Sequence[Any]) -> CliError:
+    """Exit 1 for a lane with no snapshot, naming the first violation that kept it out (a
+    wrong --seed or --buckets, damage): 'never installed' alone sent the user looking."""
+    from cbi1kit.analysis._events import never_installed
+
+    return CliError(f"{path}: {never_installed(violations)}", EXIT_INVALID)
+
+
+def lane_choice(
+    path: Path, exc: LaneError, *, several: bool, asked: Mapping[Path, Any] | None = None
+) -> CliError:
+    """The usage error of a lane ``--dc`` did not pick (out of ``several``, a hint)."""
+    hint = " (--dc); `cbi1kit view` shows every lane" if several else ""
+    return unanswerable(f"{path}: {exc}{hint}", asked or {})
+
+
+def unanswerable(message: str, asked: Mapping[Path, Any]) -> CliError:
+    """A question the captures ``asked`` (path: replay report) cannot answer (no such lane, no
+    catalog, a moment not replayed): a usage error (exit 2), unless one of them is damaged,
+    which may be why: then exit 1 naming it and its first damage (the lane, the catalog or the
+    moment may be what it took)."""
+    for path, report in asked.items():
+        damage = [v for v in report.violations if v.rule == "SourceDamaged"]
+        if not damage:
+            continue
+        first = damage[0]
+        return CliError(
+            f"{message}; {path} is damaged ({len(damage)} damaged range(s), first: "
+            f"{first.describe()}), which may be why",
+            EXIT_INVALID,
+        )
+    return CliError(message, EXIT_USAGE)
+
+
+#: what a capture cannot answer (exit 2, as for ``view``): the model, its catalog, its domain
+UNANSWERABLE: Final[Mapping[type[Cbi1kitError], frozenset[StrEnum]]] = {
+    IdentityError: frozenset({IdentityVariant.UnknownModel, IdentityVariant.NotALora}),
+    LaneError: frozenset(
+        {
+            LaneVariant.NoCatalog,
+            LaneVariant.TimeNotRecorded,
+            LaneVariant.SeveralDomains,
+            LaneVariant.NoSuchLane,
+            LaneVariant.SeveralLanes,
+        }
+    ),
+}
+
+
+def usage_if_unanswerable(exc: Cbi1kitError, asked: Mapping[Path, Any]) -> None:
+    if exc.variant in UNANSWERABLE.get(exc.family(), frozenset()):
+        raise unanswerable(str(exc), asked) from None

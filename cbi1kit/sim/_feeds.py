@@ -1,0 +1,380 @@
+"""The simulated relay's pools as feeds: what backs a hub (``PoolFeed``), a seeded synthetic
+producer, a fixed script of frames, a simulator run over a trace (``docs/simulator.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit.ckf._bucket import lane_occupancy
+from cbi1kit.ckf._producer import (
+    CkfConfig,
+    DcCkfPublisher,
+    DcCkfState,
+    KvRemoved,
+    KvStored,
+    StoredBlock,
+)
+from cbi1kit.hashing._formats import KvQueryHashFormat
+from cbi1kit.hashing._identity import (
+    ConsumerInstanceId,
+    DcCkfFormatIdentity,
+    LaneLease,
+    ProducerIdentity,
+)
+from cbi1kit.hashing._pools import (
+    IndexerDomainId,
+    PoolId,
+    derive_cache_semantics_id,
+    derive_routing_scope_id,
+    stable_dc_id,
+)
+from cbi1kit.relay._messages import producer_to_wire
+from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
+from cbi1kit.sim._simulator import config_error
+from cbi1kit.wire._codec import decode
+from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._frames import Delta
+
+__all__ = [
+    "FrameListFeed",
+    "PoolFeed",
+    "PoolLoad",
+    "ProducerFeed",
+    "simulated_pool",
+    "trace_feed",
+]
+
+
+class PoolFeed(Protocol):
+    """One pool's publication source: what backs a hub.
+
+    The server calls every method under the pool's lock, so a feed need not be thread-safe.
+    ``snapshot()`` is the hub mirror at the current sequence (its words a private copy);
+    ``advance()`` runs the producer one step and returns the delta frames it published (maybe
+    none), or ``None`` once the feed is exhausted (the stream then only heartbeats).
+    ``new_generation()`` re-attaches the pool under a new ``layout_generation``.
+    ``kv_load()`` is what the pool's workers would report to the load planes.
+    """
+
+    @property
+    def identity(self) -> ProducerIdentity: ...
+
+    def descriptor(self) -> pb.KvPoolDescriptor: ...
+
+    def kv_load(self) -> PoolLoad: ...
+
+    def snapshot(self) -> HubSnapshot: ...
+
+    def advance(self) -> Sequence[PublicationFrame] | None: ...
+
+    def new_generation(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLoad:
+    """What a pool's workers report: KV blocks in use and their capacity (0: unknown, as
+    upstream encodes it), and how many workers and worker ranks report."""
+
+    used_blocks: int
+    total_blocks: int
+    workers: int
+    ranks: int
+
+
+def _descriptor(
+    identity: ProducerIdentity,
+    *,
+    model: str,
+    aliases: Sequence[str],
+    endpoint: tuple[str, str, str],
+    kv_block_size: int,
+) -> pb.KvPoolDescriptor:
+    return pb.KvPoolDescriptor(
+        producer=producer_to_wire(identity),
+        serving_endpoint=pb.DynamoEndpointId(
+            namespace=endpoint[0], component=endpoint[1], endpoint=endpoint[2]
+        ),
+        registrations=[
+            pb.ModelRegistration(
+                canonical_model_id=model,
+                target=pb.ModelTarget(base=pb.BaseModelTarget(base_model=model)),
+                aliases=sorted(set(aliases) - {model}),
+            )
+        ],
+        query_semantics=pb.KvQuerySemantics(
+            kv_block_size=kv_block_size,
+            hash_format=pb.KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1,
+        ),
+        pool_roles=[pb.WORKER_ROLE_AGGREGATED],
+    )
+
+
+def simulated_pool(
+    fmt: DcCkfFormatIdentity,
+    *,
+    model: str = "sim/model",
+    aliases: Sequence[str] = ("sim",),
+    dc: str = "dc-sim",
+    endpoint: tuple[str, str, str] = ("sim", "backend", "generate"),
+    kv_block_size: int = 16,
+    incarnation: int = 0x5EED_0001,
+    generation: int = 1,
+) -> tuple[ProducerIdentity, pb.KvPoolDescriptor]:
+    """A made-up pool's identity (derived as the relay derives it) and its catalog entry."""
+    cs = derive_cache_semantics_id([model], kv_block_size, KvQueryHashFormat.DYNAMO_STANDARD_V1)
+    rs = derive_routing_scope_id(list(endpoint))
+    pool = PoolId(IndexerDomainId(cs, rs), stable_dc_id(dc))
+    identity = ProducerIdentity(pool, incarnation, generation, fmt)
+    desc = _descriptor(
+        identity, model=model, aliases=aliases, endpoint=endpoint, kv_block_size=kv_block_size
+    )
+    return identity, desc
+
+
+class ProducerFeed:
+    """A synthetic pool: ``DcCkfState`` + ``DcCkfPublisher`` driven by seeded random events.
+
+    Each step applies ``events_per_step`` stores/removes from ``WORKERS`` workers, drains the
+    dirty window and publishes one delta (a step that nets no change publishes nothing).
+    ``steps`` bounds the feed (``None`` runs forever). ``words()`` is the producer's lane: what a
+    violation-free replay of the stream must end with. Its load is the blocks its workers hold
+    against ``expected_blocks``, the capacity the filter is sized for (as a deployment sizes it).
+    """
+
+    WORKERS: Final = 3
+
+    def __init__(
+        self,
+        *,
+        expected_blocks: int = 4096,
+        seed: int = 0,
+        events_per_step: int = 8,
+        steps: int | None = 100,
+        model: str = "sim/model",
+        aliases: Sequence[str] = ("sim",),
+        dc: str = "dc-sim",
+        endpoint: tuple[str, str, str] = ("sim", "backend", "generate"),
+        kv_block_size: int = 16,
+        incarnation: int = 0x5EED_0001,
+    ) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._config = CkfConfig(expected_blocks, publish_every_n_events=1 << 30)
+        self._state = DcCkfState(self._config)
+        fmt = DcCkfFormatIdentity(self._config.seed, self._config.bucket_count())
+        self._pool = functools.partial(
+            simulated_pool,
+            fmt,
+            model=model,
+            aliases=tuple(aliases),
+            dc=dc,
+            endpoint=endpoint,
+            kv_block_size=kv_block_size,
+            incarnation=incarnation,
+        )
+        self._incarnation = incarnation
+        self._generation = 1
+        self._attach()
+        self.events_per_step = events_per_step
+        self.steps_left = steps
+        self._live: list[tuple[int, int]] = []  # (worker, external block hash)
+        self._next_hash = 1
+
+    def _attach(self) -> None:
+        """The pool's identity, catalog entry and publisher at the current generation."""
+        self._identity, self._descriptor = self._pool(generation=self._generation)
+        lease = LaneLease(ConsumerInstanceId(self._incarnation), 0, self._generation)
+        self._publisher = DcCkfPublisher(self._identity, lease=lease)
+
+    @property
+    def identity(self) -> ProducerIdentity:
+        return self._identity
+
+    @property
+    def sequence(self) -> int:
+        return self._publisher.last_sequence
+
+    def words(self) -> npt.NDArray[np.uint64]:
+        return self._state.words().copy()
+
+    def descriptor(self) -> pb.KvPoolDescriptor:
+        return self._descriptor
+
+    def kv_load(self) -> PoolLoad:
+        capacity = self._config.expected_blocks_per_dc
+        return PoolLoad(len(self._live), capacity, self.WORKERS, self.WORKERS)
+
+    def snapshot(self) -> HubSnapshot:
+        return HubSnapshot(self._identity, self._publisher.last_sequence, self.words())
+
+    def advance(self) -> Sequence[PublicationFrame] | None:
+        if self.steps_left is not None:
+            if self.steps_left <= 0:
+                return None
+            self.steps_left -= 1
+        rng = self._rng
+        for _ in range(self.events_per_step):
+            worker = int(rng.integers(1, self.WORKERS + 1))
+            if self._live and rng.random() < 0.35:
+                i = int(rng.integers(len(self._live)))
+                w, ext = self._live.pop(i)
+                self._state.apply(KvRemoved(w, (ext,)))
+            else:
+                ext = self._next_hash
+                self._next_hash += 1
+                tokens = int(rng.integers(1, 1 << 63))
+                self._state.apply(KvStored(worker, (StoredBlock(ext, tokens),)))
+                self._live.append((worker, ext))
+        batch = self._state.drain()
+        if batch is None:
+            return ()
+        delta = self._publisher.publish(batch)
+        return () if delta is None else (encode_delta_publication(delta),)
+
+    def new_generation(self) -> None:
+        self._generation += 1
+        self._attach()
+
+
+class FrameListFeed:
+    """A fixed script: a snapshot, then the given delta frames, ``per_step`` at a time.
+
+    Used by the benchmark (pre-encoded frames, so the server's send rate is not the encoder's)
+    and by tests that need exact payloads. With ``track_lane`` the feed applies each delta it
+    publishes to its own copy of the lane, so a late (re)subscriber gets a correct snapshot and
+    ``words()`` is the lane a replay must end with. ``new_generation`` simply ends the script.
+    Its load is the lane's fingerprints (the blocks the filter holds: a block cached by two
+    workers counts once) against ``kv_capacity`` (0: unknown), reported by ``workers`` workers
+    of ``ranks`` ranks in all.
+    """
+
+    def __init__(
+        self,
+        snapshot: HubSnapshot,
+        deltas: Sequence[PublicationFrame],
+        *,
+        descriptor: pb.KvPoolDescriptor,
+        per_step: int = 1,
+        track_lane: bool = True,
+        kv_capacity: int = 0,
+        workers: int = 1,
+        ranks: int = 1,
+    ) -> None:
+        self._identity: ProducerIdentity = snapshot.identity
+        self._words = np.array(snapshot.buckets, dtype=np.uint64, copy=True)
+        self._deltas = list(deltas)
+        self._descriptor = descriptor
+        self._next = 0
+        self._sequence = snapshot.sequence
+        self._format = FilterFormat(self._identity.format.seed, self._identity.format.bucket_count)
+        self.per_step = per_step
+        self.track_lane = track_lane
+        self._load = (kv_capacity, workers, ranks)
+        self._occupied: int | None = None  # counted when asked, again after the lane changed
+
+    @property
+    def identity(self) -> ProducerIdentity:
+        return self._identity
+
+    @property
+    def sequence(self) -> int:
+        return self._sequence
+
+    def words(self) -> npt.NDArray[np.uint64]:
+        return self._words.copy()
+
+    def descriptor(self) -> pb.KvPoolDescriptor:
+        return self._descriptor
+
+    def kv_load(self) -> PoolLoad:
+        capacity, workers, ranks = self._load
+        if self._occupied is None:
+            # each fingerprint is one block the pool's filter holds
+            self._occupied = lane_occupancy(self._words)
+        return PoolLoad(self._occupied, capacity, workers, ranks)
+
+    def snapshot(self) -> HubSnapshot:
+        return HubSnapshot(self._identity, self._sequence, self.words())
+
+    def advance(self) -> Sequence[PublicationFrame] | None:
+        if self._next >= len(self._deltas):
+            return None
+        out = self._deltas[self._next : self._next + self.per_step]
+        self._next += len(out)
+        for frame in out:
+            if self.track_lane:
+                delta = decode(self._format, frame.payload)
+                assert isinstance(delta, Delta)
+                self._words[delta.buckets] = delta.words
+                self._occupied = None
+            self._sequence = frame.sequence
+        return out
+
+    def new_generation(self) -> None:
+        self._deltas = self._deltas[: self._next]
+
+
+def trace_feed(
+    trace: str | os.PathLike[str],
+    sim_config: Any = None,
+    *,
+    dc: int = 0,
+    limit: int | None = None,
+    model: str = "mooncake/trace",
+) -> FrameListFeed:
+    """DC ``dc`` of the simulator run over a Mooncake trace, as a feed.
+
+    The same producer → publisher → envelope pipeline as ``cbi1kit.sim._simrelay`` (the
+    ``Simulator``'s ``on_snapshot`` / ``on_delta`` hooks, each delta through
+    ``encode_delta_publication``), run once up front; the server then plays the publications
+    back at its own pace instead of the trace's clock. ``sim_config`` is a
+    ``cbi1kit.sim._simulator.SimulatorConfig`` (default: one DC).
+    """
+    from cbi1kit.sim._engine import Simulator
+    from cbi1kit.sim._simulator import SimulatorConfig
+    from cbi1kit.sim._workload import read_workload
+
+    workload = read_workload(trace, limit=limit)
+    config = sim_config or SimulatorConfig()
+    sim = Simulator(config)
+    first: list[Any] = []
+    frames: list[PublicationFrame] = []
+
+    def on_snapshot(_t: int, at: int, snapshot: Any) -> None:
+        if at == dc and not first:
+            first.append(snapshot)
+
+    def on_delta(_t: int, at: int, delta: Any) -> None:
+        if at == dc:
+            frames.append(encode_delta_publication(delta))
+
+    sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
+    if not first:
+        raise config_error("dc", dc, "the simulation has no such DC", what="feed")
+    snap = first[0]
+    identity: ProducerIdentity = snap.identity
+    desc = _descriptor(
+        identity,
+        model=model,
+        aliases=(),
+        endpoint=("sim", "backend", f"dc{dc}"),
+        kv_block_size=workload.block_size,
+    )
+    start = HubSnapshot(identity, int(snap.sequence), np.asarray(snap.buckets, dtype=np.uint64))
+    ranks = config.workers_per_dc * config.dp_ranks
+    return FrameListFeed(
+        start,
+        frames,
+        descriptor=desc,
+        kv_capacity=ranks * config.capacity_blocks,
+        workers=config.workers_per_dc,
+        ranks=ranks,
+    )
