@@ -8,11 +8,12 @@ PIP    := $(PY) -m pip
 STAMP_BASE := $(VENV)/.stamp-base
 STAMP_DEV  := $(VENV)/.stamp-dev
 
-.PHONY: demo test lint typecheck pytest bench bench-quick sample real-sample lab chromium clean help
+.PHONY: demo test test-all lint typecheck pytest bench bench-quick sample real-sample lab chromium clean help
 
 help:
 	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
 	@echo "make test   - build .venv with dev+oracle extras, then ruff, mypy and pytest"
+	@echo "make test-all - make test with the tests marked slow too (what CI runs)"
 	@echo "make bench  - run the benchmarks in benchmarks/ and print their figures"
 	@echo "make bench-quick - every benchmark's --quick smoke run (CI: no timed assertions)"
 	@echo "make sample - regenerate the bundled sample capture from the trace"
@@ -71,10 +72,16 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(VENV)/bin/mypy cbi1kit tools
 
+# the tests marked slow (pyproject: whole runs, exhaustive sweeps) run in CI and `make test-all`
+PYTEST_MARK := $(if $(or $(CI),$(ALL)),,-m "not slow")
+
 pytest: $(STAMP_DEV) chromium
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_MARK)
 
 test: lint typecheck pytest
+
+test-all:
+	$(MAKE) test ALL=1
 
 # each prints its figures beside a baseline of the same run (benchmarks/README.md)
 bench: $(STAMP_DEV)

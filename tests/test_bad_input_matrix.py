@@ -230,7 +230,11 @@ INPUTS = [
     ("simulate trace", ["simulate", "{in}", "-o", "{out}"], 1),
     ("report --trace", REPORT_TRACE, 1),
     ("serve --trace", ["serve", "--trace", "{in}", "--duration", "0.2"], 1),
-    ("record --append", ["record", "127.0.0.1:1", "-o", "{in}", "--append", "--quiet"], 3),
+    (
+        "record --append",
+        ["record", "127.0.0.1:1", "-o", "{in}", "--append", "--quiet", "--give-up-after", "1"],
+        3,
+    ),
     ("demo --data", ["demo", "--data", "{in}", "--no-report"], 3),
 ]
 

@@ -103,6 +103,7 @@ def test_the_core_commands_run_without_any_extra(tmp_path: Path) -> None:
         assert out.returncode == 0, (argv, out.stderr)
 
 
+@pytest.mark.slow
 def test_pip_install_dot_is_the_core_and_works_outside_the_repository(tmp_path: Path) -> None:
     """A fresh venv, ``pip install .`` (no extra), used from another folder: the tables, the
     replay and a chart work; no extra's distribution is there; ``record`` says what it needs."""

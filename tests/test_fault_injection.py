@@ -144,6 +144,7 @@ def events_of(captures: list[Path], tmp: Path) -> list[str]:
     return run.stdout.splitlines()[-1].split()  # the events, after what the command printed
 
 
+@pytest.mark.slow
 def test_an_export_killed_at_any_step_publishes_nothing_half(
     captures: list[Path], expected: dict[str, object], tmp_path: Path
 ) -> None:
@@ -194,6 +195,7 @@ def fleet_convert(capture: Path, out: Path, preload: Path, **env: str) -> tuple[
     return run.returncode, run.stderr
 
 
+@pytest.mark.slow
 def test_a_fleet_convert_whose_worker_dies_publishes_nothing_half(
     captures: list[Path], expected: dict[str, object], tmp_path: Path
 ) -> None:

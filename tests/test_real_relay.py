@@ -22,7 +22,7 @@ import pytest
 import cbi1kit as ck
 from cbi1kit.hashing._pools import stable_dc_id
 
-pytestmark = pytest.mark.oracle
+pytestmark = [pytest.mark.oracle, pytest.mark.slow]
 pytest.importorskip("dynamo._core")
 
 from tools.realrelay import DC, MODEL  # noqa: E402

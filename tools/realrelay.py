@@ -75,6 +75,21 @@ def chains(seed: int, count: int, evict: int) -> list[dict[str, Any]]:
     return out
 
 
+async def _publish(publisher: Any, workload: list[dict[str, Any]]) -> None:
+    """Every chain stored (its block ids noted in it), then the evicted ones removed."""
+    block_id = 1
+    for chain in workload:
+        ids = list(range(block_id, block_id + chain["blocks"]))
+        block_id += chain["blocks"]
+        chain["block_ids"] = ids
+        publisher.publish_stored(chain["tokens"], [BLOCK] * chain["blocks"], ids)
+        await asyncio.sleep(0.01)
+    for chain in workload:
+        if chain["evicted"]:
+            publisher.publish_removed(list(reversed(chain["block_ids"])))  # leaf first
+            await asyncio.sleep(0.01)
+
+
 async def _serve(spec: dict[str, Any]) -> int:
     import dynamo._core as dyn
 
@@ -104,17 +119,7 @@ async def _serve(spec: dict[str, Any]) -> int:
     recorder = subprocess.Popen(recording)
     await asyncio.sleep(2.0)  # subscribed, the snapshot in
     workload = chains(spec["seed"], spec["chains"], spec["evict"])
-    block_id = 1
-    for chain in workload:
-        ids = list(range(block_id, block_id + chain["blocks"]))
-        block_id += chain["blocks"]
-        chain["block_ids"] = ids
-        publisher.publish_stored(chain["tokens"], [BLOCK] * chain["blocks"], ids)
-        await asyncio.sleep(0.01)
-    for chain in workload:
-        if chain["evicted"]:
-            publisher.publish_removed(list(reversed(chain["block_ids"])))  # leaf first
-            await asyncio.sleep(0.01)
+    await _publish(publisher, workload)
     Path(f"{out}.workload.json").write_text(json.dumps(workload))
     if spec["shutdown_after"] is not None:
         await asyncio.sleep(spec["shutdown_after"])

@@ -676,56 +676,72 @@ def build_global_view(
         fmt = _format([s for _, s in members])
         if fmt is None:
             why = "no format known by then: no snapshot installed, no catalog received"
-            for entry, _ in members:
-                view.skipped.append((entry.pool, why))
+            view.skipped += [(entry.pool, why) for entry, _ in members]
             continue
-        table = CkfLaneTable(
-            fmt,
-            pools={i: e.pool for i, (e, _) in enumerate(members)},
-            indexer_domain=domain,
-            consumer_instance=VIEW_CONSUMER,
-        )
-        lanes = []
-        for i, (entry, st) in enumerate(members):
-            replica = table.replica(i)
-            ready = st.segment is not None and st.producer is not None
-            if ready:
-                assert st.producer is not None and st.session is not None
-                assert st.sequence is not None and entry.lane is not None
-                assert st.segment is not None
-                lease = LaneLease(VIEW_CONSUMER, i, st.session)
-                replica.assign(st.producer, lease)
-                words = entry.lane._words(st.segment, st.sequence)
-                replica.install_snapshot(DcCkfSnapshot(st.producer, lease, st.sequence, words))
-            touched, stale = _staleness(st, now, limit) if ready else (None, None)
-            lanes.append(
-                ViewLane(
-                    i,
-                    entry.pool,
-                    st.producer,
-                    ready,
-                    st.sequence if ready else None,
-                    st.time_unix_ns if ready else None,
-                    st.segment.stream_id if ready and st.segment is not None else None,
-                    st.session if ready else None,
-                    st.why,
-                    touched,
-                    stale,
-                )
-            )
-        view.domains.append(DomainView(domain, table, lanes))
+        view.domains.append(_domain_view(domain, fmt, members, now, limit))
     if model is None:  # a lane a router cannot place: said, not dropped
-        for lane in report.lanes:
-            if lane.pool is None:
-                dc = "-" if lane.dc_id is None else f"{lane.dc_id:016x}"
-                view.skipped.append(
-                    (
-                        None,
-                        f"the lane of DC {dc}: frames without a producer identity (bare CBI1 "
-                        "frames), so no indexer domain holds it; `cbi1kit stats` shows it",
-                    )
-                )
+        view.skipped += [(None, _unplaced(lane)) for lane in report.lanes if lane.pool is None]
     return view
+
+
+def _domain_view(
+    domain: IndexerDomainId,
+    fmt: DcCkfFormatIdentity,
+    members: list[tuple[_Entry, _State]],
+    now: int | None,
+    limit: int | None,
+) -> DomainView:
+    """One domain's consumer table: each member a lane, its words installed where ready."""
+    table = CkfLaneTable(
+        fmt,
+        pools={i: e.pool for i, (e, _) in enumerate(members)},
+        indexer_domain=domain,
+        consumer_instance=VIEW_CONSUMER,
+    )
+    return DomainView(
+        domain,
+        table,
+        [_view_lane(table, i, e, st, now, limit) for i, (e, st) in enumerate(members)],
+    )
+
+
+def _view_lane(
+    table: CkfLaneTable, i: int, entry: _Entry, st: _State, now: int | None, limit: int | None
+) -> ViewLane:
+    """Lane ``i``: leased and installed from the session's words when ready; its staleness."""
+    ready = st.segment is not None and st.producer is not None
+    if not ready:
+        return ViewLane(i, entry.pool, st.producer, False, why=st.why)
+    assert st.producer is not None and st.session is not None and st.segment is not None
+    assert st.sequence is not None and entry.lane is not None
+    lease = LaneLease(VIEW_CONSUMER, i, st.session)
+    replica = table.replica(i)
+    replica.assign(st.producer, lease)
+    words = entry.lane._words(st.segment, st.sequence)
+    replica.install_snapshot(DcCkfSnapshot(st.producer, lease, st.sequence, words))
+    touched, stale = _staleness(st, now, limit)
+    return ViewLane(
+        i,
+        entry.pool,
+        st.producer,
+        True,
+        st.sequence,
+        st.time_unix_ns,
+        st.segment.stream_id,
+        st.session,
+        st.why,
+        touched,
+        stale,
+    )
+
+
+def _unplaced(lane: LaneReport) -> str:
+    """Why a lane of frames without a producer identity is in no consumer table."""
+    dc = "-" if lane.dc_id is None else f"{lane.dc_id:016x}"
+    return (
+        f"the lane of DC {dc}: frames without a producer identity (bare CBI1 frames), so no "
+        "indexer domain holds it; `cbi1kit stats` shows it"
+    )
 
 
 def build_timeline(

@@ -143,7 +143,7 @@ def _known(field: Any) -> Any:
 
 
 @_inline
-def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901 - a branch per field
+def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branch per field, inlined (hot path)
     """The ``FilterUpdate`` at ``b[p:e]``, as the tuple ``W_*`` describes: protobuf's wire
     rules, as strict as prost (a known field with a foreign wire type is ``MALFORMED``, and so
     is field 0 or a group; the fields before the damage are kept), unknown fields skipped and

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cbi1kit.sim._simrelay import sample_config
-
     data: Path = args.data
     capture = data / "sample.kvrcap"
     trace = data / "mooncake" / "conversation_trace.jsonl"
@@ -46,64 +44,63 @@ def run(args: argparse.Namespace) -> int:
     notebooks = None if args.no_report else args.demo_report(args, capture, trace)
     try:
         print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
-        if capture.exists() and not args.resimulate:
-            if notebooks is not None:
-                check_source(capture)  # not a capture: say so now, not after the notebooks
-                notebooks.start()  # Lab and the notebooks' kernels start while we replay
-            print(
-                f"1. simulate: reusing {capture} ({capture.stat().st_size} bytes;"
-                " `make sample` rebuilds it)"
-            )
-        else:
-            print(f"1. simulate: {trace} → {capture}")
-            result = run_simulation(
-                trace,
-                capture,
-                sample_config(),
-                limit=None,
-                force=True,
-                progress=not args.no_progress,
-            )
-            print(result)
-            if notebooks is not None:
-                notebooks.start()
+        _simulate_or_reuse(args, capture, trace, notebooks)
         print(f"\n2. replay {capture} with the consumer's rules")
         report = replay_source(capture, None, not args.no_progress)
         print(report.text(10))
         print("\n3. summary: the replayed lane at its final sequence")
-        for lane in report.lanes[:1]:  # the sample records one DC
-            from cbi1kit.ckf._addressing import CkfAddressing
-            from cbi1kit.ckf._stats import lane_stats
-
-            fmt = lane.format
-            if lane.final_lane is None or fmt is None:
-                break
-            stats = lane_stats(
-                lane.final_lane,
-                addressing=CkfAddressing(fmt.bucket_count, fmt.seed),
-                fpr_probes=200_000,
-            )
-            print(
-                table(
-                    [
-                        ("buckets", stats.buckets),
-                        ("occupied slots", stats.occupied_slots),
-                        ("load factor α", f"{stats.load_factor:.4f}"),
-                        ("estimated FPR 8α/65534", f"{stats.estimated_fpr:.2e}"),
-                        ("measured FPR", str(stats.fpr)),
-                        ("lane size", f"{stats.size_bytes} bytes"),
-                    ],
-                    ("figure", "value"),
-                )
-            )
-        notebooks_ok = True
-        if notebooks is not None:
-            notebooks_ok = notebooks.report()
+        if report.lanes:  # the sample records one DC
+            _summary(report.lanes[0])
+        notebooks_ok = notebooks.report() if notebooks is not None else True
     finally:
         if notebooks is not None:
             notebooks.close()
     print("\nnext: cbi1kit inspect / stats / export on", capture)
     return EXIT_OK if report.ok and notebooks_ok else EXIT_INVALID
+
+
+def _simulate_or_reuse(
+    args: argparse.Namespace, capture: Path, trace: Path, notebooks: DemoReport | None
+) -> None:
+    """Step 1: the bundled capture, or a fresh one from the trace; what runs beside the
+    replay (Lab, the notebooks' kernels) starts once the capture is known to be one."""
+    if capture.exists() and not args.resimulate:
+        if notebooks is not None:
+            check_source(capture)  # not a capture: say so now, not after the notebooks
+            notebooks.start()  # Lab and the notebooks' kernels start while we replay
+        size = capture.stat().st_size
+        print(f"1. simulate: reusing {capture} ({size} bytes; `make sample` rebuilds it)")
+        return
+    from cbi1kit.sim._simrelay import sample_config
+
+    print(f"1. simulate: {trace} → {capture}")
+    progress = not args.no_progress
+    print(
+        run_simulation(trace, capture, sample_config(), limit=None, force=True, progress=progress)
+    )
+    if notebooks is not None:
+        notebooks.start()
+
+
+def _summary(lane: Any) -> None:
+    """Step 3: the lane's filter figures at its final sequence (nothing when none installed)."""
+    from cbi1kit.ckf._addressing import CkfAddressing
+    from cbi1kit.ckf._stats import lane_stats
+
+    fmt = lane.format
+    if lane.final_lane is None or fmt is None:
+        return
+    addressing = CkfAddressing(fmt.bucket_count, fmt.seed)
+    stats = lane_stats(lane.final_lane, addressing=addressing, fpr_probes=200_000)
+    rows = [
+        ("buckets", stats.buckets),
+        ("occupied slots", stats.occupied_slots),
+        ("load factor α", f"{stats.load_factor:.4f}"),
+        ("estimated FPR 8α/65534", f"{stats.estimated_fpr:.2e}"),
+        ("measured FPR", str(stats.fpr)),
+        ("lane size", f"{stats.size_bytes} bytes"),
+    ]
+    print(table(rows, ("figure", "value")))
 
 
 class DemoReport:

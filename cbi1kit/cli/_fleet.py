@@ -168,27 +168,6 @@ def register(sub: Commands) -> None:
     )
     commands = fleet.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
 
-    def cluster(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--scheduler",
-            metavar="ADDR",
-            help="an existing Dask cluster's scheduler, e.g. tcp://HOST:8786",
-        )
-        p.add_argument(
-            "--workers",
-            type=ranged(1, _MAX_WORKERS),
-            help=f"worker processes of the local cluster (default {_DEFAULT_WORKERS}; at most "
-            f"4 per core, {_MAX_WORKERS} here)",
-        )
-        p.add_argument(
-            "--connect-timeout",
-            type=seconds(),
-            default=10.0,
-            metavar="S",
-            help="give up on --scheduler after this many seconds (exit 3)",
-        )
-        p.add_argument("--quiet", action="store_true", help="no cluster line on stderr")
-
     p = commands.add_parser(
         "convert",
         help="captures → the partitioned dataset (appends; a file already in it is skipped)",
@@ -202,7 +181,7 @@ def register(sub: Commands) -> None:
         help="kvrcap captures (a rotated recording: its first segment)",
     )
     p.add_argument("-o", "--output", type=Path, required=True, help="dataset directory")
-    cluster(p)
+    _cluster_args(p)
     p.set_defaults(handler=run_convert)
 
     p = commands.add_parser(
@@ -223,5 +202,28 @@ def register(sub: Commands) -> None:
         metavar="BIN",
         help="churn and load: the time bin (30s, 1m, 1h, 1d; churn 1h, load 1m by default)",
     )
-    cluster(p)
+    _cluster_args(p)
     p.set_defaults(handler=run_query)
+
+
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    """Which Dask cluster: a local one of ``--workers``, or ``--scheduler``'s."""
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        help="an existing Dask cluster's scheduler, e.g. tcp://HOST:8786",
+    )
+    p.add_argument(
+        "--workers",
+        type=ranged(1, _MAX_WORKERS),
+        help=f"worker processes of the local cluster (default {_DEFAULT_WORKERS}; at most "
+        f"4 per core, {_MAX_WORKERS} here)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=seconds(),
+        default=10.0,
+        metavar="S",
+        help="give up on --scheduler after this many seconds (exit 3)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no cluster line on stderr")

@@ -245,6 +245,13 @@ def register(sub: Commands) -> None:
         default=[],
         help="record the pools whose producer key starts with this (repeatable: any of them)",
     )
+    _connection_args(p.add_argument_group("connection"))
+    _stop_args(p.add_argument_group("when to stop"))
+    p.set_defaults(handler=run)
+
+
+def _connection_args(p: argparse._ArgumentGroup) -> None:
+    """How ``record`` reaches the relay: who it says it is, TLS, authority, headers."""
     p.add_argument("--subscriber-id", default="cbi1kit-recorder", help="subscriber id sent")
     p.add_argument("--tls", action="store_true", help="use TLS (system roots)")
     p.add_argument("--ca-cert", type=Path, help="PEM root certificates for TLS (implies --tls)")
@@ -267,6 +274,10 @@ def register(sub: Commands) -> None:
         help="metadata sent with every call, e.g. an auth header (repeatable; the capture "
         "keeps only its name)",
     )
+
+
+def _stop_args(p: argparse._ArgumentGroup) -> None:
+    """When ``record`` stops, checks, and gives up."""
     p.add_argument("--duration", type=seconds(), help="stop after this many seconds")
     p.add_argument(
         "--frames", type=at_least(1), help="stop after this many pool messages (all pools')"
@@ -288,4 +299,3 @@ def register(sub: Commands) -> None:
         "be subscribed to, or stays out of the catalog, this long ends its own stream (exit 3 "
         "once every pool's has)",
     )
-    p.set_defaults(handler=run)

@@ -140,11 +140,6 @@ def register(sub: Commands) -> None:
     p.add_argument(
         "--load-window", type=seconds(), default=1.0, help="load and serving-load window, s"
     )
-    p.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate chain")
-    p.add_argument("--tls-key", type=Path, help="and this unencrypted PEM private key")
-    p.add_argument(
-        "--client-ca", type=Path, help="require client certificates signed by these (mTLS)"
-    )
     p.add_argument("--steps", type=at_least(1), help="producer steps before going quiet")
     p.add_argument("--events-per-step", type=at_least(1), default=8, help="events per step")
     p.add_argument(
@@ -174,6 +169,22 @@ def register(sub: Commands) -> None:
         "and DC)",
     )
     p.add_argument("--duration", type=seconds(), help="stop after this many seconds")
+    _tls_args(p.add_argument_group("TLS"))
+    _fault_args(p.add_argument_group("faults (for tests)"))
+    p.set_defaults(handler=run)
+
+
+def _tls_args(p: argparse._ArgumentGroup) -> None:
+    """``serve`` over TLS or mTLS."""
+    p.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate chain")
+    p.add_argument("--tls-key", type=Path, help="and this unencrypted PEM private key")
+    p.add_argument(
+        "--client-ca", type=Path, help="require client certificates signed by these (mTLS)"
+    )
+
+
+def _fault_args(p: argparse._ArgumentGroup) -> None:
+    """The faults ``serve`` injects (``FaultPlan``)."""
     p.add_argument(
         "--drop-after-chunks", type=at_least(1), help="fault: drop a stream mid-snapshot"
     )
@@ -182,4 +193,3 @@ def register(sub: Commands) -> None:
     p.add_argument(
         "--change-generation-after", type=at_least(1), help="fault: new generation after n deltas"
     )
-    p.set_defaults(handler=run)
