@@ -157,60 +157,22 @@ def decode(expected_format: FilterFormat, data: Buffer) -> Frame:
     then the body. The returned frame's arrays are read-only views over ``data``.
 
     A frame that passes every check is decoded here with as few calls as possible (the header
-    and a delta's prefix in one unpack, by :func:`_passing_head`, the header object filled
-    through its slots, a small delta's buckets checked by one ``struct`` read): a stream is
-    mostly small deltas. Any frame that fails a check is decoded again by
-    :func:`_decode_reference`, the checks one by one in upstream's order, which raises what
-    upstream raises (``tests/test_wire.py`` holds the two to the same result on every golden
-    frame and on arbitrary bytes).
+    and a delta's prefix in one unpack, the header object filled through its slots, a small
+    delta's buckets checked by one ``struct`` read): a stream is mostly small deltas. Any frame
+    that fails a check is decoded again by :func:`_decode_reference`, the checks one by one in
+    upstream's order, which raises what upstream raises (``tests/test_wire.py`` holds the two
+    to the same result on every golden frame and on arbitrary bytes).
     """
     if type(data) is bytes:
         buf: Buffer = data
+        n = len(data)
         readonly = True
     else:
         buf = memoryview(data).cast("B")
+        n = len(buf)
         readonly = buf.readonly
-    head = _passing_head(expected_format, buf)
-    if head is None:
-        return _decode_reference(expected_format, data)
-    header, flags, base_epoch, count = head
-    if flags != _DELTA_FLAGS:
-        if flags == _SNAPSHOT_FLAGS:
-            return _decode_chunk(header, buf if type(buf) is memoryview else memoryview(buf))
-        return _decode_reference(expected_format, data)
-    if count > _MAX_DELTA_IMAGES or len(buf) != _HEAD_DELTA_LEN + IMAGE_BYTES * count:
-        return _decode_reference(expected_format, data)
-    # positional: numpy parses keyword arguments at twice the cost of the array it makes
-    images = _frombuffer(buf, IMAGE_DTYPE, count, _HEAD_DELTA_LEN)
-    if not readonly:
-        images.flags.writeable = False
-    if count:
-        bucket_count = header.bucket_count
-        masks = _BUCKET_MASKS.get(bucket_count) or _bucket_masks(bucket_count)
-        if (
-            _from_bytes(buf[_HEAD_DELTA_LEN:], "little") & masks[count]
-            if count < len(masks)
-            else max(_BUCKET_READERS[count].unpack_from(buf, _HEAD_DELTA_LEN)) >= bucket_count
-            if count <= _SMALL_DELTA
-            else images["bucket"].max() >= bucket_count
-        ):
-            return _decode_reference(expected_format, data)
-    frame = _new(Delta)
-    frame.header = header
-    frame.base_epoch = base_epoch
-    frame.images = images
-    return frame
-
-
-def _passing_head(
-    expected_format: FilterFormat, buf: Buffer
-) -> tuple[FrameHeader, int, int, int] | None:
-    """A frame's header (and, read with it, a delta's base epoch and image count) when its length,
-    envelope, format and body checksum pass; None when any fails (or the frame is too short to
-    hold a delta's prefix), for :func:`_decode_reference` to raise."""
-    n = len(buf)
     if n < _HEAD_DELTA_LEN or n > IMAGES_MAX_FRAME_BYTES:
-        return None
+        return _decode_reference(expected_format, data)
     (
         magic,
         version,
@@ -238,13 +200,37 @@ def _passing_head(
         or _xxh3_64(buf[HEADER_LEN:] if n <= 1024 else memoryview(buf)[HEADER_LEN:]) & 0xFFFFFFFF
         != checksum
     ):
-        return None
+        return _decode_reference(expected_format, data)
     header = _new(FrameHeader)
     _set_seed(header, seed)
     _set_buckets(header, bucket_count)
     _set_dc(header, dc_id)
     _set_epoch(header, epoch)
-    return header, flags, base_epoch, count
+    if flags == _DELTA_FLAGS:
+        if count > _MAX_DELTA_IMAGES or n != _HEAD_DELTA_LEN + IMAGE_BYTES * count:
+            return _decode_reference(expected_format, data)
+        # positional: numpy parses keyword arguments at twice the cost of the array it makes
+        images = _frombuffer(buf, IMAGE_DTYPE, count, _HEAD_DELTA_LEN)
+        if not readonly:
+            images.flags.writeable = False
+        if count:
+            masks = _BUCKET_MASKS.get(bucket_count) or _bucket_masks(bucket_count)
+            if (
+                _from_bytes(buf[_HEAD_DELTA_LEN:], "little") & masks[count]
+                if count < len(masks)
+                else max(_BUCKET_READERS[count].unpack_from(buf, _HEAD_DELTA_LEN)) >= bucket_count
+                if count <= _SMALL_DELTA
+                else images["bucket"].max() >= bucket_count
+            ):
+                return _decode_reference(expected_format, data)
+        frame = _new(Delta)
+        frame.header = header
+        frame.base_epoch = base_epoch
+        frame.images = images
+        return frame
+    if flags == _SNAPSHOT_FLAGS:
+        return _decode_chunk(header, buf if type(buf) is memoryview else memoryview(buf))
+    return _decode_reference(expected_format, data)
 
 
 def _decode_reference(expected_format: FilterFormat, data: Buffer) -> Frame:
