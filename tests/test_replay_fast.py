@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from errorcheck import raises_variant
 from fleetdata import fleet_captures, rotate_copy
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -41,7 +42,7 @@ from cbi1kit.analysis._shorthands import images_table, replay, snapshots_table
 from cbi1kit.capture import _scan
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
-from cbi1kit.errors import LaneError
+from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.wire import RULES
 from cbi1kit.wire._encode import encode_snapshot_chunks
 from cbi1kit.wire._format import FilterFormat
@@ -408,7 +409,7 @@ def test_the_engine_is_chosen_and_falls_back(
     """``compiled`` serves every source (messages in memory too); ``reference`` runs the
     per-message engine throughout; kernels that cannot load mean the reference, to the same
     report. Nothing else falls back: an error inside a kernel is raised."""
-    with pytest.raises(ValueError, match="engine must be one of"):
+    with raises_variant(CaptureError, "Usage", match="engine must be one of"):
         replay(SAMPLE, engine="fast")
     calls: list[str] = []
     real = _fast.CompiledFeeder.feed

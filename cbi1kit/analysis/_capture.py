@@ -26,7 +26,7 @@ from cbi1kit.capture._file import RECORD_HEADER_LEN
 from cbi1kit.capture._items import FrameDamage, FrameSpan, ReadCursor, SourceError
 from cbi1kit.capture._readers import ResolvedSource, frame_items, resolve_source
 from cbi1kit.capture._scan import CaptureScan, FileScan, ScanItem
-from cbi1kit.errors import LaneError, LaneVariant
+from cbi1kit.errors import CaptureError, CaptureVariant, LaneError, LaneVariant
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -208,9 +208,11 @@ class Capture:
         From the first refresh on, a torn record at the end is bytes not written yet; one
         that the first scan reported as damage is read again from the start (open with
         ``follow=True`` and it never is: the cost stays what was appended). A capture that
-        keeps nothing (``keep_tables=False``) has nothing to carry on: ``ValueError``."""
+        keeps nothing (``keep_tables=False``) has nothing to carry on: ``CaptureError``
+        ``Usage``."""
         if not self.keep_tables:
-            raise ValueError("refresh() carries kept tables on: open with keep_tables=True")
+            message = "refresh() carries kept tables on: open with keep_tables=True"
+            raise CaptureError(CaptureVariant.Usage, message, field="keep_tables")
         first, self._following = not self._following, True
         # a tail first read as damage, or a file the recorder had not made yet: read afresh
         if (first and self._ends_torn()) or self._not_there():

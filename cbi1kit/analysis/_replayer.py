@@ -35,7 +35,7 @@ from cbi1kit.capture._items import (
 )
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.ckf._lane import Lane
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import CaptureError, CaptureVariant, Cbi1kitError
 from cbi1kit.hashing._pools import PoolId
 from cbi1kit.relay._messages import pool_id_from_wire
 from cbi1kit.relay._planes import PlaneRecord
@@ -700,7 +700,9 @@ ENGINES: Final = ("compiled", "reference")
 
 
 def check_engine(engine: str) -> str:
-    """``engine`` itself, once it names one (``ValueError`` if not)."""
+    """``engine`` itself, once it names one (``CaptureError`` ``Usage`` if not)."""
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        raise CaptureError(
+            CaptureVariant.Usage, f"engine must be one of {ENGINES}, got {engine!r}", field="engine"
+        )
     return engine
