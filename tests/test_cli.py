@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from checkout import copy_tracked
 
 ROOT = Path(__file__).parents[1]
 VECTORS = ROOT / "tests" / "vectors" / "cbi1" / "frames"
@@ -399,9 +400,7 @@ def test_export_never_writes_over_existing_tables_without_force(
 
 def test_report_in_a_checkout_refuses_to_touch_its_notebooks(tmp_path: Path) -> None:
     """``cbi1kit report CAPTURE -o .`` run where ``notebooks/`` holds the sources."""
-    import shutil
-
-    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    copy_tracked(ROOT / "notebooks", tmp_path / "notebooks")
     before = {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()}
     res = run("report", str(ROOT / "data" / "sample.kvrcap"), "-o", ".", cwd=tmp_path)
     assert res.returncode == 2 and "notebooks" in res.stderr and "Traceback" not in res.stderr
@@ -618,3 +617,26 @@ def test_an_unreadable_input_is_named_once(command: str, tmp_path: Path) -> None
     assert out.returncode == 3
     assert out.stderr.count(str(junk)) == 1, out.stderr
     assert "record 0 at byte offset 0: unrecognised input" in out.stderr
+
+
+def test_a_copy_of_the_checkout_leaves_out_what_lab_leaves_beside_it(tmp_path: Path) -> None:
+    """``make lab`` writes ``notebooks/.ipynb_checkpoints/`` (git ignores it): the tests that
+    copy the notebooks read every entry of the copy, and failed on that folder."""
+    repo = tmp_path / "repo"
+    (repo / ".ipynb_checkpoints").mkdir(parents=True)
+    (repo / ".ipynb_checkpoints" / "01-checkpoint.ipynb").write_text("{}")
+    (repo / ".gitignore").write_text(".ipynb_checkpoints/\n")
+    (repo / "01.py").write_text("# %%\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    copy = copy_tracked(repo, tmp_path / "copy")
+    assert sorted(p.name for p in copy.iterdir()) == [".gitignore", "01.py"]
+    notebooks = copy_tracked(ROOT / "notebooks", tmp_path / "notebooks")
+    assert all(p.is_file() for p in notebooks.iterdir()) and any(notebooks.glob("*.py"))
+
+
+def test_bare_cbi1kit_prints_its_usage_and_commands() -> None:
+    """``cbi1kit`` alone said only "the following arguments are required: COMMAND"."""
+    res = run()
+    assert res.returncode == 2, res
+    assert res.stderr.startswith("usage: cbi1kit") and "replay" in res.stderr, res.stderr

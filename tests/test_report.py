@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkout import copy_tracked
 from errorcheck import raises_variant
 
 from cbi1kit.errors import OutputError, VizError
@@ -154,9 +155,7 @@ def _digests(folder: Path) -> dict[str, str]:
 def test_report_refuses_the_folder_of_the_notebooks_it_runs(tmp_path: Path) -> None:
     """``report -o .`` in a checkout: out/notebooks would be the sources. Refused before
     anything is written; the notebooks are untouched."""
-    import shutil
-
-    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    copy_tracked(ROOT / "notebooks", tmp_path / "notebooks")
     before = _digests(tmp_path / "notebooks")
     with raises_variant(OutputError, "SourceInside", match="notebooks"):
         build_report(SAMPLE, tmp_path, notebooks_dir=tmp_path / "notebooks", overwrite=True)

@@ -85,7 +85,11 @@ def main(argv: Sequence[str] | None = None, *, demo_report: type[DemoReport] | N
     # gRPC core logs its own failures to stderr (a port in use, a name that does not resolve)
     # beside the one line an error gets here; GRPC_VERBOSITY set by the user still wins
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # `cbi1kit` alone: what it can do
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(argv)
     if demo_report is not None:
         args.demo_report = demo_report
     handler: Callable[[argparse.Namespace], int] = args.handler
