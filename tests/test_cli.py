@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from checkout import copy_tracked
+from cliutil import one_line
 
 ROOT = Path(__file__).parents[1]
 VECTORS = ROOT / "tests" / "vectors" / "cbi1" / "frames"
@@ -640,3 +641,29 @@ def test_bare_cbi1kit_prints_its_usage_and_commands() -> None:
     res = run()
     assert res.returncode == 2, res
     assert res.stderr.startswith("usage: cbi1kit") and "replay" in res.stderr, res.stderr
+
+
+def test_a_missing_notebooks_folder_is_unreadable_in_report_demo_and_lab(tmp_path: Path) -> None:
+    """``report`` said exit 2 where ``demo`` and ``lab`` said 3 for the same missing folder."""
+    missing = str(tmp_path / "notebooks")
+    sample = str(ROOT / "data" / "sample.kvrcap")
+    out = str(tmp_path / "out")
+    for argv in (
+        ["report", sample, "-o", out, "--notebooks", missing, "--no-progress"],
+        ["lab", "--notebooks", missing, "--no-browser"],
+    ):
+        res = run(*argv)
+        assert res.returncode == 3 and "no notebooks folder" in res.stderr, (argv, res.stderr)
+    res = run("demo", "--data", str(ROOT / "data"), cwd=tmp_path)  # no notebooks/ here
+    assert res.returncode == 3 and "no notebooks folder" in res.stderr, res.stderr
+    assert not Path(out).exists()
+
+
+@pytest.mark.parametrize("option", ["--at", "--at-a"])
+def test_a_moment_that_starts_with_a_minus_reaches_the_moments_parser(option: str) -> None:
+    """``--at -5s`` was refused by argparse ("expected one argument"), never saying what a
+    moment may be."""
+    command = "diff" if option == "--at-a" else "view"
+    res = run(command, str(ROOT / "data" / "sample.kvrcap"), option, "-5s", "--no-progress")
+    assert res.returncode == 2 and one_line(res.stderr), res.stderr
+    assert "'-5s' is neither a sequence" in res.stderr and "+90s" in res.stderr

@@ -43,6 +43,7 @@ from cbi1kit.cli._common import (
     exit_code,
 )
 from cbi1kit.cli._demo import DemoReport
+from cbi1kit.cli._lanes import moments_joined
 from cbi1kit.errors import Cbi1kitError, one_line
 
 __all__ = ["DemoReport", "build_parser", "main"]
@@ -86,10 +87,11 @@ def main(argv: Sequence[str] | None = None, *, demo_report: type[DemoReport] | N
     # beside the one line an error gets here; GRPC_VERBOSITY set by the user still wins
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     parser = build_parser()
-    if not (sys.argv[1:] if argv is None else argv):  # `cbi1kit` alone: what it can do
+    words = sys.argv[1:] if argv is None else list(argv)
+    if not words:  # `cbi1kit` alone: what it can do
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    args = parser.parse_args(argv)
+    args = parser.parse_args(moments_joined(words))
     if demo_report is not None:
         args.demo_report = demo_report
     handler: Callable[[argparse.Namespace], int] = args.handler

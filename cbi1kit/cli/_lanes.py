@@ -53,6 +53,23 @@ def replay_source(
         )
 
 
+#: the options that take a moment (``moment``)
+MOMENT_OPTIONS: Final = ("--at", "--at-a", "--at-b")
+
+
+def moments_joined(argv: Sequence[str]) -> list[str]:
+    """``--at -5s`` as ``--at=-5s``: argparse takes a value that starts with ``-`` and a digit
+    for an option (a negative number alone it lets through), so the moment's own parser never
+    saw it to say what it is."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] in MOMENT_OPTIONS and word[:1] == "-" and word[1:2].isdigit():
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def moment(text: str) -> Any:
     """``--at``: a sequence, an ISO 8601 time with a zone, or +offset (checked at parse time)."""
     from cbi1kit.analysis._global import parse_at

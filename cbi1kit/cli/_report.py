@@ -12,7 +12,7 @@ from cbi1kit._files import unwritable
 from cbi1kit.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
-    EXIT_USAGE,
+    EXIT_UNREADABLE,
     CliError,
     check_regular_file,
     check_source,
@@ -49,7 +49,7 @@ def build(
         check_regular_file(trace)
     if notebooks is not None and not notebooks.is_dir():
         why = checkout("give --notebooks DIR; or --no-notebooks")
-        raise CliError(f"{notebooks}: no notebooks folder{why}", EXIT_USAGE)
+        raise CliError(f"{notebooks}: no notebooks folder{why}", EXIT_UNREADABLE)
 
     def say(msg: str) -> None:
         if not quiet:
