@@ -284,3 +284,14 @@ def test_lane_and_moment_options_on_two_npy_lanes_are_a_usage_error(tmp_path: Pa
     assert cli_run("diff", str(a), str(b))[0] == 0
     code, _, err = cli_run("diff", str(a), str(b), "--at", "5")
     assert code == 2 and one_line(err) and "--at" in err, err
+
+
+def test_the_repr_is_one_line_of_key_figures() -> None:
+    """``repr`` of a diff was the dataclass: 2,364 characters."""
+    a = np.zeros(1024, dtype=np.uint64)
+    b = a.copy()
+    b[[3, 700]] = [0x0000_0000_0000_0009, 0x0000_0000_0005_0007]
+    d = ck.diff(a, b)
+    text = repr(d)
+    assert "\n" not in text and len(text) < 200, text
+    assert "2 of 1,024 buckets differ, 0 fingerprint(s) removed, 3 added>" in text

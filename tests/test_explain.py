@@ -501,3 +501,18 @@ def test_a_stale_lane_is_searched_but_not_ranked(fleet: Path) -> None:
         "explain", str(fleet), "--model", MODEL, "--tokens", "1", "--max-age", "0"
     )
     assert code == 2 and "--max-age" in err
+
+
+def test_the_repr_is_one_line_of_key_figures(tmp_path: Path) -> None:
+    """``repr`` of an explanation was the dataclass: 12,537 characters of raw digests."""
+    f = HandFleet(tmp_path / "f.kvrcap")
+    f.store(0, T)
+    f.open()
+    f.close()
+    e = ck.explain(f.path, model=MODEL, tokens=T)
+    text = repr(e)
+    assert "\n" not in text and len(text) < 200, text
+    assert text.startswith(f"<Explanation {MODEL!r}: {len(e.blocks)} block(s), ")
+    best = e.preferred
+    assert best is not None and f"preferred lane {best.lane}" in text
+    assert f"at depth {best.depth}>" in text

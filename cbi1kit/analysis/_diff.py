@@ -224,6 +224,14 @@ class LaneDiff:
     def __str__(self) -> str:
         return self.text()
 
+    def __repr__(self) -> str:
+        """One line of key figures (``str()`` is the whole diff)."""
+        return (
+            f"<LaneDiff {self.a.source} vs {self.b.source}: {self.differing_buckets:,} of "
+            f"{self.bucket_count:,} buckets differ, {self.fingerprints_removed:,} fingerprint(s) "
+            f"removed, {self.fingerprints_added:,} added>"
+        )
+
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         """A notebook shows the diff, not the dataclass."""
         printer.text(self.text())

@@ -214,6 +214,21 @@ class Explanation:
     def __str__(self) -> str:
         return _plain(self)
 
+    def __repr__(self) -> str:
+        """One line of key figures (``str()`` is the whole explanation)."""
+        when = "" if self.at is None else f" at {self.at}"
+        ready = sum(n.ready for n in self.lanes)
+        best = self.preferred
+        pick = (
+            "none ready"
+            if best is None
+            else f"preferred lane {best.lane} (DC {best.dc_id.value:016x}) at depth {best.depth}"
+        )
+        return (
+            f"<Explanation {self.model!r}{when}: {len(self.blocks)} block(s), "
+            f"{len(self.lanes)} lane(s), {ready} ready; {pick}>"
+        )
+
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         """A notebook shows the explanation, not the dataclass."""
         printer.text(str(self))
