@@ -667,3 +667,22 @@ def test_a_moment_that_starts_with_a_minus_reaches_the_moments_parser(option: st
     res = run(command, str(ROOT / "data" / "sample.kvrcap"), option, "-5s", "--no-progress")
     assert res.returncode == 2 and one_line(res.stderr), res.stderr
     assert "'-5s' is neither a sequence" in res.stderr and "+90s" in res.stderr
+
+
+def test_inspect_of_a_trace_says_what_replay_says() -> None:
+    """A Mooncake trace (JSON lines) was hexdumped as a CBI1 frame, exit 1; ``replay`` says
+    exit 3, not a FilterUpdate. Both now say so, and nothing is dumped."""
+    trace = str(ROOT / "data" / "mooncake" / "conversation_trace.jsonl")
+    for command in ("inspect", "replay"):
+        res = run(command, trace, "--no-progress")
+        assert res.returncode == 3 and one_line(res.stderr), (command, res.stderr)
+        assert "not a FilterUpdate" in res.stderr and res.stdout == "", (command, res.stdout)
+
+
+def test_inspect_of_a_grpcurl_dump_names_who_reads_it(tmp_path: Path) -> None:
+    dump = tmp_path / "dump.json"
+    update = {"protocolVersion": 1, "kind": "FILTER_UPDATE_KIND_HEARTBEAT", "sequence": "0"}
+    dump.write_text(json.dumps(update))
+    assert run("replay", str(dump), "--no-progress").returncode in (0, 1)  # a dump replay reads
+    res = run("inspect", str(dump))
+    assert res.returncode == 2 and one_line(res.stderr) and "cbi1kit replay" in res.stderr

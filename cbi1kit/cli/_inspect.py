@@ -17,6 +17,7 @@ from cbi1kit.cli._common import (
     at_least,
     cannot_read,
     check_regular_file,
+    check_source,
     expected_format,
     format_args,
     quiet_arg,
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             if _is_capture(path):
                 worst = max(worst, _inspect_capture(path, fmt, args))
                 continue
+            _refuse_json(path)
             report = _inspect_frame_file(path, fmt)
         except CliError as exc:
             if len(args.files) == 1:
@@ -94,6 +96,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"cbi1kit inspect: error: {why}", file=sys.stderr)
             worst = EXIT_UNREADABLE
     return worst
+
+
+def _refuse_json(path: Path) -> None:
+    """A JSON file is no CBI1 frame to annotate: other JSON (a Mooncake trace) is exit 3 as
+    ``replay`` says it, a grpcurl dump of FilterUpdates a usage error naming who reads it."""
+    from cbi1kit.capture._readers import source_format
+
+    try:
+        json = source_format(path) == "json"
+    except (OSError, CaptureError):
+        return  # shown below as the bytes they are, then refused by ``_unrecognised``
+    if json:
+        check_source(path)
+        raise CliError(
+            f"{path}: a grpcurl JSON dump of FilterUpdates, no CBI1 frame: `cbi1kit replay` or "
+            "`cbi1kit export` read it",
+            EXIT_USAGE,
+        )
 
 
 def _unrecognised(path: Path) -> str | None:
