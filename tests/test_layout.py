@@ -321,3 +321,10 @@ def test_the_docs_check_sees_a_stale_name() -> None:
     assert _names_a_thing("viz/_lab.stored_notebook")
     assert not _dotted_names_a_thing("cbi1kit.analysis._sources")
     assert _dotted_names_a_thing("cbi1kit.capture._scan.FileScan")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_module_is_at_most_800_lines(path: Path) -> None:
+    """A module a newcomer can hold in their head (#43); the generated protobuf aside."""
+    lines = len(path.read_text().splitlines())
+    assert lines <= 800, f"{path.relative_to(PACKAGE)}: {lines} lines: split it by what it does"
