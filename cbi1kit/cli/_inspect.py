@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             if _is_capture(path):
                 worst = max(worst, _inspect_capture(path, fmt, args))
                 continue
-            _refuse_json(path)
+            why = _sniffed(path)
             report = _inspect_frame_file(path, fmt)
         except CliError as exc:
             if len(args.files) == 1:
@@ -92,40 +92,32 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  - {problem}")
         else:
             print("valid: decodes cleanly")
-        if (why := _unrecognised(path)) is not None:  # shown, and refused as replay refuses it
+        if why is not None:  # shown, and refused as replay refuses it
             print(f"cbi1kit inspect: error: {why}", file=sys.stderr)
             worst = EXIT_UNREADABLE
     return worst
 
 
-def _refuse_json(path: Path) -> None:
-    """A JSON file is no CBI1 frame to annotate: other JSON (a Mooncake trace) is exit 3 as
-    ``replay`` says it, a grpcurl dump of FilterUpdates a usage error naming who reads it."""
+def _sniffed(path: Path) -> str | None:
+    """A file that is no capture, by its first bytes (read once): why no reader takes it (the
+    bytes are still shown, then refused as ``replay`` refuses them), or None. JSON is no CBI1
+    frame to annotate: other JSON (a Mooncake trace) is exit 3 as ``replay`` says it, a grpcurl
+    dump of FilterUpdates a usage error naming who reads it."""
     from cbi1kit.capture._readers import source_format
 
     try:
-        json = source_format(path) == "json"
-    except (OSError, CaptureError):
-        return  # shown below as the bytes they are, then refused by ``_unrecognised``
-    if json:
+        kind = source_format(path)
+    except CaptureError as exc:
+        return str(cannot_read(path, exc))
+    except OSError:
+        return None  # the frame reader names it
+    if kind == "json":
         check_source(path)
         raise CliError(
             f"{path}: a grpcurl JSON dump of FilterUpdates, no CBI1 frame: `cbi1kit replay` or "
             "`cbi1kit export` read it",
             EXIT_USAGE,
         )
-
-
-def _unrecognised(path: Path) -> str | None:
-    """Why ``path`` is no input any reader takes (its first bytes), or None when one does."""
-    from cbi1kit.capture._readers import source_format
-
-    try:
-        source_format(path)
-    except CaptureError as exc:
-        return str(cannot_read(path, exc))
-    except OSError:
-        return None  # already read once: the view above stands
     return None
 
 
