@@ -85,7 +85,6 @@ def never_installed(violations: Sequence[Violation]) -> str:
     return f"no snapshot was ever installed (first of {len(violations)} violation(s): {first})"
 
 
-_NONE: Final = np.uint64(2**64 - 1)  # a missing sequence, base or offset (with its flag clear)
 #: the columns: record index, kind code, sequence, base sequence, stream, offset, reason (0:
 #: none, else 1 + its index), violation (-1: none, else its index), and which values are there
 _DTYPE: Final = np.dtype(

@@ -22,7 +22,7 @@ from cbi1kit._compile import keyed_cache, le_u32, le_u64
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.hashing._c_xxh3 import c_xxh3
 from cbi1kit.wire._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS, max_delta_images
-from cbi1kit.wire._rules import RULE_INDEX, RULES
+from cbi1kit.wire._rules import RULE_INDEX
 
 __all__ = [
     "C8",
@@ -298,7 +298,6 @@ _CBI1_MAGIC: Final = np.uint64(int.from_bytes(b"CBI1", "little"))
 _CKF1_MAGIC: Final = np.uint64(int.from_bytes(b"CKF1", "little"))
 # ``frame_rules`` returns indices into the rulebook (cbi1kit.wire.RULES); each constant is looked
 # up by id, so a reordered rulebook renumbers the kernel (and, through the keyed cache, recompiles)
-RULE_COUNT: Final = len(RULES)
 PRODUCER_RULE: Final = RULE_INDEX["relay-producer-identity"]
 UNSUPPORTED_RULE: Final = RULE_INDEX["relay-producer-unsupported"]
 _PROTOBUF: Final = RULE_INDEX["relay-protobuf-decode"]

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
@@ -205,16 +203,6 @@ DATASET_TABLES: Final[dict[str, dict[str, Any]]] = {
     "violations": _with_frame_keys(VIOLATIONS_SCHEMA),
 }
 
-_PA: Final[dict[Any, pa.DataType]] = {
-    _U64: pa.uint64(),
-    _U32: pa.uint32(),
-    _U16: pa.uint16(),
-    _U8: pa.uint8(),
-    pl.Int32: pa.int32(),
-    pl.Boolean: pa.bool_(),
-    pl.Float64: pa.float64(),
-    pl.Utf8: pa.string(),
-}
 _SOURCES: Final = {0: "UNSPECIFIED", 1: "DEFAULT_DERIVED", 2: "EXPLICIT"}
 
 
@@ -241,9 +229,3 @@ def parquet_writer(
         or pa.types.is_large_string(f.type)
     ]
     return pq.ParquetWriter(path, schema, compression=compression, use_dictionary=strings)
-
-
-I64 = npt.NDArray[np.int64]
-U64 = npt.NDArray[np.uint64]
-Bool = npt.NDArray[np.bool_]
-_Scanned = tuple[npt.NDArray[Any], ...]  # the envelope kernel's arrays, a row per message
