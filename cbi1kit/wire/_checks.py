@@ -6,7 +6,6 @@ offset and field path of what it rejected.
 from __future__ import annotations
 
 import struct
-from functools import lru_cache
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from cbi1kit.wire._frames import (
     _OFF,
     _SNAPSHOT_PREFIX,
     IMAGE_DTYPE,
+    Buffer,
     Delta,
     FrameHeader,
     SnapshotChunk,
@@ -89,14 +89,11 @@ def _check_format(
         )
 
 
-@lru_cache(maxsize=512)
-def _bucket_reader(count: int) -> struct.Struct:
-    return struct.Struct("<" + "I8x" * count)
-
-
 _SMALL_DELTA = 64
-#: ``_BUCKET_READERS[n]`` reads the buckets of ``n`` images (n <= ``_SMALL_DELTA``).
-_BUCKET_READERS = [_bucket_reader(max(n, 1)) for n in range(_SMALL_DELTA + 1)]
+#: ``_BUCKET_READERS[n]`` reads the buckets of ``n`` images (1 <= n <= ``_SMALL_DELTA``).
+_BUCKET_READERS = [struct.Struct("<" + "I8x" * max(n, 1)) for n in range(_SMALL_DELTA + 1)]
+#: A delta's images start where its prefix ends.
+_IMAGES_START = DELTA_PREFIX.end
 #: ``_BUCKET_MASKS[bucket_count]``: see :func:`_bucket_masks` (filled as formats are seen)
 _BUCKET_MASKS: dict[int, list[int]] = {}
 
@@ -113,6 +110,15 @@ def _bucket_masks(bucket_count: int) -> list[int]:
             masks.append(masks[-1] | high << (8 * IMAGE_BYTES * i))
     _BUCKET_MASKS[bucket_count] = masks
     return masks
+
+
+def _past_lane(view: Buffer, count: int, bucket_count: int) -> bool:
+    """Whether any of a delta's ``count`` images (``count >= 1``) names a bucket past the lane's
+    ``bucket_count``: a small delta's buckets read by one ``struct`` call."""
+    if count <= _SMALL_DELTA:
+        return bool(max(_BUCKET_READERS[count].unpack_from(view, _IMAGES_START)) >= bucket_count)
+    images = np.frombuffer(view, IMAGE_DTYPE, count, _IMAGES_START)
+    return bool(images["bucket"].max() >= bucket_count)
 
 
 def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
@@ -147,26 +153,20 @@ def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
             expected=expected_len,
             actual=body_len,
         )
-    start = HEADER_LEN + DELTA_BODY_PREFIX
-    images = np.frombuffer(view, dtype=IMAGE_DTYPE, count=count, offset=start)
+    images = np.frombuffer(view, dtype=IMAGE_DTYPE, count=count, offset=_IMAGES_START)
     images.flags.writeable = False
-    if count:
-        limit = header.bucket_count
-        if count <= _SMALL_DELTA:
-            over = max(_bucket_reader(count).unpack_from(view, start)) >= limit
-        else:
-            over = bool(images["bucket"].max() >= limit)
-        if over:
-            i = int(np.flatnonzero(images["bucket"] >= limit)[0])
-            bucket = int(images["bucket"][i])
-            raise Cbi1Error(
-                Cbi1Variant.Malformed,
-                f"image {i} names bucket {bucket}, the lane has {limit}",
-                offset=start + i * IMAGE_BYTES,
-                field=f"delta.images[{i}].bucket",
-                expected=f"< {limit}",
-                actual=bucket,
-            )
+    limit = header.bucket_count
+    if count and _past_lane(view, count, limit):
+        i = int(np.flatnonzero(images["bucket"] >= limit)[0])
+        bucket = int(images["bucket"][i])
+        raise Cbi1Error(
+            Cbi1Variant.Malformed,
+            f"image {i} names bucket {bucket}, the lane has {limit}",
+            offset=_IMAGES_START + i * IMAGE_BYTES,
+            field=f"delta.images[{i}].bucket",
+            expected=f"< {limit}",
+            actual=bucket,
+        )
     frame = Delta.__new__(Delta)
     frame.header = header
     frame.base_epoch = base_epoch
