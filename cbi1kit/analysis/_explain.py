@@ -115,7 +115,17 @@ class Explanation:
     """A request explained against the consumer tables at ``at`` (see :func:`explain`).
 
     ``ranking`` lists the ready lanes in the order the router prefers them; ``preferred`` is
-    the first, ``tied`` every ready lane at the deepest depth."""
+    the first, ``tied`` every ready lane at the deepest depth.
+
+    The order: upstream's consumer table answers a depth per ready lane and no more
+    (``global.rs``, ``GlobalCkfIndexer::find_prefix_matches``; the test-only
+    ``MaxDepthMatches`` mode of ``search.rs`` keeps every lane tied at the deepest depth). The
+    global gateway's exact policy (``select_pool``: a crate over ``dynamo_kv_router`` found by
+    content, relay.md §6) orders eligible pools by projected uncached prefill time, then
+    occupancy, then the local DC, then ``stable_pool_rank`` of a request's tie key, then the
+    pool id. The filter stream carries neither prefill capacity nor occupancy, so they are
+    taken as equal: the deepest lane wins, a tie goes to ``local_dc`` (if given), then to the
+    lowest :func:`stable_pool_rank` for ``tie_key`` (if given), then to the lowest pool id."""
 
     model: str
     lora: str | None
@@ -489,7 +499,7 @@ def _truth_by_lane(truth: HoldingsByDc | None, lanes: Sequence[ViewLane]) -> dic
 def _ranking(
     lanes: Sequence[LaneExplanation], local_dc: DcId | None, tie_key: int | None
 ) -> tuple[int, ...]:
-    """Ready lanes in the router's order (see :func:`explain`)."""
+    """Ready lanes in the router's order (see :class:`Explanation`)."""
 
     def key(n: LaneExplanation) -> tuple[int, bool, int, PoolId]:
         return (
@@ -501,6 +511,21 @@ def _ranking(
 
     scored = (n for n in lanes if n.ready and not n.stale)
     return tuple(n.lane for n in sorted(scored, key=key))
+
+
+def _explain_lanes(
+    report: ReplayReport, dom: DomainView, lookup: Lookup, truth: HoldingsByDc | None
+) -> tuple[LaneExplanation, ...]:
+    """Each lane of the domain's table (:func:`explain_lane`), read with its replay's history
+    and, where ``truth`` says, what its producer holds."""
+    truths = _truth_by_lane(truth, dom.lanes)
+    history = {lane.pool: lane for lane in report.lanes if lane.pool is not None}
+    return tuple(
+        explain_lane(
+            n, history.get(n.pool), dom.table.storage[:, n.lane], lookup, truths.get(n.lane)
+        )
+        for n in dom.lanes
+    )
 
 
 def _pick_domain(view: GlobalView, domain: IndexerDomainId | str | None) -> DomainView:
@@ -566,27 +591,15 @@ def build_explanation(
     """Explain how the router sees ``tokens`` (or a trace ``request``) for ``model`` at ``at``.
 
     The steps: the catalog's registration for ``model`` (or the LoRA alias ``lora``) and its
-    query semantics; the request's block hashes under them (salted with the canonical adapter);
-    each block's fingerprint and buckets; then, per DC lane of the model's consumer table at
-    the moment (``at`` and ``max_age`` as :func:`cbi1kit.analysis.global_view` takes them:
-    a stale lane is not ranked), whether a slot of
-    bucket a or b holds the fingerprint, which, and since which snapshot or delta; the prefix
-    depth upstream's search finds (``find_prefix_depths``, ``verification_window`` as the
-    router's ``PrefixSearchConfig``), where the chain breaks and what removed the block.
+    query semantics; the request's block hashes under them (salted with the canonical adapter),
+    each block's fingerprint and buckets; then each DC lane of the model's consumer table at the
+    moment (``at`` and ``max_age`` as :func:`cbi1kit.analysis.global_view` takes them: a stale
+    lane is not ranked) as :class:`LaneExplanation` tells it, with the depth upstream's search
+    finds (``verification_window`` as the router's ``PrefixSearchConfig``); and the lanes in the
+    router's order (:class:`Explanation`: a tie goes to ``local_dc``, then by ``tie_key``).
 
-    The preferred DC: upstream's consumer table answers a depth per ready lane and no more
-    (``global.rs``, ``GlobalCkfIndexer::find_prefix_matches``; the test-only
-    ``MaxDepthMatches`` mode of ``search.rs`` keeps every lane tied at the deepest depth). The
-    global gateway's exact policy (``select_pool``: a crate over ``dynamo_kv_router`` found by
-    content, relay.md §6) orders eligible pools by projected uncached prefill time, then
-    occupancy, then the local DC, then ``stable_pool_rank`` of a request's tie key, then the
-    pool id. The filter stream carries neither prefill capacity nor occupancy, so they are
-    taken as equal: the deepest lane wins, a tie goes to ``local_dc`` (if given), then to the
-    lowest :func:`stable_pool_rank` for ``tie_key`` (if given), then to the lowest pool id.
-
-    ``truth`` is what the producers hold (canonical sequence hashes: a ``DcCkfState``, an array
-    or a set; a mapping from DC to those for a table of several lanes): each block is then
-    labelled a true or false positive (or negative). Without it, that cannot be told.
+    ``truth``: what the producers hold (:data:`HoldingsByDc`), to tell each match a true or a
+    false positive and each miss a true or a false negative, which nothing else can tell.
 
     Errors: ``IdentityError`` ``UnknownModel`` (no catalog pool serves the model or alias),
     ``NotALora``, ``QuerySemantics`` (a request cut differently); ``LaneError`` ``NoCatalog``
@@ -599,14 +612,7 @@ def build_explanation(
     reg = _registration(desc, model, lora)
     local, count = _local_hashes(desc.query_semantics, reg.lora_name, tokens, request)
     lookup = Lookup.of(dom.table, local, verification_window)
-    truths = _truth_by_lane(truth, dom.lanes)
-    history = {lane.pool: lane for lane in report.lanes if lane.pool is not None}
-    lanes = tuple(
-        explain_lane(
-            n, history.get(n.pool), dom.table.storage[:, n.lane], lookup, truths.get(n.lane)
-        )
-        for n in dom.lanes
-    )
+    lanes = _explain_lanes(report, dom, lookup, truth)
     local_id = _local_dc(local_dc, dom.lanes)
     key = None if tie_key is None else int(tie_key) & _U64
     return Explanation(

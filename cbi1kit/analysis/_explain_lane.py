@@ -275,6 +275,36 @@ def _slot_of(
     return "b", blk.bucket_b, slot
 
 
+def _lane_blocks(
+    lane: int,
+    seg: _Segment,
+    history: LaneReport,
+    sequence: int,
+    words: npt.NDArray[np.uint64],
+    lookup: Lookup,
+    holds: set[int] | None,
+) -> tuple[LaneBlock, ...]:
+    """Each block on lane ``lane`` (its words at ``sequence`` of the session ``seg``): whether a
+    bucket holds its fingerprint, where and since which write; true or false where ``holds``
+    says what the producer holds."""
+    blocks = lookup.blocks
+    buckets = sorted({b.bucket_a for b in blocks} | {b.bucket_b for b in blocks})
+    snapshot, rows = history._bucket_writes(seg, buckets, sequence)
+    at_snapshot = dict(zip(buckets, (int(w) for w in snapshot.tolist()), strict=True))
+    writes = _writes_by_bucket(rows)
+    out: list[LaneBlock] = []
+    for blk in blocks:
+        held = bool((lookup.masks[blk.index] >> lane) & 1)
+        truth = _truth(held, None if holds is None else blk.sequence_hash in holds)
+        if not held:
+            out.append(LaneBlock(blk.index, False, truth=truth))
+            continue
+        side, bucket, slot = _slot_of(blk, words)
+        since = _since(seg, at_snapshot[bucket], writes.get(bucket, ()), slot, blk.fingerprint)
+        out.append(LaneBlock(blk.index, True, side, bucket, slot, since, truth))
+    return tuple(out)
+
+
 def explain_lane(
     n: ViewLane,
     history: LaneReport | None,
@@ -299,27 +329,11 @@ def explain_lane(
         )
     assert n.sequence is not None and n.session is not None and history is not None
     index = n.session - 1
-    seg = history._segments[index]
-    blocks = lookup.blocks
-    buckets = sorted({b.bucket_a for b in blocks} | {b.bucket_b for b in blocks})
-    snapshot, rows = history._bucket_writes(seg, buckets, n.sequence)
-    at_snapshot = dict(zip(buckets, (int(w) for w in snapshot.tolist()), strict=True))
-    writes = _writes_by_bucket(rows)
-    out: list[LaneBlock] = []
-    first_missing: int | None = None
-    for blk in blocks:
-        held = bool((lookup.masks[blk.index] >> n.lane) & 1)
-        truth = _truth(held, None if holds is None else blk.sequence_hash in holds)
-        if not held:
-            first_missing = blk.index if first_missing is None else first_missing
-            out.append(LaneBlock(blk.index, False, truth=truth))
-            continue
-        side, bucket, slot = _slot_of(blk, words)
-        since = _since(seg, at_snapshot[bucket], writes.get(bucket, ()), slot, blk.fingerprint)
-        out.append(LaneBlock(blk.index, True, side, bucket, slot, since, truth))
+    out = _lane_blocks(n.lane, history._segments[index], history, n.sequence, words, lookup, holds)
+    first_missing = next((b.index for b in out if not b.held), None)
     removed = None
     if first_missing is not None:
-        blk = blocks[first_missing]
+        blk = lookup.blocks[first_missing]
         removed = _removal(history, index, n.sequence, blk.fingerprint, blk.bucket_a, blk.bucket_b)
     return LaneExplanation(
         n.lane,
@@ -330,7 +344,7 @@ def explain_lane(
         n.time_unix_ns,
         n.stream_id,
         n.why,
-        tuple(out),
+        out,
         lookup.depths[n.lane],
         first_missing,
         removed,
