@@ -37,6 +37,14 @@ from cbi1kit.wire._frames import (
 )
 from cbi1kit.wire._layout import DELTA_PREFIX, SNAPSHOT_PREFIX
 
+#: The header fields of a fixed value: each field, its value, what an error calls it, and the
+#: ``Format`` subvariant, in upstream's order.
+_FIXED_FIELDS = (
+    ("format_version", FORMAT_VERSION, "CKF format version", "Version"),
+    ("fingerprint_bits", FINGERPRINT_BITS, "fingerprint width", "FingerprintBits"),
+    ("slots_per_bucket", SLOTS_PER_BUCKET, "slots per bucket", "SlotsPerBucket"),
+)
+
 
 def _check_format(
     expected: FilterFormat,
@@ -46,36 +54,21 @@ def _check_format(
     seed: int,
     bucket_count: int,
 ) -> None:
-    if format_version != FORMAT_VERSION:
-        raise Cbi1Error(
-            Cbi1Variant.Format,
-            f"unsupported CKF format version {format_version} (expected {FORMAT_VERSION})",
-            subvariant="Version",
-            offset=_OFF["format_version"],
-            field="header.format_version",
-            expected=FORMAT_VERSION,
-            actual=format_version,
-        )
-    if fingerprint_bits != FINGERPRINT_BITS:
-        raise Cbi1Error(
-            Cbi1Variant.Format,
-            f"unsupported fingerprint width {fingerprint_bits} (expected {FINGERPRINT_BITS})",
-            subvariant="FingerprintBits",
-            offset=_OFF["fingerprint_bits"],
-            field="header.fingerprint_bits",
-            expected=FINGERPRINT_BITS,
-            actual=fingerprint_bits,
-        )
-    if slots != SLOTS_PER_BUCKET:
-        raise Cbi1Error(
-            Cbi1Variant.Format,
-            f"unsupported slots per bucket {slots} (expected {SLOTS_PER_BUCKET})",
-            subvariant="SlotsPerBucket",
-            offset=_OFF["slots_per_bucket"],
-            field="header.slots_per_bucket",
-            expected=SLOTS_PER_BUCKET,
-            actual=slots,
-        )
+    """The header's fixed fields, then its seed and bucket count against ``expected``: upstream's
+    ``Format`` errors, in its order."""
+    for (name, value, what, subvariant), actual in zip(
+        _FIXED_FIELDS, (format_version, fingerprint_bits, slots), strict=True
+    ):
+        if actual != value:
+            raise Cbi1Error(
+                Cbi1Variant.Format,
+                f"unsupported {what} {actual} (expected {value})",
+                subvariant=subvariant,
+                offset=_OFF[name],
+                field=f"header.{name}",
+                expected=value,
+                actual=actual,
+            )
     if seed != expected.seed or bucket_count != expected.bucket_count:
         name = "seed" if seed != expected.seed else "bucket_count"
         raise Cbi1Error(

@@ -8,7 +8,7 @@ per-call cost that bounds ``decode`` on small frames.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from operator import getitem
 from typing import Any, TypeVar, cast
@@ -50,6 +50,7 @@ from cbi1kit.wire._frames import (
     Delta,
     Frame,
     FrameHeader,
+    _position,
     _xxh3_64,
 )
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER, Layout
@@ -312,11 +313,7 @@ class DeltaBatch(Sequence[Delta]):
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(f"delta {index} out of range for {n} deltas")
+        index = _position(index, len(self), "delta")
         header = FrameHeader(
             self.format.seed,
             self.format.bucket_count,
@@ -325,10 +322,6 @@ class DeltaBatch(Sequence[Delta]):
         )
         start, end = self.offsets[index : index + 2]
         return Delta(header, int(self.base_epoch[index]), self.images[start:end])
-
-    def __iter__(self) -> Iterator[Delta]:
-        for i in range(len(self)):
-            yield self[i]
 
     def __repr__(self) -> str:
         return f"DeltaBatch({self.format!r}, deltas={len(self)}, images={self.images.shape[0]})"

@@ -4,7 +4,7 @@ upstream's checks in upstream's order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from cbi1kit.wire._frames import (
     _as_words,
     _encode_chunk,
     _encode_delta_bytes,
+    _position,
 )
 
 __all__ = [
@@ -104,17 +105,10 @@ class SnapshotChunks(Sequence[bytes]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(f"chunk {index} out of range for {n} chunks")
+        index = _position(index, n, "chunk")
         start = index * SNAPSHOT_CHUNK_BUCKETS
         chunk = self._words[start : start + SNAPSHOT_CHUNK_BUCKETS]
         return _encode_chunk(self._format, self._dc_id, self._epoch, index, n, start, chunk)
-
-    def __iter__(self) -> Iterator[bytes]:
-        for i in range(len(self)):
-            yield self[i]
 
 
 def encode_snapshot_chunks(

@@ -257,6 +257,16 @@ def _as_images(images: ImagesLike) -> npt.NDArray[np.void]:
 # ---------------------------------------------------------------------------------------- encode
 
 
+def _position(index: int, n: int, what: str) -> int:
+    """``index`` into a sequence of ``n`` ``what``s, counted from the end if negative;
+    ``IndexError`` past either end."""
+    if index < 0:
+        index += n
+    if not 0 <= index < n:
+        raise IndexError(f"{what} {index} out of range for {n} {what}s")
+    return index
+
+
 def _header_bytes(flags: int, fmt: FilterFormat, dc_id: int, epoch: int) -> bytes:
     return _HEADER.pack(
         MAGIC,

@@ -18,17 +18,15 @@ import numpy as np
 import xxhash
 
 from cbi1kit.errors import Cbi1Error
+from cbi1kit.wire._checks import _FIXED_FIELDS
 from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
-    FINGERPRINT_BITS,
-    FORMAT_VERSION,
     HEADER_LEN,
     IMAGE_BYTES,
     IMAGES_MAX_FRAME_BYTES,
     LEGACY_MAGIC,
     MAGIC,
-    SLOTS_PER_BUCKET,
     SNAPSHOT_BODY_PREFIX,
     SNAPSHOT_CHUNK_BUCKETS,
     WIRE_VERSION,
@@ -219,15 +217,10 @@ def _header_problems(
                 HEADER.field("body_checksum"),
                 f"frame says 0x{_int(hv['body_checksum']):08x}, body hashes to 0x{actual:08x}",
             )
-    checks: list[tuple[str, str, int]] = [
-        ("Format.Version", "format_version", FORMAT_VERSION),
-        ("Format.FingerprintBits", "fingerprint_bits", FINGERPRINT_BITS),
-        ("Format.SlotsPerBucket", "slots_per_bucket", SLOTS_PER_BUCKET),
-    ]
-    for variant, name, want in checks:
+    for name, want, _what, subvariant in _FIXED_FIELDS:
         got = hv[name]
         if got is not None and got != want:
-            add(variant, HEADER.field(name), f"found {_int(got)}, expected {want}")
+            add(f"Format.{subvariant}", HEADER.field(name), f"found {_int(got)}, expected {want}")
     if expected is not None:
         for name, want in (
             ("seed", expected.seed),
