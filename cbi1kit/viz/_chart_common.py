@@ -14,12 +14,16 @@ know the column names, nor wonder what lies in the empty band past the last buck
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
 from cbi1kit.errors import VizError, VizVariant
+
+if TYPE_CHECKING:
+    import altair as alt
 
 __all__ = ["MAX_ROWS", "full_table", "hex64"]
 
@@ -114,6 +118,17 @@ def _lane(lane: npt.ArrayLike) -> Lane:
             VizVariant.ChartData, f"a lane is a 1-D uint64 array, got {arr.dtype} {arr.shape}"
         )
     return arr
+
+
+def _panel_rows(chart: alt.Chart | alt.LayerChart, panels: list[str]) -> alt.FacetChart:
+    """``chart`` as a row per value of its ``panel`` column, in the order of ``panels``: each
+    panel's own y scale, its name above it on the left."""
+    import altair as alt  # loaded already by every chart; not by ``full_table``
+
+    header = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start")
+    facet = chart.facet(row=alt.Row("panel:N", title=None, sort=panels, header=header))
+    panelled: alt.FacetChart = facet.resolve_scale(y="independent")
+    return panelled
 
 
 def _duration(seconds: int) -> str:

@@ -133,14 +133,28 @@ def byte_map_chart(frame: Buffer | Inspection, *, width: int = 720) -> alt.VConc
         .encode(x=alt.X("mid:Q"), text="name:N")
         .transform_calculate(mid="(datum.start + datum.end) / 2")
     )
-    whole = (
+    step = _LABEL_CHAR_PX * longest + 2 * _LABEL_FONT
+    kind = "frame" if ins.kind is None else ins.kind.name.lower().replace("_", " ")
+    return alt.vconcat(
+        (bars + labels).properties(
+            width=width, height=alt.Step(step), title="The header and prefix, byte by byte"
+        ),
+        _to_scale(table, ins.length, colour, tooltip, width),
+    ).properties(title=f"A CBI1 {kind} of {ins.length:,} bytes")
+
+
+def _to_scale(
+    table: pl.DataFrame, length: int, colour: alt.Color, tooltip: list[alt.Tooltip], width: int
+) -> alt.Chart:
+    """The byte map's strip of the whole frame (``length`` bytes) to scale, a bar per field."""
+    chart: alt.Chart = (
         alt.Chart(table)
         .mark_bar(stroke="white", strokeWidth=0.5)
         .encode(
             x=alt.X(
                 "start:Q",
                 title="byte offset (whole frame, to scale)",
-                scale=alt.Scale(domain=[0, ins.length], nice=False),
+                scale=alt.Scale(domain=[0, length], nice=False),
             ),
             x2="end:Q",
             color=colour,
@@ -148,14 +162,7 @@ def byte_map_chart(frame: Buffer | Inspection, *, width: int = 720) -> alt.VConc
         )
         .properties(width=width, height=28)
     )
-    step = _LABEL_CHAR_PX * longest + 2 * _LABEL_FONT
-    kind = "frame" if ins.kind is None else ins.kind.name.lower().replace("_", " ")
-    return alt.vconcat(
-        (bars + labels).properties(
-            width=width, height=alt.Step(step), title="The header and prefix, byte by byte"
-        ),
-        whole,
-    ).properties(title=f"A CBI1 {kind} of {ins.length:,} bytes")
+    return chart
 
 
 def occupancy_chart(lane: npt.ArrayLike, *, bins: int = 512, width: int = 720) -> alt.VConcatChart:
@@ -183,40 +190,29 @@ def occupancy_chart(lane: npt.ArrayLike, *, bins: int = 512, width: int = 720) -
         alt.Tooltip("full_buckets:Q", title="full buckets"),
         alt.Tooltip("load_factor:Q", title="slot load", format=".3f"),
     ]
+
+    def strip(title: str, scale: alt.Scale) -> alt.Chart:
+        """A strip of the heat map: a rect per bucket range, along an x axis so titled."""
+        chart: alt.Chart = (
+            alt.Chart(table)
+            .mark_rect()
+            .encode(
+                x=alt.X("bucket_start:Q", title=title, scale=scale),
+                x2="bucket_end:Q",
+                color=colour,
+                tooltip=tooltip,
+            )
+            .properties(width=width, height=40)
+        )
+        return chart
+
     overview = (
-        alt.Chart(table)
-        .mark_rect()
-        .encode(
-            x=alt.X(
-                "bucket_start:Q",
-                title="bucket (brush to zoom)",
-                scale=alt.Scale(domain=[0, int(words.shape[0])], nice=False),
-            ),
-            x2="bucket_end:Q",
-            color=colour,
-            tooltip=tooltip,
-        )
+        strip("bucket (brush to zoom)", alt.Scale(domain=[0, int(words.shape[0])], nice=False))
         .add_params(brush)
-        .properties(
-            width=width, height=40, title=f"Occupied slots per bucket range ({bins} ranges)"
-        )
+        .properties(title=f"Occupied slots per bucket range ({bins} ranges)")
     )
-    detail = (
-        alt.Chart(table)
-        .mark_rect()
-        .encode(
-            # unbrushed, the domain is the data's: [0, bucket_count], not rounded past it
-            x=alt.X(
-                "bucket_start:Q",
-                title="bucket (the brushed range)",
-                scale=alt.Scale(domain=brush, nice=False, zero=False),
-            ),
-            x2="bucket_end:Q",
-            color=colour,
-            tooltip=tooltip,
-        )
-        .properties(width=width, height=40)
-    )
+    # unbrushed, the detail's domain is the data's: [0, bucket_count], not rounded past it
+    detail = strip("bucket (the brushed range)", alt.Scale(domain=brush, nice=False, zero=False))
     return alt.vconcat(overview, detail).properties(
         title=f"Occupancy of a lane of {int(words.shape[0]):,} buckets"
     )

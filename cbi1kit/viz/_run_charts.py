@@ -10,7 +10,15 @@ import numpy as np
 import polars as pl
 
 from cbi1kit.ckf._stats import estimated_false_positive_rate
-from cbi1kit.viz._chart_common import _bounded, _int, _label, _require, _run_order, hex64
+from cbi1kit.viz._chart_common import (
+    _bounded,
+    _int,
+    _label,
+    _panel_rows,
+    _require,
+    _run_order,
+    hex64,
+)
 
 __all__ = ["compare_runs_chart", "fleet_churn_chart", "fpr_vs_load_chart", "prefix_depth_chart"]
 
@@ -104,7 +112,7 @@ def compare_runs_chart(
         ),
         "compare runs",
     )
-    chart: alt.FacetChart = (
+    lines = (
         alt.Chart(long)
         .mark_line(point=alt.OverlayMarkDef(size=10) if thinned.height <= 60 else False)
         .encode(
@@ -119,18 +127,9 @@ def compare_runs_chart(
             ],
         )
         .properties(width=520, height=130)
-        .facet(
-            row=alt.Row(
-                "panel:N",
-                title=None,
-                sort=panels,
-                header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start"),
-            )
-        )
-        .resolve_scale(y="independent")
-        .properties(
-            title=title or f"{', '.join(panels)} against {_label(x)}, one line per {_label(by)}"
-        )
+    )
+    chart: alt.FacetChart = _panel_rows(lines, panels).properties(
+        title=title or f"{', '.join(panels)} against {_label(x)}, one line per {_label(by)}"
     )
     return chart
 

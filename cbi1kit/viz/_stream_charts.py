@@ -19,6 +19,7 @@ from cbi1kit.viz._chart_common import (
     _duration,
     _int,
     _label,
+    _panel_rows,
     _require,
     _since,
     _time_unit,
@@ -183,19 +184,9 @@ def filter_health_chart(
     long = _health_rows(table, x, metrics)
     panels = [_label(m) for m in metrics if m not in _FPR_METRICS]
     panels += [_FPR_PANEL] if any(m in _FPR_METRICS for m in metrics) else []
-    chart: alt.FacetChart = (
-        _health_layers(long, x_title, tip, metrics)
-        .properties(width=560, height=110)
-        .facet(
-            row=alt.Row(
-                "panel:N",
-                title=None,
-                sort=panels,
-                header=alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start"),
-            )
-        )
-        .resolve_scale(y="independent")
-        .properties(title=title or f"Filter health: {', '.join(panels)}")
+    layers = _health_layers(long, x_title, tip, metrics).properties(width=560, height=110)
+    chart: alt.FacetChart = _panel_rows(layers, panels).properties(
+        title=title or f"Filter health: {', '.join(panels)}"
     )
     return chart
 
