@@ -17,7 +17,7 @@ import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -121,6 +121,20 @@ INDEX_FLAG_BLOCK_CHECK: Final = 0x01
 _TRAILER_BODY: Final = TRAILER_BODY.codec
 TRAILER_LEN: Final = RECORD_HEADER_LEN + _TRAILER_BODY.size
 DEFAULT_INDEX_EVERY: Final = 4096
+
+
+class _ClosesOnExit:
+    """``with x:`` closes ``x`` at the end (the readers' and writers' context manager):
+    ``__enter__`` gives it, ``__exit__`` calls its ``close()``."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ engines take them), catalog updates, stream opens and closes, and damage where i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -87,13 +87,17 @@ class FrameDamage:
         return self.error.at
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogRecord:
-    """One ``KvPoolCatalogUpdate`` of a capture's ``WatchKvPoolCatalog`` stream, decoded.
+_Update = TypeVar("_Update", pb.KvPoolCatalogUpdate, pb.ServingReadinessUpdate)
 
-    ``index`` counts catalog updates from 0 within the capture, ``record_index`` is the capture
-    record; ``raw`` holds the message bytes as received. The update is parsed, not validated:
-    the relay contract (:func:`cbi1kit.relay._messages.catalog_from_wire`) is the relay stage's.
+
+@dataclass(frozen=True, slots=True)
+class _PlaneRecord(Generic[_Update]):
+    """One update of a plane's stream, decoded: the fields a catalog and a readiness record share.
+
+    ``index`` counts the plane's updates from 0 within the capture, ``record_index`` is the
+    capture record; ``raw`` holds the message bytes as received. The update is parsed, not
+    validated: the relay contract (:func:`cbi1kit.relay._messages.catalog_from_wire`) is the relay
+    stage's.
     """
 
     index: int
@@ -102,25 +106,21 @@ class CatalogRecord:
     recv_unix_ns: int
     recv_mono_ns: int
     stream_id: int
-    update: pb.KvPoolCatalogUpdate
+    update: _Update
     raw: bytes
     source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class ReadinessRecord:
-    """One ``ServingReadinessUpdate`` of a capture's ``SubscribeServingReadiness`` stream,
-    decoded (``index`` counts them from 0; otherwise as :class:`CatalogRecord`)."""
+class CatalogRecord(_PlaneRecord[pb.KvPoolCatalogUpdate]):
+    """One ``KvPoolCatalogUpdate`` of a capture's ``WatchKvPoolCatalog`` stream, decoded (the
+    fields are :class:`_PlaneRecord`'s)."""
 
-    index: int
-    record_index: int
-    source_offset: int
-    recv_unix_ns: int
-    recv_mono_ns: int
-    stream_id: int
-    update: pb.ServingReadinessUpdate
-    raw: bytes
-    source: str = ""
+
+@dataclass(frozen=True, slots=True)
+class ReadinessRecord(_PlaneRecord[pb.ServingReadinessUpdate]):
+    """One ``ServingReadinessUpdate`` of a capture's ``SubscribeServingReadiness`` stream,
+    decoded (the fields are :class:`_PlaneRecord`'s)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 from cbi1kit.capture._file import (
@@ -16,6 +15,7 @@ from cbi1kit.capture._file import (
     CaptureDamage,
     CaptureRecord,
     RecordType,
+    _ClosesOnExit,
 )
 from cbi1kit.capture._scan import FileScan
 from cbi1kit.errors import CaptureError
@@ -23,7 +23,7 @@ from cbi1kit.errors import CaptureError
 __all__ = ["CaptureReader"]
 
 
-class CaptureReader:
+class CaptureReader(_ClosesOnExit):
     """A capture's records, read by the format's one scanner
     (:class:`cbi1kit.capture._scan.FileScan`).
 
@@ -42,17 +42,6 @@ class CaptureReader:
         self.damage: CaptureError | None = None
         self.damages: list[CaptureDamage] = []
         self._scan = FileScan(self.path, verify=verify)  # OSError here if it cannot be read
-
-    def __enter__(self) -> CaptureReader:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the file; safe to call twice."""

@@ -10,10 +10,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 
-from cbi1kit.capture._file import RecordType
+from cbi1kit.capture._file import RecordType, _ClosesOnExit
 from cbi1kit.capture._segments import (
     CONTINUED,
     SegmentInfo,
@@ -38,7 +37,7 @@ class _Open:
     info: Mapping[str, Any]
 
 
-class RotatingCaptureWriter:
+class RotatingCaptureWriter(_ClosesOnExit):
     """A :class:`CaptureWriter` that starts a new segment once the current one holds
     ``rotate_bytes`` or has been open ``rotate_seconds`` (checked before each record, so a
     record never splits). The interface is the writer's: ``open_stream``, ``message``,
@@ -159,17 +158,6 @@ class RotatingCaptureWriter:
         return self._writer
 
     # -- the writer's interface
-    def __enter__(self) -> RotatingCaptureWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     @property
     def path(self) -> Path:
         """The segment being written."""

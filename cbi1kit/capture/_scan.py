@@ -31,6 +31,7 @@ from cbi1kit.capture._file import (
     StreamClose,
     StreamOpen,
     _check,
+    _ClosesOnExit,
     _index_offsets,
     check_file_header,
     record_header,
@@ -647,7 +648,7 @@ class _Wanted:
         )
 
 
-class CaptureScan:
+class CaptureScan(_ClosesOnExit):
     """A capture, one file or a rotated recording's segments in order, as the items replay
     and the tables read (frames as :class:`~cbi1kit.capture._scan.FrameSpan` columns), read on from
     where the scan stands: ``items()`` again reads only what was appended (and the segments
@@ -694,12 +695,6 @@ class CaptureScan:
     def close(self) -> None:
         for f in self._files:
             f.scan.close()
-
-    def __enter__(self) -> CaptureScan:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def items(self, *, final: bool = True) -> Iterator[ScanItem]:
         """The items from where the scan stands to the capture's end as it is now (``final``:

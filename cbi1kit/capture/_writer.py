@@ -8,7 +8,6 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Literal
 
 import numpy as np
@@ -34,6 +33,7 @@ from cbi1kit.capture._file import (
     StreamClose,
     StreamOpen,
     _check,
+    _ClosesOnExit,
     _encode_stream_close,
     _encode_stream_open,
     schema_bytes,
@@ -55,7 +55,7 @@ def _file_header(created_unix_ns: int) -> bytes:
     return head[:-4] + _U32.pack(_check(head[:-4]))
 
 
-class CaptureWriter:
+class CaptureWriter(_ClosesOnExit):
     """Appends records to a capture file; use as a context manager.
 
     Flush policy: the buffer is handed to the OS every ``flush_records`` records and whenever
@@ -162,18 +162,6 @@ class CaptureWriter:
             self.write(RecordType.SCHEMA, schema_bytes())
         else:
             self.flush()
-
-    # -- context manager
-    def __enter__(self) -> CaptureWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def record_count(self) -> int:
