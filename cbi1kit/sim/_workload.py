@@ -434,22 +434,7 @@ def synthetic_chat(
             compute_block_hash_for_seq(tokens, block_size, lora_name=lora, is_eagle=eagle)
         )
         session_lora.append(lora)
-    order, lengths, local = _arrival_order(rows, session_hashes, block_size, eagle)
-    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return Workload(
-        timestamps_ms=np.array([rows[i][0] for i in order], dtype=np.int64),
-        input_tokens=np.array([rows[i][3] for i in order], dtype=np.int64),
-        output_tokens=np.array([rows[i][4] for i in order], dtype=np.int64),
-        offsets=offsets,
-        local_hashes=local.astype(np.uint64, copy=False),
-        seq_hashes=compute_seq_hash_ragged(local, lengths),
-        block_size=block_size,
-        hash_format=fmt,
-        lora_names=tuple(session_lora[rows[i][1]] for i in order),
-        source=f"synthetic_chat(seed={seed}, space={hash_space})",
-        meta={"kind": "synthetic_chat", "hash_space": hash_space, "seed": seed},
-    )
+    return _chat_workload(rows, session_hashes, session_lora, block_size, hash_space, seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,21 +473,39 @@ class _ChatShape:
         return np.concatenate(parts)
 
 
-def _arrival_order(
+def _chat_workload(
     rows: list[tuple[int, int, int, int, int]],
     session_hashes: list[U64Array],
+    session_lora: list[str | None],
     block_size: int,
-    eagle: bool,
-) -> tuple[list[int], I64Array, U64Array]:
-    """The requests in arrival order (ties by session, then turn): that order, each one's block
-    count, and their local hashes laid end to end."""
+    hash_space: HashSpaceName,
+    seed: int,
+) -> Workload:
+    """:func:`synthetic_chat`'s requests ``rows`` (``(time, session, turn, n_tokens, output)``)
+    in arrival order (ties by session, then turn), each one's blocks the first of its
+    session's hashes."""
+    fmt = _hash_space(hash_space)
     order = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], rows[i][2]))
-    lengths = np.array([block_count(rows[i][3], block_size, eagle) for i in order], np.int64)
+    lengths = np.array([block_count(rows[i][3], block_size, fmt.is_eagle) for i in order], np.int64)
     local = np.concatenate(
         [session_hashes[rows[i][1]][:n] for i, n in zip(order, lengths.tolist(), strict=True)]
         or [np.empty(0, dtype=np.uint64)]
     )
-    return order, lengths, local
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Workload(
+        timestamps_ms=np.array([rows[i][0] for i in order], dtype=np.int64),
+        input_tokens=np.array([rows[i][3] for i in order], dtype=np.int64),
+        output_tokens=np.array([rows[i][4] for i in order], dtype=np.int64),
+        offsets=offsets,
+        local_hashes=local.astype(np.uint64, copy=False),
+        seq_hashes=compute_seq_hash_ragged(local, lengths),
+        block_size=block_size,
+        hash_format=fmt,
+        lora_names=tuple(session_lora[rows[i][1]] for i in order),
+        source=f"synthetic_chat(seed={seed}, space={hash_space})",
+        meta={"kind": "synthetic_chat", "hash_space": hash_space, "seed": seed},
+    )
 
 
 def _draw(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
