@@ -91,19 +91,20 @@ CKF_FORMAT_VERSION: Final = FORMAT_VERSION
 CKF_FINGERPRINT_BITS: Final = FINGERPRINT_BITS
 CKF_SLOTS_PER_BUCKET: Final = SLOTS_PER_BUCKET
 _U64_MAX: Final = U64_MAX
+#: The update kinds that leave the sequence where it is (base_sequence == sequence), as the
+#: errors name them.
+_UNSTEPPED: Final = {
+    pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK: "snapshot chunk",
+    pb.FILTER_UPDATE_KIND_HEARTBEAT: "heartbeat",
+}
 _SOURCES: Final = frozenset(s.proto_value for s in IdentitySource)
-
-
-# --------------------------------------------------------------------------------------------
-# errors
 
 
 # --------------------------------------------------------------------------------------------
 # validation
 
 
-def validate_envelope(protocol_version: int, contract_marker: int, *, path: str) -> None:
-    """Marker first, then version, as upstream's ``validate_protocol_envelope`` does."""
+def _validate_marker(contract_marker: int, path: str) -> None:
     if contract_marker != RELAY_CONTRACT_MARKER:
         raise RelayWireError(
             RelayWireVariant.ContractMarker,
@@ -111,6 +112,11 @@ def validate_envelope(protocol_version: int, contract_marker: int, *, path: str)
             expected=RELAY_CONTRACT_MARKER,
             actual=contract_marker,
         )
+
+
+def validate_envelope(protocol_version: int, contract_marker: int, *, path: str) -> None:
+    """Marker first, then version, as upstream's ``validate_protocol_envelope`` does."""
+    _validate_marker(contract_marker, path)
     if protocol_version != RELAY_PROTOCOL_VERSION:
         raise RelayWireError(
             RelayWireVariant.ProtocolVersion,
@@ -246,12 +252,12 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
     _require(update, "relay", path)
     kind = update.kind
     base, seq = update.base_sequence, update.sequence
-    if kind == pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK:
+    if kind in _UNSTEPPED:
         if base != seq:
             raise RelayWireError(
                 RelayWireVariant.Sequence,
                 f"{path}.base_sequence",
-                detail=f"a snapshot chunk needs base_sequence == sequence, got {base} != {seq}",
+                detail=f"a {_UNSTEPPED[kind]} needs base_sequence == sequence, got {base} != {seq}",
             )
     elif kind == pb.FILTER_UPDATE_KIND_DELTA:
         # an empty chunk or delta payload is upstream's CBI1 ``Truncated``, from decode
@@ -261,21 +267,14 @@ def validate_filter_update(update: pb.FilterUpdate) -> None:
                 f"{path}.sequence",
                 detail=f"a delta needs sequence == base_sequence + 1, got {base} -> {seq}",
             )
-    elif kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
-        if base != seq:
-            raise RelayWireError(
-                RelayWireVariant.Sequence,
-                f"{path}.base_sequence",
-                detail=f"a heartbeat needs base_sequence == sequence, got {base} != {seq}",
-            )
-        if update.payload:
-            raise RelayWireError(
-                RelayWireVariant.Payload,
-                f"{path}.payload",
-                detail=f"a heartbeat has an empty payload, got {len(update.payload)} bytes",
-            )
     else:
         raise RelayWireError(RelayWireVariant.UpdateKind, f"{path}.kind", actual=kind)
+    if kind == pb.FILTER_UPDATE_KIND_HEARTBEAT and update.payload:
+        raise RelayWireError(
+            RelayWireVariant.Payload,
+            f"{path}.payload",
+            detail=f"a heartbeat has an empty payload, got {len(update.payload)} bytes",
+        )
 
 
 def check_filter_update(update: pb.FilterUpdate) -> RelayWireError | None:
@@ -380,13 +379,7 @@ def validate_catalog_update(update: pb.KvPoolCatalogUpdate) -> None:
 
 def validate_subscribe_request(request: pb.SubscribeKvPoolRequest) -> None:
     path = "SubscribeKvPoolRequest"
-    if request.contract_marker != RELAY_CONTRACT_MARKER:
-        raise RelayWireError(
-            RelayWireVariant.ContractMarker,
-            f"{path}.contract_marker",
-            expected=RELAY_CONTRACT_MARKER,
-            actual=request.contract_marker,
-        )
+    _validate_marker(request.contract_marker, path)
     sid = request.subscriber_id
     if not 1 <= len(sid.encode()) <= 128 or any(ch.isprintable() is False for ch in sid):
         raise RelayWireError(RelayWireVariant.SubscriberId, f"{path}.subscriber_id", actual=sid)
