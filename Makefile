@@ -17,7 +17,7 @@ help:
 	@echo "make bench  - run the benchmarks in benchmarks/ and print their figures"
 	@echo "make bench-quick - every benchmark's --quick smoke run (CI: no timed assertions)"
 	@echo "make sample - regenerate the bundled sample capture from the trace"
-	@echo "make real-sample - record Dynamo's own relay anew into data/real.kvrcap (root)"
+	@echo "make real-sample - record Dynamo's own relay anew into cbi1kit/data/real.kvrcap (root)"
 	@echo "make lab    - JupyterLab on notebooks/ with this project's environment as the kernel"
 
 $(VENV)/bin/python:
@@ -46,20 +46,20 @@ chromium:
 		echo "note: chromium is missing (apt-get install chromium): no browser test, no screenshots"; \
 	fi
 
-# simulate (or reuse data/sample.kvrcap) → replay → summary → report → notebook screenshots
+# simulate (or reuse cbi1kit/data/sample.kvrcap) → replay → summary → report → notebook screenshots
 demo: $(STAMP_BASE) chromium
 	$(PY) -m tools.demo --force
 
 # the bundled capture, byte-identical from the trace (fixed seeds, simulated clock)
 sample: $(STAMP_BASE)
-	$(PY) -m cbi1kit simulate data/mooncake/conversation_trace.jsonl -o data/sample.kvrcap \
+	$(PY) -m cbi1kit simulate cbi1kit/data/mooncake/conversation_trace.jsonl -o cbi1kit/data/sample.kvrcap \
 		--sample --force --no-progress
 
 # Dynamo's own relay (ai-dynamo-runtime, the oracle extra) recorded on loopback in a network
 # namespace of its own (unshare -n: root), with the workload it was fed (tools/realrelay.py)
 real-sample: $(STAMP_DEV)
-	unshare -n $(PY) -m tools.realrelay data/real.kvrcap --chains 200 --evict 60 --seconds 10
-	rm -f data/real.kvrcap.list.txt
+	unshare -n $(PY) -m tools.realrelay cbi1kit/data/real.kvrcap --chains 200 --evict 60 --seconds 10
+	rm -f cbi1kit/data/real.kvrcap.list.txt
 
 # a free port, this environment's kernel, saves that keep the tracked notebooks output-free, root ok
 lab: $(STAMP_BASE)

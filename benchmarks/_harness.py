@@ -41,9 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from cbi1kit.data import FOLDER, mooncake_trace
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data"
-TRACE = DATA / "mooncake" / "conversation_trace.jsonl"
+DATA = FOLDER
+TRACE = mooncake_trace()
 MiB = 1 << 20
 
 __all__ = [

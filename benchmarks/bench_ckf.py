@@ -1,7 +1,7 @@
 """CKF: the compiled kick walk, vectorised addressing, the producer on the trace, prefix search.
 
 Each figure is candidate vs baseline in the same run, alternating rounds, CPU and wall time
-(``_harness``); the trace is the bundled ``data/mooncake/conversation_trace.jsonl``, so this
+(``_harness``); the trace is the bundled ``ck.data.mooncake_trace()``, so this
 runs in a plain clone. Baselines, and why each is fair:
 
 * **Kick walk, insert to failure** (a 2^16-bucket table filled with random items until the

@@ -38,7 +38,7 @@ from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.hashing import compute_block_hash_for_seq, compute_seq_hash_batch
 
-sample = "data/sample.kvrcap"
+sample = ck.data.sample_capture()
 ck.frames_table(sample).collect()
 ck.replay(sample, keep_events=False)
 blocks = compute_block_hash_for_seq(np.arange(16 * 256, dtype=np.uint32), 16)

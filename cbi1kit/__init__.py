@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         analysis as analysis,
         capture as capture,
         ckf as ckf,
+        data as data,
         errors as errors,
         fleet as fleet,
         hashing as hashing,
@@ -80,7 +81,6 @@ if TYPE_CHECKING:
         synthetic_chat as synthetic_chat,
     )
     from cbi1kit.viz import (
-        build_report as build_report,
         hex64 as hex64,
         setup_notebook as setup_notebook,
     )

@@ -12,13 +12,15 @@
 # `ck.read_frames(path)` looks at the first bytes and picks the right one. Every reader yields
 # the same `FrameRecord`s, so everything below works on all three.
 #
-# The bundled capture was simulated from the real Mooncake conversation trace
-# (`data/mooncake/`, Apache-2.0) by `cbi1kit simulate`; replace `capture` with your own file.
+# The bundled capture (`ck.data`, shipped with the package) was simulated from the real Mooncake
+# conversation trace (Apache-2.0) by `cbi1kit simulate`; replace `capture` with your own file.
 
 # %% tags=["parameters"]
-capture = "../data/sample.kvrcap"
-bare_frames = "../data/frames/delta-upstream-fixture.cbi1"
-real = "../data/real.kvrcap"
+import cbi1kit as ck
+
+capture = ck.data.sample_capture()  # the bundled files (ck.data): replace with your own
+bare_frames = ck.data.delta_frame()
+real = ck.data.real_capture()
 
 # %%
 import itertools
@@ -26,8 +28,6 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
-
-import cbi1kit as ck
 
 renderer = ck.setup_notebook()  # every chart draws here with no network
 
@@ -132,7 +132,7 @@ for record in ck.read_frames(bare_frames):
 # %% [markdown]
 # ## A recording of Dynamo's own relay
 #
-# `data/real.kvrcap` is not simulated: `make real-sample` started the relay that ships in
+# `ck.data.real_capture()` is not simulated: `make real-sample` started the relay that ships in
 # `ai-dynamo-runtime` (`KvDcRelay`) on loopback, a worker published 200 seeded chains of
 # 16-token blocks and evicted 60 of them whole, and `cbi1kit record` recorded it. Its
 # `.workload.json` holds each chain's tokens, so the filter can be asked about every one: a live

@@ -11,14 +11,14 @@
 # one fill up and fail.
 
 # %% tags=["parameters"]
-capture = "../data/sample.kvrcap"
-trace = "../data/mooncake/conversation_trace.jsonl"
+import cbi1kit as ck
+
+capture = ck.data.sample_capture()  # the bundled files (ck.data): replace with your own
+trace = ck.data.mooncake_trace()
 requests = 2000  # trace prefix for the re-simulations (keeps the notebook fast)
 
 # %%
 import polars as pl
-
-import cbi1kit as ck
 
 ck.setup_notebook()  # every chart draws here with no network
 

@@ -6,8 +6,10 @@
 # delta grows past 349,525 images and forces a fresh snapshot instead.
 
 # %% tags=["parameters"]
-capture = "../data/sample.kvrcap"
-trace = "../data/mooncake/conversation_trace.jsonl"
+import cbi1kit as ck
+
+capture = ck.data.sample_capture()  # the bundled files (ck.data): replace with your own
+trace = ck.data.mooncake_trace()
 requests = 2000  # trace prefix for each run of the sweeps and the explorer
 dask_workers = 0  # the fleet's conversion and query on a local Dask cluster of this many worker
 # processes (2 adds about 7 s: the workers start and load the kernels); 0 runs them here
@@ -17,8 +19,6 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
-
-import cbi1kit as ck
 
 ck.setup_notebook()  # every chart draws here with no network
 

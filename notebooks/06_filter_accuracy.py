@@ -12,13 +12,13 @@
 # We route the Mooncake trace twice — by the CKF and by exact prefix matching — and compare.
 
 # %% tags=["parameters"]
-trace = "../data/mooncake/conversation_trace.jsonl"
+import cbi1kit as ck
+
+trace = ck.data.mooncake_trace()  # the bundled trace (ck.data): or a Mooncake-format file
 requests = 3000
 
 # %%
 import polars as pl
-
-import cbi1kit as ck
 
 ck.setup_notebook()  # every chart draws here with no network
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 from relayfixtures import FAST, Running
 
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.relay._session import RecorderConfig
 from cbi1kit.sim._hub import ServerConfig
 from cbi1kit.sim._server import RelayServer
@@ -66,9 +67,9 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built once: the report tests read its files, the browser test opens them."""
     out = tmp_path_factory.mktemp("report")
     result = build_report(
-        ROOT / "data" / "sample.kvrcap",
+        sample_capture(),
         out,
-        trace=ROOT / "data" / "mooncake" / "conversation_trace.jsonl",
+        trace=mooncake_trace(),
         notebooks_dir=ROOT / "notebooks",
         notebooks=[HEADLESS_NOTEBOOK],
     )

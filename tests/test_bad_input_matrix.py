@@ -46,6 +46,7 @@ from cbi1kit.capture import (
 from cbi1kit.capture._file import FILE_MAGIC
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.cli._common import Number
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.relay._messages import (
     frame_from_filter_update,
@@ -56,8 +57,8 @@ from cbi1kit.relay._messages import (
 from cbi1kit.sim._workload import read_mooncake
 
 ROOT = Path(__file__).parents[1]
-SAMPLE = ROOT / "data" / "sample.kvrcap"
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+SAMPLE = sample_capture()
+TRACE = mooncake_trace()
 STREAM = build_stream(deltas=4)
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
 

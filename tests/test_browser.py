@@ -27,6 +27,7 @@ import nbformat
 import pytest
 
 from cbi1kit.analysis import replay
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.viz._lab import KERNELSPEC
 from cbi1kit.viz._report import NOTEBOOKS as REPORT_NOTEBOOKS, build_report, drawn_cells
 from tools.browser import (
@@ -40,8 +41,8 @@ from tools.browser import (
 from tools.lab import LabServer, running_lab
 
 ROOT = Path(__file__).parents[1]
-SAMPLE = ROOT / "data" / "sample.kvrcap"
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+SAMPLE = sample_capture()
+TRACE = mooncake_trace()
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 

@@ -20,9 +20,10 @@ from cbi1kit.analysis import frames_table, images_table, replay, snapshots_table
 from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.capture._file import FILE_HEADER_LEN, RecordType
 from cbi1kit.capture._reader import CaptureReader
+from cbi1kit.data import sample_capture
 from cbi1kit.errors import CaptureError
 
-SAMPLE = Path(__file__).parent.parent / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 ENGINES = ["compiled", "reference"]
 relaxed = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

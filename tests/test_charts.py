@@ -22,13 +22,14 @@ from cbi1kit.analysis._shorthands import (
     snapshots_table,
 )
 from cbi1kit.capture._readers import read_capture
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.errors import VizError
 from cbi1kit.viz._chart_common import MAX_ROWS
 from cbi1kit.viz._lane_charts import byte_map_table
 from cbi1kit.wire._encode import encode_delta
 from cbi1kit.wire._format import FilterFormat
 
-SAMPLE = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +163,7 @@ def test_filter_health_over_a_simulation() -> None:
     from cbi1kit.sim._simulator import SimulatorConfig
     from cbi1kit.sim._workload import read_mooncake
 
-    trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+    trace = mooncake_trace()
     cfg = SimulatorConfig(workers_per_dc=2, capacity_blocks=2048, expected_blocks_per_dc=512)
     result = Simulator(cfg).run(read_mooncake(trace, limit=600), health_every=16)
     health = result.health_table()

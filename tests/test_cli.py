@@ -17,9 +17,11 @@ import pytest
 from checkout import copy_tracked
 from cliutil import one_line
 
+from cbi1kit.data import FOLDER, mooncake_trace, sample_capture
+
 ROOT = Path(__file__).parents[1]
 VECTORS = ROOT / "tests" / "vectors" / "cbi1" / "frames"
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 SMALL = ["--limit", "300", "--dcs", "2", "--workers", "2", "--capacity", "256", "--policy", "ckf"]
 
 
@@ -90,6 +92,7 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         "explain",
         "diff",
         "layout",
+        "data",
         "demo",
         "lab",
         "report",
@@ -338,14 +341,14 @@ def test_demo_on_a_file_that_is_no_capture_stops_before_the_notebooks(tmp_path: 
 
 
 def test_bundled_sample_is_valid_and_small() -> None:
-    sample = ROOT / "data" / "sample.kvrcap"
+    sample = sample_capture()
     assert sample.stat().st_size < 4 * 2**20
     res = run("replay", str(sample), "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["ok"]
 
 
 def test_report_charts_only(tmp_path: Path) -> None:
-    res = run("report", str(ROOT / "data" / "sample.kvrcap"), "-o", str(tmp_path), "--no-notebooks")
+    res = run("report", str(sample_capture()), "-o", str(tmp_path), "--no-notebooks")
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "index.html").exists()
     assert "occupancy" in res.stdout
@@ -403,7 +406,7 @@ def test_report_in_a_checkout_refuses_to_touch_its_notebooks(tmp_path: Path) -> 
     """``cbi1kit report CAPTURE -o .`` run where ``notebooks/`` holds the sources."""
     copy_tracked(ROOT / "notebooks", tmp_path / "notebooks")
     before = {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()}
-    res = run("report", str(ROOT / "data" / "sample.kvrcap"), "-o", ".", cwd=tmp_path)
+    res = run("report", str(sample_capture()), "-o", ".", cwd=tmp_path)
     assert res.returncode == 2 and "notebooks" in res.stderr and "Traceback" not in res.stderr
     assert {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks"]
@@ -428,7 +431,7 @@ def test_the_cli_reads_on_past_damage_as_the_library_does(at: int, tmp_path: Pat
     the damage is named with its record and offset, and every intact record after it is read."""
     import cbi1kit as ck
 
-    data = bytearray((ROOT / "data" / "sample.kvrcap").read_bytes())
+    data = bytearray((sample_capture()).read_bytes())
     data[at] ^= 0x10
     path = tmp_path / "flipped.kvrcap"
     path.write_bytes(bytes(data))
@@ -457,10 +460,10 @@ def test_the_cli_reads_on_past_damage_as_the_library_does(at: int, tmp_path: Pat
         ["simulate", str(TRACE), "-o", "{out}", "--expected-blocks", str(1 << 40)],
         ["simulate", str(TRACE), "-o", "{out}", "--dcs", "17"],
         ["simulate", str(TRACE), "-o", "{out}", "--overlap-weight", "nan"],
-        ["stats", str(ROOT / "data" / "sample.kvrcap"), "--probe-seed", "-1"],
-        ["stats", str(ROOT / "data" / "sample.kvrcap"), "--fpr-probes", "-1"],
-        ["stats", str(ROOT / "data" / "sample.kvrcap"), "--fpr-probes", "1000000000"],
-        ["inspect", str(ROOT / "data" / "sample.kvrcap"), "--rows", "-3"],
+        ["stats", str(sample_capture()), "--probe-seed", "-1"],
+        ["stats", str(sample_capture()), "--fpr-probes", "-1"],
+        ["stats", str(sample_capture()), "--fpr-probes", "1000000000"],
+        ["inspect", str(sample_capture()), "--rows", "-3"],
         ["serve", "--port", "70000"],
         ["serve", "--port", "-1"],
         ["serve", "--pace", "inf"],
@@ -483,7 +486,7 @@ def test_serving_a_missing_trace_is_unreadable_input() -> None:
 
 
 def test_inspect_picks_a_frame_without_holding_every_payload() -> None:
-    sample = str(ROOT / "data" / "sample.kvrcap")
+    sample = str(sample_capture())
     res = run("inspect", sample, "--frame", "3", "--rows", "2")
     assert res.returncode == 0 and "-- frame 3: annotated CBI1 payload (DELTA)" in res.stdout
     assert "more frames (--rows)" in res.stdout
@@ -527,10 +530,10 @@ def test_permission_denied_as_a_user_is_one_line_and_exit_3() -> None:
 
 
 def _permission_cases(work: Path) -> None:
-    ok = _as_nobody("replay", str(ROOT / "data" / "sample.kvrcap"), cwd=work)
+    ok = _as_nobody("replay", str(sample_capture()), cwd=work)
     assert ok.returncode == 0, ok.stderr  # nobody can run the CLI here and read the sample
     locked = work / "locked.kvrcap"
-    shutil.copy(ROOT / "data" / "sample.kvrcap", locked)
+    shutil.copy(sample_capture(), locked)
     locked.chmod(0o000)
     trace = work / "locked.jsonl"
     trace.write_text("".join(TRACE.read_text().splitlines(keepends=True)[:20]))
@@ -538,7 +541,7 @@ def _permission_cases(work: Path) -> None:
     readonly = work / "ro"
     readonly.mkdir()
     readonly.chmod(0o555)
-    sample = str(ROOT / "data" / "sample.kvrcap")
+    sample = str(sample_capture())
     cases = [
         (["replay", str(locked)], str(locked)),
         (["stats", str(locked)], str(locked)),
@@ -600,7 +603,7 @@ def test_stats_takes_a_time_as_view_does(at: str) -> None:
     time or an offset; a time gives the stats of the sequence the lane held then."""
     import cbi1kit as ck
 
-    sample = str(ROOT / "data" / "sample.kvrcap")
+    sample = str(sample_capture())
     held = ck.open(sample).view(at=at).lanes[0].sequence
     by_time = run("stats", sample, "--at", at, "--json", "--fpr-probes", "0")
     by_sequence = run("stats", sample, "--at", str(held), "--json", "--fpr-probes", "0")
@@ -646,7 +649,7 @@ def test_bare_cbi1kit_prints_its_usage_and_commands() -> None:
 def test_a_missing_notebooks_folder_is_unreadable_in_report_demo_and_lab(tmp_path: Path) -> None:
     """``report`` said exit 2 where ``demo`` and ``lab`` said 3 for the same missing folder."""
     missing = str(tmp_path / "notebooks")
-    sample = str(ROOT / "data" / "sample.kvrcap")
+    sample = str(sample_capture())
     out = str(tmp_path / "out")
     for argv in (
         ["report", sample, "-o", out, "--notebooks", missing, "--no-progress"],
@@ -654,7 +657,7 @@ def test_a_missing_notebooks_folder_is_unreadable_in_report_demo_and_lab(tmp_pat
     ):
         res = run(*argv)
         assert res.returncode == 3 and "no notebooks folder" in res.stderr, (argv, res.stderr)
-    res = run("demo", "--data", str(ROOT / "data"), cwd=tmp_path)  # no notebooks/ here
+    res = run("demo", "--data", str(FOLDER), cwd=tmp_path)  # no notebooks/ here
     assert res.returncode == 3 and "no notebooks folder" in res.stderr, res.stderr
     assert not Path(out).exists()
 
@@ -664,7 +667,7 @@ def test_a_moment_that_starts_with_a_minus_reaches_the_moments_parser(option: st
     """``--at -5s`` was refused by argparse ("expected one argument"), never saying what a
     moment may be."""
     command = "diff" if option == "--at-a" else "view"
-    res = run(command, str(ROOT / "data" / "sample.kvrcap"), option, "-5s", "--no-progress")
+    res = run(command, str(sample_capture()), option, "-5s", "--no-progress")
     assert res.returncode == 2 and one_line(res.stderr), res.stderr
     assert "'-5s' is neither a sequence" in res.stderr and "+90s" in res.stderr
 
@@ -672,7 +675,7 @@ def test_a_moment_that_starts_with_a_minus_reaches_the_moments_parser(option: st
 def test_inspect_of_a_trace_says_what_replay_says() -> None:
     """A Mooncake trace (JSON lines) was hexdumped as a CBI1 frame, exit 1; ``replay`` says
     exit 3, not a FilterUpdate. Both now say so, and nothing is dumped."""
-    trace = str(ROOT / "data" / "mooncake" / "conversation_trace.jsonl")
+    trace = str(mooncake_trace())
     for command in ("inspect", "replay"):
         res = run(command, trace, "--no-progress")
         assert res.returncode == 3 and one_line(res.stderr), (command, res.stderr)
@@ -686,3 +689,20 @@ def test_inspect_of_a_grpcurl_dump_names_who_reads_it(tmp_path: Path) -> None:
     assert run("replay", str(dump), "--no-progress").returncode in (0, 1)  # a dump replay reads
     res = run("inspect", str(dump))
     assert res.returncode == 2 and one_line(res.stderr) and "cbi1kit replay" in res.stderr
+
+
+def test_data_lists_the_bundled_files_and_prints_one_path_for_a_shell() -> None:
+    """``cbi1kit data``: every bundled file with its size; ``cbi1kit data NAME`` its path alone,
+    which the other commands open (the README's ``replay "$(cbi1kit data sample)"``)."""
+    from cbi1kit.data import FILES
+
+    listed = run("data")
+    assert listed.returncode == 0 and listed.stderr == ""
+    for name, where in FILES.items():
+        assert f"{where().stat().st_size:,}" in listed.stdout and name in listed.stdout
+    path = run("data", "sample").stdout.strip()
+    assert path == str(sample_capture())
+    replayed = run("replay", path, "--no-progress")
+    assert replayed.returncode == 0, replayed.stderr
+    wrong = run("data", "nope")
+    assert wrong.returncode == 2 and "invalid choice: 'nope'" in wrong.stderr

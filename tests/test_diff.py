@@ -18,12 +18,13 @@ from handfleet import MODEL, SECOND, T0, HandFleet
 import cbi1kit as ck
 from cbi1kit.analysis._global import format_unix_ns
 from cbi1kit.analysis._schema import DIFF_SCHEMA
+from cbi1kit.data import mooncake_trace
 from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.relay import HubSnapshot
 from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig
 
 ROOT = Path(__file__).parents[1]
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 T = list(range(101, 113))
 
 

@@ -15,10 +15,11 @@ import pytest
 from packaging.requirements import Requirement
 
 from cbi1kit._extras import COMMAND_EXTRAS, EXTRAS, missing_extra
+from cbi1kit.data import sample_capture
 from conftest import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-SAMPLE = ROOT / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 #: what none but an extra may bring: the heavy or service-side distributions
 NOT_CORE = ("dask", "distributed", "bokeh", "grpcio", "jupyterlab", "playwright")
 
@@ -130,16 +131,24 @@ def test_pip_install_dot_is_the_core_and_works_outside_the_repository(tmp_path: 
     ).stdout.lower()
     present = {line.split("==")[0] for line in listed.split()}
     assert not present & set(NOT_CORE), present & set(NOT_CORE)
-    use = (
-        f"import cbi1kit as ck; c = ck.open({str(SAMPLE)!r}); print(c.frames.collect().height, "
-        "c.replay().frames, type(ck.viz.occupancy_chart(c.lane())).__name__)"
+    use = (  # the bundled sample ships in the wheel (#47): the README's first example
+        "import cbi1kit as ck; c = ck.open(ck.data.sample_capture()); "
+        "print(c.frames.collect().height, c.replay().frames, "
+        "type(ck.viz.occupancy_chart(c.lane())).__name__, ck.data.sample_capture())"
     )
     out = subprocess.run(
         [str(py), "-c", use], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
     )
     assert out.returncode == 0, out.stderr
-    frames, records, chart = out.stdout.split()
+    frames, records, chart, where = out.stdout.split()
     assert int(frames) == int(records) > 0 and chart.endswith("Chart")
+    assert Path(where).is_relative_to(venv) and Path(where).read_bytes() == SAMPLE.read_bytes()
+    for name, size in (("trace", 3_029_533), ("real", 105_682), ("delta", 84)):
+        cli = [str(venv / "bin" / "cbi1kit"), "data", name]
+        path = subprocess.run(cli, capture_output=True, text=True, check=True).stdout.strip()
+        assert Path(path).is_relative_to(venv) and Path(path).stat().st_size == size, name
+    notice = (Path(where).parent / "mooncake" / "README.md").read_text()
+    assert "Apache-2.0" in notice  # the trace's notice ships with it
     rec = subprocess.run(
         [str(venv / "bin" / "cbi1kit"), "record", "localhost:1", "-o", "r.kvrcap"],
         cwd=tmp_path,

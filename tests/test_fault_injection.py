@@ -26,9 +26,10 @@ from cliutil import cli_run, one_line
 
 import cbi1kit as ck
 from cbi1kit.analysis._dataset import TABLES, dataset_lock
+from cbi1kit.data import mooncake_trace, sample_capture
 
 ROOT = Path(__file__).parents[1]
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 
 # The dataset module's file operations counted (appended to the file ``log`` when set), and the
 # process killed (SIGKILL: no handler, no cleanup) at the event numbered ``kill_at`` (0: none);
@@ -67,6 +68,7 @@ CHILD = (
     + COUNTED
     + """
 from cbi1kit import cli
+from cbi1kit.data import mooncake_trace, sample_capture
 code = cli.main(sys.argv[2:])
 print(" ".join(events))
 sys.exit(code)
@@ -318,7 +320,7 @@ def boundary(path: Path, fraction: float) -> int:
     return offsets[int(len(offsets) * fraction)]
 
 
-SAMPLE = ROOT / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 
 
 def test_a_capture_cut_under_a_reader_is_damage_where_it_ended(

@@ -20,6 +20,7 @@ from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.analysis._shorthands import global_view, replay
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
+from cbi1kit.data import mooncake_trace, sample_capture, snapshot_frame
 from cbi1kit.errors import IdentityError, LaneError
 from cbi1kit.hashing._pools import stable_dc_id
 from cbi1kit.sim._engine import Simulator
@@ -33,7 +34,7 @@ from cbi1kit.sim._simrelay import (
 from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake
 
-TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 FLEET = SimRelayConfig(
     SimulatorConfig(dcs=3, workers_per_dc=2, capacity_blocks=256, policy="ckf", seed=3),
     RelayConfig(resubscribe_every_ms=30_000, heartbeat_interval_ms=5_000),
@@ -251,7 +252,7 @@ def test_moments_parse_exactly() -> None:
 def test_a_lane_without_a_pool_is_listed_as_skipped() -> None:
     """Bare CBI1 frames carry no producer identity: no indexer domain holds their lane, and
     the view says so rather than 'no pool' alone (replay and stats show that lane)."""
-    frames = Path(__file__).parents[1] / "data" / "frames" / "snapshot-bc1024-chunk0.cbi1"
+    frames = snapshot_frame()
     view = global_view(frames)
     assert view.domains == []
     assert [pool for pool, _ in view.skipped] == [None]
@@ -280,7 +281,7 @@ def test_a_view_before_the_first_message_says_its_pools_cannot_be_placed_yet() -
     """It said "the capture holds no pool" and then listed the pools it skipped."""
     from cliutil import cli_run
 
-    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    sample = sample_capture()
     code, out, err = cli_run("view", str(sample), "--at", "1970-01-01T00:00:00Z")
     assert code == 0, err
     assert "holds no pool" not in out

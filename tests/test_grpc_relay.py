@@ -32,6 +32,7 @@ from relayfixtures import (
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.cli import main as relay_main
+from cbi1kit.data import mooncake_trace
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
 from cbi1kit.relay._messages import ERROR_REASON_TRAILER, RELAY_CONTRACT_MARKER
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
@@ -513,7 +514,7 @@ def test_validator_is_the_replay_engine_and_flags_a_gap() -> None:
 def test_serve_backed_by_the_trace_simulator(
     tmp_path: Path, recorders: Callable[..., Running]
 ) -> None:
-    trace = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+    trace = mooncake_trace()
     srv = RelayServer.from_simulation(
         trace, pace=0.001, limit=120, server_config=ServerConfig(heartbeat_interval=0.2)
     ).start()

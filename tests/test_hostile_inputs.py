@@ -22,6 +22,7 @@ from test_stream_roundtrip import Stream, build_stream
 from cbi1kit.analysis import export_parquet, frames_table, replay
 from cbi1kit.capture import CaptureReader, CaptureWriter, RecordType, read_capture
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
+from cbi1kit.data import delta_frame, mooncake_trace, sample_capture
 from cbi1kit.errors import CaptureError, Cbi1kitError
 
 STREAM = build_stream(deltas=6)
@@ -185,7 +186,7 @@ def test_hostile_traces_name_their_line_and_create_nothing(content: bytes, tmp_p
     assert code == 1 and f"{trace}:" in err and "Traceback" not in err, err
     assert not out.exists()
     report = tmp_path / "report"
-    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    sample = sample_capture()
     code, _, err = cli_run(
         "report", str(sample), "-o", str(report), "--trace", str(trace), "--no-notebooks"
     )
@@ -255,7 +256,7 @@ def test_a_pipe_or_device_is_refused_before_it_is_opened(argv: list[str], tmp_pa
     guard.start()
     try:
         for source, kind in ((fifo, "a pipe"), (Path("/dev/null"), "a device")):
-            sample = str(Path(__file__).parents[1] / "data" / "sample.kvrcap")
+            sample = str(sample_capture())
             args = [sample if a == "SAMPLE" else a.format(source, out=out) for a in argv]
             code, _, err = cli_run(*args)
             assert code == 3, err
@@ -293,7 +294,7 @@ def test_an_output_that_is_a_pipe_or_device_is_never_replaced(tmp_path: Path) ->
 
     fifo = tmp_path / "out.kvrcap"
     os.mkfifo(fifo)
-    trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+    trace = mooncake_trace()
     code, _, err = cli_run("simulate", str(trace), "-o", str(fifo), "--force", "--limit", "3")
     assert code == 3 and one_line(err) and "not a regular file" in err, err
     assert stat.S_ISFIFO(fifo.stat().st_mode)
@@ -316,7 +317,7 @@ def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(
     from cbi1kit.analysis import export_dataset
     from cbi1kit.fleet._convert import convert_graph
 
-    frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
+    frames = delta_frame()
     out = tmp_path / "ds"
     for argv in (["fleet", "convert"], ["export", "--dataset"]):
         code, _, err = cli_run(*argv, str(frames), "-o", str(out))
@@ -331,7 +332,7 @@ def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(
 def test_a_lane_never_installed_names_the_violation_that_kept_it_out() -> None:
     """``stats --seed`` other than the capture's: every snapshot breaks the format rule, and
     the error says so, not only that no snapshot was installed."""
-    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    sample = sample_capture()
     code, _, err = cli_run("stats", str(sample), "--seed", "0", "--buckets", "4096")
     assert code == 1 and one_line(err), err
     assert "no snapshot was ever installed" in err and "FormatMismatch" in err
@@ -349,7 +350,7 @@ def test_serve_names_what_is_wrong_with_its_options_and_trace(tmp_path: Path) ->
 def test_a_question_a_damaged_capture_cannot_answer_is_its_damage(tmp_path: Path) -> None:
     """No catalog, no such lane, a sequence not replayed: a usage error (exit 2) for a whole
     capture, but when the capture is damaged the damage may be why: exit 1, naming it."""
-    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    sample = sample_capture()
     data = sample.read_bytes()
     cut = tmp_path / "cut.kvrcap"
     cut.write_bytes(data[:100])
@@ -375,7 +376,7 @@ def test_a_question_a_damaged_capture_cannot_answer_is_its_damage(tmp_path: Path
 def test_inspect_goes_on_past_a_file_it_cannot_read(tmp_path: Path) -> None:
     """Several files: one that cannot be read is one line on stderr and the worst exit code,
     and the rest are still inspected (it stopped at the first)."""
-    good = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
+    good = delta_frame()
     code, out, err = cli_run("inspect", str(tmp_path / "missing.cbi1"), str(good))
     assert code == 3 and one_line(err) and "missing.cbi1" in err, err
     assert f"== {good}" in out and "valid: decodes cleanly" in out
@@ -405,7 +406,7 @@ def test_grpc_core_logs_nothing_beside_the_one_error_line() -> None:
 def test_an_epoch_past_the_simulated_clocks_half_is_a_usage_error(tmp_path: Path) -> None:
     """Receive times are the epoch plus the trace's time, in i64 ns: an epoch of 2**63 - 1 was
     taken, and the frames table showed 1677 (wrapped)."""
-    trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+    trace = mooncake_trace()
     out = tmp_path / "sim.kvrcap"
     code, _, err = cli_run(
         "simulate", str(trace), "-o", str(out), "--limit", "3", "--epoch-unix-ns", str(1 << 62)

@@ -19,9 +19,10 @@ import cbi1kit as ck
 from cbi1kit._json import EXACT_INT, dumps
 from cbi1kit.analysis._schema import HEX_TEXT
 from cbi1kit.cli import build_parser
+from cbi1kit.data import mooncake_trace
 
 ROOT = Path(__file__).parents[1]
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 MODEL = "mooncake/conversation"
 
 

@@ -21,9 +21,10 @@ import pytest
 
 from cbi1kit import _compile as _cache
 from cbi1kit._compile import keyed_cache
+from cbi1kit.data import sample_capture
 
 ROOT = Path(__file__).parents[1]
-SAMPLE = ROOT / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 
 
 def _probe(tmp_path: Path) -> ModuleType:

@@ -19,6 +19,7 @@ ROOT = PACKAGE.parent
 ORDER = [
     "errors",
     "_proto",
+    "data",
     "hashing",
     "wire",
     "ckf",
@@ -253,7 +254,7 @@ def test_a_module_docstring_is_short(path: Path) -> None:
 
 #: where a path in backticks names a file of this repository: its top folders, and the stage
 #: folders inside ``cbi1kit/`` (``analysis/_capture``, ``viz/_lab.stored_notebook``)
-_REPO_DIRS = ("cbi1kit", "docs", "tests", "benchmarks", "notebooks", "tools", "data", ".ci")
+_REPO_DIRS = ("cbi1kit", "docs", "tests", "benchmarks", "notebooks", "tools", ".ci")
 _STAGE_DIRS = tuple(ORDER[2:-1])
 
 

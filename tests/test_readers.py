@@ -34,6 +34,7 @@ from cbi1kit.capture._readers import (
 )
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.capture._writer import CaptureWriter
+from cbi1kit.data import delta_frame, sample_capture
 from cbi1kit.errors import CaptureError
 from cbi1kit.hashing._identity import DcCkfFormatIdentity, ProducerIdentity, RelayIdentity
 from cbi1kit.hashing._pools import (
@@ -280,7 +281,7 @@ def test_random_bytes_and_legacy_frames(tmp_path: Path) -> None:
 def test_write_grpcurl_json_reads_back_identically(tmp_path: Path) -> None:
     from cbi1kit.capture._readers import read_capture, read_grpcurl_json, write_grpcurl_json
 
-    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    sample = sample_capture()
     records = list(itertools.islice(read_capture(sample), 200))
     out = tmp_path / "dump.json"
     assert write_grpcurl_json(records, out) == len(records)
@@ -294,7 +295,7 @@ def test_grpcurl_json_may_name_the_dc_id_cluster_id(tmp_path: Path) -> None:
     JSON spelling, reads as the same frames; naming it both ways is an error at that record."""
     from cbi1kit.capture._readers import read_capture, read_grpcurl_json, write_grpcurl_json
 
-    sample = Path(__file__).parents[1] / "data" / "sample.kvrcap"
+    sample = sample_capture()
     records = list(itertools.islice(read_capture(sample), 20))
     out = tmp_path / "dump.json"
     write_grpcurl_json(records, out)
@@ -311,7 +312,7 @@ def test_grpcurl_json_may_name_the_dc_id_cluster_id(tmp_path: Path) -> None:
 def test_write_grpcurl_json_refuses_bare_frames(tmp_path: Path) -> None:
     from cbi1kit.capture._readers import read_cbi1_files, write_grpcurl_json
 
-    frames = Path(__file__).parents[1] / "data" / "frames" / "delta-upstream-fixture.cbi1"
+    frames = delta_frame()
     with raises_variant(CaptureError, "Unreadable", match="no FilterUpdate envelope"):
         write_grpcurl_json(read_cbi1_files(frames), tmp_path / "x.json")
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import cbi1kit as ck
+from cbi1kit.data import real_capture
 from cbi1kit.hashing._pools import stable_dc_id
 
 pytestmark = [pytest.mark.oracle, pytest.mark.slow]
@@ -105,8 +106,8 @@ def assert_agrees(cap: ck.Capture, workload: list[dict[str, Any]]) -> None:
 
 
 def test_the_bundled_recording_of_the_real_relay_agrees_with_its_workload() -> None:
-    """``data/real.kvrcap`` (``make real-sample``) holds to the same checks, without a relay."""
-    capture = ROOT / "data" / "real.kvrcap"
+    """The bundled recording (``make real-sample``) holds to the same checks, without a relay."""
+    capture = real_capture()
     workload = json.loads(Path(f"{capture}.workload.json").read_text())
     assert len(workload) == 200 and sum(c["evicted"] for c in workload) == 60
     assert_agrees(ck.open(capture), workload)

@@ -23,6 +23,7 @@ from relayfixtures import FAST, Running, read_streams, recorder_config, run_to_e
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import replay
 from cbi1kit.cli import main as cli_main
+from cbi1kit.data import mooncake_trace
 from cbi1kit.relay._messages import ERROR_REASON_TRAILER, RELAY_CONTRACT_MARKER
 from cbi1kit.relay._session import (
     PLANES,
@@ -200,7 +201,7 @@ def test_pool_load_windows_report_the_pools_blocks_and_lost_ranks(
 def test_the_trace_driven_pool_reports_its_filters_blocks_against_its_workers_capacity(
     readers: Callable[..., Reader],
 ) -> None:
-    trace = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+    trace = mooncake_trace()
     srv = RelayServer.from_simulation(trace, pace=0.001, limit=60, server_config=FAST).start()
     try:
         feed = srv.pool_feed()

@@ -30,9 +30,9 @@ from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.capture._readers import FrameRecord, read_capture
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.capture._writer import CaptureWriter
+from cbi1kit.data import sample_capture
 from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.wire._format import FilterFormat
-from conftest import ROOT
 
 SNAP, DELTA, HB = 1, 2, 3
 
@@ -532,7 +532,7 @@ def test_a_lane_at_a_time_and_the_end_of_its_session(stream: Stream, tmp_path: P
 def test_a_replay_alone_loads_neither_polars_nor_pyarrow() -> None:
     """``cbi1kit replay`` keeps its memory to the engine: the table libraries (some 70 MiB
     resident) load only when a table is asked for."""
-    sample = Path(__file__).parent.parent / "data" / "sample.kvrcap"
+    sample = sample_capture()
     code = (
         "import sys, cbi1kit as ck\n"
         f"ck.replay({str(sample)!r}, keep_events=False, keep_history=False)\n"
@@ -546,7 +546,7 @@ def test_what_a_notebook_shows_of_a_result_is_one_short_line() -> None:
     """A notebook cell's last value is its repr: a summary line, never the words or tables."""
     import cbi1kit as ck
 
-    c = ck.open(ROOT / "data" / "sample.kvrcap")
+    c = ck.open(sample_capture())
     report = c.replay()
     view = c.view()
     shown = [c, report, report.lane(), view, view.domains[0], view.table, view.lanes[0]]

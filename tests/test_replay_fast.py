@@ -42,13 +42,14 @@ from cbi1kit.analysis._shorthands import images_table, replay, snapshots_table
 from cbi1kit.capture import _scan
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 from cbi1kit.capture._writer import CaptureWriter
+from cbi1kit.data import sample_capture
 from cbi1kit.errors import CaptureError, LaneError
 from cbi1kit.wire import RULES
 from cbi1kit.wire._encode import encode_snapshot_chunks
 from cbi1kit.wire._format import FilterFormat
 
 ROOT = Path(__file__).parents[1]
-SAMPLE = ROOT / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 
 
 def _words(get: Any) -> Any:
@@ -481,7 +482,7 @@ def _deltas_seen(engine: str) -> list[tuple[int, int, bytes, bytes, bytes]]:
     return [(i, s, b.tobytes(), n.tobytes(), p.tobytes()) for i, s, b, n, p in seen]
 
 
-SAMPLE = Path(__file__).parent.parent / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 
 
 def test_an_on_delta_hook_keeps_what_it_was_handed(monkeypatch: pytest.MonkeyPatch) -> None:

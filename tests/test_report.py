@@ -11,13 +11,14 @@ import pytest
 from checkout import copy_tracked
 from errorcheck import raises_variant
 
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.errors import OutputError, VizError
 from cbi1kit.viz._report import CHART_KINDS, build_report
 from conftest import HEADLESS_NOTEBOOK
 
 ROOT = Path(__file__).parents[1]
-SAMPLE = ROOT / "data" / "sample.kvrcap"
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+SAMPLE = sample_capture()
+TRACE = mooncake_trace()
 NOT_OFFLINE = re.compile(r"<script|<link|src=['\"]https?:|href=['\"]https?:", re.IGNORECASE)
 
 

@@ -14,6 +14,7 @@ import pytest
 from errorcheck import raises_variant
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.errors import SimulationError
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._simrelay import RelayConfig, SimRelayConfig, sample_config, simulate_capture
@@ -21,7 +22,7 @@ from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake, synthetic_chat
 
 ROOT = Path(__file__).parents[1]
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 
 
 @dataclass
@@ -183,9 +184,7 @@ def test_the_capture_is_the_same_bytes(trace: Workload, tmp_path: Path) -> None:
             paths[engine] = tmp_path / f"{name}-{engine}.kvrcap"
             simulate_capture(workload, paths[engine], config, engine=engine)  # type: ignore[arg-type]
         assert paths["compiled"].read_bytes() == paths["reference"].read_bytes(), name
-    assert (tmp_path / "sample-compiled.kvrcap").read_bytes() == (
-        ROOT / "data" / "sample.kvrcap"
-    ).read_bytes()
+    assert (tmp_path / "sample-compiled.kvrcap").read_bytes() == (sample_capture()).read_bytes()
 
 
 def test_a_workload_whose_hashes_do_not_chain_is_refused(trace: Workload) -> None:

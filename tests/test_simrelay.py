@@ -14,6 +14,7 @@ from cbi1kit.capture._file import RecordType, decode_stream_close, decode_stream
 from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.capture._readers import read_capture, read_catalog
 from cbi1kit.capture._streams import WATCH_KV_POOL_CATALOG_METHOD
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.errors import OutputError
 from cbi1kit.hashing._pools import stable_dc_id
 from cbi1kit.relay._messages import catalog_from_wire, producer_from_wire
@@ -29,7 +30,7 @@ from cbi1kit.sim._simrelay import (
 from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake, synthetic_chat
 
-TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 SMALL = SimulatorConfig(dcs=3, workers_per_dc=2, capacity_blocks=256, policy="ckf")
 
 
@@ -218,13 +219,12 @@ def test_config_checks_and_overwrite(tmp_path: Path, trace: Workload) -> None:
 
 
 def test_bundled_sample_is_regenerated_byte_for_byte(tmp_path: Path) -> None:
-    """`make sample` reproduces data/sample.kvrcap exactly: fixed seeds, simulated clock."""
+    """`make sample` reproduces the bundled sample exactly: fixed seeds, simulated clock."""
     from cbi1kit.sim._workload import read_mooncake
 
-    root = Path(__file__).parents[1]
     out = tmp_path / "sample.kvrcap"
-    workload = read_mooncake(root / "data" / "mooncake" / "conversation_trace.jsonl")
+    workload = read_mooncake(mooncake_trace())
     simulate_capture(workload, out, sample_config())
-    assert out.read_bytes() == (root / "data" / "sample.kvrcap").read_bytes(), (
-        "data/sample.kvrcap is stale: run `make sample`"
+    assert out.read_bytes() == sample_capture().read_bytes(), (
+        "the bundled sample is stale: run `make sample`"
     )

@@ -5,19 +5,18 @@ Python objects; ``test_sim_engines.py`` holds the compiled engine to it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from errorcheck import raises_variant
 
 from cbi1kit.ckf._stats import estimated_false_positive_rate
+from cbi1kit.data import mooncake_trace
 from cbi1kit.errors import SimulationError
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._simulator import ReferenceSimulator, SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake, synthetic_chat
 
-TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,12 @@ import pytest
 from cliutil import cli_run
 
 from cbi1kit._text import table, wrapped
+from cbi1kit.data import sample_capture
 from cbi1kit.relay._recorder import _one_row
 from cbi1kit.wire import inspect
 
 ROOT = Path(__file__).parents[1]
-SAMPLE = str(ROOT / "data" / "sample.kvrcap")
+SAMPLE = str(sample_capture())
 FRAMES = sorted((ROOT / "tests" / "vectors" / "cbi1" / "frames").rglob("*.bin"))
 
 

@@ -16,6 +16,7 @@ import pytest
 from errorcheck import raises_variant
 
 import cbi1kit as ck
+from cbi1kit.data import mooncake_trace
 from cbi1kit.errors import CkfError, SimulationError
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.viz import _whatif as W
@@ -23,7 +24,7 @@ from cbi1kit.viz._chart_common import MAX_ROWS
 from cbi1kit.viz._display import STATIC_ENV
 
 ROOT = Path(__file__).parents[1]
-TRACE = ROOT / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 #: A small fleet on a short prefix: every knob's effect shows, and a run takes milliseconds.
 SMALL = {"dcs": 2, "workers_per_dc": 2, "capacity_blocks": 1024, "policy": "ckf"}
 

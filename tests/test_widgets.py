@@ -11,13 +11,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import cbi1kit as ck
+from cbi1kit.data import sample_capture
 from cbi1kit.viz import _widgets as W
 from cbi1kit.viz._report import STATIC_ENV
 from cbi1kit.wire import decode
 from cbi1kit.wire._format import FilterFormat
 
 ROOT = Path(__file__).parents[1]
-SAMPLE = ROOT / "data" / "sample.kvrcap"
+SAMPLE = sample_capture()
 VECTORS = ROOT / "tests" / "vectors" / "cbi1" / "frames" / "valid"
 
 

@@ -10,6 +10,7 @@ import pytest
 import xxhash
 from errorcheck import raises_variant
 
+from cbi1kit.data import mooncake_trace
 from cbi1kit.errors import SimulationError
 from cbi1kit.hashing._blocks import block_hash_seed, compute_seq_hash_for_block
 from cbi1kit.hashing._formats import KvQueryHashFormat
@@ -21,7 +22,7 @@ from cbi1kit.sim._workload import (
     synthetic_chat,
 )
 
-TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
+TRACE = mooncake_trace()
 
 
 def _chains_ok(w: object) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cbi1kit import cli
+from cbi1kit.data import FOLDER
 from tools.browser import NotebookRun, screenshot_notebooks, unavailable
 
 
@@ -77,8 +78,8 @@ class ScreenshotReport(cli.DemoReport):
         print(f"   wrote {len(runs)} screenshots")
         self.ok = not any(r.on_opening or r.problems for r in runs.values())
         # the pages are these runs when they ran on the demo's data (the notebooks read the
-        # data folder beside them); otherwise papermill runs them with its capture and trace
-        ours = self.args.data.resolve() == (self.folder.resolve().parent / "data").resolve()
+        # bundled ck.data); otherwise papermill runs them with its capture and trace
+        ours = self.args.data.resolve() == FOLDER.resolve()
         return {n: drawn_cells(r.cells, r.drawn) for n, r in runs.items()} if ours else None
 
 

@@ -51,16 +51,13 @@ class LabServer:
 
 
 def _copy_notebooks(notebooks: Path, into: Path) -> Path:
-    """The notebooks (pairs and jupytext config) copied to ``into/notebooks``, beside a link to
-    the ``data`` folder next to ``notebooks``, which they read as ``../data``."""
+    """The notebooks (pairs and jupytext config) copied to ``into/notebooks``; they read the
+    bundled ``ck.data``, so nothing else comes along."""
     target = into / "notebooks"
     target.mkdir(parents=True)
     for path in sorted(notebooks.iterdir()):
         if path.is_file() and path.suffix in (".py", ".ipynb", ".toml"):
             shutil.copy2(path, target / path.name)
-    data = notebooks.resolve().parent / "data"
-    if data.is_dir():
-        (into / "data").symlink_to(data, target_is_directory=True)
     return target
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from cbi1kit._extras import COMMAND_EXTRAS, missing_extra, require
 from cbi1kit._version import __version__
 from cbi1kit.cli import (
+    _data,
     _demo,
     _diff,
     _explain,
@@ -62,6 +63,7 @@ COMMANDS = (
     _serve,
     _fleet,
     _layout,
+    _data,
     _demo,
     _lab,
     _report,

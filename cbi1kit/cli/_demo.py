@@ -22,6 +22,7 @@ from cbi1kit.cli._lanes import (
 )
 from cbi1kit.cli._report import build
 from cbi1kit.cli._simulate import run_simulation
+from cbi1kit.data import FOLDER
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands
@@ -171,7 +172,9 @@ def register(sub: Commands) -> None:
         "notebook once in JupyterLab (screenshots where chromium is installed) and write the "
         "offline report.",
     )
-    p.add_argument("--data", type=Path, default=Path("data"), help="bundled data folder")
+    p.add_argument(
+        "--data", type=Path, default=FOLDER, help="data folder (default: the bundled ck.data)"
+    )
     p.add_argument("--resimulate", action="store_true", help="simulate even if the sample exists")
     p.add_argument("--report", type=Path, default=Path("reports"), help="report folder")
     p.add_argument("--no-report", action="store_true", help="stop after the summary")

@@ -326,7 +326,7 @@ class _Pool:
 @dataclass(frozen=True, slots=True)
 class Release:
     """How a released relay differs from this simulator's own ways, as recorded from it
-    (``ai-dynamo-runtime`` 1.6.1: ``data/real.kvrcap``, ``tests/test_real_relay.py``)."""
+    (``ai-dynamo-runtime`` 1.6.1: ``ck.data.real_capture()``, ``tests/test_real_relay.py``)."""
 
     #: RPCs it answers ``UNIMPLEMENTED`` (1.6.1: the five-RPC schema before serving load)
     unimplemented: frozenset[str]

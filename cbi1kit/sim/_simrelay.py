@@ -53,8 +53,6 @@ from cbi1kit.wire._format import max_delta_images
 
 __all__ = [
     "DEFAULT_EPOCH_UNIX_NS",
-    "SAMPLE_CAPTURE",
-    "SAMPLE_TRACE",
     "RelayConfig",
     "SimRelayConfig",
     "SimRelayResult",
@@ -492,10 +490,6 @@ def catalog_pools(
         )
         for dc in range(config.dcs)
     ]
-
-
-SAMPLE_TRACE: Final = "data/mooncake/conversation_trace.jsonl"
-SAMPLE_CAPTURE: Final = "data/sample.kvrcap"
 
 
 def sample_config() -> SimRelayConfig:
