@@ -211,18 +211,28 @@ def _framed(out: bytearray, value: bytes) -> None:
     out += value
 
 
-def _selected_material(
-    out: bytearray, defaults: Sequence[str], explicit: ExplicitIdentityMap | None
-) -> None:
+def _tagged_material(
+    defaults: Sequence[str],
+    explicit: ExplicitIdentityMap | None,
+    default_tag: bytes,
+    explicit_tag: bytes,
+) -> tuple[IdentitySource, bytearray]:
+    """``framed(tag) ‖ items``: the explicit map's entries under ``explicit_tag`` if there is
+    one, else the defaults (checked as strings either way) under ``default_tag``."""
+    values = _strs(defaults)
+    out = bytearray()
     if explicit is not None:
+        _framed(out, explicit_tag)
         out += len(explicit.entries).to_bytes(4, "little")
         for key, value in explicit.entries:
             _framed(out, key.encode("utf-8"))
             _framed(out, value.encode("utf-8"))
-    else:
-        out += len(defaults).to_bytes(4, "little")
-        for value in defaults:
-            _framed(out, value.encode("utf-8"))
+        return IdentitySource.EXPLICIT, out
+    _framed(out, default_tag)
+    out += len(values).to_bytes(4, "little")
+    for value in values:
+        _framed(out, value.encode("utf-8"))
+    return IdentitySource.DEFAULT_DERIVED, out
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,14 +256,9 @@ class CanonicalIdentityMaterial:
         """``framed(tag) ‖ items ‖ u32le(kv_block_size) ‖ u16le(identity_version)``."""
         bs = _int_in(kv_block_size, 32, "kv_block_size")
         fmt = _int_in(int(event_hash_format), 16, "event_hash_format")
-        source, tag = (
-            (IdentitySource.EXPLICIT, _CACHE_SEMANTICS_EXPLICIT_V1)
-            if explicit is not None
-            else (IdentitySource.DEFAULT_DERIVED, _CACHE_SEMANTICS_DEFAULT_V1)
+        source, out = _tagged_material(
+            defaults, explicit, _CACHE_SEMANTICS_DEFAULT_V1, _CACHE_SEMANTICS_EXPLICIT_V1
         )
-        out = bytearray()
-        _framed(out, tag)
-        _selected_material(out, _strs(defaults), explicit)
         out += bs.to_bytes(4, "little") + fmt.to_bytes(2, "little")
         return cls(source, bytes(out))
 
@@ -262,14 +267,9 @@ class CanonicalIdentityMaterial:
         cls, defaults: Sequence[str], explicit: ExplicitIdentityMap | None
     ) -> CanonicalIdentityMaterial:
         """``framed(tag) ‖ items`` (defaults are ``[namespace, component, endpoint]``)."""
-        source, tag = (
-            (IdentitySource.EXPLICIT, _ROUTING_SCOPE_EXPLICIT_V1)
-            if explicit is not None
-            else (IdentitySource.DEFAULT_DERIVED, _ROUTING_SCOPE_DEFAULT_V1)
+        source, out = _tagged_material(
+            defaults, explicit, _ROUTING_SCOPE_DEFAULT_V1, _ROUTING_SCOPE_EXPLICIT_V1
         )
-        out = bytearray()
-        _framed(out, tag)
-        _selected_material(out, _strs(defaults), explicit)
         return cls(source, bytes(out))
 
     def digest16(self) -> bytes:
