@@ -388,8 +388,10 @@ class Cbi1kitError(Exception, Generic[V_co]):
             text += f": expected {_show(self.expected)}, got {_show(self.actual)}"
         return text
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        kwargs = {
+    def _arguments(self) -> dict[str, Any]:
+        """Every argument the error was made with but its variant, by keyword: what pickling
+        rebuilds it from, and what a copy with a field changed starts from."""
+        return {
             "detail": self.detail,
             "subvariant": self.subvariant,
             "offset": self.offset,
@@ -399,7 +401,9 @@ class Cbi1kitError(Exception, Generic[V_co]):
             "message": self._text,
             **self.context,
         }
-        return (_rebuild, (self.family(), self.variant, kwargs))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.family(), self.variant, self._arguments()))
 
 
 def error_name(error: BaseException) -> str:

@@ -472,15 +472,7 @@ def _at_frame(error: Cbi1Error, index: int) -> Cbi1Error:
     offset and values, with ``frame_index`` and a message led by the frame's index."""
     return Cbi1Error(
         error.variant,
-        error.detail,
-        subvariant=error.subvariant,
-        offset=error.offset,
-        field=error.field,
-        expected=error.expected,
-        actual=error.actual,
-        message=f"frame {index}: {error}",
-        **error.context,
-        frame_index=index,
+        **{**error._arguments(), "message": f"frame {index}: {error}", "frame_index": index},
     )
 
 
