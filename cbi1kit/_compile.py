@@ -3,13 +3,15 @@
 numba stamps a cached kernel with a hash of the file that defines it, but the kernels also
 compile what they import (XXH3, the CBI1 layout, the rulebook, the relay constants, the
 generated protobuf): ``keyed_cache`` stamps every kernel with a hash of all of
-:data:`INLINED_SOURCES` and the numba version, so an edit or an upgrade recompiles. Caching is
+:data:`INLINED_SOURCES` and the numba and numpy versions, so an edit or an upgrade recompiles,
+and names it by its place in the package, so every venv of a user shares one cache. Caching is
 an optimisation, never a failure (docs/kernels.md says where the cache goes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import stat
@@ -21,6 +23,7 @@ from typing import Any, ClassVar, Final, TypeVar, cast
 
 import numba
 import numpy as np
+import platformdirs
 from numba.core.caching import (
     CompileResultCacheImpl,
     FunctionCache,
@@ -65,9 +68,10 @@ INLINED_SOURCES: Final = (
 _F = TypeVar("_F")
 
 
+@functools.cache
 def sources_digest() -> str:
-    """sha256 over the numba version and the bytes of :data:`INLINED_SOURCES`."""
-    h = hashlib.sha256(numba.__version__.encode())
+    """sha256 over the numba and numpy versions and the bytes of :data:`INLINED_SOURCES`."""
+    h = hashlib.sha256(f"{numba.__version__} {np.__version__}".encode())
     for rel in INLINED_SOURCES:
         h.update(rel.encode() + b"\0" + (_PACKAGE / rel).read_bytes())
     return h.hexdigest()
@@ -76,7 +80,18 @@ def sources_digest() -> str:
 def _keyed(base: type[CacheLocator]) -> type[CacheLocator]:
     class Keyed(base):  # type: ignore[misc]
         def get_source_stamp(self) -> Any:
-            return (super().get_source_stamp(), sources_digest())
+            """The digest alone (it covers the defining file's bytes): no mtime, which differs
+            between two installs of the same code."""
+            return sources_digest()
+
+        @classmethod
+        def get_suitable_cache_subpath(cls, py_file: str) -> str:
+            """A package module's place in the package (``cbi1kit-analysis``), the same in
+            every venv; any other file numba's way (its folder's name and path hash)."""
+            folder = Path(py_file).resolve().parent
+            if folder.is_relative_to(_PACKAGE):
+                return "-".join(("cbi1kit", *folder.relative_to(_PACKAGE).parts))
+            return str(super().get_suitable_cache_subpath(py_file))
 
     Keyed.__name__ = f"Keyed{base.__name__}"
     return Keyed
@@ -84,6 +99,36 @@ def _keyed(base: type[CacheLocator]) -> type[CacheLocator]:
 
 def _user_id() -> int:
     return int(getattr(os, "getuid", lambda: 0)())
+
+
+def _system_install(py_file: str) -> bool:
+    """Root running a package root owns (a system-wide install, a container, CI): its kernels
+    go beside the package, where every user then reads them (``_ReadOnlyInTreeLocator``)."""
+    return _user_id() == 0 and Path(py_file).stat().st_uid == 0
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK)
+
+
+class _SystemInTreeLocator(InTreeCacheLocator):  # type: ignore[misc]
+    """The package's ``__pycache__``, written only in a system-wide install by root."""
+
+    def ensure_cache_path(self) -> None:
+        if not _system_install(self._py_file):
+            raise PermissionError("kernels go beside the package only in a system install")
+        super().ensure_cache_path()
+
+
+class _UserCacheLocator(UserWideCacheLocator):  # type: ignore[misc]
+    """The user's cache directory (platformdirs: ``~/.cache/cbi1kit/kernels`` on Linux),
+    shared by every venv of this user, since an entry is named by its place in the package
+    and stamped by the code's digest."""
+
+    def __init__(self, py_func: Any, py_file: str) -> None:
+        super().__init__(py_func, py_file)
+        root = platformdirs.user_cache_dir("cbi1kit", appauthor=False)
+        self._cache_path = os.path.join(root, "kernels", self.get_suitable_cache_subpath(py_file))
 
 
 class _TempDirLocator(UserWideCacheLocator):  # type: ignore[misc]
@@ -122,6 +167,7 @@ class _ReadOnlyInTreeLocator(InTreeCacheLocator):  # type: ignore[misc]
             not stat.S_ISDIR(st.st_mode)  # not a link elsewhere
             or st.st_uid not in owners
             or st.st_mode & 0o022
+            or _writable(path)  # ours to write: not another user's kernels
             or not any(path.glob(ours))
         ):
             raise PermissionError(f"{path} holds no kernels this user may load")
@@ -132,9 +178,9 @@ class _KeyedImpl(CompileResultCacheImpl):  # type: ignore[misc]
         _keyed(cls)
         for cls in (
             UserProvidedCacheLocator,
-            InTreeCacheLocator,
+            _SystemInTreeLocator,
             _ReadOnlyInTreeLocator,
-            UserWideCacheLocator,
+            _UserCacheLocator,
             _TempDirLocator,
         )
     ]
@@ -145,17 +191,36 @@ class _KeyedCache(FunctionCache):  # type: ignore[misc]
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         """A cached kernel that cannot be read back (a damaged or unreadable entry) is a miss:
-        numba compiles it again."""
+        numba compiles it again, and the first miss of a process says so."""
         try:
-            return super().load_overload(sig, target_context)
+            loaded = super().load_overload(sig, target_context)
         except Exception:
-            return None
+            loaded = None
+        if loaded is None:
+            _announce(self._cache_path)
+        return loaded
 
     def save_overload(self, sig: Any, data: Any) -> None:
         """A kernel that cannot be saved (the directory went away, a full disk) stays compiled
         in memory for this run."""
         with contextlib.suppress(Exception):
             super().save_overload(sig, data)
+
+
+_announced: list[str] = []
+
+
+def _announce(where: str) -> None:
+    """Say once a process, on stderr (a notebook shows it under the cell), that the kernels
+    are being compiled and where they are kept: the first run's pause explained."""
+    if not _announced:
+        _announced.append(where)
+        print(
+            f"cbi1kit: compiling its kernels for this machine, once (10-20 s); "
+            f"kept in {Path(where).parent}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def keyed_cache(dispatcher: _F) -> _F:

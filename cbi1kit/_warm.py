@@ -6,8 +6,8 @@ replayed (issue #17). ``make`` runs this once after installing (``python -m cbi1
 small capture simulated by the compiled simulator, whole and torn, goes through the frames table
 and replay, which compile and cache every kernel the scan and the fast replay engine dispatch (a
 torn record takes the damage path). Later processes load
-the cached machine code (see :mod:`cbi1kit.analysis._cache` for where it goes and when it is
-stale). Never an error: caching is an optimisation.
+the cached machine code (where it goes and when it is
+stale: docs/kernels.md). Never an error: caching is an optimisation.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ def _kernel(module: ModuleType) -> Any:
 
 def test_a_damaged_cache_entry_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(_cache, "_system_install", lambda _: True)  # the in-tree cache
     module = _probe(tmp_path)
     assert _kernel(module)(20) == 41
     cached = sorted((tmp_path / "__pycache__").glob("cache_probe.twice_plus-*"))
@@ -58,6 +59,7 @@ def test_a_cache_that_cannot_be_written_leaves_the_kernel_compiled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(_cache, "_system_install", lambda _: True)
     module = _probe(tmp_path)
     kernel = _kernel(module)  # the in-tree cache directory is usable when the cache is made
     shutil.rmtree(tmp_path / "__pycache__", ignore_errors=True)
@@ -78,9 +80,13 @@ def test_the_temp_dir_cache_is_private(tmp_path: Path, monkeypatch: pytest.Monke
     assert _cache._TempDirLocator.from_function(module.twice_plus, source) is None
 
 
-def test_a_package_cache_this_user_cannot_write_is_read(tmp_path: Path) -> None:
-    """The package's ``__pycache__`` is read when it holds the module's kernels and no one but
-    its owner can write it (its entries are unpickled); else the next place is tried."""
+def test_a_package_cache_this_user_cannot_write_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's ``__pycache__`` is read when it holds the module's kernels, this user
+    cannot write it and no one but its owner can (its entries are unpickled); else the next
+    place is tried."""
+    monkeypatch.setattr(_cache, "_writable", lambda _: False)  # another user's, as for nobody
     module = _probe(tmp_path)
     source = str(tmp_path / "cache_probe.py")
     find = _cache._ReadOnlyInTreeLocator.from_function
@@ -162,3 +168,50 @@ def test_a_read_only_package_and_home_still_make_every_table() -> None:
         assert not (work / "cbi1kit-kernels-65534").exists()
     finally:
         shutil.rmtree(work)
+
+
+def test_a_kernel_is_named_by_its_place_in_the_package_and_stamped_by_the_code() -> None:
+    """Every venv of a user shares one cache: an entry's folder is the module's place in the
+    package (no install path in it) and its stamp the code's digest (no file time)."""
+    located = _cache._keyed(_cache._UserCacheLocator)
+    kernels = str(ROOT / "cbi1kit" / "analysis" / "_kernels.py")
+    assert located.get_suitable_cache_subpath(kernels) == "cbi1kit-analysis"
+    elsewhere = located.get_suitable_cache_subpath(str(ROOT / "tests" / "x.py"))
+    assert elsewhere.startswith("tests_")  # not ours: numba's folder name and path hash
+    from cbi1kit.analysis import _kernels
+
+    locator = located(_kernels.walk_update.py_func, kernels)
+    assert locator.get_source_stamp() == _cache.sources_digest()
+
+
+_FIRST_RUN = """
+from cbi1kit import _compile
+_compile._system_install = lambda _: False  # as a user's venv: the user's cache directory
+from cbi1kit.capture import read_capture
+from cbi1kit.data import sample_capture
+print(sum(1 for _ in read_capture(sample_capture())))  # the scanner's compiled walk
+"""
+
+
+def test_a_first_run_says_once_that_it_compiles_and_keeps_the_kernels(tmp_path: Path) -> None:
+    """A fresh user cache: one line on stderr saying the kernels compile and where they are
+    kept (platformdirs' cache directory); the next run loads them and says nothing."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _FIRST_RUN],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=True,
+        )
+        for _ in range(2)
+    ]
+    kept = tmp_path / "cbi1kit" / "kernels"
+    first = runs[0].stderr.splitlines()
+    assert len(first) == 1 and first[0].startswith("cbi1kit: compiling its kernels"), first
+    assert first[0].endswith(f"kept in {kept}")
+    assert any((kept / "cbi1kit-capture").glob("_walk_kernel.*.nbi"))
+    assert runs[1].stderr == "" and runs[1].stdout == runs[0].stdout
