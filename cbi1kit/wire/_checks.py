@@ -44,6 +44,7 @@ _FIXED_FIELDS = (
     ("fingerprint_bits", FINGERPRINT_BITS, "fingerprint width", "FingerprintBits"),
     ("slots_per_bucket", SLOTS_PER_BUCKET, "slots per bucket", "SlotsPerBucket"),
 )
+_FIXED_VALUES = tuple(value for _name, value, _what, _subvariant in _FIXED_FIELDS)
 
 
 def _check_format(
@@ -56,19 +57,19 @@ def _check_format(
 ) -> None:
     """The header's fixed fields, then its seed and bucket count against ``expected``: upstream's
     ``Format`` errors, in its order."""
-    for (name, value, what, subvariant), actual in zip(
-        _FIXED_FIELDS, (format_version, fingerprint_bits, slots), strict=True
-    ):
-        if actual != value:
-            raise Cbi1Error(
-                Cbi1Variant.Format,
-                f"unsupported {what} {actual} (expected {value})",
-                subvariant=subvariant,
-                offset=_OFF[name],
-                field=f"header.{name}",
-                expected=value,
-                actual=actual,
-            )
+    actuals = (format_version, fingerprint_bits, slots)
+    if actuals != _FIXED_VALUES:  # (one compare for a valid frame; the loop names the field)
+        for (name, value, what, subvariant), actual in zip(_FIXED_FIELDS, actuals, strict=True):
+            if actual != value:
+                raise Cbi1Error(
+                    Cbi1Variant.Format,
+                    f"unsupported {what} {actual} (expected {value})",
+                    subvariant=subvariant,
+                    offset=_OFF[name],
+                    field=f"header.{name}",
+                    expected=value,
+                    actual=actual,
+                )
     if seed != expected.seed or bucket_count != expected.bucket_count:
         name = "seed" if seed != expected.seed else "bucket_count"
         raise Cbi1Error(
