@@ -4,13 +4,16 @@ to one row so a carriage return redraws it in place."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from cliutil import cli_run
 
 from cbi1kit._text import table, wrapped
-from cbi1kit.data import sample_capture
+from cbi1kit.data import mooncake_trace, sample_capture
 from cbi1kit.relay._recorder import _one_row
 from cbi1kit.wire import inspect
 
@@ -69,25 +72,126 @@ def test_the_hexdump_of_every_golden_frame_fits_80_columns(path: Path) -> None:
         assert row.value in text
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["view", SAMPLE],
-        ["stats", SAMPLE],
-        ["inspect", SAMPLE],
-        ["replay", SAMPLE],
-        ["diff", SAMPLE, "--at-a", "100", "--at-b", "200"],
-    ],
-    ids=lambda a: a[0],
-)
-def test_commands_fit_an_80_column_terminal(
-    argv: list[str], monkeypatch: pytest.MonkeyPatch
+def test_a_printed_hexdump_keeps_every_value_beside_its_label() -> None:
+    """``str`` of a hexdump is the same wherever it is printed (a file, a notebook): no row
+    wrapped, none left whole; ``text(width)`` is what fits a terminal."""
+    dump = inspect(FRAMES[0].read_bytes()).hexdump()
+    lines = str(dump).splitlines()[1:]
+    assert len(lines) == len(dump.rows)
+    for line, row in zip(lines, dump.rows, strict=True):
+        assert line.rstrip().endswith(row.value.rstrip()) or row.region == "skip"
+
+
+def _too_wide(text: str) -> list[str]:
+    """Lines past 80 columns, but for one that is a single word after its indent (an identity
+    or a path, kept whole to be copied: nothing could wrap it)."""
+    return [line for line in text.splitlines() if len(line) > 80 and len(line.split()) > 1]
+
+
+def _commands() -> list[list[str]]:
+    """Every command and subcommand the parser knows (``fleet convert``, ...)."""
+    import argparse
+
+    from cbi1kit.cli import build_parser
+
+    def below(parser: argparse.ArgumentParser, words: list[str]) -> list[list[str]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += [[*words, name], *below(sub, [*words, name])]
+        return found
+
+    return below(build_parser(), [])
+
+
+@pytest.mark.parametrize("command", _commands(), ids=" ".join)
+def test_every_help_fits_an_80_column_terminal(
+    command: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    code, out, err = cli_run(*argv, "--no-progress")
-    assert code == 0, err
-    wide = [line for line in out.splitlines() if len(line) > 80]
-    assert not wide, wide
+    code, out, err = cli_run(*command, "--help")
+    assert code == 0 and out.startswith("usage: cbi1kit"), err
+    assert not _too_wide(out), _too_wide(out)
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The sample with three records broken: violations and damage to print."""
+    data = bytearray(Path(SAMPLE).read_bytes())
+    for offset in (200_000, 900_000, 1_500_000):
+        data[offset] ^= 0xFF
+    path = tmp_path_factory.mktemp("narrow") / "damaged.kvrcap"
+    path.write_bytes(data)
+    return str(path)
+
+
+_TRACE = str(mooncake_trace())
+_INVALID = sorted(str(p) for p in (ROOT / "tests/vectors/cbi1/frames/invalid").glob("*.bin"))
+_EXPLAIN = ["--model", "mooncake/conversation", "--trace", _TRACE, "--request", "3000"]
+_RUNS = {  # (argv, exit code); --no-progress where a command draws a bar
+    "view": (["view", SAMPLE], 0),
+    "stats": (["stats", SAMPLE], 0),
+    "inspect": (["inspect", SAMPLE], 0),
+    "inspect damaged": (["inspect", "DAMAGED"], 1),
+    "inspect frames": (["inspect", *_INVALID[:6]], 1),
+    "replay": (["replay", SAMPLE], 0),
+    "replay damaged": (["replay", "DAMAGED"], 1),
+    "diff": (["diff", SAMPLE, "--at-a", "100", "--at-b", "200"], 0),
+    "explain": (["explain", SAMPLE, *_EXPLAIN], 0),
+    "simulate": (["simulate", _TRACE, "-o", "OUT/s.kvrcap", "--limit", "300"], 0),
+    "export": (["export", SAMPLE, "-o", "OUT/tables"], 0),
+    "layout": (["layout"], 0),
+    "data": (["data"], 0),
+}
+_QUIET = {"layout", "data"}
+
+
+@pytest.mark.parametrize("name", list(_RUNS))
+def test_commands_fit_an_80_column_terminal(
+    name: str, damaged: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What each command prints, on stdout and on stderr (but for the error line, one line
+    whatever its length), fits 80 columns."""
+    monkeypatch.setenv("COLUMNS", "80")
+    argv, expected = _RUNS[name]
+    argv = [a.replace("DAMAGED", damaged).replace("OUT", str(tmp_path)) for a in argv]
+    code, out, err = cli_run(*argv, *([] if name in _QUIET else ["--no-progress"]))
+    assert code == expected, err
+    printed = out + "\n".join(line for line in err.splitlines() if ": error: " not in line)
+    assert not _too_wide(printed), _too_wide(printed)
+
+
+_TWO_BY_TWO = ["--model", "m1", "--model", "m2", "--dc", "a", "--dc", "b"]
+
+
+def test_record_fits_an_80_column_terminal(tmp_path: Path) -> None:
+    """``record --list`` and a recording's summary, against ``cbi1kit serve`` with two models
+    on two DCs (long pool keys, a line per pool)."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "cbi1kit", "serve", "--port", "0", *_TWO_BY_TWO],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        address = serve.stdout.readline().split(" on ")[1].split()[0]
+        env = {**os.environ, "COLUMNS": "80"}
+        for argv in (["--list"], ["-o", str(tmp_path / "r.kvrcap"), "--duration", "2"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "cbi1kit", "record", address, *argv],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            printed = done.stdout + done.stderr
+            assert not _too_wide(printed), _too_wide(printed)
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
 
 
 def test_a_name_and_value_table_never_turns_into_blocks() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._text import hex_id, spans, table
+from cbi1kit._text import hex_id, spans, table, wrapped
 from cbi1kit.analysis._events import EventLog, Violation
 from cbi1kit.analysis._history import History, SegmentHistory
 from cbi1kit.capture._file import StreamClose, StreamOpen
@@ -365,10 +365,13 @@ class ReplayReport:
             out.append("valid: no violations")
         else:
             out.append(f"{len(self._violations)} violation(s):")
-            out += [f"  - {v.describe()} [{v.action}]" for v in self._violations[:limit]]
+            out += [
+                wrapped(f"  - {v.describe()} [{v.action}]", "    ")
+                for v in self._violations[:limit]
+            ]
             if len(self._violations) > limit:
                 out.append(f"  … {len(self._violations) - limit} more")
-        return "\n".join(out + self._plane_lines())
+        return "\n".join(out + [wrapped(line) for line in self._plane_lines()])
 
     def _plane_lines(self) -> list[str]:
         """The catalog's and readiness records that do not decode (no frame's violation), and

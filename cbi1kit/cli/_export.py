@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cbi1kit._text import wrapped
 from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_UNREADABLE,
@@ -38,8 +39,8 @@ def _export_dataset(args: argparse.Namespace) -> int:
     written = [r for r in results if not r.skipped]
     for r in results:
         what = "already in the dataset" if r.skipped else f"{r.rows.get('frames', 0)} frames"
-        print(f"{r.path}: {what}")
-    print(f"{len(written)} capture file(s) added to {args.output}")
+        print(wrapped(f"{r.path}: {what}"))
+    print(wrapped(f"{len(written)} capture file(s) added to {args.output}"))
     dataset_damage(results)
     return EXIT_OK
 
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(f"export {source.name}", None, not args.no_progress):
         written = export_parquet(source, args.output, overwrite=args.force)
     for name, where in written.items():
-        print(f"{name}: {where}")
+        print(wrapped(f"{name}: {where}"))
     import polars as pl
 
     damaged = (

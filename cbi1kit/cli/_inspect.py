@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             worst = EXIT_INVALID
             print(f"{len(report.problems)} problem(s):")
             for problem in report.problems:
-                print(f"  - {problem}")
+                print(wrapped(f"  - {problem}", "    "))
         else:
             print("valid: decodes cleanly")
         if why is not None:  # shown, and refused as replay refuses it

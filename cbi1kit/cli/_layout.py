@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from cbi1kit.cli._common import (
-    EXIT_OK,
-)
+from cbi1kit._text import table
+from cbi1kit.cli._common import EXIT_OK
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 if TYPE_CHECKING:
@@ -25,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
         if args.markdown:
             print(layout_markdown(layout))
         else:
-            for f in layout:
-                print(f"  {f.offset:>3}  {f.size:>2}  {f.path:<26} {f.kind:<5}  {f.doc}")
+            rows = [(f.offset, f.size, f.path, f.kind, f.doc) for f in layout]
+            print(table(rows, ("offset", "size", "field", "type", "meaning")))
         print()
     return EXIT_OK
 

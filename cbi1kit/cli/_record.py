@@ -141,7 +141,7 @@ def _print_violations(report: Any) -> int:
     for pool in report.pools:
         for v in pool.violations:
             line = f"  - {pool.label}: {v}" if len(report.pools) > 1 else f"  - {v}"
-            print(line, file=sys.stderr)
+            print(wrapped(line, "    "), file=sys.stderr)
     return EXIT_INVALID
 
 
@@ -183,9 +183,11 @@ def _print_recorded(report: Any, paths: list[Path], capture: Path) -> None:
     files = len(paths)
     segments = f" ({files} segments, {paths[-1].name} the last)" if files > 1 else ""
     print(
-        f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
-        f"{report.subscriptions} subscription(s){pools} and {planes} message(s) to "
-        f"{capture}{segments}; stopped: {report.stop_reason}{unserved}",
+        wrapped(
+            f"recorded {report.messages} frames ({report.payload_bytes} payload bytes) in "
+            f"{report.subscriptions} subscription(s){pools} and {planes} message(s) to "
+            f"{capture}{segments}; stopped: {report.stop_reason}{unserved}"
+        ),
         file=sys.stderr,
     )
     if several:  # a line per pool: what it recorded, and why it ended if it failed
@@ -193,8 +195,11 @@ def _print_recorded(report: Any, paths: list[Path], capture: Path) -> None:
             seq = "-" if pool.last_sequence is None else str(pool.last_sequence)
             ended = "" if pool.ended is None else f"; failed: {pool.ended}"
             print(
-                f"  [{i}] {pool.label}: {pool.messages} frames in {pool.subscriptions} "
-                f"subscription(s), last sequence {seq}{ended}",
+                wrapped(
+                    f"  [{i}] {pool.label}: {pool.messages} frames in {pool.subscriptions} "
+                    f"subscription(s), last sequence {seq}{ended}",
+                    "      ",
+                ),
                 file=sys.stderr,
             )
 

@@ -367,9 +367,10 @@ class AnnotatedHexdump:
         status = "ok" if ins.ok else f"{len(ins.problems)} problem(s)"
         return cls(tuple(rows), f"CBI1 {kind}, {ins.length} bytes, {status}")
 
-    def text(self, width: int = 80) -> str:
+    def text(self, width: int | None = 80) -> str:
         """The dump as lines of at most ``width`` characters where it can: offset, bytes,
-        label and value; a value that does not fit goes on its own line under the label."""
+        label and value; a value that does not fit goes on its own line under the label.
+        ``None``: every value beside its label (``str``: the same in a file as anywhere)."""
         hex_w = max((len(r.raw) * 3 - 1 for r in self.rows if r.region != "skip"), default=0)
         hex_w = max(hex_w, 0)
         label_w = max((len(r.label) for r in self.rows if r.region != "skip"), default=0)
@@ -379,7 +380,7 @@ class AnnotatedHexdump:
                 lines.append(f"{'':>8}  {r.label}")
                 continue
             line = f"{r.offset:08x}  {r.raw.hex(' '):<{hex_w}}  {r.label:<{label_w}}  {r.value}"
-            if len(line) > width:
+            if width is not None and len(line) > width:
                 at = 8 + 2 + hex_w + 2
                 lines += [line[: at + len(r.label)], " " * 10 + r.value]
             else:
@@ -387,7 +388,7 @@ class AnnotatedHexdump:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        return self.text()
+        return self.text(None)
 
     def _repr_html_(self) -> str:
         colours = {"header": "#e8f0fe", "prefix": "#fef7e0", "item": "#e6f4ea", "tail": "#fce8e6"}
