@@ -33,6 +33,7 @@ __all__ = [
     "DatasetError",
     "DatasetVariant",
     "FleetError",
+    "FleetRuntimeError",
     "FleetVariant",
     "HashingError",
     "HashingOverflowError",
@@ -232,6 +233,7 @@ class FleetVariant(StrEnum):
 
     Cluster = "Cluster"
     Query = "Query"
+    MainGuard = "MainGuard"
 
 
 class RecorderVariant(StrEnum):
@@ -650,7 +652,7 @@ class DatasetError(Cbi1kitError[DatasetVariant]):
 
 class FleetError(Cbi1kitError[FleetVariant], ValueError):
     """What a fleet run cannot use: a Dask scheduler address or worker count (``Cluster``), a
-    query it does not know (``Query``)."""
+    query it does not know (``Query``), a script's cluster outside its guard (``MainGuard``)."""
 
     Variant = FleetVariant
 
@@ -757,6 +759,10 @@ class PublicationOverflowError(PublicationError, OverflowError):
     """A bucket index past u32."""
 
 
+class FleetRuntimeError(FleetError, RuntimeError):
+    """A local cluster started outside a script's ``__main__`` guard."""
+
+
 class SimulationRuntimeError(SimulationError, RuntimeError):
     """The simulated relay failed."""
 
@@ -788,6 +794,7 @@ _MIXINS: dict[tuple[StrEnum, type[Cbi1kitError]], type[Cbi1kitError]] = {
     (LaneVariant.NotALane, LaneError): LaneValueError,
     (LaneVariant.MaxAge, LaneError): LaneValueError,
     (PublicationVariant.BucketIndexOverflow, PublicationError): PublicationOverflowError,
+    (FleetVariant.MainGuard, FleetError): FleetRuntimeError,
     (SimulationVariant.Relay, SimulationError): SimulationRuntimeError,
     (VizVariant.Report, VizError): VizRuntimeError,
 }

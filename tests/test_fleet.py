@@ -11,6 +11,10 @@ unreachable scheduler is a ``ConnectionError`` and, on the command line, one lin
 from __future__ import annotations
 
 import json
+import multiprocessing
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -26,6 +30,7 @@ from cbi1kit.analysis import export_dataset, frames_table, open_dataset, replay,
 from cbi1kit.analysis._schema import DATASET_TABLES
 from cbi1kit.capture import capture_segments
 from cbi1kit.ckf import estimated_false_positive_rate, lane_stats
+from cbi1kit.errors import FleetError
 
 
 @pytest.fixture(scope="module")
@@ -305,3 +310,75 @@ def test_a_damaged_table_file_is_named_on_one_line(
         assert info.value.variant == "Unreadable" and str(victim) in str(info.value)
     code, _, err = cli_run("fleet", "query", "churn", str(copy), "--local")
     assert code == 3 and one_line(err) and str(victim) in err, err
+
+
+_SCRIPT = """\
+import cbi1kit as ck
+
+{start}
+    with ck.fleet.client() as client:
+        print(len(client.scheduler_info()["workers"]), "workers")
+"""
+
+
+def _run_script(folder: Path, start: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``python SCRIPT`` whose cluster starts under ``start`` (a guard, or none): the result
+    and its wall time."""
+    script = folder / "fleet_script.py"
+    script.write_text(_SCRIPT.format(start=start))
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return out, time.monotonic() - t0
+
+
+def test_a_script_without_the_main_guard_fails_at_once_on_one_line(tmp_path: Path) -> None:
+    """The README's fleet snippet saved as a script without ``if __name__ == "__main__":``
+    (#47): each spawned worker imports the script and starts a cluster of its own; it was some
+    300 lines of Dask's "bootstrapping phase" tracebacks after 60 s, now ``MainGuard`` at once."""
+    out, seconds = _run_script(tmp_path, "if True:  # no guard")
+    assert out.returncode == 1 and seconds < 30, (seconds, out.stderr)
+    last = out.stderr.strip().splitlines()[-1]
+    assert (
+        last.startswith("cbi1kit.errors.FleetRuntimeError: ") and "fleet_script.py, line 4" in last
+    )
+    assert last.endswith('under if __name__ == "__main__":'), last
+    assert "bootstrapping" not in out.stderr and len(out.stderr.splitlines()) < 20, out.stderr
+    out, _ = _run_script(tmp_path, 'if __name__ == "__main__":')
+    assert (out.returncode, out.stdout.strip()) == (0, "2 workers"), out.stderr
+
+
+def test_a_cluster_started_while_a_spawned_process_imports_main_is_main_guard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the script's guard is not one the parent can see (``if __name__ != ""``), each
+    worker process still refuses at once, before starting any process of its own."""
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(RuntimeError, match='under if __name__ == "__main__":') as info:
+        fleet.client()
+    assert isinstance(info.value, FleetError) and info.value.variant == "MainGuard"
+
+
+@pytest.mark.parametrize(
+    ("source", "guarded"),
+    [
+        ('if __name__ == "__main__":\n    go()\n', True),
+        ('if "__main__" == __name__:\n    go()\n', True),
+        ('try:\n    if __name__ == "__main__":\n        go()\nfinally:\n    pass\n', True),
+        ("x = 1\ngo()\n", False),
+        ("if __debug__:\n    go()\n", False),
+    ],
+)
+def test_the_guard_is_any_if_on_name(source: str, guarded: bool, tmp_path: Path) -> None:
+    from cbi1kit.fleet._cluster import _guarded
+
+    script = tmp_path / "s.py"
+    script.write_text(source)
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "go()" in text)
+    assert _guarded(script, line) is guarded

@@ -3,7 +3,12 @@ or an existing cluster given its scheduler's address."""
 
 from __future__ import annotations
 
+import ast
 import logging
+import multiprocessing
+import sys
+from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
 from cbi1kit.errors import FleetError, FleetVariant
@@ -38,6 +43,62 @@ def _check_address(scheduler: str) -> None:
         raise FleetError(FleetVariant.Cluster, why, field="scheduler", actual=port)
 
 
+def _script_line() -> tuple[Path, int] | None:
+    """The main script and the line of its top level running now, where a process that spawn
+    starts imports that script again; None where it does not (as ``multiprocessing.spawn``
+    decides): no script (a notebook, ``python -c``), a package's ``__main__`` (``python -m
+    cbi1kit``), IPython."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if main is None or path is None or name.split(".")[-1] == "__main__":
+        return None
+    if Path(path).stem == "ipython":
+        return None
+    frame: FrameType | None = sys._getframe(1)
+    line = None
+    while frame is not None:
+        code = frame.f_code  # the script's own top level (not a REPL's after ``python -i``)
+        if frame.f_globals is vars(main) and (code.co_name, code.co_filename) == ("<module>", path):
+            line = frame.f_lineno
+        frame = frame.f_back
+    return None if line is None else (Path(path), line)
+
+
+def _guarded(script: Path, line: int) -> bool:
+    """Whether ``line`` of ``script`` is inside an ``if`` on ``__name__`` (the ``__main__``
+    guard, whichever way it is written); a script that cannot be read counts as guarded."""
+    try:
+        tree = ast.parse(script.read_bytes(), str(script))
+    except (OSError, SyntaxError, ValueError):
+        return True
+    return any(
+        isinstance(node, ast.If)
+        and node.lineno <= line <= (node.end_lineno or line)
+        and any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(node.test))
+        for node in ast.walk(tree)
+    )
+
+
+def _check_main_guard(start_method: str) -> None:
+    """``FleetError`` ``MainGuard`` (a ``RuntimeError``), at once and in one line, where a local
+    cluster's worker processes would each start a cluster again: called while a spawned process
+    imports the main script (what multiprocessing calls its bootstrapping phase), or from a
+    script's top level outside ``if __name__ == "__main__":``. Without it, Dask retried the
+    workers for a minute and printed some 300 lines of tracebacks."""
+    guard = 'start it under if __name__ == "__main__":'
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        why = f"a worker process importing the main script started a local Dask cluster: {guard}"
+        raise FleetError(FleetVariant.MainGuard, why, field="__main__")
+    at = _script_line() if start_method != "fork" else None
+    if at is not None and not _guarded(*at):
+        why = (
+            f"a local Dask cluster's worker processes import the main script and would each start "
+            f"one again ({at[0].name}, line {at[1]}): {guard}"
+        )
+        raise FleetError(FleetVariant.MainGuard, why, field="__main__", actual=at[1])
+
+
 def client(
     scheduler: str | None = None,
     *,
@@ -52,7 +113,9 @@ def client(
     cluster, whose workers need this cbi1kit (same version, Python and numba), read access to
     the captures' paths and write access to the dataset directory; one that does not answer
     within ``timeout`` seconds is a ``ConnectionError`` naming it, an address that is none
-    ``FleetError`` ``Cluster``, a ``ValueError`` (before any connection)."""
+    ``FleetError`` ``Cluster``, a ``ValueError`` (before any connection). A local cluster
+    started where its workers would each start one (a script without the ``__main__`` guard)
+    is ``FleetError`` ``MainGuard``, a ``RuntimeError``, before any process starts."""
     import dask
     from distributed import Client
 
@@ -66,6 +129,7 @@ def client(
             raise ConnectionError(
                 f"no Dask scheduler answers at {scheduler} within {timeout:g} s ({exc})"
             ) from None
+    _check_main_guard(dask.config.get("distributed.worker.multiprocessing-method", "spawn"))
     # Set before each worker starts (polars sizes its pool at import, glibc reads its tunables
     # at start). One thread per worker process, polars' pool included, as Dask already does for
     # OpenMP and BLAS; the task's own pipeline threads stay. And the worker's allocator as this
