@@ -217,7 +217,7 @@ def _announce(where: str) -> None:
         _announced.append(where)
         print(
             f"cbi1kit: compiling its kernels for this machine, once (10-20 s); "
-            f"kept in {Path(where).parent}",
+            f"kept in {where}",
             file=sys.stderr,
             flush=True,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["COMMAND_EXTRAS", "EXTRAS", "missing_extra", "require"]
+__all__ = ["COMMAND_EXTRAS", "EXTRAS", "missing", "missing_extra", "require"]
 
 #: an importable top-level module -> (the distribution that provides it, the extra naming it)
 EXTRAS: Final[dict[str, tuple[str, str]]] = {
@@ -32,8 +32,26 @@ EXTRAS: Final[dict[str, tuple[str, str]]] = {
 COMMAND_EXTRAS: Final = {"record": "relay", "serve": "relay", "fleet": "fleet", "lab": "notebooks"}
 
 
+def _absent(extra: str) -> list[str]:
+    """The distributions of ``extra`` whose modules cannot be imported, in ``EXTRAS`` order."""
+    from importlib.util import find_spec
+
+    dists = [dist for module, (dist, of) in EXTRAS.items() if of == extra and not find_spec(module)]
+    return list(dict.fromkeys(dists))
+
+
+def missing(extra: str) -> str | None:
+    """The line for ``extra`` when any of it is missing, naming every missing distribution at
+    once (None: all there)."""
+    if not (absent := _absent(extra)):
+        return None
+    which = f"{absent[0]}, which is" if len(absent) == 1 else f"{', '.join(absent)}, which are"
+    return f"needs {which} not installed: pip install 'cbi1kit[{extra}]'"
+
+
 def require(extra: str) -> None:
-    """Raise ``ModuleNotFoundError`` naming the first module of ``extra`` that is missing."""
+    """Raise ``ModuleNotFoundError`` for the first module of ``extra`` that is missing (its
+    line, from ``missing_extra``, names every one)."""
     from importlib.util import find_spec
 
     for module, (_dist, of) in EXTRAS.items():
@@ -47,4 +65,4 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
     if root not in EXTRAS:
         return None
     dist, extra = EXTRAS[root]
-    return f"needs {dist}, which is not installed: pip install 'cbi1kit[{extra}]'"
+    return missing(extra) or f"needs {dist}, which is not installed: pip install 'cbi1kit[{extra}]'"

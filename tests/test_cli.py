@@ -366,7 +366,7 @@ def test_report_of_a_capture_of_several_lanes_charts_the_dc_chosen(
     assert len(lanes) == 2
     out = tmp_path / "report"
     res = run("report", str(capture), "-o", str(out), "--no-notebooks")
-    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "(--dc)" in res.stderr
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "(--dc, --model)" in res.stderr
     res = run("report", str(capture), "-o", str(out), "--dc", f"{lanes[1].dc_id:016x}")
     assert res.returncode == 1 and "notebooks chart a capture of one lane" in res.stderr
     assert not out.exists()

@@ -85,10 +85,28 @@ def test_a_command_without_its_extra_says_what_to_install(
         check=False,
     )
     assert out.returncode == 2, out.stderr
-    needs = rf"needs \S+, which is not installed: pip install 'cbi1kit\[{extra}\]'"
+    needs = rf"needs [^;]+, which (is|are) not installed: pip install 'cbi1kit\[{extra}\]'"
     line = rf"cbi1kit {argv[0]}: error: {needs}"
     assert re.fullmatch(line, out.stderr.strip()), out.stderr
+    for dist in {d for d, of in EXTRAS.values() if of == extra}:  # every one, at once
+        assert dist in out.stderr, dist
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_report_names_everything_missing_at_once(tmp_path: Path) -> None:
+    """No notebooks extra and no notebooks folder: one line naming both (#47), exit 2."""
+    nowhere = str(tmp_path / "nowhere")
+    argv = ["report", str(SAMPLE), "-o", str(tmp_path / "rep"), "--notebooks", nowhere]
+    out = subprocess.run(
+        [sys.executable, "-c", _WITHOUT.format(modules=set(EXTRAS)), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "vl-convert-python" in out.stderr and "nowhere: no notebooks folder" in out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_core_commands_run_without_any_extra(tmp_path: Path) -> None:

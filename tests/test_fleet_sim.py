@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cliutil import cli_run
 from errorcheck import raises_variant
 
 from cbi1kit.analysis import global_view, replay
@@ -78,3 +80,42 @@ def test_a_recorded_fleet_views_as_its_producers_lanes(tmp_path: Path) -> None:
             assert np.array_equal(domain.table.lane_words(lane.lane), feed.words())
     with raises_variant(SimulationError, "Config", match="exists"):
         record_fleet(MODELS, capture, dcs=1)
+
+
+def test_a_lane_of_a_dc_serving_two_models_is_picked_by_model_or_pool_key(
+    tmp_path: Path,
+) -> None:
+    """One DC, two models (#47): the DC alone names two lanes, so ``stats`` and ``report`` say
+    to pick by pool key or model; ``--model`` and the pool key printed each pick one; ``diff``
+    lists the lanes it counts."""
+    capture = tmp_path / "two.kvrcap"
+    record_fleet(MODELS, capture, dcs=1, capacity_blocks=512)
+    lanes = replay(capture).lanes
+    assert len(lanes) == 2 and lanes[0].dc_id == lanes[1].dc_id
+    dc, key = f"{lanes[0].dc_id:016x}", str(lanes[1].pool)
+    for argv in (["stats", str(capture)], ["stats", str(capture), "--dc", dc]):
+        code, _, err = cli_run(*argv, "--no-progress")
+        assert code == 2 and "2 lanes match (pool " in err and "--model" in err, err
+    code, _, err = cli_run("diff", str(capture), "--dc", dc, "--no-progress")
+    assert code == 2 and err.count("DC ") == 2, err  # the two it counts, not every lane
+    picked = {}
+    for name, argv in {
+        "model": ["--model", "fleet/draft"],
+        "dc and model": ["--dc", dc, "--model", "fleet/chat"],
+        "pool key": ["--dc", key],
+        "alias": ["--model", "support-bot"],
+    }.items():
+        code, out, err = cli_run("stats", str(capture), *argv, "--json", "--fpr-probes", "0")
+        assert code == 0, (name, err)
+        picked[name] = json.loads(out)["occupied_slots"]
+    assert picked["alias"] == picked["dc and model"]
+    code, out, err = cli_run(
+        "report",
+        str(capture),
+        "-o",
+        str(tmp_path / "r"),
+        "--no-notebooks",
+        "--dc",
+        key,
+    )
+    assert code == 0, err

@@ -347,9 +347,10 @@ def _capture_side(
                 message=f"{label}: no lane matches (lanes: {known}){why}",
                 available=known,
             )
+        named = ", ".join(_dc_name(c) for c in candidates)
         raise LaneError(
             LaneVariant.SeveralLanes,
-            message=f"{label} holds {len(candidates)} lanes ({known}): pick one by its DC",
+            message=f"{label}: {len(candidates)} lanes match ({named}): pick one by its DC",
             available=known,
         )
     pool, descriptor, lane = candidates[0]

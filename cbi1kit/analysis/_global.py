@@ -58,6 +58,7 @@ __all__ = [
     "format_unix_ns",
     "lane_at_moment",
     "max_age_ns",
+    "model_pools",
     "parse_at",
     "resolve_moment",
 ]
@@ -615,6 +616,13 @@ def _model_catalogs(
             "view every lane without a model",
         )
     return catalogs
+
+
+def model_pools(report: ReplayReport, model: str) -> frozenset[PoolId]:
+    """The pools the capture's newest catalogs advertise for ``model`` (a model or alias):
+    what ``--model`` narrows a lane to. ``LaneError`` ``NoCatalog`` without a catalog,
+    ``IdentityError`` ``UnknownModel`` when no pool serves it."""
+    return frozenset(e.pool for e in _entries(report, _model_catalogs(report, model, None), model))
 
 
 def max_age_ns(value: float | timedelta | None) -> int | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 from array import array
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -406,11 +407,23 @@ class ReplayReport:
             "plane_violations": [v.to_dict() for v in self.plane_violations],
         }
 
-    def lane(self, dc: int | str | DcId | None = None, *, pool: PoolId | None = None) -> LaneReport:
-        """The lane of ``pool``, or of DC ``dc`` (an id, its hex or a DC name), or the only
-        one; ``LaneError`` ``SeveralLanes`` when that names more than one, ``NoSuchLane`` when
-        none."""
+    def lane(
+        self,
+        dc: int | str | DcId | None = None,
+        *,
+        pool: PoolId | None = None,
+        pools: Collection[PoolId] | None = None,
+    ) -> LaneReport:
+        """The lane of ``pool``, or of ``dc`` (a DC id, its hex, a DC name, or a pool key
+        ``domain/dc`` as a lane prints it), among ``pools`` when given (a model's:
+        ``model_pools``), or the only one; ``LaneError`` ``SeveralLanes`` when that names more
+        than one, ``NoSuchLane`` when none."""
         lanes = self.lanes
+        if pools is not None:
+            lanes = [n for n in lanes if n.pool in pools]
+        if isinstance(dc, str) and "/" in dc:  # a pool key (`record --list`'s: @generation)
+            key = str(PoolId.parse(dc.strip().lower().split("@")[0]))  # as a lane prints it
+            lanes, dc = [n for n in lanes if str(n.pool) == key], None
         if pool is not None:
             lanes = [n for n in lanes if n.pool == pool]
         if dc is not None:
@@ -423,11 +436,12 @@ class ReplayReport:
             raise LaneError(
                 LaneVariant.NoSuchLane, message=f"no lane matches (lanes: {known})", available=known
             )
-        if len(lanes) == len(self.lanes):
-            message = f"the source holds {len(lanes)} lanes ({known}): pick one by its DC"
+        if len({n.dc_id for n in lanes}) == len(lanes):
+            named = ", ".join(_lane_name(n) for n in lanes)
+            message = f"{len(lanes)} lanes match ({named}): pick one by its DC"
         else:  # one DC serves several pools (models): the DC alone does not name a lane
-            named = ", ".join(f"{_lane_name(n)} of pool {n.pool}" for n in lanes)
-            message = f"{len(lanes)} lanes match ({named}): pick one by its pool"
+            named = ", ".join(f"pool {n.pool}" for n in lanes)
+            message = f"{len(lanes)} lanes match ({named}): pick one by its pool key or model"
         raise LaneError(LaneVariant.SeveralLanes, message=message, available=known)
 
     def _only(self) -> LaneReport | None:

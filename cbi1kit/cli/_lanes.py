@@ -90,14 +90,29 @@ def max_age_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def pick_lane(report: Any, path: Path, dc: str | None) -> Any:
-    """The lane ``--dc`` names (an id in hex or a DC name), or the only one; a usage error
-    naming the lanes otherwise."""
+def lane_args(p: argparse.ArgumentParser) -> None:
+    """``--dc`` and ``--model``: how every command that reads one lane is told which."""
+    p.add_argument(
+        "--dc",
+        metavar="DC|POOL",
+        help="the lane of this DC (its id in hex or its name) or pool (its key, as printed)",
+    )
+    p.add_argument(
+        "--model", metavar="M", help="among the pools the capture's catalog advertises for M"
+    )
+
+
+def pick_lane(report: Any, path: Path, dc: str | None, model: str | None = None) -> Any:
+    """The lane ``--dc`` names (a DC's id in hex or name, or a pool key) among ``--model``'s
+    pools, or the only one; a usage error naming the lanes otherwise."""
+    from cbi1kit.analysis._global import model_pools
+
     if not report.lanes:
         raise never_installed(path, report.violations)
     try:
-        return report.lane(dc)
-    except LaneError as exc:
+        pools = None if model is None else model_pools(report, model)
+        return report.lane(dc, pools=pools)
+    except (LaneError, IdentityError) as exc:
         several = len(report.lanes) > 1
         raise lane_choice(path, exc, several=several, asked={path: report}) from None
 
@@ -111,10 +126,14 @@ def never_installed(path: Path, violations: Sequence[Any]) -> CliError:
 
 
 def lane_choice(
-    path: Path, exc: LaneError, *, several: bool, asked: Mapping[Path, Any] | None = None
+    path: Path,
+    exc: LaneError | IdentityError,
+    *,
+    several: bool,
+    asked: Mapping[Path, Any] | None = None,
 ) -> CliError:
     """The usage error of a lane ``--dc`` did not pick (out of ``several``, a hint)."""
-    hint = " (--dc); `cbi1kit view` shows every lane" if several else ""
+    hint = " (--dc, --model); `cbi1kit view` shows every lane" if several else ""
     return unanswerable(f"{path}: {exc}{hint}", asked or {})
 
 

@@ -8,24 +8,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from cbi1kit._extras import missing
 from cbi1kit._files import unwritable
 from cbi1kit.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_UNREADABLE,
+    EXIT_USAGE,
     CliError,
     check_regular_file,
     check_source,
     checkout,
     quiet_arg,
 )
-from cbi1kit.cli._lanes import (
-    lane_choice,
-)
-from cbi1kit.errors import (
-    LaneError,
-    LaneVariant,
-)
+from cbi1kit.cli._lanes import lane_args, lane_choice
+from cbi1kit.errors import IdentityError, LaneError, LaneVariant
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands
@@ -41,15 +38,20 @@ def build(
     force: bool,
     executed: Any = None,
     dc: str | None = None,
+    model: str | None = None,
 ) -> Any:
     from cbi1kit.viz._report import build_report
 
     check_source(capture)
     if trace is not None:
         check_regular_file(trace)
+    needs = missing("notebooks")  # vl-convert draws the charts; the rest runs the notebooks
+    problems = [needs] if needs else []
     if notebooks is not None and not notebooks.is_dir():
         why = checkout("give --notebooks DIR; or --no-notebooks")
-        raise CliError(f"{notebooks}: no notebooks folder{why}", EXIT_UNREADABLE)
+        problems.append(f"{notebooks}: no notebooks folder{why}")
+    if problems:  # everything that stands in the way, at once
+        raise CliError("; ".join(problems), EXIT_USAGE if needs else EXIT_UNREADABLE)
 
     def say(msg: str) -> None:
         if not quiet:
@@ -65,9 +67,11 @@ def build(
             overwrite=force,
             executed=executed,
             dc=dc,
+            model=model,
         )
-    except LaneError as exc:
-        raise lane_choice(capture, exc, several=exc.variant is LaneVariant.SeveralLanes) from None
+    except (LaneError, IdentityError) as exc:
+        several = isinstance(exc, LaneError) and exc.variant is LaneVariant.SeveralLanes
+        raise lane_choice(capture, exc, several=several) from None
     except OSError as exc:
         if exc.errno not in _WRITE_ERRNOS:
             raise
@@ -88,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         args.no_progress,
         force=args.force,
         dc=args.dc,
+        model=args.model,
     )
     print(f"{built.index}: {len(built.pngs)} charts, {len(built.notebooks)} notebooks")
     for kind, png in built.pngs.items():
@@ -120,11 +125,7 @@ def register(sub: Commands) -> None:
     )
     p.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebooks folder")
     p.add_argument("--no-notebooks", action="store_true", help="charts only, no notebooks")
-    p.add_argument(
-        "--dc",
-        help="of a capture of several lanes, chart this DC's: its id (16 hex digits) or its name "
-        "(charts only: the notebooks chart a capture of one lane)",
-    )
+    lane_args(p)  # of a capture of several lanes (charts only: a notebook charts one lane)
     p.add_argument("--force", action="store_true", help="overwrite an existing report")
     quiet_arg(p)
     p.set_defaults(handler=run)

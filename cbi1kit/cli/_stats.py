@@ -18,6 +18,7 @@ from cbi1kit.cli._common import (
     ranged,
 )
 from cbi1kit.cli._lanes import (
+    lane_args,
     moment,
     never_installed,
     pick_lane,
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = expected_format(args)
     report = replay_source(args.capture, fmt, not args.no_progress, history=args.at is not None)
-    lane = pick_lane(report, args.capture, args.dc)
+    lane = pick_lane(report, args.capture, args.dc, args.model)
     if lane.final_lane is None:
         raise never_installed(args.capture, lane.violations or report.violations)
     lane_fmt = fmt or lane.format
@@ -89,14 +90,14 @@ def register(sub: Commands) -> None:
     p = sub.add_parser(
         "stats",
         help="filter stats (load, FPR, ...) of the replayed lane at the end or at a sequence",
-        description="Replay, then report CF.INFO-style figures of one lane (--dc picks it in a "
-        "capture of several; `cbi1kit view` shows every lane at a time).",
+        description="Replay, then report CF.INFO-style figures of one lane (--dc and --model "
+        "pick it in a capture of several; `cbi1kit view` shows every lane at a time).",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
     p.add_argument(
         "--at", type=moment, metavar="SEQ|ISO|+90s", help="a sequence, a time or an offset"
     )
-    p.add_argument("--dc", help="the lane of this DC: its id (16 hex digits) or its name")
+    lane_args(p)
     p.add_argument(
         "--fpr-probes",
         type=ranged(0, 10_000_000),

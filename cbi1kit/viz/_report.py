@@ -26,6 +26,7 @@ import polars as pl
 
 from cbi1kit._files import claim_outputs
 from cbi1kit.analysis._events import never_installed
+from cbi1kit.analysis._global import model_pools
 from cbi1kit.analysis._replay import LaneReport, ReplayReport
 from cbi1kit.analysis._shorthands import (
     frames_table,
@@ -136,16 +137,19 @@ Executed = Mapping[str, Sequence[ShownCell]]
 
 
 def charted_lane(
-    source: str | os.PathLike[str] | ReplayReport, dc: int | str | None = None
+    source: str | os.PathLike[str] | ReplayReport,
+    dc: int | str | None = None,
+    model: str | None = None,
 ) -> LaneReport:
     """The lane a chart of ``source`` (a capture, or its replay) draws: DC ``dc``'s (an id, its
-    hex or a DC name), or the only one (``LaneError`` ``SeveralLanes`` or ``NoSuchLane``
-    otherwise). ``VizError`` ``Chart`` when no snapshot was ever installed, naming the first
-    violation that kept it out: a notebook given a capture it cannot chart (empty, foreign,
-    damaged before its first snapshot) says why at its first cell, not with a ``TypeError``
-    further down."""
+    hex, a DC name or a pool key) among ``model``'s pools, or the only one (``LaneError``
+    ``SeveralLanes`` or ``NoSuchLane`` otherwise). ``VizError`` ``Chart`` when no snapshot
+    was ever installed, naming the first violation that kept it out: a notebook given a
+    capture it cannot chart (empty, foreign, damaged before its first snapshot) says why at
+    its first cell, not with a ``TypeError`` further down."""
     report = source if isinstance(source, ReplayReport) else replay(source, keep_events=False)
-    one = report.lane(dc) if report.lanes else None
+    pools = None if model is None else model_pools(report, model)
+    one = report.lane(dc, pools=pools) if report.lanes else None
     if one is None or one.final_lane is None:
         name = "the capture" if isinstance(source, ReplayReport) else str(source)
         broken = (one.violations if one is not None else []) or report.violations
@@ -153,11 +157,13 @@ def charted_lane(
     return one
 
 
-def _chosen_lane(capture: Path, dc: int | str | None) -> tuple[ReplayReport, LaneReport]:
+def _chosen_lane(
+    capture: Path, dc: int | str | None, model: str | None = None
+) -> tuple[ReplayReport, LaneReport]:
     """The capture's replay (the lanes and counts; no per-record events) and the lane the
     report charts (``charted_lane``)."""
     report = replay(capture, keep_events=False)
-    return report, charted_lane(report, dc)
+    return report, charted_lane(report, dc, model)
 
 
 def report_charts(
@@ -427,6 +433,7 @@ def build_report(
     executed: Executed | Callable[[], Executed | None] | None = None,
     notebooks: Sequence[str] = NOTEBOOKS,
     dc: int | str | None = None,
+    model: str | None = None,
 ) -> ReportResult:
     """Write ``out_dir/index.html`` (every chart kind, inline SVG), ``out_dir/png/*.png`` and,
     with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``: from
@@ -434,8 +441,8 @@ def build_report(
     ``executed`` may be a callable, called once the charts are drawn: a run going on beside
     them (the demo's JupyterLab run, in another thread) is waited for only then. ``notebooks``
     names the notebooks the report holds (all of them unless told). Of a capture of several
-    lanes, the charts are DC ``dc``'s (``LaneError`` without it) and the notebooks, which chart
-    a capture of one lane, are refused (``VizError``).
+    lanes, the charts are the lane of ``dc`` among ``model``'s pools (``LaneError`` without
+    them) and the notebooks, which chart a capture of one lane, are refused (``VizError``).
 
     Nothing is written over an existing file unless ``overwrite`` (``OutputError`` ``Exists``,
     raised before anything is written), and never into the folder of the notebooks it runs
@@ -455,7 +462,7 @@ def build_report(
         raise VizError(VizVariant.Report, f"no such notebook: {', '.join(unknown)}")
     source_dir = None if notebooks_dir is None else Path(notebooks_dir).resolve()
     _claim(out, source_dir, names, trace=trace is not None, overwrite=overwrite)
-    report, one = _chosen_lane(cap, dc)  # a capture that cannot be charted: no output either
+    report, one = _chosen_lane(cap, dc, model)  # a capture that cannot be charted: no output
     if source_dir is not None and names and len(report.lanes) > 1:
         raise VizError(
             VizVariant.Report,
@@ -466,26 +473,28 @@ def build_report(
         (out / "png").mkdir(parents=True, exist_ok=True)
         say = progress or (lambda _msg: None)
         result = ReportResult(out / "index.html")
-        if report.violations:
-            result.violations = len(report.violations)
-            result.first_violation = report.violations[0].describe()
-
         figures = []
         for kind, caption, chart in _charts(cap, workload, report, one):
             say(f"chart {kind}")
             figures.append(_figure(vlc, kind, caption, chart.to_json(), result, written))
-
+        executed = executed() if callable(executed) else executed
         links = []
-        if callable(executed):
-            executed = executed()
         if source_dir is not None:
             pages = _Pages(out, source_dir, cap, trace, executed, written, say)
             links = [pages.write(name, result) for name in names]
-
+        _finish(result, report, started)
         written.append(result.index)
         result.index.write_text(_index_page(cap, report, one, figures, links), encoding="utf-8")
-        result.seconds = time.perf_counter() - started
         return result
+
+
+def _finish(result: ReportResult, report: ReplayReport, started: float) -> None:
+    """The result's summary figures: the capture's violations (it is charted all the same)
+    and the time taken."""
+    if report.violations:
+        result.violations = len(report.violations)
+        result.first_violation = report.violations[0].describe()
+    result.seconds = time.perf_counter() - started
 
 
 def _index_page(
