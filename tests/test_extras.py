@@ -1,10 +1,10 @@
 """The core install and its extras: what ``pip install .`` brings, and what a command whose
-extra is missing says (one line, exit 2, nothing written)."""
+extra is missing says (one line, exit 2, nothing written). The install itself, into a fresh
+venv, is tests/test_readme.py's (one venv for it and the README's examples)."""
 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -120,63 +120,3 @@ def test_the_core_commands_run_without_any_extra(tmp_path: Path) -> None:
             check=False,
         )
         assert out.returncode == 0, (argv, out.stderr)
-
-
-@pytest.mark.slow
-def test_pip_install_dot_is_the_core_and_works_outside_the_repository(tmp_path: Path) -> None:
-    """A fresh venv, ``pip install .`` (no extra), used from another folder: the tables, the
-    replay and a chart work; no extra's distribution is there; ``record`` says what it needs."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    py = venv / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    tree = tmp_path / "cbi1kit-src"  # the tracked files alone: no build/ or .venv of this tree
-    tracked = (
-        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, tracked):
-        if (ROOT / name).is_file():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, tree / name)
-    subprocess.run([*pip, str(tree)], check=True, timeout=900, capture_output=True)
-    listed = subprocess.run(
-        [str(py), "-m", "pip", "list", "--format=freeze"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.lower()
-    present = {line.split("==")[0] for line in listed.split()}
-    assert not present & set(NOT_CORE), present & set(NOT_CORE)
-    use = (  # the bundled sample ships in the wheel (#47): the README's first example
-        "import cbi1kit as ck; c = ck.open(ck.data.sample_capture()); "
-        "print(c.frames.collect().height, c.replay().frames, "
-        "type(ck.viz.occupancy_chart(c.lane())).__name__, ck.data.sample_capture())"
-    )
-    out = subprocess.run(
-        [str(py), "-c", use], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert out.returncode == 0, out.stderr
-    frames, records, chart, where = out.stdout.split()
-    assert int(frames) == int(records) > 0 and chart.endswith("Chart")
-    assert Path(where).is_relative_to(venv) and Path(where).read_bytes() == SAMPLE.read_bytes()
-    for name, size in (("trace", 3_029_533), ("real", 105_682), ("delta", 84)):
-        cli = [str(venv / "bin" / "cbi1kit"), "data", name]
-        path = subprocess.run(cli, capture_output=True, text=True, check=True).stdout.strip()
-        assert Path(path).is_relative_to(venv) and Path(path).stat().st_size == size, name
-    notice = (Path(where).parent / "mooncake" / "README.md").read_text()
-    assert "Apache-2.0" in notice  # the trace's notice ships with it
-    rec = subprocess.run(
-        [str(venv / "bin" / "cbi1kit"), "record", "localhost:1", "-o", "r.kvrcap"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert (rec.returncode, rec.stderr.strip()) == (
-        2,
-        "cbi1kit record: error: needs grpcio, which is not installed: pip install 'cbi1kit[relay]'",
-    )
-    assert not (tmp_path / "r.kvrcap").exists()
