@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,19 @@ def test_a_module_is_at_most_800_lines(path: Path) -> None:
     """A module a newcomer can hold in their head (#43); the generated protobuf aside."""
     lines = len(path.read_text().splitlines())
     assert lines <= 800, f"{path.relative_to(PACKAGE)}: {lines} lines: split it by what it does"
+
+
+def _spans(path: Path) -> Iterator[tuple[str, int, int]]:
+    """Each function of ``path``: its name, first line (its first decorator's) and length."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno:
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            yield node.name, start, node.end_lineno - start + 1
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_function_is_at_most_60_lines(path: Path) -> None:
+    """A function of a screenful (#43), decorators and docstring included: ruff holds the
+    statements and branches (``PLR0915``, ``C901``), this the lines a reader scrolls."""
+    long = [f"{name}: {n} lines from line {at}" for name, at, n in _spans(path) if n > 60]
+    assert not long, long

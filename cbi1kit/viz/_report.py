@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import altair as alt
 import polars as pl
@@ -457,18 +457,12 @@ def build_report(
     # the inputs first: a trace that does not read stops the report before any output
     workload = None if trace is None else read_mooncake(Path(trace).resolve(), limit=requests)
     out = Path(out_dir)
-    names = [n for n in NOTEBOOKS if n in notebooks]
-    if unknown := sorted(set(notebooks) - set(NOTEBOOKS)):
-        raise VizError(VizVariant.Report, f"no such notebook: {', '.join(unknown)}")
+    names = _known_notebooks(notebooks)
     source_dir = None if notebooks_dir is None else Path(notebooks_dir).resolve()
     _claim(out, source_dir, names, trace=trace is not None, overwrite=overwrite)
     report, one = _chosen_lane(cap, dc, model)  # a capture that cannot be charted: no output
     if source_dir is not None and names and len(report.lanes) > 1:
-        raise VizError(
-            VizVariant.Report,
-            f"{cap}: {len(report.lanes)} lanes; the notebooks chart a capture of one lane "
-            "(make the charts alone: no notebooks folder, --no-notebooks)",
-        )
+        raise VizError(VizVariant.Report, f"{cap}: {len(report.lanes)} lanes; {_ONE_LANE}")
     with _undone_on_failure(out) as written:  # each file added before it is written
         (out / "png").mkdir(parents=True, exist_ok=True)
         say = progress or (lambda _msg: None)
@@ -486,6 +480,21 @@ def build_report(
         written.append(result.index)
         result.index.write_text(_index_page(cap, report, one, figures, links), encoding="utf-8")
         return result
+
+
+#: why the notebooks refuse a capture of several lanes, and what to do instead
+_ONE_LANE: Final = (
+    "the notebooks chart a capture of one lane "
+    "(make the charts alone: no notebooks folder, --no-notebooks)"
+)
+
+
+def _known_notebooks(asked: Sequence[str]) -> list[str]:
+    """The report's notebooks among ``asked``, in the report's order; ``VizError`` for a name
+    it does not know."""
+    if unknown := sorted(set(asked) - set(NOTEBOOKS)):
+        raise VizError(VizVariant.Report, f"no such notebook: {', '.join(unknown)}")
+    return [n for n in NOTEBOOKS if n in asked]
 
 
 def _finish(result: ReportResult, report: ReplayReport, started: float) -> None:
