@@ -142,14 +142,14 @@ def _known(field: Any) -> Any:
     return _KNOWN[field] if field < 128 else False
 
 
+# Locals, not scratch arrays: what was written to memory made the walk four times slower; so it
+# stays one loop with a branch per ``FilterUpdate`` field, the one function over ruff's limits.
 @_inline
 def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branch per field, inlined (hot path)
-    """The ``FilterUpdate`` at ``b[p:e]``, as the tuple ``W_*`` describes: protobuf's wire
-    rules, as strict as prost (a known field with a foreign wire type is ``MALFORMED``, and so
-    is field 0 or a group; the fields before the damage are kept), unknown fields skipped and
-    flagged, a known field given twice ``REPEATED`` (its last occurrence kept). Locals, not
-    scratch arrays: what was written to memory made the walk four times slower; so it stays
-    one loop with a branch per ``FilterUpdate`` field, the one function over ruff's limits."""
+    """The ``FilterUpdate`` at ``b[p:e]``, as the tuple ``W_*`` describes, as strict as prost:
+    a known field with a foreign wire type, field 0 or a group is ``MALFORMED`` (the fields
+    before it kept), an unknown field skipped and flagged, a known field given twice
+    ``REPEATED`` (its last occurrence kept)."""
     flags, has = 0, 0
     version = base = seq = send = kind = marker = np.uint64(0)
     r_at = r_len = p_at = p_len = y_at = y_len = np.int64(0)
@@ -161,10 +161,7 @@ def walk_update(b: Any, p: Any, e: Any) -> Any:  # noqa: C901, PLR0915 - a branc
             break
         bit = 0
         if wt == 0 or wt == 2:  # noqa: PLR1714 - a varint, or a length (no sets in numba)
-            if p >= e:
-                flags |= MALFORMED
-                break
-            v, p = _varint(b, p, e)
+            v, p = _varint(b, p, e) if p < e else (np.uint64(0), -1)  # -1: no byte left
             if p < 0 or (wt == 2 and v > np.uint64(e - p)):
                 flags |= MALFORMED
                 break
@@ -267,14 +264,17 @@ def _same_bytes(b: Any, at: Any, n: Any, pool: Any, p_at: Any, p_n: Any) -> Any:
 
 @_inline
 def _dim_of(
-    b: Any, at: Any, n: Any, pool: Any, p_at: Any, p_len: Any, count: Any, last: Any
+    b: Any, at: Any, n: Any, pool: Any, p_at: Any, p_len: Any, count: Any, last: Any, k: Any
 ) -> Any:
     """The index of the sub-message bytes ``b[at : at + n]`` among the ``count`` known ones
-    (``pool`` holds them back to back; the last match is tried first), -1 if none is."""
-    if last >= 0 and last < count and _same_bytes(b, at, n, pool, p_at[last], p_len[last]):
-        return last
+    (``pool`` holds them back to back; the last match, ``last[k]``, is tried first and set to
+    the match), -1 if none is."""
+    d = last[k]
+    if d >= 0 and d < count and _same_bytes(b, at, n, pool, p_at[d], p_len[d]):
+        return d
     for d in range(count):
         if _same_bytes(b, at, n, pool, p_at[d], p_len[d]):
+            last[k] = d
             return d
     return -1
 
@@ -631,6 +631,20 @@ def _write_row(
     o8[r, _RULE_C] = rule  # the rule's index + 1; 0: valid
 
 
+@_inline
+def _write_own(
+    o64: Any, o32: Any, o8: Any, r: Any, own: Any, i: Any, index0: Any, n: Any, pb: Any
+) -> None:
+    """Row ``r``'s columns of its place in the span, the span's row ``i``: ``own`` = the span's
+    (stream, offset, receive times, whether timed), ``index0`` its first frame number, ``n``
+    the message's length, ``pb`` whether it is a protobuf envelope."""
+    stream, offset, wall, mono, timed = own
+    o64[r, _REC], o64[r, _SRC_OFF] = index0 + i, offset[i]
+    o64[r, _WALL], o64[r, _MONO] = wall[i], mono[i]
+    o32[r, _STREAM_C], o32[r, _RAW_LEN] = stream[i], n
+    o8[r, _PB_C], o8[r, _TIMED_C] = pb, timed[i]
+
+
 @_kernel
 def frame_columns(
     b: npt.NDArray[np.uint8],
@@ -647,18 +661,15 @@ def frame_columns(
     last: npt.NDArray[np.int64],
 ) -> tuple[int, int]:
     """Rows ``lo`` to ``hi`` of a span (``b[start : start + length]``; bare CBI1 frames where
-    not ``is_pb``) into the column blocks ``out`` = (``C64``, ``C32``, ``C16``, ``C8`` rows) from
-    row ``row0``: the envelope, the CBI1 header, the body checksum, the first failing rule, and
-    the producer's and relay's dimension. ``dims`` = (pool; each producer's offset, length,
-    ``DIM_*`` flags, seed, bucket count and DC; each relay's offset, length and flags): the
-    sub-messages' bytes seen so far, back to back in ``pool``, and their numeric columns;
-    ``last`` the last match of each; ``own`` the span's columns (stream, offset, receive times,
-    whether timed), ``index0`` its first frame number. The walk stops at a row whose bytes are
-    new, for the caller to parse them once. Returns ``(the first row not written, NEED_* or
-    0)``."""
+    not ``is_pb``) into the column blocks ``out`` = (``C64``, ``C32``, ``C16``, ``C8``) from row
+    ``row0``: envelope, CBI1 header, body checksum, first failing rule, producer's and relay's
+    dimension. ``dims`` = (pool; each producer's offset, length, ``DIM_*`` flags, seed, bucket
+    count, DC; each relay's offset, length, flags): the sub-messages seen so far, back to back
+    in ``pool``, and their columns; ``last`` the last match of each; ``own`` and ``index0`` as
+    :func:`_write_own` takes them. Stops at a row whose bytes are new, for the caller to parse
+    them once. Returns ``(the first row not written, NEED_* or 0)``."""
     o64, o32, o16, o8 = out
     pool, p_at, p_len, p_bad, p_seed, p_buckets, p_dc, r_at, r_len, r_bad, pv64, pv32, rv64 = dims
-    stream, offset, wall, mono, timed = own
     h = np.zeros(16, dtype=np.uint64)
     x = np.zeros(10, dtype=np.uint64)
     u, p_n, r_n = np.uint64(0), len(p_at), len(r_at)  # the dims known (none added in a call)
@@ -670,15 +681,13 @@ def frame_columns(
         pp, plen, has = w[W_PAYLOAD_AT], w[W_PAYLOAD_LEN], w[W_HAS]
         pdim = rdim = -1
         if has & HAS_PRODUCER:
-            pdim = _dim_of(b, w[W_PRODUCER_AT], w[W_PRODUCER_LEN], pool, p_at, p_len, p_n, last[0])
+            pdim = _dim_of(b, w[W_PRODUCER_AT], w[W_PRODUCER_LEN], pool, p_at, p_len, p_n, last, 0)
             if pdim < 0:
                 return i, NEED_PRODUCER
-            last[0] = pdim
         if has & HAS_RELAY:
-            rdim = _dim_of(b, w[W_RELAY_AT], w[W_RELAY_LEN], pool, r_at, r_len, r_n, last[1])
+            rdim = _dim_of(b, w[W_RELAY_AT], w[W_RELAY_LEN], pool, r_at, r_len, r_n, last, 1)
             if rdim < 0:
                 return i, NEED_RELAY
-            last[1] = rdim
         _read_head(b, pp, plen, h)
         checksum = _body_check(b, pp, plen)
         kraw, code, base, seq = _kind(pb, w, h, plen)
@@ -694,8 +703,5 @@ def frame_columns(
         x[7], x[8], x[9] = rule + 1, base, seq
         r = row0 + i - lo
         _write_row(o64, o32, o16, o8, r, w, h, x, pv64, pv32, rv64)
-        o64[r, _REC], o64[r, _SRC_OFF] = index0 + i, offset[i]
-        o64[r, _WALL], o64[r, _MONO] = wall[i], mono[i]
-        o32[r, _STREAM_C], o32[r, _RAW_LEN] = stream[i], n
-        o8[r, _PB_C], o8[r, _TIMED_C] = pb, timed[i]
+        _write_own(o64, o32, o8, r, own, i, index0, n, pb)
     return hi, 0

@@ -268,12 +268,11 @@ def replay_rows(
     """Rows ``lo`` onwards of a span, in order, each against its lane (``row_slot``; a
     lane's ``state`` column: mode, installed sequence, seed, bucket count, DC, deltas allowed;
     ``expect``: the bytes of its session's producer and relay, ``(pool, (4, lanes) offsets and
-    lengths)``; ``lanes[slot]``: its words). Each clean step is taken: a delta's images go
-    into the lane, and where ``images``
-    = (buckets, new words, previous words, count) has room, there too. ``slots`` (``(2,
-    SLOTS)``) and ``stamp[0]`` find a bucket named twice in a delta. Returns the first
-    row not taken (``hi`` when all were); ``out`` = (outcome, sequence, base sequence, image count)
-    per row."""
+    lengths)``; ``lanes[slot]``: its words). Each clean step is taken: a delta's images go into
+    the lane, and where ``images`` = (buckets, new words, previous words, count) has room, there
+    too. ``slots`` (``(2, SLOTS)``) and ``stamp[0]`` find a bucket named twice in a delta.
+    Returns the first row not taken (``hi`` when all were); ``out`` = (outcome, sequence, base
+    sequence, image count) per row."""
     kinds, seqs, bases, counts = out
     ib, inew, iprev, icount = images
     keep = len(ib) > 0
