@@ -164,6 +164,17 @@ def test_report_refuses_the_folder_of_the_notebooks_it_runs(tmp_path: Path) -> N
     assert not (tmp_path / "index.html").exists() and not (tmp_path / "png").exists()
 
 
+def test_a_notebook_runs_from_a_folder_outside_the_checkout(tmp_path: Path) -> None:
+    """The notebooks read the bundled data from the package (``ck.data``), not ``../data``:
+    copied anywhere, notebook 02 (the sample, the bare frames, the real recording) runs (#47)."""
+    notebooks = copy_tracked(ROOT / "notebooks", tmp_path / "elsewhere" / "notebooks")
+    result = build_report(
+        SAMPLE, tmp_path / "out", notebooks_dir=notebooks, notebooks=["02_load_captured_frames"]
+    )
+    (page,) = result.notebooks.values()
+    assert page.exists() and "Traceback" not in page.read_text()
+
+
 def test_report_never_writes_over_an_existing_file_unasked(tmp_path: Path) -> None:
     (tmp_path / "index.html").write_text("mine")
     with raises_variant(OutputError, "Exists", match="use --force"):
