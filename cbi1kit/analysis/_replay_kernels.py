@@ -88,9 +88,12 @@ _U64_MAX: Final = np.uint64(U64_MAX)
 _UNCLEAN: Final = MALFORMED | REPEATED | UNKNOWN_FIELDS
 
 
-def _at(layout: Any, name: str) -> tuple[int, int]:
+def _at(layout: Any, name: str) -> tuple[np.int64, np.int64]:
+    """A field's (offset, width) as numpy scalars: numba types them ``int64``, not as
+    literals, so ``_le`` compiles once, not once a field (2 s of a first run); LLVM still
+    folds the width's branch where it inlines ``_le`` into a caller."""
     spec = layout.field(name)
-    return spec.offset, spec.size
+    return np.int64(spec.offset), np.int64(spec.size)
 
 
 # (offset, width) of each field the checks read, from the layout
