@@ -181,6 +181,24 @@ def test_model_and_catalog_errors(fleet: Fleet, tmp_path: Path) -> None:
     assert all("no subscription" in lane.why for lane in lanes if not lane.ready)
 
 
+def test_a_models_timeline_starts_at_the_first_catalog(fleet: Fleet) -> None:
+    """A pool's frames may arrive before the catalog (a live recording opens both streams at
+    once): a model's timeline starts where a pool is first known to serve it, not with an
+    error at the first message."""
+    import copy
+
+    from cbi1kit.analysis._global import build_timeline
+
+    report = copy.copy(fleet.report)
+    first = fleet.report.first_unix_ns
+    assert first is not None
+    late = first + 5 * 10**9  # the catalog received five seconds after the first frame
+    report.catalogs = [dataclasses.replace(c, recv_unix_ns=late) for c in report.catalogs]
+    timeline = build_timeline(report, model=FLEET.simulator.model, points=4)
+    assert timeline["at"][0] == format_unix_ns(late) and timeline["offset_s"][0] == 5.0
+    assert build_timeline(fleet.report, points=4)["offset_s"][0] == 0.0  # no model: from the start
+
+
 def _subscriptions(path: Path, streams: list[list[Any]]) -> Path:
     with CaptureWriter(path) as w:
         t = 1_800_000_000_000_000_000

@@ -758,7 +758,8 @@ def build_timeline(
     """The global view at ``points`` evenly spaced receive times, from the capture's first
     message to its last, as one table: every lane of ``GlobalView.to_frame`` with the moment's
     ``offset_s`` (seconds after the first message) and ``at`` (ISO time): each moment reads
-    the lanes back from the replay's history."""
+    the lanes back from the replay's history. With a ``model``, the moments start at the first
+    catalog (a pool's frames may arrive before it: no pool was known to serve it then)."""
     if not 2 <= points <= 1000:
         raise _at_error(f"points {points} is outside 2..1000")
     first = report.first_unix_ns
@@ -767,9 +768,12 @@ def build_timeline(
     last = max(
         (s.last_unix_ns or first for lane in report.lanes for s in lane.sessions), default=first
     )
+    start = first
+    if model is not None and report.catalogs:
+        start = min(max(first, report.catalogs[0].recv_unix_ns), last)
     frames = []
     for i in range(points):
-        unix_ns = first + (last - first) * i // (points - 1)
+        unix_ns = start + (last - start) * i // (points - 1)
         frame = build_global_view(report, model=model, at=At(unix_ns=unix_ns)).to_frame()
         frames.append(
             frame.with_columns(
