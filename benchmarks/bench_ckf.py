@@ -36,13 +36,7 @@ from cbi1kit.ckf._consumer import CkfLaneTable, linear_prefix_depths, sequence_h
 from cbi1kit.ckf._kick import insert_walk_reference
 from cbi1kit.ckf._lane import DcCkfSnapshot
 from cbi1kit.ckf._producer import CkfConfig, DcCkfState, KvRemoved, KvStored, StoredBlock
-from cbi1kit.ckf._table import (
-    DEFAULT_MAX_KICKS,
-    MAX_KICKS,
-    CuckooTable,
-    SplitMix64,
-    lane_rng_seed,
-)
+from cbi1kit.ckf._table import DEFAULT_MAX_KICKS, MAX_KICKS, CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
 from cbi1kit.hashing._pools import (
     CacheSemanticsId,

@@ -184,14 +184,7 @@ def main() -> None:
     args = ap.parse_args()
     rounds = args.rounds or (1 if args.quick else 2)
     report = Report("bench_memory: peak memory of inspect, replay and stats", args.quick)
-    heavy = Mix(
-        "snapshot-heavy",
-        1 << (20 if args.quick else args.buckets_log2),
-        0.6,
-        32,
-        1.0,
-        64,
-    )
+    heavy = Mix("snapshot-heavy", 1 << (20 if args.quick else args.buckets_log2), 0.6, 32, 1.0, 64)
     run_mix(report, heavy, args.size_mib or (64 if args.quick else 1024), rounds, args.keep)
     sim = MIXES["simulator-like"]
     run_mix(report, sim, args.sim_size_mib or (8 if args.quick else 128), rounds, args.keep)

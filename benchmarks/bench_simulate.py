@@ -48,8 +48,7 @@ def main() -> None:
     against_reading(report, workload, limit, rounds=args.rounds or (2 if args.quick else 7))
     base_cfg = dataclasses.replace(sample_config().simulator, policy="exact")
     one_dc = SimRelayConfig(
-        SimulatorConfig(dcs=1, workers_per_dc=8, capacity_blocks=4096, policy="ckf"),
-        RelayConfig(),
+        SimulatorConfig(dcs=1, workers_per_dc=8, capacity_blocks=4096, policy="ckf"), RelayConfig()
     )
     for name, cfg, goal in (
         ("sample config (4 DCs, ckf)", sample_config(), 60.0),

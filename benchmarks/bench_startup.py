@@ -88,9 +88,7 @@ def main() -> None:
 
         run(FIRST_CELL)  # the bundle cached, as `make` leaves it
         cand, base = compare_processes(
-            lambda: run(FIRST_CELL),
-            lambda: run(FIRST_CELL, XDG_CACHE_HOME=empty()),
-            rounds=rounds,
+            lambda: run(FIRST_CELL), lambda: run(FIRST_CELL, XDG_CACHE_HOME=empty()), rounds=rounds
         )
         report.figure(
             Comparison(
@@ -99,7 +97,7 @@ def main() -> None:
                 base,
                 "bundle cached",
                 "bundled afresh",
-            ),
+            )
         )
         run(FIRST_USE)  # numba's cache as `make` leaves it (a no-op when it already is)
         if args.quick:

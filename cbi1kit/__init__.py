@@ -80,10 +80,7 @@ if TYPE_CHECKING:
         simulate_capture as simulate_capture,
         synthetic_chat as synthetic_chat,
     )
-    from cbi1kit.viz import (
-        hex64 as hex64,
-        setup_notebook as setup_notebook,
-    )
+    from cbi1kit.viz import hex64 as hex64, setup_notebook as setup_notebook
     from cbi1kit.wire import (
         FilterFormat as FilterFormat,
         SnapshotAssembly as SnapshotAssembly,

@@ -216,8 +216,7 @@ def _announce(where: str) -> None:
     if not _announced:
         _announced.append(where)
         print(
-            f"cbi1kit: compiling its kernels for this machine, once (10-20 s); "
-            f"kept in {where}",
+            f"cbi1kit: compiling its kernels for this machine, once (10-20 s); kept in {where}",
             file=sys.stderr,
             flush=True,
         )

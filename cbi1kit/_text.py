@@ -23,11 +23,7 @@ def wrapped(text: str, indent: str = "   ") -> str:
     width = terminal_width()
     return "\n".join(
         textwrap.fill(
-            line,
-            width,
-            subsequent_indent=indent,
-            break_on_hyphens=False,
-            break_long_words=False,
+            line, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False
         )
         for line in text.splitlines()
     )

@@ -23,3 +23,15 @@ def cli_run(*argv: str) -> tuple[int, str, str]:
 def one_line(err: str) -> bool:
     """One line on stderr, no traceback: how every CLI error reads."""
     return len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def unwrapped(text: str) -> list[str]:
+    """The lines as printed before ``_text.wrapped`` fitted them to the terminal: a line that
+    starts with three spaces continues the one above (an item's own lines start with two)."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("   ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines

@@ -139,12 +139,7 @@ def test_stale_snapshot_is_ignored() -> None:
         (_delta(4, 5, [(NB, 1)]), "BucketIndex"),
         (_delta(4, 5, [(1, 1), (1, 2)]), "DuplicateBucket"),
         (
-            _delta(
-                4,
-                5,
-                [(1, 1)],
-                identity=ProducerIdentity(pool(3), 2, 1, FORMAT),
-            ),
+            _delta(4, 5, [(1, 1)], identity=ProducerIdentity(pool(3), 2, 1, FORMAT)),
             "IdentityMismatch",
         ),
     ],
@@ -434,11 +429,7 @@ def _first_power_of_two_at_least(d: int) -> int:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    n=st.integers(1, 96),
-    window=st.sampled_from([1, 2, 4, 8]),
-    data=st.data(),
-)
+@given(n=st.integers(1, 96), window=st.sampled_from([1, 2, 4, 8]), data=st.data())
 def test_search_equals_linear_on_hole_free_masks_with_false_positives(
     n: int, window: int, data: st.DataObject
 ) -> None:

@@ -280,9 +280,7 @@ def test_every_layer_and_the_cli_agree_on_the_damage(damage: Damage) -> None:
             assert (export / "frames.parquet").exists()
 
 
-def test_a_catalog_update_that_does_not_decode_is_no_damage_to_the_frames(
-    tmp_path: Path,
-) -> None:
+def test_a_catalog_update_that_does_not_decode_is_no_damage_to_the_frames(tmp_path: Path) -> None:
     """An intact catalog record whose bytes are no ``KvPoolCatalogUpdate``: the catalog
     reader's business (``read_capture_items`` reports it), not the frames'. No
     frame layer names it, replay keeps it aside, and ``cbi1kit replay`` exits 0."""
@@ -323,9 +321,7 @@ def test_a_catalog_update_that_does_not_decode_is_no_damage_to_the_frames(
     ]
 
 
-def test_a_cut_at_a_record_boundary_reads_as_a_capture_still_being_written(
-    tmp_path: Path,
-) -> None:
+def test_a_cut_at_a_record_boundary_reads_as_a_capture_still_being_written(tmp_path: Path) -> None:
     """Every record before the cut, nothing reported, exit 0: the file is a valid prefix."""
     damage = truncate(SPANS[5].start)
     assert damage.kind == "clean cut" and damage.lost

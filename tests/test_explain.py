@@ -139,9 +139,7 @@ def test_every_step_from_the_catalog_to_the_preferred_dc(tmp_path: Path) -> None
     assert not ck.explain(f.path, model=MODEL, tokens=late, at=0).lane(0).blocks[0].held
 
 
-def test_a_prefix_absent_because_of_a_removal_names_the_delta_and_the_block(
-    tmp_path: Path,
-) -> None:
+def test_a_prefix_absent_because_of_a_removal_names_the_delta_and_the_block(tmp_path: Path) -> None:
     """(a) The chain breaks where a delta took a block away: that delta's sequence and time."""
     f = HandFleet(tmp_path / "a.kvrcap", dcs=1)
     tokens = list(range(1, 17))  # four blocks
@@ -425,15 +423,7 @@ def test_cli_explain_prints_every_step(fleet: Path, tmp_path: Path) -> None:
     listed = tmp_path / "tokens.txt"
     listed.write_text("[" + ", ".join(map(str, T)) + "]\n")
     code, out, _ = cli_run(
-        "explain",
-        str(fleet),
-        "--model",
-        MODEL,
-        "--tokens-file",
-        str(listed),
-        "--at",
-        "0",
-        "--json",
+        "explain", str(fleet), "--model", MODEL, "--tokens-file", str(listed), "--at", "0", "--json"
     )
     assert code == 0 and [n["depth"] for n in json.loads(out)["lanes"]] == [3, 1]
 

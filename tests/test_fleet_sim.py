@@ -82,9 +82,7 @@ def test_a_recorded_fleet_views_as_its_producers_lanes(tmp_path: Path) -> None:
         record_fleet(MODELS, capture, dcs=1)
 
 
-def test_a_lane_of_a_dc_serving_two_models_is_picked_by_model_or_pool_key(
-    tmp_path: Path,
-) -> None:
+def test_a_lane_of_a_dc_serving_two_models_is_picked_by_model_or_pool_key(tmp_path: Path) -> None:
     """One DC, two models (#47): the DC alone names two lanes, so ``stats`` and ``report`` say
     to pick by pool key or model; ``--model`` and the pool key printed each pick one; ``diff``
     lists the lanes it counts."""
@@ -110,12 +108,6 @@ def test_a_lane_of_a_dc_serving_two_models_is_picked_by_model_or_pool_key(
         picked[name] = json.loads(out)["occupied_slots"]
     assert picked["alias"] == picked["dc and model"]
     code, out, err = cli_run(
-        "report",
-        str(capture),
-        "-o",
-        str(tmp_path / "r"),
-        "--no-notebooks",
-        "--dc",
-        key,
+        "report", str(capture), "-o", str(tmp_path / "r"), "--no-notebooks", "--dc", key
     )
     assert code == 0, err

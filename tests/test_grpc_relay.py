@@ -170,9 +170,7 @@ def test_list_shows_the_catalog_and_leaves_nothing_behind(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_append_to_a_foreign_file_is_refused_and_to_an_empty_one_starts_it(
-    tmp_path: Path,
-) -> None:
+def test_append_to_a_foreign_file_is_refused_and_to_an_empty_one_starts_it(tmp_path: Path) -> None:
     """Appending used to report success and write records behind a zeroed header. An empty
     file is started, as ``>>`` does (#42); a recording that received nothing leaves it empty."""
     from cbi1kit.capture._reader import CaptureReader

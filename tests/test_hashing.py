@@ -169,8 +169,7 @@ def test_non_integer_tokens_are_type_errors(tokens: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"lora_name": 5}, {"cache_namespace": b"x"}, {"is_eagle": 1}, {"kv_block_size": 1.0}],
+    "kwargs", [{"lora_name": 5}, {"cache_namespace": b"x"}, {"is_eagle": 1}, {"kv_block_size": 1.0}]
 )
 def test_wrongly_typed_options_are_type_errors(kwargs: dict[str, Any]) -> None:
     args: dict[str, Any] = {"tokens": [1, 2], "kv_block_size": 1, **kwargs}

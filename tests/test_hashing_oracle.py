@@ -31,8 +31,7 @@ from cbi1kit.hashing._models import (
 )
 
 core = pytest.importorskip(
-    "dynamo._core",
-    reason="dynamo._core (ai-dynamo-runtime, the `oracle` extra) is not importable",
+    "dynamo._core", reason="dynamo._core (ai-dynamo-runtime, the `oracle` extra) is not importable"
 )
 
 pytestmark = pytest.mark.oracle

@@ -309,9 +309,7 @@ def test_an_output_that_is_a_pipe_or_device_is_never_replaced(tmp_path: Path) ->
     assert info.value.variant == "NotAFile"
 
 
-def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(
-    tmp_path: Path,
-) -> None:
+def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(tmp_path: Path) -> None:
     """Bare CBI1 frames or a grpcurl dump given to the dataset are refused before anything is
     written (fleet convert had added a frames row and a sources entry for them, for good)."""
     from cbi1kit.analysis import export_dataset

@@ -7,12 +7,7 @@ import struct
 import pytest
 
 from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
-from cbi1kit.wire._format import (
-    FRAME_HEAD_BYTES,
-    IMAGES_MAX_FRAME_BYTES,
-    FilterFormat,
-    FrameKind,
-)
+from cbi1kit.wire._format import FRAME_HEAD_BYTES, IMAGES_MAX_FRAME_BYTES, FilterFormat, FrameKind
 from cbi1kit.wire._frames import body_checksum
 from cbi1kit.wire._inspect import inspect
 from cbi1kit.wire._layout import HEADER

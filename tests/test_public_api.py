@@ -113,9 +113,7 @@ def _front_door_uses(text: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "path",
-    [*sorted((ROOT / "notebooks").glob("*.py")), ROOT / "README.md"],
-    ids=lambda p: p.name,
+    "path", [*sorted((ROOT / "notebooks").glob("*.py")), ROOT / "README.md"], ids=lambda p: p.name
 )
 def test_notebooks_and_readme_use_only_the_front_door(path: Path) -> None:
     text = path.read_text()

@@ -76,12 +76,7 @@ def test_the_real_relay_recorded_agrees_with_its_workload(
 ) -> None:
     out = tmp_path / "real.kvrcap"
     workload = record_real_relay(
-        out,
-        expected_blocks=expected_unique_blocks,
-        seed=11,
-        chains=60,
-        evict=20,
-        seconds=8,
+        out, expected_blocks=expected_unique_blocks, seed=11, chains=60, evict=20, seconds=8
     )
     listed = Path(f"{out}.list.txt").read_text()  # the wire carries the DC's id, not its name
     assert MODEL in listed and f"dc={stable_dc_id(DC).value:016x}" in listed, listed

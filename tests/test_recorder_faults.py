@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cliutil import unwrapped
 from relayfixtures import (
     FAST,
     Running,
@@ -197,7 +198,7 @@ def test_record_cli_through_a_malformed_filter_update(
     path = tmp_path / "c.kvrcap"
     argv = ["record", srv.address, "-o", str(path), "--frames", "20", "--timeout", "5"]
     code = cli_main([*argv, "--validate"] if validate else argv)
-    err = capsys.readouterr().err.splitlines()
+    err = unwrapped(capsys.readouterr().err)
     assert "Traceback" not in "\n".join(err)
     assert err[0].startswith("recorded 20 frames") and "in 2 subscription(s)" in err[0], err
     if validate:
@@ -291,7 +292,7 @@ def test_record_cli_validate_across_a_relay_restart(
         assert not cli.is_alive()
     finally:
         new.stop(0)
-    err = capsys.readouterr().err.splitlines()
+    err = unwrapped(capsys.readouterr().err)
     assert codes == [0]
     assert len(err) == 1 and err[0].startswith("recorded 40 frames"), err
     last = subscriptions(path)[-1]
@@ -374,11 +375,7 @@ def test_a_relay_gone_mid_recording_is_given_up_on_after_give_up_after(
     srv = serve(feed)
     path = tmp_path / "c.kvrcap"
     cfg = recorder_config(
-        srv.address,
-        path,
-        give_up_after=1.0,
-        backoff_initial=backoff_initial,
-        backoff_max=30.0,
+        srv.address, path, give_up_after=1.0, backoff_initial=backoff_initial, backoff_max=30.0
     )
     rec = Running(cfg)
     wait_for(lambda: (rec.recorder.report.messages or 0) > 3)

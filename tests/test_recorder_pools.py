@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from cliutil import unwrapped
 from relayfixtures import FAST, Running, read_streams, recorder_config, subscriptions, wait_for
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
@@ -310,7 +311,7 @@ def test_cbi1kit_serve_of_a_fleet_recorded_by_cbi1kit_record(
     finally:
         proc.kill()
         proc.wait(10)
-    err = capsys.readouterr().err.splitlines()
+    err = unwrapped(capsys.readouterr().err)
     assert code == 0, err
     assert (
         err[0].startswith(f"recorded {total} frames")
@@ -506,7 +507,7 @@ def test_record_cli_names_each_pool_and_its_validation_failures(
     path = tmp_path / "c.kvrcap"
     argv = ["record", srv.address, "-o", str(path), "--frames", "300", "--validate"]
     code = cli_main([*argv, "--timeout", "5"])
-    err = capsys.readouterr().err.splitlines()
+    err = unwrapped(capsys.readouterr().err)
     assert code == 1, err
     head, *lines = err
     assert head.startswith("recorded 300 frames") and " subscription(s) of 6 pools and " in head
@@ -564,7 +565,7 @@ def test_record_cli_records_the_selected_pools_only(
     path = tmp_path / "c.kvrcap"
     argv = ["record", srv.address, "-o", str(path), "--timeout", "5", "--frames", "60"]
     code = cli_main([*argv, "--model", "fleet/a", "--dc", "dc-0", "--dc", "dc-2"])
-    err = capsys.readouterr().err.splitlines()
+    err = unwrapped(capsys.readouterr().err)
     assert code == 0 and "of 2 pools" in err[0] and len(err) == 3, err
     chosen = {
         pool_key_text(pb.SubscribeKvPoolRequest.FromString(s.request).expected_producer.pool_id)
@@ -574,7 +575,7 @@ def test_record_cli_records_the_selected_pools_only(
     one = tmp_path / "one.kvrcap"
     argv = ["record", srv.address, "-o", str(one), "--timeout", "5", "--frames", "20"]
     assert cli_main([*argv, "--producer", pool_text(feeds[4])]) == 0
-    err = capsys.readouterr().err.splitlines()
+    err = unwrapped(capsys.readouterr().err)
     assert len(err) == 1 and err[0].startswith("recorded 20 frames (") and " pools " not in err[0]
     (sub,) = subscriptions(one)
     assert str(sub.info["producer_key"]).startswith(pool_text(feeds[4]))

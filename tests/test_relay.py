@@ -202,10 +202,7 @@ CASES: list[tuple[str, Callable[[pb.FilterUpdate], None], type[r.RelayWireError]
 
 @pytest.mark.parametrize(("name", "mutate", "cls", "field"), CASES, ids=[c[0] for c in CASES])
 def test_each_rule_rejects_with_its_field_path(
-    name: str,
-    mutate: Callable[[pb.FilterUpdate], None],
-    cls: str,
-    field: str,
+    name: str, mutate: Callable[[pb.FilterUpdate], None], cls: str, field: str
 ) -> None:
     msg = update()
     mutate(msg)

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+from cliutil import unwrapped
 from google.protobuf import descriptor_pb2
 from protofacts import facts
 from relayfixtures import FAST, Running, read_streams, recorder_config, run_to_end, wait_for
@@ -52,11 +53,7 @@ STREAMS = {
         pb.ServingReadinessUpdate,
     ),
     "pool load": ("SubscribeKvPoolLoad", pb.SubscribeKvPoolLoadRequest, pb.KvPoolLoadUpdate),
-    "serving load": (
-        "SubscribeServingLoad",
-        pb.SubscribeServingLoadRequest,
-        pb.ServingLoadUpdate,
-    ),
+    "serving load": ("SubscribeServingLoad", pb.SubscribeServingLoadRequest, pb.ServingLoadUpdate),
 }
 
 
@@ -402,7 +399,7 @@ def test_an_older_relay_without_serving_load_is_recorded_without_it(
     path = tmp_path / "c.kvrcap"
     argv = ["record", srv.address, "-o", str(path), "--frames", "30", "--timeout", "5"]
     assert cli_main(argv) == 0
-    err = capsys.readouterr().err.splitlines()
+    err = unwrapped(capsys.readouterr().err)
     assert len(err) == 1 and err[0].startswith("recorded 30 frames"), err
     assert err[0].endswith("; not served: SubscribeServingLoad: UNIMPLEMENTED Method not found!")
     (asked,) = _plane_streams(path, SERVING_LOAD_METHOD)

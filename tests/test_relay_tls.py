@@ -21,10 +21,7 @@ from cbi1kit.cli import main as relay_main
 from cbi1kit.relay._core import WITHHELD
 from cbi1kit.relay._recorder import Recorder
 from cbi1kit.relay._session import PLANES, POOL_LOAD_METHOD
-from cbi1kit.relay._transport import (
-    ClientTls,
-    ServerTls,
-)
+from cbi1kit.relay._transport import ClientTls, ServerTls
 from cbi1kit.sim._feeds import ProducerFeed
 from cbi1kit.sim._hub import ServerConfig
 from cbi1kit.sim._server import RelayServer

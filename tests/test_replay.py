@@ -12,14 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from errorcheck import raises_variant
-from test_stream_roundtrip import (
-    DC,
-    Stream,
-    build_stream,
-    heartbeat,
-    wire_producer,
-    write_capture,
-)
+from test_stream_roundtrip import DC, Stream, build_stream, heartbeat, wire_producer, write_capture
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._events import EventKind, Violation
@@ -67,11 +60,7 @@ def test_duplicated_delta_is_reported_and_replay_waits_for_a_snapshot(stream: St
     msgs = [*stream.messages[: i + 1], stream.messages[i], *stream.messages[i + 1 :]]
     report = replay(msgs)
     (v,) = report.violations
-    assert (v.frame_index, v.rule, v.sequence) == (
-        i + 1,
-        "StaleOrDuplicateDelta",
-        msgs[i].sequence,
-    )
+    assert (v.frame_index, v.rule, v.sequence) == (i + 1, "StaleOrDuplicateDelta", msgs[i].sequence)
     assert all(e.kind is EventKind.SKIPPED for e in report.events[i + 2 :])
     # the lane keeps its last consistent state, and history up to there
     assert report.final_sequence == msgs[i].sequence
@@ -127,10 +116,7 @@ def test_heartbeat_rules(stream: Stream) -> None:
     j = first_index(stream, HB)
     wrong = heartbeat(producer, stream.messages[j].sequence + 1, 1)
     report = replay([*stream.messages[:j], wrong])
-    assert (report.violations[0].frame_index, report.violations[0].rule) == (
-        j,
-        "HeartbeatSequence",
-    )
+    assert (report.violations[0].frame_index, report.violations[0].rule) == (j, "HeartbeatSequence")
 
 
 def test_identity_and_envelope_rules(stream: Stream) -> None:

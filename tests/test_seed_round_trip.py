@@ -125,9 +125,7 @@ def assert_cbi1_query_round_trip(hash_format: KvQueryHashFormat, via_lora_alias:
     if via_lora_alias:
         adapter = CanonicalModelId("tenant-a")
         registration = CanonicalModelRegistration.with_target(
-            adapter,
-            ModelTarget.lora(base_model, adapter),
-            [ModelAlias("tenant-chat")],
+            adapter, ModelTarget.lora(base_model, adapter), [ModelAlias("tenant-chat")]
         )
     else:
         registration = CanonicalModelRegistration.new(base_model, [])

@@ -47,9 +47,7 @@ def static(monkeypatch: pytest.MonkeyPatch) -> None:
 # ------------------------------------------------------------------------------------ figures
 
 
-def test_a_smaller_filter_loads_higher_and_answers_wrong_more_often(
-    workload: ck.Workload,
-) -> None:
+def test_a_smaller_filter_loads_higher_and_answers_wrong_more_often(workload: ck.Workload) -> None:
     w = ck.viz.what_if(workload, **SMALL)
     sized = w.table
     assert sized["expected_blocks_per_dc"][0] == 0

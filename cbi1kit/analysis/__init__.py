@@ -8,35 +8,18 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.analysis._capture import (
-        Capture as Capture,
-        open_capture as open_capture,
-    )
+    from cbi1kit.analysis._capture import Capture as Capture, open_capture as open_capture
     from cbi1kit.analysis._dataset import (
         Dataset as Dataset,
         export_dataset as export_dataset,
         open_dataset as open_dataset,
     )
-    from cbi1kit.analysis._diff import (
-        LaneDiff as LaneDiff,
-    )
-    from cbi1kit.analysis._events import (
-        Violation as Violation,
-    )
-    from cbi1kit.analysis._explain import (
-        Explanation as Explanation,
-    )
-    from cbi1kit.analysis._global import (
-        GlobalView as GlobalView,
-        parse_at as parse_at,
-    )
-    from cbi1kit.analysis._replay import (
-        LaneReport as LaneReport,
-        ReplayReport as ReplayReport,
-    )
-    from cbi1kit.analysis._schema import (
-        TABLE_SCHEMAS as TABLE_SCHEMAS,
-    )
+    from cbi1kit.analysis._diff import LaneDiff as LaneDiff
+    from cbi1kit.analysis._events import Violation as Violation
+    from cbi1kit.analysis._explain import Explanation as Explanation
+    from cbi1kit.analysis._global import GlobalView as GlobalView, parse_at as parse_at
+    from cbi1kit.analysis._replay import LaneReport as LaneReport, ReplayReport as ReplayReport
+    from cbi1kit.analysis._schema import TABLE_SCHEMAS as TABLE_SCHEMAS
     from cbi1kit.analysis._shorthands import (
         diff as diff,
         explain as explain,
@@ -48,11 +31,7 @@ if TYPE_CHECKING:
         replay as replay,
         snapshots_table as snapshots_table,
     )
-    from cbi1kit.analysis._source import (
-        Source as Source,
-    )
-    from cbi1kit.analysis._tables import (
-        occupancy_table as occupancy_table,
-    )
+    from cbi1kit.analysis._source import Source as Source
+    from cbi1kit.analysis._tables import occupancy_table as occupancy_table
 else:
     __getattr__, __dir__, __all__ = attach(__name__, __file__)

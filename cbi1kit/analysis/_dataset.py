@@ -643,10 +643,7 @@ def convert_segment(
 
 
 def export_dataset(
-    captures: Captures,
-    out_dir: str | os.PathLike[str],
-    *,
-    batch_records: int = 65536,
+    captures: Captures, out_dir: str | os.PathLike[str], *, batch_records: int = 65536
 ) -> list[SegmentResult]:
     """Append captures to the partitioned dataset at ``out_dir`` in this process: a capture path
     (a rotated recording's first segment finds the rest), a list of them, or a ``CaptureSet``
@@ -755,9 +752,7 @@ def collect_table(frame: pl.LazyFrame, table: str, files: Iterable[str | Path]) 
         bad = next((f for f in named if _unreadable_parquet(f)), None)
         where = str(bad) if bad is not None else f"one of the {len(named)} {table} file(s)"
         raise DatasetError(
-            DatasetVariant.Unreadable,
-            f"{where} cannot be read: {_printable(exc)}",
-            field=table,
+            DatasetVariant.Unreadable, f"{where} cannot be read: {_printable(exc)}", field=table
         ) from None
 
 

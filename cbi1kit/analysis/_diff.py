@@ -400,12 +400,7 @@ def capture_side(source: object) -> bool:
 
 
 def _side(
-    source: LaneSource,
-    *,
-    dc: DcName | None,
-    model: str | None,
-    at: Moment,
-    label: str | None,
+    source: LaneSource, *, dc: DcName | None, model: str | None, at: Moment, label: str | None
 ) -> tuple[LaneSide, Words]:
     """One side's words and where they came from, named ``label`` (or after its source)."""
     if isinstance(source, ReplayReport):
@@ -453,8 +448,7 @@ def _side(
     if callable(getattr(source, "words", None)):
         return _producer_side(source, label or "producer")
     raise _not_a_lane(
-        type(source).__name__,
-        "expected a capture, a .npy file, an array, a snapshot or a producer",
+        type(source).__name__, "expected a capture, a .npy file, an array, a snapshot or a producer"
     )
 
 

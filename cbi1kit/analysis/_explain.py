@@ -388,10 +388,7 @@ def _registration(desc: PoolDescriptor, model: str, lora: str | None) -> Canonic
 
 
 def _local_hashes(
-    semantics: KvQuerySemantics,
-    lora_name: str | None,
-    tokens: Any,
-    request: BlockRequest | None,
+    semantics: KvQuerySemantics, lora_name: str | None, tokens: Any, request: BlockRequest | None
 ) -> tuple[npt.NDArray[np.uint64], int | None]:
     if (tokens is None) == (request is None):
         raise HashingError(

@@ -99,10 +99,7 @@ def export_parquet(
     claim_outputs(paths.values(), overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
     # the three written aside and put in place together: a failed export leaves none
-    with (
-        written_whole(list(paths.values()), overwrite=overwrite) as partials,
-        ExitStack() as stack,
-    ):
+    with written_whole(list(paths.values()), overwrite=overwrite) as partials, ExitStack() as stack:
         writers = _Writers(dict(zip(paths, partials, strict=True)), stack)
         for name, df in _rows(items, expected_format):
             writers.write(name, df)

@@ -15,12 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit.capture._file import (
-    RECORD_FIELD,
-    RECORD_HEADER_LEN,
-    body_verifies,
-    record_header,
-)
+from cbi1kit.capture._file import RECORD_FIELD, RECORD_HEADER_LEN, body_verifies, record_header
 from cbi1kit.errors import CaptureError, CaptureVariant
 from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat

@@ -16,13 +16,7 @@ import numpy.typing as npt
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis._events import EventKind, EventLog, ReplayEvent, Violation
 from cbi1kit.analysis._history import History, Ref, SegmentHistory
-from cbi1kit.analysis._replay import (
-    LaneReport,
-    ReplayReport,
-    StreamInfo,
-    Words,
-    _Segment,
-)
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, StreamInfo, Words, _Segment
 from cbi1kit.capture._items import (
     CatalogRecord,
     FrameDamage,

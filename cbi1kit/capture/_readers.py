@@ -188,12 +188,7 @@ _JSON_SPACE: Final = re.compile(r"[ \t\r\n]*")
 
 
 def _json_failure(
-    exc: json.JSONDecodeError,
-    text: str,
-    pos: int,
-    at: int,
-    eof: bool,
-    bad: tuple[int, str] | None,
+    exc: json.JSONDecodeError, text: str, pos: int, at: int, eof: bool, bad: tuple[int, str] | None
 ) -> tuple[CaptureVariant, str, int] | None:
     """What the parse error of the value at ``text[pos]`` (byte offset ``at``) means: damage,
     as (variant, detail, offset), or None where the value only runs past what is read so far

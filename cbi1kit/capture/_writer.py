@@ -249,11 +249,7 @@ class CaptureWriter(_ClosesOnExit):
         body = _INDEX_HEAD.pack(first, self._last_index_offset, len(self._pending), block_check)
         body += np.asarray(self._pending, dtype="<u8").tobytes()
         return self.write(
-            RecordType.INDEX,
-            body,
-            recv_unix_ns=0,
-            recv_mono_ns=0,
-            flags=INDEX_FLAG_BLOCK_CHECK,
+            RecordType.INDEX, body, recv_unix_ns=0, recv_mono_ns=0, flags=INDEX_FLAG_BLOCK_CHECK
         )
 
     def flush(self) -> None:

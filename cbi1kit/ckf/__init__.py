@@ -9,13 +9,8 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.ckf._addressing import (
-        CkfAddressing as CkfAddressing,
-    )
-    from cbi1kit.ckf._bucket import (
-        lane_contains as lane_contains,
-        lane_occupancy as lane_occupancy,
-    )
+    from cbi1kit.ckf._addressing import CkfAddressing as CkfAddressing
+    from cbi1kit.ckf._bucket import lane_contains as lane_contains, lane_occupancy as lane_occupancy
     from cbi1kit.ckf._consumer import (
         CkfLaneTable as CkfLaneTable,
         PrefixSearchResult as PrefixSearchResult,
@@ -26,9 +21,7 @@ if TYPE_CHECKING:
         DcCkfSnapshot as DcCkfSnapshot,
         Lane as Lane,
     )
-    from cbi1kit.ckf._limits import (
-        DEFAULT_VERIFICATION_WINDOW as DEFAULT_VERIFICATION_WINDOW,
-    )
+    from cbi1kit.ckf._limits import DEFAULT_VERIFICATION_WINDOW as DEFAULT_VERIFICATION_WINDOW
     from cbi1kit.ckf._producer import (
         CkfConfig as CkfConfig,
         DcCkfPublisher as DcCkfPublisher,

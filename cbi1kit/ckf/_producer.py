@@ -25,18 +25,8 @@ import xxhash
 
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
-from cbi1kit.ckf._limits import (
-    DEFAULT_SEED,
-    DEFAULT_VERIFICATION_WINDOW,
-    verification_window_fault,
-)
-from cbi1kit.ckf._table import (
-    DEFAULT_MAX_KICKS,
-    MAX_KICKS,
-    CuckooTable,
-    SplitMix64,
-    lane_rng_seed,
-)
+from cbi1kit.ckf._limits import DEFAULT_SEED, DEFAULT_VERIFICATION_WINDOW, verification_window_fault
+from cbi1kit.ckf._table import DEFAULT_MAX_KICKS, MAX_KICKS, CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.errors import CkfError, CkfVariant, KvCacheEventError, KvCacheEventVariant
 from cbi1kit.hashing._blocks import CHAIN_XXH3_SEED
 from cbi1kit.hashing._identity import (

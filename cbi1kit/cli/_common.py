@@ -289,13 +289,7 @@ def progress_bar(
 ) -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr (only on a terminal); yields ``advance(n)``."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     if not enabled or not console.is_terminal:

@@ -17,9 +17,7 @@ from cbi1kit.cli._common import (
     checkout,
     quiet_arg,
 )
-from cbi1kit.cli._lanes import (
-    replay_source,
-)
+from cbi1kit.cli._lanes import replay_source
 from cbi1kit.cli._report import build
 from cbi1kit.cli._simulate import run_simulation
 from cbi1kit.data import FOLDER

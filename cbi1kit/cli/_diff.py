@@ -19,17 +19,8 @@ from cbi1kit.cli._common import (
     check_source,
     quiet_arg,
 )
-from cbi1kit.cli._lanes import (
-    moment,
-    replay_source,
-    unanswerable,
-    usage_if_unanswerable,
-)
-from cbi1kit.errors import (
-    CaptureError,
-    Cbi1kitError,
-    LaneVariant,
-)
+from cbi1kit.cli._lanes import moment, replay_source, unanswerable, usage_if_unanswerable
+from cbi1kit.errors import CaptureError, Cbi1kitError, LaneVariant
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -22,15 +22,8 @@ from cbi1kit.cli._common import (
     quiet_arg,
     ranged,
 )
-from cbi1kit.cli._lanes import (
-    max_age_arg,
-    moment,
-    replay_source,
-    usage_if_unanswerable,
-)
-from cbi1kit.errors import (
-    Cbi1kitError,
-)
+from cbi1kit.cli._lanes import max_age_arg, moment, replay_source, usage_if_unanswerable
+from cbi1kit.errors import Cbi1kitError
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -48,19 +48,14 @@ def _client(args: argparse.Namespace) -> AbstractContextManager[Any]:
         raise CliError("--workers sizes the local cluster: not with --scheduler", EXIT_USAGE)
     try:
         c = client(
-            args.scheduler,
-            workers=args.workers or _DEFAULT_WORKERS,
-            timeout=args.connect_timeout,
+            args.scheduler, workers=args.workers or _DEFAULT_WORKERS, timeout=args.connect_timeout
         )
     except ValueError as exc:  # not an address: a usage error (unreachable: ConnectionError)
         raise CliError(f"--scheduler: {exc}", EXIT_USAGE) from None
     where = args.scheduler or f"a local cluster of {args.workers or _DEFAULT_WORKERS} workers"
     link = dashboard_link(c)
     if not args.quiet:
-        print(
-            f"dask: {where}" + (f", dashboard {link}" if link else ""),
-            file=sys.stderr,
-        )
+        print(f"dask: {where}" + (f", dashboard {link}" if link else ""), file=sys.stderr)
     return c  # type: ignore[no-any-return]
 
 

@@ -22,17 +22,9 @@ from cbi1kit.cli._common import (
     format_args,
     quiet_arg,
 )
-from cbi1kit.cli._lanes import (
-    replay_source,
-)
-from cbi1kit.errors import (
-    CaptureError,
-)
-from cbi1kit.wire._format import (
-    FRAME_HEAD_BYTES,
-    IMAGES_MAX_FRAME_BYTES,
-    FilterFormat,
-)
+from cbi1kit.cli._lanes import replay_source
+from cbi1kit.errors import CaptureError
+from cbi1kit.wire._format import FRAME_HEAD_BYTES, IMAGES_MAX_FRAME_BYTES, FilterFormat
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -7,12 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cbi1kit.cli._common import (
-    EXIT_UNREADABLE,
-    CliError,
-    checkout,
-    ranged,
-)
+from cbi1kit.cli._common import EXIT_UNREADABLE, CliError, checkout, ranged
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

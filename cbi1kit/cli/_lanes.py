@@ -18,24 +18,12 @@ from cbi1kit.cli._common import (
     progress_bar,
     seconds,
 )
-from cbi1kit.errors import (
-    Cbi1kitError,
-    IdentityError,
-    IdentityVariant,
-    LaneError,
-    LaneVariant,
-)
-from cbi1kit.wire._format import (
-    FilterFormat,
-)
+from cbi1kit.errors import Cbi1kitError, IdentityError, IdentityVariant, LaneError, LaneVariant
+from cbi1kit.wire._format import FilterFormat
 
 
 def replay_source(
-    path: Path | Any,
-    fmt: FilterFormat | None,
-    progress: bool,
-    *,
-    history: bool = False,
+    path: Path | Any, fmt: FilterFormat | None, progress: bool, *, history: bool = False
 ) -> Any:
     """Replay any frame source (a path, or a ``Capture`` already open) as the library does: a
     capture's damage is reported where it is and reading goes on after it; unreadable sources

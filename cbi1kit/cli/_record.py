@@ -21,11 +21,7 @@ from cbi1kit.cli._common import (
     ranged,
     seconds,
 )
-from cbi1kit.errors import (
-    CaptureError,
-    RelayWireError,
-    TransportError,
-)
+from cbi1kit.errors import CaptureError, RelayWireError, TransportError
 from cbi1kit.relay._transport import parse_authority, parse_header, parse_target
 
 if TYPE_CHECKING:
@@ -85,8 +81,7 @@ def _check_output(args: argparse.Namespace) -> None:
         return
     if out.exists() and not out.is_file():
         raise CliError(
-            f"{out} is not a regular file (a directory or device): write to a file",
-            EXIT_UNREADABLE,
+            f"{out} is not a regular file (a directory or device): write to a file", EXIT_UNREADABLE
         )
     if out.exists() and not args.append:
         raise CliError(f"{out} exists (use --append to add to it)", EXIT_USAGE)

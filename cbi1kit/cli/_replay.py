@@ -16,9 +16,7 @@ from cbi1kit.cli._common import (
     format_args,
     quiet_arg,
 )
-from cbi1kit.cli._lanes import (
-    replay_source,
-)
+from cbi1kit.cli._lanes import replay_source
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -19,11 +19,7 @@ from cbi1kit.cli._common import (
     ranged,
     seconds,
 )
-from cbi1kit.errors import (
-    Cbi1kitError,
-    CkfError,
-    CkfVariant,
-)
+from cbi1kit.errors import Cbi1kitError, CkfError, CkfVariant
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

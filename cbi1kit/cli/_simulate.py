@@ -21,13 +21,8 @@ from cbi1kit.cli._common import (
     ranged,
     real_at_least,
 )
-from cbi1kit.errors import (
-    Cbi1kitError,
-)
-from cbi1kit.wire._format import (
-    FilterFormat,
-    max_delta_images,
-)
+from cbi1kit.errors import Cbi1kitError
+from cbi1kit.wire._format import FilterFormat, max_delta_images
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

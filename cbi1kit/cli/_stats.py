@@ -25,10 +25,7 @@ from cbi1kit.cli._lanes import (
     replay_source,
     unanswerable,
 )
-from cbi1kit.errors import (
-    LaneError,
-    LaneVariant,
-)
+from cbi1kit.errors import LaneError, LaneVariant
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -10,13 +10,8 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.fleet._cluster import (
-        client as client,
-        dashboard_link as dashboard_link,
-    )
-    from cbi1kit.fleet._convert import (
-        convert as convert,
-    )
+    from cbi1kit.fleet._cluster import client as client, dashboard_link as dashboard_link
+    from cbi1kit.fleet._convert import convert as convert
     from cbi1kit.fleet._queries import (
         QUERIES as QUERIES,
         Query as Query,

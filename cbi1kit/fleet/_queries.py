@@ -206,30 +206,10 @@ def _snapshots_combine(parts: Mapping[str, pl.DataFrame], **_params: Any) -> pl.
 QUERIES: Final[dict[str, Query]] = {
     q.name: q
     for q in (
-        Query(
-            "churn",
-            ("frames",),
-            _churn_partial,
-            _churn_combine,
-        ),
-        Query(
-            "load",
-            ("snapshots", "images"),
-            _load_partial,
-            _load_combine,
-        ),
-        Query(
-            "violations",
-            ("violations",),
-            _violations_partial,
-            _violations_combine,
-        ),
-        Query(
-            "snapshots",
-            ("frames",),
-            _snapshots_partial,
-            _snapshots_combine,
-        ),
+        Query("churn", ("frames",), _churn_partial, _churn_combine),
+        Query("load", ("snapshots", "images"), _load_partial, _load_combine),
+        Query("violations", ("violations",), _violations_partial, _violations_combine),
+        Query("snapshots", ("frames",), _snapshots_partial, _snapshots_combine),
     )
 }
 

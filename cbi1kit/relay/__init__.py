@@ -23,20 +23,13 @@ if TYPE_CHECKING:
         encode_delta_publication as encode_delta_publication,
         encode_snapshot_publication as encode_snapshot_publication,
     )
-    from cbi1kit.relay._recorder import (
-        Recorder as Recorder,
-    )
+    from cbi1kit.relay._recorder import Recorder as Recorder
     from cbi1kit.relay._session import (
         PoolSelector as PoolSelector,
         RecorderConfig as RecorderConfig,
         RecordReport as RecordReport,
     )
-    from cbi1kit.relay._stream import (
-        StreamChecker as StreamChecker,
-    )
-    from cbi1kit.relay._transport import (
-        ClientTls as ClientTls,
-        ServerTls as ServerTls,
-    )
+    from cbi1kit.relay._stream import StreamChecker as StreamChecker
+    from cbi1kit.relay._transport import ClientTls as ClientTls, ServerTls as ServerTls
 else:
     __getattr__, __dir__, __all__ = attach(__name__, __file__)

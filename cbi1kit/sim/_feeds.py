@@ -44,14 +44,7 @@ from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import Delta
 
-__all__ = [
-    "FrameListFeed",
-    "PoolFeed",
-    "PoolLoad",
-    "ProducerFeed",
-    "simulated_pool",
-    "trace_feed",
-]
+__all__ = ["FrameListFeed", "PoolFeed", "PoolLoad", "ProducerFeed", "simulated_pool", "trace_feed"]
 
 
 class PoolFeed(Protocol):
@@ -111,8 +104,7 @@ def _descriptor(
             )
         ],
         query_semantics=pb.KvQuerySemantics(
-            kv_block_size=kv_block_size,
-            hash_format=pb.KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1,
+            kv_block_size=kv_block_size, hash_format=pb.KV_QUERY_HASH_FORMAT_DYNAMO_STANDARD_V1
         ),
         pool_roles=[pb.WORKER_ROLE_AGGREGATED],
     )

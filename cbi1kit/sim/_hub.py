@@ -349,7 +349,7 @@ RELEASES: Final = {
         readiness_from_topology=True,
         drops_streams_on_shutdown=True,
         expected_blocks=1_048_576,
-    ),
+    )
 }
 
 

@@ -25,13 +25,7 @@ import polars as pl
 from cbi1kit.ckf._consumer import CkfLaneTable, LaneReplica
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._limits import DEFAULT_SEED
-from cbi1kit.ckf._producer import (
-    CkfConfig,
-    DcCkfPublisher,
-    DcCkfState,
-    KvStored,
-    StoredBlock,
-)
+from cbi1kit.ckf._producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
 from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit.hashing._formats import KvQueryHashFormat
@@ -260,8 +254,7 @@ class _Trip:
         outcome = self.state.apply(child)
         if outcome.error is not None or outcome.batch is None:
             raise SimulationError(
-                SimulationVariant.RoundTrip,
-                f"{name}: child Stored event failed: {outcome.error}",
+                SimulationVariant.RoundTrip, f"{name}: child Stored event failed: {outcome.error}"
             )
         delta = self.publisher.publish(outcome.batch)
         assert delta is not None

@@ -453,12 +453,7 @@ def _simulate_into(
         )
         relay.now_ns = clock_ns[1]
         relay.watch_catalog(t0, catalog_pools(cfg.simulator, sim, workload))
-        sim.run(
-            workload,
-            on_snapshot=relay.on_snapshot,
-            on_delta=relay.on_delta,
-            progress=progress,
-        )
+        sim.run(workload, on_snapshot=relay.on_snapshot, on_delta=relay.on_delta, progress=progress)
         relay.finish(sim.result.end_ms)
         for dc, mirror in result.final_words.items():
             result.final_words[dc] = sim.words(dc)

@@ -580,8 +580,7 @@ class ReferenceSimulator:
         best_dc = min(range(cfg.dcs), key=lambda d: (self._dc_cost(d, seen[d], n), d))
         w = cfg.overlap_weight
         m = min(
-            self.by_dc[best_dc],
-            key=lambda m: (w * (n - member_depths[m.index]) + m.load, m.index),
+            self.by_dc[best_dc], key=lambda m: (w * (n - member_depths[m.index]) + m.load, m.index)
         )
         return m, member_depths[m.index]
 

@@ -348,9 +348,7 @@ def _json_object(raw: bytes, source: str, lineno: int) -> dict[str, object] | No
         raise _workload_error(f"not JSON: {exc.msg}", source=source, line=lineno) from None
     except (ValueError, RecursionError) as exc:  # a huge integer, nesting too deep
         raise _workload_error(
-            f"a JSON value the parser refuses ({type(exc).__name__})",
-            source=source,
-            line=lineno,
+            f"a JSON value the parser refuses ({type(exc).__name__})", source=source, line=lineno
         ) from None
     if not isinstance(obj, dict):
         raise _workload_error("not a JSON object", source=source, line=lineno)

@@ -8,13 +8,8 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.viz._chart_common import (
-        full_table as full_table,
-        hex64 as hex64,
-    )
-    from cbi1kit.viz._display import (
-        setup_notebook as setup_notebook,
-    )
+    from cbi1kit.viz._chart_common import full_table as full_table, hex64 as hex64
+    from cbi1kit.viz._display import setup_notebook as setup_notebook
     from cbi1kit.viz._lane_charts import (
         bucket_words_table as bucket_words_table,
         byte_map_chart as byte_map_chart,
@@ -39,10 +34,7 @@ if TYPE_CHECKING:
         filter_health_table as filter_health_table,
         lanes_over_time_chart as lanes_over_time_chart,
     )
-    from cbi1kit.viz._whatif import (
-        WhatIf as WhatIf,
-        what_if as what_if,
-    )
+    from cbi1kit.viz._whatif import WhatIf as WhatIf, what_if as what_if
     from cbi1kit.viz._widgets import (
         byte_explorer as byte_explorer,
         filter_playground as filter_playground,

@@ -179,9 +179,7 @@ def occupancy_chart(lane: npt.ArrayLike, *, bins: int = 512, width: int = 720) -
     )
     brush = alt.selection_interval(encodings=["x"], name="range")
     colour = alt.Color(
-        "load_factor:Q",
-        scale=alt.Scale(scheme="viridis", domain=[0, 1]),
-        title="slot load",
+        "load_factor:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="slot load"
     )
     tooltip = [
         alt.Tooltip("bucket_start:Q", title="first bucket"),
@@ -304,9 +302,7 @@ def fingerprint_chart(lane: npt.ArrayLike, *, bins: int = 64) -> alt.LayerChart:
         .mark_rect(color="#72b7b2")
         .encode(
             x=alt.X(
-                "start:Q",
-                title="fingerprint value",
-                scale=alt.Scale(domain=[0, 65536], nice=False),
+                "start:Q", title="fingerprint value", scale=alt.Scale(domain=[0, 65536], nice=False)
             ),
             x2="end:Q",
             y=alt.Y("fingerprints:Q", title="slots"),

@@ -350,9 +350,7 @@ def _executed_cells(path: Path) -> list[ShownCell]:
     nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     return [
         ShownCell(
-            cell.cell_type,
-            cell.source,
-            tuple(_render_output(o) for o in cell.get("outputs", [])),
+            cell.cell_type, cell.source, tuple(_render_output(o) for o in cell.get("outputs", []))
         )
         for cell in nb.cells
     ]
@@ -542,8 +540,7 @@ def _claim(
             field=str(out),
         )
     claim_outputs(
-        report_outputs(out, trace=trace, notebooks=names if source_dir else ()),
-        overwrite=overwrite,
+        report_outputs(out, trace=trace, notebooks=names if source_dir else ()), overwrite=overwrite
     )
     if source_dir is not None:  # every notebook it runs is there, before any output
         for name in names:

@@ -32,8 +32,7 @@ def prefix_depth_chart(depths: pl.DataFrame, *, subtitle: str | None = None) -> 
     """
     _require(depths, ["exact_depth", "ckf_depth"], "prefix depth")
     cells = _bounded(
-        depths.group_by("exact_depth", "ckf_depth").agg(pl.len().alias("queries")),
-        "prefix depth",
+        depths.group_by("exact_depth", "ckf_depth").agg(pl.len().alias("queries")), "prefix depth"
     ).with_columns(
         pl.when(pl.col("ckf_depth") > pl.col("exact_depth"))
         .then(pl.lit("over (false positive)"))
@@ -192,10 +191,7 @@ def fpr_vs_load_chart(runs: pl.DataFrame, *, subtitle: str | None = None) -> alt
 
 
 def fleet_churn_chart(
-    churn: pl.DataFrame,
-    *,
-    names: dict[str, str] | None = None,
-    bin_words: str = "hour",
+    churn: pl.DataFrame, *, names: dict[str, str] | None = None, bin_words: str = "hour"
 ) -> alt.Chart:
     """Images sent per pool and time bin across a fleet of captures: ``fleet.churn_per_pool_per
     _hour`` (``hour`` is each bin's start, ``bin_words`` its length in words). A pool is its

@@ -39,14 +39,7 @@ from cbi1kit.viz._chart_common import _BIN_SECONDS, _bounded, _duration
 from cbi1kit.viz._display import interactive_charts
 from cbi1kit.viz._run_charts import fpr_vs_load_chart, prefix_depth_chart
 
-__all__ = [
-    "DEBOUNCE_SECONDS",
-    "DEFAULT_REQUESTS",
-    "SLIDERS",
-    "LatestWins",
-    "WhatIf",
-    "what_if",
-]
+__all__ = ["DEBOUNCE_SECONDS", "DEFAULT_REQUESTS", "SLIDERS", "LatestWins", "WhatIf", "what_if"]
 
 #: The knobs a slider moves: ``SimulatorConfig`` fields, and ``requests`` (the trace prefix).
 SLIDERS: Final = (
@@ -519,10 +512,7 @@ def expected_choices(config: SimulatorConfig) -> list[tuple[str, int]]:
 def _controls(config: SimulatorConfig, requests: int, available: int) -> dict[str, Any]:
     """A control per knob in ``SLIDERS``, each at the knob's value."""
     w = _ipywidgets()
-    common: dict[str, Any] = {
-        "style": {"description_width": "170px"},
-        "layout": {"width": "440px"},
-    }
+    common: dict[str, Any] = {"style": {"description_width": "170px"}, "layout": {"width": "440px"}}
     slider = {**common, "continuous_update": True}
 
     def ints(name: str, value: int, low: int, high: int) -> Any:

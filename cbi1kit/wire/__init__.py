@@ -39,20 +39,13 @@ if TYPE_CHECKING:
         SnapshotChunk as SnapshotChunk,
         body_checksum as body_checksum,
     )
-    from cbi1kit.wire._inspect import (
-        Inspection as Inspection,
-        inspect as inspect,
-    )
+    from cbi1kit.wire._inspect import Inspection as Inspection, inspect as inspect
     from cbi1kit.wire._layout import (
         HEADER as HEADER,
         Layout as Layout,
         layout_markdown as layout_markdown,
         layout_rows as layout_rows,
     )
-    from cbi1kit.wire._rules import (
-        RULES as RULES,
-        Rule as Rule,
-        rule_for as rule_for,
-    )
+    from cbi1kit.wire._rules import RULES as RULES, Rule as Rule, rule_for as rule_for
 else:
     __getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -55,12 +55,7 @@ from cbi1kit.wire._frames import (
 )
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER, Layout
 
-__all__ = [
-    "DeltaBatch",
-    "decode",
-    "decode_deltas",
-    "peek_format",
-]
+__all__ = ["DeltaBatch", "decode", "decode_deltas", "peek_format"]
 
 
 def _check_envelope(view: memoryview) -> None:

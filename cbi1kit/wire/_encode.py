@@ -21,12 +21,7 @@ from cbi1kit.wire._frames import (
     _position,
 )
 
-__all__ = [
-    "SnapshotChunks",
-    "encode_delta",
-    "encode_snapshot_chunk",
-    "encode_snapshot_chunks",
-]
+__all__ = ["SnapshotChunks", "encode_delta", "encode_snapshot_chunk", "encode_snapshot_chunks"]
 
 
 def encode_delta(

@@ -222,10 +222,7 @@ def _header_problems(
         if got is not None and got != want:
             add(f"Format.{subvariant}", HEADER.field(name), f"found {_int(got)}, expected {want}")
     if expected is not None:
-        for name, want in (
-            ("seed", expected.seed),
-            ("bucket_count", expected.bucket_count),
-        ):
+        for name, want in (("seed", expected.seed), ("bucket_count", expected.bucket_count)):
             got = hv[name]
             if got is not None and got != want:
                 add(
