@@ -22,7 +22,7 @@ from errorcheck import raises_variant
 from fleetdata import rotate_copy
 from relayfixtures import FAST, Running, recorder_config, wait_for
 
-from cbi1kit.analysis import Capture, frames_table, replay
+from cbi1kit.analysis import Capture, frames_table, open_capture, replay
 from cbi1kit.analysis._replay import ReplayReport
 from cbi1kit.capture import (
     CaptureReader,
@@ -251,3 +251,15 @@ def test_append_to_a_rotated_recording_goes_on_in_its_last_segment(
     assert last.stat().st_size > len(before[last])
     report = replay(path)
     assert report.ok, report.violations[:3]
+
+
+def test_replay_progress_counts_the_bytes_of_every_segment(rotated: list[Path]) -> None:
+    """``replay(progress=...)`` counts bytes read toward ``size()``, the segments summed: what
+    the CLI's bar shows with its total (#47), ending within the last segment's tail."""
+    cap = open_capture(rotated[0])
+    steps: list[int] = []
+    cap.replay(progress=steps.append, keep_events=False)
+    size = sum(p.stat().st_size for p in rotated)
+    assert cap.size() == size and all(n > 0 for n in steps)
+    tail = rotated[-1].stat().st_size // 4  # its trailer and index are no item
+    assert size - tail <= sum(steps) <= size

@@ -11,7 +11,7 @@ computed so far goes on from where it stood.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +69,7 @@ class _Run:
     at: int = 0
     report: ReplayReport | None = None
     tables: Collector | None = None
+    reached: int = 0  # the source's bytes read so far, as replay's progress counts them
 
 
 @dataclass(eq=False)
@@ -319,7 +320,8 @@ class Capture:
         """The consumer's rules over the whole source, one lane per pool and a session per
         stream (``docs/replay.md``): every event and violation, each lane's words and history.
         ``engine``: ``compiled`` (the kernel takes every clean step) or ``reference`` (every
-        message one by one: the same report). Kept: a second call costs nothing."""
+        message one by one: the same report). Kept: a second call costs nothing. ``progress``
+        is called with the source's bytes read since its last call (``size()`` in all)."""
         key = (check_engine(engine), _format_key(expected_format), keep_history, keep_events)
         run = self._runs.get(key)
         if run is None:
@@ -341,16 +343,33 @@ class Capture:
 
         return _Run(player, feeder_of(engine, player), tables=tables)
 
+    def size(self) -> int | None:
+        """The bytes of the source's files (a capture's segments summed; None for messages):
+        what ``replay(progress=...)`` counts to."""
+        paths = self._paths()
+        return None if paths is None else sum(_file_size(p) for p in paths)
+
+    def _paths(self) -> list[Path] | None:
+        resolved = self._resolved
+        if resolved.segments is not None:
+            return list(resolved.segments)
+        if isinstance(resolved.source, str | os.PathLike):
+            return [Path(resolved.source)]
+        return None
+
     def _advance(self, run: _Run, progress: Callable[[int], None] | None) -> ReplayReport:
         if not self.keep_tables and run.report is not None:
             return run.report  # the one pass is behind it
         grew = False
+        bases = _bases(self._paths() or [])
         for item in self.items(run.at):
-            n = run.feeder.feed(item)
+            run.feeder.feed(item)
             run.at += 1
             grew = True
-            if progress is not None:
-                progress(n)
+            reached = _reached(item, bases)
+            if progress is not None and reached > run.reached:
+                progress(reached - run.reached)
+                run.reached = reached
         if run.report is None or grew:
             run.report = run.player.report()
         return run.report
@@ -456,6 +475,33 @@ class Capture:
         return export_parquet(
             self.items(), out_dir, expected_format=expected_format, overwrite=overwrite
         )
+
+
+def _bases(paths: list[Path]) -> dict[str, int]:
+    """Each file of a source by name: the bytes of the files before it."""
+    bases, at = {}, 0
+    for path in paths:
+        bases[str(path)] = at
+        at += _file_size(path)
+    return bases
+
+
+def _file_size(path: Path) -> int:
+    """A file's bytes; 0 where it is not there (yet: a followed capture before it is made)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _reached(item: Item, bases: Mapping[str, int]) -> int:
+    """How far into the source ``item`` ends, in bytes (the start of its last record): what
+    a progress bar of the source's size shows."""
+    if isinstance(item, FrameSpan):
+        offset = int(item.offset[-1]) if len(item) else 0
+    else:
+        offset = getattr(item, "source_offset", 0)
+    return bases.get(str(getattr(item, "source", "")), 0) + offset
 
 
 def _format_key(fmt: FilterFormat | None) -> tuple[int, int] | None:

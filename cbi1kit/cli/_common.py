@@ -285,11 +285,19 @@ def quiet_arg(p: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def progress_bar(
-    description: str, total: int | None, enabled: bool = True
+    description: str, total: int | None, enabled: bool = True, *, unit: str = "items"
 ) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (only on a terminal); yields ``advance(n)``."""
+    """A rich progress bar on stderr (only on a terminal), to ``total`` where it is known, of
+    ``unit`` ``items`` or ``bytes`` (shown as MB); yields ``advance(n)``."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     console = Console(stderr=True)
     if not enabled or not console.is_terminal:
@@ -298,7 +306,7 @@ def progress_bar(
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        DownloadColumn() if unit == "bytes" else MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
         transient=True,

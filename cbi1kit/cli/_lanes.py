@@ -35,7 +35,7 @@ def replay_source(
         check_source(path)
     capture = path if isinstance(path, Capture) else open_capture(path, keep_tables=False)
     name = Path(str(getattr(capture.source, "name", capture.source))).name
-    with progress_bar(f"replay {name}", None, progress) as advance:
+    with progress_bar(f"replay {name}", capture.size(), progress, unit="bytes") as advance:
         return capture.replay(
             expected_format=fmt, keep_history=history, keep_events=False, progress=advance
         )
