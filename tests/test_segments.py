@@ -253,9 +253,12 @@ def test_append_to_a_rotated_recording_goes_on_in_its_last_segment(
     assert report.ok, report.violations[:3]
 
 
-def test_replay_progress_counts_the_bytes_of_every_segment(rotated: list[Path]) -> None:
-    """``replay(progress=...)`` counts bytes read toward ``size()``, the segments summed: what
-    the CLI's bar shows with its total (#47), ending within the last segment's tail."""
+def test_replay_progress_counts_the_bytes_of_every_segment(
+    rotated: list[Path], tmp_path: Path
+) -> None:
+    """``replay(progress=...)`` and ``export(progress=...)`` count bytes read toward
+    ``size()``, the segments summed: what the CLI's bars show with their total (#47), ending
+    within the last segment's tail."""
     cap = open_capture(rotated[0])
     steps: list[int] = []
     cap.replay(progress=steps.append, keep_events=False)
@@ -263,3 +266,6 @@ def test_replay_progress_counts_the_bytes_of_every_segment(rotated: list[Path]) 
     assert cap.size() == size and all(n > 0 for n in steps)
     tail = rotated[-1].stat().st_size // 4  # its trailer and index are no item
     assert size - tail <= sum(steps) <= size
+    exported: list[int] = []  # export counts the same way, over its own pass
+    open_capture(rotated[0], keep_tables=False).export(tmp_path, progress=exported.append)
+    assert sum(exported) == sum(steps) and (tmp_path / "frames.parquet").exists()

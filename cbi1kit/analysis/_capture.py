@@ -467,14 +467,16 @@ class Capture:
         *,
         expected_format: FilterFormat | None = None,
         overwrite: bool = False,
+        progress: Callable[[int], None] | None = None,
     ) -> dict[str, Path]:
         """The frames, images and snapshots tables as Parquet files, from one more pass
-        (``cbi1kit.export_parquet``)."""
+        (``cbi1kit.export_parquet``); ``progress`` as ``replay``'s, in bytes read."""
         from cbi1kit.analysis._export import export_parquet  # pyarrow's writer: on first use
 
-        return export_parquet(
-            self.items(), out_dir, expected_format=expected_format, overwrite=overwrite
-        )
+        items = self.items()
+        if progress is not None:
+            items = _counted(items, _bases(self._paths() or []), progress)
+        return export_parquet(items, out_dir, expected_format=expected_format, overwrite=overwrite)
 
 
 def _bases(paths: list[Path]) -> dict[str, int]:
@@ -484,6 +486,18 @@ def _bases(paths: list[Path]) -> dict[str, int]:
         bases[str(path)] = at
         at += _file_size(path)
     return bases
+
+
+def _counted(
+    items: Iterator[Item], bases: Mapping[str, int], progress: Callable[[int], None]
+) -> Iterator[Item]:
+    """``items``, telling ``progress`` the bytes each one reads on (``_reached``)."""
+    reached = 0
+    for item in items:
+        yield item
+        if (at := _reached(item, bases)) > reached:
+            progress(at - reached)
+            reached = at
 
 
 def _file_size(path: Path) -> int:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from cbi1kit._text import wrapped
 from cbi1kit.cli._common import (
     EXIT_OK,
-    EXIT_UNREADABLE,
     EXIT_USAGE,
     CliError,
     check_capture,
@@ -48,10 +47,8 @@ def _export_dataset(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.dataset:
         return _export_dataset(args)
-    try:
-        from cbi1kit.analysis._shorthands import export_parquet
-    except ImportError:  # pragma: no cover - _tables is part of the package
-        raise CliError("Parquet export is not available in this build", EXIT_UNREADABLE) from None
+    from cbi1kit.analysis._capture import open_capture  # polars and numpy: on first use
+
     if len(args.capture) > 1:
         raise CliError(
             "the flat export writes one source's tables: give one, or --dataset for several",
@@ -59,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
         )
     (source,) = args.capture
     check_source(source)
-    with progress_bar(f"export {source.name}", None, not args.no_progress):
-        written = export_parquet(source, args.output, overwrite=args.force)
+    capture = open_capture(source, keep_tables=False)
+    bar = progress_bar(f"export {source.name}", capture.size(), not args.no_progress, unit="bytes")
+    with bar as advance:
+        written = capture.export(args.output, overwrite=args.force, progress=advance)
     for name, where in written.items():
         print(wrapped(f"{name}: {where}"))
     import polars as pl
