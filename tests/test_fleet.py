@@ -125,8 +125,9 @@ def test_converting_again_through_dask_adds_nothing(
 ) -> None:
     out, _ = converted
     before = sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
-    again = fleet.convert(inputs[:2], out, client=client)
-    assert again and all(r.skipped for r in again)
+    done: list[int] = []  # the CLI's bar: a step as each file's task finishes
+    again = fleet.convert(inputs[:2], out, client=client, progress=done.append)
+    assert again and all(r.skipped for r in again) and done == [1] * len(again)
     assert sorted(p.relative_to(out) for p in out.rglob("*.parquet")) == before
 
 

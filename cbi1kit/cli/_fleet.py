@@ -24,6 +24,7 @@ from cbi1kit.cli._common import (
     at_least,
     check_capture,
     dataset_damage,
+    progress_bar,
     ranged,
     seconds,
 )
@@ -78,14 +79,16 @@ def _workers_that_die(what: str) -> Iterator[None]:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from cbi1kit.analysis._dataset import prepare_dataset
+    from cbi1kit.analysis._dataset import capture_files, prepare_dataset
     from cbi1kit.fleet._convert import convert
 
     for capture in args.captures:
         check_capture(capture)
     prepare_dataset(args.output)  # a usage error before any cluster starts
-    with _client(args) as c, _workers_that_die(f"fleet convert into {args.output}"):
-        results = convert(args.captures, args.output, client=c)  # a file: all of it, or none
+    files = sum(len(f) for f in capture_files(args.captures))  # a task a file
+    bar = progress_bar("fleet convert", files, not args.quiet)
+    with _client(args) as c, _workers_that_die(f"fleet convert into {args.output}"), bar as done:
+        results = convert(args.captures, args.output, client=c, progress=done)  # all or none
     written = [r for r in results if not r.skipped]
     rows = sum(r.rows.get("frames", 0) for r in written)
     if not args.quiet:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cbi1kit.analysis._dataset import (
@@ -58,11 +59,13 @@ def convert(
     *,
     client: Client | None = None,
     batch_records: int = 65536,
+    progress: Callable[[int], None] | None = None,
 ) -> list[SegmentResult]:
     """Convert captures into the dataset at ``out_dir`` on a Dask cluster: ``client`` (see
     :func:`cbi1kit.fleet.client`), or a local cluster started for the call and closed after.
     Each capture file is one task; files the dataset already holds are skipped. The results
-    in the order of the captures and their segments."""
+    in the order of the captures and their segments; ``progress(1)`` as each file is done
+    (``convert_graph``'s length in all)."""
     graph = convert_graph(captures, out_dir, batch_records=batch_records)
     if not graph:
         return []
@@ -71,5 +74,16 @@ def convert(
             from cbi1kit.fleet._cluster import client as make_client
 
             with make_client() as own:
-                return list(own.gather(own.compute(graph)))
-        return list(client.gather(client.compute(graph)))
+                return _run(own, graph, progress)
+        return _run(client, graph, progress)
+
+
+def _run(client: Client, graph: list[Any], progress: Callable[[int], None] | None) -> list[Any]:
+    """The graph's results in its order, ``progress`` told of each task once it and those
+    before it are done (``as_completed`` asks for a default client, which ours is not)."""
+    futures = client.compute(graph)
+    if progress is not None:
+        for future in futures:
+            future.result()  # a task's error is raised here, as gather would
+            progress(1)
+    return list(client.gather(futures))
