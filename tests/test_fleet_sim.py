@@ -96,6 +96,9 @@ def test_a_lane_of_a_dc_serving_two_models_is_picked_by_model_or_pool_key(tmp_pa
         assert code == 2 and "2 lanes match (pool " in err and "--model" in err, err
     code, _, err = cli_run("diff", str(capture), "--dc", dc, "--no-progress")
     assert code == 2 and err.count("DC ") == 2, err  # the two it counts, not every lane
+    keys = ("--dc-a", str(lanes[0].pool), "--dc-b", key)  # diff takes the pool keys too
+    code, out, err = cli_run("diff", str(capture), *keys, "--no-progress")
+    assert code in (0, 1) and "buckets" in out, err
     picked = {}
     for name, argv in {
         "model": ["--model", "fleet/draft"],

@@ -37,7 +37,7 @@ from cbi1kit.analysis._global import (
     format_unix_ns,
     resolve_moment,
 )
-from cbi1kit.analysis._replay import LaneReport, ReplayReport, _dc_value
+from cbi1kit.analysis._replay import LaneReport, ReplayReport, lane_matcher
 from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.ckf._bucket import lane_occupancy, lane_slots
 from cbi1kit.ckf._lane import DcCkfSnapshot
@@ -336,8 +336,8 @@ def _capture_side(
         candidates = [(lane.pool, None, lane) for lane in report.lanes]
     known = ", ".join(_dc_name(c) for c in candidates) or "none"
     if dc is not None:
-        ids = _dc_value(dc)
-        candidates = [c for c in candidates if _dc_of(c) in ids]
+        names = lane_matcher(dc)
+        candidates = [c for c in candidates if names(c[0], _dc_of(c))]
     if len(candidates) != 1:
         if not candidates:
             broken = report.violations[:1]

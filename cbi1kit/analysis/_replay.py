@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 from array import array
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +27,7 @@ from cbi1kit.relay._messages import producer_from_wire
 from cbi1kit.relay._planes import PlaneRecord, PlaneViolation, plane_violations
 from cbi1kit.wire._format import FilterFormat
 
-__all__ = ["LaneReport", "LaneSession", "ReplayReport", "StreamInfo"]
+__all__ = ["LaneReport", "LaneSession", "ReplayReport", "StreamInfo", "lane_matcher"]
 
 Words = npt.NDArray[np.uint64]
 
@@ -260,6 +260,17 @@ class LaneReport:
         return None if isinstance(found, str) else self._words(*found)
 
 
+def lane_matcher(dc: int | str | DcId) -> Callable[[PoolId | None, int | None], bool]:
+    """Whether a lane of (pool, DC id) is the one ``dc`` names: a DC id, its hex, a DC name, or
+    a pool key ``domain/dc`` as a lane prints it (``record --list``'s ``@generation`` after
+    it): what ``--dc`` means in every command that picks a lane."""
+    if isinstance(dc, str) and "/" in dc:
+        key = str(PoolId.parse(dc.strip().lower().split("@")[0]))  # as a lane prints it
+        return lambda pool, _dc: str(pool) == key
+    ids = _dc_value(dc)
+    return lambda _pool, dc_id: dc_id in ids
+
+
 def _dc_value(dc: int | str | DcId) -> set[int]:
     """The DC ids a user's ``dc`` may mean: an id, a ``DcId``, its hex (either case: a user
     copies it from anywhere), or a DC name."""
@@ -421,14 +432,11 @@ class ReplayReport:
         lanes = self.lanes
         if pools is not None:
             lanes = [n for n in lanes if n.pool in pools]
-        if isinstance(dc, str) and "/" in dc:  # a pool key (`record --list`'s: @generation)
-            key = str(PoolId.parse(dc.strip().lower().split("@")[0]))  # as a lane prints it
-            lanes, dc = [n for n in lanes if str(n.pool) == key], None
         if pool is not None:
             lanes = [n for n in lanes if n.pool == pool]
         if dc is not None:
-            ids = _dc_value(dc)
-            lanes = [n for n in lanes if n.dc_id in ids]
+            names = lane_matcher(dc)
+            lanes = [n for n in lanes if names(n.pool, n.dc_id)]
         if len(lanes) == 1:
             return lanes[0]
         known = ", ".join(_lane_name(n) for n in self.lanes) or "none"

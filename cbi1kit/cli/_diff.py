@@ -119,9 +119,13 @@ def register(sub: Commands) -> None:
     )
     p.add_argument("a", type=Path, metavar="A", help="a capture (or CBI1 frames) or a .npy lane")
     p.add_argument("b", type=Path, nargs="?", metavar="B", help="another (default: A again)")
-    p.add_argument("--dc", metavar="DC", help="the DC of both sides (its id in hex or its name)")
-    p.add_argument("--dc-a", metavar="DC", help="the DC of side A")
-    p.add_argument("--dc-b", metavar="DC", help="the DC of side B")
+    p.add_argument(
+        "--dc",
+        metavar="DC|POOL",
+        help="the lane of both sides: a DC (its id in hex or its name) or a pool (its key)",
+    )
+    p.add_argument("--dc-a", metavar="DC|POOL", help="the lane of side A")
+    p.add_argument("--dc-b", metavar="DC|POOL", help="the lane of side B")
     p.add_argument("--model", metavar="M", help="among the pools the catalog advertises for M")
     p.add_argument("--at", type=moment, metavar="SEQ|ISO|+90s", help="the moment of both sides")
     p.add_argument("--at-a", type=moment, metavar="X", help="the moment of side A")
