@@ -361,15 +361,18 @@ class Capture:
         if not self.keep_tables and run.report is not None:
             return run.report  # the one pass is behind it
         grew = False
-        bases = _bases(self._paths() or [])
-        for item in self.items(run.at):
+        items = self.items(run.at)
+        if progress is not None:  # counted on from where this run's last call stopped
+
+            def tell(n: int) -> None:
+                run.reached += n
+                progress(n)
+
+            items = _counted(items, _bases(self._paths() or []), tell, run.reached)
+        for item in items:
             run.feeder.feed(item)
             run.at += 1
             grew = True
-            reached = _reached(item, bases)
-            if progress is not None and reached > run.reached:
-                progress(reached - run.reached)
-                run.reached = reached
         if run.report is None or grew:
             run.report = run.player.report()
         return run.report
@@ -489,10 +492,13 @@ def _bases(paths: list[Path]) -> dict[str, int]:
 
 
 def _counted(
-    items: Iterator[Item], bases: Mapping[str, int], progress: Callable[[int], None]
+    items: Iterator[Item],
+    bases: Mapping[str, int],
+    progress: Callable[[int], None],
+    reached: int = 0,
 ) -> Iterator[Item]:
-    """``items``, telling ``progress`` the bytes each one reads on (``_reached``)."""
-    reached = 0
+    """``items``, telling ``progress`` the bytes each one reads on past ``reached``
+    (``_reached``): replay's and export's progress."""
     for item in items:
         yield item
         if (at := _reached(item, bases)) > reached:
