@@ -7,6 +7,7 @@ The core install opens, decodes, tables, replays and charts captures; ``record``
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Final
 
 __all__ = ["COMMAND_EXTRAS", "EXTRAS", "missing", "missing_extra", "require"]
@@ -32,18 +33,23 @@ EXTRAS: Final[dict[str, tuple[str, str]]] = {
 COMMAND_EXTRAS: Final = {"record": "relay", "serve": "relay", "fleet": "fleet", "lab": "notebooks"}
 
 
-def _absent(extra: str) -> list[str]:
-    """The distributions of ``extra`` whose modules cannot be imported, in ``EXTRAS`` order."""
+def _absent(extra: str, modules: Collection[str] | None) -> list[str]:
+    """The distributions of ``extra`` (of its ``modules`` alone, when given) whose modules
+    cannot be imported, in ``EXTRAS`` order."""
     from importlib.util import find_spec
 
-    dists = [dist for module, (dist, of) in EXTRAS.items() if of == extra and not find_spec(module)]
+    dists = [
+        dist
+        for module, (dist, of) in EXTRAS.items()
+        if of == extra and (modules is None or module in modules) and not find_spec(module)
+    ]
     return list(dict.fromkeys(dists))
 
 
-def missing(extra: str) -> str | None:
-    """The line for ``extra`` when any of it is missing, naming every missing distribution at
-    once (None: all there)."""
-    if not (absent := _absent(extra)):
+def missing(extra: str, modules: Collection[str] | None = None) -> str | None:
+    """The line for ``extra`` when any of it is missing (any of its ``modules``, when a
+    command needs those alone), naming every missing distribution at once (None: all there)."""
+    if not (absent := _absent(extra, modules)):
         return None
     which = f"{absent[0]}, which is" if len(absent) == 1 else f"{', '.join(absent)}, which are"
     return f"needs {which} not installed: pip install 'cbi1kit[{extra}]'"

@@ -45,7 +45,8 @@ def build(
     check_source(capture)
     if trace is not None:
         check_regular_file(trace)
-    needs = missing("notebooks")  # vl-convert draws the charts; the rest runs the notebooks
+    # vl-convert draws the charts; the rest of the extra runs the notebooks
+    needs = missing("notebooks", None if notebooks is not None else ("vl_convert",))
     problems = [needs] if needs else []
     if notebooks is not None and not notebooks.is_dir():
         why = checkout("give --notebooks DIR; or --no-notebooks")
