@@ -33,17 +33,6 @@ from numba.core.caching import (
     _CacheLocator as CacheLocator,
 )
 
-__all__ = [
-    "INLINED_SOURCES",
-    "helper",
-    "inline",
-    "kernel",
-    "keyed_cache",
-    "le_u32",
-    "le_u64",
-    "sources_digest",
-]
-
 _PACKAGE: Final = Path(__file__).resolve().parent
 #: Every file whose code or constants the kernels compile, relative to the package.
 INLINED_SOURCES: Final = (

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final
 
-__all__ = ["COMMAND_EXTRAS", "EXTRAS", "missing", "missing_extra", "require"]
-
 #: an importable top-level module -> (the distribution that provides it, the extra naming it)
 EXTRAS: Final[dict[str, tuple[str, str]]] = {
     "grpc": ("grpcio", "relay"),

@@ -11,8 +11,6 @@ from pathlib import Path
 
 from cbi1kit.errors import OutputError, OutputVariant
 
-__all__ = ["claim_outputs", "unwritable", "written_whole"]
-
 
 def claim_outputs(paths: Iterable[Path], *, overwrite: bool) -> list[Path]:
     """The files a run is about to write, refused up front (before anything is written) if one

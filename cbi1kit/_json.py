@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-__all__ = ["EXACT_INT", "dumps", "exact"]
-
 #: the largest integer every JSON reader holds exactly (2^53 - 1)
 EXACT_INT: Final = (1 << 53) - 1
 

@@ -9,8 +9,6 @@ import shutil
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["hex_id", "spans", "table", "terminal_width", "wrapped"]
-
 
 def terminal_width() -> int:
     """The columns output is laid out for: the terminal's, else ``COLUMNS``, else 80."""

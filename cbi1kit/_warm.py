@@ -17,8 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["compile_ahead"]
-
 
 def compile_ahead() -> float:
     """Build the frames table of a small simulated capture, whole and torn, and replay it; the

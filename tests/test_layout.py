@@ -332,6 +332,18 @@ def test_a_module_is_at_most_800_lines(path: Path) -> None:
     assert lines <= 800, f"{path.relative_to(PACKAGE)}: {lines} lines: split it by what it does"
 
 
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_private_module_states_no_surface(path: Path) -> None:
+    """A stage's surface is stated once, in its ``__init__``; ``errors`` is public (#43)."""
+    if path.name == "__init__.py" or not path.name.startswith("_"):
+        return
+    tree = ast.parse(path.read_text())
+    names = [t for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign) for t in ast.walk(n)]
+    assert not any(isinstance(t, ast.Name) and t.id == "__all__" for t in names), (
+        f"{path.relative_to(PACKAGE)}: list its names in the stage's __init__"
+    )
+
+
 def _spans(path: Path) -> Iterator[tuple[str, int, int]]:
     """Each function of ``path``: its name, first line (its first decorator's) and length."""
     for node in ast.walk(ast.parse(path.read_text())):

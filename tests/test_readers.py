@@ -20,11 +20,10 @@ from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture import _readers
+from cbi1kit.capture._items import CatalogRecord, StreamEvent
 from cbi1kit.capture._readers import (
-    CatalogRecord,
     FrameDamage,
     FrameRecord,
-    StreamEvent,
     read_capture,
     read_capture_items,
     read_catalog,

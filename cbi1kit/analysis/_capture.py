@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 
 Words = npt.NDArray[np.uint64]
 
-__all__ = ["Capture", "open_capture"]
-
 Item = ScanItem | SourceError
 
 

@@ -56,7 +56,7 @@ from cbi1kit.analysis._schema import (
 )
 from cbi1kit.analysis._tables import Collector
 from cbi1kit.capture._file import is_capture_file
-from cbi1kit.capture._readers import ReadCursor
+from cbi1kit.capture._items import ReadCursor
 from cbi1kit.capture._segments import CaptureSet, capture_segments, read_segment_info
 from cbi1kit.errors import (
     CaptureError,
@@ -67,22 +67,6 @@ from cbi1kit.errors import (
     OutputVariant,
     one_line,
 )
-
-__all__ = [
-    "DATASET_FILE",
-    "Carry",
-    "Dataset",
-    "SegmentResult",
-    "SegmentSource",
-    "capture_files",
-    "convert_segment",
-    "dataset_lock",
-    "export_dataset",
-    "open_dataset",
-    "prepare_dataset",
-    "scan_table",
-    "segment_source",
-]
 
 #: captures as ``export_dataset`` takes them: a path, a recording, or a list of them
 Captures = str | os.PathLike[str] | CaptureSet | Sequence[str | os.PathLike[str] | CaptureSet]

@@ -50,8 +50,6 @@ from cbi1kit.wire._assembly import AssembledSnapshot
 if TYPE_CHECKING:
     pass
 
-__all__ = ["LaneDiff", "LaneSide", "build_diff", "capture_side", "compare_words", "load_lane"]
-
 Words = npt.NDArray[np.uint64]
 #: the first bytes of every .npy file
 NPY_MAGIC: Final = b"\x93NUMPY"

@@ -16,8 +16,6 @@ from cbi1kit.wire._rules import action_of
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["EventKind", "EventLog", "ReplayEvent", "Violation", "never_installed"]
-
 
 class EventKind(enum.StrEnum):
     SNAPSHOT_CHUNK = "snapshot_chunk"  # a chunk absorbed, snapshot not complete yet

@@ -59,14 +59,6 @@ from cbi1kit.hashing._models import CanonicalModelRegistration, resolve_registra
 from cbi1kit.hashing._pools import DcId, IdentitySource, IndexerDomainId, PoolId, stable_dc_id
 from cbi1kit.relay._messages import PoolDescriptor
 
-__all__ = [
-    "BlockRequest",
-    "Explanation",
-    "build_explanation",
-    "check_verification_window",
-    "stable_pool_rank",
-]
-
 _U64: Final = (1 << 64) - 1
 _FNV_OFFSET: Final = 0xCBF29CE484222325
 _FNV_PRIME: Final = 0x100000001B3

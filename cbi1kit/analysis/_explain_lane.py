@@ -20,16 +20,6 @@ from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths, sequence_has
 from cbi1kit.hashing._identity import ProducerIdentity
 from cbi1kit.hashing._pools import DcId, PoolId
 
-__all__ = [
-    "BlockAddress",
-    "Change",
-    "LaneBlock",
-    "LaneExplanation",
-    "Lookup",
-    "Truth",
-    "explain_lane",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Change:

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from cbi1kit.wire._format import FilterFormat
 
 
-__all__ = ["export_parquet"]
-
 _IMAGE_ROWS: Final = 1 << 20  # images written at a time (a row group)
 
 

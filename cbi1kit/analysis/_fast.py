@@ -21,8 +21,6 @@ from cbi1kit.analysis._history import DELTA_REF
 from cbi1kit.analysis._replayer import LaneReplayer, ReferenceFeeder, Replayer, span_ref
 from cbi1kit.capture._items import FrameRecord, FrameSpan
 
-__all__ = ["CompiledFeeder", "feeder_of"]
-
 _EMPTY_LANE: Final = np.zeros(1, dtype=np.uint64)
 _OUTCOME: Final = {
     k.APPLIED: EventKind.DELTA_APPLIED,

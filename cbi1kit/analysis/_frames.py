@@ -35,8 +35,6 @@ from cbi1kit.capture._items import FrameDamage, FrameSpan, SourceError, is_plane
 from cbi1kit.errors import error_name
 from cbi1kit.wire._rules import RULES
 
-__all__ = ["FRAME_BATCH_ROWS", "FramesEngine"]
-
 FRAME_BATCH_ROWS: Final = 65536
 
 

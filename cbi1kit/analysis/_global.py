@@ -48,21 +48,6 @@ from cbi1kit.relay._messages import PoolCatalog, PoolDescriptor, catalog_from_wi
 if TYPE_CHECKING:
     pass
 
-__all__ = [
-    "At",
-    "DomainView",
-    "GlobalView",
-    "ViewLane",
-    "build_global_view",
-    "build_timeline",
-    "format_unix_ns",
-    "lane_at_moment",
-    "max_age_ns",
-    "model_pools",
-    "parse_at",
-    "resolve_moment",
-]
-
 #: the view's consumer instance ("KVVIEW"): one manifest per domain, leases on it
 VIEW_CONSUMER: Final = ConsumerInstanceId(0x4B5656494557)
 _U64_MAX: Final = (1 << 64) - 1

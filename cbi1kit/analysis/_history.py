@@ -21,8 +21,6 @@ from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import SnapshotChunk
 
-__all__ = ["History", "Ref", "SegmentHistory"]
-
 _INDEX: Final = RECORD_FIELD["record_index"]
 
 Words = npt.NDArray[np.uint64]

@@ -24,24 +24,6 @@ from cbi1kit.hashing._c_xxh3 import c_xxh3
 from cbi1kit.wire._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS, max_delta_images
 from cbi1kit.wire._rules import RULE_INDEX
 
-__all__ = [
-    "C8",
-    "C16",
-    "C32",
-    "C64",
-    "MALFORMED",
-    "NEED_PRODUCER",
-    "NEED_RELAY",
-    "NO_DIM",
-    "PRODUCER_RULE",
-    "REPEATED",
-    "UNKNOWN_FIELDS",
-    "UNSUPPORTED_RULE",
-    "frame_columns",
-    "walk_update",
-    "xxh3_64_at",
-]
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 

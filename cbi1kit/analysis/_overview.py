@@ -11,13 +11,11 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._text import table
-from cbi1kit.capture._file import RecordType
 from cbi1kit.capture._items import FrameDamage, FrameSpan, StreamEvent
+from cbi1kit.capture._layout import RecordType
 from cbi1kit.capture._scan import FileScan
 from cbi1kit.capture._streams import KV_EVENT_RELAY
 from cbi1kit.errors import CaptureError
-
-__all__ = ["CaptureOverview", "FrameRow", "StreamRow"]
 
 _KINDS: Final = {1: "SNAPSHOT_CHUNK", 2: "DELTA", 3: "HEARTBEAT"}
 #: the columns of ``CaptureOverview.text``'s frame table

@@ -31,8 +31,6 @@ from cbi1kit.wire._rules import RULE_INDEX, RULES, rule_for
 if TYPE_CHECKING:
     from cbi1kit.capture._items import FrameSpan
 
-__all__ = ["frame_verdict", "reference_frames", "walk_filter_update"]
-
 _PRODUCER_COLS: Final = (
     "pool_identity_version",
     "cache_semantics",

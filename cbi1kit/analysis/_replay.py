@@ -27,8 +27,6 @@ from cbi1kit.relay._messages import producer_from_wire
 from cbi1kit.relay._planes import PlaneRecord, PlaneViolation, plane_violations
 from cbi1kit.wire._format import FilterFormat
 
-__all__ = ["LaneReport", "LaneSession", "ReplayReport", "StreamInfo", "lane_matcher"]
-
 Words = npt.NDArray[np.uint64]
 
 

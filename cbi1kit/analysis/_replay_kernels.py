@@ -60,17 +60,6 @@ from cbi1kit.wire._format import (
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX
 from cbi1kit.wire._rules import RULES
 
-__all__ = [
-    "APPLIED",
-    "HEARTBEAT",
-    "MODE_READY",
-    "MODE_RECOVERING",
-    "RULE_CHECKS",
-    "SKIPPED",
-    "delta_images",
-    "replay_rows",
-]
-
 _KIND_CHUNK: Final = np.uint64(pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK)
 _KIND_DELTA: Final = np.uint64(pb.FILTER_UPDATE_KIND_DELTA)
 _KIND_HEARTBEAT: Final = np.uint64(pb.FILTER_UPDATE_KIND_HEARTBEAT)

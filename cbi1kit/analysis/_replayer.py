@@ -46,9 +46,6 @@ from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import Delta
 from cbi1kit.wire._rules import RULE_INDEX, rule_of
 
-__all__ = ["LaneReplayer", "ReferenceFeeder", "Replayer", "check_engine", "span_ref"]
-
-
 SnapshotHook = Callable[[int, int, AssembledSnapshot, int], None]
 DeltaHook = Callable[[int, int, npt.NDArray[np.uint32], Words, Words], None]
 #: ``on_deltas(record_indices, sequences, image_counts, buckets, new_words, previous_words)``:

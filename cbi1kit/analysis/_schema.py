@@ -15,23 +15,6 @@ from cbi1kit.wire._rules import RULES
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
-__all__ = [
-    "DATASET_SCHEMA_VERSION",
-    "DATASET_TABLES",
-    "DIFF_SCHEMA",
-    "FRAMES_SCHEMA",
-    "HEX_TEXT",
-    "IMAGES_SCHEMA",
-    "KINDS",
-    "OCCUPANCY_SCHEMA",
-    "PARTITION_SCHEMA",
-    "SNAPSHOTS_SCHEMA",
-    "TABLE_SCHEMAS",
-    "VIOLATIONS_SCHEMA",
-    "arrow_schema",
-    "parquet_writer",
-]
-
 
 KINDS: Final = ("SNAPSHOT_CHUNK", "DELTA", "HEARTBEAT", "UNSPECIFIED", "UNKNOWN", "SOURCE_ERROR")
 _KIND_ENUM: Final = pl.Enum(list(KINDS))

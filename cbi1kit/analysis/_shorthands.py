@@ -29,19 +29,6 @@ if TYPE_CHECKING:
     from cbi1kit.hashing._pools import DcId, IndexerDomainId
     from cbi1kit.wire._format import FilterFormat
 
-__all__ = [
-    "diff",
-    "explain",
-    "export_parquet",
-    "frames_batches",
-    "frames_table",
-    "global_timeline",
-    "global_view",
-    "images_table",
-    "replay",
-    "snapshots_table",
-]
-
 
 def _report(source: Source | Capture | ReplayReport, fmt: FilterFormat | None) -> ReplayReport:
     """A report as it is, else the source's replay (history kept, no per-record events)."""

@@ -9,8 +9,6 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._items import FrameRecord
 from cbi1kit.capture._segments import CaptureSet
 
-__all__ = ["Source"]
-
 #: what ``cbi1kit.open`` takes: a capture (a kvrcap file, a rotated recording's first segment, a
 #: ``CaptureSet`` or a list of segment paths), a grpcurl JSON dump, a bare CBI1 frame file, or
 #: messages (``FilterUpdate`` values or ``FrameRecord`` items)

@@ -18,8 +18,6 @@ from cbi1kit.wire._format import FilterFormat
 
 FormatLike = FilterFormat
 
-__all__ = ["Collector", "occupancy_table"]
-
 # ---------------------------------------------------------------------- images and snapshots
 
 

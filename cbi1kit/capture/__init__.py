@@ -7,13 +7,16 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.capture._file import CaptureRecord as CaptureRecord, RecordType as RecordType
-    from cbi1kit.capture._reader import CaptureReader as CaptureReader
-    from cbi1kit.capture._readers import (
+    from cbi1kit.capture._file import CaptureRecord as CaptureRecord
+    from cbi1kit.capture._items import (
         CaptureItem as CaptureItem,
         CatalogRecord as CatalogRecord,
         FrameRecord as FrameRecord,
         ReadinessRecord as ReadinessRecord,
+    )
+    from cbi1kit.capture._layout import RecordType as RecordType
+    from cbi1kit.capture._reader import CaptureReader as CaptureReader
+    from cbi1kit.capture._readers import (
         read_capture as read_capture,
         read_capture_items as read_capture_items,
         read_catalog as read_catalog,

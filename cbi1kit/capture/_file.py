@@ -35,34 +35,6 @@ from cbi1kit.capture._layout import (
 )
 from cbi1kit.errors import CaptureError, CaptureVariant
 
-__all__ = [
-    "CAPTURE_SIGNATURE",
-    "FILE_HEADER_LEN",
-    "FILE_MAGIC",
-    "FORMAT_VERSION",
-    "HEADER_DTYPE",
-    "INDEX_FLAG_BLOCK_CHECK",
-    "RECORD_FIELD",
-    "RECORD_HEADER_LEN",
-    "RECORD_MAGIC",
-    "CaptureDamage",
-    "CaptureIndex",
-    "CaptureRecord",
-    "IndexBlock",
-    "RecordType",
-    "StreamClose",
-    "StreamOpen",
-    "at_record",
-    "body_verifies",
-    "check_file_header",
-    "decode_stream_close",
-    "decode_stream_open",
-    "is_capture_file",
-    "read_index",
-    "record_header",
-    "schema_bytes",
-]
-
 #: what tells a capture from the other sources: the magic's name. Its line ending is the file
 #: header check's, so that a copy made in text mode is a damaged capture, not a foreign file.
 CAPTURE_SIGNATURE: Final = FILE_MAGIC[:6]

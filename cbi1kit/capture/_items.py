@@ -15,24 +15,11 @@ from cbi1kit.capture._file import (
     RECORD_HEADER_LEN,
     CaptureDamage,
     CaptureRecord,
-    RecordType,
     StreamClose,
     StreamOpen,
 )
+from cbi1kit.capture._layout import RecordType
 from cbi1kit.errors import CaptureError, CaptureVariant
-
-__all__ = [
-    "CaptureItem",
-    "CatalogRecord",
-    "FrameDamage",
-    "FrameRecord",
-    "FrameSpan",
-    "ReadCursor",
-    "SourceError",
-    "StreamEvent",
-    "is_plane_update_damage",
-    "unreadable_message",
-]
 
 
 @dataclass(frozen=True, slots=True)

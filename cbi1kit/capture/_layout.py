@@ -10,18 +10,6 @@ from typing import Final
 
 from cbi1kit.wire._layout import make_layout
 
-__all__ = [
-    "FILE_HEADER",
-    "FILE_MAGIC",
-    "INDEX_BODY",
-    "KVRCAP_LAYOUTS",
-    "RECORD_HEADER",
-    "RECORD_MAGIC",
-    "TRAILER_BODY",
-    "TRAILER_MAGIC",
-    "RecordType",
-]
-
 FILE_MAGIC: Final = b"KVRCAP\r\n"
 RECORD_MAGIC: Final = b"KRec"
 TRAILER_MAGIC: Final = b"kvrcIDX\n"  # never holds the record magic

@@ -14,13 +14,11 @@ from cbi1kit.capture._file import (
     STRUCTURAL,
     CaptureDamage,
     CaptureRecord,
-    RecordType,
     _ClosesOnExit,
 )
+from cbi1kit.capture._layout import RecordType
 from cbi1kit.capture._scan import FileScan
 from cbi1kit.errors import CaptureError
-
-__all__ = ["CaptureReader"]
 
 
 class CaptureReader(_ClosesOnExit):

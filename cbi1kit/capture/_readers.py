@@ -26,17 +26,7 @@ from google.protobuf import json_format
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import CAPTURE_SIGNATURE
-from cbi1kit.capture._items import (
-    CaptureItem,
-    CatalogRecord,
-    FrameDamage,
-    FrameRecord,
-    FrameSpan,
-    ReadCursor,
-    ReadinessRecord,
-    SourceError,
-    StreamEvent,
-)
+from cbi1kit.capture._items import FrameDamage, FrameRecord, FrameSpan, ReadCursor, SourceError
 from cbi1kit.capture._scan import CaptureScan, CaptureSource
 from cbi1kit.capture._segments import CaptureSet
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
@@ -54,28 +44,6 @@ from cbi1kit.wire._format import (
     WORD_BYTES,
     FrameKind,
 )
-
-__all__ = [
-    "CaptureItem",
-    "CatalogRecord",
-    "FrameDamage",
-    "FrameRecord",
-    "ReadCursor",
-    "ReadinessRecord",
-    "ResolvedSource",
-    "StreamEvent",
-    "frame_items",
-    "read_capture",
-    "read_capture_items",
-    "read_catalog",
-    "read_cbi1_files",
-    "read_frames",
-    "read_grpcurl_json",
-    "record_spans",
-    "resolve_source",
-    "source_format",
-    "write_grpcurl_json",
-]
 
 _CBI1_HEAD: Final = struct.Struct("<4sHH2BH QQQQI")
 _U32: Final = struct.Struct("<I")

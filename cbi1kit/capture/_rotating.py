@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cbi1kit.capture._file import RecordType, _ClosesOnExit
+from cbi1kit.capture._file import _ClosesOnExit
+from cbi1kit.capture._layout import RecordType
 from cbi1kit.capture._segments import (
     CONTINUED,
     SegmentInfo,
@@ -24,8 +25,6 @@ from cbi1kit.capture._segments import (
 )
 from cbi1kit.capture._writer import CaptureWriter, _usage
 from cbi1kit.errors import CaptureError, OutputError, OutputVariant
-
-__all__ = ["RotatingCaptureWriter"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,8 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
     RECORD_HEADER_LEN,
-    RECORD_MAGIC,
     CaptureDamage,
     CaptureRecord,
-    RecordType,
     StreamClose,
     StreamOpen,
     _check,
@@ -48,6 +46,7 @@ from cbi1kit.capture._items import (
     StreamEvent,
     unreadable_message,
 )
+from cbi1kit.capture._layout import RECORD_MAGIC, RecordType
 from cbi1kit.capture._segments import CONTINUED, CaptureSet, capture_segments
 from cbi1kit.capture._streams import (
     SUBSCRIBE_KV_POOL_METHOD,
@@ -67,8 +66,6 @@ from cbi1kit.capture._walk import (
 from cbi1kit.errors import CaptureError, CaptureVariant
 
 CaptureSource = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
-
-__all__ = ["CaptureScan", "FileScan", "ScanItem", "Stretch"]
 
 _PART: Final = 4 << 20  # bytes read at a time: what the walk and the engines after it find in cache
 _ROWS: Final = _PART // RECORD_HEADER_LEN + 1  # at most this many records in a window

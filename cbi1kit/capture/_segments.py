@@ -24,24 +24,13 @@ from typing import Any, Final
 
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
-    FILE_MAGIC,
     RECORD_FIELD,
     RECORD_HEADER_LEN,
-    RecordType,
     body_verifies,
     record_header,
 )
+from cbi1kit.capture._layout import FILE_MAGIC, RecordType
 from cbi1kit.errors import CaptureError, CaptureVariant
-
-__all__ = [
-    "CONTINUED",
-    "SEGMENT_MARK",
-    "CaptureSet",
-    "SegmentInfo",
-    "capture_segments",
-    "read_segment_info",
-    "segment_path",
-]
 
 #: the body prefix of a segment's MARK record; JSON follows
 SEGMENT_MARK: Final = "kvrcap.segment "

@@ -18,22 +18,14 @@ from google.protobuf.message import DecodeError
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
-    RecordType,
     StreamClose,
     StreamOpen,
     at_record,
     decode_stream_close,
     decode_stream_open,
 )
+from cbi1kit.capture._layout import RecordType
 from cbi1kit.errors import CaptureError
-
-__all__ = [
-    "KV_EVENT_RELAY",
-    "SUBSCRIBE_KV_POOL_METHOD",
-    "SUBSCRIBE_SERVING_READINESS_METHOD",
-    "WATCH_KV_POOL_CATALOG_METHOD",
-    "FrameStreams",
-]
 
 #: the relay's gRPC service: each method's path is this and its name
 KV_EVENT_RELAY: Final = "/dynamo.kvrelay.v1.KvEventRelay/"

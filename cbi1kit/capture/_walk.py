@@ -20,21 +20,6 @@ import xxhash
 from cbi1kit._lazy import compiled
 from cbi1kit.capture._layout import INDEX_BODY, RECORD_HEADER, RECORD_MAGIC, RecordType
 
-__all__ = [
-    "STOP_BODY",
-    "STOP_CHECK",
-    "STOP_END",
-    "STOP_FULL",
-    "STOP_HEADER",
-    "STOP_INDEX",
-    "STOP_NUMBER",
-    "STOP_TYPE",
-    "Walked",
-    "load_walk",
-    "walk_python",
-    "walked_arrays",
-]
-
 # why a walk stopped at ``pos``
 STOP_END: Final = 0  # fewer than a record header's bytes left before ``end``
 STOP_HEADER: Final = 1  # bad magic or header checksum

@@ -36,8 +36,6 @@ from cbi1kit.capture._walk import (
 )
 from cbi1kit.hashing._c_xxh3 import c_xxh3 as _xxh3
 
-__all__ = ["walk_kernel"]
-
 _LO32: Final = np.uint64(0xFFFFFFFF)
 
 

@@ -22,14 +22,11 @@ from cbi1kit.capture._file import (
     _U32,
     DEFAULT_INDEX_EVERY,
     FILE_HEADER_LEN,
-    FILE_MAGIC,
     FORMAT_VERSION,
     INDEX_FLAG_BLOCK_CHECK,
     MAX_BODY_LEN,
     RECORD_HEADER_LEN,
-    RECORD_MAGIC,
     STRUCTURAL,
-    RecordType,
     StreamClose,
     StreamOpen,
     _check,
@@ -38,11 +35,9 @@ from cbi1kit.capture._file import (
     _encode_stream_open,
     schema_bytes,
 )
-from cbi1kit.capture._layout import TRAILER_MAGIC
+from cbi1kit.capture._layout import FILE_MAGIC, RECORD_MAGIC, TRAILER_MAGIC, RecordType
 from cbi1kit.capture._reader import CaptureReader
 from cbi1kit.errors import CaptureError, CaptureVariant
-
-__all__ = ["CaptureWriter"]
 
 
 def _usage(detail: str, field: str | None = None) -> CaptureError:

@@ -21,8 +21,6 @@ import xxhash
 from cbi1kit.errors import CkfError, CkfVariant
 from cbi1kit.hashing._xxh3 import BLOCK, u64_constant, xxh3_64_u16, xxh3_u64_into
 
-__all__ = ["ALT_DOMAIN", "CkfAddressing", "CkfProbe", "alt", "prepare"]
-
 ALT_DOMAIN = 0x9E3779B97F4A7C15
 _U64 = 0xFFFF_FFFF_FFFF_FFFF
 

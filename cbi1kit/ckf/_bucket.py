@@ -13,21 +13,6 @@ import numpy.typing as npt
 
 from cbi1kit.errors import CkfError, CkfVariant
 
-__all__ = [
-    "SLOTS_PER_BUCKET",
-    "bucket_contains",
-    "bucket_first",
-    "bucket_first_empty",
-    "bucket_occupancy",
-    "bucket_slot",
-    "bucket_with_slot",
-    "lane_contains",
-    "lane_occupancy",
-    "lane_slots",
-    "pack_slots",
-    "unpack_slots",
-]
-
 SLOTS_PER_BUCKET = 4
 FINGERPRINT_BITS = 16
 _SLOT_MASK = 0xFFFF

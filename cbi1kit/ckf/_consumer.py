@@ -36,19 +36,6 @@ from cbi1kit.hashing._identity import (
 )
 from cbi1kit.hashing._pools import DcId, IndexerDomainId, PoolId
 
-__all__ = [
-    "CkfLaneTable",
-    "FallbackStats",
-    "LaneReplica",
-    "PrefixSearchResult",
-    "SearchTraceEvent",
-    "check_verification_window",
-    "find_prefix_depths",
-    "linear_prefix_depths",
-    "search_prefix_depths",
-    "sequence_hashes",
-]
-
 ProbeFn = Callable[[int], int]
 _ALL_LANES = (1 << MAX_LANES) - 1
 

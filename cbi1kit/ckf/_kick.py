@@ -21,8 +21,6 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["insert_kernel", "insert_many_kernel", "insert_walk_reference"]
-
 _SPLITMIX_INCREMENT: Final = 0x9E3779B97F4A7C15
 _MIX1: Final = 0xBF58476D1CE4E5B9
 _MIX2: Final = 0x94D049BB133111EB

@@ -20,8 +20,6 @@ import numpy.typing as npt
 from cbi1kit.errors import CkfError, CkfVariant, LaneError, LaneVariant
 from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
 
-__all__ = ["DcCkfDelta", "DcCkfSnapshot", "IngestOutcome", "Lane"]
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DcCkfDelta:

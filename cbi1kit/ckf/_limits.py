@@ -6,13 +6,6 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = [
-    "DEFAULT_SEED",
-    "DEFAULT_VERIFICATION_WINDOW",
-    "MAX_VERIFICATION_WINDOW",
-    "verification_window_fault",
-]
-
 DEFAULT_SEED: Final = 0x5DEECE66D1B54A33
 DEFAULT_VERIFICATION_WINDOW: Final = 2
 MAX_VERIFICATION_WINDOW: Final = 8

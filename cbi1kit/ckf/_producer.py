@@ -36,23 +36,6 @@ from cbi1kit.hashing._identity import (
     ProducerIdentity,
 )
 
-__all__ = [
-    "CkfConfig",
-    "DcCkfPublicationBatch",
-    "DcCkfPublisher",
-    "DcCkfState",
-    "EventOutcome",
-    "KvCleared",
-    "KvRemoved",
-    "KvStored",
-    "Ownership",
-    "StorageTier",
-    "StoredBlock",
-    "WorkerWithDpRank",
-    "bucket_count_for",
-    "canonical_chain",
-]
-
 MAX_OWNERS = 0xFFFF_FFFF
 _U64 = 0xFFFF_FFFF_FFFF_FFFF
 

@@ -19,15 +19,6 @@ from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import SLOTS_PER_BUCKET, lane_contains, lane_occupancy
 from cbi1kit.ckf._producer import DcCkfState
 
-__all__ = [
-    "CkfStats",
-    "FprMeasurement",
-    "estimated_false_positive_rate",
-    "lane_stats",
-    "measure_false_positive_rate",
-    "producer_stats",
-]
-
 FINGERPRINT_MATCH_PROBABILITY = 65538 / 2**32
 _Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 

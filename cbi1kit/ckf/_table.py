@@ -20,15 +20,6 @@ import numpy.typing as npt
 from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.errors import CkfError, CkfVariant
 
-__all__ = [
-    "DEFAULT_MAX_KICKS",
-    "MAX_KICKS",
-    "SPLITMIX_INCREMENT",
-    "CuckooTable",
-    "SplitMix64",
-    "lane_rng_seed",
-]
-
 SPLITMIX_INCREMENT = 0x9E3779B97F4A7C15
 DEFAULT_MAX_KICKS = 500
 MAX_KICKS = 4096

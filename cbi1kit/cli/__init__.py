@@ -39,13 +39,12 @@ from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
-    CliError,
     OneLineParser,
     exit_code,
 )
 from cbi1kit.cli._demo import DemoReport
 from cbi1kit.cli._lanes import moments_joined
-from cbi1kit.errors import Cbi1kitError, one_line
+from cbi1kit.errors import Cbi1kitError, CliError, one_line
 
 __all__ = ["DemoReport", "build_parser", "main"]
 

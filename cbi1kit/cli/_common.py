@@ -34,39 +34,6 @@ from cbi1kit.wire._format import FilterFormat
 if TYPE_CHECKING:  # the CLI's start loads no table code
     from cbi1kit.analysis._dataset import SegmentResult
 
-__all__ = [
-    "EXIT_INTERRUPTED",
-    "EXIT_INVALID",
-    "EXIT_OK",
-    "EXIT_UNREADABLE",
-    "EXIT_USAGE",
-    "I64_MAX",
-    "U64",
-    "U64_MAX",
-    "CliError",
-    "DefaultsFormatter",
-    "Number",
-    "OneLineParser",
-    "at_least",
-    "cannot_read",
-    "check_capture",
-    "check_regular_file",
-    "check_source",
-    "checkout",
-    "damaged_input",
-    "dataset_damage",
-    "exit_code",
-    "expected_format",
-    "format_args",
-    "on_signals",
-    "progress_bar",
-    "quiet_arg",
-    "ranged",
-    "real_above",
-    "real_at_least",
-    "seconds",
-]
-
 #: The README's exit codes (``errors.CLI_EXIT_CODES``).
 EXIT_OK: Final = 0
 #: a recognised input that breaks a rule: problems, violations, damage

@@ -12,7 +12,6 @@ from cbi1kit.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_UNREADABLE,
-    CliError,
     check_source,
     checkout,
     quiet_arg,
@@ -21,6 +20,7 @@ from cbi1kit.cli._lanes import replay_source
 from cbi1kit.cli._report import build
 from cbi1kit.cli._simulate import run_simulation
 from cbi1kit.data import FOLDER
+from cbi1kit.errors import CliError
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

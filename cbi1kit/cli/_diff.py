@@ -12,7 +12,6 @@ from cbi1kit.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_USAGE,
-    CliError,
     at_least,
     cannot_read,
     check_regular_file,
@@ -20,7 +19,7 @@ from cbi1kit.cli._common import (
     quiet_arg,
 )
 from cbi1kit.cli._lanes import moment, replay_source, unanswerable, usage_if_unanswerable
-from cbi1kit.errors import CaptureError, Cbi1kitError, LaneVariant
+from cbi1kit.errors import CaptureError, Cbi1kitError, CliError, LaneVariant
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -14,7 +14,6 @@ from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_USAGE,
     U64,
-    CliError,
     at_least,
     cannot_read,
     check_regular_file,
@@ -23,7 +22,7 @@ from cbi1kit.cli._common import (
     ranged,
 )
 from cbi1kit.cli._lanes import max_age_arg, moment, replay_source, usage_if_unanswerable
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import Cbi1kitError, CliError
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -10,7 +10,6 @@ from cbi1kit._text import wrapped
 from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_USAGE,
-    CliError,
     check_capture,
     check_source,
     damaged_input,
@@ -18,6 +17,7 @@ from cbi1kit.cli._common import (
     progress_bar,
     quiet_arg,
 )
+from cbi1kit.errors import CliError
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -20,7 +20,6 @@ from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
-    CliError,
     at_least,
     check_capture,
     dataset_damage,
@@ -28,6 +27,7 @@ from cbi1kit.cli._common import (
     ranged,
     seconds,
 )
+from cbi1kit.errors import CliError
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

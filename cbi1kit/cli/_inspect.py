@@ -13,7 +13,6 @@ from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
-    CliError,
     at_least,
     cannot_read,
     check_regular_file,
@@ -23,7 +22,7 @@ from cbi1kit.cli._common import (
     quiet_arg,
 )
 from cbi1kit.cli._lanes import replay_source
-from cbi1kit.errors import CaptureError
+from cbi1kit.errors import CaptureError, CliError
 from cbi1kit.wire._format import FRAME_HEAD_BYTES, IMAGES_MAX_FRAME_BYTES, FilterFormat
 
 if TYPE_CHECKING:

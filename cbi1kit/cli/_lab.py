@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cbi1kit.cli._common import EXIT_UNREADABLE, CliError, checkout, ranged
+from cbi1kit.cli._common import EXIT_UNREADABLE, checkout, ranged
+from cbi1kit.errors import CliError
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

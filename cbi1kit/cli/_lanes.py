@@ -10,15 +10,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
-from cbi1kit.cli._common import (
-    EXIT_INVALID,
-    EXIT_USAGE,
+from cbi1kit.cli._common import EXIT_INVALID, EXIT_USAGE, check_source, progress_bar, seconds
+from cbi1kit.errors import (
+    Cbi1kitError,
     CliError,
-    check_source,
-    progress_bar,
-    seconds,
+    IdentityError,
+    IdentityVariant,
+    LaneError,
+    LaneVariant,
 )
-from cbi1kit.errors import Cbi1kitError, IdentityError, IdentityVariant, LaneError, LaneVariant
 from cbi1kit.wire._format import FilterFormat
 
 

@@ -15,13 +15,12 @@ from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
-    CliError,
     at_least,
     on_signals,
     ranged,
     seconds,
 )
-from cbi1kit.errors import CaptureError, RelayWireError, TransportError
+from cbi1kit.errors import CaptureError, CliError, RelayWireError, TransportError
 from cbi1kit.relay._transport import parse_authority, parse_header, parse_target
 
 if TYPE_CHECKING:

@@ -15,14 +15,13 @@ from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
-    CliError,
     check_regular_file,
     check_source,
     checkout,
     quiet_arg,
 )
 from cbi1kit.cli._lanes import lane_args, lane_choice
-from cbi1kit.errors import IdentityError, LaneError, LaneVariant
+from cbi1kit.errors import CliError, IdentityError, LaneError, LaneVariant
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

@@ -12,14 +12,13 @@ from cbi1kit.cli._common import (
     EXIT_UNREADABLE,
     EXIT_USAGE,
     U64,
-    CliError,
     at_least,
     check_regular_file,
     on_signals,
     ranged,
     seconds,
 )
-from cbi1kit.errors import Cbi1kitError, CkfError, CkfVariant
+from cbi1kit.errors import Cbi1kitError, CkfError, CkfVariant, CliError
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

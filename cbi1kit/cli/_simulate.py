@@ -13,7 +13,6 @@ from cbi1kit.cli._common import (
     I64_MAX,
     U64,
     U64_MAX,
-    CliError,
     at_least,
     check_regular_file,
     progress_bar,
@@ -21,7 +20,7 @@ from cbi1kit.cli._common import (
     ranged,
     real_at_least,
 )
-from cbi1kit.errors import Cbi1kitError
+from cbi1kit.errors import Cbi1kitError, CliError
 from cbi1kit.wire._format import FilterFormat, max_delta_images
 
 if TYPE_CHECKING:

@@ -12,13 +12,12 @@ from cbi1kit.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_USAGE,
-    CliError,
     expected_format,
     format_args,
     quiet_arg,
 )
 from cbi1kit.cli._lanes import max_age_arg, moment, replay_source, unanswerable
-from cbi1kit.errors import IdentityError, LaneError, LaneVariant
+from cbi1kit.errors import CliError, IdentityError, LaneError, LaneVariant
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands

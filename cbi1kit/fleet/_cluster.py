@@ -16,8 +16,6 @@ from cbi1kit.errors import FleetError, FleetVariant
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["DEFAULT_WORKERS", "client", "dashboard_link"]
-
 DEFAULT_WORKERS: Final = 2
 _PRE_SPAWN: Final = "distributed.nanny.pre-spawn-environ"
 # The local cluster's own settings, where the user's Dask config keeps distributed's default.

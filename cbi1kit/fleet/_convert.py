@@ -25,8 +25,6 @@ from cbi1kit.analysis._dataset import (
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["convert", "convert_graph"]
-
 
 def convert_graph(
     captures: Any, out_dir: str | os.PathLike[str], *, batch_records: int = 65536

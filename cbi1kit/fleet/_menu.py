@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["QUERY_DOCS"]
-
 QUERY_DOCS: Final[dict[str, str]] = {
     "churn": "deltas, images and delta bytes per pool per hour",
     "load": "each pool's slot load factor and estimated FPR (8α/65534) per minute",

@@ -27,18 +27,6 @@ from cbi1kit.fleet._menu import QUERY_DOCS
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = [
-    "QUERIES",
-    "Query",
-    "churn_per_pool_per_hour",
-    "load_over_time",
-    "query_graph",
-    "run_local",
-    "run_query",
-    "snapshot_sizes",
-    "violations_per_relay",
-]
-
 #: a pool: its indexer domain (the two digests) and its DC
 POOL: Final = ("cache_semantics", "routing_scope", "dc_id")
 _U64 = pl.UInt64

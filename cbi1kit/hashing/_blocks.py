@@ -29,26 +29,6 @@ import xxhash
 from cbi1kit.errors import HashingError, HashingVariant
 from cbi1kit.hashing._xxh3 import xxh3_64_u64_pair
 
-__all__ = [
-    "CACHE_NAMESPACE_SALT_SEED",
-    "CHAIN_XXH3_SEED",
-    "LORA_SALT_SEED",
-    "MM_PAD_HASH_MASK",
-    "MM_PAD_SHIFT_VALUE",
-    "XXH3_SEED",
-    "block_count",
-    "block_hash_seed",
-    "cache_namespace_salt",
-    "compute_block_hash_for_seq",
-    "compute_seq_hash_batch",
-    "compute_seq_hash_for_block",
-    "compute_seq_hash_ragged",
-    "hash_mm_identifier",
-    "lora_name_to_id",
-    "lora_salt",
-    "pad_value_for_mm_hash",
-]
-
 U64Array = npt.NDArray[np.uint64]
 
 XXH3_SEED = 1337

@@ -16,8 +16,6 @@ from typing import Final
 import llvmlite.binding as llvm
 import numba
 
-__all__ = ["STATE_BYTES", "c_digest", "c_reset", "c_update", "c_xxh3", "c_xxh3_seeded"]
-
 _C_FUNCTIONS: Final = {
     "cbi1kit_xxh3_64": ("XXH3_64bits_dispatch", "XXH3_64bits"),
     "cbi1kit_xxh3_64_with_seed": ("XXH3_64bits_withSeed_dispatch", "XXH3_64bits_withSeed"),

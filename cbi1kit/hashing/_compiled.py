@@ -31,8 +31,6 @@ import numpy.typing as npt
 
 from cbi1kit.hashing._c_xxh3 import c_xxh3_seeded
 
-__all__ = ["block_hashes", "seq_hash_chains"]
-
 U64Array = npt.NDArray[np.uint64]
 
 # ------------------------------------------------------------------------ the C library's XXH3

@@ -12,8 +12,6 @@ import numpy.typing as npt
 
 from cbi1kit.errors import IdentityError, IdentityVariant
 
-__all__ = ["to_i64", "to_u64"]
-
 _U64_MASK = (1 << 64) - 1
 
 

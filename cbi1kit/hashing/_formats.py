@@ -16,8 +16,6 @@ from cbi1kit.errors import IdentityError, IdentityVariant
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
 from cbi1kit.hashing._fields import _json_field, _json_obj, _json_str, _json_uint
 
-__all__ = ["KvQueryHashFormat", "KvQuerySemantics"]
-
 
 class KvQueryHashFormat(enum.IntEnum):
     """One atomic token→sequence-hash contract: windowing, MM bytes, salts, local and rolling hash.

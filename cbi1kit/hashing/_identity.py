@@ -16,16 +16,6 @@ from cbi1kit.errors import IdentityError, IdentityVariant
 from cbi1kit.hashing._fields import _int_in, _json_field, _json_obj, _json_uint
 from cbi1kit.hashing._pools import DcId, IndexerDomainId, PoolId
 
-__all__ = [
-    "MAX_LANES",
-    "ConsumerDrainMarker",
-    "ConsumerInstanceId",
-    "DcCkfFormatIdentity",
-    "LaneLease",
-    "ProducerIdentity",
-    "RelayIdentity",
-]
-
 _MAX_BUCKET_COUNT = 1 << 24
 #: Physical lanes (DCs) a consumer table holds; a lease names one of ``0..MAX_LANES``.
 MAX_LANES = 16

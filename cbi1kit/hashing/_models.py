@@ -11,15 +11,6 @@ from typing import Any, ClassVar, Self
 from cbi1kit.errors import IdentityError, IdentityVariant
 from cbi1kit.hashing._fields import _json_field, _json_obj, _json_str
 
-__all__ = [
-    "CanonicalModelId",
-    "CanonicalModelRegistration",
-    "ModelAlias",
-    "ModelTarget",
-    "resolve_lora_name",
-    "resolve_registration",
-]
-
 # Rust `str::trim` strips Unicode White_Space; Python's `str.strip` also strips \x1c-\x1f.
 _WHITE_SPACE = frozenset(
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"

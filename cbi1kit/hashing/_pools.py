@@ -17,23 +17,6 @@ from cbi1kit.errors import IdentityError, IdentityVariant
 from cbi1kit.hashing._fields import _int_in, _json_field, _json_obj, _json_str
 from cbi1kit.hashing._formats import KvQueryHashFormat
 
-__all__ = [
-    "MAX_EXPLICIT_IDENTITY_ENTRIES",
-    "MAX_EXPLICIT_IDENTITY_KEY_BYTES",
-    "MAX_EXPLICIT_IDENTITY_VALUE_BYTES",
-    "CacheSemanticsId",
-    "CanonicalIdentityMaterial",
-    "DcId",
-    "ExplicitIdentityMap",
-    "IdentitySource",
-    "IndexerDomainId",
-    "PoolId",
-    "RoutingScopeId",
-    "derive_cache_semantics_id",
-    "derive_routing_scope_id",
-    "stable_dc_id",
-]
-
 MAX_EXPLICIT_IDENTITY_ENTRIES = 32
 MAX_EXPLICIT_IDENTITY_KEY_BYTES = 128
 MAX_EXPLICIT_IDENTITY_VALUE_BYTES = 1024

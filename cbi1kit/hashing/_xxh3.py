@@ -13,29 +13,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = [
-    "BLOCK",
-    "PRIME32_1",
-    "PRIME32_2",
-    "PRIME32_3",
-    "PRIME64_1",
-    "PRIME64_2",
-    "PRIME64_3",
-    "PRIME64_4",
-    "PRIME64_5",
-    "PRIME_MX1",
-    "PRIME_MX2",
-    "SECRET",
-    "mul128_fold64",
-    "u64_constant",
-    "xxh3_64_u16",
-    "xxh3_64_u64",
-    "xxh3_64_u64_pair",
-    "xxh3_avalanche",
-    "xxh3_u64_into",
-    "xxh64_avalanche",
-]
-
 U64Array = npt.NDArray[np.uint64]
 
 # XXH3's default 192-byte secret (xxhash.h, XXH3_kSecret) and its primes: the short paths here

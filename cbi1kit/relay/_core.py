@@ -18,8 +18,6 @@ from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.relay._planes import PlaneRules
 from cbi1kit.relay._session import CloseInfo, PoolRecord, RecorderConfig, RecordReport
 
-__all__ = ["WITHHELD"]
-
 #: what the capture holds in place of a header value the recorder sent (a credential)
 WITHHELD: Final = "(not recorded)"
 

@@ -41,43 +41,6 @@ from cbi1kit.wire._format import (
 if TYPE_CHECKING:
     from cbi1kit.relay._publication import PublicationFrame
 
-__all__ = [
-    "BASE_SUBSCRIBER_ID_BYTES",
-    "ERROR_REASON_TRAILER",
-    "MAX_MESSAGE_BYTES",
-    "POOL_IDENTITY_VERSION",
-    "RELAY_CONTRACT_MARKER",
-    "RELAY_PROTOCOL_VERSION",
-    "PoolCatalog",
-    "PoolDescriptor",
-    "catalog_from_wire",
-    "catalog_to_wire",
-    "check_filter_update",
-    "descriptor_from_wire",
-    "descriptor_to_wire",
-    "filter_update_from_frame",
-    "format_from_wire",
-    "format_to_wire",
-    "frame_from_filter_update",
-    "heartbeat_update",
-    "pool_id_from_wire",
-    "pool_id_to_wire",
-    "producer_from_wire",
-    "producer_key",
-    "producer_to_wire",
-    "relay_identity_from_wire",
-    "relay_identity_to_wire",
-    "validate_base_subscriber_id",
-    "validate_catalog_update",
-    "validate_ckf_format",
-    "validate_envelope",
-    "validate_filter_update",
-    "validate_pool_id",
-    "validate_producer_identity",
-    "validate_relay_info",
-    "validate_subscribe_request",
-]
-
 RELAY_CONTRACT_MARKER: Final = 0x4B565231  # "KVR1"
 #: Trailer naming the ``RelayErrorReason`` of a failed relay RPC (upstream ``protocol.rs``).
 ERROR_REASON_TRAILER: Final = "kv-relay-error-reason"

@@ -24,16 +24,6 @@ from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._items import CatalogRecord, ReadinessRecord, StreamEvent
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD
 
-__all__ = [
-    "PLANE_RULES",
-    "POOL_SOURCE_RULE",
-    "PlaneRules",
-    "PlaneViolation",
-    "not_a_ckf_source",
-    "plane_violations",
-    "pool_source_violation",
-]
-
 _COORDINATOR: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/coordinator.rs @ 91ec3789"
 _STREAM: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs @ 53c7c79f"
 #: a pool stream whose producer the catalog describes as no CKF source of upstream's consumer

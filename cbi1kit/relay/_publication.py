@@ -42,17 +42,6 @@ from cbi1kit.wire._frames import IMAGE_DTYPE
 if TYPE_CHECKING:
     from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 
-__all__ = [
-    "ENVELOPE_HEADROOM_BYTES",
-    "HubSnapshot",
-    "PublicationFrame",
-    "PublicationFrameKind",
-    "SnapshotFrames",
-    "encode_delta_publication",
-    "encode_snapshot_publication",
-    "filter_format",
-]
-
 #: Bytes reserved per queued frame on top of the payload, so per-subscriber byte budgets
 #: also bound the protobuf/gRPC framing around it (upstream ``queued_bytes``).
 ENVELOPE_HEADROOM_BYTES: Final = 256

@@ -50,8 +50,6 @@ from cbi1kit.relay._session import (
 )
 from cbi1kit.relay._transport import authority_host, keepalive_options
 
-__all__ = ["Recorder"]
-
 _DURATION_REACHED: Final = "duration reached"
 
 

@@ -25,28 +25,6 @@ from cbi1kit.hashing._pools import DcId, stable_dc_id
 from cbi1kit.relay._messages import ERROR_REASON_TRAILER, producer_key, validate_base_subscriber_id
 from cbi1kit.relay._transport import ClientTls
 
-__all__ = [
-    "CATALOG_METHOD",
-    "PLANES",
-    "POOL_LOAD_METHOD",
-    "READINESS_METHOD",
-    "RELAY_INFO_METHOD",
-    "SERVING_LOAD_METHOD",
-    "SUBSCRIBE_METHOD",
-    "Action",
-    "CloseInfo",
-    "Plane",
-    "PoolRecord",
-    "PoolSelector",
-    "RecordReport",
-    "RecorderConfig",
-    "classify_close",
-    "describe_pool",
-    "pool_key_text",
-    "pool_label",
-    "producer_key_text",
-]
-
 # --------------------------------------------------------------------------------------------
 # the relay's RPCs
 

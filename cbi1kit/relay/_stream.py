@@ -32,15 +32,6 @@ from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import Delta, SnapshotChunk
 from cbi1kit.wire._rules import rule_id, rule_of
 
-__all__ = [
-    "Step",
-    "StepKind",
-    "StreamChecker",
-    "bare_starts_snapshot",
-    "message_violation",
-    "starts_snapshot",
-]
-
 Words = npt.NDArray[np.uint64]
 
 # the envelope-against-header rules, named as the rulebook names them

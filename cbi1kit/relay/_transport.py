@@ -20,19 +20,6 @@ from typing import Any, Final
 
 from cbi1kit.errors import TransportError, TransportVariant
 
-__all__ = [
-    "KEEPALIVE_TIME",
-    "KEEPALIVE_TIMEOUT",
-    "ClientTls",
-    "ServerTls",
-    "authority_host",
-    "keepalive_options",
-    "parse_authority",
-    "parse_header",
-    "read_certificates",
-    "read_key_pair",
-]
-
 #: Upstream's ``keepalive_interval_ms`` / ``keepalive_timeout_ms`` defaults (relay.md §2.7).
 KEEPALIVE_TIME: Final = 20.0
 KEEPALIVE_TIMEOUT: Final = 10.0

@@ -15,8 +15,6 @@ from numba.experimental import structref
 
 from cbi1kit._compile import kernel
 
-__all__ = ["LAYOUT", "SimArrays", "SimRef", "new_ref"]
-
 POLICY_CODES: Final = {"round_robin": 0, "random": 1, "exact": 2, "ckf": 3}
 
 # cfg (int64): the knobs

@@ -34,8 +34,6 @@ from cbi1kit.sim._simulator import (
 )
 from cbi1kit.sim._workload import Workload
 
-__all__ = ["CompiledSimulator"]
-
 #: Requests per kernel call when nobody watches progress: deltas are handed on between calls.
 _CHUNK = 4096
 _CAPACITY_ERROR = "KvCacheEventError"  # the reference counts errors by their class name

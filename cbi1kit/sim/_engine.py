@@ -25,8 +25,6 @@ from cbi1kit.sim._workload import Workload
 if TYPE_CHECKING:
     from cbi1kit.sim._compiled import CompiledSimulator
 
-__all__ = ["Engine", "Simulator"]
-
 Engine = Literal["compiled", "reference"]
 
 

@@ -44,8 +44,6 @@ from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import Delta
 
-__all__ = ["FrameListFeed", "PoolFeed", "PoolLoad", "ProducerFeed", "simulated_pool", "trace_feed"]
-
 
 class PoolFeed(Protocol):
     """One pool's publication source: what backs a hub.

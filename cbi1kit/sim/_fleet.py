@@ -37,8 +37,6 @@ from cbi1kit.sim._simrelay import catalog_pools
 from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import HashSpaceName, Workload, synthetic_chat
 
-__all__ = ["FleetModel", "FleetPools", "fleet_pools", "fleet_server", "record_fleet"]
-
 
 @dataclass(frozen=True)
 class FleetModel:

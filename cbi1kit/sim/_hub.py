@@ -34,18 +34,6 @@ from cbi1kit.sim._feeds import PoolFeed
 from cbi1kit.sim._simulator import config_error
 from cbi1kit.sim._topology import _LOAD, _load_entry, _PoolState, _serving_load, _topology
 
-__all__ = [
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "MALFORMED_MESSAGE",
-    "QUEUE_BYTES",
-    "QUEUE_FRAMES",
-    "FaultPlan",
-    "ReceivedCall",
-    "ServerConfig",
-    "SubscriberStats",
-    "reason_status",
-]
-
 #: Upstream ``publication_queue_capacity`` / ``publication_queue_bytes`` defaults.
 QUEUE_FRAMES: Final = 16
 QUEUE_BYTES: Final = 16 * 1024 * 1024

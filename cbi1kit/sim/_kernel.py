@@ -79,9 +79,6 @@ from cbi1kit.sim._caches import (
     _touch,
 )
 
-__all__ = ["finish", "run_chunk"]
-
-
 # ----------------------------------------------------------------------------- the consumer
 
 

@@ -5,7 +5,5 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["POLICIES", "RoutingPolicy"]
-
 RoutingPolicy = Literal["round_robin", "random", "exact", "ckf"]
 POLICIES: tuple[RoutingPolicy, ...] = ("round_robin", "random", "exact", "ckf")

@@ -44,8 +44,6 @@ from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import Delta
 
-__all__ = ["HashSpace", "HashSpaceRoundTrip", "SpaceResult", "hash_space_round_trip"]
-
 U64Array = npt.NDArray[np.uint64]
 _EXTERNAL_MASK = (1 << 63) - 1  # engines' block ids: opaque, here the canonical hash masked
 

@@ -20,8 +20,6 @@ from cbi1kit.sim._hub import _R, FaultPlan, ServerConfig, _Pool, _pool_key, _Rel
 from cbi1kit.sim._rpc import _service_handler, _Servicer
 from cbi1kit.sim._simulator import config_error
 
-__all__ = ["RelayServer"]
-
 
 class RelayServer(_Relay):
     """The simulated relay: ``start()`` binds and serves; ``stop()`` ends every stream.

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from cbi1kit._files import written_whole
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit._text import table
-from cbi1kit.capture._file import RecordType
+from cbi1kit.capture._layout import RecordType
 from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CATALOG_METHOD
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
@@ -50,15 +50,6 @@ from cbi1kit.sim._simulator import (
 )
 from cbi1kit.sim._workload import SIM_NS_MAX, Workload
 from cbi1kit.wire._format import max_delta_images
-
-__all__ = [
-    "DEFAULT_EPOCH_UNIX_NS",
-    "RelayConfig",
-    "SimRelayConfig",
-    "SimRelayResult",
-    "sample_config",
-    "simulate_capture",
-]
 
 DEFAULT_EPOCH_UNIX_NS: Final = 1_735_689_600 * 10**9
 """2025-01-01T00:00:00Z: the wall clock a simulated capture starts at (never the real one)."""

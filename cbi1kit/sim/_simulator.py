@@ -58,15 +58,6 @@ if TYPE_CHECKING:
 
 from cbi1kit.sim._policies import POLICIES, RoutingPolicy
 
-__all__ = [
-    "Member",
-    "ReferenceSimulator",
-    "SimulationResult",
-    "SimulatorConfig",
-    "config_error",
-    "producer_identity",
-]
-
 _U64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 #: Absent probes are also counted by the lane's load α at the probe, in this many equal bins.

@@ -40,18 +40,6 @@ from cbi1kit.hashing._blocks import (
 from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.hashing._xxh3 import xxh3_64_u64
 
-__all__ = [
-    "MOONCAKE_BLOCK_SIZE",
-    "HashSpaceName",
-    "TraceRequest",
-    "Workload",
-    "concat",
-    "mooncake_local_hashes",
-    "read_mooncake",
-    "read_workload",
-    "synthetic_chat",
-]
-
 MOONCAKE_BLOCK_SIZE = 512
 """Tokens per ``hash_ids`` entry in the Mooncake FAST'25 traces."""
 

@@ -25,8 +25,6 @@ from cbi1kit.errors import VizError, VizVariant
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["MAX_ROWS", "full_table", "hex64"]
-
 MAX_ROWS = 5_000
 
 Lane = npt.NDArray[np.uint64]

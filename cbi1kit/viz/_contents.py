@@ -18,8 +18,6 @@ from jupytext.async_contentsmanager import build_async_jupytext_contents_manager
 
 from cbi1kit.viz._lab import KERNELSPEC, paired_text_format, stored_notebook
 
-__all__ = ["NotebookContentsManager"]
-
 _JupytextContentsManager: Any = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)
 
 

@@ -24,15 +24,6 @@ from typing import Any, cast
 
 import altair as alt
 
-__all__ = [
-    "LIVE_RENDERER",
-    "STATIC_ENV",
-    "chart_from_spec",
-    "interactive_charts",
-    "offline_bundle",
-    "setup_notebook",
-]
-
 #: Set (to ``svg``) by report builds: their notebooks run headless, so charts are static SVG.
 STATIC_ENV = "CBI1KIT_CHART_RENDERER"
 

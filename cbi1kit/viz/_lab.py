@@ -16,15 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "CONTENTS_MANAGER",
-    "KERNELSPEC",
-    "kernel_environment",
-    "lab_command",
-    "paired_text_format",
-    "stored_notebook",
-]
-
 #: The kernel every notebook names: this environment's ipykernel (``kernel_environment``).
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 CONTENTS_MANAGER = "cbi1kit.viz._contents.NotebookContentsManager"

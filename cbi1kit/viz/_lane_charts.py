@@ -19,15 +19,6 @@ from cbi1kit.wire._format import HEADER_LEN, IMAGE_BYTES, SLOTS_PER_BUCKET, WORD
 from cbi1kit.wire._frames import Buffer
 from cbi1kit.wire._inspect import Inspection, inspect
 
-__all__ = [
-    "bucket_words_table",
-    "byte_map_chart",
-    "byte_map_table",
-    "fingerprint_chart",
-    "occupancy_chart",
-    "slots_histogram_chart",
-]
-
 _REGION_COLOURS = {
     "header": "#4c78a8",
     "delta": "#f58518",

@@ -35,7 +35,8 @@ from cbi1kit.analysis._shorthands import (
     replay,
     snapshots_table,
 )
-from cbi1kit.capture._readers import FrameRecord, read_capture
+from cbi1kit.capture._items import FrameRecord
+from cbi1kit.capture._readers import read_capture
 from cbi1kit.ckf._stats import lane_stats
 from cbi1kit.errors import OutputError, OutputVariant, VizError, VizVariant, one_line
 from cbi1kit.sim._engine import Simulator
@@ -55,18 +56,6 @@ from cbi1kit.viz._stream_charts import (
     filter_health_table,
     lanes_over_time_chart,
 )
-
-__all__ = [
-    "CHART_KINDS",
-    "NOTEBOOKS",
-    "ReportResult",
-    "ShownCell",
-    "build_report",
-    "charted_lane",
-    "drawn_cells",
-    "report_charts",
-    "report_outputs",
-]
 
 #: Every chart kind the toolkit draws, in the order the report shows them.
 # Drawn only with a trace: exact prefix depths need the caches' contents, which a capture of

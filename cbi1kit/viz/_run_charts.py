@@ -20,8 +20,6 @@ from cbi1kit.viz._chart_common import (
     hex64,
 )
 
-__all__ = ["compare_runs_chart", "fleet_churn_chart", "fpr_vs_load_chart", "prefix_depth_chart"]
-
 
 def prefix_depth_chart(depths: pl.DataFrame, *, subtitle: str | None = None) -> alt.LayerChart:
     """CKF prefix depth against exact prefix depth: counts per (exact, ckf) cell + the diagonal.

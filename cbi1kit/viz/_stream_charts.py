@@ -27,8 +27,6 @@ from cbi1kit.viz._chart_common import (
 )
 from cbi1kit.wire._format import SLOTS_PER_BUCKET
 
-__all__ = ["churn_chart", "filter_health_chart", "filter_health_table", "lanes_over_time_chart"]
-
 _FPR_PANEL = "false-positive rate"
 
 

@@ -39,8 +39,6 @@ from cbi1kit.viz._chart_common import _BIN_SECONDS, _bounded, _duration
 from cbi1kit.viz._display import interactive_charts
 from cbi1kit.viz._run_charts import fpr_vs_load_chart, prefix_depth_chart
 
-__all__ = ["DEBOUNCE_SECONDS", "DEFAULT_REQUESTS", "SLIDERS", "LatestWins", "WhatIf", "what_if"]
-
 #: The knobs a slider moves: ``SimulatorConfig`` fields, and ``requests`` (the trace prefix).
 SLIDERS: Final = (
     "expected_blocks_per_dc",

@@ -34,15 +34,6 @@ from cbi1kit.wire._format import IMAGE_BYTES, WORD_BYTES, FilterFormat, FrameKin
 from cbi1kit.wire._inspect import Inspection, inspect
 from cbi1kit.wire._layout import DELTA_IMAGE
 
-__all__ = [
-    "ByteExplorer",
-    "FilterPlayground",
-    "byte_explorer",
-    "filter_playground",
-    "occupancy_explorer",
-    "stream_scrubber",
-]
-
 #: Rows of bucket words listed under a brushed range (a table of thousands teaches nothing).
 LISTED_BUCKETS: Final = 32
 

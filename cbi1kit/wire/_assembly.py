@@ -55,8 +55,6 @@ from cbi1kit.wire._frames import (
     SnapshotChunk,
 )
 
-__all__ = ["AssembledSnapshot", "SnapshotAssembly"]
-
 Words = npt.NDArray[np.uint64]
 
 #: Bytes hashed then copied at a time by the one-pass path in Python: 256 KiB, read from memory

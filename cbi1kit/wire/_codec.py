@@ -55,8 +55,6 @@ from cbi1kit.wire._frames import (
 )
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER, Layout
 
-__all__ = ["DeltaBatch", "decode", "decode_deltas", "peek_format"]
-
 
 def _check_envelope(view: memoryview) -> None:
     """Length, magic and wire version: what ``peek_format`` and ``decode`` share."""

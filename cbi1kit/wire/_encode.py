@@ -21,8 +21,6 @@ from cbi1kit.wire._frames import (
     _position,
 )
 
-__all__ = ["SnapshotChunks", "encode_delta", "encode_snapshot_chunk", "encode_snapshot_chunks"]
-
 
 def encode_delta(
     fmt: FilterFormat, dc_id: int, base_epoch: int, epoch: int, images: ImagesLike

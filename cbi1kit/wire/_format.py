@@ -12,25 +12,6 @@ from dataclasses import dataclass
 
 from cbi1kit.errors import Cbi1Error, Cbi1Variant
 
-__all__ = [
-    "FINGERPRINT_BITS",
-    "FORMAT_VERSION",
-    "FRAME_HEAD_BYTES",
-    "HEADER_LEN",
-    "IMAGES_MAX_FRAME_BYTES",
-    "IMAGE_BYTES",
-    "LEGACY_MAGIC",
-    "MAGIC",
-    "MAX_BUCKET_COUNT",
-    "SLOTS_PER_BUCKET",
-    "SNAPSHOT_CHUNK_BUCKETS",
-    "U64_MAX",
-    "WIRE_VERSION",
-    "FilterFormat",
-    "FrameKind",
-    "max_delta_images",
-]
-
 MAGIC = b"CBI1"
 LEGACY_MAGIC = b"CKF1"
 WIRE_VERSION = 1

@@ -32,16 +32,6 @@ from cbi1kit.wire._format import (
 )
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX
 
-__all__ = [
-    "IMAGE_DTYPE",
-    "Buffer",
-    "Delta",
-    "Frame",
-    "FrameHeader",
-    "SnapshotChunk",
-    "body_checksum",
-]
-
 #: One delta image exactly as on the wire: bucket u32 LE then word u64 LE, 12 bytes, no padding.
 IMAGE_DTYPE: np.dtype[np.void] = np.dtype([("bucket", "<u4"), ("word", "<u8")])
 assert IMAGE_DTYPE.itemsize == IMAGE_BYTES

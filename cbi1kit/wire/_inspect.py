@@ -38,8 +38,6 @@ from cbi1kit.wire._format import (
 from cbi1kit.wire._frames import Buffer, Frame
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, FieldSpec, Layout
 
-__all__ = ["AnnotatedHexdump", "HexRow", "InspectedField", "Inspection", "Problem", "inspect"]
-
 _MAX_LISTED = 16  # per-item problems (bad buckets) listed before "and N more"
 
 

@@ -14,19 +14,6 @@ from typing import Literal
 
 from cbi1kit.wire._format import HEADER_LEN
 
-__all__ = [
-    "ALL_LAYOUTS",
-    "DELTA_IMAGE",
-    "DELTA_PREFIX",
-    "HEADER",
-    "SNAPSHOT_PREFIX",
-    "FieldSpec",
-    "Layout",
-    "layout_markdown",
-    "layout_rows",
-    "make_layout",
-]
-
 FieldKind = Literal["magic", "magic8", "u8", "u16", "u32", "u64"]
 
 _STRUCT_CODE: dict[str, str] = {

@@ -25,19 +25,6 @@ from typing import Final
 
 from cbi1kit.errors import Cbi1kitError, error_name
 
-__all__ = [
-    "ACTIONS",
-    "INVALIDATE_LANE",
-    "QUARANTINE_POOL",
-    "RULES",
-    "RULE_INDEX",
-    "Rule",
-    "action_of",
-    "rule_for",
-    "rule_id",
-    "rule_of",
-]
-
 _CBI1_RS: Final = "lib/llm/src/kv_dc_relay/publication/cbi1.rs"
 _STREAM_RS: Final = "lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs"
 _IDENTITY_RS: Final = "lib/llm/src/kv_dc_relay/wan/grpc/protocol/wire/identity.rs"
