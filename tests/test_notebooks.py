@@ -195,8 +195,11 @@ def test_a_scratch_lab_stops_with_its_kernels(tmp_path: Path) -> None:
             if str(tmp_path) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
         ]
         deadline = time.monotonic() + 60
-        while not (kernels := children(lab)) and time.monotonic() < deadline:
+        # the live children: a helper the Lab starts and ends at once (seen under load) is none
+        while (
+            not (kernels := [k for k in children(lab) if _alive(k)]) and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
-        assert kernels and all(_alive(k) for k in kernels)
+        assert kernels
     assert not _alive(lab)
     assert [k for k in kernels if _alive(k)] == []
