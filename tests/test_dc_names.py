@@ -78,6 +78,10 @@ def test_a_dataset_partition_names_its_dc_as_reports_do(tmp_path: Path) -> None:
     dirs = sorted(p.name for p in (tmp_path / "ds" / "frames").glob("dc=*"))
     lane = ck.open(ck.data.sample_capture()).replay().lane()
     assert dirs == [f"dc={lane.dc_id:016x}"]
+    from cbi1kit.fleet import run_local
+
+    churn = run_local("churn", tmp_path / "ds")
+    assert set(churn["dc_name"].to_list()) == {dc_name(lane.dc_id)} != {None}
 
 
 def test_a_table_with_dc_ids_gains_their_names() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from cliutil import cli_run, one_line
+from cliutil import cli_run, one_line, unwrapped
 from errorcheck import raises_variant
 from handfleet import MODEL, SECOND, T0, HandFleet
 
@@ -20,6 +20,7 @@ from cbi1kit.analysis._global import format_unix_ns
 from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.data import mooncake_trace
 from cbi1kit.errors import CaptureError, LaneError
+from cbi1kit.hashing import stable_dc_id
 from cbi1kit.relay import HubSnapshot
 from cbi1kit.sim import RelayConfig, SimRelayConfig, SimulatorConfig
 
@@ -228,7 +229,8 @@ def test_cli_diff(tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert "1 bucket(s) differ: 0 fingerprint(s) added, 1 removed" in out
-    assert f"sequence {seq}, {format_unix_ns(T0 + 3 * SECOND)}" in out
+    assert f"sequence {seq}, {format_unix_ns(T0 + 3 * SECOND)}" in "\n".join(unwrapped(out))
+    assert f"DC {stable_dc_id('sim-dc-0').value:016x} (sim-dc-0)" in out
     code, out, _ = cli_run(
         "diff",
         str(f.path),

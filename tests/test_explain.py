@@ -386,6 +386,7 @@ def test_the_json_form_keeps_u64_exact(tmp_path: Path) -> None:
     assert shown["preferred"] == {
         "lane": 0,
         "dc_id": f"{stable_dc_id('sim-dc-0').value:016x}",
+        "dc_name": "sim-dc-0",  # the simulator's name, shown back
         "depth": 3,
     }
     assert shown["lanes"][0]["blocks"][0]["since"]["time"] == format_unix_ns(T0)

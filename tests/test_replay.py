@@ -25,6 +25,7 @@ from cbi1kit.capture._streams import SUBSCRIBE_KV_POOL_METHOD, WATCH_KV_POOL_CAT
 from cbi1kit.capture._writer import CaptureWriter
 from cbi1kit.data import sample_capture
 from cbi1kit.errors import CaptureError, LaneError
+from cbi1kit.hashing import dc_text
 from cbi1kit.wire._format import FilterFormat
 
 SNAP, DELTA, HB = 1, 2, 3
@@ -539,9 +540,8 @@ def test_what_a_notebook_shows_of_a_result_is_one_short_line() -> None:
     for obj in shown:
         text = repr(obj)
         assert "\n" not in text and len(text) <= 160 and " object at 0x" not in text, text
-    assert repr(report) == (
-        f"<ReplayReport: {report.frames:,} frames, 1 lane(s) [DC {report.lane().dc_id:016x}], ok>"
-    )
+    dc = dc_text(report.lane().dc_id)
+    assert repr(report) == f"<ReplayReport: {report.frames:,} frames, 1 lane(s) [DC {dc}], ok>"
 
 
 # ------------------------------------------------------- the catalog and readiness streams' rules

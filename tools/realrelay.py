@@ -114,6 +114,7 @@ async def _serve(spec: dict[str, Any]) -> int:
     )
     Path(f"{out}.list.txt").write_text(listed.stdout + listed.stderr)
     recording = [*cli, "-o", str(out), "--duration", str(spec["seconds"]), "--quiet"]
+    recording += ["--dc", DC]  # its only DC, by the name the capture then shows beside its id
     if spec["shutdown_after"] is not None:
         recording += ["--give-up-after", "2"]  # the relay goes: the recorder stops trying
     recorder = subprocess.Popen(recording)

@@ -369,11 +369,16 @@ _NULL_PARTITION: Final = "__HIVE_DEFAULT_PARTITION__"
 
 
 def _hive_dirs(key: tuple[Any, ...]) -> list[str]:
-    """``name=value`` directories of one partition key (dates ISO, integers in decimal)."""
+    """``name=value`` directories of one partition key (a DC id in hex, dates ISO, the other
+    integers in decimal)."""
     return [
         f"{name}={_NULL_PARTITION if value is None else value}"
-        for name, value in zip(PARTITION_SCHEMA, key, strict=True)
+        for name, value in zip(PARTITION_SCHEMA, (_hex_dc(key[0]), *key[1:]), strict=True)
     ]
+
+
+def _hex_dc(dc_id: int | None) -> str | None:
+    return None if dc_id is None else f"{dc_id:016x}"
 
 
 class _TableWriter:

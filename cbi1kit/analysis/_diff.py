@@ -42,6 +42,7 @@ from cbi1kit.analysis._schema import DIFF_SCHEMA
 from cbi1kit.ckf._bucket import lane_occupancy, lane_slots
 from cbi1kit.ckf._lane import DcCkfSnapshot
 from cbi1kit.errors import CaptureError, CaptureVariant, LaneError, LaneVariant
+from cbi1kit.hashing._dc_names import dc_fields, dc_text
 from cbi1kit.hashing._pools import DcId, PoolId
 from cbi1kit.relay._messages import PoolDescriptor
 from cbi1kit.relay._publication import HubSnapshot
@@ -123,7 +124,7 @@ class LaneSide:
     def __str__(self) -> str:
         parts = [self.source]
         if self.dc_id is not None:
-            parts.append(f"DC {self.dc_id:016x}")
+            parts.append(f"DC {dc_text(self.dc_id)}")
         if self.sequence is not None:
             parts.append(f"sequence {self.sequence}")
         if self.unix_ns is not None:
@@ -135,7 +136,7 @@ class LaneSide:
             "source": self.source,
             "seed": None if self.seed is None else f"0x{self.seed:016x}",
             "bucket_count": self.bucket_count,
-            "dc_id": None if self.dc_id is None else f"{self.dc_id:016x}",
+            **dc_fields(self.dc_id),
             "pool": None if self.pool is None else str(self.pool),
             "sequence": self.sequence,
             "unix_ns": self.unix_ns,

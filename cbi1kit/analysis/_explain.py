@@ -53,6 +53,7 @@ from cbi1kit.errors import (
     LaneError,
     LaneVariant,
 )
+from cbi1kit.hashing._dc_names import dc_fields, dc_text
 from cbi1kit.hashing._formats import KvQueryHashFormat, KvQuerySemantics
 from cbi1kit.hashing._identity import DcCkfFormatIdentity
 from cbi1kit.hashing._models import CanonicalModelRegistration, resolve_registration
@@ -204,7 +205,7 @@ class Explanation:
             "ranking": list(self.ranking),
             "preferred": None
             if best is None
-            else {"lane": best.lane, "dc_id": f"{best.dc_id.value:016x}", "depth": best.depth},
+            else {"lane": best.lane, **dc_fields(best.dc_id.value), "depth": best.depth},
             "tied": [n.lane for n in self.tied],
             "tie_rule": self.tie_rule() if best is not None else None,
             "truth": "known" if self.truth_known else "unknown",
@@ -221,11 +222,10 @@ class Explanation:
         when = "" if self.at is None else f" at {self.at}"
         ready = sum(n.ready for n in self.lanes)
         best = self.preferred
-        pick = (
-            "none ready"
-            if best is None
-            else f"preferred lane {best.lane} (DC {best.dc_id.value:016x}) at depth {best.depth}"
-        )
+        pick = "none ready"
+        if best is not None:
+            dc = dc_text(best.dc_id.value)
+            pick = f"preferred lane {best.lane} (DC {dc}) at depth {best.depth}"
         return (
             f"<Explanation {self.model!r}{when}: {len(self.blocks)} block(s), "
             f"{len(self.lanes)} lane(s), {ready} ready; {pick}>"
@@ -476,7 +476,7 @@ def _truth_by_lane(truth: HoldingsByDc | None, lanes: Sequence[ViewLane]) -> dic
         ids = _dc_value(dc)
         match = [n for n in lanes if n.pool.dc_id.value in ids]
         if not match:
-            known = ", ".join(str(n.pool.dc_id) for n in lanes)
+            known = ", ".join(dc_text(n.pool.dc_id.value) for n in lanes)
             raise LaneError(
                 LaneVariant.NoSuchLane,
                 message=f"truth= names DC {dc!r}, no lane of the table ({known})",

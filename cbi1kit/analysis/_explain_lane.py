@@ -17,6 +17,7 @@ from cbi1kit.analysis._global import ViewLane, _time_of, format_unix_ns
 from cbi1kit.analysis._replay import LaneReport, _Segment
 from cbi1kit.ckf._bucket import bucket_contains, bucket_first, bucket_slot
 from cbi1kit.ckf._consumer import CkfLaneTable, find_prefix_depths, sequence_hashes
+from cbi1kit.hashing._dc_names import dc_fields
 from cbi1kit.hashing._identity import ProducerIdentity
 from cbi1kit.hashing._pools import DcId, PoolId
 
@@ -170,7 +171,7 @@ class LaneExplanation:
         p = self.producer
         return {
             "lane": self.lane,
-            "dc_id": f"{self.dc_id.value:016x}",
+            **dc_fields(self.dc_id.value),
             "pool": str(self.pool),
             "producer": None if p is None else f"{p.producer_incarnation:x}.{p.layout_generation}",
             "ready": self.ready,

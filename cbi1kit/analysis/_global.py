@@ -30,12 +30,13 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from cbi1kit._text import hex_id, table, wrapped
+from cbi1kit._text import table, wrapped
 from cbi1kit.analysis._replay import LaneReport, ReplayReport, Words, _producer, _Segment
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._consumer import CkfLaneTable
 from cbi1kit.ckf._lane import DcCkfSnapshot
 from cbi1kit.errors import Cbi1kitError, IdentityError, IdentityVariant, LaneError, LaneVariant
+from cbi1kit.hashing._dc_names import dc_fields, dc_text
 from cbi1kit.hashing._identity import (
     ConsumerInstanceId,
     DcCkfFormatIdentity,
@@ -243,7 +244,7 @@ class ViewLane:
         return {
             "lane": self.lane,
             "pool": str(self.pool),
-            "dc_id": hex_id(self.pool.dc_id.value),
+            **dc_fields(self.pool.dc_id.value),
             "producer": None
             if p is None
             else {
@@ -297,7 +298,7 @@ class DomainView:
         rows = [
             (
                 n.lane,
-                hex_id(n.pool.dc_id.value),
+                dc_text(n.pool.dc_id.value),
                 n.producer_text or "-",
                 "yes" if n.ready else "no",
                 "-" if n.sequence is None else n.sequence,
@@ -404,7 +405,7 @@ class GlobalView:
                     {
                         "domain": str(d.indexer_domain),
                         "lane": n.lane,
-                        "dc_id": f"{n.pool.dc_id.value:016x}",
+                        **dc_fields(n.pool.dc_id.value),
                         "producer": n.producer_text,
                         "ready": n.ready,
                         "sequence": n.sequence,
@@ -423,6 +424,7 @@ class GlobalView:
                 "domain": pl.String,
                 "lane": pl.UInt8,
                 "dc_id": pl.String,
+                "dc_name": pl.String,
                 "producer": pl.String,
                 "ready": pl.Boolean,
                 "sequence": pl.UInt64,
@@ -730,10 +732,9 @@ def _view_lane(
 
 def _unplaced(lane: LaneReport) -> str:
     """Why a lane of frames without a producer identity is in no consumer table."""
-    dc = "-" if lane.dc_id is None else f"{lane.dc_id:016x}"
     return (
-        f"the lane of DC {dc}: frames without a producer identity (bare CBI1 frames), so no "
-        "indexer domain holds it; `cbi1kit stats` shows it"
+        f"the lane of DC {dc_text(lane.dc_id)}: frames without a producer identity (bare CBI1 "
+        "frames), so no indexer domain holds it; `cbi1kit stats` shows it"
     )
 
 

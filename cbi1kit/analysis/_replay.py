@@ -15,12 +15,13 @@ import numpy as np
 import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
-from cbi1kit._text import hex_id, spans, table, wrapped
+from cbi1kit._text import spans, table, wrapped
 from cbi1kit.analysis._events import EventLog, Violation
 from cbi1kit.analysis._history import History, SegmentHistory
 from cbi1kit.capture._file import StreamClose, StreamOpen
 from cbi1kit.capture._items import CatalogRecord, FrameDamage, ReadinessRecord, StreamEvent
 from cbi1kit.errors import Cbi1kitError, LaneError, LaneVariant, error_name
+from cbi1kit.hashing._dc_names import dc_fields, dc_text, learn_dc_names
 from cbi1kit.hashing._identity import ProducerIdentity
 from cbi1kit.hashing._pools import DcId, PoolId, stable_dc_id
 from cbi1kit.relay._messages import producer_from_wire
@@ -138,7 +139,7 @@ class LaneReport:
     def to_dict(self) -> dict[str, object]:
         """The lane as JSON-ready data (``cbi1kit replay --json``): its DC id in hex."""
         return {
-            "dc_id": hex_id(self.dc_id),
+            **dc_fields(self.dc_id),
             "pool": None if self.pool is None else str(self.pool),
             "streams": self.streams,
             "sequence_ranges": self.sequence_ranges,
@@ -152,7 +153,7 @@ class LaneReport:
         domain = "-" if self.pool is None else str(self.pool.indexer_domain)[:17]
         last = "-" if self.final_sequence is None else self.final_sequence
         ranges = spans(self.sequence_ranges, 3)
-        return (hex_id(self.dc_id), domain, len(self.streams), ranges, last, len(self._violations))
+        return (dc_text(self.dc_id), domain, len(self.streams), ranges, last, len(self._violations))
 
     @property
     def format(self) -> FilterFormat | None:
@@ -277,6 +278,7 @@ def _dc_value(dc: int | str | DcId) -> set[int]:
     if isinstance(dc, int):
         return {dc}
     ids = {stable_dc_id(dc).value}
+    learn_dc_names([dc])
     with contextlib.suppress(Cbi1kitError, ValueError):
         ids.add(DcId.parse(dc.lower()).value)
     return ids
@@ -490,7 +492,7 @@ LANE_HEADER = ("dc", "indexer domain", "streams", "sessions", "final seq", "viol
 
 
 def _lane_name(lane: LaneReport) -> str:
-    return "a lane without a DC" if lane.dc_id is None else f"DC {lane.dc_id:016x}"
+    return "a lane without a DC" if lane.dc_id is None else f"DC {dc_text(lane.dc_id)}"
 
 
 def _verdict(violations: list[Violation]) -> str:

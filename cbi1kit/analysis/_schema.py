@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 import polars as pl
 import pyarrow as pa
 
+from cbi1kit.hashing._dc_names import dc_names
 from cbi1kit.wire._rules import RULES
 
 if TYPE_CHECKING:
@@ -140,15 +141,15 @@ VIOLATIONS_SCHEMA: Final[dict[str, Any]] = {
 
 #: bumped whenever a dataset table's columns change; a dataset says its own in
 #: ``cbi1kit-dataset.json`` and in every file's metadata (``cbi1kit.schema_version``)
-DATASET_SCHEMA_VERSION: Final = 3
+DATASET_SCHEMA_VERSION: Final = 4
 
 #: where each row comes from: the capture (a rotated recording's set id, or the content hash of
 #: a capture of one file), its segment (0 for one file) and the file's content hash
 _PROVENANCE: Final[dict[str, Any]] = {"capture": pl.Utf8, "segment": _U32, "source": pl.Utf8}
 
-#: the hive partitions (directories, not file columns): the row's frame's DC id, producer
-#: incarnation and UTC receive date, null where the frame has none
-PARTITION_SCHEMA: Final[dict[str, Any]] = {"dc": _U64, "producer": _U64, "date": pl.Date}
+#: the hive partitions (directories, not file columns): the row's frame's DC id (16 hex digits,
+#: as every report names it), producer incarnation and UTC receive date, null where none
+PARTITION_SCHEMA: Final[dict[str, Any]] = {"dc": pl.String, "producer": _U64, "date": pl.Date}
 
 #: what an images, snapshots or violations row takes from its frame (same ``frame_index``)
 _FRAME_KEYS: Final = (
@@ -212,3 +213,12 @@ def parquet_writer(
         or pa.types.is_large_string(f.type)
     ]
     return pq.ParquetWriter(path, schema, compression=compression, use_dictionary=strings)
+
+
+def with_dc_names(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with a ``dc_name`` column beside its ``dc_id`` (null where none is known)."""
+    if "dc_id" not in frame.columns or "dc_name" in frame.columns:
+        return frame
+    named = pl.col("dc_id").replace_strict(dc_names(), default=None, return_dtype=pl.String)
+    at = frame.columns.index("dc_id") + 1
+    return frame.insert_column(at, frame.select(named.alias("dc_name")).to_series())

@@ -34,6 +34,7 @@ from cbi1kit.capture._layout import (
     RecordType,
 )
 from cbi1kit.errors import CaptureError, CaptureVariant
+from cbi1kit.hashing._dc_names import learn_dc_names
 
 #: what tells a capture from the other sources: the magic's name. Its line ending is the file
 #: header check's, so that a copy made in text mode is a damaged capture, not a foreign file.
@@ -261,6 +262,9 @@ def decode_stream_open(body: bytes) -> StreamOpen:
     info = meta.get("info") or {}
     if not isinstance(info, dict):
         raise _malformed(what, "info must be a JSON object", f"{what}.info")
+    names = info.get("dc_names")
+    if isinstance(names, list):
+        learn_dc_names(n for n in names if isinstance(n, str))  # what the recorder was told
     return StreamOpen(
         target=_field(meta, "target", str, what),
         method=_field(meta, "method", str, what),

@@ -94,8 +94,10 @@ def _server(args: argparse.Namespace, tls: Any) -> Any:
         return RelayServer.from_simulation(
             args.trace, pace=args.pace, limit=args.limit, server_config=config, faults=faults
         )
+    from cbi1kit.hashing._dc_names import DEFAULT_SIM_DC
+
     models = dict.fromkeys(args.model or ["sim/model"])  # each once, in order
-    pairs = [(m, d) for m in models for d in dict.fromkeys(args.dc or ["dc-sim"])]
+    pairs = [(m, d) for m in models for d in dict.fromkeys(args.dc or [DEFAULT_SIM_DC])]
     feeds = [
         ProducerFeed(
             expected_blocks=args.expected_blocks or expected_blocks(config),

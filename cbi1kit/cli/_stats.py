@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cbi1kit._json import dumps as to_json
-from cbi1kit._text import hex_id, table, wrapped
+from cbi1kit._text import table, wrapped
 from cbi1kit.cli._common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from cbi1kit.analysis._global import lane_at_moment
     from cbi1kit.ckf._addressing import CkfAddressing
     from cbi1kit.ckf._stats import lane_stats
+    from cbi1kit.hashing._dc_names import dc_fields
 
     fmt = expected_format(args)
     report = replay_source(args.capture, fmt, not args.no_progress, history=args.at is not None)
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     )
     figures = {
         "sequence": sequence,
-        "dc_id": hex_id(lane.dc_id),
+        **dc_fields(lane.dc_id),
         "seed": f"0x{lane_fmt.seed:016x}",
         **{k: v for k, v in stats.as_dict().items() if v is not None},
     }

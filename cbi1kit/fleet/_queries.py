@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import polars as pl
 
 from cbi1kit.analysis._dataset import collect_table, open_dataset, scan_table
+from cbi1kit.analysis._schema import with_dc_names
 from cbi1kit.ckf._stats import FINGERPRINT_MATCH_PROBABILITY
 from cbi1kit.errors import FleetError, FleetVariant
 from cbi1kit.fleet._menu import QUERY_DOCS
@@ -219,10 +220,8 @@ def run_local(name: str, dataset: str | os.PathLike[str], **params: Any) -> pl.D
     such as ``every="1m"`` for churn's bins)."""
     q = _query(name)
     ds = open_dataset(dataset)
-    return q.combine(
-        {t: collect_table(q.partial(t, ds.tables[t], **params), t, ds.files(t)) for t in q.tables},
-        **params,
-    )
+    got = {t: collect_table(q.partial(t, ds.tables[t], **params), t, ds.files(t)) for t in q.tables}
+    return with_dc_names(q.combine(got, **params))
 
 
 def _partitions(files: list[Path]) -> list[list[str]]:
@@ -290,9 +289,9 @@ def run_query(
 
         with make_client() as own:
             result: pl.DataFrame = own.compute(graph).result()
-            return result
-    result = client.compute(graph).result()
-    return result
+    else:
+        result = client.compute(graph).result()
+    return with_dc_names(result)  # here: the names this process was told
 
 
 def churn_per_pool_per_hour(

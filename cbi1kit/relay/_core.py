@@ -15,6 +15,7 @@ from cbi1kit._files import unwritable
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._rotating import RotatingCaptureWriter
 from cbi1kit.capture._writer import CaptureWriter
+from cbi1kit.hashing._dc_names import said_dc_names
 from cbi1kit.relay._planes import PlaneRules
 from cbi1kit.relay._session import CloseInfo, PoolRecord, RecorderConfig, RecordReport
 
@@ -61,6 +62,8 @@ class _RecorderCore:
         info = {"transport": transport, **info}
         if cfg.authority is not None:
             info["authority"] = cfg.authority
+        if names := said_dc_names(cfg.selector.dcs):
+            info["dc_names"] = names  # the wire carries no DC name: the capture keeps those said
         # header values are credentials: the capture keeps their names only
         metadata = [(key, WITHHELD) for key, _ in cfg.metadata]
         opened = self._write(

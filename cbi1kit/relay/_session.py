@@ -21,6 +21,7 @@ from cbi1kit.capture._streams import (
     WATCH_KV_POOL_CATALOG_METHOD,
 )
 from cbi1kit.errors import Cbi1kitError, RecorderError, RecorderVariant
+from cbi1kit.hashing._dc_names import dc_text
 from cbi1kit.hashing._pools import DcId, stable_dc_id
 from cbi1kit.relay._messages import ERROR_REASON_TRAILER, producer_key, validate_base_subscriber_id
 from cbi1kit.relay._transport import ClientTls
@@ -225,9 +226,9 @@ def _pool_of(producer: pb.ProducerIdentity) -> tuple[Any, ...]:
 
 
 def pool_label(desc: pb.KvPoolDescriptor) -> str:
-    """A pool for people: its first model name and its DC id (``sim/model dc=1a2b...``)."""
+    """A pool for people: its first model name and its DC (``sim/model dc=1a2b... (name)``)."""
     names = [reg.canonical_model_id for reg in desc.registrations]
-    return f"{names[0] if names else '-'} dc={desc.producer.pool_id.dc_id:016x}"
+    return f"{names[0] if names else '-'} dc={dc_text(desc.producer.pool_id.dc_id)}"
 
 
 def describe_pool(desc: pb.KvPoolDescriptor) -> str:
@@ -238,7 +239,7 @@ def describe_pool(desc: pb.KvPoolDescriptor) -> str:
     fmt = pb.KvQueryHashFormat.Name(sem.hash_format).removeprefix("KV_QUERY_HASH_FORMAT_")
     roles = ",".join(pb.WorkerRole.Name(r).removeprefix("WORKER_ROLE_") for r in desc.pool_roles)
     return (
-        f"{names}  dc={p.pool_id.dc_id:016x}  buckets={p.ckf_format.bucket_count}  "
+        f"{names}  dc={dc_text(p.pool_id.dc_id)}  buckets={p.ckf_format.bucket_count}  "
         f"block={sem.kv_block_size} {fmt}  roles={roles}  "
         f"endpoint={ep.namespace}/{ep.component}/{ep.endpoint}  key={producer_key_text(p)}"
     )

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.ckf._lane import IngestOutcome, Lane
 from cbi1kit.errors import Cbi1kitError, LaneError, LaneVariant
+from cbi1kit.hashing._dc_names import dc_text
 from cbi1kit.relay._messages import check_filter_update
 from cbi1kit.wire._assembly import AssembledSnapshot, SnapshotAssembly
 from cbi1kit.wire._codec import decode, peek_format
@@ -200,7 +201,7 @@ class StreamChecker:
         if frame.header.dc_id != self.dc_id:
             return self._violation(
                 _DC_ID,
-                f"CBI1 dc_id 0x{frame.header.dc_id:016x} != producer dc_id 0x{self.dc_id:016x}",
+                f"CBI1 dc_id {dc_text(frame.header.dc_id)} != producer dc_id {dc_text(self.dc_id)}",
                 **at,
             )
         if frame.header.epoch != update.sequence:
@@ -244,7 +245,7 @@ class StreamChecker:
             self.dc_id = frame.header.dc_id
         elif frame.header.dc_id != self.dc_id:
             return self._violation(
-                _DC_ID, f"CBI1 dc_id changed to 0x{frame.header.dc_id:016x}", **at
+                _DC_ID, f"CBI1 dc_id changed to {dc_text(frame.header.dc_id)}", **at
             )
         return self._apply(frame, at)
 

@@ -23,6 +23,7 @@ from cbi1kit.ckf._producer import (
     KvStored,
     StoredBlock,
 )
+from cbi1kit.hashing._dc_names import DEFAULT_SIM_DC
 from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.hashing._identity import (
     ConsumerInstanceId,
@@ -113,7 +114,7 @@ def simulated_pool(
     *,
     model: str = "sim/model",
     aliases: Sequence[str] = ("sim",),
-    dc: str = "dc-sim",
+    dc: str = DEFAULT_SIM_DC,
     endpoint: tuple[str, str, str] = ("sim", "backend", "generate"),
     kv_block_size: int = 16,
     incarnation: int = 0x5EED_0001,
@@ -151,7 +152,7 @@ class ProducerFeed:
         steps: int | None = 100,
         model: str = "sim/model",
         aliases: Sequence[str] = ("sim",),
-        dc: str = "dc-sim",
+        dc: str = DEFAULT_SIM_DC,
         endpoint: tuple[str, str, str] = ("sim", "backend", "generate"),
         kv_block_size: int = 16,
         incarnation: int = 0x5EED_0001,

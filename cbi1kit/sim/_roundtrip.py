@@ -28,6 +28,7 @@ from cbi1kit.ckf._limits import DEFAULT_SEED
 from cbi1kit.ckf._producer import CkfConfig, DcCkfPublisher, DcCkfState, KvStored, StoredBlock
 from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash_for_block
+from cbi1kit.hashing._dc_names import round_trip_dc_name
 from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
 from cbi1kit.hashing._pools import (
@@ -134,7 +135,7 @@ def _identity(space: HashSpace, config: CkfConfig, block_size: int) -> ProducerI
     """One model and endpoint for every space: the hash format alone splits the domains."""
     cache = derive_cache_semantics_id(["/models/base"], block_size, space.hash_format)
     scope = derive_routing_scope_id(["dynamo", "backend", "generate"])
-    pool = PoolId(IndexerDomainId(cache, scope), stable_dc_id(f"dc-{space.name}"))
+    pool = PoolId(IndexerDomainId(cache, scope), stable_dc_id(round_trip_dc_name(space.name)))
     return ProducerIdentity(pool, 1, 1, config.format())
 
 

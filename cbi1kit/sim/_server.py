@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from cbi1kit.hashing._dc_names import dc_text
 from cbi1kit.relay._transport import KEEPALIVE_TIMEOUT, keepalive_options
 from cbi1kit.sim._feeds import PoolFeed, trace_feed
 from cbi1kit.sim._hub import _R, FaultPlan, ServerConfig, _Pool, _pool_key, _Relay
@@ -76,7 +77,7 @@ class RelayServer(_Relay):
         key = _pool_key(pool.wire_producer)
         with self._lock:
             if key in self._pools:
-                dc = f"{pool.wire_producer.pool_id.dc_id:016x}"
+                dc = dc_text(pool.wire_producer.pool_id.dc_id)
                 raise config_error("feed", dc, "that pool is served already", what="pool")
             self._pools[key] = pool
             index = len(self._pools) - 1

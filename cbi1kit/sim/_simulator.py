@@ -35,6 +35,7 @@ from cbi1kit.ckf._producer import (
 from cbi1kit.ckf._stats import FprMeasurement, estimated_false_positive_rate
 from cbi1kit.ckf._table import DEFAULT_MAX_KICKS
 from cbi1kit.errors import SimulationError, SimulationVariant
+from cbi1kit.hashing._dc_names import sim_dc_name
 from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.hashing._identity import (
     MAX_LANES,
@@ -170,7 +171,7 @@ def producer_identity(
         derive_routing_scope_id([config.namespace, config.component, config.endpoint]),
     )
     return ProducerIdentity(
-        PoolId(domain, stable_dc_id(f"sim-dc-{dc}")),
+        PoolId(domain, stable_dc_id(sim_dc_name(dc))),
         config.producer_incarnation,
         config.layout_generation,
         format,

@@ -39,6 +39,7 @@ from cbi1kit.capture._items import FrameRecord
 from cbi1kit.capture._readers import read_capture
 from cbi1kit.ckf._stats import lane_stats
 from cbi1kit.errors import OutputError, OutputVariant, VizError, VizVariant, one_line
+from cbi1kit.hashing._dc_names import dc_text
 from cbi1kit.sim._engine import Simulator
 from cbi1kit.sim._simulator import SimulatorConfig
 from cbi1kit.sim._workload import Workload, read_mooncake
@@ -263,8 +264,7 @@ def _summary(capture: Path, report: ReplayReport, one: LaneReport) -> list[tuple
         rows.append(("first violation", report.violations[0].describe()))
     rows += [(k, str(v)) for k, v in sorted(counts.items())]
     if len(report.lanes) > 1:
-        dc = "-" if one.dc_id is None else f"{one.dc_id:016x}"
-        rows += [("lanes", str(len(report.lanes))), ("charted lane", f"DC {dc}")]
+        rows += [("lanes", str(len(report.lanes))), ("charted lane", f"DC {dc_text(one.dc_id)}")]
     if one.final_lane is not None:
         stats = lane_stats(one.final_lane)
         rows += [
