@@ -7,12 +7,13 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 
 def attach(
@@ -61,6 +62,20 @@ def _type_checking_imports(package: str, source: str) -> dict[str, tuple[str, st
     return where
 
 
+#: below this many bytes of input the reference engines finish before the kernels would even
+#: load in a new process (~0.5 s from the cache; 5-15 s to compile into an empty one), so an
+#: ``auto`` engine runs them there (docs/kernels.md); ``CBI1KIT_SMALL_INPUT=0``: always compile
+_SMALL: Final = os.environ.get("CBI1KIT_SMALL_INPUT", "").strip()
+SMALL_INPUT: Final = int(_SMALL) if _SMALL.isdigit() else 4 << 20
+_LOADED: set[str] = set()  # the kernel modules ``compiled`` has handed out in this process
+
+
+def worth_compiling(module: str, size: int | None) -> bool:
+    """Whether ``size`` bytes of input (None: unknown, or still growing) pay for ``module``'s
+    kernels: this process runs them already, or the input is not small."""
+    return module in _LOADED or size is None or size >= SMALL_INPUT
+
+
 @functools.cache
 def compiled(module: str) -> ModuleType | None:
     """The compiled kernels' ``module``, or None where numba (or the xxHash library it calls)
@@ -69,7 +84,7 @@ def compiled(module: str) -> ModuleType | None:
     try:
         import numba  # noqa: F401
 
-        return importlib.import_module(module)
+        kernels = importlib.import_module(module)
     except ImportError as exc:  # numba, llvmlite, or python-xxhash's C library (_c_xxh3)
         warnings.warn(
             f"cbi1kit runs without its compiled kernels ({exc}): the reference engines, slower",
@@ -77,3 +92,5 @@ def compiled(module: str) -> ModuleType | None:
             stacklevel=2,
         )
         return None
+    _LOADED.add(module)
+    return kernels

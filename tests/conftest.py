@@ -7,6 +7,10 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+# every engine test runs the kernels, on small input too (an ``auto`` engine would run the
+# reference there: docs/kernels.md); tests/test_kernel_cache.py holds the default to its word
+os.environ.setdefault("CBI1KIT_SMALL_INPUT", "0")
+
 import pytest
 from hypothesis import settings
 from relayfixtures import FAST, Running

@@ -215,3 +215,51 @@ def test_a_first_run_says_once_that_it_compiles_and_keeps_the_kernels(tmp_path: 
     assert first[0].endswith(f"kept in {kept / 'cbi1kit-capture'}")
     assert any((kept / "cbi1kit-capture").glob("_walk_kernel.*.nbi"))
     assert runs[1].stderr == "" and runs[1].stdout == runs[0].stdout
+
+
+_SMALL_REPLAY = """
+from cbi1kit import _compile
+_compile._system_install = lambda _: False  # as a user's venv: the user's cache directory
+import cbi1kit as ck
+print(repr(ck.open(ck.data.sample_capture()).replay()))
+"""
+
+
+def test_a_small_capture_replays_at_once_whatever_the_cache_holds(tmp_path: Path) -> None:
+    """The default engine: the bundled sample (under ``SMALL_INPUT``) is read and replayed by the
+    reference engines in a fresh cache, compiling nothing, the same report as the kernels'."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "CBI1KIT_SMALL_INPUT")
+    }
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-c", _SMALL_REPLAY],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0 and run.stderr == "", run.stderr  # no "compiling" notice
+    assert not list(tmp_path.rglob("*.nbi"))  # and nothing compiled into the cache
+    import cbi1kit as ck
+
+    assert run.stdout.strip() == repr(ck.open(sample_capture()).replay(engine="compiled"))
+
+
+def test_a_scan_takes_the_compiled_walk_once_its_file_is_not_small(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cbi1kit import _lazy
+    from cbi1kit.capture._scan import FileScan
+    from cbi1kit.capture._walk import walk_python
+
+    monkeypatch.setattr(_lazy, "SMALL_INPUT", 1 << 20)
+    monkeypatch.setattr(_lazy, "_LOADED", set())
+    scan = FileScan(sample_capture())
+    try:
+        assert scan._walk_of(1000) is walk_python  # a followed capture, still small
+        assert scan._walk_of(2 << 20) is not walk_python  # it grew: the kernel from now on
+        assert scan._walk_of(1000) is not walk_python
+    finally:
+        scan.close()

@@ -74,7 +74,7 @@ class _Run:
 class _Frames:
     """The frames table so far: its batches, and the engine that makes the next ones."""
 
-    engine: FramesEngine = field(default_factory=lambda: _frames_module().FramesEngine())
+    engine: FramesEngine
     batches: list[pl.DataFrame] = field(default_factory=list)
     at: int = 0
 
@@ -260,25 +260,23 @@ class Capture:
 
     # -- the frames table -----------------------------------------------------------------------
     def frame_batches(
-        self, *, batch_rows: int | None = None, engine: str = "compiled"
+        self, *, batch_rows: int | None = None, engine: str = "auto"
     ) -> Iterator[pl.DataFrame]:
         """The frames table as DataFrames of at most ``batch_rows`` rows, made afresh (none
         kept): what a writer streams, and the reference engine's table (``engine``)."""
         frames = _frames_module()
         rows = frames.FRAME_BATCH_ROWS if batch_rows is None else batch_rows
-        engine_ = frames.FramesEngine(batch_rows=rows, engine=engine)
+        engine_ = frames.FramesEngine(batch_rows=rows, engine=engine, size=self._size_known())
         items = self.items()
         while (item := next(items, None)) is not None:
             yield from engine_.feed(item)
             del item
         yield from engine_.finish()
 
-    def frames_table(
-        self, *, batch_rows: int | None = None, engine: str = "compiled"
-    ) -> pl.LazyFrame:
+    def frames_table(self, *, batch_rows: int | None = None, engine: str = "auto") -> pl.LazyFrame:
         """:attr:`frames`, or the same table made by ``engine`` in batches of ``batch_rows``
         (not kept)."""
-        if engine == "compiled" and batch_rows is None:
+        if engine != "reference" and batch_rows is None:
             return self.frames
         return _lazy(lambda: self.frame_batches(batch_rows=batch_rows, engine=engine), "frames")
 
@@ -287,7 +285,7 @@ class Capture:
             yield from self.frame_batches()
             return
         if self._frames is None:
-            self._frames = _Frames()
+            self._frames = _Frames(_frames_module().FramesEngine(size=self._size_known()))
         state = self._frames
         if cached:
             yield from list(state.batches)
@@ -312,13 +310,14 @@ class Capture:
         expected_format: FilterFormat | None = None,
         keep_history: bool = True,
         keep_events: bool = True,
-        engine: str = "compiled",
+        engine: str = "auto",
         progress: Callable[[int], None] | None = None,
     ) -> ReplayReport:
         """The consumer's rules over the whole source, one lane per pool and a session per
         stream (``docs/replay.md``): every event and violation, each lane's words and history.
-        ``engine``: ``compiled`` (the kernel takes every clean step) or ``reference`` (every
-        message one by one: the same report). Kept: a second call costs nothing. ``progress``
+        ``engine``: ``compiled`` (the kernel takes every clean step), ``reference`` (every
+        message one by one: the same report), or ``auto``: compiled unless the source is small
+        (``docs/kernels.md``). Kept: a second call costs nothing. ``progress``
         is called with the source's bytes read since its last call (``size()`` in all)."""
         key = (check_engine(engine), _format_key(expected_format), keep_history, keep_events)
         run = self._runs.get(key)
@@ -339,7 +338,11 @@ class Capture:
         )
         from cbi1kit.analysis._fast import feeder_of  # numba loads with the first replay
 
-        return _Run(player, feeder_of(engine, player), tables=tables)
+        return _Run(player, feeder_of(engine, player, self._size_known()), tables=tables)
+
+    def _size_known(self) -> int | None:
+        """The source's bytes for choosing an engine; None for a followed capture (it grows)."""
+        return None if self._following else self.size()
 
     def size(self) -> int | None:
         """The bytes of the source's files (a capture's segments summed; None for messages):
@@ -377,7 +380,7 @@ class Capture:
 
     # -- the tables replay makes ------------------------------------------------------------------
     def tables(
-        self, *, expected_format: FilterFormat | None = None, engine: str = "compiled"
+        self, *, expected_format: FilterFormat | None = None, engine: str = "auto"
     ) -> Collector:
         """The images and snapshots tables, made by a replay that keeps them: the default
         replay itself where it has not run yet (one pass serves both), else a lean one."""

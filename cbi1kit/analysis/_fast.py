@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit._lazy import compiled
+from cbi1kit._lazy import compiled, worth_compiling
 from cbi1kit.analysis import _replay_kernels as k
 from cbi1kit.analysis._events import KIND_CODES, EventKind, EventLog
 from cbi1kit.analysis._history import DELTA_REF
@@ -425,8 +425,15 @@ def _add(counts: dict[str, int], tally: list[tuple[str, int]]) -> None:
         counts[name] = counts.get(name, 0) + n
 
 
-def feeder_of(engine: str, player: Replayer) -> CompiledFeeder | ReferenceFeeder:
-    """The engine's feeder: the compiled one where the kernels load, else the reference."""
-    if engine == "compiled" and compiled("cbi1kit.analysis._replay_kernels") is not None:
+_KERNELS = "cbi1kit.analysis._replay_kernels"
+
+
+def feeder_of(
+    engine: str, player: Replayer, size: int | None = None
+) -> CompiledFeeder | ReferenceFeeder:
+    """The engine's feeder: the compiled one where the kernels load (``auto``: and ``size``
+    bytes of input pay for them), else the reference."""
+    wanted = engine == "compiled" or (engine == "auto" and worth_compiling(_KERNELS, size))
+    if wanted and compiled(_KERNELS) is not None:
         return CompiledFeeder(player)
     return ReferenceFeeder(player)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from cbi1kit._lazy import compiled
+from cbi1kit._lazy import compiled, worth_compiling
 from cbi1kit.analysis._reference import (
     _ERROR,
     _MALFORMED,
@@ -302,17 +302,21 @@ def _damage_df(error: BaseException, index: int) -> pl.DataFrame:
     return pl.DataFrame([row], schema=FRAMES_SCHEMA)
 
 
+_KERNELS: Final = "cbi1kit.analysis._kernels"
+
+
 class FramesEngine:
     """The frames table of a stream of scan items, batch by batch: ``feed`` each item, take
     the DataFrames it hands back, ``finish`` for the last."""
 
-    def __init__(self, *, batch_rows: int = FRAME_BATCH_ROWS, engine: str = "compiled") -> None:
+    def __init__(
+        self, *, batch_rows: int = FRAME_BATCH_ROWS, engine: str = "auto", size: int | None = None
+    ) -> None:
         self.batch_rows = batch_rows
         #: ``reference``: each span's rows message by message, in Python (the oracle); the
-        #: compiled kernel otherwise, where it loads
-        self.reference = check_engine(engine) == "reference" or (
-            compiled("cbi1kit.analysis._kernels") is None
-        )
+        #: compiled kernel otherwise, where it loads (``auto``: where ``size`` bytes pay for it)
+        small = engine == "auto" and not worth_compiling(_KERNELS, size)
+        self.reference = check_engine(engine) == "reference" or small or compiled(_KERNELS) is None
         self.dims = _Dims()
         self._batch = _Batch(batch_rows)
         self._last = np.full(2, -1, np.int64)

@@ -687,7 +687,8 @@ class ReferenceFeeder:
         return len(item)
 
 
-ENGINES: Final = ("compiled", "reference")
+#: ``auto``: the compiled engine unless the input is small (``_lazy.worth_compiling``)
+ENGINES: Final = ("auto", "compiled", "reference")
 
 
 def check_engine(engine: str) -> str:

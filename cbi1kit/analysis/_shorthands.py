@@ -43,7 +43,7 @@ def replay(
     expected_format: FilterFormat | None = None,
     keep_history: bool = True,
     keep_events: bool = True,
-    engine: str = "compiled",
+    engine: str = "auto",
     progress: Callable[[int], None] | None = None,
 ) -> ReplayReport:
     """Replay a whole source, one lane per pool: ``cbi1kit.open(records).replay(...)`` (see
@@ -58,7 +58,7 @@ def replay(
 
 
 def frames_batches(
-    source: Source | Capture, *, batch_records: int | None = None, engine: str = "compiled"
+    source: Source | Capture, *, batch_records: int | None = None, engine: str = "auto"
 ) -> Iterator[pl.DataFrame]:
     """The ``frames`` table of a source as DataFrames of at most ``batch_records`` rows (None:
     65,536): ``cbi1kit.open(source).frame_batches(...)``, nothing kept."""
@@ -67,7 +67,7 @@ def frames_batches(
 
 
 def frames_table(
-    source: Source | Capture, *, batch_records: int | None = None, engine: str = "compiled"
+    source: Source | Capture, *, batch_records: int | None = None, engine: str = "auto"
 ) -> pl.LazyFrame:
     """One row per message (``FRAMES_SCHEMA``), made as polars pulls it, batches of at most
     ``batch_records`` rows (None: 65,536): ``cbi1kit.open(source, keep_tables=False).frames``."""
@@ -76,10 +76,7 @@ def frames_table(
 
 
 def images_table(
-    source: Source | Capture,
-    *,
-    expected_format: FilterFormat | None = None,
-    engine: str = "compiled",
+    source: Source | Capture, *, expected_format: FilterFormat | None = None, engine: str = "auto"
 ) -> pl.DataFrame:
     """One row per image of every applied delta, with the word it replaced (``IMAGES_SCHEMA``):
     ``cbi1kit.open(source).tables(...).images_df()``."""
@@ -88,10 +85,7 @@ def images_table(
 
 
 def snapshots_table(
-    source: Source | Capture,
-    *,
-    expected_format: FilterFormat | None = None,
-    engine: str = "compiled",
+    source: Source | Capture, *, expected_format: FilterFormat | None = None, engine: str = "auto"
 ) -> pl.DataFrame:
     """One row per installed snapshot (``SNAPSHOTS_SCHEMA``)."""
     capture = open_capture(source, keep_tables=False)

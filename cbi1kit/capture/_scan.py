@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
+from cbi1kit._lazy import worth_compiling
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.capture._file import (
     FILE_HEADER_LEN,
@@ -59,8 +60,11 @@ from cbi1kit.capture._walk import (
     STOP_BODY,
     STOP_END,
     STOP_FULL,
+    WALK_KERNELS,
+    Walk,
     Walked,
     load_walk,
+    walk_python,
     walked_arrays,
 )
 from cbi1kit.errors import CaptureError, CaptureVariant
@@ -109,12 +113,21 @@ class FileScan:
         self._header_done = False
         self._chain = np.empty(_CHAIN, np.int64)
         self._state = np.zeros(1, np.int64)  # the chain's length; -1: unknown
-        self._walk = load_walk()
+        self._walk: Walk | None = None  # the compiled walk, once the file is worth it
         self._buffers = [np.empty(0, np.uint8), np.empty(0, np.uint8)]
         self._turn = 0
         #: what the scan has read so far: records by type (``RecordType`` values), the damage
         self.types = np.zeros(int(max(RecordType)) + 1, dtype=np.int64)
         self.damages: list[CaptureDamage] = []
+
+    def _walk_of(self, size: int) -> Walk:
+        """The Python walk while the file is small (its kernels would take longer to load than
+        it to read); the compiled one from when it is not (a followed file that grows)."""
+        if self._walk is None:
+            if not worth_compiling(WALK_KERNELS, size):
+                return walk_python
+            self._walk = load_walk()
+        return self._walk
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -209,7 +222,7 @@ class FileScan:
             base = self.pos
             buf = self._window(base, min(self._want(carry), size - base), carry, turn=held)
             cols = walked_arrays(min(_ROWS, len(buf) // RECORD_HEADER_LEN + 1))
-            n, stop, why = self._walk(
+            n, stop, why = self._walk_of(size)(
                 buf,
                 0,
                 len(buf),

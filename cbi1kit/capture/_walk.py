@@ -150,7 +150,10 @@ def _index_agrees(raw: Any, body: int, size: int, chain: Any, known: int) -> boo
 Walk = Callable[..., tuple[int, int, int]]
 
 
+WALK_KERNELS: Final = "cbi1kit.capture._walk_kernel"
+
+
 def load_walk() -> Walk:
     """The compiled walk, or this module's where the kernels cannot load."""
-    kernels = compiled("cbi1kit.capture._walk_kernel")
+    kernels = compiled(WALK_KERNELS)
     return walk_python if kernels is None else kernels.walk_kernel
