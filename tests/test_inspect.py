@@ -25,6 +25,17 @@ def test_clean_frame_lists_every_field_and_no_problem() -> None:
     assert ins.frame is not None and ins.frame.serialize() == DELTA
 
 
+def test_a_clean_frame_says_whether_its_format_was_checked() -> None:
+    """Without a format the seed and bucket count are the frame's own: valid, but unchecked
+    (the vector bucket-count-mismatch-smaller decodes so, and is refused against its format)."""
+    assert inspect(DELTA, FMT).verdict == "valid: decodes cleanly, in the format expected"
+    unchecked = inspect(DELTA)
+    assert unchecked.ok and "not checked" in unchecked.verdict and not unchecked.format_checked
+    assert unchecked.verdict in str(unchecked)
+    smaller = inspect(DELTA, FilterFormat(0x5EED, 512))
+    assert not smaller.ok and smaller.verdict == f"{len(smaller.problems)} problem(s):"
+
+
 def test_every_problem_is_reported_not_just_the_first() -> None:
     bad = bytearray(DELTA)
     bad[4] = 9  # wire version
@@ -124,3 +135,22 @@ def test_a_frame_too_large_is_judged_from_its_head_as_from_all_of_it(name: str) 
     dump = head.hexdump()
     assert {r.region for r in dump.rows} <= {"header", "prefix"}
     assert f"{len(data)} bytes" in dump.title
+
+
+def test_what_a_notebook_shows_of_an_inspection_is_one_short_line() -> None:
+    """A cell that ends in an inspection, its hex view or the byte explorer shows one line of
+    what it is, not a dump of every field (#46)."""
+    from cbi1kit.viz._widgets import byte_explorer
+
+    bad = bytearray(DELTA)
+    bad[4] = 9
+    shown = {
+        repr(inspect(DELTA)): "<Inspection: DELTA, 84 bytes, ok (format not checked)>",
+        repr(inspect(DELTA, FMT)): "<Inspection: DELTA, 84 bytes, ok>",
+        repr(inspect(bytes(bad), FMT)): "<Inspection: DELTA, 84 bytes, 1 problem(s)>",
+    }
+    for got, want in shown.items():
+        assert got == want
+    for obj in (inspect(DELTA).hexdump(), byte_explorer(DELTA)):
+        text = repr(obj)
+        assert "\n" not in text and len(text) <= 100 and "InspectedField" not in text, text

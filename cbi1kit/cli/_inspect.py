@@ -76,13 +76,11 @@ def run(args: argparse.Namespace) -> int:
             continue
         print(wrapped(f"== {path}"))
         print(report.hexdump(head=args.head, tail=args.tail).text(terminal_width()))
+        print(wrapped(report.verdict, "  "))
+        for problem in report.problems:
+            print(wrapped(f"  - {problem}", "    "))
         if report.problems:
             worst = EXIT_INVALID
-            print(f"{len(report.problems)} problem(s):")
-            for problem in report.problems:
-                print(wrapped(f"  - {problem}", "    "))
-        else:
-            print("valid: decodes cleanly")
         if why is not None:  # shown, and refused as replay refuses it
             print(f"cbi1kit inspect: error: {why}", file=sys.stderr)
             worst = EXIT_UNREADABLE

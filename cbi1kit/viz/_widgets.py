@@ -427,6 +427,10 @@ class ByteExplorer:
     spans: tuple[ByteSpan, ...]
     shown: int = 1024
 
+    def __repr__(self) -> str:
+        shown = min(self.shown, len(self.data))
+        return f"<ByteExplorer: {len(self.data):,} bytes, {shown:,} shown, {len(self.spans)} spans>"
+
     def _repr_html_(self) -> str:
         out = ['<div style="font-family: monospace; font-size: 12px; line-height: 1.7">']
         limit = min(self.shown, len(self.data))

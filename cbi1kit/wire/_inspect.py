@@ -90,11 +90,22 @@ class Inspection:
     problems: tuple[Problem, ...]
     frame: Frame | None = field(repr=False)
     data: bytes = field(repr=False)
+    #: whether the frame's seed and bucket count were held to an expected format
+    format_checked: bool = True
 
     @property
     def ok(self) -> bool:
         """No problems: the frame decodes cleanly."""
         return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        """One line: how many problems, or that it decodes, and whether its format was checked."""
+        if self.problems:
+            return f"{len(self.problems)} problem(s):"
+        if self.format_checked:
+            return "valid: decodes cleanly, in the format expected"
+        return "valid: decodes cleanly (its seed and bucket count not checked: no format given)"
 
     def field(self, path: str) -> InspectedField:
         """The field at dotted ``path`` (e.g. ``header.epoch``); ``KeyError`` if there is none."""
@@ -107,15 +118,18 @@ class Inspection:
         """The annotated hex dump: every field, then the first ``head`` and last ``tail`` items."""
         return AnnotatedHexdump.from_inspection(self, head=head, tail=tail)
 
+    def __repr__(self) -> str:
+        kind = self.kind.name if self.kind is not None else "unknown kind"
+        said = f"{len(self.problems)} problem(s)" if self.problems else "ok"
+        said += "" if self.problems or self.format_checked else " (format not checked)"
+        return f"<Inspection: {kind}, {self.length:,} bytes, {said}>"
+
     def __str__(self) -> str:
         kind = self.kind.name if self.kind is not None else "unknown"
         lines = [f"CBI1 frame, {self.length} bytes, kind {kind}"]
         lines += [f"  {f.path:<28} @{f.offset:<6} {f.display}" for f in self.fields]
-        if self.problems:
-            lines.append(f"{len(self.problems)} problem(s):")
-            lines += [f"  - {p}" for p in self.problems]
-        else:
-            lines.append("no problems: decodes cleanly")
+        lines.append(self.verdict)
+        lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -188,7 +202,8 @@ def inspect(
             frame = decode(fmt, buf)
         except Cbi1Error as exc:  # pragma: no cover - inspect and decode disagree: a bug
             add(exc.variant, None, f"decode disagrees with inspect: {exc}", offset=exc.offset)
-    return Inspection(n, kind, tuple(fields), tuple(problems), frame, buf)
+    checked = expected_format is not None
+    return Inspection(n, kind, tuple(fields), tuple(problems), frame, buf, checked)
 
 
 def _header_problems(
@@ -381,6 +396,9 @@ class AnnotatedHexdump:
             else:
                 lines.append(line)
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<AnnotatedHexdump {self.title!r}: {len(self.rows)} rows>"
 
     def __str__(self) -> str:
         return self.text(None)
