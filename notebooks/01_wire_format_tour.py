@@ -57,6 +57,26 @@ pl.DataFrame(
 )
 
 # %% [markdown]
+# ### The anatomy of an item and of a word
+#
+# One item, step by step: `xxh3_64` of its 8 little-endian bytes under the format's seed; the
+# **fingerprint** is the low 16 bits (0 becomes 1, as 0 marks an empty slot); **bucket a** is the
+# bits above, masked to the table; **bucket b** is a XOR delta(fp), and delta depends on the
+# fingerprint alone, so a resident can be kicked to its other bucket without its item.
+
+# %%
+anatomy = addressing.anatomy(int(items[0]))
+print(anatomy)
+
+# %% [markdown]
+# A bucket is one 64-bit **word** of four 16-bit slots, and slot 0 is the word's **low** 16 bits
+# (a frame stores the word little-endian, so slot 0 is also its first two bytes). The bucket that
+# holds the item's fingerprint:
+
+# %%
+print(ck.ckf.slots_text(table.word(table.bucket_of(int(items[0])))))
+
+# %% [markdown]
 # ## 2. A delta, field by field
 #
 # A delta carries `(bucket u32, word u64)` images — 12 bytes each, packed — for every bucket that
@@ -98,7 +118,48 @@ ck.viz.byte_explorer(delta_bytes)
 ck.viz.filter_playground(16, seed=seed, fill=32)
 
 # %% [markdown]
-# ## 3. The checksum
+# ## 3. Deltas are absolute, and step a sequence
+#
+# A delta does not say "add fingerprint x": each image is its bucket's **whole new word**. A
+# consumer lane (`ck.ckf.Lane`) installs a snapshot at sequence N (a snapshot is N→N: it
+# replaces the lane whole) and then takes deltas N→N+1, one step at a time. The frame's `epoch`
+# is the envelope's `sequence` under another name, and a delta's `base_epoch` its
+# `base_sequence`. Below: the filter above installed at sequence 1, then one publication that
+# inserts 600 more items (words filled, and words already holding fingerprints overwritten) and
+# deletes the first item (its word back to 0); two images of each kind:
+
+# %%
+consumer = ck.ckf.Lane(bucket_count)
+consumer.install(1, table.words())
+before = table.words()
+writes: dict[int, int] = {}
+more = np.random.default_rng(1).integers(0, 2**64, 600, dtype=np.uint64)  # seeded
+for item in more.tolist():
+    for bucket, old in table.insert(item, rng, ck.ckf.DEFAULT_MAX_KICKS) or []:
+        writes.setdefault(bucket, old)
+bucket, old = table.delete(int(items[0]))
+writes.setdefault(bucket, old)
+publication = [(b, table.word(b)) for b in writes]
+ck.viz.word_changes(before, publication).group_by("what", maintain_order=True).head(2)
+
+# %% [markdown]
+# The lane takes the delta 1→2, ignores the same delta sent again (nothing changes: the images
+# are absolute, so a repeat could not double-count anyway), and faults on a delta whose base is
+# not the sequence it holds; the lane is then out of service until a new lease and snapshot.
+
+# %%
+step = ck.decode(fmt, ck.encode_delta(fmt, dc_id, 1, 2, publication))
+buckets, words = step.images["bucket"], step.images["word"]
+print("delta 1→2:      ", consumer.apply(step.base_epoch, step.epoch, buckets, words))
+print("the same again: ", consumer.apply(step.base_epoch, step.epoch, buckets, words))
+print("words now equal the producer's:", bool((consumer.words == table.words()).all()))
+try:
+    consumer.apply(5, 6, buckets, words)
+except ck.errors.LaneError as exc:
+    print("delta 5→6:      ", exc)
+
+# %% [markdown]
+# ## 4. The checksum
 #
 # The last header field is the low 32 bits of `xxh3_64` over everything after byte 48. The decoder
 # checks it before it trusts a single body byte.
@@ -108,7 +169,22 @@ print(f"header says 0x{int.from_bytes(delta_bytes[44:48], 'little'):08x}")
 print(f"body hashes to 0x{ck.wire.body_checksum(delta_bytes):08x}")
 
 # %% [markdown]
-# ## 4. Breaking frames on purpose
+# The checksum covers the **body** only. Flip the header's `epoch` or `dc_id` and the frame still
+# decodes: those two are checked a layer up, against the FilterUpdate envelope that carried the
+# frame and the pool its stream subscribed to (the rules `cbi1-epoch` and `cbi1-dc-id`, which
+# `cbi1kit replay` applies to a capture).
+
+# %%
+rules = {r.id: r for r in ck.wire.RULES}
+for name, rule in (("epoch", "cbi1-epoch"), ("dc_id", "cbi1-dc-id")):
+    flipped_header = bytearray(delta_bytes)
+    flipped_header[ck.inspect(delta_bytes).field(f"header.{name}").offset] ^= 0x01
+    header = ck.decode(fmt, bytes(flipped_header)).header
+    print(f"{name} flipped: decodes ({name} = {getattr(header, name)}); caught by {rule}:")
+    print("   ", rules[rule].message)
+
+# %% [markdown]
+# ## 5. Breaking frames on purpose
 #
 # `decode` stops at the first problem, exactly as upstream does; `inspect` keeps going and lists
 # them all, in the order upstream checks them.
@@ -139,7 +215,7 @@ report = ck.inspect(bytes(flipped), other_format)
 print(report)
 
 # %% [markdown]
-# ## 5. A snapshot in chunks, and assembly
+# ## 6. A snapshot in chunks, and assembly
 #
 # A lane of `bucket_count` words goes out as `ceil(bucket_count / 524288)` chunks. The consumer's
 # `SnapshotAssembly` insists on chunk 0 first, then strictly the next one, same epoch, contiguous
@@ -152,6 +228,7 @@ big_lane = np.zeros(big.bucket_count, dtype=np.uint64)
 big_lane[: lane.shape[0]] = lane
 chunks = ck.encode_snapshot_chunks(big, dc_id, 1, big_lane)
 print(f"{len(chunks)} chunks, {[len(c) for c in chunks]} bytes each")
+print(ck.inspect(chunks[1], big).hexdump(head=2, tail=1))
 assembly = ck.SnapshotAssembly(big)
 for i in (0, 1, 3):
     try:
@@ -167,10 +244,12 @@ for chunk in chunks:
 print(done, "nonzero buckets:", done.image_count if done else None)
 
 # %% [markdown]
-# ## 6. Size limits
+# ## 7. Size limits
 #
 # A frame is at most 4,194,368 bytes (a header, a 16-byte chunk prefix and 524,288 words), so a
 # delta can carry at most 349,525 images; a larger publication is sent as a fresh snapshot instead.
+# A chunk holds 2^19 = 524,288 words, 4 MiB of them: with the header and the chunk's prefix
+# that is the largest frame, and a lane of the largest size, 2^24 buckets, is 32 chunks.
 
 # %%
 pl.DataFrame(

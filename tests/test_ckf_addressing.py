@@ -162,3 +162,30 @@ def test_a_raw_fingerprint_of_zero_becomes_one(bucket_count: int, seed: int) -> 
         got = list(zip(fp[where].tolist(), a[where].tolist(), b[where].tolist(), strict=True))
         assert got == expected
         assert fp.min() >= 1
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(1, 20))
+@settings(max_examples=200)
+def test_an_items_anatomy_is_prepare_step_by_step(h: int, seed: int, log2: int) -> None:
+    """Each step the notebook shows is the one prepare takes (#46)."""
+    addressing = CkfAddressing(1 << log2, seed)
+    got = addressing.anatomy(h)
+    mixed = xxhash.xxh3_64_intdigest(h.to_bytes(8, "little"), seed)
+    assert got.mixed == mixed and (got.fingerprint, got.bucket_a, got.bucket_b) == (
+        addressing.prepare_ints(h)
+    )
+    assert got.fingerprint == ((mixed & 0xFFFF) or 1) and got.bucket_a == (mixed >> 16) & (
+        (1 << log2) - 1
+    )
+    assert got.bucket_b == got.bucket_a ^ got.delta and got.delta >= 1
+    assert (
+        f"bucket b     {got.bucket_b}" in str(got) and got.to_dict()["mixed"] == f"0x{mixed:016x}"
+    )
+
+
+def test_a_word_reads_slot_0_from_its_low_bits() -> None:
+    from cbi1kit.ckf._bucket import slots_text
+
+    lines = slots_text(0x0000_AB12_0000_0007).splitlines()
+    assert lines[1].split()[:5] == ["slot", "0", "bits", "0-15", "0x0007"]
+    assert lines[3].split()[4] == "0xab12" and lines[2].endswith("empty")

@@ -274,3 +274,17 @@ def test_bucket_occupancy_keeps_the_input_shape() -> None:
     assert bucket_occupancy(grid).shape == (3, 4)
     assert bucket_occupancy(grid[:, ::-1]).tolist() == (grid[:, ::-1] != 0).astype(int).tolist()
     assert bucket_occupancy([]).shape == (0,)
+
+
+def test_bucket_of_names_the_bucket_that_holds_an_item() -> None:
+    addressing = CkfAddressing(64, 11)
+    table = CuckooTable(addressing)
+    rng = SplitMix64(3)
+    items = [i * 0x9E3779B97F4A7C15 % 2**64 for i in range(1, 120)]
+    stored = [i for i in items if table.insert(i, rng, MAX_KICKS) is not None]
+    for item in stored:  # kicks move residents: wherever it is now, a or b
+        fp, a, b = addressing.prepare_ints(item)
+        bucket = table.bucket_of(item)
+        assert bucket in (a, b) and fp in unpack_slots(table.word(bucket))
+    table.delete(stored[0])
+    assert table.bucket_of(stored[0]) is None or table.contains(stored[0])  # a twin fp remains

@@ -16,8 +16,8 @@ from relayfixtures import Running, recorder_config, subscriptions, wait_for
 import cbi1kit as ck
 from cbi1kit.analysis._dataset import export_dataset
 from cbi1kit.analysis._schema import with_dc_names
-from cbi1kit.hashing import dc_name, dc_text, learn_dc_names, stable_dc_id
-from cbi1kit.hashing._dc_names import dc_fields, said_dc_names
+from cbi1kit.hashing import dc_text, learn_dc_names, stable_dc_id
+from cbi1kit.hashing._dc_names import dc_fields, dc_name, said_dc_names
 from cbi1kit.relay._session import PoolSelector
 from cbi1kit.sim._feeds import ProducerFeed
 from cbi1kit.sim._server import RelayServer

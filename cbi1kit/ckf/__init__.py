@@ -10,7 +10,11 @@ from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
     from cbi1kit.ckf._addressing import CkfAddressing as CkfAddressing
-    from cbi1kit.ckf._bucket import lane_contains as lane_contains, lane_occupancy as lane_occupancy
+    from cbi1kit.ckf._bucket import (
+        lane_contains as lane_contains,
+        lane_occupancy as lane_occupancy,
+        slots_text as slots_text,
+    )
     from cbi1kit.ckf._consumer import (
         CkfLaneTable as CkfLaneTable,
         PrefixSearchResult as PrefixSearchResult,

@@ -48,6 +48,48 @@ class CkfProbe:
     bucket_b: int
 
 
+@dataclass(frozen=True, slots=True)
+class ItemAnatomy:
+    """How one item becomes a fingerprint and two buckets, step by step (``anatomy``)."""
+
+    item: int
+    seed: int
+    bucket_count: int
+    mixed: int  # xxh3_64 of the item's 8 little-endian bytes under the seed
+    fingerprint: int
+    bucket_a: int
+    delta: int
+    bucket_b: int
+
+    def __str__(self) -> str:
+        fp, a, b, mask = self.fingerprint, self.bucket_a, self.bucket_b, self.bucket_count - 1
+        return "\n".join(
+            [
+                f"item         0x{self.item:016x}  (a canonical sequence hash)",
+                f"xxh3_64      0x{self.mixed:016x}  (its 8 bytes little-endian, seed "
+                f"0x{self.seed:x})",
+                f"fingerprint  0x{fp:04x}  the low 16 bits"
+                + ("" if self.mixed & 0xFFFF else " (0 made 1: 0 marks an empty slot)"),
+                f"bucket a     {a}  bits 16 and up, & 0x{mask:x} ({self.bucket_count} buckets)",
+                f"delta(fp)    {self.delta}  xxh3 of the fingerprint, seed ^ 0x{ALT_DOMAIN:x}, & "
+                f"0x{mask:x} (0 made 1)",
+                f"bucket b     {b}  a XOR delta: from (a, fp) alone, so a kick needs no item",
+            ]
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """The steps as JSON-ready data, 64-bit values in hex."""
+        return {
+            "item": f"0x{self.item:016x}",
+            "seed": f"0x{self.seed:016x}",
+            "mixed": f"0x{self.mixed:016x}",
+            "fingerprint": self.fingerprint,
+            "bucket_a": self.bucket_a,
+            "delta": self.delta,
+            "bucket_b": self.bucket_b,
+        }
+
+
 def _validate(bucket_count: int, seed: int) -> None:
     if not 0 <= seed <= _U64:
         raise _addressing_error(bucket_count, seed, "seed must be an unsigned 64-bit integer")
@@ -103,6 +145,12 @@ class CkfAddressing:
         """(fingerprint, bucket_a, bucket_b) of one u64 hash."""
         fp, a, b = self.prepare_ints(h)
         return CkfProbe(fp, a, b)
+
+    def anatomy(self, h: int) -> ItemAnatomy:
+        """``prepare`` of one hash with every intermediate value, for reading it step by step."""
+        mixed = xxhash.xxh3_64_intdigest(h.to_bytes(8, "little"), self.seed)
+        fp, a, b = self.prepare_ints(h)
+        return ItemAnatomy(h, self.seed, self.bucket_count, mixed, fp, a, self.delta(fp), b)
 
     def prepare_ints(self, h: int) -> tuple[int, int, int]:
         """``prepare`` as a plain tuple, for the hot sequential paths."""

@@ -138,3 +138,12 @@ def lane_contains(
     fp = np.asarray(fingerprints).astype(np.uint16, copy=False)
     hit: npt.NDArray[np.bool_] = (slots[bk] == fp[:, None]).any(axis=1)
     return hit
+
+
+def slots_text(word: int) -> str:
+    """A bucket word read slot by slot: slot 0 is its low 16 bits, and 0 is an empty slot."""
+    lines = [f"word 0x{word:016x}"]
+    for i, v in enumerate(unpack_slots(word)):
+        what = "empty" if v == 0 else f"fingerprint 0x{v:04x}"
+        lines.append(f"  slot {i}  bits {16 * i:>2}-{16 * i + 15:<2}  0x{v:04x}  {what}")
+    return "\n".join(lines)

@@ -135,8 +135,15 @@ class CuckooTable:
 
     def contains(self, item: int) -> bool:
         """Whether the item's fingerprint is in either of its buckets (may be a false positive)."""
+        return self.bucket_of(item) is not None
+
+    def bucket_of(self, item: int) -> int | None:
+        """The bucket holding the item's fingerprint, bucket a before b; None where neither."""
         fp, a, b = self.addressing.prepare_ints(item)
-        return _first(int(self._words[a]), fp) >= 0 or _first(int(self._words[b]), fp) >= 0
+        for bucket in (a, b):
+            if _first(int(self._words[bucket]), fp) >= 0:
+                return bucket
+        return None
 
     def insert(self, item: int, rng: SplitMix64, max_kicks: int) -> list[tuple[int, int]] | None:
         """Insert one item; return the writes ``[(bucket, before), ...]`` or None on failure.

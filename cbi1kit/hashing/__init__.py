@@ -17,11 +17,7 @@ if TYPE_CHECKING:
         hash_mm_identifier as hash_mm_identifier,
         lora_name_to_id as lora_name_to_id,
     )
-    from cbi1kit.hashing._dc_names import (
-        dc_name as dc_name,
-        dc_text as dc_text,
-        learn_dc_names as learn_dc_names,
-    )
+    from cbi1kit.hashing._dc_names import dc_text as dc_text, learn_dc_names as learn_dc_names
     from cbi1kit.hashing._formats import (
         KvQueryHashFormat as KvQueryHashFormat,
         KvQuerySemantics as KvQuerySemantics,

@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
-    from cbi1kit.viz._chart_common import full_table as full_table, hex64 as hex64
+    from cbi1kit.viz._chart_common import (
+        full_table as full_table,
+        hex64 as hex64,
+        word_changes as word_changes,
+    )
     from cbi1kit.viz._display import setup_notebook as setup_notebook
     from cbi1kit.viz._lane_charts import (
         bucket_words_table as bucket_words_table,

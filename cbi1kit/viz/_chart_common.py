@@ -86,6 +86,21 @@ def hex64(values: npt.ArrayLike) -> list[str]:
     return [str(s) for s in np.char.mod("0x%016x", arr)]
 
 
+def word_changes(before: npt.ArrayLike, images: list[tuple[int, int]]) -> pl.DataFrame:
+    """A delta's images against the lane words they land on: each bucket's word before and
+    after (absolute: the image is the new word) and what that did to the bucket."""
+    words = np.asarray(before, dtype=np.uint64)
+    was = [int(words[b]) for b, _ in images]
+    now = [w for _, w in images]
+    what = [
+        "unchanged" if x == y else "emptied" if y == 0 else "filled" if x == 0 else "overwritten"
+        for x, y in zip(was, now, strict=True)
+    ]
+    return pl.DataFrame(
+        {"bucket": [b for b, _ in images], "before": hex64(was), "after": hex64(now), "what": what}
+    )
+
+
 def _bounded(df: pl.DataFrame, what: str) -> pl.DataFrame:
     if df.height > MAX_ROWS:
         raise VizError(
