@@ -358,3 +358,75 @@ def test_a_function_is_at_most_60_lines(path: Path) -> None:
     statements and branches (``PLR0915``, ``C901``), this the lines a reader scrolls."""
     long = [f"{name}: {n} lines from line {at}" for name, at, n in _spans(path) if n > 60]
     assert not long, long
+
+
+#: the formats in the project's own words, which ``name.md §N`` cites
+SPECS = ROOT / "docs" / "spec"
+_SECTION_REF = re.compile(r"(?:`?([\w-]+\.md)`?\s+)?§\s*([0-9]+(?:\.[0-9]+)*|[A-Za-z]\w*)")
+
+
+def _sections(page: Path) -> set[str]:
+    return set(re.findall(r"^#{1,6}\s+([0-9]+(?:\.[0-9]+)*)[.\s]", page.read_text(), re.M))
+
+
+def _unresolved_sections(page: Path, text: str) -> list[str]:
+    """Each ``§`` of ``text`` that names no numbered section of a spec page: ``relay.md §2.1``,
+    a bare ``§3`` inside a spec page (its own), or one listed after another (``§1.3, §3.1``)."""
+    flat = re.sub(r"\s*\n\s*#?\s*", " ", text)  # a reference wrapped over lines, or comments
+    bad, last, end = [], None, -1
+    for m in _SECTION_REF.finditer(flat):
+        name, section = m.groups()
+        if (
+            name is None
+            and last is not None
+            and re.fullmatch(r"[\s,;–-]*(and\s*)?", flat[end : m.start()])
+        ):
+            name = last
+        target = SPECS / name if name else (page if page.parent == SPECS else None)
+        if target is None or not target.is_file() or section not in _sections(target):
+            bad.append(f"{page.relative_to(ROOT)}: {m.group(0)}")
+        last, end = (target.name if target is not None else None), m.end()
+    return bad
+
+
+def test_every_section_reference_resolves() -> None:
+    """A ``§`` in the code, the docs or the notebooks names a section of a page in
+    ``docs/spec/`` that is there (#46): no reference to a spec the repository lacks."""
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")]
+    pages += [
+        *PACKAGE.rglob("*.py"),
+        *(ROOT / "tests").glob("*.py"),
+        *(ROOT / "notebooks").glob("*.py"),
+    ]
+    pages = [p for p in pages if "_proto" not in p.parts and p != Path(__file__).resolve()]
+    bad = [b for p in pages for b in _unresolved_sections(p, p.read_text())]
+    assert not bad, bad
+
+
+def test_the_section_check_sees_a_dangling_reference() -> None:
+    page = ROOT / "README.md"
+    assert _unresolved_sections(page, "see relay.md §2.1 and §3.1, ckf.md §4.1–4.2") == []
+    assert _unresolved_sections(page, "the spec §5.3") == ["README.md: §5.3"]
+    assert _unresolved_sections(page, "relay.md §9.9") == ["README.md: relay.md §9.9"]
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_docs_link_resolves() -> None:
+    """A markdown link to a file, in the README, docs/ or a notebook, reaches it (#46)."""
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")]
+    pages += sorted((ROOT / "notebooks").glob("*.py"))
+    broken = [
+        f"{page.relative_to(ROOT)}: {m.group(1)}"
+        for page in pages
+        for m in _LINK.finditer(page.read_text())
+        if "://" not in m.group(1) and not (page.parent / m.group(1)).exists()
+    ]
+    assert not broken, broken
+
+
+def test_every_notebook_opens_with_the_glossary() -> None:
+    for source in sorted((ROOT / "notebooks").glob("*.py")):
+        first = source.read_text().split("# %%", 2)[1]
+        assert "](../docs/glossary.md)" in first, source.name

@@ -356,7 +356,8 @@ class CkfLaneTable:
 
 
 def sequence_hashes(local_hashes: Sequence[int] | npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Canonical sequence hashes of a request's local block hashes (§1.2): the rolling chain."""
+    """Canonical sequence hashes of a request's local block hashes (ckf.md §1.2): the rolling
+    chain."""
     return compute_seq_hash_for_block(local_hashes)
 
 

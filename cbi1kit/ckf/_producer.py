@@ -1,7 +1,7 @@
 """The CKF producer (upstream ``DcCkfState``, ``dc.rs``) and its publisher (``publication.rs``).
 
 One filter per DC pool. Events from every (worker, dp_rank) *member* of the pool are turned into
-canonical sequence hashes (§1.2 of the spec: ``root = tokens_hash``, ``child = xxh3(parent ‖
+canonical sequence hashes (ckf.md §1.2: ``root = tokens_hash``, ``child = xxh3(parent ‖
 tokens_hash, 1337)``) through a per-member lineage keyed by the engine's opaque external block
 hash; only canonical hashes reach the table. Multiplicity lives outside the table: a canonical
 hash holds at most one physical fingerprint while it has owners and is resident.

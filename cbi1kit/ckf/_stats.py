@@ -1,6 +1,6 @@
 """Filter statistics in the vocabulary of RedisBloom ``CF.INFO`` / cuckoofilter ``Info()``.
 
-The estimated per-probe false-positive rate is 8α/65534 (spec §5.3): an absent key is compared
+The estimated per-probe false-positive rate is 8α/65534 (ckf.md §5.3): an absent key is compared
 with the ≈ 8α occupied slots of its two buckets, and a fingerprint matches with probability
 65538/2^32 ≈ 1/65534 (value 1 has double weight because 0 is promoted to 1). The measured rate
 probes distinct random hashes that are not resident, and carries its count and interval: a

@@ -6,7 +6,7 @@ To ask them of a relay that does not exist, each :class:`FleetModel` is simulate
 model becomes one pool feed of a :class:`~cbi1kit.sim.RelayServer`: ``serve`` → ``record``
 then captures what a router would see. A model's pool registers the base model and, in the LoRA
 hash space, one LoRA registration per adapter with its alias, so a request naming the alias
-resolves to the adapter whose name salts its blocks (hashing.md §LoRA). The catalog entry of a
+resolves to the adapter whose name salts its blocks (hashing.md §4). The catalog entry of a
 pool is the simulator's own (``_simrelay.catalog_pools``), so identities match what the
 simulator derives.
 """
