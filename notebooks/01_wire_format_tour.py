@@ -1,6 +1,8 @@
 # %% [markdown]
 # # A byte-by-byte tour of CBI1
 #
+# *New words (lane, pool, epoch, image, ...): the [glossary](../docs/glossary.md).*
+#
 # Dynamo's KV DC relay ships each data-centre pool's **cuckoo filter** to global routers as
 # **CBI1** frames ("Cuckoo Bucket Images"). A lane of the filter is an array of 64-bit *bucket
 # words*; each word packs four 16-bit fingerprint slots. The relay sends the whole lane once (a

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Loading captured frames
 #
+# *New words (lane, pool, epoch, image, ...): the [glossary](../docs/glossary.md).*
+#
 # A relay stream reaches cbi1kit in one of three shapes:
 #
 # | you have | read it with |

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Bucket occupancy
 #
+# *New words (lane, pool, epoch, image, ...): the [glossary](../docs/glossary.md).*
+#
 # A CKF lane is `bucket_count` words of four 16-bit slots. How full it is — the slot **load
 # factor** α — decides both how often an insert fails (a *capacity failure*: the item is simply
 # not in the filter, a hole a router cannot see) and how often a probe for an absent item says

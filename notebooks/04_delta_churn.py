@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Delta churn
 #
+# *New words (lane, pool, epoch, image, ...): the [glossary](../docs/glossary.md).*
+#
 # After the snapshot, a relay ships **deltas**: the absolute words of every bucket a publication
 # touched. How many buckets that is, and how often, decides the stream's bandwidth — and whether a
 # delta grows past 349,525 images and forces a fresh snapshot instead.

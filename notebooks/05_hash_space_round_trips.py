@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Hash-space round trips
 #
+# *New words (lane, pool, epoch, image, ...): the [glossary](../docs/glossary.md).*
+#
 # The filter stores 64-bit *canonical sequence hashes*. How tokens become those hashes depends on
 # the pool's **hash space**:
 #

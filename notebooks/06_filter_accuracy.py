@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Filter accuracy
 #
+# *New words (lane, pool, epoch, image, ...): the [glossary](../docs/glossary.md).*
+#
 # A global router asks the CKF "how many leading blocks of this request does each pool hold?"
 # (`find_prefix_depths`). Two things make the answer differ from the truth:
 #

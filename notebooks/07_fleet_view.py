@@ -1,6 +1,8 @@
 # %% [markdown]
 # # The router's view of a fleet
 #
+# *New words (lane, pool, epoch, image, ...): the [glossary](../docs/glossary.md).*
+#
 # A global router does not see one filter. For every model it consults up to 16 **DC lanes** —
 # one cuckoo filter per data-centre pool, all of one *indexer domain* (same model, block size,
 # hash format and serving endpoint) — and routes a request to the DC whose lane holds the

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -507,3 +508,27 @@ def test_the_repr_is_one_line_of_key_figures(tmp_path: Path) -> None:
     best = e.preferred
     assert best is not None and f"preferred lane {best.lane}" in text
     assert f"at depth {best.depth}>" in text
+
+
+def test_a_lane_table_shows_a_run_of_alike_blocks_as_one_row() -> None:
+    """Misses in a row, or blocks held in the same side since the same change, are one row;
+    the truth column only where the truth is known (#46)."""
+    from cbi1kit.analysis._explain import _block_rows, _plain
+    from cbi1kit.analysis._explain_lane import LaneBlock, Truth
+
+    held = [LaneBlock(i, True, "a", 10 + i, 0) for i in range(3)]
+    missed = [LaneBlock(i, False) for i in range(3, 8)]
+    lane = SimpleNamespace(
+        blocks=[*held, LaneBlock(8, True, "b", 99, 2), *missed], truth_known=False
+    )
+    lines = _plain(_block_rows(lane)).splitlines()  # type: ignore[arg-type]
+    assert [line.split()[:3] for line in lines] == [
+        ["block", "held", "bucket"],
+        ["0-2", "yes", "a"],
+        ["8", "yes", "b"],
+        ["3-7", "no", "-"],
+    ]
+    assert "truth" not in lines[0] and "×3" in lines[1] and " 99 " in lines[2]
+    lane.truth_known = True
+    lane.blocks = [LaneBlock(0, True, "a", 1, 0, truth=Truth.TRUE_POSITIVE)]
+    assert "truth" in _plain(_block_rows(lane)).splitlines()[0]  # type: ignore[arg-type]

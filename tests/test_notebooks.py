@@ -8,6 +8,7 @@ the pair honest: same cells, no outputs and the kernelspec in the repo, a paperm
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,47 @@ def test_a_scratch_lab_stops_with_its_kernels(tmp_path: Path) -> None:
         assert kernels
     assert not _alive(lab)
     assert [k for k in kernels if _alive(k)] == []
+
+
+#: a cell's text a reader can take in: no dump of a result's every field, no bare object
+_RAW = re.compile(r"object at 0x[0-9a-f]+|\b[A-Z]\w+\(\w+=(?:[^\n]{0,200}?, \w+=){4}")
+TEXT_MOST = 4096
+
+
+def _headless(source: Path, out: Path) -> nbformat.NotebookNode:
+    """The README's headless run: jupytext executes the notebook in this environment's kernel,
+    charts as SVG (no front end draws a widget)."""
+    import os
+    import subprocess
+    import sys
+
+    jupytext_cli = Path(sys.executable).parent / "jupytext"
+    env = {**os.environ, "CBI1KIT_CHART_RENDERER": "svg"}
+    argv = [str(jupytext_cli), "--to", "ipynb", "--set-kernel", "python3", "--execute"]
+    subprocess.run([*argv, "-o", str(out), str(source)], env=env, check=True, timeout=900)
+    return nbformat.read(out, as_version=4)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [s if s.stem.startswith("01") else pytest.param(s, marks=pytest.mark.slow) for s in SOURCES],
+    ids=lambda p: p.stem,
+)
+def test_a_headless_run_reads_well(source: Path, tmp_path: Path) -> None:
+    """Run as the README says without a browser, every cell's text output is at most 4 K
+    characters (a table's box drawing is 3 bytes a character) and
+    none prints a raw dataclass repr or a bare object (#46)."""
+    nb = _headless(source, tmp_path / f"{source.stem}.ipynb")
+    for i, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            assert output["output_type"] != "error", (i, output.get("evalue"))
+            data = output.get("data", {})
+            text = "".join(data.get("text/plain") or output.get("text") or "")
+            assert len(text) <= TEXT_MOST, (i, len(text), text[:200])  # characters
+            assert not _RAW.search(text), (i, text[:300])
+
+
+def test_the_headless_check_sees_a_raw_repr() -> None:
+    assert _RAW.search("<altair.jupyter.jupyter_chart.JupyterChart object at 0x7f8d02164790>")
+    assert _RAW.search("Inspection(length=84, kind=1, fields=(), problems=(), frame=None)")
+    assert not _RAW.search("FilterFormat(seed=0x5eed, bucket_count=1024)")

@@ -30,6 +30,7 @@ from rich.text import Text
 
 from cbi1kit.analysis._explain_lane import (
     BlockAddress,
+    LaneBlock,
     LaneExplanation,
     Lookup,
     Truth,
@@ -282,8 +283,8 @@ class Explanation:
         else:
             tokens = (best.depth or 0) * sem.kv_block_size
             yield Text(
-                f"4. the router prefers DC {best.dc_id} (lane {best.lane}): depth {best.depth} "
-                f"block(s) = {tokens} tokens; {self.tie_rule()}",
+                f"4. the router prefers DC {dc_text(best.dc_id.value)} (lane {best.lane}): depth "
+                f"{best.depth} block(s) = {tokens} tokens; {self.tie_rule()}",
                 style="bold",
             )
         if not self.truth_known:
@@ -302,7 +303,7 @@ def _table(*columns: str) -> Table:
 
 
 def _lane_parts(n: LaneExplanation) -> Iterable[RenderableType]:
-    head = f"-- lane {n.lane}, DC {n.dc_id}: "
+    head = f"-- lane {n.lane}, DC {dc_text(n.dc_id.value)}: "
     if not n.ready:
         yield Text(head + n.why)
         return
@@ -313,17 +314,7 @@ def _lane_parts(n: LaneExplanation) -> Iterable[RenderableType]:
             f"   stale: its last message came {format_unix_ns(n.touched_unix_ns)}, longer "
             "than max_age before the moment; the scorer gives it no score (not ranked)"
         )
-    rows = _table("block", "held", "bucket", "slot", "since", "truth")
-    for b in n.blocks:
-        rows.add_row(
-            str(b.index),
-            "yes" if b.held else "no",
-            "-" if b.bucket is None else f"{b.side} {b.bucket}",
-            "-" if b.slot is None else str(b.slot),
-            "-" if b.since is None else str(b.since),
-            "-" if b.truth is Truth.UNKNOWN else b.truth.value,
-        )
-    yield rows
+    yield _block_rows(n)
     if n.first_missing is None:
         broke = "every block is held"
     else:
@@ -337,6 +328,43 @@ def _lane_parts(n: LaneExplanation) -> Iterable[RenderableType]:
     if n.first_missing is not None and n.depth is not None and n.depth > n.first_missing:
         note = " (the search is advisory: it sampled past the hole)"
     yield Text(f"   prefix depth {n.depth}{note}; {broke}")
+
+
+def _block_rows(n: LaneExplanation) -> Table:
+    """The lane's blocks, a run that looks the same (not held; or held in the same side of
+    their buckets since the same change) in one row: ``bucket`` then says ``a ×16``."""
+    columns = ["block", "held", "bucket", "slot", "since"] + ["truth"] * n.truth_known
+    rows = _table(*columns)
+    for run in _runs(n.blocks):
+        first, last = run[0], run[-1]
+        one = len(run) == 1
+        cells = [
+            str(first.index) if one else f"{first.index}-{last.index}",
+            "yes" if first.held else "no",
+            "-"
+            if first.bucket is None
+            else f"{first.side} {first.bucket if one else f'×{len(run)}'}",
+            "-" if first.slot is None or not one else str(first.slot),
+            "-" if first.since is None else str(first.since),
+        ]
+        truth = "-" if first.truth is Truth.UNKNOWN else first.truth.value
+        rows.add_row(*cells, *[truth] * n.truth_known)
+    return rows
+
+
+def _runs(blocks: Sequence[LaneBlock]) -> list[list[LaneBlock]]:
+    """Consecutive blocks alike in what the lane table shows of a run."""
+    out: list[list[LaneBlock]] = []
+    for b in blocks:
+        key = (b.held, b.side, b.since, b.truth)
+        if (
+            out
+            and (out[-1][-1].held, out[-1][-1].side, out[-1][-1].since, out[-1][-1].truth) == key
+        ):
+            out[-1].append(b)
+        else:
+            out.append([b])
+    return out
 
 
 def _plain(renderable: Any, width: int = 1000) -> str:
