@@ -114,7 +114,7 @@ print("every fleet/chat lane equals its producer's filter")
 # %% [markdown]
 # ## Why was this request routed there? `explain`
 #
-# Take the last short request (at most 24 blocks) the simulator routed under the LoRA adapter
+# Take the last short request (at most 20 blocks) the simulator routed under the LoRA adapter
 # and ask the fleet about it as the router saw it at the end of the capture. Every step is
 # shown: the catalog's registration for the alias (its canonical adapter salts the hashes), the
 # block hashes, each block's fingerprint and buckets a/b, then per DC lane which slot holds it
@@ -127,7 +127,7 @@ chat = pools.workloads["fleet/chat"]
 asked = max(
     i
     for i, name in enumerate(chat.lora_names)
-    if name == "adapter-support" and chat.block_counts[i] <= 24
+    if name == "adapter-support" and chat.block_counts[i] <= 20
 )
 why = cap.explain(model="fleet/chat", lora="support-bot", request=chat.request(asked))
 print(why)
