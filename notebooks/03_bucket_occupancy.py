@@ -33,6 +33,22 @@ pl.DataFrame([stats.as_dict()]).select(
 )
 
 # %% [markdown]
+# ### The false-positive rate, derived
+#
+# A router looks up an item the lane does not hold in its two buckets: 2 × 4 = 8 slots, of which
+# a fraction α is occupied, so about 8α fingerprints to compare. One comparison matches by chance
+# with probability 65,538 / 2^32 ≈ 1 / 65,534: 2^16 equally likely 16-bit values, except that 0
+# is promoted to 1, so the value 1 comes up twice as often. Hence about 8α / 65,534 per lookup.
+# With this lane's numbers:
+
+# %%
+alpha = stats.load_factor
+match = 65538 / 2**32  # one slot compared: the chance its fingerprint equals the item's
+print(f"load factor α = {alpha:.4f}: about 8α = {8 * alpha:.2f} occupied slots compared")
+print(f"8α × 65538/2^32 = {8 * alpha * match:.3g} per lookup of an absent item")
+print(f"the package's estimate: {ck.ckf.estimated_false_positive_rate(alpha):.3g}")
+
+# %% [markdown]
 # ## Where the fingerprints sit
 #
 # Each stripe is a range of buckets, coloured by its slot load. Brush the top strip to zoom the
@@ -51,6 +67,13 @@ ck.viz.occupancy_explorer(lane, bins=512)
 
 # %%
 ck.viz.slots_histogram_chart(lane)
+
+# %% [markdown]
+# How to read it: each bar counts the buckets with 0 to 4 occupied slots; each diamond is what
+# Binomial(4, α) predicts at the same load. An item goes to bucket *a* whenever *a* has room and
+# only then to *b*, so buckets fill unevenly: the bundled sample has more empty and more full
+# buckets than the diamonds. A full bucket is where the next insert must kick a resident; a
+# filter near its limit has most of its buckets at 4.
 
 # %% [markdown]
 # ## Fingerprint values
@@ -88,6 +111,12 @@ ck.viz.filter_health_chart(health)
 # `expected_blocks_per_dc` sizes the filter (`bucket_count` is the next power of two that keeps
 # the load under the target). The simulated pools hold up to 2 × 4,096 blocks each; below that
 # the filter runs out of room and inserts start failing.
+#
+# A **capacity failure** is one item the producer could not insert: both its buckets were full
+# and `max_kicks` evictions found no free slot, so the walk is rolled back and the item is not in
+# the filter at all (a block the DC holds that no router will see). `capacity_failures` counts
+# them from the start of the run (items, not requests); `load_factor` is α, the share of slots
+# occupied, so 1.0 means every slot of the lane is full.
 
 # %%
 workload = ck.read_mooncake(trace, limit=requests)
