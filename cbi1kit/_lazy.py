@@ -76,6 +76,14 @@ def worth_compiling(module: str, size: int | None) -> bool:
     return module in _LOADED or size is None or size >= SMALL_INPUT
 
 
+def kernels_for(module: str, engine: str, size: int | None) -> ModuleType | None:
+    """``module``'s kernels where ``engine`` runs them (``compiled``; ``auto`` where ``size``
+    bytes pay for them) and they load; None where the reference engine runs."""
+    if engine == "reference" or (engine == "auto" and not worth_compiling(module, size)):
+        return None
+    return compiled(module)
+
+
 @functools.cache
 def compiled(module: str) -> ModuleType | None:
     """The compiled kernels' ``module``, or None where numba (or the xxHash library it calls)

@@ -34,6 +34,7 @@ from test_replay import OTHER_DC, _sessions_capture, _subscriptions
 from test_rulebook import GOLDEN, mutated
 from test_stream_roundtrip import build_stream, write_capture
 
+from cbi1kit import _lazy
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.analysis import _fast
 from cbi1kit.analysis._replay import ReplayReport
@@ -232,7 +233,7 @@ def test_the_partitioned_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     captures = fleet_captures(tmp_path / "captures")
     sources = [captures[k] for k in ("a", "broken", "rotated")]
     export_dataset(sources, tmp_path / "fast")
-    monkeypatch.setattr(_fast, "compiled", lambda module: None)  # no kernels to load
+    monkeypatch.setattr(_lazy, "compiled", lambda module: None)  # no kernels to load
     export_dataset(sources, tmp_path / "reference")
     fast, ref = open_dataset(tmp_path / "fast"), open_dataset(tmp_path / "reference")
     for table, lf in fast.tables.items():
@@ -428,7 +429,7 @@ def test_the_engine_is_chosen_and_falls_back(
     stream = build_stream(deltas=4, seed=2)
     assert replay(stream.messages, engine="compiled").ok and calls
     calls.clear()
-    monkeypatch.setattr(_fast, "compiled", lambda module: None)
+    monkeypatch.setattr(_lazy, "compiled", lambda module: None)
     assert summary(replay(SAMPLE)) == summary(replay(SAMPLE, engine="reference"))
     assert not calls
     ticks: list[int] = []

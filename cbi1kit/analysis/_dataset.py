@@ -40,6 +40,7 @@ from google.protobuf.message import Message
 
 from cbi1kit._files import unwritable
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
+from cbi1kit._text import hex_id
 from cbi1kit._version import __version__
 from cbi1kit.analysis._capture import Capture
 from cbi1kit.analysis._events import Violation
@@ -378,7 +379,7 @@ def _hive_dirs(key: tuple[Any, ...]) -> list[str]:
 
 
 def _hex_dc(dc_id: int | None) -> str | None:
-    return None if dc_id is None else f"{dc_id:016x}"
+    return None if dc_id is None else hex_id(dc_id)
 
 
 class _TableWriter:

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -47,9 +47,6 @@ from cbi1kit.hashing._pools import DcId, PoolId
 from cbi1kit.relay._messages import PoolDescriptor
 from cbi1kit.relay._publication import HubSnapshot
 from cbi1kit.wire._assembly import AssembledSnapshot
-
-if TYPE_CHECKING:
-    pass
 
 Words = npt.NDArray[np.uint64]
 #: the first bytes of every .npy file

@@ -17,6 +17,7 @@ a true or a false positive only for someone who knows what the producer holds (`
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -354,17 +355,8 @@ def _block_rows(n: LaneExplanation) -> Table:
 
 def _runs(blocks: Sequence[LaneBlock]) -> list[list[LaneBlock]]:
     """Consecutive blocks alike in what the lane table shows of a run."""
-    out: list[list[LaneBlock]] = []
-    for b in blocks:
-        key = (b.held, b.side, b.since, b.truth)
-        if (
-            out
-            and (out[-1][-1].held, out[-1][-1].side, out[-1][-1].since, out[-1][-1].truth) == key
-        ):
-            out[-1].append(b)
-        else:
-            out.append([b])
-    return out
+    alike = itertools.groupby(blocks, key=lambda b: (b.held, b.side, b.since, b.truth))
+    return [list(run) for _, run in alike]
 
 
 def _plain(renderable: Any, width: int = 1000) -> str:

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from cbi1kit._lazy import compiled, worth_compiling
+from cbi1kit._lazy import kernels_for
 from cbi1kit.analysis import _replay_kernels as k
 from cbi1kit.analysis._events import KIND_CODES, EventKind, EventLog
 from cbi1kit.analysis._history import DELTA_REF
@@ -433,7 +433,6 @@ def feeder_of(
 ) -> CompiledFeeder | ReferenceFeeder:
     """The engine's feeder: the compiled one where the kernels load (``auto``: and ``size``
     bytes of input pay for them), else the reference."""
-    wanted = engine == "compiled" or (engine == "auto" and worth_compiling(_KERNELS, size))
-    if wanted and compiled(_KERNELS) is not None:
+    if kernels_for(_KERNELS, engine, size) is not None:
         return CompiledFeeder(player)
     return ReferenceFeeder(player)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from cbi1kit._lazy import compiled, worth_compiling
+from cbi1kit._lazy import kernels_for
 from cbi1kit.analysis._reference import (
     _ERROR,
     _MALFORMED,
@@ -315,8 +315,7 @@ class FramesEngine:
         self.batch_rows = batch_rows
         #: ``reference``: each span's rows message by message, in Python (the oracle); the
         #: compiled kernel otherwise, where it loads (``auto``: where ``size`` bytes pay for it)
-        small = engine == "auto" and not worth_compiling(_KERNELS, size)
-        self.reference = check_engine(engine) == "reference" or small or compiled(_KERNELS) is None
+        self.reference = kernels_for(_KERNELS, check_engine(engine), size) is None
         self.dims = _Dims()
         self._batch = _Batch(batch_rows)
         self._last = np.full(2, -1, np.int64)

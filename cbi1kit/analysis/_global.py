@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -45,9 +45,6 @@ from cbi1kit.hashing._identity import (
 )
 from cbi1kit.hashing._pools import IndexerDomainId, PoolId
 from cbi1kit.relay._messages import PoolCatalog, PoolDescriptor, catalog_from_wire
-
-if TYPE_CHECKING:
-    pass
 
 #: the view's consumer instance ("KVVIEW"): one manifest per domain, leases on it
 VIEW_CONSUMER: Final = ConsumerInstanceId(0x4B5656494557)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Final
 
-from cbi1kit.hashing._pools import stable_dc_id
+from cbi1kit._text import hex_id
+from cbi1kit.errors import IdentityError
+from cbi1kit.hashing._pools import DcId, stable_dc_id
 
 #: comma-separated DC names to show beside their ids (as a deployment names its DCs)
 ENV_DC_NAMES: Final = "CBI1KIT_DC_NAMES"
@@ -38,9 +40,7 @@ def learn_dc_names(names: Iterable[str]) -> None:
     """Show each of ``names`` beside its id from now on; a 16-hex-digit id is no name."""
     book = _book()
     with _lock:
-        for name in names:
-            if name and not _is_hex_id(name):
-                book.setdefault(stable_dc_id(name).value, name)
+        _enter(book, names)
 
 
 def dc_name(dc_id: int) -> str | None:
@@ -57,33 +57,43 @@ def dc_names() -> dict[int, str]:
 
 def dc_text(dc_id: int | None) -> str:
     """A DC as people read it: its 16 hex digits, then its name where one is known."""
-    if dc_id is None:
-        return "-"
-    name = dc_name(dc_id)
-    return f"{dc_id:016x}" if name is None else f"{dc_id:016x} ({name})"
+    name = None if dc_id is None else dc_name(dc_id)
+    return hex_id(dc_id) if name is None else f"{hex_id(dc_id)} ({name})"
 
 
 def dc_fields(dc_id: int | None) -> dict[str, str | None]:
     """A DC in JSON: ``dc_id`` as 16 hex digits and ``dc_name`` (null where none is known)."""
     if dc_id is None:
         return {"dc_id": None, "dc_name": None}
-    return {"dc_id": f"{dc_id:016x}", "dc_name": dc_name(dc_id)}
+    return {"dc_id": hex_id(dc_id), "dc_name": dc_name(dc_id)}
 
 
 def said_dc_names(names: Iterable[str] = ()) -> list[str]:
     """The names a user said, ``names`` and ``CBI1KIT_DC_NAMES``, for a capture to keep."""
     env = [n.strip() for n in os.environ.get(ENV_DC_NAMES, "").split(",")]
-    return [n for n in dict.fromkeys([*names, *env]) if n and not _is_hex_id(n)]
+    return list(dict.fromkeys(_named([*names, *env])))
 
 
-def _is_hex_id(text: str) -> bool:
-    return len(text) == 16 and all(c in "0123456789abcdef" for c in text)
+def _named(names: Iterable[str]) -> Iterator[str]:
+    """The names among ``names``: not empty, and not a DC id as it prints (``DcId.parse``)."""
+    for name in names:
+        try:
+            DcId.parse(name)
+        except (IdentityError, ValueError):
+            if name:
+                yield name
+
+
+def _enter(book: dict[int, str], names: Iterable[str]) -> None:
+    """Each name under its id, the first said for an id kept."""
+    for name in _named(names):
+        book.setdefault(stable_dc_id(name).value, name)
 
 
 @functools.cache
 def _book() -> dict[int, str]:
     """The names known before anyone says one: the simulators' and ``CBI1KIT_DC_NAMES``."""
-    known = [DEFAULT_SIM_DC, *map(sim_dc_name, range(_SIM_DCS_NAMED))]
-    known += [round_trip_dc_name(s) for s in _ROUND_TRIP_SPACES]
-    known += said_dc_names()
-    return {stable_dc_id(n).value: n for n in reversed(known) if n and not _is_hex_id(n)}
+    book: dict[int, str] = {}
+    _enter(book, [DEFAULT_SIM_DC, *map(sim_dc_name, range(_SIM_DCS_NAMED))])
+    _enter(book, [*map(round_trip_dc_name, _ROUND_TRIP_SPACES), *said_dc_names()])
+    return book
