@@ -51,7 +51,7 @@ SEED = 0x5DEECE66D1B54A33
 
 
 def bench_kick(report: Report, log2: int, rounds: int) -> None:
-    addressing = CkfAddressing(1 << log2, SEED)
+    addressing = CkfAddressing(seed=SEED, bucket_count=1 << log2)
     hashes = np.random.default_rng(3).integers(0, 2**64, 5 << log2, dtype=np.uint64)
     fp, a, b = addressing.prepare_many(hashes)
     items = list(zip(fp.tolist(), a.tolist(), b.tolist(), strict=True))
@@ -119,7 +119,7 @@ def bench_kick(report: Report, log2: int, rounds: int) -> None:
 
 
 def bench_prepare(report: Report, n: int, rounds: int) -> None:
-    addressing = CkfAddressing(1 << 19, SEED)
+    addressing = CkfAddressing(seed=SEED, bucket_count=1 << 19)
     hashes = np.random.default_rng(0).integers(0, 2**64, n, dtype=np.uint64)
     items = hashes.tolist()
     seed, mask = addressing.seed, addressing.mask

@@ -50,7 +50,7 @@ ck.frames_table(sample).collect()
 ck.replay(sample, keep_events=False)
 blocks = compute_block_hash_for_seq(np.arange(16 * 256, dtype=np.uint32), 16)
 compute_seq_hash_batch(blocks.reshape(16, 16))
-addressing = CkfAddressing(1 << 10, 7)
+addressing = CkfAddressing(seed=7, bucket_count=1 << 10)
 fp, a, b = addressing.prepare_many(np.arange(1, 5000, dtype=np.uint64) * 0x9E3779B97F4A7C15)
 CuckooTable(addressing).insert_many(fp, a, b, SplitMix64(lane_rng_seed(7)), 500)
 """

@@ -124,7 +124,7 @@ def generate(
     ``heartbeat_every`` deltas, until ``size`` bytes, about ``snapshot_share`` of them in
     snapshot chunks; the message counts."""
     rng = np.random.default_rng(20240501)
-    fmt = FilterFormat(SEED, buckets)
+    fmt = FilterFormat(seed=SEED, bucket_count=buckets)
     snapshot_bytes = -(-buckets // SNAPSHOT_CHUNK_BUCKETS) * 64 + buckets * 8
     sessions = max(1, round(size * snapshot_share / snapshot_bytes))
     per_session = size // sessions

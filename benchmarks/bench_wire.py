@@ -73,7 +73,7 @@ BODY = 64  # header (48) + snapshot prefix (16): a chunk's words start here
 
 
 def lane_frames(log2: int) -> tuple[FilterFormat, np.ndarray, list[bytes]]:
-    fmt = FilterFormat(0x5EED, 1 << log2)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=1 << log2)
     rng = np.random.default_rng(2024)
     lane = rng.integers(0, 1 << 64, fmt.bucket_count, dtype=np.uint64, endpoint=False)
     lane[rng.random(fmt.bucket_count) < 0.5] = 0
@@ -186,7 +186,7 @@ def memory_child(path: Path, log2: int, mode: str) -> dict[str, float]:
     """Run in a fresh process: assemble the lane from ``path`` (frames back to back) and report
     the peak resident set above the process before the first chunk; then, in a second pass,
     tracemalloc's peak (traced apart: its own bookkeeping would count in the resident set)."""
-    fmt = FilterFormat(0x5EED, 1 << log2)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=1 << log2)
     sizes = [int(s) for s in json.loads(path.with_suffix(".sizes").read_text())]
 
     def assemble() -> np.ndarray:
@@ -233,8 +233,8 @@ def load_kernel() -> None:
     """The assembly's kernel compiled or loaded, as a lane of 2^21 buckets or more loads it:
     a chunk 0 of eight words absorbed into such a lane (one page of it touched, then dropped;
     nothing the size of a chunk, whose freed pages the stream's buffer could reuse)."""
-    fmt = FilterFormat(0x5EED, 1 << 21)
-    header = FrameHeader(fmt.seed, fmt.bucket_count, 1, 1)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=1 << 21)
+    header = FrameHeader(seed=fmt.seed, bucket_count=fmt.bucket_count, dc_id=1, epoch=1)
     chunk = SnapshotChunk(header, 0, fmt.chunk_count, 0, np.zeros(8, np.uint64)).serialize()
     SnapshotAssembly(fmt).absorb(chunk)
 
@@ -282,7 +282,7 @@ def bench_memory(report: Report, log2: int) -> None:
 
 
 def delta_frames(n: int, sizes: np.ndarray) -> tuple[FilterFormat, list[bytes]]:
-    fmt = FilterFormat(0x5EED, 1 << 19)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=1 << 19)
     rng = np.random.default_rng(7)
     frames = []
     for i in range(n):

@@ -26,7 +26,7 @@ import cbi1kit as ck
 
 ck.setup_notebook()  # every chart draws here with no network
 
-fmt = ck.FilterFormat(seed, bucket_count)
+fmt = ck.FilterFormat(seed=seed, bucket_count=bucket_count)
 fmt
 
 # %% [markdown]
@@ -40,7 +40,7 @@ fmt
 tokens = list(range(64))  # 4 blocks of 16 tokens
 block_hashes = ck.compute_block_hash_for_seq(tokens, 16)
 items = ck.compute_seq_hash_for_block(block_hashes)
-addressing = ck.CkfAddressing(bucket_count, seed)
+addressing = ck.CkfAddressing(seed=seed, bucket_count=bucket_count)
 table = ck.CuckooTable(addressing)
 rng = ck.ckf.SplitMix64(ck.ckf.lane_rng_seed(seed))
 touched: dict[int, int] = {}
@@ -117,7 +117,7 @@ ck.viz.byte_explorer(delta_bytes)
 # frame a relay would ship: the absolute words of the buckets it wrote, bytes labelled.
 
 # %%
-ck.viz.filter_playground(16, seed=seed, fill=32)
+ck.viz.filter_playground(seed=seed, bucket_count=16, fill=32)
 
 # %% [markdown]
 # ## 3. Deltas are absolute, and step a sequence
@@ -195,7 +195,7 @@ for name, rule in (("epoch", "cbi1-epoch"), ("dc_id", "cbi1-dc-id")):
 flipped = bytearray(delta_bytes)
 flipped[-1] ^= 0x01
 truncated = delta_bytes[:40]
-other_format = ck.FilterFormat(seed + 1, bucket_count)
+other_format = ck.FilterFormat(seed=seed + 1, bucket_count=bucket_count)
 broken = {
     "a flipped body bit": (bytes(flipped), fmt),
     "truncated to 40 bytes": (truncated, fmt),
@@ -224,7 +224,7 @@ print(report)
 # offsets, and full coverage.
 
 # %%
-big = ck.FilterFormat(seed, 1 << 21)  # four chunks
+big = ck.FilterFormat(seed=seed, bucket_count=1 << 21)  # four chunks
 lane = table.words()
 big_lane = np.zeros(big.bucket_count, dtype=np.uint64)
 big_lane[: lane.shape[0]] = lane

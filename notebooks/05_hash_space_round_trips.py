@@ -275,7 +275,7 @@ pl.DataFrame(
 # equals the producer's words at sequence 1.
 
 # %%
-wire_format = ck.FilterFormat(identity.format.seed, identity.format.bucket_count)
+wire_format = ck.FilterFormat(seed=identity.format.seed, bucket_count=identity.format.bucket_count)
 assembly = ck.SnapshotAssembly(wire_format)
 assembled = None
 for frame in snapshot_frames:

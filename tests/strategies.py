@@ -23,7 +23,7 @@ u64_edges = st.one_of(u64, st.sampled_from([0, 1, U64_MAX, U64_MAX - 1, 1 << 63,
 @st.composite
 def formats(draw: st.DrawFn, max_log2: int = 12) -> FilterFormat:
     """A valid format; lanes stay small (<= 2**max_log2 buckets) so examples are cheap."""
-    return FilterFormat(draw(u64_edges), 1 << draw(st.integers(1, max_log2)))
+    return FilterFormat(seed=draw(u64_edges), bucket_count=1 << draw(st.integers(1, max_log2)))
 
 
 @st.composite
@@ -188,7 +188,7 @@ def _pool_records(
     rng: np.random.Generator, k: int, log2: int, ops: tuple[str, ...]
 ) -> list[tuple[Any, ...]]:
     """One pool's records: its streams' opens, messages and closes, from its operations."""
-    fmt = FilterFormat(int(rng.integers(0, 2**63)), 1 << log2)
+    fmt = FilterFormat(seed=int(rng.integers(0, 2**63)), bucket_count=1 << log2)
     dc = 0x1000 + k
     buckets = fmt.bucket_count
     state = {"generation": 1, "stream": 0, "seq": int(rng.integers(0, 50))}
@@ -280,7 +280,7 @@ def _pool_records(
         elif op == "base_epoch":
             delta(base=seq + 7)
         elif op == "format":
-            delta(fmt=FilterFormat(fmt.seed ^ 1, buckets))
+            delta(fmt=FilterFormat(seed=fmt.seed ^ 1, bucket_count=buckets))
         elif op == "dc":
             delta(dc=dc + 1)
         elif op == "checksum":

@@ -21,7 +21,7 @@ from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 from cbi1kit.wire._format import SNAPSHOT_CHUNK_BUCKETS, FilterFormat
 from cbi1kit.wire._frames import Delta, FrameHeader, SnapshotChunk
 
-FMT = FilterFormat(0xC0FFEE, 1 << 21)  # four chunks
+FMT = FilterFormat(seed=0xC0FFEE, bucket_count=1 << 21)  # four chunks
 
 
 def _lane(seed: int, fmt: FilterFormat = FMT) -> np.ndarray:
@@ -99,7 +99,7 @@ def test_new_epoch_chunk0_restarts_silently(chunks) -> None:  # type: ignore[no-
 
 
 def test_short_last_chunk_is_incomplete_coverage() -> None:
-    fmt = FilterFormat(1, 1 << 20)
+    fmt = FilterFormat(seed=1, bucket_count=1 << 20)
     header = decode(
         fmt, encode_snapshot_chunks(fmt, 0, 5, np.zeros(fmt.bucket_count, np.uint64))[0]
     ).header
@@ -112,7 +112,7 @@ def test_short_last_chunk_is_incomplete_coverage() -> None:
 
 
 def test_overlong_constructed_chunk_cannot_complete() -> None:
-    fmt = FilterFormat(1, 16)
+    fmt = FilterFormat(seed=1, bucket_count=16)
     header = decode(fmt, encode_snapshot_chunks(fmt, 0, 5, np.zeros(16, np.uint64))[0]).header
     asm = SnapshotAssembly(fmt)
     with raises_variant(Cbi1Error, "IncompleteCoverage"):
@@ -136,8 +136,8 @@ def _vector(rel: str) -> bytes:
 def _case_format(spec: dict[str, Any]) -> FilterFormat:
     seed, buckets = int(spec["seed"]), int(spec["bucket_count"])
     if spec.get("constructed_via", "FilterFormat::new") == "FilterFormat::new":
-        return FilterFormat(seed, buckets)
-    return FilterFormat.unchecked(seed, buckets)
+        return FilterFormat(seed=seed, bucket_count=buckets)
+    return FilterFormat.unchecked(seed=seed, bucket_count=buckets)
 
 
 def _outcome(asm: SnapshotAssembly, step: Any) -> tuple[Any, ...]:
@@ -212,7 +212,12 @@ def test_bytes_path_matches_two_step_path_on_golden_assembly_cases(case: dict[st
         elif step["action"] == "absorb_constructed_frame":
             h, s = step["frame"]["header"], step["frame"]
             count, value = (int(x) for x in s["words"].split(" copies of "))
-            header = FrameHeader(int(h["seed"]), int(h["bucket_count"]), 0, int(h["epoch"]))
+            header = FrameHeader(
+                seed=int(h["seed"]),
+                bucket_count=int(h["bucket_count"]),
+                dc_id=0,
+                epoch=int(h["epoch"]),
+            )
             words = np.full(count, value, dtype=np.uint64)
             frames.append(
                 SnapshotChunk(
@@ -241,7 +246,7 @@ def test_bytes_path_matches_two_step_path_on_every_golden_frame(case: dict[str, 
 
 
 def _chunk_frames(fmt: FilterFormat, epoch: int, lane: np.ndarray, sizes: list[int]) -> list[bytes]:
-    header = FrameHeader(fmt.seed, fmt.bucket_count, 3, epoch)
+    header = FrameHeader(seed=fmt.seed, bucket_count=fmt.bucket_count, dc_id=3, epoch=epoch)
     out, at = [], 0
     for i, n in enumerate(sizes):
         out.append(SnapshotChunk(header, i, len(sizes), at, lane[at : at + n]).serialize())
@@ -249,7 +254,7 @@ def _chunk_frames(fmt: FilterFormat, epoch: int, lane: np.ndarray, sizes: list[i
     return out
 
 
-SMALL = FilterFormat(0xABCDEF, 64)
+SMALL = FilterFormat(seed=0xABCDEF, bucket_count=64)
 
 
 @st.composite
@@ -266,7 +271,9 @@ def _streams(draw: st.DrawFn) -> list[bytes]:
         sizes = [b - a for a, b in zip([0, *cuts], [*cuts, 64], strict=True)]
         pool += _chunk_frames(SMALL, epoch, lane, sizes)
     pool.append(encode_delta(SMALL, 3, 8, 9, [(1, 2)]))
-    pool.append(encode_snapshot_chunks(FilterFormat(1, 64), 3, 7, lanes[0])[0])  # other seed
+    pool.append(
+        encode_snapshot_chunks(FilterFormat(seed=1, bucket_count=64), 3, 7, lanes[0])[0]
+    )  # other seed
     pool.append(_chunk_frames(SMALL, 7, lanes[0], [64])[0])  # a whole lane in one chunk
     ops = draw(
         st.lists(

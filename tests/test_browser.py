@@ -137,7 +137,7 @@ def test_a_chart_drawn_from_a_cdn_is_caught(lab: tuple[LabServer, OfflineBrowser
     nb.cells = [
         nbformat.v4.new_code_cell(
             "import cbi1kit as ck\n\n"
-            "frame = ck.encode_delta(ck.FilterFormat(1, 8), 0, 0, 1, [(0, 1)])\n"
+            "frame = ck.encode_delta(ck.FilterFormat(seed=1, bucket_count=8), 0, 0, 1, [(0, 1)])\n"
             "ck.viz.byte_map_chart(frame)"
         )
     ]

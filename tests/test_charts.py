@@ -89,7 +89,9 @@ def _fields(spec: dict[str, Any]) -> set[str]:
 
 
 def test_byte_map_spec() -> None:
-    frame = encode_delta(FilterFormat(0x5EED, 1024), 2**64 - 1, 4, 5, [(3, 2**64 - 1)])
+    frame = encode_delta(
+        FilterFormat(seed=0x5EED, bucket_count=1024), 2**64 - 1, 4, 5, [(3, 2**64 - 1)]
+    )
     spec = C.byte_map_chart(frame).to_dict()
     _check_bounded_and_exact(spec)
     assert {"start", "end", "region"} <= _fields(spec)
@@ -251,7 +253,7 @@ def test_setup_notebook_draws_charts_offline_in_a_live_kernel(
     assert setup_notebook() == "cbi1kit-jupyter"
     esm = alt.JupyterChart._esm
     assert "esm.sh" not in esm and "cdn.jsdelivr" not in esm and len(esm) > 100_000
-    bundle = C.byte_map_chart(encode_delta(FilterFormat(1, 8), 0, 0, 1, [(0, 1)]))
+    bundle = C.byte_map_chart(encode_delta(FilterFormat(seed=1, bucket_count=8), 0, 0, 1, [(0, 1)]))
     data = bundle._repr_mimebundle_()
     shown = data[0] if isinstance(data, tuple) else data
     assert "application/vnd.jupyter.widget-view+json" in shown  # a JupyterChart
@@ -294,7 +296,9 @@ def test_setup_notebook_in_a_report_build_is_static_svg(
     monkeypatch.setenv(STATIC_ENV, "svg")
     assert not interactive_charts()
     assert setup_notebook() == "svg"
-    data = C.byte_map_chart(encode_delta(FilterFormat(1, 8), 0, 0, 1, [(0, 1)]))._repr_mimebundle_()
+    data = C.byte_map_chart(
+        encode_delta(FilterFormat(seed=1, bucket_count=8), 0, 0, 1, [(0, 1)])
+    )._repr_mimebundle_()
     shown = data[0] if isinstance(data, tuple) else data
     assert set(shown) == {"image/svg+xml"}
 
@@ -337,7 +341,7 @@ def _number(label: str) -> float:
 
 
 def _charts(stream: dict[str, Any]) -> dict[str, Any]:
-    frame = encode_delta(FilterFormat(0x5EED, 1024), 7, 4, 5, [(3, 9), (8, 10)])
+    frame = encode_delta(FilterFormat(seed=0x5EED, bucket_count=1024), 7, 4, 5, [(3, 9), (8, 10)])
     health = C.filter_health_table(stream["snapshots"], stream["images"])
     rng = np.random.default_rng(3)
     exact = rng.integers(0, 30, 2000)
@@ -426,7 +430,7 @@ def _number_like(text: str) -> bool:
 
 
 def test_byte_map_legend_lists_only_the_regions_of_the_frame(stream: dict[str, Any]) -> None:
-    delta = encode_delta(FilterFormat(0x5EED, 1024), 7, 4, 5, [(3, 9)])
+    delta = encode_delta(FilterFormat(seed=0x5EED, bucket_count=1024), 7, 4, 5, [(3, 9)])
     snapshot = next(r for r in read_capture(SAMPLE) if r.update is not None and r.payload).payload
     for frame, regions in ((delta, ["header", "delta", "images"]), (snapshot, None)):
         legend = _rendered(C.byte_map_chart(frame))["legends"]
@@ -439,7 +443,7 @@ def test_byte_map_field_names_fit_their_bars() -> None:
     (0.6 em a character bounds a sans-serif lowercase name; "slots_per_bucket" was cut)."""
     import vl_convert as vlc
 
-    frame = encode_delta(FilterFormat(0x5EED, 1024), 7, 4, 5, [(3, 9)])
+    frame = encode_delta(FilterFormat(seed=0x5EED, bucket_count=1024), 7, 4, 5, [(3, 9)])
     scene = vlc.vegalite_to_scenegraph(C.byte_map_chart(frame).to_json())
     marks = [n for n in _nodes(scene) if n.get("role") == "mark"]
     bars = {

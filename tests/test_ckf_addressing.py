@@ -8,7 +8,7 @@ import xxhash
 from errorcheck import raises_variant
 from hypothesis import given, settings, strategies as st
 
-from cbi1kit.ckf._addressing import ALT_DOMAIN, CkfAddressing, CkfProbe, alt, prepare
+from cbi1kit.ckf._addressing import ALT_DOMAIN, CkfAddressing, CkfProbe
 from cbi1kit.ckf._bucket import (
     bucket_slot,
     bucket_with_slot,
@@ -44,7 +44,7 @@ def test_vectorised_prepare_equals_scalar_reference(bucket_count: int, seed: int
     rng = np.random.default_rng(bucket_count ^ (seed & 0xFFFF))
     hashes = rng.integers(0, 2**64, size=2000, dtype=np.uint64)
     hashes[:4] = [0, 1, 2**63, 2**64 - 1]
-    fp, a, b = prepare(hashes, bucket_count, seed)
+    fp, a, b = CkfAddressing(seed=seed, bucket_count=bucket_count).prepare_many(hashes)
     assert fp.dtype == np.uint16
     assert a.dtype == b.dtype == np.uint64
     got = list(zip(fp.tolist(), a.tolist(), b.tolist(), strict=True))
@@ -55,7 +55,7 @@ def test_vectorised_prepare_equals_scalar_reference(bucket_count: int, seed: int
 @given(h=U64, seed=U64, log2=st.integers(1, 30))
 def test_scalar_prepare_and_alt_properties(h: int, seed: int, log2: int) -> None:
     bucket_count = 1 << log2
-    addressing = CkfAddressing(bucket_count, seed)
+    addressing = CkfAddressing(seed=seed, bucket_count=bucket_count)
     fp, a, b = addressing.prepare_ints(h)
     assert (fp, a, b) == reference_prepare(h, bucket_count, seed)
     assert fp != 0
@@ -71,7 +71,7 @@ def test_alt_many_matches_scalar() -> None:
     rng = np.random.default_rng(7)
     buckets = rng.integers(0, 4096, size=500, dtype=np.uint64)
     fps = rng.integers(1, 1 << 16, size=500, dtype=np.uint16)
-    got = alt(buckets, fps, 4096, 99).tolist()
+    got = CkfAddressing(seed=99, bucket_count=4096).alt_many(buckets, fps).tolist()
     assert got == [
         reference_alt(int(bk), int(f), 4096, 99) for bk, f in zip(buckets, fps, strict=False)
     ]
@@ -80,7 +80,7 @@ def test_alt_many_matches_scalar() -> None:
 @pytest.mark.parametrize("bucket_count", [0, 1, 3, 1000])
 def test_bad_bucket_counts_rejected(bucket_count: int) -> None:
     with raises_variant(CkfError, "Addressing") as info:
-        CkfAddressing(bucket_count, 1)
+        CkfAddressing(seed=1, bucket_count=bucket_count)
     assert info.value.bucket_count == bucket_count
 
 
@@ -143,7 +143,7 @@ def test_a_raw_fingerprint_of_zero_becomes_one(bucket_count: int, seed: int) -> 
     rng = np.random.default_rng(18)
     high = int(rng.integers(1 << 63, 2**64 - (1 << 23), dtype=np.uint64))
     zeros = zero_fingerprint_hashes(seed, 0, 3) + zero_fingerprint_hashes(seed, high, 2)
-    addressing = CkfAddressing(bucket_count, seed)
+    addressing = CkfAddressing(seed=seed, bucket_count=bucket_count)
     mask = bucket_count - 1
     expected = []
     for h in zeros:
@@ -158,17 +158,17 @@ def test_a_raw_fingerprint_of_zero_becomes_one(bucket_count: int, seed: int) -> 
     hashes = rng.integers(0, 2**64, size=BLOCK + 64, dtype=np.uint64)
     where = [0, 17, BLOCK - 1, BLOCK, BLOCK + 63]
     hashes[where] = zeros
-    for fp, a, b in (addressing.prepare_many(hashes), prepare(hashes, bucket_count, seed)):
-        got = list(zip(fp[where].tolist(), a[where].tolist(), b[where].tolist(), strict=True))
-        assert got == expected
-        assert fp.min() >= 1
+    fp, a, b = addressing.prepare_many(hashes)
+    got = list(zip(fp[where].tolist(), a[where].tolist(), b[where].tolist(), strict=True))
+    assert got == expected
+    assert fp.min() >= 1
 
 
 @given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(1, 20))
 @settings(max_examples=200)
 def test_an_items_anatomy_is_prepare_step_by_step(h: int, seed: int, log2: int) -> None:
     """Each step the notebook shows is the one prepare takes (#46)."""
-    addressing = CkfAddressing(1 << log2, seed)
+    addressing = CkfAddressing(seed=seed, bucket_count=1 << log2)
     got = addressing.anatomy(h)
     mixed = xxhash.xxh3_64_intdigest(h.to_bytes(8, "little"), seed)
     assert got.mixed == mixed and (got.fingerprint, got.bucket_a, got.bucket_b) == (

@@ -34,7 +34,7 @@ def _copies(table: CuckooTable, item: int) -> int:
 def test_insert_delete_keeps_resident_items_findable(
     log2: int, items: list[int], data: st.DataObject
 ) -> None:
-    table = CuckooTable(CkfAddressing(1 << log2, SEED))
+    table = CuckooTable(CkfAddressing(seed=SEED, bucket_count=1 << log2))
     rng = SplitMix64(data.draw(st.integers(0, 2**64 - 1)))
     max_kicks = data.draw(st.integers(0, 64))
     resident: list[int] = []
@@ -62,7 +62,7 @@ def test_insert_delete_keeps_resident_items_findable(
 
 
 def test_failed_kick_walk_rolls_back_every_write() -> None:
-    addressing = CkfAddressing(2, SEED)
+    addressing = CkfAddressing(seed=SEED, bucket_count=2)
     full = [pack_slots([1, 2, 3, 4]), pack_slots([5, 6, 7, 8])]
     table = CuckooTable(addressing, np.array(full, dtype=np.uint64))
     rng = SplitMix64(1)
@@ -75,7 +75,7 @@ def test_failed_kick_walk_rolls_back_every_write() -> None:
 
 
 def test_relocation_free_reoffer_draws_once_and_writes_nothing() -> None:
-    addressing = CkfAddressing(2, SEED)
+    addressing = CkfAddressing(seed=SEED, bucket_count=2)
     full = [pack_slots([1, 2, 3, 4]), pack_slots([5, 6, 7, 8])]
     table = CuckooTable(addressing, np.array(full, dtype=np.uint64))
     rng = SplitMix64(5)
@@ -87,7 +87,7 @@ def test_relocation_free_reoffer_draws_once_and_writes_nothing() -> None:
 
 
 def test_kick_walk_moves_items_and_reports_writes_in_order() -> None:
-    addressing = CkfAddressing(16, SEED)
+    addressing = CkfAddressing(seed=SEED, bucket_count=16)
     table = CuckooTable(addressing)
     rng = SplitMix64(11)
     snapshots = []
@@ -110,7 +110,7 @@ def test_kick_walk_moves_items_and_reports_writes_in_order() -> None:
 
 
 def test_identical_representations_keep_separate_copies_and_delete_lowest_slot() -> None:
-    addressing = CkfAddressing(2, SEED)
+    addressing = CkfAddressing(seed=SEED, bucket_count=2)
     table = CuckooTable(addressing)
     rng = SplitMix64(0)
     reps: dict[tuple[int, int, int], int] = {}
@@ -137,14 +137,14 @@ def test_identical_representations_keep_separate_copies_and_delete_lowest_slot()
 
 
 def test_delete_absent_raises() -> None:
-    table = CuckooTable(CkfAddressing(16, SEED))
+    table = CuckooTable(CkfAddressing(seed=SEED, bucket_count=16))
     with raises_variant(CkfError, "FingerprintNotFound") as info:
         table.delete(42)
     assert info.value.item == 42
 
 
 def test_store_remove_churn_drains_every_slot() -> None:
-    table = CuckooTable(CkfAddressing(64, SEED))
+    table = CuckooTable(CkfAddressing(seed=SEED, bucket_count=64))
     rng = SplitMix64(3)
     hashes = list(range(10_000, 10_128))
     for h in hashes:
@@ -169,7 +169,7 @@ def test_the_compiled_insert_equals_its_python_reference(
     same (bucket, before) pairs, and leaves the RNG where the reference does."""
     from cbi1kit.ckf._kick import insert_walk_reference
 
-    addressing = CkfAddressing(1 << log2, seed)
+    addressing = CkfAddressing(seed=seed, bucket_count=1 << log2)
     table = CuckooTable(addressing)
     rng = SplitMix64(rng_state)
     words = [0] * (1 << log2)
@@ -187,7 +187,7 @@ def test_the_compiled_insert_equals_its_python_reference(
 
 
 def test_a_kick_budget_beyond_the_scratch_space_is_refused() -> None:
-    table = CuckooTable(CkfAddressing(16, SEED))
+    table = CuckooTable(CkfAddressing(seed=SEED, bucket_count=16))
     with raises_variant(CkfError, "InvalidMaxKicks"):
         table.insert(1, SplitMix64(1), MAX_KICKS + 1)
 
@@ -205,7 +205,7 @@ def test_insert_many_is_insert_prepared_item_by_item_up_to_the_first_failure(
 ) -> None:
     """The same words, RNG state and counters as inserting each item in turn and stopping at
     the first failure (rolled back); offering the rest again carries on from there."""
-    addressing = CkfAddressing(1 << log2, seed)
+    addressing = CkfAddressing(seed=seed, bucket_count=1 << log2)
     fp, a, b = addressing.prepare_many(np.array(items, dtype=np.uint64))
     one, many = CuckooTable(addressing), CuckooTable(addressing)
     rng_one, rng_many = SplitMix64(rng_state), SplitMix64(rng_state)
@@ -227,7 +227,7 @@ def test_insert_many_is_insert_prepared_item_by_item_up_to_the_first_failure(
 
 
 def test_insert_many_fills_a_table_to_its_first_failure() -> None:
-    addressing = CkfAddressing(1 << 10, SEED)
+    addressing = CkfAddressing(seed=SEED, bucket_count=1 << 10)
     items = np.random.default_rng(5).integers(0, 2**64, 8 << 10, dtype=np.uint64)
     table = CuckooTable(addressing)
     k = table.insert_many(*addressing.prepare_many(items), SplitMix64(9), 500)
@@ -277,7 +277,7 @@ def test_bucket_occupancy_keeps_the_input_shape() -> None:
 
 
 def test_bucket_of_names_the_bucket_that_holds_an_item() -> None:
-    addressing = CkfAddressing(64, 11)
+    addressing = CkfAddressing(seed=11, bucket_count=64)
     table = CuckooTable(addressing)
     rng = SplitMix64(3)
     items = [i * 0x9E3779B97F4A7C15 % 2**64 for i in range(1, 120)]

@@ -45,14 +45,14 @@ TEST_SEED = 0x123456789ABCDEF0
     ],
 )
 def test_addressing_table(h: int, fp: int, a: int, b: int) -> None:
-    addressing = CkfAddressing(1024, TEST_SEED)
+    addressing = CkfAddressing(seed=TEST_SEED, bucket_count=1024)
     assert addressing.prepare(h) == CkfProbe(fp, a, b)
     vfp, va, vb = addressing.prepare_many([h])
     assert (int(vfp[0]), int(va[0]), int(vb[0])) == (fp, a, b)
 
 
 def test_addressing_first_ten_thousand_hashes() -> None:
-    addressing = CkfAddressing(1024, TEST_SEED)
+    addressing = CkfAddressing(seed=TEST_SEED, bucket_count=1024)
     for h in range(10_000):
         fp, a, b = addressing.prepare_ints(h)
         assert fp != 0

@@ -56,8 +56,8 @@ def _frame_bytes(rel: str) -> bytes:
 def _format(spec: dict[str, Any]) -> FilterFormat:
     seed, buckets = int(spec["seed"]), int(spec["bucket_count"])
     if spec.get("constructed_via", "FilterFormat::new") == "FilterFormat::new":
-        return FilterFormat(seed, buckets)
-    return FilterFormat.unchecked(seed, buckets)
+        return FilterFormat(seed=seed, bucket_count=buckets)
+    return FilterFormat.unchecked(seed=seed, bucket_count=buckets)
 
 
 def _images_digest(images: np.ndarray) -> int:
@@ -96,7 +96,10 @@ def _check_error(exc: errors.Cbi1Error, expected: dict[str, Any]) -> None:
 def _check_frame(frame: Delta | SnapshotChunk, ok: dict[str, Any]) -> None:
     h = ok["header"]
     assert frame.header == FrameHeader(
-        int(h["seed"]), int(h["bucket_count"]), int(h["dc_id"]), int(h["epoch"])
+        seed=int(h["seed"]),
+        bucket_count=int(h["bucket_count"]),
+        dc_id=int(h["dc_id"]),
+        epoch=int(h["epoch"]),
     )
     if ok["kind"] == "Delta":
         assert isinstance(frame, Delta)
@@ -130,7 +133,7 @@ def _check_frame(frame: Delta | SnapshotChunk, ok: dict[str, Any]) -> None:
 
 def _built_format(spec: dict[str, Any]) -> FilterFormat:
     """The encoder took its format as given (quirk cases use non-power-of-two counts)."""
-    return FilterFormat.unchecked(int(spec["seed"]), int(spec["bucket_count"]))
+    return FilterFormat.unchecked(seed=int(spec["seed"]), bucket_count=int(spec["bucket_count"]))
 
 
 def _lane_from_built_by(built: dict[str, Any], frames: list[bytes]) -> np.ndarray:
@@ -233,7 +236,12 @@ def test_decode_body_internal_case(case: dict[str, Any]) -> None:
     body = _frame_bytes(case["file"])
     assert hashlib.sha256(body).hexdigest() == case["body_sha256"]
     h = case["header"]
-    header = FrameHeader(int(h["seed"]), int(h["bucket_count"]), int(h["dc_id"]), int(h["epoch"]))
+    header = FrameHeader(
+        seed=int(h["seed"]),
+        bucket_count=int(h["bucket_count"]),
+        dc_id=int(h["dc_id"]),
+        epoch=int(h["epoch"]),
+    )
     with pytest.raises(errors.Cbi1Error) as info:
         _decode_delta(header, memoryview(bytes(HEADER_LEN) + body))
     _check_error(info.value, case["expected"]["error"])
@@ -244,11 +252,11 @@ def test_filter_format_case(case: dict[str, Any]) -> None:
     seed, buckets = int(case["input"]["seed"]), int(case["input"]["bucket_count"])
     expected = case["expected"]
     if "ok" in expected:
-        fmt = FilterFormat(seed, buckets)
+        fmt = FilterFormat(seed=seed, bucket_count=buckets)
         assert (fmt.seed, fmt.bucket_count) == (int(expected["ok"]["seed"]), buckets)
     else:
         with raises_variant(Cbi1Error, "Format.BucketCount") as info:
-            FilterFormat(seed, buckets)
+            FilterFormat(seed=seed, bucket_count=buckets)
         _check_error(info.value, expected["error"])
 
 
@@ -281,7 +289,12 @@ def _constructed(spec: dict[str, Any]) -> SnapshotChunk:
     m = re.fullmatch(r"(\d+) copies of (\d+)", spec["words"])
     assert m, spec["words"]
     words = np.full(int(m[1]), int(m[2]), dtype=np.uint64)
-    header = FrameHeader(int(h["seed"]), int(h["bucket_count"]), int(h["dc_id"]), int(h["epoch"]))
+    header = FrameHeader(
+        seed=int(h["seed"]),
+        bucket_count=int(h["bucket_count"]),
+        dc_id=int(h["dc_id"]),
+        epoch=int(h["epoch"]),
+    )
     return SnapshotChunk(
         header, spec["chunk_index"], spec["chunk_count"], int(spec["bucket_offset"]), words
     )

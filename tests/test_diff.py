@@ -159,7 +159,7 @@ def test_a_hand_built_producer_a_snapshot_and_a_simulator(tmp_path: Path) -> Non
     ahead = ck.diff(f.path, producer, dc_a="sim-dc-0")
     assert ahead.fingerprints_added == 1 and ahead.fingerprints_removed == 0
     seq = f.canonical(list(range(600, 604)))[0]
-    fp, a, b = ck.CkfAddressing(32, producer.format.seed).prepare_ints(seq)
+    fp, a, b = ck.CkfAddressing(seed=producer.format.seed, bucket_count=32).prepare_ints(seq)
     ((bucket, _, _, removed, added),) = ahead.table.rows()
     assert bucket in (a, b) and (removed, added) == ([], [fp])
     assert ahead.b.seed == producer.format.seed and ahead.b.source == "producer"

@@ -165,7 +165,7 @@ POOL = PoolId(
 )
 IDENT = ProducerIdentity(pool_id=POOL, producer_incarnation=1, layout_generation=1, format=FMT)
 LEASE = LaneLease(consumer_instance=7, physical_lane=2, assignment_epoch=1)
-ADDRESSING = CkfAddressing(FMT.bucket_count, FMT.seed)
+ADDRESSING = CkfAddressing(seed=FMT.seed, bucket_count=FMT.bucket_count)
 ASSEMBLED = AssembledSnapshot(1, 64, np.zeros(64, np.uint64), [(0, 64)])
 USAGE = (CaptureError, "Usage")
 CKF = (errors.CkfError, "Usage")
@@ -302,7 +302,9 @@ BAD_ARGUMENTS = [
         id="CuckooTable.insert_many",
     ),
     pytest.param(
-        lambda p: SnapshotAssembly(FilterFormat(7, 64), into=np.zeros(10, np.uint64)),
+        lambda p: SnapshotAssembly(
+            FilterFormat(seed=7, bucket_count=64), into=np.zeros(10, np.uint64)
+        ),
         *LANE_ARRAY,
         "into",
         "into must be a writeable, contiguous uint64[64] array",

@@ -194,7 +194,7 @@ def _colliding(f: HandFleet, root: int, stored: int, *, tries: int = 1 << 22) ->
         local = ck.compute_block_hash_for_seq(xs, 1)
         pairs = np.stack([np.full(step, root_hash, dtype=np.uint64), local], axis=1)
         seq = ck.hashing.compute_seq_hash_batch(pairs)[:, 1]
-        fp, a, _ = ck.CkfAddressing(BUCKETS, SEED).prepare_many(seq)
+        fp, a, _ = ck.CkfAddressing(seed=SEED, bucket_count=BUCKETS).prepare_many(seq)
         hit = (fp == target[0]) & ((a == target[1]) | (a == target[2])) & (xs != stored)
         if hit.any():
             return int(xs[np.flatnonzero(hit)[0]])

@@ -76,7 +76,7 @@ def replay_stream(stream: Stream) -> Replayed:
         u = pb.FilterUpdate.FromString(raw)
         if fmt is None:
             f = u.producer.ckf_format
-            fmt = FilterFormat(f.seed, f.bucket_count)
+            fmt = FilterFormat(seed=f.seed, bucket_count=f.bucket_count)
             assembly = SnapshotAssembly(fmt)
         assert assembly is not None
         if u.kind == pb.FILTER_UPDATE_KIND_HEARTBEAT:
@@ -320,7 +320,10 @@ def test_corrupt_payload_is_kept_and_forces_a_resubscription(
     assert bad.kind == pb.FILTER_UPDATE_KIND_DELTA
     with pytest.raises(ValueError, match="hashes to"):
         decode(
-            FilterFormat(feed.identity.format.seed, feed.identity.format.bucket_count), bad.payload
+            FilterFormat(
+                seed=feed.identity.format.seed, bucket_count=feed.identity.format.bucket_count
+            ),
+            bad.payload,
         )
     assert len(rec.report.violations) == 1 and rest
     out = replay_stream(rest[-1])

@@ -12,7 +12,7 @@ from cbi1kit.wire._frames import body_checksum
 from cbi1kit.wire._inspect import inspect
 from cbi1kit.wire._layout import HEADER
 
-FMT = FilterFormat(0x5EED, 1024)
+FMT = FilterFormat(seed=0x5EED, bucket_count=1024)
 DELTA = encode_delta(FMT, 7, 4, 5, [(3, 0xAAAABBBBCCCCDDDD), (1000, 42)])
 
 
@@ -32,7 +32,7 @@ def test_a_clean_frame_says_whether_its_format_was_checked() -> None:
     unchecked = inspect(DELTA)
     assert unchecked.ok and "not checked" in unchecked.verdict and not unchecked.format_checked
     assert unchecked.verdict in str(unchecked)
-    smaller = inspect(DELTA, FilterFormat(0x5EED, 512))
+    smaller = inspect(DELTA, FilterFormat(seed=0x5EED, bucket_count=512))
     assert not smaller.ok and smaller.verdict == f"{len(smaller.problems)} problem(s):"
 
 
@@ -42,7 +42,7 @@ def test_every_problem_is_reported_not_just_the_first() -> None:
     bad[8] = 8  # fingerprint bits
     bad[9] = 2  # slots
     struct.pack_into("<I", bad, 56, 3)  # image_count says 3, body has 2
-    ins = inspect(bad, FilterFormat(1, 1024))
+    ins = inspect(bad, FilterFormat(seed=1, bucket_count=1024))
     variants = [p.variant for p in ins.problems]
     assert variants == [
         "WireVersion",
@@ -126,8 +126,10 @@ def test_a_frame_too_large_is_judged_from_its_head_as_from_all_of_it(name: str) 
     """``length`` with only the head: every problem of the whole bytes but the checksum (and the
     image scan), which need the body; the same fields, and a dump of the head alone."""
     data = _oversized()[name]
-    whole = inspect(data, FilterFormat(1, 1024))
-    head = inspect(data[:FRAME_HEAD_BYTES], FilterFormat(1, 1024), length=len(data))
+    whole = inspect(data, FilterFormat(seed=1, bucket_count=1024))
+    head = inspect(
+        data[:FRAME_HEAD_BYTES], FilterFormat(seed=1, bucket_count=1024), length=len(data)
+    )
     assert head.problems == tuple(p for p in whole.problems if p.variant != "Checksum")
     assert head.problems[0].variant == "FrameTooLarge" and len(head.problems) >= 3
     assert [f.path for f in head.fields] == [f.path for f in whole.fields]

@@ -238,3 +238,37 @@ def test_front_door_signatures_say_what_they_take() -> None:
             if bad:
                 found[qual] = bad
     assert found == _ANY_LEFT
+
+
+def _callables(value: object) -> list[tuple[str, object]]:
+    if not isinstance(value, type):
+        return [("", value)] if callable(value) else []
+    found: list[tuple[str, object]] = [("", value)]
+    for attr, member in vars(value).items():
+        if isinstance(member, classmethod | staticmethod):
+            found.append((f".{attr}", member.__func__))
+        elif callable(member) and not attr.startswith("_"):
+            found.append((f".{attr}", member))
+    return found
+
+
+def test_seed_and_bucket_count_are_never_positional() -> None:
+    """Two ints a caller could swap: every public callable that takes both takes them by
+    keyword (#46), so ``FilterFormat`` and ``CkfAddressing`` cannot be called in two orders."""
+    import inspect
+
+    checked = []
+    for stage in STAGES:
+        module = getattr(cbi1kit, stage)
+        for name in module.__all__:
+            for suffix, fn in _callables(getattr(module, name)):
+                try:
+                    params = inspect.signature(fn).parameters  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    continue
+                if {"seed", "bucket_count"} <= params.keys():
+                    checked.append(f"{stage}.{name}{suffix}")
+                    for p in ("seed", "bucket_count"):
+                        kind = params[p].kind
+                        assert kind is inspect.Parameter.KEYWORD_ONLY, f"{checked[-1]}({p})"
+    assert {"wire.FilterFormat", "wire.FilterFormat.unchecked", "ckf.CkfAddressing"} <= set(checked)

@@ -64,7 +64,7 @@ def test_snapshot_chunk_count_and_exact_length(bucket_count: int, chunks: int) -
     words = lane(bucket_count)
     frames = encode_snapshot_publication(HubSnapshot(identity(bucket_count), 5, words))
     assert len(frames) == chunks == frames.chunk_count
-    fmt = FilterFormat(SEED, bucket_count)
+    fmt = FilterFormat(seed=SEED, bucket_count=bucket_count)
     got = np.zeros(bucket_count, dtype=np.uint64)
     for i, frame in enumerate(frames):
         assert len(frames) == chunks - i - 1  # exact remaining count after each pull
@@ -134,7 +134,7 @@ def test_delta_frame_and_payload() -> None:
     assert frame.kind is PublicationFrameKind.DELTA
     assert (frame.base_sequence, frame.sequence) == (4, 5)
     assert frame.queued_bytes == 48 + 12 + 12 * 3 + 256
-    decoded = decode(FilterFormat(SEED, 1024), frame.payload)
+    decoded = decode(FilterFormat(seed=SEED, bucket_count=1024), frame.payload)
     assert isinstance(decoded, Delta)
     assert decoded.base_epoch == 4 and decoded.header.epoch == 5 and decoded.header.dc_id == DC
     assert list(zip(decoded.buckets.tolist(), decoded.words.tolist(), strict=True)) == images
@@ -148,7 +148,9 @@ def test_delta_from_array_fields_like_the_producer_model() -> None:
         buckets=np.array([5, 6], dtype=np.uint32),
         values=np.array([(1 << 64) - 1, 7], dtype=np.uint64),
     )
-    decoded = decode(FilterFormat(SEED, 1024), encode_delta_publication(delta).payload)
+    decoded = decode(
+        FilterFormat(seed=SEED, bucket_count=1024), encode_delta_publication(delta).payload
+    )
     assert isinstance(decoded, Delta)
     assert decoded.words.tolist() == [(1 << 64) - 1, 7]
 
@@ -212,6 +214,6 @@ def test_snapshot_frames_do_not_follow_the_callers_buckets(bucket_count: int) ->
         for f in encode_snapshot_publication(HubSnapshot(identity(bucket_count), 9, pristine))
     ]
     assert payloads == expected
-    chunks = [decode(FilterFormat(SEED, bucket_count), p) for p in payloads]
+    chunks = [decode(FilterFormat(seed=SEED, bucket_count=bucket_count), p) for p in payloads]
     assert all(isinstance(c, SnapshotChunk) for c in chunks)
     np.testing.assert_array_equal(np.concatenate([c.words for c in chunks]), pristine)

@@ -420,7 +420,7 @@ def _frame_files(tmp_path: Path, frames: int) -> tuple[Path, Path, int]:
     from cbi1kit.wire._format import FilterFormat
 
     rng = np.random.default_rng(frames)
-    fmt = FilterFormat(SEED, 1 << 17)
+    fmt = FilterFormat(seed=SEED, bucket_count=1 << 17)
     bare, dump = tmp_path / f"{frames}.cbi1", tmp_path / f"{frames}.json"
     with open(bare, "wb") as b, open(dump, "w") as j:
         for i in range(frames):
@@ -446,7 +446,7 @@ def test_a_bare_frame_too_large_is_refused_before_its_body_is_read(tmp_path: Pat
     from cbi1kit.wire._encode import encode_delta
     from cbi1kit.wire._format import FilterFormat
 
-    frame = bytearray(encode_delta(FilterFormat(SEED, 1024), 7, 1, 2, [(3, 4)]))
+    frame = bytearray(encode_delta(FilterFormat(seed=SEED, bucket_count=1024), 7, 1, 2, [(3, 4)]))
     struct.pack_into("<I", frame, 56, 1 << 30)  # image_count: a 12 GiB frame
     path = tmp_path / "huge.cbi1"
     path.write_bytes(bytes(frame) + bytes(16 << 20))

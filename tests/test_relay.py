@@ -247,7 +247,7 @@ def test_an_empty_chunk_or_delta_payload_decodes_truncated(kind: int) -> None:
     msg.base_sequence, msg.sequence, msg.payload = 7, 7 + (kind == pb.FILTER_UPDATE_KIND_DELTA), b""
     assert r.check_filter_update(msg) is None
     with raises_variant(Cbi1Error, "Truncated") as info:
-        decode(FilterFormat(1, 1024), msg.payload)
+        decode(FilterFormat(seed=1, bucket_count=1024), msg.payload)
     assert rule_for(info.value) == "cbi1-truncated"
 
 

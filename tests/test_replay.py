@@ -140,7 +140,9 @@ def test_identity_and_envelope_rules(stream: Stream) -> None:
     m.base_sequence = m.sequence
     cases["cbi1-kind-mismatch"] = m
     m = clone(stream.messages[i])
-    m.producer.CopyFrom(wire_producer(FilterFormat(m.producer.ckf_format.seed, 1 << 20), dc_id=5))
+    m.producer.CopyFrom(
+        wire_producer(FilterFormat(seed=m.producer.ckf_format.seed, bucket_count=1 << 20), dc_id=5)
+    )
     cases["ProducerChanged "] = m
     for rule, msg in cases.items():
         report = replay([*stream.messages[:i], msg])
@@ -159,9 +161,9 @@ def test_cbi1_header_must_match_the_envelope(stream: Stream) -> None:
 
 def test_expected_format_is_enforced(stream: Stream) -> None:
     seed = stream.messages[0].producer.ckf_format.seed
-    report = replay(stream.messages, expected_format=FilterFormat(seed, 1 << 21))
+    report = replay(stream.messages, expected_format=FilterFormat(seed=seed, bucket_count=1 << 21))
     assert report.violations[0].rule == "FormatMismatch"
-    assert replay(stream.messages, expected_format=FilterFormat(seed, 1 << 20)).ok
+    assert replay(stream.messages, expected_format=FilterFormat(seed=seed, bucket_count=1 << 20)).ok
 
 
 def test_payload_bit_flips_are_reported_at_their_record(stream: Stream) -> None:
@@ -296,7 +298,7 @@ def _sessions_capture(path: Path, sessions: int) -> dict[int, np.ndarray]:
     from cbi1kit.capture._writer import CaptureWriter
     from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
 
-    fmt = FilterFormat(0x5EED, LANE)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=LANE)
     producer = wire_producer(fmt)
     rng = np.random.default_rng(sessions)
     expected: dict[int, np.ndarray] = {}

@@ -171,7 +171,9 @@ def test_a_stream_of_the_roundtrip_builder_and_its_expected_format(tmp_path: Pat
     report = assert_same(path)
     assert report.ok and report.final_sequence == stream.final_sequence
     np.testing.assert_array_equal(report.final_lane, stream.final_words)  # type: ignore[arg-type]
-    assert_same(path, expected_format=FilterFormat(1, 1 << 10))  # every message breaks it
+    assert_same(
+        path, expected_format=FilterFormat(seed=1, bucket_count=1 << 10)
+    )  # every message breaks it
 
 
 @pytest.mark.parametrize("interleave", [True, False])
@@ -267,7 +269,9 @@ def _snapshot_before(update: pb.FilterUpdate) -> list[bytes]:
     out = []
     lane = np.zeros(n, dtype=np.uint64)
     dc, base = update.producer.pool_id.dc_id, update.base_sequence
-    for chunk in encode_snapshot_chunks(FilterFormat(fmt.seed, n), dc, base, lane):
+    for chunk in encode_snapshot_chunks(
+        FilterFormat(seed=fmt.seed, bucket_count=n), dc, base, lane
+    ):
         snap = pb.FilterUpdate()
         snap.CopyFrom(update)
         snap.kind = pb.FILTER_UPDATE_KIND_SNAPSHOT_CHUNK

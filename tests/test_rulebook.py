@@ -80,7 +80,9 @@ def expected_rule(update: pb.FilterUpdate) -> str | None:
         found.append(rule_for(err))
     fmt = update.producer.ckf_format
     try:
-        frame = decode(FilterFormat.unchecked(fmt.seed, fmt.bucket_count), update.payload)
+        frame = decode(
+            FilterFormat.unchecked(seed=fmt.seed, bucket_count=fmt.bucket_count), update.payload
+        )
     except Cbi1Error as exc:
         found.append(rule_for(exc))
     else:
@@ -254,12 +256,14 @@ def test_a_delta_bucket_past_the_lane_is_flagged_as_decode_rejects_it(tmp_path: 
     any image position, with the checksum intact; the same delta one bucket lower is valid."""
     from cbi1kit.wire import FilterFormat, FrameHeader
 
-    fmt = FilterFormat(0x5EED, 1024)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=1024)
     messages, wants = [], []
     for top, at in ((1024, 0), (1024, 2), (2**32 - 1, 1), (1023, 2)):
         images = [(5, 1), (7, 2), (9, 3)]
         images[at] = (top, 4)
-        frame = Delta(FrameHeader(fmt.seed, fmt.bucket_count, 7, 5), 4, images).serialize()
+        frame = Delta(
+            FrameHeader(seed=fmt.seed, bucket_count=fmt.bucket_count, dc_id=7, epoch=5), 4, images
+        ).serialize()
         messages.append(wrap(fmt.seed, fmt.bucket_count, frame))
         wants.append("cbi1-delta-bucket-range" if top >= 1024 else None)
         assert decode_rule({"seed": fmt.seed, "bucket_count": 1024}, frame) == wants[-1]
@@ -461,7 +465,7 @@ def _producer_set(path: str, value: int) -> pb.FilterUpdate:
     from cbi1kit.wire import FilterFormat
     from cbi1kit.wire._encode import encode_snapshot_chunk
 
-    fmt = FilterFormat(0x52, 1024)
+    fmt = FilterFormat(seed=0x52, bucket_count=1024)
     frame = encode_snapshot_chunk(fmt, 1, 1, 0, 1, np.zeros(1024, dtype=np.uint64))
     m = wrap(fmt.seed, fmt.bucket_count, frame)
     target: Any = m.producer

@@ -168,7 +168,9 @@ def assert_cbi1_query_round_trip(hash_format: KvQueryHashFormat, via_lora_alias:
     consumer_instance = ConsumerInstanceId(13)
     lease = LaneLease(consumer_instance, 0, 1)
     hub_snapshot = HubSnapshot(identity, 1, buckets, lease=lease)
-    wire_format = cbi1.FilterFormat(identity.format.seed, identity.format.bucket_count)
+    wire_format = cbi1.FilterFormat(
+        seed=identity.format.seed, bucket_count=identity.format.bucket_count
+    )
     assembly = cbi1.SnapshotAssembly(wire_format)
     assembled = None
 

@@ -272,7 +272,7 @@ def test_frames_of_bare_frames_come_in_batches_of_bounded_bytes(
     from cbi1kit.wire._format import FilterFormat
 
     rng = np.random.default_rng(17)
-    fmt = FilterFormat(0x5EED, 1 << 17)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=1 << 17)
     peaks = []
     for frames in (24, 48):  # of 1 MiB each
         path = tmp_path / f"chunks-{frames}.cbi1"

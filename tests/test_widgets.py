@@ -56,7 +56,7 @@ def test_static_builds_get_a_picture(report: ck.ReplayReport, static: None) -> N
     for shown in (
         W.occupancy_explorer(report.final_lane),
         W.stream_scrubber(SAMPLE, report=report),
-        W.filter_playground(16, fill=20),
+        W.filter_playground(bucket_count=16, fill=20),
     ):
         assert hasattr(shown, "_ipython_display_") and shown.parts
 
@@ -76,8 +76,8 @@ def test_the_scrubber_shows_the_lane_at_each_sequence(report: ck.ReplayReport, l
 
 
 def test_the_playground_publishes_what_it_wrote() -> None:
-    pg = W.FilterPlayground(16, seed=0x5EED)
-    fmt = FilterFormat(0x5EED, 16)
+    pg = W.FilterPlayground(seed=0x5EED, bucket_count=16)
+    fmt = FilterFormat(seed=0x5EED, bucket_count=16)
     kicked = failed = 0
     for _ in range(80):
         item = pg.random_item()

@@ -33,7 +33,7 @@ from cbi1kit.wire._format import (
 from cbi1kit.wire._frames import IMAGE_DTYPE, Delta, FrameHeader, SnapshotChunk, body_checksum
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
-FMT = FilterFormat(0x5EED, 1024)
+FMT = FilterFormat(seed=0x5EED, bucket_count=1024)
 
 WORKED_DELTA = bytes.fromhex(
     "43424931 0100 0200 10 04 0100 ed5e000000000000 0004000000000000 0700000000000000"
@@ -97,7 +97,7 @@ def test_worked_delta_example_byte_for_byte() -> None:
     assert out == WORKED_DELTA
     frame = decode(FMT, out)
     assert isinstance(frame, Delta)
-    assert frame.header == FrameHeader(0x5EED, 1024, 7, 5)
+    assert frame.header == FrameHeader(seed=0x5EED, bucket_count=1024, dc_id=7, epoch=5)
     assert frame.base_epoch == 4
     assert frame.images.tolist() == [(3, 0xAAAABBBBCCCCDDDD), (1000, 42)]
 
@@ -113,11 +113,11 @@ def test_max_delta_images_is_349525() -> None:
 
 def test_u64_max_survives_everything() -> None:
     top = U64_MAX
-    fmt = FilterFormat(top, 2)
+    fmt = FilterFormat(seed=top, bucket_count=2)
     data = encode_delta(fmt, top, top, top, [(1, top)])
     frame = decode(fmt, data)
     assert isinstance(frame, Delta)
-    assert frame.header == FrameHeader(top, 2, top, top)
+    assert frame.header == FrameHeader(seed=top, bucket_count=2, dc_id=top, epoch=top)
     assert frame.base_epoch == top
     assert int(frame.words[0]) == top
     assert frame.serialize() == data
@@ -194,14 +194,14 @@ def test_encoder_rejects_values_outside_their_types() -> None:
     with raises_variant(Cbi1Error, "InvalidImage", match=r"images\[0\]\.bucket"):
         encode_delta(FMT, 7, 0, 1, [(-1, 1)])
     with raises_variant(Cbi1Error, "InvalidImage"):
-        encode_snapshot_chunks(FilterFormat(1, 2), 0, 0, [-1, 0])
+        encode_snapshot_chunks(FilterFormat(seed=1, bucket_count=2), 0, 0, [-1, 0])
 
 
 def test_peek_format_bootstraps_from_the_first_frame() -> None:
-    assert peek_format(WORKED_DELTA) == FilterFormat(0x5EED, 1024)
+    assert peek_format(WORKED_DELTA) == FilterFormat(seed=0x5EED, bucket_count=1024)
     corrupt = bytearray(WORKED_DELTA)
     corrupt[-1] ^= 0xFF  # peek does not look at the body
-    assert peek_format(corrupt) == FilterFormat(0x5EED, 1024)
+    assert peek_format(corrupt) == FilterFormat(seed=0x5EED, bucket_count=1024)
     with raises_variant(Cbi1Error, "Magic"):
         peek_format(b"XXXX" + WORKED_DELTA[4:])
 
@@ -210,7 +210,7 @@ def test_peek_format_bootstraps_from_the_first_frame() -> None:
 
 
 def test_lane_is_cut_into_ordered_chunks_lazily() -> None:
-    fmt = FilterFormat(9, 1 << 21)
+    fmt = FilterFormat(seed=9, bucket_count=1 << 21)
     lane = np.arange(fmt.bucket_count, dtype=np.uint64)
     chunks = encode_snapshot_chunks(fmt, 3, 11, lane)
     assert len(chunks) == 4 == fmt.chunk_count
@@ -230,7 +230,7 @@ def test_lane_is_cut_into_ordered_chunks_lazily() -> None:
 
 
 def test_decoded_words_are_zero_copy_views() -> None:
-    fmt = FilterFormat(1, 2)
+    fmt = FilterFormat(seed=1, bucket_count=2)
     data = bytearray(next(iter(encode_snapshot_chunks(fmt, 0, 0, [5, 6]))))
     frame = decode(fmt, data)
     assert isinstance(frame, SnapshotChunk)
@@ -251,7 +251,9 @@ def test_delta_round_trip(data: st.DataObject, dc_id: int, base: int, epoch: int
     frame = decode(fmt, encoded)
     assert isinstance(frame, Delta)
     assert frame.kind is FrameKind.DELTA
-    assert frame.header == FrameHeader(fmt.seed, fmt.bucket_count, dc_id, epoch)
+    assert frame.header == FrameHeader(
+        seed=fmt.seed, bucket_count=fmt.bucket_count, dc_id=dc_id, epoch=epoch
+    )
     assert frame.base_epoch == base
     assert frame.images.tobytes() == images.tobytes()
     assert frame.serialize() == encoded
@@ -388,9 +390,9 @@ def _golden_frames() -> list[Any]:
         data = gzip.decompress(raw) if case["file"].endswith(".gz") else raw
         seed, buckets = int(spec["seed"]), int(spec["bucket_count"])
         if spec.get("constructed_via", "FilterFormat::new") == "FilterFormat::new":
-            fmt = FilterFormat(seed, buckets)
+            fmt = FilterFormat(seed=seed, bucket_count=buckets)
         else:
-            fmt = FilterFormat.unchecked(seed, buckets)
+            fmt = FilterFormat.unchecked(seed=seed, bucket_count=buckets)
         out.append(pytest.param(fmt, data, id=case["id"]))
     return out
 
@@ -400,7 +402,9 @@ def test_fast_decode_matches_the_reference_on_every_golden_frame(
     fmt: FilterFormat, data: bytes
 ) -> None:
     _agree(fmt, data)
-    _agree(FilterFormat.unchecked(fmt.seed ^ 1, fmt.bucket_count), data)  # a foreign format
+    _agree(
+        FilterFormat.unchecked(seed=fmt.seed ^ 1, bucket_count=fmt.bucket_count), data
+    )  # a foreign format
 
 
 @settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
@@ -496,7 +500,9 @@ def _batch_agrees(fmt: FilterFormat, frames: list[Any]) -> None:
 @pytest.mark.parametrize(("fmt", "data"), _golden_frames())
 def test_decode_deltas_matches_decode_on_every_golden_frame(fmt: FilterFormat, data: bytes) -> None:
     """Each golden frame alone, between two valid deltas, and after a frame that fails."""
-    good = encode_delta(FilterFormat.unchecked(fmt.seed, fmt.bucket_count), 5, 6, 7, [(0, 9)])
+    good = encode_delta(
+        FilterFormat.unchecked(seed=fmt.seed, bucket_count=fmt.bucket_count), 5, 6, 7, [(0, 9)]
+    )
     damaged = good[:-1]
     for frames in ([data], [good, data, good], [good, damaged, data], [data, data]):
         _batch_agrees(fmt, frames)

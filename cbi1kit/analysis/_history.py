@@ -210,7 +210,7 @@ class SegmentHistory:
     def snapshot(self, history: History, buckets: npt.NDArray[np.int64] | None = None) -> Words:
         """The snapshot's words (only ``buckets``' where given)."""
         lane = np.zeros(self.bucket_count, np.uint64)
-        fmt = FilterFormat.unchecked(self.seed, self.bucket_count)
+        fmt = FilterFormat.unchecked(seed=self.seed, bucket_count=self.bucket_count)
         for store, at, length, number in self.chunks:
             buf, starts = history.bodies(
                 store, np.array([at]), np.array([length]), np.array([number], np.uint64)

@@ -194,7 +194,7 @@ def _decoded(payload: bytes, seed: int, buckets: int) -> tuple[Frame | None, Cbi
     """The CBI1 frame ``payload`` decoded against the format ``(seed, buckets)``, or the error
     its decode reports."""
     try:
-        return decode(FilterFormat.unchecked(seed, buckets), payload), None
+        return decode(FilterFormat.unchecked(seed=seed, bucket_count=buckets), payload), None
     except Cbi1Error as exc:
         return None, exc
 

@@ -159,7 +159,11 @@ class LaneReport:
     def format(self) -> FilterFormat | None:
         """The format of the lane's last installed snapshot."""
         seg = self._segments[-1] if self._segments else None
-        return None if seg is None or seg.seed is None else FilterFormat(seg.seed, seg.bucket_count)
+        return (
+            None
+            if seg is None or seg.seed is None
+            else FilterFormat(seed=seg.seed, bucket_count=seg.bucket_count)
+        )
 
     @property
     def sessions(self) -> list[LaneSession]:

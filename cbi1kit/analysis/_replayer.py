@@ -86,7 +86,9 @@ class LaneReplayer:
         self.expected_format = (
             None
             if expected_format is None
-            else FilterFormat(int(expected_format.seed), int(expected_format.bucket_count))
+            else FilterFormat(
+                seed=int(expected_format.seed), bucket_count=int(expected_format.bucket_count)
+            )
         )
         self.keep_history = keep_history
         self.keep_events = keep_events

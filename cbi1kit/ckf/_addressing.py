@@ -120,7 +120,7 @@ class CkfAddressing:
 
     __slots__ = ("_delta", "_delta_list", "bucket_count", "mask", "seed")
 
-    def __init__(self, bucket_count: int, seed: int) -> None:
+    def __init__(self, *, seed: int, bucket_count: int) -> None:
         _validate(bucket_count, seed)
         self.bucket_count = bucket_count
         self.seed = seed
@@ -130,7 +130,7 @@ class CkfAddressing:
         self._delta_list: list[int] = self._delta.tolist()
 
     def __repr__(self) -> str:
-        return f"CkfAddressing(bucket_count={self.bucket_count}, seed=0x{self.seed:x})"
+        return f"CkfAddressing(seed=0x{self.seed:x}, bucket_count={self.bucket_count})"
 
     # -- scalar ------------------------------------------------------------------------------
     def delta(self, fingerprint: int) -> int:
@@ -202,17 +202,3 @@ class CkfAddressing:
         fp = np.asarray(fingerprints).astype(np.uint16, copy=False)
         out: U64Array = bk ^ self._delta[fp]
         return out
-
-
-def prepare(
-    hashes: npt.ArrayLike, bucket_count: int, seed: int
-) -> tuple[U16Array, U64Array, U64Array]:
-    """Vectorised ``prepare`` for one format: (fingerprints, buckets a, buckets b)."""
-    return CkfAddressing(bucket_count, seed).prepare_many(hashes)
-
-
-def alt(
-    buckets: npt.ArrayLike, fingerprints: npt.ArrayLike, bucket_count: int, seed: int
-) -> U64Array:
-    """Vectorised alternate bucket for one format."""
-    return CkfAddressing(bucket_count, seed).alt_many(buckets, fingerprints)

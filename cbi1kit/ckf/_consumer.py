@@ -204,7 +204,7 @@ class CkfLaneTable:
         consumer_instance: ConsumerInstanceId | int | None = None,
     ) -> None:
         self.format = format
-        self.addressing = CkfAddressing(format.bucket_count, format.seed)
+        self.addressing = CkfAddressing(seed=format.seed, bucket_count=format.bucket_count)
         self.indexer_domain = indexer_domain
         self.consumer_instance = (
             None

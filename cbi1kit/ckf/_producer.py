@@ -299,7 +299,7 @@ class DcCkfState:
             )
         self.config = config
         self.format = config.format()
-        self.addressing = CkfAddressing(bucket_count, config.seed)
+        self.addressing = CkfAddressing(seed=config.seed, bucket_count=bucket_count)
         self.table = CuckooTable(self.addressing)
         self.rng = SplitMix64(lane_rng_seed(config.seed, 0))
         self._lineage: dict[WorkerWithDpRank, dict[int, int]] = {}

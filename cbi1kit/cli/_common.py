@@ -294,7 +294,7 @@ def expected_format(args: argparse.Namespace) -> FilterFormat | None:
     if args.seed is None or args.buckets is None:
         raise CliError("--seed and --buckets go together", EXIT_USAGE)
     try:
-        return FilterFormat(args.seed, args.buckets)
+        return FilterFormat(seed=args.seed, bucket_count=args.buckets)
     except Cbi1kitError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
 

@@ -89,7 +89,7 @@ def _summary(lane: Any) -> None:
     fmt = lane.format
     if lane.final_lane is None or fmt is None:
         return
-    addressing = CkfAddressing(fmt.bucket_count, fmt.seed)
+    addressing = CkfAddressing(seed=fmt.seed, bucket_count=fmt.bucket_count)
     stats = lane_stats(lane.final_lane, addressing=addressing, fpr_probes=200_000)
     rows = [
         ("buckets", stats.buckets),

@@ -105,7 +105,9 @@ def _sim_config(args: argparse.Namespace) -> Any:
             dataclasses.replace(base.relay, **relay_kw),
         )
         ckf = config.simulator.ckf_config()
-        FilterFormat(ckf.seed, ckf.bucket_count())  # a lane CBI1 carries, or a usage error now
+        FilterFormat(
+            seed=ckf.seed, bucket_count=ckf.bucket_count()
+        )  # a lane CBI1 carries, or a usage error now
         return config
     except (Cbi1kitError, ValueError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise unanswerable(str(exc), {args.capture: report}) from None
     stats = lane_stats(
         words,
-        addressing=CkfAddressing(lane_fmt.bucket_count, lane_fmt.seed),
+        addressing=CkfAddressing(seed=lane_fmt.seed, bucket_count=lane_fmt.bucket_count),
         fpr_probes=args.fpr_probes,
         seed=args.probe_seed,
     )

@@ -136,7 +136,7 @@ def filter_format(fmt: DcCkfFormatIdentity) -> FilterFormat:
     ):
         raise _unsupported_format(fmt)
     try:
-        return FilterFormat(fmt.seed, fmt.bucket_count)
+        return FilterFormat(seed=fmt.seed, bucket_count=fmt.bucket_count)
     except Cbi1Error as exc:
         raise _wrapped(exc) from exc
 

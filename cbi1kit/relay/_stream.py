@@ -222,7 +222,7 @@ class StreamChecker:
     def _adopt(self, producer: pb.ProducerIdentity) -> str | None:
         """Take the stream's producer generation: its bytes, format and DC (or say why not)."""
         fmt = producer.ckf_format
-        adopted = FilterFormat(fmt.seed, fmt.bucket_count)
+        adopted = FilterFormat(seed=fmt.seed, bucket_count=fmt.bucket_count)
         if self.expected_format is not None and adopted != self.expected_format:
             return f"producer format {adopted!r} differs from the expected {self.expected_format!r}"
         self._producer = producer.SerializeToString(deterministic=True)

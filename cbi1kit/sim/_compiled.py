@@ -234,7 +234,7 @@ def _lay_out(cfg: SimulatorConfig, workload: Workload, health_every: int) -> ar.
     hashes, uid = _items(workload.seq_hashes)
     items = hashes.size
     fmt = cfg.ckf_config()
-    addressing = CkfAddressing(fmt.bucket_count(), fmt.seed)
+    addressing = CkfAddressing(seed=fmt.seed, bucket_count=fmt.bucket_count())
     fp, a, b = addressing.prepare_many(hashes)
     members = cfg.dcs * cfg.members_per_dc
     nodes = min(members * cfg.capacity_blocks, workload.total_blocks) + 1

@@ -265,7 +265,9 @@ class FrameListFeed:
         self._descriptor = descriptor
         self._next = 0
         self._sequence = snapshot.sequence
-        self._format = FilterFormat(self._identity.format.seed, self._identity.format.bucket_count)
+        self._format = FilterFormat(
+            seed=self._identity.format.seed, bucket_count=self._identity.format.bucket_count
+        )
         self.per_step = per_step
         self.track_lane = track_lane
         self._load = (kv_capacity, workers, ranks)

@@ -67,7 +67,7 @@ def filter_health_table(
     )
     if report is None or seed is None:
         return table
-    addressing = CkfAddressing(buckets, seed)
+    addressing = CkfAddressing(seed=seed, bucket_count=buckets)
     picks = np.unique(np.linspace(0, table.height - 1, min(fpr_points, table.height)).astype(int))
     measured = pl.DataFrame(
         [

@@ -208,7 +208,7 @@ def stream_scrubber(
 # ---------------------------------------------------------------------------- filter playground
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FilterPlayground:
     """A small CKF to insert into and remove from, step by step, as upstream's producer does.
 
@@ -217,14 +217,14 @@ class FilterPlayground:
     ``byte_explorer``). ``widget()`` wraps it in buttons for a live kernel.
     """
 
-    bucket_count: int = 16
     seed: int = 0x5EED
+    bucket_count: int = 16
     max_kicks: int = 500
     dc_id: int = 1
 
     def __post_init__(self) -> None:
-        self.format = FilterFormat(self.seed, self.bucket_count)
-        self.table = CuckooTable(CkfAddressing(self.bucket_count, self.seed))
+        self.format = FilterFormat(seed=self.seed, bucket_count=self.bucket_count)
+        self.table = CuckooTable(CkfAddressing(seed=self.seed, bucket_count=self.bucket_count))
         self.rng = SplitMix64(lane_rng_seed(self.seed))
         self.epoch = 0
         self.items: list[int] = []
@@ -335,10 +335,10 @@ class PlaygroundStep:
         return parts
 
 
-def filter_playground(bucket_count: int = 16, *, seed: int = 0x5EED, fill: int = 0) -> Any:
+def filter_playground(*, seed: int = 0x5EED, bucket_count: int = 16, fill: int = 0) -> Any:
     """A ``FilterPlayground`` of ``bucket_count`` buckets, ``fill`` random items inserted; its
     widget in a live kernel, else its table and one insert's step as a static picture."""
-    playground = FilterPlayground(bucket_count, seed)
+    playground = FilterPlayground(seed=seed, bucket_count=bucket_count)
     for _ in range(fill):
         playground.insert(playground.random_item())
     if interactive_charts():

@@ -111,7 +111,7 @@ def peek_format(data: Buffer) -> FilterFormat:
     view = memoryview(data).cast("B")
     _check_envelope(view)
     seed, bucket_count = struct.unpack_from("<QQ", view, _OFF["seed"])
-    return FilterFormat.unchecked(seed, bucket_count)
+    return FilterFormat.unchecked(seed=seed, bucket_count=bucket_count)
 
 
 def _checksum_error(checksum: int, actual: int) -> Cbi1Error:
@@ -234,7 +234,7 @@ def _decode_reference(expected_format: FilterFormat, data: Buffer) -> Frame:
     if actual_checksum != checksum:
         raise _checksum_error(checksum, actual_checksum)
     _check_format(expected_format, format_version, fingerprint_bits, slots, seed, bucket_count)
-    header = FrameHeader(seed, bucket_count, dc_id, epoch)
+    header = FrameHeader(seed=seed, bucket_count=bucket_count, dc_id=dc_id, epoch=epoch)
     if flags == FrameKind.DELTA:
         return _decode_delta(header, view)
     if flags == FrameKind.SNAPSHOT_CHUNK:
@@ -308,10 +308,10 @@ class DeltaBatch(Sequence[Delta]):
             return [self[i] for i in range(*index.indices(len(self)))]
         index = _position(index, len(self), "delta")
         header = FrameHeader(
-            self.format.seed,
-            self.format.bucket_count,
-            int(self.dc_id[index]),
-            int(self.epoch[index]),
+            seed=self.format.seed,
+            bucket_count=self.format.bucket_count,
+            dc_id=int(self.dc_id[index]),
+            epoch=int(self.epoch[index]),
         )
         start, end = self.offsets[index : index + 2]
         return Delta(header, int(self.base_epoch[index]), self.images[start:end])

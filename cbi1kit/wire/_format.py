@@ -51,7 +51,7 @@ def _check_u64(name: str, value: int) -> None:
         raise OverflowError(f"{name} {value} is outside the unsigned 64-bit range")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FilterFormat:
     """The CKF a lane is built with: xxh3 ``seed`` and ``bucket_count`` (a power of two).
 
@@ -79,7 +79,7 @@ class FilterFormat:
             )
 
     @classmethod
-    def unchecked(cls, seed: int, bucket_count: int) -> FilterFormat:
+    def unchecked(cls, *, seed: int, bucket_count: int) -> FilterFormat:
         """A format that skips the power-of-two check (u64 ranges still hold)."""
         _check_u64("seed", seed)
         _check_u64("bucket_count", bucket_count)

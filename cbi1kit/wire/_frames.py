@@ -52,7 +52,7 @@ def body_checksum(frame: Buffer) -> int:
     return _xxh3_64(memoryview(frame)[HEADER_LEN:]) & 0xFFFFFFFF
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FrameHeader:
     """The variable header fields (upstream ``ImagesHeader``); the rest are format constants."""
 
@@ -64,7 +64,7 @@ class FrameHeader:
     @property
     def format(self) -> FilterFormat:
         """The header's ``FilterFormat``, built unchecked (a received header may hold any shape)."""
-        return FilterFormat.unchecked(self.seed, self.bucket_count)
+        return FilterFormat.unchecked(seed=self.seed, bucket_count=self.bucket_count)
 
 
 class SnapshotChunk:

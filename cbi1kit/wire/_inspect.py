@@ -197,7 +197,9 @@ def inspect(
 
     frame: Frame | None = None
     if not problems and whole:
-        fmt = expected_format or FilterFormat.unchecked(_int(hv["seed"]), bucket_count)
+        fmt = expected_format or FilterFormat.unchecked(
+            seed=_int(hv["seed"]), bucket_count=bucket_count
+        )
         try:
             frame = decode(fmt, buf)
         except Cbi1Error as exc:  # pragma: no cover - inspect and decode disagree: a bug
