@@ -19,13 +19,10 @@ from typing import Any, Final
 def attach(
     package: str, init_file: str
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
-    """``__getattr__``, ``__dir__`` and ``__all__`` for ``package``, whose public names are the
-    imports of the ``if TYPE_CHECKING:`` block of its ``__init__`` (``init_file``): type checkers
-    read them there, and here each loads on first use, so a name is stated once.
-
-    lazy_loader's ``attach_stub`` does this over a ``.pyi``, but drops ``as`` names, which the
-    front door needs (``open_capture as open``). See docs/api.md.
-    """
+    """``__getattr__``, ``__dir__`` and ``__all__`` for ``package``: its public names are the
+    imports of the ``if TYPE_CHECKING:`` block of its ``__init__`` (``init_file``), each loaded on
+    first use, so a name is stated once. Unlike lazy_loader's ``attach_stub``, keeps ``as`` names
+    (``open_capture as open``). See docs/api.md."""
     where = _type_checking_imports(package, Path(init_file).read_text())
 
     def __getattr__(name: str) -> Any:

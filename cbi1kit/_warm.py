@@ -1,13 +1,10 @@
-"""Compile the simulator, frames-table and replay kernels ahead of first use, into numba's disk
+"""Compile the simulator, frames-table and replay kernels ahead of first use into numba's disk
 cache, and bundle the notebooks' offline chart JavaScript into cbi1kit's.
 
-A fresh clone otherwise pays 10-20 s of compilation the first time a table is built or a capture
-replayed (issue #17). ``make`` runs this once after installing (``python -m cbi1kit._warm``): a
-small capture simulated by the compiled simulator, whole and torn, goes through the frames table
-and replay, which compile and cache every kernel the scan and the fast replay engine dispatch (a
-torn record takes the damage path). Later processes load
-the cached machine code (where it goes and when it is
-stale: docs/kernels.md). Never an error: caching is an optimisation.
+``make`` runs this once after installing (``python -m cbi1kit._warm``), so a fresh clone does not
+pay 10-20 s of compilation on its first table or replay (issue #17): a small simulated capture,
+whole and torn (the damage path), goes through the frames table and replay. Never an error: caching
+is an optimisation. Where the cache goes and when it is stale: docs/kernels.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""Regenerate the checked-in ``kvrelay_v1_pb2*`` modules from ``kvrelay_v1.proto``.
-
-Run from anywhere: ``.venv/bin/python -m cbi1kit._proto.regenerate`` (or
-``.venv/bin/python cbi1kit/_proto/regenerate.py``). It is the exact equivalent of::
-
-    python -m grpc_tools.protoc -I cbi1kit/_proto \\
-        --python_out=cbi1kit/_proto --pyi_out=cbi1kit/_proto --grpc_python_out=cbi1kit/_proto \\
-        cbi1kit/_proto/kvrelay_v1.proto
-
-followed by two edits: ``grpc_tools`` writes ``import kvrelay_v1_pb2`` into the gRPC module, an
-absolute import that only works with ``cbi1kit/_proto`` on ``sys.path``; it is rewritten to the
-package-relative ``from . import kvrelay_v1_pb2``. And the generated ``.pyi`` uses bare
-``Mapping`` annotations that strict mypy rejects (``type-arg``) whenever our code imports the
-module, so a per-file ``# mypy: disable-error-code="type-arg"`` line is put on top of it; the
-untyped gRPC module gets ``# mypy: ignore-errors`` (the ``grpc`` package has no stubs either).
-
-The code is checked in (rather than built at install time) so that installing cbi1kit needs no
-protobuf compiler; ``grpcio-tools`` is a dev dependency only.
+"""Regenerate the checked-in ``kvrelay_v1_pb2*`` modules from ``kvrelay_v1.proto``
+(``python -m cbi1kit._proto.regenerate``): ``grpc_tools.protoc`` with ``--python_out``,
+``--pyi_out`` and ``--grpc_python_out``, then two edits. The gRPC module's absolute
+``import kvrelay_v1_pb2`` becomes package-relative; the ``.pyi`` gets
+``# mypy: disable-error-code="type-arg"`` (bare ``Mapping``) and the gRPC module
+``# mypy: ignore-errors`` (``grpc`` has no stubs). Checked in so that installing cbi1kit needs
+no protobuf compiler.
 """
 
 from __future__ import annotations

@@ -80,14 +80,12 @@ class _Frames:
 
 
 class Capture:
-    """A source, scanned once. ``frames``, ``images`` and ``snapshots`` are its tables (polars
-    LazyFrames); ``replay()`` the consumer's rules over it; ``lane``, ``view``, ``explain``,
-    ``diff``, ``stats`` and ``export`` read that replay. Nothing is computed twice: the scan
-    and each result are kept. ``follow=True``: the source is still being written (a capture
-    ``record`` is writing), so a torn record at its end is bytes to come, read by ``refresh()``,
-    not damage. ``keep_tables=False`` keeps neither (memory stays at a window of
-    the file, for a source larger than memory): each pass over it scans it again.
-    """
+    """A source, scanned once: ``frames``, ``images`` and ``snapshots`` are its tables (polars
+    LazyFrames), ``replay()`` the consumer's rules over it, and ``lane``, ``view``, ``explain``,
+    ``diff``, ``stats`` and ``export`` read that replay; the scan and each result are kept.
+    ``follow=True``: the source is still being written, so a torn tail is bytes to come (read by
+    ``refresh()``), not damage. ``keep_tables=False`` keeps nothing (memory stays at a window of the
+    file): each pass scans again. See docs/data-path.md."""
 
     def __init__(
         self,
@@ -202,13 +200,10 @@ class Capture:
         return scan
 
     def refresh(self) -> int:
-        """Scan what was appended since the last scan (a capture still being written, a
-        recording that rotated) and carry every kept table and replay on; how many items came.
-        From the first refresh on, a torn record at the end is bytes not written yet; one
-        that the first scan reported as damage is read again from the start (open with
-        ``follow=True`` and it never is: the cost stays what was appended). A capture that
-        keeps nothing (``keep_tables=False``) has nothing to carry on: ``CaptureError``
-        ``Usage``."""
+        """Scan what was appended since the last scan and carry every kept table and replay on;
+        returns how many items came. A torn tail is then bytes not written yet (a tail the first
+        scan reported as damage makes it read again from the start, unless opened with
+        ``follow=True``). ``keep_tables=False``: ``CaptureError`` ``Usage``."""
         if not self.keep_tables:
             message = "refresh() carries kept tables on: open with keep_tables=True"
             raise CaptureError(CaptureVariant.Usage, message, field="keep_tables")

@@ -1,23 +1,12 @@
 """The partitioned dataset: the tables of many captures as hive-partitioned Parquet that more
-captures append to without rewriting anything, read back lazily with polars.
-
-``DIR/cbi1kit-dataset.json`` says what it is (schema version, tables, partitioning); each table
-is a directory of ``dc=<DC id>/producer=<producer incarnation>/date=<UTC receive date>/``
-partitions (``PARTITION_SCHEMA``), every file zstd Parquet with its unsigned types, named after
-the content hash of the capture file it comes from (``<source>-<n>.parquet``) and carrying the
-schema version, the cbi1kit version, its table and its source in its metadata.
-``DIR/sources/<source>.json`` records each converted capture file (a segment of a rotated
-recording, or a capture of one file) once its files are in place: a file already converted is
-skipped, so converting the same captures again adds nothing. That manifest is the commit: a
-reader reads only the files a manifest lists, so a conversion killed at any point shows
-nothing of its file; one export at a time holds the dataset (:func:`dataset_lock`) and sweeps
-what no manifest lists (the commit protocol of Delta Lake and Iceberg).
+captures append to without rewriting anything, read back lazily with polars. Layout
+(``PARTITION_SCHEMA``), metadata and the commit protocol (a source's manifest is its commit;
+:func:`dataset_lock`): docs/tables.md.
 
 The unit of work is the capture file (:func:`convert_segment`): frames, then a replay pass for
-images, snapshots and violations. A rotated recording's segments go in order, each taking the
-state the one before left (:class:`Carry`: the reader's cursor, the replayer's lanes), so a
-segment set converts exactly as the unrotated capture would; :func:`export_dataset` runs them in
-this process, ``cbi1kit.fleet.convert`` as one Dask task each.
+images, snapshots and violations. A rotated recording's segments go in order, each taking the state
+the one before left (:class:`Carry`), so a segment set converts as the unrotated capture would;
+:func:`export_dataset` runs them in this process, ``cbi1kit.fleet.convert`` as one Dask task each.
 """
 
 from __future__ import annotations
@@ -384,12 +373,9 @@ def _hex_dc(dc_id: int | None) -> str | None:
 
 class _TableWriter:
     """One table's rows of one source, written straight into the table's partitions as hidden
-    ``.<source>-<call>-<n>.parquet.part`` files; :meth:`publish` renames them into place.
-
-    Each call writes one file per partition it reaches, on this thread. (pyarrow's dataset
-    writer closed its files on its own threads and dropped the Python file visitor there:
-    when the process exited right after, that thread could abort it, ``terminate called
-    without an active exception``.)"""
+    ``.<source>-<call>-<n>.parquet.part`` files (one per partition a call reaches, on this thread);
+    :meth:`publish` renames them into place. Not pyarrow's dataset writer: its writer threads could
+    abort the process at exit (``terminate called without an active exception``)."""
 
     def __init__(self, table: str, seg: SegmentSource, out: Path) -> None:
         self.table = table

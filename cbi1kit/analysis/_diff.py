@@ -1,13 +1,9 @@
 """Two lanes, bucket by bucket: what differs between the words of two captures, two DCs of one
-capture, one lane at two moments, or a producer's lane and what its consumer holds.
+capture, one lane at two moments, or a producer's lane and what its consumer holds (the question a
+capacity hole or a lagging stream raises).
 
-Words are absolute bucket images, so comparing two lanes is comparing their words: a bucket
-differs when its words do, and what changed in it is the fingerprints one side holds and the
-other does not (a multiset: a fingerprint held twice and then once was removed once). A side is
-a capture (its lane of a DC at a moment, as the global view resolves moments: a sequence, a
-time, an offset, the end), a lane's words (an array or a ``.npy`` file), a recorded snapshot,
-or a producer (``DcCkfState``, a ``Simulator``'s DC): the producer against the consumer is the
-question a capacity hole or a lagging stream raises.
+Words are absolute bucket images, so a bucket differs when its words do, and what changed in it is
+the fingerprints one side holds and the other does not, as multisets. See docs/tables.md.
 """
 
 from __future__ import annotations
@@ -518,22 +514,13 @@ def build_diff(
     at_b: Moment = None,
     labels: tuple[str | None, str | None] = (None, None),
 ) -> LaneDiff:
-    """Lane ``a`` against lane ``b`` (``b`` None: ``a`` again, at another moment or DC).
-
-    Either side is a capture's ``ReplayReport`` (:func:`cbi1kit.diff` replays a path): its lane of
-    DC ``dc`` (an id, its hex or a DC name; the only lane without it), among the pools the
-    catalog advertised for ``model`` when one is given, at ``at`` (a sequence: each lane right
-    after its own sequence; a time or an offset: what had been received by then; None: the end)
-    as :func:`cbi1kit.analysis.global_view` resolves moments. ``dc_a``/``dc_b`` and
-    ``at_a``/``at_b`` set one side. A side may also be a lane's words (a 1-D unsigned 64-bit
-    array, or a ``.npy`` file of one), a snapshot (``DcCkfSnapshot``, ``HubSnapshot``,
-    ``AssembledSnapshot``), a producer (``DcCkfState``: its words now) or a ``Simulator`` (its
-    DC ``dc``'s producer). ``labels`` name the sides in the result (default: a file's name,
-    ``array``, ``snapshot``, ...).
-
-    ``LaneError``: ``DifferentFormats`` (other bucket counts, or seeds where both sides say),
-    ``NotReady`` (the lane held nothing at that moment), ``NoSuchLane``, ``SeveralLanes``,
-    ``NotALane``, and the global view's ``NoCatalog``, ``TimeNotRecorded``, ``At``."""
+    """Lane ``a`` against lane ``b`` (``b`` None: ``a`` again, at another moment or DC). A side is a
+    capture's ``ReplayReport`` (its lane of DC ``dc``, an id, hex or name, needless with one lane,
+    among ``model``'s pools at ``at``, as :func:`cbi1kit.analysis.global_view` takes them; ``dc_a``,
+    ``at_b`` etc. set one side), lane words (a 1-D ``uint64`` array or ``.npy``), a snapshot, a
+    ``DcCkfState`` or a ``Simulator`` (its DC ``dc``); ``labels`` name the sides. ``LaneError``:
+    ``DifferentFormats``, ``NotReady``, ``NoSuchLane``, ``SeveralLanes``, ``NotALane``, and the
+    global view's ``NoCatalog``, ``TimeNotRecorded``, ``At``."""
     side_a, words_a = _side(
         a,
         dc=dc if dc_a is None else dc_a,

@@ -1,17 +1,12 @@
 """Why a global router sees the prefix it sees: one request, step by step, against the consumer
 tables of a capture at one moment.
 
-A router's answer is a number per DC lane: the prefix depth. Behind it lie the catalog's query
-semantics for the model (block size, hash format, the registration and its LoRA adapter), the
-block hashes of the request, each block's fingerprint and two buckets, and the words each lane
-held then, which deltas wrote. :func:`explain` shows every step, each computed by the one
-implementation the rest of the package uses (hashing, ``CkfAddressing``, the global view's
-tables, ``find_prefix_depths``), and reads replay's history for where a slot's fingerprint came
-from or when a block's fingerprint left its buckets (each lane's part:
-:mod:`cbi1kit.analysis._explain_lane`).
-
-What the consumer cannot know it says so: a fingerprint in a bucket is 16 bits, so a match is
-a true or a false positive only for someone who knows what the producer holds (``truth=``).
+A router's answer is a prefix depth per DC lane; behind it lie the catalog's query semantics for the
+model, the request's block hashes, each block's fingerprint and two buckets, and the words each lane
+held. :func:`explain` shows each step by the package's one implementation of it (hashing,
+``CkfAddressing``, the global view, ``find_prefix_depths``) and replay's history of where a
+fingerprint came from or left (per lane: :mod:`cbi1kit.analysis._explain_lane`). A 16-bit
+fingerprint match is a true or false positive only to who knows the producer (``truth=``).
 """
 
 from __future__ import annotations
@@ -107,20 +102,15 @@ def _source_byte(source: IdentitySource) -> int:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Explanation:
-    """A request explained against the consumer tables at ``at`` (see :func:`explain`).
-
-    ``ranking`` lists the ready lanes in the order the router prefers them; ``preferred`` is
-    the first, ``tied`` every ready lane at the deepest depth.
-
-    The order: upstream's consumer table answers a depth per ready lane and no more
-    (``global.rs``, ``GlobalCkfIndexer::find_prefix_matches``; the test-only
-    ``MaxDepthMatches`` mode of ``search.rs`` keeps every lane tied at the deepest depth). The
-    global gateway's exact policy (``select_pool``: a crate over ``dynamo_kv_router`` found by
-    content, relay.md §6) orders eligible pools by projected uncached prefill time, then
-    occupancy, then the local DC, then ``stable_pool_rank`` of a request's tie key, then the
-    pool id. The filter stream carries neither prefill capacity nor occupancy, so they are
-    taken as equal: the deepest lane wins, a tie goes to ``local_dc`` (if given), then to the
-    lowest :func:`stable_pool_rank` for ``tie_key`` (if given), then to the lowest pool id."""
+    """A request explained against the consumer tables at ``at`` (see :func:`explain`): ``ranking``
+    lists the ready lanes in the router's order, ``preferred`` the first, ``tied`` every ready lane
+    at the deepest depth. Upstream's table answers only a depth per lane (``global.rs``,
+    ``GlobalCkfIndexer::find_prefix_matches``; ``search.rs``'s test-only ``MaxDepthMatches`` ties
+    the deepest); the gateway's ``select_pool`` (a crate over ``dynamo_kv_router`` found by content,
+    relay.md §6) orders by projected uncached prefill time, occupancy, the local DC,
+    ``stable_pool_rank`` of a tie key, then pool id. The stream carries neither of the first two,
+    so: deepest lane, then ``local_dc``, then lowest :func:`stable_pool_rank` for ``tie_key``, then
+    lowest pool id."""
 
     model: str
     lora: str | None
@@ -597,23 +587,15 @@ def build_explanation(
     domain: IndexerDomainId | str | None = None,
     verification_window: int = DEFAULT_VERIFICATION_WINDOW,
 ) -> Explanation:
-    """Explain how the router sees ``tokens`` (or a trace ``request``) for ``model`` at ``at``.
-
-    The steps: the catalog's registration for ``model`` (or the LoRA alias ``lora``) and its
-    query semantics; the request's block hashes under them (salted with the canonical adapter),
-    each block's fingerprint and buckets; then each DC lane of the model's consumer table at the
-    moment (``at`` and ``max_age`` as :func:`cbi1kit.analysis.global_view` takes them: a stale
-    lane is not ranked) as :class:`LaneExplanation` tells it, with the depth upstream's search
-    finds (``verification_window`` as the router's ``PrefixSearchConfig``); and the lanes in the
-    router's order (:class:`Explanation`: a tie goes to ``local_dc``, then by ``tie_key``).
-
-    ``truth``: what the producers hold (:data:`HoldingsByDc`), to tell each match a true or a
-    false positive and each miss a true or a false negative, which nothing else can tell.
-
-    Errors: ``IdentityError`` ``UnknownModel`` (no catalog pool serves the model or alias),
-    ``NotALora``, ``QuerySemantics`` (a request cut differently); ``LaneError`` ``NoCatalog``
-    (none received by then), ``SeveralDomains``, ``Manifest.InvalidVerificationWindow``;
-    ``HashingError`` ``TooFewTokens`` (not one complete block) and the hashing's own."""
+    """Explain how the router sees ``tokens`` (or a trace ``request``) for ``model`` at ``at``: the
+    catalog's registration for ``model`` (or LoRA alias ``lora``) and its query semantics; the
+    request's block hashes (salted with the canonical adapter), fingerprints and buckets; each DC
+    lane (:class:`LaneExplanation`; ``at``, ``max_age`` as :func:`cbi1kit.analysis.global_view`
+    takes them) searched with ``verification_window`` (the router's ``PrefixSearchConfig``); the
+    router's order (:class:`Explanation`). ``truth`` (:data:`HoldingsByDc`: what the producers hold)
+    tells true from false positives and negatives. Errors: ``IdentityError`` ``UnknownModel``,
+    ``NotALora``, ``QuerySemantics``; ``LaneError`` ``NoCatalog``, ``SeveralDomains``,
+    ``Manifest.InvalidVerificationWindow``; ``HashingError`` ``TooFewTokens`` and others."""
     check_verification_window(verification_window)
     view = build_global_view(report, model=model, at=at, max_age=max_age)
     dom = _pick_domain(view, domain)

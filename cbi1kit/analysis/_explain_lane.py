@@ -135,17 +135,13 @@ class LaneBlock:
 
 @dataclass(frozen=True, slots=True)
 class LaneExplanation:
-    """The request on one DC lane of the table at the moment.
-
-    ``depth`` is the prefix depth upstream's search finds (``find_prefix_depths``: advisory,
-    a false positive at a sampled position can raise it, a hole past the verification window
-    can be jumped); ``first_missing`` is where the chain really breaks on this lane (the first
-    block whose fingerprint neither bucket holds; None: every block is held) and ``removed`` the
-    write after which that fingerprint left both buckets, if the lane held it before (a delta,
-    or a new session's snapshot that no longer had it). A lane that is not ready says ``why``
-    and is not searched (upstream's ready mask). A ``stale`` lane (its last message older than
-    the ``max_age`` asked for, received at ``touched_unix_ns``) is searched but not ranked:
-    upstream's scorer gives it no score (None: staleness not judged)."""
+    """The request on one DC lane of the table at the moment. ``depth``: what upstream's search
+    finds (``find_prefix_depths``: advisory; a false positive at a sampled position can raise it, a
+    hole past the verification window be jumped); ``first_missing``: the first block whose
+    fingerprint neither bucket holds (None: all held); ``removed``: the write (a delta or a new
+    session's snapshot) after which that fingerprint left both. Not ready: ``why``, not searched
+    (upstream's ready mask); ``stale`` (last message, at ``touched_unix_ns``, older than
+    ``max_age``): searched, not ranked (None: not judged)."""
 
     lane: int
     pool: PoolId

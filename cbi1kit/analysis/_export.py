@@ -85,13 +85,9 @@ def export_parquet(
     overwrite: bool = False,
 ) -> dict[str, Path]:
     """Write ``frames.parquet``, ``images.parquet`` and ``snapshots.parquet`` of a source's scan
-    ``items`` (``Capture.export``, ``cbi1kit.export_parquet``).
-
-    Unsigned columns stay unsigned in Parquet (``UINT_64`` etc. logical types), so
-    ``pl.read_parquet`` gives back ``pl.UInt64`` with values up to ``2**64 - 1``. Existing
-    files are refused (``OutputError`` ``Exists``) unless ``overwrite``, before any is written;
-    the three appear together, and a failed write (a full disk) leaves none (``Unwritable``).
-    """
+    ``items``, unsigned columns kept unsigned (``pl.read_parquet`` gives ``pl.UInt64`` back).
+    Existing files are ``OutputError`` ``Exists`` unless ``overwrite``, before any is written; the
+    three appear together, and a failed write (a full disk) leaves none (``Unwritable``)."""
     out = Path(out_dir)
     paths = {name: out / f"{name}.parquet" for name in TABLE_SCHEMAS}
     claim_outputs(paths.values(), overwrite=overwrite)

@@ -1,20 +1,12 @@
 """The global view: upstream's consumer tables of a replayed capture at one moment.
 
-A global router consults, per model, up to 16 DC lanes of one indexer domain: upstream's
-``GlobalCkfManifest`` (``lib/kv-router/src/indexer/cuckoo/global.rs``, newest) over a
-``TransposedCkfTable<16>``. From a replay this module builds those tables at any moment: the
-pools the capture's catalog advertised for the model then (every pool of the catalog and of the
-replay without a model), grouped by indexer domain, each pool a lane of its domain's
-:class:`~cbi1kit.ckf.CkfLaneTable` (the manifest's rules are the table's), ready with the words
-its session held at that moment (read back from replay's history) or not ready, and where they
-came from: the producer generation, the sequence, the receive time, the stream.
-
-A moment is a lane ``sequence`` (each lane right after its own sequence N), a wall-clock time
-(ISO 8601 with a zone: ``2026-11-30T12:00:00Z``) or an offset after the capture's first message
-(``+90s``): at a time every message received at or before it has been applied, and a lane whose
-session had ended (a violation, its stream closed, a new stream not yet installed) is not ready,
-as the consumer retires it until the next snapshot. Without a moment the view holds every
-lane's final words (its last session at its last sequence).
+Per model, a router consults up to 16 DC lanes of one indexer domain: ``GlobalCkfManifest``
+(``lib/kv-router/src/indexer/cuckoo/global.rs``, newest) over a ``TransposedCkfTable<16>``. Here
+each domain is a :class:`~cbi1kit.ckf.CkfLaneTable` of the pools the catalog advertised for the
+model then, a lane ready with the words its session held (from replay's history) and where they came
+from, or not ready. A moment is a lane ``sequence`` (each lane right after its own), a time (ISO
+8601 with a zone) or an offset after the first message (``+90s``): all received by then is applied,
+and a lane whose session had ended is not ready. No moment: every lane's final words.
 """
 
 from __future__ import annotations
@@ -191,17 +183,11 @@ def parse_at(value: At | int | str | datetime | timedelta | None) -> At | None:
 
 @dataclass(frozen=True, slots=True)
 class ViewLane:
-    """One lane of a consumer table at the moment, and where its words came from.
-
-    ``producer`` is the generation the lane holds (ready) or the catalog's for the pool;
-    ``sequence`` and ``time_unix_ns`` (receive time of the message that made it) and
-    ``stream_id`` are None when not ready; ``session`` counts the lane's snapshot sessions
-    from 1 (the lease's ``assignment_epoch``); ``why`` says why a lane is not ready.
-    ``touched_unix_ns`` is the receive time of the session's last install, delta or heartbeat
-    by the moment, and ``stale`` whether more than the view's ``max_age`` had passed since
-    then (upstream's scorer then gives the lane no score); None where not judged (no
-    ``max_age``, a moment without a time, no receive times).
-    """
+    """One lane of a consumer table at the moment, and where its words came from. ``producer``: the
+    generation held (ready) or the catalog's; ``sequence``, ``time_unix_ns`` (receive time of the
+    message that made it), ``stream_id``: None when not ready; ``session``: snapshot sessions from 1
+    (the lease's ``assignment_epoch``); ``why``: why not ready; ``touched_unix_ns``: receive time of
+    the last install, delta or heartbeat; ``stale``: over ``max_age`` since (None: unjudged)."""
 
     lane: int
     pool: PoolId

@@ -642,14 +642,12 @@ def frame_columns(
     dims: tuple[npt.NDArray[Any], ...],
     last: npt.NDArray[np.int64],
 ) -> tuple[int, int]:
-    """Rows ``lo`` to ``hi`` of a span (``b[start : start + length]``; bare CBI1 frames where
-    not ``is_pb``) into the column blocks ``out`` = (``C64``, ``C32``, ``C16``, ``C8``) from row
-    ``row0``: envelope, CBI1 header, body checksum, first failing rule, producer's and relay's
-    dimension. ``dims`` = (pool; each producer's offset, length, ``DIM_*`` flags, seed, bucket
-    count, DC; each relay's offset, length, flags): the sub-messages seen so far, back to back
-    in ``pool``, and their columns; ``last`` the last match of each; ``own`` and ``index0`` as
-    :func:`_write_own` takes them. Stops at a row whose bytes are new, for the caller to parse
-    them once. Returns ``(the first row not written, NEED_* or 0)``."""
+    """Rows ``lo`` to ``hi`` of a span (``b[start : start + length]``; bare CBI1 frames where not
+    ``is_pb``) into the columns ``out`` = (``C64``, ``C32``, ``C16``, ``C8``) from row ``row0``.
+    ``dims`` = (pool; each producer's offset, length, ``DIM_*`` flags, seed, bucket count, DC; each
+    relay's offset, length, flags): the sub-messages so far, back to back in ``pool``; ``last`` the
+    last match of each; ``own``, ``index0`` as :func:`_write_own`. Stops at a row with new bytes,
+    for the caller to parse once. Returns ``(the first row not written, NEED_* or 0)``."""
     o64, o32, o16, o8 = out
     pool, p_at, p_len, p_bad, p_seed, p_buckets, p_dc, r_at, r_len, r_bad, pv64, pv32, rv64 = dims
     h = np.zeros(16, dtype=np.uint64)

@@ -1,13 +1,11 @@
 """The frames table without numba: the same columns, per message, in Python.
 
-Each message is walked field by field (protobuf's wire rules, as strict as prost: a known field
-with a foreign wire type is malformed; the last occurrence of a field wins), its relay and
-producer parsed by protobuf, validated by :func:`cbi1kit.relay._messages.check_filter_update`,
-its payload decoded by :func:`cbi1kit.wire.decode` against the producer's format, and the
-decoded frame compared with its envelope. Each of those reports its first failure; the verdict
-is the earliest of them in the rulebook (:data:`cbi1kit.wire.RULES`), whose order every one of
-them follows. It is the compiled kernels' oracle (``tests/test_rulebook.py``) and the frames
-table's fallback when the kernels cannot be loaded.
+Each message is walked field by field (protobuf's wire rules, as strict as prost: a known field with
+a foreign wire type is malformed; the last occurrence wins), its relay and producer checked by
+:func:`cbi1kit.relay._messages.check_filter_update`, its payload decoded by
+:func:`cbi1kit.wire.decode` and compared with its envelope. Each reports its first failure; the
+verdict is the earliest of them in the rulebook (:data:`cbi1kit.wire.RULES`). It is the compiled
+kernels' oracle (``tests/test_rulebook.py``) and the fallback when they cannot be loaded.
 """
 
 from __future__ import annotations

@@ -307,18 +307,11 @@ class StreamInfo:
 @dataclass(slots=True, eq=False)
 class ReplayReport:
     """Everything replay saw: the events and violations of the whole source, and every lane.
-
-    ``events`` is empty when replay kept none (``keep_events=False``); the counts, the
-    violations and the lanes' sessions are there either way. ``catalogs`` are the capture's
-    catalog updates and ``streams`` its streams (empty for sources other than a capture);
-    ``readiness`` its readiness updates; ``plane_damage`` its catalog and readiness records
-    that do not decode (those planes', not the frames': no violation); ``first_unix_ns`` and
-    ``last_unix_ns`` are the receive times of its first and last message.
-
-    With one lane, ``final_lane``, ``final_sequence``, ``sequence_ranges`` and ``lane_at`` are
-    that lane's (with none: nothing installed); with several they are ``LaneError``
-    ``SeveralLanes``: pick one with :meth:`lane`.
-    """
+    ``events`` is empty under ``keep_events=False``; ``catalogs``, ``streams``, ``readiness`` and
+    ``plane_damage`` (those planes' undecodable records: no violation) are a capture's;
+    ``first_unix_ns``/``last_unix_ns`` the receive times of its first and last message.
+    ``final_lane``, ``final_sequence``, ``sequence_ranges`` and ``lane_at`` are the one lane's
+    (none: nothing installed; several: ``LaneError`` ``SeveralLanes``, pick with :meth:`lane`)."""
 
     events: EventLog
     frames: int

@@ -1,14 +1,11 @@
 """Compiled kernels behind the fast replay engine: a span's clean steps taken in one pass.
 
-:func:`replay_rows` walks each message of a span (:func:`cbi1kit.analysis._kernels.walk_update`),
-checks it against its lane's state and, where it is a clean step, takes it: a delta applied to
-the lane's words (its images and the words they replaced kept where a table wants them), a
-heartbeat at the installed sequence, a message a lane waiting for a snapshot skips. It stops
-at the first message that is anything else, which the per-message engine then takes (a
-violation, a snapshot, a stream's first message). Being stricter than the rules only sends more
-messages to that engine, so every condition here is a conjunction a valid message meets; the
-engine is the reference and names the violation. :func:`delta_images` reads deltas back for
-the lazy history. Offsets come from the one layout (:mod:`cbi1kit.wire._layout`).
+:func:`replay_rows` walks each message of a span, checks it against its lane's state and takes each
+clean step (a delta applied, its images kept where a table wants them; a heartbeat at the installed
+sequence; a message skipped while waiting for a snapshot). It stops at anything else, for the
+per-message engine (the reference) to take and name: every condition here is one a valid message
+meets, and being stricter only sends more there. :func:`delta_images` reads deltas back for the lazy
+history. Offsets come from :mod:`cbi1kit.wire._layout`. See docs/replay.md.
 """
 
 from __future__ import annotations
@@ -257,14 +254,12 @@ def replay_rows(
     out: tuple[npt.NDArray[Any], ...],
     images: tuple[npt.NDArray[Any], ...],
 ) -> int:
-    """Rows ``lo`` onwards of a span, in order, each against its lane (``row_slot``; a
-    lane's ``state`` column: mode, installed sequence, seed, bucket count, DC, deltas allowed;
-    ``expect``: the bytes of its session's producer and relay, ``(pool, (4, lanes) offsets and
-    lengths)``; ``lanes[slot]``: its words). Each clean step is taken: a delta's images go into
-    the lane, and where ``images`` = (buckets, new words, previous words, count) has room, there
-    too. ``slots`` (``(2, SLOTS)``) and ``stamp[0]`` find a bucket named twice in a delta.
-    Returns the first row not taken (``hi`` when all were); ``out`` = (outcome, sequence, base
-    sequence, image count) per row."""
+    """Rows ``lo`` onwards of a span, in order, each against its lane (``row_slot``; ``state``:
+    mode, installed sequence, seed, bucket count, DC, deltas allowed; ``expect``: its session's
+    producer and relay bytes, ``(pool, (4, lanes) offsets and lengths)``; ``lanes[slot]``: words).
+    Deltas go into the lane and, while ``images`` = (buckets, new, previous words, count) has room,
+    there; ``slots`` (``(2, SLOTS)``) and ``stamp[0]`` find a bucket named twice in a delta. Returns
+    the first row not taken; ``out`` = (outcome, sequence, base sequence, image count) per row."""
     kinds, seqs, bases, counts = out
     ib, inew, iprev, icount = images
     keep = len(ib) > 0

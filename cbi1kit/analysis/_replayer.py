@@ -58,19 +58,14 @@ DeltasHook = Callable[
 
 
 class LaneReplayer:
-    """Incremental replay of one lane: ``feed`` records one by one, ``report()`` at any time.
-
-    ``expected_format`` (a ``FilterFormat`` or anything with ``seed``/``bucket_count``) pins
-    the format the way a catalog-selected producer would; otherwise each session adopts the
-    format of its first message. ``keep_history`` keeps what ``lane_at`` needs in a temporary
-    file (False: nothing, and no file); ``keep_events=False`` keeps no per-record events, only
-    their counts and the violations. Either way memory stays at the lane in play, however long
-    the stream. ``on_snapshot(frame_index, sequence, snapshot, stream_id)`` and
-    ``on_delta(frame_index, sequence, buckets, new_words, previous_words)`` observe installs
-    and applied deltas; ``on_deltas`` (:data:`DeltasHook`) observes applied deltas many at a
-    time where the fast engine takes them (one at a time here; the tables use it). A new
-    ``stream_id`` is a new session.
-    """
+    """Incremental replay of one lane: ``feed`` records one by one, ``report()`` at any time; a new
+    ``stream_id`` is a new session, and memory stays at the lane in play. ``expected_format`` (a
+    ``FilterFormat``, or anything with ``seed``/``bucket_count``) pins the format as a
+    catalog-selected producer would (else each session adopts its first message's); ``keep_history``
+    keeps what ``lane_at`` needs in a temporary file; ``keep_events=False`` only counts and
+    violations. Hooks: ``on_snapshot(frame_index, sequence, snapshot, stream_id)``,
+    ``on_delta(frame_index, sequence, buckets, new_words, previous_words)``, ``on_deltas``
+    (:data:`DeltasHook`: many at a time where the fast engine takes them)."""
 
     def __init__(
         self,
@@ -416,15 +411,11 @@ class _LaneSlot:
 
 
 class Replayer:
-    """Incremental replay of a whole source: one :class:`LaneReplayer` per pool, one session
-    per stream. ``feed`` / ``feed_damage`` / ``feed_error`` / ``feed_item`` records one by
-    one, ``report()`` at any time; the arguments are :class:`LaneReplayer`'s, for every lane.
-
-    A stream belongs to the pool of its first message's producer (a message without an
-    envelope: the lane of bare frames; an envelope without a producer: a lane of its own). A
-    capture's catalog updates, stream opens and closes go in with :meth:`feed_item`: a close
-    ends its stream's session at its receive time.
-    """
+    """Incremental replay of a whole source: a :class:`LaneReplayer` per pool (its arguments, for
+    every lane), a session per stream; ``feed`` / ``feed_damage`` / ``feed_error`` / ``feed_item``
+    one by one, ``report()`` at any time. A stream belongs to the pool of its first message's
+    producer (no envelope: the bare frames' lane; no producer: a lane of its own). Catalog updates,
+    stream opens and closes: :meth:`feed_item`; a close ends its session at its receive time."""
 
     def __init__(
         self,

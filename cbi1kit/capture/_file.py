@@ -1,13 +1,9 @@
 """``kvrcap`` capture files: a recorded relay session, byte-exact, append-only, crash-tolerant.
 
-Every gRPC response message is stored as the serialized bytes exactly as received (never a
-re-encoding), so unknown fields and the exact CBI1 payload survive, next to wall-clock and
-monotonic receive times. Stream open/close records say what was asked (target, method, raw
-request) and how it ended (status, reason, message count); a schema record pins the
-``.proto`` used. Each record is self-delimiting with two checksums (header, body), so a torn or
-corrupted tail is detected at a known byte offset and record index while every intact record
-before it is still read, and a reader can follow a file that is still being written.
-The layout is documented in ``docs/capture-format.md``.
+Each gRPC response is stored as the bytes received (never re-encoded), with wall-clock and
+monotonic receive times, between stream open/close records; a schema record pins the ``.proto``.
+Records are self-delimiting with header and body checksums, so damage is found at a known offset
+and record index and a growing file can be followed. See ``docs/capture-format.md``.
 """
 
 from __future__ import annotations
@@ -114,12 +110,9 @@ class _ClosesOnExit:
 class CaptureDamage:
     """A damaged stretch of a capture, reported inline by :meth:`CaptureReader.items`.
 
-    ``error`` says what and where (``offset`` of the first damaged byte's record, the
-    ``record_index`` expected there, ``reason``); reading resumed at ``end_offset`` (the next
-    intact record, or the end of the file). ``skipped`` are the record numbers lost, from the
-    ``record_index`` fields around the gap (empty for a repeated record; open-ended damage at
-    the end of the file counts one). ``record_type`` / ``stream_id`` are known when the record's
-    header was intact (a body checksum mismatch): then exactly that record is lost.
+    ``error`` says what and where; reading resumed at ``end_offset``. ``skipped`` are the record
+    numbers lost (empty for a repeated record; open-ended damage at the end counts one).
+    ``record_type`` / ``stream_id`` are known when only the body was damaged: that record is lost.
     """
 
     error: CaptureError
@@ -419,13 +412,11 @@ def _index_block(buf: Any, offset: int) -> tuple[IndexBlock, int] | None:
 
 
 def read_index(buf: Any) -> CaptureIndex | None:
-    """The index of a closed capture (``buf``: the whole file), from its TRAILER through the
-    chain of INDEX records, each verified (:func:`_index_block`); None if the file has no
-    TRAILER or anything in the chain does not verify (then the file is walked record by
-    record).
+    """The index of a closed capture (``buf``: the whole file), from its TRAILER and INDEX chain.
 
-    What it does not check is that the listed records are really where the INDEX says (their
-    headers, lengths and numbers): a reader gathers those headers and checks them against it.
+    Each INDEX is verified (:func:`_index_block`); None without a TRAILER or if the chain does not
+    verify (then the file is walked). The listed records' headers are not checked here: a reader
+    checks them against it.
     """
     size = len(buf)
     if size < FILE_HEADER_LEN + TRAILER_LEN:

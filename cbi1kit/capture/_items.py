@@ -26,11 +26,9 @@ from cbi1kit.errors import CaptureError, CaptureVariant
 class FrameRecord:
     """One received message, whatever it was read from.
 
-    ``index`` counts frames from 0 within the source; ``source_offset`` is the byte offset of
-    the record in the file. Receive times are ``None`` where the source has none (grpcurl, bare
-    frames). ``update`` is the parsed ``FilterUpdate`` (``None`` for bare CBI1 frames); ``raw``
-    holds the serialized ``FilterUpdate`` bytes as received (captures) or the CBI1 frame bytes
-    (bare frames), and ``payload`` the CBI1 bytes in either case.
+    ``index`` counts from 0 in the source; receive times are ``None`` where it has none (grpcurl,
+    bare frames). ``update`` is the parsed ``FilterUpdate`` (``None`` for bare frames); ``raw``
+    the bytes as received (``FilterUpdate`` or CBI1 frame), ``payload`` the CBI1 bytes.
     """
 
     index: int
@@ -52,12 +50,9 @@ class FrameRecord:
 class FrameDamage:
     """Capture damage met between frames (``read_capture(..., damage="report")``).
 
-    ``index`` is the frame index the damage sits at; ``frames`` how many frame indexes it
-    uses up, so that later frames keep the numbers they have in the undamaged capture: 1 for a
-    MESSAGE record of a frame stream whose header was intact but whose body is damaged (exact),
-    the number of capture records lost (``damage.skipped``) for a damaged header while a frame
-    stream is open (an estimate: those records are assumed to be its messages), else 0.
-    ``error`` is the capture's own error (capture record index and byte offset).
+    At frame ``index``, using up ``frames`` indexes so later frames keep their undamaged numbers:
+    1 for a frame MESSAGE with only its body damaged, ``len(damage.skipped)`` (assumed its
+    messages) for a damaged header in an open frame stream, else 0.
     """
 
     index: int
@@ -81,10 +76,9 @@ _Update = TypeVar("_Update", pb.KvPoolCatalogUpdate, pb.ServingReadinessUpdate)
 class _PlaneRecord(Generic[_Update]):
     """One update of a plane's stream, decoded: the fields a catalog and a readiness record share.
 
-    ``index`` counts the plane's updates from 0 within the capture, ``record_index`` is the
-    capture record; ``raw`` holds the message bytes as received. The update is parsed, not
-    validated: the relay contract (:func:`cbi1kit.relay._messages.catalog_from_wire`) is the relay
-    stage's.
+    ``index`` counts the plane's updates from 0, ``record_index`` is the capture record, ``raw``
+    the bytes as received. Parsed, not validated
+    (:func:`cbi1kit.relay._messages.catalog_from_wire` is the relay stage's).
     """
 
     index: int

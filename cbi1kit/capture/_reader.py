@@ -22,16 +22,11 @@ from cbi1kit.errors import CaptureError
 
 
 class CaptureReader(_ClosesOnExit):
-    """A capture's records, read by the format's one scanner
-    (:class:`cbi1kit.capture._scan.FileScan`).
+    """A capture's records, read by the one scanner (:class:`cbi1kit.capture._scan.FileScan`).
 
-    ``items()`` is every intact record in order with each damaged stretch reported inline as a
-    :class:`CaptureDamage` where it is, reading going on after it; ``records()`` the intact
-    records only: by default it raises the first damage (``strict=False``: stops there, the
-    error in ``damage``; ``resync=True``: reads past every damage, all in ``damages``).
-    Structural records (INDEX, TRAILER) are skipped unless ``structural=True``. ``follow()``
-    keeps reading a file that is still being written. ``verify=False`` skips the body checksum
-    (headers are always checked).
+    ``items()`` yields intact records with each damaged stretch inline (:class:`CaptureDamage`);
+    ``records()`` raises the first damage (``strict=False``: stops, ``resync=True``: reads past).
+    INDEX and TRAILER only with ``structural=True``; ``verify=False`` skips body checksums.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
@@ -94,12 +89,11 @@ class CaptureReader(_ClosesOnExit):
         idle_timeout: float | None = 5.0,
         stop: Callable[[], bool] | None = None,
     ) -> Iterator[CaptureRecord]:
-        """Yield records as a writer appends them.
+        """Yield records as a writer appends them; an incomplete last record is waited for.
 
-        An incomplete record at the end is waited for, not reported. Ends when ``stop()`` is
-        true and nothing new has arrived, or after ``idle_timeout`` seconds without new bytes;
-        a still-incomplete record at that point is then reported as a torn tail. Corruption is
-        raised at once.
+        Ends when ``stop()`` is true and nothing new arrived, or after ``idle_timeout`` seconds
+        without new bytes; a record still incomplete then is a torn tail. Corruption is raised
+        at once.
         """
         scan = self._fresh()
         idle_since = time.monotonic()

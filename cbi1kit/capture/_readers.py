@@ -88,16 +88,9 @@ def read_capture(
 ) -> Iterator[Any]:
     """``FilterUpdate`` messages of the capture's ``SubscribeKvPool`` streams, in file order.
 
-    Catalog and other streams are skipped (their method is in the stream-open record; the
-    catalog has its own reader, :func:`read_catalog`). With ``damage="raise"`` capture damage
-    is re-raised as the capture's own error (offset and record index of the capture record)
-    after every intact frame before it has been yielded; with ``damage="report"`` each damaged
-    stretch is yielded inline as a :class:`FrameDamage` and reading goes on with the next intact
-    record (so the iterator yields ``FrameRecord | FrameDamage``).
-
-    A rotated recording reads as one capture: its first segment's path finds the later ones
-    (``OUT.0001.kvrcap``, ...), as do a :class:`~cbi1kit.capture.CaptureSet` and a list of its
-    segment paths; frame numbers run on across segments.
+    Other streams are skipped (see :func:`read_catalog`). ``damage="raise"`` raises at the first
+    damage, after the frames before it; ``"report"`` yields a :class:`FrameDamage` and goes on. A
+    rotated set (first segment, :class:`~cbi1kit.capture.CaptureSet`, paths) reads as one.
     """
     return _items(path, methods, damage)
 
@@ -180,10 +173,9 @@ def _json_failure(
 class _JsonValues:
     """(byte offset, object) for concatenated JSON values (pretty-printed or JSONL).
 
-    The dump is read a block at a time and parsed where it stands, so memory holds the value
-    being parsed and a block, whatever the dump's size. A value cut by the end of what is read
-    so far is parsed again with more (reads double, so that costs linear time); bytes that are
-    not UTF-8 end the text where they are, and are the error once the parser reaches them.
+    Read a block at a time, so memory holds a block and the value being parsed; a value cut at
+    the end is parsed again with more (reads double: linear time). Non-UTF-8 bytes end the text
+    there and are the error once the parser reaches them.
     """
 
     def __init__(self, stream: IO[bytes], source: str) -> None:
@@ -354,11 +346,9 @@ def read_grpcurl_json(
 def _cbi1_frame_length(head: bytes, offset: int, index: int, source: str) -> int:
     """Length of the CBI1 frame at ``offset``, from its header and body prefix alone.
 
-    ``head`` holds the frame's first ``FRAME_HEAD_BYTES`` (fewer only where the file ends).
-    CBI1 has no length field, but a frame's length follows from what it holds: a delta is
-    ``48 + 12 + 12 * image_count``; a snapshot chunk carries ``min(524288, bucket_count -
-    bucket_offset)`` words. That lets frame files hold several frames back to back, and a
-    frame above the maximum is refused before its body is read.
+    ``head`` holds the first ``FRAME_HEAD_BYTES`` (fewer only at end of file). A delta is
+    ``48 + 12 + 12 * image_count`` bytes; a chunk holds ``min(524288, bucket_count - offset)``
+    words. So frames sit back to back, and an oversized one is refused before its body is read.
     """
     left = len(head)
 

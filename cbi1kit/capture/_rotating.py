@@ -37,14 +37,11 @@ class _Open:
 
 
 class RotatingCaptureWriter(_ClosesOnExit):
-    """A :class:`CaptureWriter` that starts a new segment once the current one holds
-    ``rotate_bytes`` or has been open ``rotate_seconds`` (checked before each record, so a
-    record never splits). The interface is the writer's: ``open_stream``, ``message``,
-    ``close_stream``, ``mark``, ``write``, ``flush``, ``close``.
+    """A :class:`CaptureWriter` that starts a new segment at ``rotate_bytes`` or ``rotate_seconds``.
 
-    ``mode="a"`` goes on with an existing rotated recording: its last segment is appended to
-    and later segments follow it. Later segments that already exist beside a new recording are
-    refused up front (``OutputError`` ``Exists``), as the base file is by the caller.
+    Checked before each record, so none splits; the interface is the writer's. ``mode="a"``
+    appends to an existing recording's last segment. Later segments already beside a new
+    recording are refused up front (``OutputError`` ``Exists``), as the caller refuses the base.
     """
 
     def __init__(

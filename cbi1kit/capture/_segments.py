@@ -1,14 +1,10 @@
 """Rotated recordings: one capture written as a set of segment files, read back as one.
 
-A long recording rotates (``cbi1kit record --rotate-size`` / ``--rotate-time``): ``OUT.kvrcap``
-is segment 0, then ``OUT.0001.kvrcap``, ``OUT.0002.kvrcap``, ... Each segment is a whole,
-closed capture (file header, schema, INDEX and TRAILER) that reads alone: it starts with a
-segment ``MARK`` (``kvrcap.segment {json}``: the recording's set id, the segment's number) and
-re-opens every stream still open at the rotation under its own stream id, its open record's
-``info`` saying ``segment_continued``, and its close counting the stream's messages across
-segments. Read as a set (the base path, a :class:`CaptureSet`, or a list of segment paths),
-the continued opens are not new streams and frame numbers run on across segments, so the set
-reads as the unrotated capture would (``docs/capture-format.md``, Segments).
+``OUT.kvrcap`` is segment 0, then ``OUT.0001.kvrcap``, ...; each is a whole closed capture that
+reads alone, starting with a segment ``MARK`` (``kvrcap.segment {json}``) and re-opening every
+stream still open (``info``: ``segment_continued``). Read as a set (base path,
+:class:`CaptureSet` or segment paths), the set reads as the unrotated capture would
+(``docs/capture-format.md``, Segments).
 """
 
 from __future__ import annotations

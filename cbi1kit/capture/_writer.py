@@ -53,15 +53,9 @@ def _file_header(created_unix_ns: int) -> bytes:
 class CaptureWriter(_ClosesOnExit):
     """Appends records to a capture file; use as a context manager.
 
-    Flush policy: the buffer is handed to the OS every ``flush_records`` records and whenever
-    ``flush_seconds`` have passed since the last flush (checked on each write); ``fsync=True``
-    also forces each flush to disk. The default (flush every record, no fsync) is what a
-    follower in another process needs to see records promptly; each record is one ``write`` so
-    a crash leaves at most one torn record at the end.
-
-    ``mode="x"`` creates a new file (error if it exists); ``mode="a"`` appends to an existing
-    capture, continuing its record numbering after cutting off a torn tail (recorded in
-    ``recovered``); a corrupted (not merely torn) file is refused.
+    Flushes to the OS every ``flush_records`` records or ``flush_seconds`` (``fsync=True``: to
+    disk too); one ``write`` per record, so a crash tears at most the last. ``mode="x"`` creates;
+    ``mode="a"`` continues numbering after cutting a torn tail (``recovered``), refusing corruption.
     """
 
     def __init__(

@@ -2,14 +2,10 @@
 
 Upstream ``lib/kv-router/src/indexer/cuckoo/global.rs`` (newest: ``GlobalCkfManifest`` over
 ``PoolId``s, ``GlobalCkfIndexer``, ``GlobalCkfLaneIngestor``, ``TransposedCkfTable<16>``) and
-``search.rs``. The older ``global.rs`` (7e1dca8a) keyed the manifest by ``EndpointId`` and lane
-owners (``EndpointMismatch``, ``DuplicateOwner``); the newest keys it by indexer domain and pool,
-and that is what the table enforces.
-Storage is bucket-major with the 16 lanes of a bucket contiguous, exactly as upstream, so one
-probe reads two rows. Probing many hashes at once is vectorised; ``find_prefix_depths`` follows
-the newest ``search.rs`` schedule probe for probe (exponential → grouped binary → verification
-window → left-edge fallback scan), which is what makes its stats (probe calls, lane probes,
-provenance skips) comparable to upstream's.
+``search.rs``. The manifest is keyed by indexer domain and pool (the older ``global.rs`` @
+7e1dca8a keyed it by ``EndpointId``). Storage is bucket-major, a bucket's 16 lanes contiguous as
+upstream, so one probe reads two rows. ``find_prefix_depths`` follows the newest ``search.rs``
+schedule probe for probe (docs/spec/ckf.md §5.2), so its stats compare with upstream's.
 """
 
 from __future__ import annotations
@@ -77,12 +73,11 @@ Binder = Callable[[int, PoolId], None]
 
 
 class LaneReplica(Lane):
-    """One consumer lane (upstream ``GlobalCkfLaneIngestor``) writing into a words column: the
-    thin :class:`Lane` plus what the consumer protocol adds above it, leases and identities.
+    """One consumer lane (upstream ``GlobalCkfLaneIngestor``) writing into a words column.
 
-    The manifest constraints are ``format`` and, if given, ``pool_id`` and ``consumer_instance``.
-    A table's replica whose pool is not named yet takes the pool of its first valid assignment
-    (``binder``: the table checks it against its manifest rules); then it stays the lane's.
+    A :class:`Lane` plus the consumer protocol's leases and identities. Manifest constraints are
+    ``format`` and, if given, ``pool_id`` and ``consumer_instance``; a table's replica with no pool
+    yet takes its first valid assignment's (checked by ``binder``) and keeps it.
     """
 
     def __init__(
@@ -181,17 +176,11 @@ class LaneReplica(Lane):
 
 
 class CkfLaneTable:
-    """Up to 16 lanes of one format and one indexer domain in a bucket-major
-    ``(bucket_count, 16) uint64`` array: upstream's ``GlobalCkfIndexer`` over its manifest.
+    """Upstream's ``GlobalCkfIndexer``: up to 16 lanes of one format and indexer domain.
 
-    ``pools`` (lane -> ``PoolId``) is upstream's ``GlobalCkfManifest``: checked at once, in
-    ``GlobalCkfManifest::new``'s order, each rule a ``LaneError`` ``Manifest.<variant>`` named
-    as upstream names it: a lane outside 0..16 (``InvalidLane``), a pool of another indexer
-    domain than ``indexer_domain`` (default: the first lane's) (``MixedIndexerDomain``), a pool
-    twice (``DuplicatePool``), a DC twice (``DuplicateDcLane``), no lane at all
-    (``NoConfiguredLanes``). Without ``pools`` the ``configured_lanes`` (default all 16) are
-    bound to their pool by their first assignment, under the same rules, and stay bound. A
-    replica only exists on a configured lane (``UnconfiguredLane``).
+    ``pools`` (lane -> ``PoolId``) is ``GlobalCkfManifest``, checked at once in upstream's order
+    (``LaneError`` ``Manifest.<variant>``); without it, ``configured_lanes`` (default all 16) bind
+    on first assignment under the same rules. Replicas exist only on configured lanes.
     """
 
     def __init__(

@@ -1,14 +1,10 @@
 """The cuckoo insert as one compiled kernel: both candidate buckets, then the kick walk.
 
-The walk is inherently sequential (each kick depends on the last) and runs up to
-``max_kicks`` steps per failed insert, so an undersized filter spends nearly all its time here:
-in Python that was about 1.4 µs a kick. numba compiles :func:`insert_kernel` on its first call and
-caches the machine code next to this file (numba keys the cache on this file, the only source
-the kernel compiles); without a writable cache directory it compiles in memory instead.
-
-:func:`insert_walk_reference` is the same algorithm over Python ints, kept as the reference
-the kernel is tested against (``tests/test_ckf_table.py``). This module is imported on the
-first insert, so ``import cbi1kit`` does not load numba.
+The walk is sequential and runs up to ``max_kicks`` steps per failed insert, so an undersized
+filter spends nearly all its time here (about 1.4 µs a kick in Python). :func:`insert_kernel`
+compiles on first call, cached beside this file (the only source it compiles) or in memory.
+:func:`insert_walk_reference` is its Python reference. Imported on the first insert, so
+``import cbi1kit`` does not load numba.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The CKF producer (upstream ``DcCkfState``, ``dc.rs``) and its publisher (``publication.rs``).
 
-One filter per DC pool. Events from every (worker, dp_rank) *member* of the pool are turned into
-canonical sequence hashes (ckf.md §1.2: ``root = tokens_hash``, ``child = xxh3(parent ‖
-tokens_hash, 1337)``) through a per-member lineage keyed by the engine's opaque external block
-hash; only canonical hashes reach the table. Multiplicity lives outside the table: a canonical
-hash holds at most one physical fingerprint while it has owners and is resident.
-
-Every change to a word is recorded in a publication dirty window (first-touch original per
-bucket); a drain ships the buckets whose word differs from that original, in first-touch order,
-and ships nothing for a net reversion. The publisher numbers batches, not events.
+One filter per DC pool. Each (worker, dp_rank) member's events become canonical sequence hashes
+(docs/spec/ckf.md §1.2) through a per-member lineage keyed by the engine's opaque external block
+hash. A canonical hash holds at most one fingerprint while it has owners and is resident. A drain
+ships, in first-touch order, the buckets whose word differs from its first-touch original, and
+nothing for a net reversion (ckf.md §4.1). The publisher numbers batches, not events.
 """
 
 from __future__ import annotations

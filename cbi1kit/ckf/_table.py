@@ -1,13 +1,9 @@
 """The producer's cuckoo table: SplitMix64 RNG, insert with bounded relocation, delete.
 
-Upstream ``mutator.rs`` (same algorithm in all three stored versions). Bit-exactness needs the
-RNG to advance exactly as upstream: one draw picks the kick start bucket (even with
-``max_kicks == 0``, the relocation-free re-offer), then one draw per kick picks the victim slot;
-a failed insert rolls every write back but keeps the RNG advanced by ``1 + max_kicks`` draws.
-
-The insert walk is inherently sequential (each kick depends on the last): it is one compiled
-kernel over the table's uint64 words (``_kick``), with a Python reference beside it.
-Everything whole-lane (occupancy, probes) goes through numpy via :meth:`CuckooTable.words`.
+Upstream ``mutator.rs`` (same in all three stored versions). The RNG advances as upstream: one
+draw picks the kick start bucket (even with ``max_kicks == 0``), one per kick the victim slot; a
+failed insert rolls every write back but keeps the RNG ``1 + max_kicks`` draws on. The walk is
+one compiled kernel (``_kick``); whole-lane work uses numpy via :meth:`CuckooTable.words`.
 """
 
 from __future__ import annotations
@@ -194,10 +190,9 @@ class CuckooTable:
     ) -> int:
         """Insert prepared items in order, up to the first that fails; how many went in.
 
-        Exactly ``insert_prepared`` of each item in turn (the same words and RNG state after),
-        in one compiled call, without reporting the writes: for filling a table (the
-        benchmarks' insert to failure, sizing experiments). A failed item is rolled back and
-        counted in ``insert_failures``, and the items after it are not offered.
+        Same words and RNG state as ``insert_prepared`` per item, in one compiled call that does
+        not report writes (for filling a table). A failed item is rolled back and counted in
+        ``insert_failures``; later items are not offered.
         """
         if not 0 <= max_kicks <= MAX_KICKS:
             raise CkfError(

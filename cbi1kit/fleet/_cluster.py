@@ -104,16 +104,14 @@ def client(
     timeout: float = 10.0,
     quiet: bool = True,
 ) -> Client:
-    """A ``distributed.Client``. Without ``scheduler``: a ``LocalCluster`` of ``workers`` worker
-    processes (one thread each) on 127.0.0.1 with its dashboard on a free loopback port, closed
-    with the client; its workers' profiler samples every 100 ms unless the Dask config sets
-    another interval than distributed's default. With ``scheduler`` (``tcp://HOST:8786``): that
-    cluster, whose workers need this cbi1kit (same version, Python and numba), read access to
-    the captures' paths and write access to the dataset directory; one that does not answer
-    within ``timeout`` seconds is a ``ConnectionError`` naming it, an address that is none
-    ``FleetError`` ``Cluster``, a ``ValueError`` (before any connection). A local cluster
-    started where its workers would each start one (a script without the ``__main__`` guard)
-    is ``FleetError`` ``MainGuard``, a ``RuntimeError``, before any process starts."""
+    """A ``distributed.Client``. Without ``scheduler``: a ``LocalCluster`` of ``workers`` one-thread
+    processes on 127.0.0.1 (dashboard on a free loopback port; profiler every 100 ms unless the Dask
+    config changes it), closed with the client. With ``scheduler`` (``tcp://HOST:8786``): that
+    cluster, whose workers need this cbi1kit (same version, Python, numba), read access to the
+    captures and write access to the dataset; no answer in ``timeout`` seconds is a
+    ``ConnectionError``, a bad address ``FleetError`` ``Cluster`` (a ``ValueError``). A local
+    cluster started without the ``__main__`` guard is ``FleetError`` ``MainGuard`` (a
+    ``RuntimeError``), before any process starts."""
     import dask
     from distributed import Client
 

@@ -1,13 +1,10 @@
 """Dynamo's KV block hashes and rolling sequence hashes, bit-exact with upstream.
 
-A CKF stores *sequence* hashes, which are built from *local block* hashes, which are built from
-token windows under a seed salted by the LoRA adapter name and the cache namespace. To ask a
-filter whether it holds a prefix, a consumer must reproduce that whole pipeline exactly, so this
-module follows ``lib/kv-router/src/protocols.rs`` (block windows, multimodal bytes),
-``lib/kv-hashing/src/salt.rs`` (salts) and ``dynamo_tokens`` (the chain), and is tested against
-the compiled binding ``dynamo._core.compute_block_hash_for_seq``.
-
-Every hash is an unsigned 64-bit value: a numpy ``uint64`` array or a Python ``int``.
+A CKF stores *sequence* hashes, chained from *local block* hashes of token windows under a seed
+salted by LoRA name and cache namespace. Follows ``lib/kv-router/src/protocols.rs`` (windows,
+multimodal bytes), ``lib/kv-hashing/src/salt.rs`` (salts) and ``dynamo_tokens`` (the chain);
+tested against ``dynamo._core.compute_block_hash_for_seq``. Every hash is an unsigned 64-bit
+value (numpy ``uint64`` or ``int``). See docs/spec/hashing.md.
 """
 
 from __future__ import annotations
@@ -358,13 +355,9 @@ def compute_block_hash_for_seq(
 ) -> U64Array:
     """Local block hashes (``LocalBlockHash``, an event's ``tokens_hash``) of a token sequence.
 
-    Same signature and values as ``dynamo._core.compute_block_hash_for_seq``, returned as a
-    ``uint64`` array. Standard windows are ``kv_block_size`` tokens; EAGLE windows are
-    ``kv_block_size + 1`` tokens striding by ``kv_block_size``. Each window is hashed as u32 LE
-    bytes, followed on blocks that carry multimodal info by their sorted ``mm_hash`` values as
-    u64 LE, with ``xxh3_64(bytes, block_hash_seed(lora_name, cache_namespace))``. From
-    :data:`COMPILED_MIN_BLOCKS` blocks on, the windows are hashed in a compiled loop
-    (:mod:`cbi1kit.hashing._compiled`); below, one ``xxhash`` call per window.
+    Same signature and values as ``dynamo._core.compute_block_hash_for_seq``, as ``uint64``;
+    rules in docs/spec/hashing.md §2. From :data:`COMPILED_MIN_BLOCKS` blocks on, windows hash in
+    a compiled loop (:mod:`cbi1kit.hashing._compiled`); below, one ``xxhash`` call per window.
     """
     buf, n_tokens = _token_bytes(tokens)
     bs = _block_size(kv_block_size)
@@ -478,9 +471,8 @@ def compute_seq_hash_ragged(block_hashes: npt.ArrayLike, lengths: npt.ArrayLike)
     """Chains of different lengths laid end to end in one flat vector.
 
     ``lengths[k]`` blocks of sequence ``k`` follow those of sequence ``k-1``; the result has the
-    same layout. Compiled from :data:`COMPILED_MIN_BLOCKS` blocks on (a chain is serial, so
-    numpy's one step per block position across sequences was slow for a few long chains);
-    below, that numpy loop.
+    same layout. Compiled from :data:`COMPILED_MIN_BLOCKS` blocks on (a chain is serial);
+    below, a numpy loop stepping all sequences one block position at a time.
     """
     flat = _u64_blocks(block_hashes, "block_hashes")
     if flat.ndim != 1:

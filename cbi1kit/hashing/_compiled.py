@@ -1,23 +1,12 @@
 """The block-hash and sequence-hash loops as compiled kernels, for inputs of many blocks.
 
-Block hashes: one ``xxh3_64(window, seed)`` per block. From Python that is one ``xxhash`` call
-per block, ~150 ns of interpreter overhead around ~10 ns of hashing for a 16-token window;
-:func:`block_hashes` runs the same loop in numba and calls the xxHash C library python-xxhash
-ships (``XXH3_64bits_withSeed``, its runtime-dispatched SIMD variant where the wheel has one)
-once per window (bound in :mod:`cbi1kit.hashing._c_xxh3`, as the capture checks and CBI1
-checksums are), so long windows hash at the library's speed and
-short ones without the interpreter.
-
-Sequence hashes: ``seq[i] = xxh3_64(u64_le(seq[i-1]) ‖ u64_le(block[i]), seed=1337)``, serial
-within a chain. :func:`seq_hash_chains` runs every chain in turn, each step XXH3's 16-byte path
-(``XXH3_len_9to16``) on scalars, the same arithmetic as
-:func:`cbi1kit.hashing._xxh3.xxh3_64_u64_pair` on arrays. numba keys its disk cache on this file
-alone, so every constant the kernels compile is written here (``tests/test_hashing.py`` checks
-them against the secret in ``_xxh3``).
-
-Imported on the first call that has enough blocks to use it, so ``import cbi1kit`` does not
-load numba; :mod:`cbi1kit.hashing._blocks` falls back to its Python loops when this module
-cannot be loaded.
+:func:`block_hashes` calls python-xxhash's C ``XXH3_64bits_withSeed`` (bound in
+:mod:`cbi1kit.hashing._c_xxh3`) once per window from numba, saving ~150 ns of interpreter per
+call. :func:`seq_hash_chains` runs each chain serially with XXH3's 16-byte path
+(``XXH3_len_9to16``), the arithmetic of :func:`cbi1kit.hashing._xxh3.xxh3_64_u64_pair`. numba
+keys its disk cache on this file alone, so every compiled constant is written here
+(``tests/test_hashing.py`` checks them against ``_xxh3``). Imported lazily; ``_blocks`` falls
+back to its Python loops when this module cannot load. See docs/kernels.md.
 """
 
 from __future__ import annotations

@@ -25,13 +25,9 @@ MAX_LANES = 16
 class DcCkfFormatIdentity:
     """The physical CKF layout a consumer must share with a producer to read its words.
 
-    The constructor validates as the relay wire validator does: ``(1, seed, bucket_count, 16,
-    4)`` with ``bucket_count`` a power of two in ``2..=2**24``. Upstream's struct itself is
-    unchecked (``DcCkfFormatIdentity::new(seed, bucket_count)`` fills in the CBI1 shape and serde
-    deserialises any field values; ``publication/codec.rs`` then gates the shape and raises
-    ``UnsupportedFormatIdentity``), so :meth:`unchecked` builds one without validation for the
-    publication gate to see, and :meth:`check` re-applies the validation. Field order of the
-    constructor puts the two free fields first; the JSON follows upstream's declaration order.
+    The constructor validates as the relay wire validator does (:meth:`check`). Upstream's
+    ``DcCkfFormatIdentity::new`` and serde accept any values and ``publication/codec.rs`` gates
+    them (``UnsupportedFormatIdentity``), hence :meth:`unchecked`. JSON is in upstream's order.
     """
 
     seed: int

@@ -119,11 +119,9 @@ BLOCK = 1 << 15
 def u64_constant(seed: int) -> np.uint64:
     """The per-seed constant of :func:`xxh3_u64_into` (bitflip folded through rrmxmx's rotates).
 
-    XXH3_len_4to8 with len 8 hashes ``x = rotl(v, 32) ^ bitflip`` (the two LE32 halves swapped)
-    and rrmxmx starts with ``x ^ rotl(x, 49) ^ rotl(x, 24)``. Rotation distributes over xor, so
-    that is ``rotl(v, 32) ^ rotl(v, 17) ^ rotl(v, 56) ^ C`` with
-    ``C = bitflip ^ rotl(bitflip, 49) ^ rotl(bitflip, 24)``: no byteswap or half swap of the
-    input is ever materialised.
+    XXH3_len_4to8 (len 8) hashes ``x = rotl(v, 32) ^ bitflip``, and rrmxmx starts with
+    ``x ^ rotl(x, 49) ^ rotl(x, 24)`` = ``rotl(v, 32) ^ rotl(v, 17) ^ rotl(v, 56) ^ C`` with
+    ``C = bitflip ^ rotl(bitflip, 49) ^ rotl(bitflip, 24)``, so no half swap is materialised.
     """
     seed &= 0xFFFF_FFFF_FFFF_FFFF
     swapped = int.from_bytes((seed & 0xFFFFFFFF).to_bytes(4, "little"), "big")

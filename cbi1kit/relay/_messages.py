@@ -1,14 +1,10 @@
 """``dynamo.kvrelay.v1`` wire validation and conversion to native identity types.
 
-The relay's protobuf messages are permissive (proto3: every field optional, enums open), so a
-consumer has to re-check the contract itself before trusting a frame. These functions apply the
-rules of upstream's ``wan/grpc/protocol/wire/identity.rs`` and the per-kind envelope rules of the
-Global View consumer (relay.md §1.3, §3.1), and raise a :class:`RelayWireError` subclass that
-names the failing field by its dotted protobuf path (``FilterUpdate.producer.ckf_format.seed``),
-so a report over a whole capture can say exactly what was wrong with which message.
-
-Native identity types are those of :mod:`cbi1kit.hashing` (upstream's Rust types, relay.md
-§1.2); conversion from the wire validates first, so a converted value is always executable.
+Proto3 messages are permissive, so a consumer re-checks the contract: upstream's
+``wan/grpc/protocol/wire/identity.rs`` rules and the Global View consumer's per-kind envelope
+rules (relay.md §1.3, §3.1). Errors are :class:`RelayWireError` subclasses naming the field by
+its dotted protobuf path (``FilterUpdate.producer.ckf_format.seed``). Native identity types are
+:mod:`cbi1kit.hashing`'s (relay.md §1.2); conversion validates first, so results are executable.
 """
 
 from __future__ import annotations
@@ -200,14 +196,9 @@ def validate_producer_identity(
 def validate_filter_update(update: pb.FilterUpdate) -> None:
     """Raise on the first contract violation of one ``FilterUpdate`` taken on its own.
 
-    Per kind (relay.md §1.1, §2.4, §3.1): snapshot chunks have ``base_sequence == sequence`` and a
-    payload; deltas carry a payload and advance by exactly one; heartbeats have
-    ``base_sequence == sequence`` and no payload. Stream-level rules (relay identity constant,
-    producer equal to the subscribed one, contiguity) need state and belong to replay.
-
-    The order is the rulebook's (:data:`cbi1kit.wire.RULES`, upstream ``stream.rs``): envelope,
-    producer, relay, kind, then the kind's rules; a delta's sequence rule is the lane
-    ingestor's and comes after its payload (which upstream decodes first).
+    Per kind (relay.md §1.1, §2.4, §3.1), in the rulebook's order (:data:`cbi1kit.wire.RULES`,
+    upstream ``stream.rs``): envelope, producer, relay, kind, then the kind's rules (a delta's
+    sequence rule, the lane ingestor's, ranks after its payload's decode). Stream rules: replay.
     """
     path = "FilterUpdate"
     validate_envelope(update.protocol_version, update.contract_marker, path=path)

@@ -2,14 +2,10 @@
 (``record --validate``) and a capture's replay (docs/replay.md, "Catalog and readiness").
 
 Upstream's newest consumer (``lib/llm/src/kv_dc_relay/global_view_consumer/coordinator.rs``,
-91ec3789; 0092138f agrees) holds a connection epoch's catalog and readiness streams to the same
-rules, in this order: every update names a relay, and one relay (drt instance and incarnation)
-across the epoch's streams; a stream's revision never moves backwards; an update at the revision
-the stream holds is a heartbeat and carries the same content (the catalog's snapshot, the
-readiness entries). A capture shows no epochs, only streams: the epoch of an update is the plane
-streams open when it arrives, so its relay must be the one each of them holds (a stream's close
-ends its part; a resubscription starts its stream afresh). The planes' rule breaks are listed
-apart from the frames' violations, as their damage is.
+91ec3789; 0092138f agrees), in order: every update names a relay, one relay (drt instance and
+incarnation) across the epoch's streams; a revision never moves backwards; an update at the held
+revision is a heartbeat repeating the content. A capture has no epochs: an update's epoch is the
+plane streams open when it arrives. Plane rule breaks are listed apart from frame violations.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The relay's transport-independent publication envelope around CBI1 payloads.
 
-Mirrors upstream's relay adapter (``lib/llm/src/kv_dc_relay/publication/codec.rs``): a producer
-snapshot becomes an exact-size sequence of snapshot-chunk frames, a producer delta becomes one
-delta frame, and both pass a format-identity gate first, because CBI1 can only carry the
-``(format_version 1, 16-bit fingerprints, 4 slots)`` filter shape. Heartbeats are not
-publication frames; the gRPC driver makes them (see ``cbi1kit.relay._messages.heartbeat_update``).
-
-The inputs are duck-typed so the producer model's ``DcCkfSnapshot`` / ``DcCkfDelta`` and
-upstream-shaped ``HubSnapshot`` values all work: anything with an ``identity``
-(:class:`cbi1kit.hashing.ProducerIdentity`), ``sequence`` and the lane words or the images.
-The identity's format may be any shape (``DcCkfFormatIdentity.unchecked``), as upstream's
-struct may; the gate here is what refuses the ones CBI1 cannot carry.
+Mirrors upstream ``lib/llm/src/kv_dc_relay/publication/codec.rs``: a snapshot becomes exact-size
+chunk frames, a delta one delta frame, both after a format-identity gate (CBI1 carries only
+``(format_version 1, 16-bit fingerprints, 4 slots)``). Heartbeats come from the gRPC driver
+(``cbi1kit.relay._messages.heartbeat_update``). Inputs are duck-typed (``DcCkfSnapshot``,
+``DcCkfDelta``, ``HubSnapshot``: an ``identity``, ``sequence`` and lane words or images); their
+format may be any shape (``DcCkfFormatIdentity.unchecked``), and the gate refuses the rest.
 """
 
 from __future__ import annotations
@@ -186,12 +181,9 @@ class SnapshotFrames(Iterator[PublicationFrame]):
 def encode_snapshot_publication(hub_snapshot: HubSnapshot | DcCkfSnapshot) -> SnapshotFrames:
     """A snapshot as ``ceil(bucket_count / 524288)`` chunk frames, all with ``base == sequence``.
 
-    Gate first, then the lane length (``SnapshotBucketCount``); both are raised
-    here, before any frame is produced, as upstream does.
-
-    The frames hold a private read-only copy of the lane: chunks are encoded when pulled, and
-    upstream's ``HubSnapshot`` owns an immutable buffer, so a caller that reuses or mutates its
-    bucket array after this returns must not change what the frames carry.
+    The gate, then the lane length (``SnapshotBucketCount``), raise here before any frame, as
+    upstream. The frames hold a private read-only copy of the lane (chunks encode when pulled;
+    upstream's ``HubSnapshot`` buffer is immutable), so the caller may reuse its array.
     """
     identity: ProducerIdentity = hub_snapshot.identity
     fmt = filter_format(identity.format)

@@ -41,12 +41,9 @@ SERVING_LOAD_METHOD: Final = KV_EVENT_RELAY + "SubscribeServingLoad"
 class Plane:
     """A stream the recorder keeps open beside the pool's, for the whole session.
 
-    ``required``: the session cannot go on without it (the catalog), so it is watched again
-    whatever its end; another plane the relay refuses for good (``UNIMPLEMENTED`` from a relay
-    of an older schema, a contract error) is given up and named in the report. ``heartbeat``:
-    the relay sends at least every few seconds (readiness heartbeats every 10 s, load windows
-    every 1 s upstream), so silence for ``stall_timeout`` ends the stream as a stall; the
-    catalog speaks only on change.
+    ``required`` (the catalog) is watched again whatever its end; another plane refused for good
+    (``UNIMPLEMENTED``, a contract error) is given up and reported. ``heartbeat``: upstream sends
+    readiness every 10 s and load every 1 s, so ``stall_timeout`` of silence is a stall.
     """
 
     name: str
@@ -247,14 +244,11 @@ def describe_pool(desc: pb.KvPoolDescriptor) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PoolSelector:
-    """Which pools to record: no criterion, every pool of the catalog; otherwise a pool that
-    matches one of the ``models``, one of the ``dcs`` and one of the ``producers``, each kind
-    of criterion counting only when given (``cbi1kit record --model a --model b --dc x``: the
-    pools of model a or b in DC x).
+    """Which pools to record: every catalog pool, or those matching each criterion kind given.
 
-    A model is a canonical model id or alias; a DC a name (hashed with ``stable_dc_id``) or its
-    16-hex-digit id; a producer a prefix of :func:`producer_key_text` (so the pool part alone,
-    :func:`pool_key_text`, survives generation changes).
+    A pool must match one of ``models`` (canonical id or alias), one of ``dcs`` (a name, hashed
+    with ``stable_dc_id``, or 16 hex digits) and one of ``producers`` (a prefix of
+    :func:`producer_key_text`; its :func:`pool_key_text` part survives generation changes).
     """
 
     models: tuple[str, ...] = ()

@@ -1,16 +1,12 @@
 """One subscription as a consumer reads it: every rule, in upstream's order, over a thin lane.
 
-:class:`StreamChecker` is the single engine behind replay (which adds sessions, recovery,
-history and events over a whole capture) and the recorder's ``--validate``. Per message it
-applies the rulebook's per-message rules (:data:`cbi1kit.wire.RULES`: the relay contract, the
-CBI1 decode, the envelope against the header, delta contiguity last, as upstream's lane
-ingestor does) and the stream rules: one producer generation and one relay identity per
-stream, chunks assembled in order, deltas applied to the :class:`~cbi1kit.ckf.Lane` by the
-ingestor's rules, heartbeats only at the installed sequence. After a violation the stream is
-over: a consumer closes it and resubscribes, and a new checker starts.
-
-Violations name the rule: a rule id for a per-message rule, else the stream rule's name
-(``ProducerChanged``, ``AwaitingSnapshot``, a lane fault's upstream variant, ...).
+:class:`StreamChecker` is the one engine behind replay and the recorder's ``--validate``. Per
+message: :data:`cbi1kit.wire.RULES` (relay contract, CBI1 decode, envelope vs header, delta
+contiguity last), then the stream rules: one producer generation and relay identity per stream,
+chunks in order, deltas by the lane ingestor's rules, heartbeats only at the installed sequence.
+A violation ends the stream (the consumer resubscribes; a new checker starts) and names a rule
+id, else the stream rule (``ProducerChanged``, ``AwaitingSnapshot``, a lane fault's upstream
+variant, ...).
 """
 
 from __future__ import annotations
@@ -102,13 +98,9 @@ def _chunk_index(payload: bytes) -> int | None:
 class StreamChecker:
     """The consumer's rules over one subscription (or one run of bare frames).
 
-    ``expected_format`` pins the format (a catalog-selected producer's); ``expected_producer``
-    the producer generation (the one subscribed to; of another format, a ``LaneError``
-    ``DifferentFormats``); otherwise the stream adopts its first message's. The relay identity
-    is the stream's first message's: constant within a stream, free to change across streams
-    (a relay restart). ``lane`` continues an earlier session's lane (it is reset: a new stream
-    is a new lease); a lane of another size is replaced.
-    ``keep_previous`` returns the words each delta overwrote (the churn tables need them).
+    ``expected_format`` / ``expected_producer`` pin format and generation (``LaneError``
+    ``DifferentFormats`` if they disagree), else the first message's are taken, as the relay's is.
+    ``lane`` is reset (new lease; replaced if sized otherwise); ``keep_previous`` returns old words.
     """
 
     def __init__(

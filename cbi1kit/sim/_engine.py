@@ -29,15 +29,12 @@ Engine = Literal["compiled", "reference"]
 
 
 class Simulator:
-    """Runs a :class:`Workload` through DC pools of LRU workers, a router and CKF producers.
-
-    ``engine="compiled"`` (the default) runs the per-request path as numba kernels;
-    ``"reference"`` runs it one event at a time in Python. Both give the same
-    :class:`SimulationResult` and call the hooks alike: ``on_snapshot(time_ms, dc, snapshot)``
-    once per DC first, ``on_delta(time_ms, dc, delta)`` for every published batch,
-    ``progress(n)`` after every ``n`` requests. ``on_event(time_ms, dc, event, outcome)``, for
-    every engine event, needs the reference. A simulator runs once.
-    """
+    """Runs a :class:`Workload` through DC pools of LRU workers, a router and CKF producers, once.
+    ``engine="compiled"`` (default) runs the per-request path as numba kernels, ``"reference"`` one
+    event at a time in Python; both give the same :class:`SimulationResult` and hooks:
+    ``on_snapshot(time_ms, dc, snapshot)`` once per DC first, ``on_delta(time_ms, dc, delta)`` per
+    published batch, ``progress(n)`` every ``n`` requests; ``on_event(time_ms, dc, event, outcome)``
+    needs the reference. See docs/simulator.md."""
 
     def __init__(self, config: SimulatorConfig | None = None, *, engine: Engine = "compiled"):
         if engine not in ("compiled", "reference"):

@@ -47,15 +47,11 @@ from cbi1kit.wire._frames import Delta
 
 
 class PoolFeed(Protocol):
-    """One pool's publication source: what backs a hub.
-
-    The server calls every method under the pool's lock, so a feed need not be thread-safe.
-    ``snapshot()`` is the hub mirror at the current sequence (its words a private copy);
-    ``advance()`` runs the producer one step and returns the delta frames it published (maybe
-    none), or ``None`` once the feed is exhausted (the stream then only heartbeats).
-    ``new_generation()`` re-attaches the pool under a new ``layout_generation``.
-    ``kv_load()`` is what the pool's workers would report to the load planes.
-    """
+    """One pool's publication source: what backs a hub. Called under the pool's lock (it need not be
+    thread-safe). ``snapshot()``: the hub mirror at the current sequence (words a private copy);
+    ``advance()``: one producer step's delta frames (maybe none), ``None`` once exhausted (the
+    stream then only heartbeats); ``new_generation()``: re-attach under a new ``layout_generation``;
+    ``kv_load()``: what the pool's workers would report to the load planes."""
 
     @property
     def identity(self) -> ProducerIdentity: ...
@@ -134,12 +130,10 @@ def simulated_pool(
 class ProducerFeed:
     """A synthetic pool: ``DcCkfState`` + ``DcCkfPublisher`` driven by seeded random events.
 
-    Each step applies ``events_per_step`` stores/removes from ``WORKERS`` workers, drains the
-    dirty window and publishes one delta (a step that nets no change publishes nothing).
-    ``steps`` bounds the feed (``None`` runs forever). ``words()`` is the producer's lane: what a
-    violation-free replay of the stream must end with. Its load is the blocks its workers hold
-    against ``expected_blocks``, the capacity the filter is sized for (as a deployment sizes it).
-    """
+    Each step applies ``events_per_step`` stores/removes from ``WORKERS`` workers and publishes one
+    delta (none if it nets no change); ``steps`` bounds it (``None``: forever). ``words()`` is the
+    lane a violation-free replay must end with. Its load: blocks held against ``expected_blocks``,
+    the capacity the filter is sized for."""
 
     WORKERS: Final = 3
 
@@ -236,16 +230,12 @@ class ProducerFeed:
 
 
 class FrameListFeed:
-    """A fixed script: a snapshot, then the given delta frames, ``per_step`` at a time.
-
-    Used by the benchmark (pre-encoded frames, so the server's send rate is not the encoder's)
-    and by tests that need exact payloads. With ``track_lane`` the feed applies each delta it
-    publishes to its own copy of the lane, so a late (re)subscriber gets a correct snapshot and
-    ``words()`` is the lane a replay must end with. ``new_generation`` simply ends the script.
-    Its load is the lane's fingerprints (the blocks the filter holds: a block cached by two
-    workers counts once) against ``kv_capacity`` (0: unknown), reported by ``workers`` workers
-    of ``ranks`` ranks in all.
-    """
+    """A fixed script: a snapshot, then the given delta frames, ``per_step`` at a time (pre-encoded
+    for the benchmark, exact payloads for tests). ``track_lane``: apply each delta to its own lane
+    copy, so a late (re)subscriber gets a correct snapshot and ``words()`` is the lane a replay must
+    end with. ``new_generation`` ends the script. Its load: the lane's fingerprints (a block two
+    workers cache counts once) against ``kv_capacity`` (0: unknown), by ``workers`` workers of
+    ``ranks`` ranks."""
 
     def __init__(
         self,
@@ -323,14 +313,10 @@ def trace_feed(
     limit: int | None = None,
     model: str = "mooncake/trace",
 ) -> FrameListFeed:
-    """DC ``dc`` of the simulator run over a Mooncake trace, as a feed.
-
-    The same producer → publisher → envelope pipeline as ``cbi1kit.sim._simrelay`` (the
-    ``Simulator``'s ``on_snapshot`` / ``on_delta`` hooks, each delta through
-    ``encode_delta_publication``), run once up front; the server then plays the publications
-    back at its own pace instead of the trace's clock. ``sim_config`` is a
-    ``cbi1kit.sim._simulator.SimulatorConfig`` (default: one DC).
-    """
+    """DC ``dc`` of the simulator run over a Mooncake trace, as a feed: the pipeline of
+    ``cbi1kit.sim._simrelay`` (``on_snapshot``/``on_delta`` hooks, ``encode_delta_publication``),
+    run once up front and played back at the server's pace, not the trace's clock. ``sim_config``: a
+    ``cbi1kit.sim._simulator.SimulatorConfig`` (default: one DC)."""
     from cbi1kit.sim._engine import Simulator
     from cbi1kit.sim._simulator import SimulatorConfig
     from cbi1kit.sim._workload import read_workload

@@ -1,14 +1,11 @@
 """A simulated fleet: several models, each served on every DC, as one relay publishes them.
 
-A global router's questions span pools: which DC holds this prefix, why was that one preferred.
-To ask them of a relay that does not exist, each :class:`FleetModel` is simulated on its own
-(its workload in its hash space, routed over ``dcs`` DCs by the simulator) and every DC of every
-model becomes one pool feed of a :class:`~cbi1kit.sim.RelayServer`: ``serve`` → ``record``
-then captures what a router would see. A model's pool registers the base model and, in the LoRA
-hash space, one LoRA registration per adapter with its alias, so a request naming the alias
-resolves to the adapter whose name salts its blocks (hashing.md §4). The catalog entry of a
-pool is the simulator's own (``_simrelay.catalog_pools``), so identities match what the
-simulator derives.
+Each :class:`FleetModel` is simulated on its own (its workload in its hash space, over ``dcs`` DCs)
+and every DC of every model becomes one pool feed of a :class:`~cbi1kit.sim.RelayServer`, so
+``serve`` → ``record`` captures what a global router would see. In the LoRA hash space a pool also
+registers each adapter under its alias, so a request naming the alias resolves to the adapter whose
+name salts its blocks (hashing.md §4). Catalog entries are the simulator's own
+(``_simrelay.catalog_pools``), so identities match what the simulator derives.
 """
 
 from __future__ import annotations

@@ -78,28 +78,20 @@ def _pool_key(identity: pb.ProducerIdentity) -> tuple[Any, ...]:
 
 @dataclass(slots=True)
 class FaultPlan:
-    """Injected faults; one-shot unless said otherwise: the first stream (or feed step) that
-    reaches a fault consumes it.
+    """Injected faults, one-shot unless said otherwise (the first stream or feed step to reach one
+    consumes it):
 
-    * ``drop_after_chunks``: end a subscription ``UNAVAILABLE`` without a reason trailer after
-      this many snapshot chunks (a connection lost mid-snapshot).
-    * ``corrupt_delta``: flip a byte in the body of the n-th delta (1-based) a subscription
-      sends, so its CBI1 checksum fails.
-    * ``stall_after``: after this many messages a subscription sends nothing at all (not even
-      heartbeats) until the client gives up.
-    * ``change_generation_after``: after the feed has published this many deltas, re-attach
-      the pool under a new layout generation.
-
-    Malformed messages: :data:`MALFORMED_MESSAGE` (bytes that are no protobuf message) in place
-    of a response, which is lost with it; a stream carries on as if it had been sent, so a
-    client that read past it would see the stream go on.
-
-    * ``garbage_update_after``: after this many messages (0: at once), a subscription's next
-      ``FilterUpdate`` (snapshot chunk, delta or heartbeat, whichever is due).
-    * ``garbage_catalog_after``: after this many catalog updates (0: at once), a watch's next
-      ``KvPoolCatalogUpdate``.
-    * ``garbage_relay_info``: the server's first this many ``GetRelayInfo`` answers (a relay
-      that keeps answering garbage: a large number); listed in ``fired`` once.
+    * ``drop_after_chunks``: end a subscription ``UNAVAILABLE``, no reason trailer, after this many
+      snapshot chunks (a connection lost mid-snapshot).
+    * ``corrupt_delta``: flip a body byte of the n-th delta (1-based) a subscription sends.
+    * ``stall_after``: after this many messages a subscription sends nothing, not even heartbeats.
+    * ``change_generation_after``: after this many published deltas, re-attach the pool under a new
+      layout generation.
+    * ``garbage_update_after`` / ``garbage_catalog_after`` (0: at once): after this many messages /
+      catalog updates, the next ``FilterUpdate`` / ``KvPoolCatalogUpdate`` is
+      :data:`MALFORMED_MESSAGE` (no protobuf message), lost with it; the stream carries on.
+    * ``garbage_relay_info``: the first this many ``GetRelayInfo`` answers (a large number: always);
+      listed in ``fired`` once.
     """
 
     drop_after_chunks: int | None = None

@@ -1,16 +1,12 @@
 """Hash-space round trips: tokens to probes through every stage the relay uses.
 
 One pool per hash space (standard, EAGLE, LoRA, cache namespace...), each its own producer,
-publisher and consumer lane: tokens -> block hashes -> canonical sequence hashes -> Stored
-event -> barrier snapshot -> CBI1 chunks -> assembly -> lane; then a child Stored event ->
-published delta -> CBI1 delta -> lane; then every space's query is searched in every lane. The
-depth matrix shows each space finding itself and none of the others.
-
-Every pool serves one model from one endpoint, in a DC of its own. Its indexer domain is the
-model's cache semantics (block size and hash format: standard and EAGLE differ; LoRA and
-namespace salts live inside the token hashes and do not) and the endpoint's routing scope. A
-consumer table covers one indexer domain (upstream's ``GlobalCkfManifest``), so the round trip
-has one ``CkfLaneTable`` per domain, a lane per pool (DC) in it.
+publisher and consumer lane: tokens -> block hashes -> canonical sequence hashes -> Stored event ->
+barrier snapshot -> CBI1 chunks -> assembly -> lane, then a child Stored event -> published delta ->
+CBI1 delta -> lane; every space's query is searched in every lane and finds only its own. Each pool
+serves one model in a DC of its own; its indexer domain is the model's block size and hash format
+(LoRA and namespace salts live in the token hashes) and the endpoint's routing scope: one
+``CkfLaneTable`` per domain (upstream's ``GlobalCkfManifest``), a lane per pool in it.
 """
 
 from __future__ import annotations

@@ -178,14 +178,11 @@ class RelayServer(_Relay):
         drt_instance_id: int | None = None,
         faults: FaultPlan | None = None,
     ) -> RelayServer:
-        """Stop this relay and start another on the same address: a relay restart.
-
-        Upstream draws ``relay_incarnation`` afresh on every start and the restarted relay
-        rebuilds its pools, so give new ``feeds`` whose producer incarnation is the new relay
-        incarnation (upstream's ``producer_incarnation`` is the relay's): every producer key
-        changes, catalog revisions start over, nothing of the old hubs survives. This server
-        keeps its stats; the new one is returned, started.
-        """
+        """Stop this relay and start another on the same address: a relay restart. Upstream draws
+        ``relay_incarnation`` afresh on every start and its producer incarnation is the relay's, so
+        give ``feeds`` whose producer incarnation is the new one: every producer key changes,
+        catalog revisions start over, nothing of the old hubs survives. Returns the new server,
+        started (this one keeps its stats)."""
         config = replace(
             self.config,
             port=self.port or self.config.port,

@@ -393,16 +393,12 @@ def simulate_capture(
     progress: Callable[[int], None] | None = None,
     engine: Engine = "compiled",
 ) -> SimRelayResult:
-    """Simulate ``workload`` and write what a global consumer of the fleet receives to a
-    capture at ``path`` (``engine``: the simulator's, ``Simulator``; both write the same bytes).
-
-    Every DC is simulated (the ckf policy routes across all of them) and every DC's pool stream
-    is recorded, after a catalog stream describing every pool; ``RelayConfig.record_dc``
-    records one DC's pool stream alone, as ``record --pool`` does (the catalog still lists
-    every pool, so ``explain`` answers on it). The capture holds a ``MARK``
-    with the configuration (JSON), the catalog stream, then ``SubscribeKvPool`` streams (a new
-    one per pool after a forced snapshot or resubscription).
-    """
+    """Simulate ``workload`` (every DC; ``engine``: the ``Simulator``'s, same bytes either way) and
+    write what a global consumer of the fleet receives to a capture at ``path``: a ``MARK`` with the
+    configuration (JSON), a catalog stream of every pool, then ``SubscribeKvPool`` streams (a new
+    one per pool after a forced snapshot or resubscription) of every DC, or of
+    ``RelayConfig.record_dc`` alone, as ``record --pool`` (the catalog still lists every pool, for
+    ``explain``)."""
     cfg = config or SimRelayConfig()
     out = Path(path)
     # written beside it and put in place whole: a simulation cut short (Ctrl-C, a bad event,

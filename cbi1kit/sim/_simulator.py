@@ -398,14 +398,12 @@ class SimulationResult:
 
 
 class ReferenceSimulator:
-    """Runs a :class:`Workload` through DC pools, one event at a time: the reference the
-    compiled engine (``cbi1kit.sim._compiled``) is held to; ``docs/simulator.md`` the model.
-
-    Hooks: ``on_snapshot(time_ms, dc, snapshot)`` once per DC at the start (the barrier snapshot
-    a relay hub subscribes with), ``on_delta(time_ms, dc, delta)`` for every published batch,
-    ``on_event(time_ms, dc, event, outcome)`` for every engine event, ``progress(n)`` after
-    every ``n`` requests. A simulator runs once.
-    """
+    """Runs a :class:`Workload` through DC pools one event at a time: the reference the compiled
+    engine (``cbi1kit.sim._compiled``) is held to; the model is ``docs/simulator.md``. Hooks:
+    ``on_snapshot(time_ms, dc, snapshot)`` once per DC at the start (the barrier snapshot a hub
+    subscribes with), ``on_delta(time_ms, dc, delta)`` per published batch,
+    ``on_event(time_ms, dc, event, outcome)`` per engine event, ``progress(n)`` every ``n``
+    requests. Runs once."""
 
     def __init__(self, config: SimulatorConfig | None = None) -> None:
         self.config = config or SimulatorConfig()

@@ -1,22 +1,13 @@
 """Workloads: request streams as canonical sequence hashes, from real traces or token-level chats.
 
-A :class:`Workload` is a list of requests laid end to end in flat ``uint64`` arrays: each request
-has an arrival time (ms), its token counts and its blocks' *local* hashes (an engine's
-``tokens_hash``) and *canonical sequence* hashes (what a CKF stores, ckf.md §1.2). Everything is
-vectorised; the chains run through :func:`cbi1kit.hashing._blocks.compute_seq_hash_ragged`.
-
-Two sources:
-
-- :func:`read_mooncake` reads a Mooncake-format JSONL trace (``timestamp`` ms, ``input_length``,
-  ``output_length``, ``hash_ids``; block size 512). Mooncake's hash ids are remapped *prefix*
-  block ids (equal ids ⇔ equal prefix), and raw tokens are not released, so each id stands for
-  one block: its local hash is ``xxh3_64(u64_le(hash_id), seed)`` with the block-hash seed of the
-  hash space (``block_hash_seed(lora_name, cache_namespace)``, 1337 unsalted). The chain over
-  those local hashes then gives canonical hashes exactly as for token blocks.
-- :func:`synthetic_chat` builds token-level multi-turn chat sessions that share a few system
-  prompts and hashes real token windows with :func:`compute_block_hash_for_seq` in the
-  standard, EAGLE (``kv_block_size + 1``-token windows) or LoRA (salted seed) hash space.
-"""
+A :class:`Workload` lays requests end to end in flat ``uint64`` arrays: arrival time (ms), token
+counts, the blocks' *local* hashes (an engine's ``tokens_hash``) and *canonical sequence* hashes
+(what a CKF stores, ckf.md §1.2; :func:`cbi1kit.hashing._blocks.compute_seq_hash_ragged`).
+:func:`read_mooncake` reads a Mooncake JSONL trace (``timestamp`` ms, ``input_length``,
+``output_length``, ``hash_ids``; block size 512): ids are remapped prefix block ids (equal ids ⇔
+equal prefix), tokens unreleased, so each id is one block of local hash
+``xxh3_64(u64_le(id), seed)``, ``seed`` = ``block_hash_seed(lora_name, cache_namespace)`` (1337
+unsalted). :func:`synthetic_chat` hashes real token windows (:func:`compute_block_hash_for_seq`)."""
 
 from __future__ import annotations
 
@@ -383,16 +374,12 @@ def synthetic_chat(
     think_time_ms: tuple[int, int] = (1_000, 20_000),
     seed: int = 0,
 ) -> Workload:
-    """Token-level chat sessions sharing ``n_system_prompts`` system prompts.
-
-    Each session picks a system prompt and runs ``turns`` user/assistant turns; turn ``k``'s
-    request is the whole conversation so far (system prompt, earlier turns, the new user
-    message), so later turns extend earlier ones block for block. Sessions start as a Poisson
-    process (``session_rate_per_s``); turns follow after a think time. In the ``"lora"`` space a
-    ``lora_fraction`` of sessions runs under one of ``lora_names`` (the salt separates their
-    blocks from the base model's even where the tokens are equal); ``"eagle"`` hashes
-    ``block_size + 1``-token windows. Ranges are inclusive ``(low, high)``; fully seeded.
-    """
+    """Token-level chat sessions sharing ``n_system_prompts`` system prompts. Each runs ``turns``
+    turns, each request the whole conversation so far (later turns extend earlier ones block for
+    block); sessions start as a Poisson process (``session_rate_per_s``), turns after a think time.
+    ``"lora"``: a ``lora_fraction`` of sessions runs under one of ``lora_names`` (salted apart from
+    the base model); ``"eagle"`` hashes ``block_size + 1``-token windows. Ranges are inclusive
+    ``(low, high)``; fully seeded."""
     fmt = _hash_space(hash_space)
     if n_sessions < 1 or n_system_prompts < 1 or block_size < 1:
         raise _workload_error(

@@ -1,14 +1,11 @@
-"""What every chart shares: the row limit, u64 values as hex, columns named in words, time axes,
-the checks of a chart's data, and a table shown whole.
+"""What every chart shares: the row limit, u64 values as hex, columns named in words, time axes, the
+checks of a chart's data, and a table shown whole.
 
-Every chart pre-aggregates in polars so no spec carries more than ``MAX_ROWS`` rows, and 64-bit
-values reach Vega only as hex strings: Vega numbers are doubles, which cannot hold a u64.
-Sequences are plotted as offsets from the first one shown (small, exact), with the full value as
-a hex tooltip.
-
-Every chart has a title, axis titles in words (``_label``), runs and panels in numeric or given
-order (never as sorted strings), and scales that end at the data: a reader should not have to
-know the column names, nor wonder what lies in the empty band past the last bucket.
+No spec carries more than ``MAX_ROWS`` rows (charts pre-aggregate in polars), and 64-bit values
+reach Vega only as hex strings (Vega numbers are doubles); sequences are plotted as offsets from the
+first one shown, the full value in a hex tooltip. Every chart has a title, axis titles in words
+(``_label``), runs and panels in numeric or given order (never as sorted strings), and scales that
+end at the data.
 """
 
 from __future__ import annotations

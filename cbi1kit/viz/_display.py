@@ -1,17 +1,11 @@
 """How charts display in a notebook: drawn offline in a live kernel, static SVG in report builds.
 
-altair's default renderer and its ``JupyterChart`` widget load vega, vega-lite and vega-embed from
-a CDN, and JupyterLab 4.6 renders vega-lite only up to v5 (altair 6 emits v6), so with no network
-no chart draws. The widget is served instead with vl-convert's bundle of those libraries inlined
-(altair's offline mode): nothing is fetched, and a brush still reaches Python.
-
-altair's own ``jupyter`` renderer rebuilds the chart from its spec with full validation before
-making the widget; the spec was validated a moment before by ``to_dict``, and that second pass
-over every data row cost 0.9 s on notebook 04's churn chart. ``LIVE_RENDERER`` skips it.
-
-Bundling that JavaScript costs about a second of vl-convert work per kernel, for the same bytes
-every time; it is cached on disk (``offline_bundle``), keyed on what goes into it, so a kernel
-after the first (and every kernel after ``make``, which warms it) reads it instead.
+altair's renderers and ``JupyterChart`` load vega, vega-lite and vega-embed from a CDN, and
+JupyterLab 4.6 renders vega-lite only up to v5 (altair 6 emits v6), so the widget is served with
+vl-convert's bundle of them inlined: nothing is fetched, and a brush still reaches Python.
+``LIVE_RENDERER`` skips altair's second full validation of the spec (0.9 s on notebook 04's churn
+chart). The bundle (about a second of vl-convert per kernel) is cached on disk (``offline_bundle``),
+keyed on its inputs; ``make`` warms it.
 """
 
 from __future__ import annotations
@@ -43,13 +37,10 @@ def interactive_charts() -> bool:
 
 
 def setup_notebook() -> str:
-    """Make every chart in this kernel draw with no network; returns altair's renderer name.
-
-    A notebook calls it once, in its first code cell. Live (anywidget present, no report build):
-    each chart is a ``JupyterChart`` whose JavaScript is inlined, so ``alt.JupyterChart`` made
-    directly works offline too. Otherwise (a report build, or no anywidget): static SVG rendered
-    by vl-convert, which needs no JavaScript at all.
-    """
+    """Make every chart in this kernel draw with no network; returns altair's renderer name. Call it
+    once, in a notebook's first code cell. Live (anywidget present, no report build): each chart is
+    a ``JupyterChart`` with its JavaScript inlined (``alt.JupyterChart`` made directly too);
+    otherwise static SVG rendered by vl-convert."""
     if interactive_charts():
         _enable_offline()
         alt.renderers.register(LIVE_RENDERER, _live_renderer)

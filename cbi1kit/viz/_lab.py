@@ -37,14 +37,10 @@ def paired_text_format(config: Any, path: str) -> dict[str, str] | None:
 
 
 def stored_notebook(nb: Any, config: Any, text_format: dict[str, str]) -> Any:
-    """``nb`` (an nbformat notebook) as the repository keeps it: its cells as the paired text
-    file (``text_format`` under the jupytext ``config``) holds them — outputs, execution counts
-    and every cell metadata key the text drops are gone, cell ids kept — with jupytext's notebook
-    metadata and ``KERNELSPEC``.
-
-    Going through the text is what makes the ``.py`` the source of truth: a field that is not in
-    the text is not kept in the ``.ipynb`` either.
-    """
+    """``nb`` (an nbformat notebook) as the repository keeps it: its cells as the paired text file
+    (``text_format`` under the jupytext ``config``) holds them (outputs, execution counts and cell
+    metadata the text drops are gone, cell ids kept), with jupytext's notebook metadata and
+    ``KERNELSPEC``: the ``.py`` is the source of truth."""
     import jupytext
 
     text = jupytext.writes(nb, text_format, config=config)

@@ -422,19 +422,13 @@ def build_report(
     dc: int | str | None = None,
     model: str | None = None,
 ) -> ReportResult:
-    """Write ``out_dir/index.html`` (every chart kind, inline SVG), ``out_dir/png/*.png`` and,
-    with ``notebooks_dir``, each executed notebook as ``out_dir/notebooks/NAME.html``: from
-    ``executed`` (by name: a run already made, ``drawn_cells``) or else run by papermill.
-    ``executed`` may be a callable, called once the charts are drawn: a run going on beside
-    them (the demo's JupyterLab run, in another thread) is waited for only then. ``notebooks``
-    names the notebooks the report holds (all of them unless told). Of a capture of several
-    lanes, the charts are the lane of ``dc`` among ``model``'s pools (``LaneError`` without
-    them) and the notebooks, which chart a capture of one lane, are refused (``VizError``).
-
-    Nothing is written over an existing file unless ``overwrite`` (``OutputError`` ``Exists``,
-    raised before anything is written), and never into the folder of the notebooks it runs
-    (``SourceInside``); a notebook is executed into a temporary folder, not beside its source.
-    """
+    """Write ``out_dir/index.html`` (every chart kind, inline SVG), ``out_dir/png/*.png`` and, with
+    ``notebooks_dir``, each of ``notebooks`` executed as ``out_dir/notebooks/NAME.html``: taken from
+    ``executed`` (by name, ``drawn_cells``; a callable is called once the charts are drawn) or run
+    by papermill in a temporary folder. Of several lanes, charts ``dc`` among ``model``'s pools
+    (``LaneError`` without them), no notebooks (``VizError``). Refuses existing files unless
+    ``overwrite`` (``OutputError`` ``Exists``, before any write) and the notebooks' folder
+    (``SourceInside``)."""
     import vl_convert as vlc  # an extra: missing, it stops the report before any output
 
     started = time.perf_counter()

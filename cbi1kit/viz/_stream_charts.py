@@ -42,15 +42,11 @@ def filter_health_table(
     rng_seed: int = 0,
 ) -> pl.DataFrame:
     """Load over sequence from the stream alone: each installed snapshot's occupied slots, then
-    every applied delta's change in occupied slots, rebased at every snapshot.
-
-    Returns one row per sampled sequence: ``sequence`` (UInt64), ``sequence_hex``,
-    ``occupied_slots``, ``load_factor`` and ``estimated_fpr`` (8α/65534). With the replay
-    ``report`` and the lane's CKF ``seed``, the measurement's columns (``measured_fpr``, its
-    95 % interval ``measured_fpr_low``/``_high``, ``false_positives``, ``fpr_probes``) are
-    filled at ``fpr_points`` sequences: ``fpr_probes`` distinct random (seeded) hashes probed
-    in the lane at that sequence.
-    """
+    every applied delta's change, rebased at every snapshot; a row per sampled sequence
+    (``sequence``, ``sequence_hex``, ``occupied_slots``, ``load_factor``, ``estimated_fpr``:
+    8α/65534). With the replay ``report`` and the lane's CKF ``seed``, ``measured_fpr`` (95 %
+    interval ``measured_fpr_low``/``_high``), ``false_positives`` and ``fpr_probes`` come at
+    ``fpr_points`` sequences, from ``fpr_probes`` distinct seeded random hashes probed there."""
     _require(snapshots, ["frame_index", "sequence", "occupied_slots", "bucket_count"], "health")
     _require(images, ["frame_index", "sequence", "occupied_before", "occupied_after"], "health")
     if snapshots.is_empty():
@@ -167,13 +163,11 @@ _FPR_METRICS = ("estimated_fpr", "measured_fpr")
 def filter_health_chart(
     health: pl.DataFrame, *, x: str = "sequence", title: str | None = None
 ) -> alt.FacetChart:
-    """Filter health metrics over sequence, time or requests, one panel per metric.
-
-    Takes any of ``load_factor``, ``resident_items``, ``capacity_failures`` (a panel each, in
-    that order) and ``estimated_fpr``, ``measured_fpr`` (one panel, to be compared; the measured
-    points with their 95 % interval when ``measured_fpr_low``/``_high`` are there). Absent
-    columns are skipped; a ``dc`` column draws a line per DC.
-    """
+    """Filter health metrics over sequence, time or requests, one panel per metric: any of
+    ``load_factor``, ``resident_items``, ``capacity_failures`` (in that order), then
+    ``estimated_fpr`` and ``measured_fpr`` sharing one panel (measured points with their 95 %
+    interval when ``measured_fpr_low``/``_high`` are there). Absent columns are skipped; a ``dc``
+    column draws a line per DC."""
     metrics = [c for c in (*_HEALTH_METRICS, *_FPR_METRICS) if c in health.columns]
     if not metrics:
         raise VizError(VizVariant.ChartData, f"no filter-health metric among {health.columns}")

@@ -1,17 +1,12 @@
 """``what_if``: what the filter does when a knob moves.
 
-Sliders over the simulator's knobs (``SimulatorConfig``'s field names, and ``requests``: the
-trace prefix simulated) re-run the compiled :class:`Simulator` on the prefix and redraw four
-linked charts in place: the measured false-positive rate against the lane's load beside
-8α/65534, each DC's load over simulated time, the churn the producers publish (images and
-bytes per second), and the prefix depth the CKF finds against the exact one. A brush over
-either time chart picks a window of simulated time in both. A line of text above them carries
-the headline figures; :meth:`WhatIf.update` takes the same step without a browser and returns
-them as a table.
-
-A slider's move is run ``DEBOUNCE_SECONDS`` after the last move (:class:`LatestWins`): one
-simulation at a time, the newest value winning, a move made during a run picked up when it
-ends.
+Sliders over the simulator's knobs (``SimulatorConfig``'s field names, and ``requests``: the trace
+prefix simulated) re-run the compiled :class:`Simulator` and redraw four linked charts in place:
+measured false-positive rate against load beside 8α/65534, each DC's load over time, the churn
+published (images and bytes per second), and CKF against exact prefix depth; a brush over either
+time chart picks a window in both. :meth:`WhatIf.update` takes the same step without a browser. A
+move runs ``DEBOUNCE_SECONDS`` after the last (:class:`LatestWins`): one simulation at a time, the
+newest value winning, a move made during a run picked up when it ends.
 """
 
 from __future__ import annotations
@@ -551,13 +546,10 @@ def _live_view(spec: dict[str, Any]) -> alt.JupyterChart:
 
 
 class WhatIf:
-    """A trace prefix simulated under a set of knobs, and what to draw of it; moving a knob
-    (:meth:`update`, or a slider of :meth:`widget`) simulates it again and redraws in place.
-
-    ``table`` holds the headline figures (:func:`headline_table`), ``result`` the run's
-    :class:`SimulationResult`, ``config`` and ``requests`` the knobs; ``schedule`` and
-    ``submit`` are the sliders' debouncer's (:class:`LatestWins`).
-    """
+    """A trace prefix simulated under a set of knobs; moving a knob (:meth:`update`, or a slider of
+    :meth:`widget`) simulates it again and redraws in place. ``table``: the headline figures
+    (:func:`headline_table`); ``result``: the :class:`SimulationResult`; ``config``, ``requests``:
+    the knobs; ``schedule``, ``submit``: the sliders' debouncer's (:class:`LatestWins`)."""
 
     def __init__(
         self,
@@ -692,17 +684,14 @@ class WhatIf:
 
 
 def what_if(trace: str | os.PathLike[str] | Workload, **start: object) -> WhatIf:
-    """An explorer of "what if" questions about the filter: sliders over
-    ``expected_blocks_per_dc``, ``max_kicks``, ``publish_every_n_events``,
-    ``verification_window``, ``policy``, ``dcs`` and ``requests`` (the prefix of ``trace``, a
-    Mooncake trace's path or a :class:`Workload`) redraw four linked charts as they move.
-
-    Each knob starts at ``start[name]``, else ``SimulatorConfig``'s default (``requests``:
-    ``DEFAULT_REQUESTS``, or the whole trace when shorter); any other ``SimulatorConfig``
-    field in ``start`` (``workers_per_dc=2``) stays as given. An unknown name or a value out
-    of range is a ``SimulationError`` ``Config`` naming the knob. Without a browser,
-    ``update(**knobs)`` moves knobs and returns the new figures.
-    """
+    """An explorer of "what if" questions about the filter: sliders over ``expected_blocks_per_dc``,
+    ``max_kicks``, ``publish_every_n_events``, ``verification_window``, ``policy``, ``dcs`` and
+    ``requests`` (the prefix of ``trace``: a Mooncake trace's path or a :class:`Workload`) redraw
+    four linked charts. A knob starts at ``start[name]``, else ``SimulatorConfig``'s default
+    (``requests``: ``DEFAULT_REQUESTS``, or the whole trace when shorter); other ``SimulatorConfig``
+    fields in ``start`` stay as given. An unknown name or a value out of range is a
+    ``SimulationError`` ``Config``. ``update(**knobs)`` moves knobs without a browser and returns
+    the new figures."""
     check_knob_names(start)
     workload = trace if isinstance(trace, Workload) else read_mooncake(trace)
     if len(workload) == 0:

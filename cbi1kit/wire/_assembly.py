@@ -1,23 +1,12 @@
 """Consumer-side snapshot assembly: ordered chunks in, one complete lane out.
 
-The rules are upstream ``SnapshotAssembly::absorb``'s, quirks included: chunk 0 always restarts
-(a repeated chunk 0 or a new epoch silently resets), any other out-of-sequence chunk resets and
-fails with ``ChunkSequence``, a delta fails *without* resetting, and a last chunk that leaves
-buckets uncovered resets and fails with ``IncompleteCoverage``.
-
-Upstream accumulates the sparse list of nonzero images. Here each chunk's words go straight into
-one contiguous lane as the chunk arrives (allocated at the first chunk, or the consumer's own
-array given as ``into``), so the finished snapshot's ``words`` is that lane, with no second copy,
-and the memory held is the lane plus the chunk being absorbed. ``absorb`` takes a decoded
-``SnapshotChunk`` (one copy: ``decode`` already hashed it) or the frame's bytes, which it decodes
-itself: the body's checksum is computed block by block as each block is copied into the lane
-(the block hashed is still in cache when it is copied), one pass over the bytes. Into a lane too
-large for the cache (``STREAM_LANE_BYTES``) the pass is a numba kernel whose stores bypass the
-cache (a plain store first reads the line it writes), so it costs what a bare memcpy does; it is
-compiled on first use and cached beside this file (loading this module does not load numba),
-and ``_hash_copy_reference`` is its Python path, tested against it. Every check runs in
-``decode``'s then ``absorb``'s order either way: a frame that fails any of them takes the two-step
-path, which raises exactly what ``decode`` then ``absorb`` of a decoded frame would.
+The rules are upstream ``SnapshotAssembly::absorb``'s, quirks included (docs/spec/cbi1.md,
+"Snapshot assembly"). Instead of upstream's sparse image list, each chunk's words go straight into
+one lane (allocated at the first chunk, or ``into``) that becomes the snapshot's ``words``.
+``absorb`` takes a decoded ``SnapshotChunk`` or the frame's bytes, checksumming each block as it
+copies it; past ``STREAM_LANE_BYTES`` that pass is a numba kernel with cache-bypassing stores,
+compiled on first use (``_hash_copy_reference`` is its tested Python path). A frame failing any
+check takes the two-step path and raises exactly what ``decode`` then ``absorb`` would.
 """
 
 from __future__ import annotations

@@ -157,17 +157,9 @@ _from_bytes = int.from_bytes
 def decode(expected_format: FilterFormat, data: Buffer) -> Frame:
     """Decode one frame, checking it exactly as upstream ``cbi1::decode`` does.
 
-    Order: length (``Truncated``, ``FrameTooLarge``), magic, wire version, body checksum, format
-    (version, fingerprint bits, slots, seed and bucket count against ``expected_format``), flags,
-    then the body. The returned frame's arrays are read-only views over ``data``.
-
-    A frame that passes every check is decoded here with as few calls as possible, all in this
-    one function (a helper call cost a fifth of a frame): the header and a delta's prefix in one
-    unpack, the header object filled through its slots, a small delta's buckets checked by one
-    AND. A stream is mostly small deltas. Any frame that fails a check is decoded again by
-    :func:`_decode_reference`, the checks one by one in upstream's order, which raises what
-    upstream raises (``tests/test_wire.py`` holds the two to the same result on every golden
-    frame and on arbitrary bytes).
+    Order: length, magic, wire version, checksum, format, flags, body (docs/wire-format.md). The
+    arrays are read-only views over ``data``. A valid frame takes this inlined fast path; a
+    failing one is decoded again by :func:`_decode_reference`, which raises what upstream raises.
     """
     # read-only, so the arrays over it are (a bytes object already is)
     buf: Buffer = data if type(data) is bytes else memoryview(data).cast("B").toreadonly()
@@ -256,12 +248,11 @@ _A = TypeVar("_A", bound="npt.NDArray[Any]")
 
 
 class DeltaBatch(Sequence[Delta]):
-    """Deltas of one format decoded together (:func:`decode_deltas`): each header field an array
-    with a value per frame, and every frame's images back to back in one packed array.
+    """Deltas of one format decoded together (:func:`decode_deltas`), as read-only arrays.
 
-    Frame ``i``'s images are ``images[offsets[i] : offsets[i + 1]]``; ``batch[i]`` is frame ``i``
-    as the ``Delta`` that ``decode`` returns for it (equal to it), over views of these arrays.
-    Every array is read-only.
+    Each header field is an array with a value per frame; frame ``i``'s images are
+    ``images[offsets[i] : offsets[i + 1]]``. ``batch[i]`` equals ``decode``'s ``Delta`` for
+    frame ``i``, over views of these arrays.
     """
 
     __slots__ = ("base_epoch", "dc_id", "epoch", "format", "images", "offsets")
@@ -353,15 +344,9 @@ _cut = cast("Callable[[Buffer, slice], Buffer]", getitem)
 def decode_deltas(expected_format: FilterFormat, frames: Iterable[Buffer]) -> DeltaBatch:
     """Decode many delta frames at once, with the same checks as :func:`decode` on each.
 
-    ``decode`` costs a few microseconds a frame, nearly all of it the interpreter's calls around
-    a small frame rather than its bytes; here each step runs over every frame at once: the
-    frames joined into one buffer, their headers read from it as one record array and checked
-    together, the checksums one C call a frame with no Python code between them, the images
-    gathered into one array and their buckets checked together.
-
-    A frame ``decode`` would refuse fails the batch with ``decode``'s error (variant, field,
-    offset, values), its ``frame_index`` set and its message led by ``frame i:``; of several,
-    the first. A snapshot chunk is refused the same way, as ``Flags`` (expected 2: a delta).
+    Each step runs over all frames together, avoiding ``decode``'s per-frame interpreter cost.
+    A refused frame fails the batch with ``decode``'s error, ``frame_index`` set and message led
+    by ``frame i:`` (the first of several); a snapshot chunk is refused as ``Flags`` (expected 2).
     """
     frames = _as_frames(frames)
     n = len(frames)

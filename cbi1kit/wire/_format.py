@@ -55,10 +55,9 @@ def _check_u64(name: str, value: int) -> None:
 class FilterFormat:
     """The CKF a lane is built with: xxh3 ``seed`` and ``bucket_count`` (a power of two).
 
-    Construction validates like upstream ``FilterFormat::new``: a power of two in
-    ``2..=2**24``, else ``Cbi1Error`` ``Format(BucketCount)``. ``FilterFormat.unchecked`` builds
-    one without that
-    check, as upstream's struct literal can; ``decode`` never re-checks it.
+    Construction validates like upstream ``FilterFormat::new``: a power of two in ``2..=2**24``,
+    else ``Cbi1Error`` ``Format(BucketCount)``. ``FilterFormat.unchecked`` skips that check, as
+    upstream's struct literal can; ``decode`` never re-checks it.
     """
 
     seed: int

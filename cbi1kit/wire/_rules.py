@@ -1,21 +1,11 @@
 """The consumer's per-message rulebook: every rule once, as data, in the order upstream checks it.
 
-One ``FilterUpdate`` (or one bare CBI1 frame) is valid when no rule fails; otherwise its verdict is
-the first failing rule of :data:`RULES`. The order is upstream's newest consumer
-(``lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs`` · ``CkfStreamSession::process_update``):
-the envelope, the producer, the relay, the kind and the per-kind sequence rule, then
-``cbi1::decode`` with its own variant order (length, magic, wire version, checksum, format, flags,
-then the body: delta length and bucket range, chunk layout), then the checks that compare the
-decoded frame with its envelope (kind, ``check_header``: dc_id and epoch, base_epoch), and last
-the lane ingestor's sequence rule for deltas (``GlobalCkfLaneIngestor::apply_delta``).
-
-Rules that need stream state (producer equal to the subscribed one, relay constant in a stream,
-snapshot assembly, heartbeats at the installed sequence, an empty or duplicate delta for the lane
-ingestor) are replay's, not per-message rules.
-
-Three users share this table: the compiled frames table (its kernel returns indices into
-``RULES``), the reference frames table, and the per-message Python paths (relay validation and
-``decode`` errors map to a rule id through :func:`rule_for`).
+A ``FilterUpdate`` (or bare CBI1 frame)'s verdict is the first failing rule of :data:`RULES`, in
+upstream's order (``lib/llm/src/kv_dc_relay/global_view_consumer/stream.rs`` ·
+``CkfStreamSession::process_update``, then ``cbi1::decode``, ``check_header`` and
+``GlobalCkfLaneIngestor::apply_delta``; see docs/tables.md). Rules needing stream state are
+replay's. Users: the compiled frames table (its kernel returns ``RULES`` indices), the reference
+frames table, and the per-message Python paths (errors map to a rule id via :func:`rule_for`).
 """
 
 from __future__ import annotations
@@ -44,17 +34,11 @@ ACTIONS: Final = (INVALIDATE_LANE, QUARANTINE_POOL)
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One per-message consumer rule.
+    """One per-message consumer rule; ``id`` is stable, ``action`` one of :data:`ACTIONS`.
 
-    ``id`` is stable (tables and reports key on it); ``field`` the protobuf / CBI1 field path it
-    is about; ``message`` the text of the frames table's ``validation_error``; ``upstream`` the
-    upstream check it mirrors (``path · function → error``). The engines' checks: ``errors``
-    the errors of the per-message path that report it (``Family.Variant[.Sub]``, then
-    ``@field-prefix`` where a variant reports several rules; none where the per-message path
-    names the rule itself); ``replay`` the condition every message the compiled replay takes
-    meets, so that none of them breaks it. The frames kernel returns the rule's index in
-    ``_verdict``: ``tests/test_rulebook.py`` fails on a rule either engine lacks. ``action``
-    is what a consumer does on a break (:data:`ACTIONS`).
+    ``field`` its protobuf / CBI1 path; ``message`` the ``validation_error`` text; ``upstream``
+    ``path · function → error``; ``errors`` the errors reporting it (``Family.Variant[.Sub]``,
+    ``@field-prefix`` if one reports several); ``replay`` what every compiled-replay message meets.
     """
 
     id: str
