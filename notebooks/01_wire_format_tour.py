@@ -217,6 +217,28 @@ report = ck.inspect(bytes(flipped), other_format)
 print(report)
 
 # %% [markdown]
+# ### Now you: change a byte
+#
+# Pick a **Try it** prompt or set an offset and a value, then *apply*: the frame is inspected
+# again against `fmt`, the byte you changed is outlined, and the first problem is what `decode`
+# raises, with its field and offset. Each prompt breaks the frame the way one of upstream's golden
+# vectors does (`tests/vectors/cbi1/frames/invalid/`, listed with their `checks` lines in
+# [`manifest.json`](../tests/vectors/cbi1/manifest.json)).
+
+# %%
+explorer = ck.viz.byte_explorer(ck.inspect(delta_bytes, fmt))
+explorer.edit()
+
+# %% [markdown]
+# The same prompts without a browser, each with the vector that shows it. Note the order: the
+# body checksum (Try it 2) is checked before the flags (Try it 3), so a frame whose body was
+# damaged in flight is reported as damaged, whatever its header claims.
+
+# %%
+for n in range(1, len(explorer.tries) + 1):
+    print(explorer.try_it(n), end="\n\n")
+
+# %% [markdown]
 # ## 6. A snapshot in chunks, and assembly
 #
 # A lane of `bucket_count` words goes out as `ceil(bucket_count / 524288)` chunks. The consumer's

@@ -142,7 +142,7 @@ def test_a_frame_too_large_is_judged_from_its_head_as_from_all_of_it(name: str) 
 def test_what_a_notebook_shows_of_an_inspection_is_one_short_line() -> None:
     """A cell that ends in an inspection, its hex view or the byte explorer shows one line of
     what it is, not a dump of every field (#46)."""
-    from cbi1kit.viz._widgets import byte_explorer
+    from cbi1kit.viz._bytes import byte_explorer
 
     bad = bytearray(DELTA)
     bad[4] = 9

@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 import cbi1kit as ck
 from cbi1kit.data import sample_capture
 from cbi1kit.viz import _widgets as W
+from cbi1kit.viz._bytes import byte_explorer, byte_spans
 from cbi1kit.viz._report import STATIC_ENV
 from cbi1kit.wire import decode
 from cbi1kit.wire._format import FilterFormat
@@ -104,9 +105,9 @@ def test_the_playground_publishes_what_it_wrote() -> None:
 @given(name=st.sampled_from(sorted(p.name for p in VECTORS.glob("*.bin"))))
 def test_byte_spans_tile_the_frame_and_name_every_byte(name: str) -> None:
     data = (VECTORS / name).read_bytes()
-    spans = W.byte_spans(data)
+    spans = byte_spans(data)
     assert spans[0].start == 0 and spans[-1].end == len(data)
     assert all(a.end == b.start for a, b in itertools.pairwise(spans))
-    html = W.byte_explorer(data, shown=96)._repr_html_()
+    html = byte_explorer(data, shown=96)._repr_html_()
     assert html.count('data-offset="') == min(96, len(data))
     assert 'data-field="header.magic" data-offset="0"' in html

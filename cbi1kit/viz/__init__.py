@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from cbi1kit._lazy import attach
 
 if TYPE_CHECKING:
+    from cbi1kit.viz._bytes import byte_explorer as byte_explorer
     from cbi1kit.viz._chart_common import (
         full_table as full_table,
         hex64 as hex64,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     )
     from cbi1kit.viz._whatif import WhatIf as WhatIf, what_if as what_if
     from cbi1kit.viz._widgets import (
-        byte_explorer as byte_explorer,
         filter_playground as filter_playground,
         occupancy_explorer as occupancy_explorer,
         stream_scrubber as stream_scrubber,

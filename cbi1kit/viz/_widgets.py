@@ -1,10 +1,9 @@
 """Widgets a learner learns by doing: explore a lane's buckets, scrub through a stream, play with
-a small filter, hover the bytes of a frame.
+a small filter (a frame's bytes: ``_bytes``).
 
 Each returns something a notebook cell shows. In a live kernel (``interactive_charts()``) that
 is an ipywidgets box wired to Python callbacks; in a static build (the offline report) it is a
-static picture of the same thing at a sensible point, so the report still teaches. The byte
-explorer needs no kernel at all: its hover labels are plain HTML.
+static picture of the same thing at a sensible point, so the report still teaches.
 """
 
 from __future__ import annotations
@@ -25,14 +24,13 @@ from cbi1kit.ckf._addressing import CkfAddressing
 from cbi1kit.ckf._bucket import lane_occupancy
 from cbi1kit.ckf._table import CuckooTable, SplitMix64, lane_rng_seed
 from cbi1kit.errors import CkfError, LaneError, VizError, VizVariant
+from cbi1kit.viz._bytes import byte_explorer
 from cbi1kit.viz._chart_common import _lane, full_table, hex64
 from cbi1kit.viz._display import interactive_charts
 from cbi1kit.viz._lane_charts import bucket_words_table, occupancy_chart
 from cbi1kit.viz._report import charted_lane
 from cbi1kit.wire._encode import encode_delta
-from cbi1kit.wire._format import IMAGE_BYTES, WORD_BYTES, FilterFormat, FrameKind
-from cbi1kit.wire._inspect import Inspection, inspect
-from cbi1kit.wire._layout import DELTA_IMAGE
+from cbi1kit.wire._format import FilterFormat
 
 #: Rows of bucket words listed under a brushed range (a table of thousands teaches nothing).
 LISTED_BUCKETS: Final = 32
@@ -345,118 +343,3 @@ def filter_playground(*, seed: int = 0x5EED, bucket_count: int = 16, fill: int =
         return playground.widget()
     step = playground.insert(playground.random_item())
     return _static(*step.parts(playground))
-
-
-# ------------------------------------------------------------------------------ byte explorer
-
-
-@dataclass(frozen=True)
-class ByteSpan:
-    """Bytes ``[start, end)`` of a frame: the field they hold and its value."""
-
-    start: int
-    end: int
-    field: str
-    value: str
-    region: str
-
-
-def byte_spans(frame: bytes | Inspection, *, body_units: int = 64) -> list[ByteSpan]:
-    """Every header and prefix field, then the body image by image (or word by word), from the
-    layout tables; the first ``body_units`` units of the body are named, the rest summarised."""
-    ins = frame if isinstance(frame, Inspection) else inspect(frame)
-    data = ins.data
-    spans = [
-        ByteSpan(f.offset, f.offset + len(f.raw), f.path, f.display, f.path.split(".", 1)[0])
-        for f in ins.fields
-        if f.raw
-    ]
-    body = max((s.end for s in spans), default=0)
-    if ins.kind is FrameKind.DELTA:
-        unit = IMAGE_BYTES
-        count = (len(data) - body) // unit
-        for i in range(min(count, body_units)):
-            at = body + i * unit
-            for f in DELTA_IMAGE.fields:
-                raw = data[at + f.offset : at + f.offset + f.size]
-                value = int.from_bytes(raw, "little")
-                shown = f"0x{value:016x}" if f.size == 8 else str(value)
-                spans.append(
-                    ByteSpan(
-                        at + f.offset,
-                        at + f.offset + f.size,
-                        f"images[{i}].{f.name}",
-                        shown,
-                        "images",
-                    )
-                )
-        named = body + min(count, body_units) * unit
-    elif ins.kind is FrameKind.SNAPSHOT_CHUNK:
-        unit = WORD_BYTES
-        count = (len(data) - body) // unit
-        for i in range(min(count, body_units)):
-            at = body + i * unit
-            value = int.from_bytes(data[at : at + unit], "little")
-            spans.append(ByteSpan(at, at + unit, f"words[{i}]", f"0x{value:016x}", "words"))
-        named = body + min(count, body_units) * unit
-    else:
-        named = body
-    if named < len(data):
-        spans.append(
-            ByteSpan(named, len(data), "rest of the body", f"{len(data) - named} B", "rest")
-        )
-    return spans
-
-
-_REGION_COLOURS: Final = {
-    "header": "#dbe9f6",
-    "delta": "#fde2c8",
-    "snapshot": "#fde2c8",
-    "images": "#d9f2d9",
-    "words": "#d9f2d9",
-    "rest": "#eeeeee",
-}
-
-
-@dataclass(frozen=True)
-class ByteExplorer:
-    """A frame's bytes as HTML: hover a byte to see its field, value and offset (a ``title``
-    on each byte, so it works in the static report too)."""
-
-    data: bytes
-    spans: tuple[ByteSpan, ...]
-    shown: int = 1024
-
-    def __repr__(self) -> str:
-        shown = min(self.shown, len(self.data))
-        return f"<ByteExplorer: {len(self.data):,} bytes, {shown:,} shown, {len(self.spans)} spans>"
-
-    def _repr_html_(self) -> str:
-        out = ['<div style="font-family: monospace; font-size: 12px; line-height: 1.7">']
-        limit = min(self.shown, len(self.data))
-        for span in self.spans:
-            if span.start >= limit:
-                break
-            colour = _REGION_COLOURS.get(span.region, "#f6f6f6")
-            for offset in range(span.start, min(span.end, limit)):
-                tip = html.escape(
-                    f"{span.field} = {span.value}\nbyte {offset} (field bytes {span.start}–"
-                    f"{span.end - 1})",
-                    quote=True,
-                )
-                out.append(
-                    f'<span title="{tip}" data-field="{html.escape(span.field, quote=True)}" '
-                    f'data-offset="{offset}" style="background:{colour}; padding:1px">'
-                    f"{self.data[offset]:02x}</span>"
-                )
-                out.append("<br>" if offset % 16 == 15 else " ")
-        if limit < len(self.data):
-            out.append(f"<br>… {len(self.data) - limit} more bytes")
-        out.append("</div>")
-        return "".join(out)
-
-
-def byte_explorer(frame: bytes | Inspection, *, shown: int = 1024) -> ByteExplorer:
-    """Hover a byte of ``frame`` to see the field it belongs to, its value and its offset."""
-    ins = frame if isinstance(frame, Inspection) else inspect(frame)
-    return ByteExplorer(bytes(ins.data), tuple(byte_spans(ins)), shown)

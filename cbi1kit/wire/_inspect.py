@@ -90,8 +90,13 @@ class Inspection:
     problems: tuple[Problem, ...]
     frame: Frame | None = field(repr=False)
     data: bytes = field(repr=False)
-    #: whether the frame's seed and bucket count were held to an expected format
-    format_checked: bool = True
+    #: the format the frame's seed and bucket count were held to; None: not checked
+    expected: FilterFormat | None = None
+
+    @property
+    def format_checked(self) -> bool:
+        """Whether the frame's seed and bucket count were held to an expected format."""
+        return self.expected is not None
 
     @property
     def ok(self) -> bool:
@@ -113,6 +118,17 @@ class Inspection:
             if f.path == path:
                 return f
         raise KeyError(path)
+
+    def poke(self, offset: int, value: int) -> Inspection:
+        """The same bytes with byte ``offset`` set to ``value`` (0..255), inspected again
+        against the same expected format: what a learner sees after editing one byte."""
+        if not 0 <= offset < len(self.data):
+            raise IndexError(f"offset {offset} is outside the frame's {len(self.data)} bytes")
+        if not 0 <= value <= 0xFF:
+            raise ValueError(f"a byte holds 0..255, got {value}")
+        edited = bytearray(self.data)
+        edited[offset] = value
+        return inspect(bytes(edited), self.expected, length=self.length)
 
     def hexdump(self, *, head: int = 8, tail: int = 4) -> AnnotatedHexdump:
         """The annotated hex dump: every field, then the first ``head`` and last ``tail`` items."""
@@ -204,8 +220,7 @@ def inspect(
             frame = decode(fmt, buf)
         except Cbi1Error as exc:  # pragma: no cover - inspect and decode disagree: a bug
             add(exc.variant, None, f"decode disagrees with inspect: {exc}", offset=exc.offset)
-    checked = expected_format is not None
-    return Inspection(n, kind, tuple(fields), tuple(problems), frame, buf, checked)
+    return Inspection(n, kind, tuple(fields), tuple(problems), frame, buf, expected_format)
 
 
 def _header_problems(
