@@ -317,3 +317,26 @@ def test_the_what_if_explorer_in_06_redraws_as_its_slider_moves(
     assert opened.errors() == []
     assert opened.findings.blocked[blocked:] == []
     assert opened.findings.console_errors[errors:] == []
+
+
+def test_the_byte_editor_in_01_names_what_an_edit_broke(runs: dict[str, NotebookRun]) -> None:
+    """01's byte editor, as a hand uses it: pick "Try it 1" and the cell names the broken
+    magic and its golden vector; type an offset and a value, apply, and the edit is shown."""
+    opened = runs["01_wire_format_tour"].notebook
+    index = opened.cell_index("explorer.edit()")
+    opened.activate()
+    cell = opened.cell(index)
+    picker = cell.locator("select").first
+    picker.scroll_into_view_if_needed()
+    picker.select_option(index=1)
+    shown = opened.wait_for_text(index, "golden vector bad-magic")
+    assert "decode raises Magic at header.magic (offset 0)" in shown, shown
+    offset, value = cell.locator("input[type=number]").first, cell.locator("input[type=text]").first
+    offset.fill("6")
+    offset.press("Enter")
+    value.fill("0x01")
+    value.press("Enter")
+    cell.get_by_role("button", name="apply").click()
+    shown = opened.wait_for_text(index, "(header.flags): 0x02 → 0x01")
+    assert "(header.flags): 0x02 → 0x01" in shown, shown
+    assert not opened.errors()
