@@ -176,6 +176,9 @@ PARSED_TEXT = [
     ("diff", "--at-b", BAD_MOMENTS),
     ("record", "--header", ["no colon", "grpc-timeout: 1", "key-bin: AA", "a b: v", "x: \x01"]),
     ("record", "--authority", ["", "a b", "host/path"]),
+    ("watch", "--metrics", ["", "nowhere", "host:", "h:70000", "h:x"]),
+    ("watch", "--header", ["no colon", "grpc-timeout: 1", "a b: v"]),
+    ("watch", "--authority", ["", "a b", "host/path"]),
     ("fleet query", "--every", ["", "1", "0m", "1y", "1.5h", "-1h", "m", "1h30m"]),
 ]
 

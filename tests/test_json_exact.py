@@ -86,6 +86,7 @@ def answers(made: dict[str, Path]) -> dict[str, list[list[str]]]:
         "explain": [["explain", a, "--model", MODEL, "--trace", str(TRACE), "--request", "3"]],
         "diff": [["diff", a, b, "--dc", dc], ["diff", a, "--dc-a", dc, "--dc-b", dc]],
         "fleet query": [["fleet", "query", q, str(made["ds"]), "--local"] for q in queries],
+        "watch": [["watch", a, "--duration", "0.2"]],
     }
 
 

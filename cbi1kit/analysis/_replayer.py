@@ -584,6 +584,27 @@ class Replayer:
             return None
         return self.feed(item, ref)
 
+    def lanes(self) -> list[tuple[PoolId | None, int | None, LaneReplayer]]:
+        """Every lane so far, first seen first: its pool, its DC and its replayer."""
+        return [(s.pool, s.dc_id, s.player) for s in self._lanes.values()]
+
+    def lane_index(self, stream_id: int) -> int | None:
+        """The position in ``lanes()`` of the lane ``stream_id`` feeds (None: none yet)."""
+        key = self._stream_lane.get(stream_id)
+        return None if key is None else list(self._lanes).index(key)
+
+    def forget(self) -> list[Violation]:
+        """Drop what only grows (violations, plane records and damage; the last catalog stays)
+        so that a follower's memory is bounded by its lanes; the violations dropped."""
+        dropped, self._violations = self._violations, []
+        self.catalogs[:-1] = []
+        self.readiness[:-1] = []
+        self._plane_log.clear()
+        self.plane_damage.clear()
+        for slot in self._lanes.values():
+            slot.player._violations.clear()
+        return dropped
+
     def report(self) -> ReplayReport:
         return ReplayReport(
             self.events.frozen(),

@@ -33,6 +33,7 @@ from cbi1kit.cli import (
     _simulate,
     _stats,
     _view,
+    _watch,
 )
 from cbi1kit.cli._common import (
     EXIT_INTERRUPTED,
@@ -60,6 +61,7 @@ COMMANDS = (
     _diff,
     _record,
     _serve,
+    _watch,
     _fleet,
     _layout,
     _data,

@@ -1,0 +1,195 @@
+"""``cbi1kit watch``: every lane of a relay, or of a capture still being written, as it moves."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cbi1kit._json import dumps as to_json
+from cbi1kit.cli._common import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    EXIT_USAGE,
+    check_regular_file,
+    on_signals,
+    seconds,
+)
+from cbi1kit.cli._record import _client_tls, _connection_args
+from cbi1kit.errors import CliError, RelayWireError
+from cbi1kit.relay._transport import parse_target
+
+if TYPE_CHECKING:
+    from cbi1kit.analysis._watch import Watch, WatchState
+    from cbi1kit.cli._common import Commands
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` for the metrics endpoint (``:9464`` is loopback's)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is no HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _is_relay(target: str) -> bool:
+    """A relay address, not a capture: no such file, and it parses as ``host:port``."""
+    if Path(target).exists() or target.endswith(".kvrcap"):
+        return False
+    try:
+        parse_target(target)
+    except Exception:
+        return False
+    return True
+
+
+def _check_capture(path: Path) -> None:
+    """A capture to follow: a file that begins as a kvrcap does, or none yet (or an empty one)
+    in a folder that exists, since a recorder is about to write it; else exit 3 naming it."""
+    from cbi1kit.capture._layout import FILE_MAGIC
+
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise CliError(f"cannot read {path}: no such folder {path.parent}", EXIT_UNREADABLE)
+        return
+    check_regular_file(path)
+    with path.open("rb") as f:
+        head = f.read(len(FILE_MAGIC))
+    if head and not FILE_MAGIC.startswith(head):
+        why = "not a kvrcap capture (watch follows the capture a recorder writes)"
+        raise CliError(f"cannot read {path}: {why}", EXIT_UNREADABLE)
+
+
+def _recording(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, Any]:
+    """Record the relay at ``args.target`` in a thread, into ``-o`` or a scratch capture."""
+    from cbi1kit.relay._recorder import Recorder
+    from cbi1kit.relay._session import RecorderConfig
+
+    tls = _client_tls(args)
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cbi1kit-watch-")))
+    capture = args.output or folder / "watch.kvrcap"
+    if args.output is not None and args.output.exists() and not args.force:
+        raise CliError(f"{args.output} exists (--force replaces it)", EXIT_USAGE)
+    if args.output is not None and args.force:
+        args.output.unlink(missing_ok=True)
+    try:
+        config = RecorderConfig(
+            target=args.target,
+            capture=capture,
+            subscriber_id=args.subscriber_id,
+            tls=tls,
+            authority=args.authority,
+            metadata=tuple(args.header),
+            status=False,
+        )
+    except RelayWireError as exc:
+        raise CliError(f"--subscriber-id: {exc}", EXIT_USAGE) from None
+    recorder = Recorder(config)
+    thread = threading.Thread(target=recorder.run, name="cbi1kit-watch-record", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        recorder.stop("watch ended")
+        thread.join(timeout=30)
+
+    stack.callback(stop)
+    return capture, recorder
+
+
+def _show(state: WatchState, args: argparse.Namespace) -> None:
+    if args.json:
+        print(to_json(state.to_dict(), indent=2))
+    else:
+        print(state)
+
+
+def _follow(args: argparse.Namespace, watch: Watch, stack: ExitStack, recorder: Any) -> int:
+    """Poll until the duration, Ctrl-C or the recorder's end; the exit code."""
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    stopped = threading.Event()
+    on_signals(stopped.set)
+    collector = None
+    if args.metrics is not None:
+        from cbi1kit.analysis._metrics import MetricsServer, WatchCollector
+
+        collector = WatchCollector()
+        server = MetricsServer(collector, *args.metrics)
+        stack.callback(server.close)
+        print(f"metrics at {server.url}", file=sys.stderr)
+    console = Console(width=80, stderr=True)
+    live = stack.enter_context(Live(console=console, auto_refresh=False, transient=True))
+    ends = None if args.duration is None else time.monotonic() + args.duration
+    while True:
+        state = watch.poll()
+        if collector is not None:
+            collector.update(state)
+        if console.is_terminal:
+            live.update(Text(str(state)), refresh=True)
+        if recorder is not None and recorder.report.exit_code not in (0, None):
+            raise CliError(recorder.report.stop_reason, recorder.report.exit_code)
+        if stopped.is_set() or (ends is not None and time.monotonic() >= ends):
+            break
+        stopped.wait(args.interval if ends is None else min(args.interval, ends - time.monotonic()))
+    live.stop()
+    _show(state, args)
+    if stopped.is_set():
+        return EXIT_INTERRUPTED
+    broken = state.recent or any(lane.violations for lane in state.lanes)
+    return EXIT_INVALID if broken else EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from cbi1kit.analysis._watch import Watch
+
+    with ExitStack() as stack:
+        recorder = None
+        if _is_relay(args.target):
+            capture, recorder = _recording(args, stack)
+        else:
+            capture = Path(args.target)
+            _check_capture(capture)
+        watch = Watch(capture, max_age_s=args.max_age, name=args.target)
+        stack.callback(watch.close)
+        return _follow(args, watch, stack, recorder)
+
+
+def register(sub: Commands) -> None:
+    """``cbi1kit watch``."""
+    p = sub.add_parser(
+        "watch",
+        help="every lane of a relay, or of a capture being written, as it moves",
+        description="Follow a relay (host:port: recorded as `record` would, into -o or a "
+        "scratch file) or a capture still being written: each lane's sequence, load factor, "
+        "churn, the age of its last message (stale past --max-age) and the rules broken. "
+        "Ends at --duration or Ctrl-C; prints the last state (--json: as JSON).",
+    )
+    p.add_argument("target", help="relay address host:port, or a capture file")
+    p.add_argument("--duration", type=seconds(), help="stop after this many seconds")
+    p.add_argument("--interval", type=seconds(), default=0.5, help="seconds between looks")
+    p.add_argument(
+        "--max-age",
+        type=seconds(),
+        default=30.0,
+        help="a ready lane silent this long is stale (the router's overlap_max_age), seconds",
+    )
+    p.add_argument(
+        "--metrics",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics here (':9464' is loopback's port 9464)",
+    )
+    p.add_argument("--json", action="store_true", help="print the last state as JSON")
+    p.add_argument("-o", "--output", type=Path, help="keep a relay's recording in this capture")
+    p.add_argument("--force", action="store_true", help="replace -o if it exists")
+    _connection_args(p.add_argument_group("connection (a relay target)"))
+    p.set_defaults(handler=run)
