@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip
 STAMP_BASE := $(VENV)/.stamp-base
 STAMP_DEV  := $(VENV)/.stamp-dev
 
-.PHONY: demo test test-all lint typecheck pytest bench bench-quick sample real-sample lab chromium clean help
+.PHONY: demo test test-all lint typecheck pytest bench bench-quick sample real-sample lab chromium prometheus clean help
 
 help:
 	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
@@ -46,6 +46,16 @@ chromium:
 		echo "note: chromium is missing (apt-get install chromium): no browser test, no screenshots"; \
 	fi
 
+# Debian's prometheus scrapes `cbi1kit watch --metrics` in its test; installed as chromium is
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing prometheus with apt"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+		echo "note: prometheus is missing (apt-get install prometheus): its scrape test skips"; \
+	fi
+
 # simulate (or reuse cbi1kit/data/sample.kvrcap) → replay → summary → report → notebook screenshots
 demo: $(STAMP_BASE) chromium
 	$(PY) -m tools.demo --force
@@ -75,7 +85,7 @@ typecheck: $(STAMP_DEV)
 # the tests marked slow (pyproject: whole runs, exhaustive sweeps) run in CI and `make test-all`
 PYTEST_MARK := $(if $(or $(CI),$(ALL)),,-m "not slow")
 
-pytest: $(STAMP_DEV) chromium
+pytest: $(STAMP_DEV) chromium prometheus
 	$(PY) -m pytest $(PYTEST_MARK)
 
 test: lint typecheck pytest

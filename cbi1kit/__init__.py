@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from cbi1kit.ckf import (
         CkfAddressing as CkfAddressing,
         CkfConfig as CkfConfig,
-        CkfLaneTable as CkfLaneTable,
         CuckooTable as CuckooTable,
         DcCkfDelta as DcCkfDelta,
         DcCkfState as DcCkfState,
@@ -80,7 +79,7 @@ if TYPE_CHECKING:
         simulate_capture as simulate_capture,
         synthetic_chat as synthetic_chat,
     )
-    from cbi1kit.viz import hex64 as hex64, setup_notebook as setup_notebook
+    from cbi1kit.viz import hex64 as hex64, live as live, setup_notebook as setup_notebook
     from cbi1kit.wire import (
         FilterFormat as FilterFormat,
         SnapshotAssembly as SnapshotAssembly,

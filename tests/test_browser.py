@@ -340,3 +340,29 @@ def test_the_byte_editor_in_01_names_what_an_edit_broke(runs: dict[str, Notebook
     shown = opened.wait_for_text(index, "(header.flags): 0x02 → 0x01")
     assert "(header.flags): 0x02 → 0x01" in shown, shown
     assert not opened.errors()
+
+
+def test_the_live_dashboard_in_08_shows_the_sequence_advance(
+    lab: tuple[LabServer, OfflineBrowser], runs: dict[str, NotebookRun]
+) -> None:
+    """08 run again in a page of its own, watched while it runs: the dashboard's sequence for
+    the simulated relay's lane goes up between redraws, then the notebook stops both."""
+    server, browser = lab
+    browser.findings.clear()  # what earlier tests provoked on purpose (a CDN chart) is theirs
+    opened = LabNotebook.open(browser, server, "08_live.ipynb")
+    try:
+        opened.start_run_all()
+        index = opened.cell_index("live.dashboard()")
+        seen: list[int] = []
+        ends = time.monotonic() + 60
+        while len(set(seen)) < 3 and time.monotonic() < ends:
+            found = re.search(r"\(sim-dc-0\)\s*(\d+)", opened.shown_text(index))
+            if found:
+                seen.append(int(found.group(1)))
+            time.sleep(0.5)
+        assert len(set(seen)) >= 3 and seen == sorted(seen), seen
+        opened.wait_for_run()
+        assert not opened.problems(), opened.problems()
+        assert "(stopped)" in opened.shown_text(index)
+    finally:
+        opened.close()

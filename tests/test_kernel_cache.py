@@ -247,7 +247,7 @@ def test_a_small_capture_replays_at_once_whatever_the_cache_holds(tmp_path: Path
     assert run.stdout.strip() == repr(ck.open(sample_capture()).replay(engine="compiled"))
 
 
-def test_a_scan_takes_the_compiled_walk_once_its_file_is_not_small(
+def test_a_scan_takes_the_compiled_walk_once_a_read_is_not_small(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from cbi1kit import _lazy
@@ -258,8 +258,8 @@ def test_a_scan_takes_the_compiled_walk_once_its_file_is_not_small(
     monkeypatch.setattr(_lazy, "_LOADED", set())
     scan = FileScan(sample_capture())
     try:
-        assert scan._walk_of(1000) is walk_python  # a followed capture, still small
-        assert scan._walk_of(2 << 20) is not walk_python  # it grew: the kernel from now on
+        assert scan._walk_of(1000) is walk_python  # a followed capture read on a little
+        assert scan._walk_of(2 << 20) is not walk_python  # a large read: the kernel from now on
         assert scan._walk_of(1000) is not walk_python
     finally:
         scan.close()

@@ -20,6 +20,7 @@ from cbi1kit.analysis._replayer import LaneReplayer, Replayer
 from cbi1kit.capture._items import CatalogRecord, FrameRecord, FrameSpan
 from cbi1kit.capture._scan import CaptureScan
 from cbi1kit.ckf._bucket import bucket_occupancy
+from cbi1kit.ckf._stats import estimated_false_positive_rate
 from cbi1kit.hashing._dc_names import dc_fields, dc_text
 from cbi1kit.relay._messages import catalog_from_wire
 from cbi1kit.wire._format import FilterFormat, FrameKind
@@ -31,6 +32,8 @@ _FLAGS: Final = HEADER.field("flags")
 #: what renews a lane for upstream's scorer (``received_at``: docs/replay.md, stale lanes)
 _TOUCHES: Final = (EventKind.SNAPSHOT_INSTALLED, EventKind.DELTA_APPLIED, EventKind.HEARTBEAT)
 _IMAGE_COUNT: Final = DELTA_PREFIX.field("image_count")
+#: stretches of a lane its occupancy strip shows
+STRIPE: Final = 128
 
 
 def _images_in(payload: bytes) -> int:
@@ -77,6 +80,13 @@ class LaneFigures:
     violations: dict[str, int]
     age_s: float | None
     stale: bool
+    #: mean slots per bucket over ``STRIPE`` equal stretches of the lane (an occupancy strip)
+    stripe: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def fpr(self) -> float:
+        """The estimated per-probe false-positive rate at this load, 8α/65534."""
+        return estimated_false_positive_rate(self.load_factor)
 
     @property
     def model(self) -> str:
@@ -103,6 +113,7 @@ class LaneFigures:
             "violations": dict(self.violations),
             "age_s": self.age_s,
             "stale": self.stale,
+            "estimated_fpr": self.fpr,
         }
 
 
@@ -156,6 +167,14 @@ class WatchState:
             "lanes": [lane.to_dict() for lane in self.lanes],
             "recent_violations": [v.to_dict() for v in self.recent],
         }
+
+
+def _stripe(slots: np.ndarray[Any, Any]) -> tuple[float, ...]:
+    """Mean slots per bucket over ``STRIPE`` equal stretches (fewer for a shorter lane)."""
+    if not slots.shape[0]:
+        return ()
+    parts = np.array_split(slots.astype(np.float64), min(STRIPE, slots.shape[0]))
+    return tuple(round(float(p.mean()), 3) for p in parts)
 
 
 class Watch:
@@ -288,4 +307,5 @@ class Watch:
             dict(tally.violations),
             age,
             bool(ready and age is not None and age > self.max_age_s),
+            _stripe(slots),
         )

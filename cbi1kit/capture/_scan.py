@@ -121,8 +121,9 @@ class FileScan:
         self.damages: list[CaptureDamage] = []
 
     def _walk_of(self, size: int) -> Walk:
-        """The Python walk while the file is small (its kernels would take longer to load than
-        it to read); the compiled one from when it is not (a followed file that grows)."""
+        """The Python walk for a read of ``size`` bytes that is small (its kernels would take
+        longer to load than it to read: a followed file read on a little at a time); the
+        compiled one from the first read that is not."""
         if self._walk is None:
             if not worth_compiling(WALK_KERNELS, size):
                 return walk_python
@@ -222,7 +223,7 @@ class FileScan:
             base = self.pos
             buf = self._window(base, min(self._want(carry), size - base), carry, turn=held)
             cols = walked_arrays(min(_ROWS, len(buf) // RECORD_HEADER_LEN + 1))
-            n, stop, why = self._walk_of(size)(
+            n, stop, why = self._walk_of(size - base)(
                 buf,
                 0,
                 len(buf),

@@ -24,7 +24,7 @@ from cbi1kit.cli._common import (
 )
 from cbi1kit.cli._record import _client_tls, _connection_args
 from cbi1kit.errors import CliError, RelayWireError
-from cbi1kit.relay._transport import parse_target
+from cbi1kit.relay._transport import names_a_relay
 
 if TYPE_CHECKING:
     from cbi1kit.analysis._watch import Watch, WatchState
@@ -37,17 +37,6 @@ def _host_port(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is no HOST:PORT")
     return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def _is_relay(target: str) -> bool:
-    """A relay address, not a capture: no such file, and it parses as ``host:port``."""
-    if Path(target).exists() or target.endswith(".kvrcap"):
-        return False
-    try:
-        parse_target(target)
-    except Exception:
-        return False
-    return True
 
 
 def _check_capture(path: Path) -> None:
@@ -153,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
 
     with ExitStack() as stack:
         recorder = None
-        if _is_relay(args.target):
+        if names_a_relay(args.target):
             capture, recorder = _recording(args, stack)
         else:
             capture = Path(args.target)

@@ -214,6 +214,18 @@ def authority_host(authority: str) -> str:
 _GRPC_SCHEMES: Final = frozenset({"dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock"})
 
 
+def names_a_relay(target: str) -> bool:
+    """Whether ``target`` is a relay to dial rather than a file (``watch`` and ``ck.live`` take
+    either): no such path, a ``:`` in it, and an address :func:`parse_target` takes."""
+    if ":" not in target or Path(target).exists():
+        return False
+    try:
+        parse_target(target)
+    except TransportError:
+        return False
+    return True
+
+
 def parse_target(text: str) -> str:
     """A relay's address as gRPC dials it: ``host:port`` or ``host`` (port 443), an IPv6 host
     in brackets (a zone after ``%``), or a target with gRPC's scheme (``dns:///host:port``,

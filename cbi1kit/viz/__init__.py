@@ -22,11 +22,8 @@ if TYPE_CHECKING:
         occupancy_chart as occupancy_chart,
         slots_histogram_chart as slots_histogram_chart,
     )
-    from cbi1kit.viz._report import (
-        ReportResult as ReportResult,
-        build_report as build_report,
-        charted_lane as charted_lane,
-    )
+    from cbi1kit.viz._live import live as live
+    from cbi1kit.viz._report import build_report as build_report, charted_lane as charted_lane
     from cbi1kit.viz._run_charts import (
         compare_runs_chart as compare_runs_chart,
         fleet_churn_chart as fleet_churn_chart,

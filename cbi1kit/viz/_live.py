@@ -1,0 +1,206 @@
+"""A relay watched from a notebook: ``ck.live(target)`` records it in the background, follows the
+recording with a :class:`~cbi1kit.analysis._watch.Watch`, and ``dashboard()`` redraws every lane
+once or twice a second. See docs/watch.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import html
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from cbi1kit.analysis._metrics import MetricsServer, WatchCollector
+from cbi1kit.analysis._watch import DEFAULT_MAX_AGE_S, LaneFigures, Watch, WatchState
+from cbi1kit.hashing._dc_names import dc_text
+from cbi1kit.relay._transport import ClientTls, names_a_relay
+from cbi1kit.viz._display import interactive_charts
+
+#: the stripe's colour per mean slots in a bin (0 empty .. 4 full)
+_SHADES = ("#f3f3f3", "#c6dbef", "#6baed6", "#2171b5", "#08306b")
+
+
+def _stripe_html(lane: LaneFigures) -> str:
+    cells = "".join(
+        f'<span style="display:inline-block;width:3px;height:12px;'
+        f'background:{_SHADES[min(4, round(v))]}"></span>'
+        for v in lane.stripe
+    )
+    return f'<span title="slots per bucket, left to right">{cells}</span>'
+
+
+def state_html(state: WatchState, *, dc: int | None = None, status: str = "") -> str:
+    """``state`` as an HTML table, a lane a row with its occupancy stripe (``dc``: that lane
+    alone), the recent violations under it: what the dashboard shows at each redraw."""
+    head = ("DC", "sequence", "load", "FPR≈", "images/s", "KB/s", "age", "", "occupancy")
+    rows = []
+    for lane in state.lanes:
+        if dc is not None and lane.dc_id != dc:
+            continue
+        seq = "-" if lane.sequence is None else str(lane.sequence)
+        age = "-" if lane.age_s is None else f"{lane.age_s:.1f} s"
+        mark = "STALE" if lane.stale else ("" if lane.ready else "not ready")
+        bad = sum(lane.violations.values())
+        mark += f" {bad} broken" if bad else ""
+        rates = (f"{lane.images_per_s:,.0f}", f"{lane.bytes_per_s / 1e3:,.1f}")
+        cells = [dc_text(lane.dc_id), seq, f"{lane.load_factor:.3f}", f"{lane.fpr:.2e}"]
+        cells += [*rates, age, mark]
+        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        rows.append(f"<tr>{tds}<td>{_stripe_html(lane)}</td></tr>")
+    ths = "".join(f"<th>{h}</th>" for h in head)
+    said = html.escape(f"{state.source}: {state.frames:,} frames {status}".strip())
+    recent = "".join(f"<li>{html.escape(v.describe())}</li>" for v in state.recent[-5:])
+    return (
+        f"<div><b>{said}</b><table><tr>{ths}</tr>{''.join(rows)}</table>"
+        f"{f'<ul>{recent}</ul>' if recent else ''}</div>"
+    )
+
+
+class Live:
+    """A relay (``host:port``) recorded in the background into ``output`` (a scratch file when
+    None), or a capture someone else is writing, followed every ``interval`` seconds. ``state``
+    is the last look; ``metrics`` (``"127.0.0.1:9464"``) serves it to Prometheus. ``stop()``
+    (and the interpreter's exit) ends the subscription and every thread."""
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str],
+        *,
+        output: str | os.PathLike[str] | None = None,
+        tls: ClientTls | None = None,
+        authority: str | None = None,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        interval: float = 0.5,
+        metrics: str | None = None,
+    ) -> None:
+        self.target, self.interval = str(target), interval
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._listeners: list[Any] = []
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        self._recorder: Any = None
+        self._recording: threading.Thread | None = None
+        path = Path(target)
+        if not isinstance(target, os.PathLike) and names_a_relay(self.target):
+            path = self._record(output, tls, authority)
+        self.watch = Watch(path, max_age_s=max_age_s, name=self.target)
+        self.collector = WatchCollector()
+        self.metrics: MetricsServer | None = None
+        if metrics is not None:
+            host, _, port = metrics.rpartition(":")
+            self.metrics = MetricsServer(self.collector, host or "127.0.0.1", int(port))
+        self.state = self.watch.poll()
+        self._poller = threading.Thread(target=self._poll, name="cbi1kit-live", daemon=True)
+        self._poller.start()
+        atexit.register(self.stop)
+
+    def _record(self, output: Any, tls: ClientTls | None, authority: str | None) -> Path:
+        from cbi1kit.relay._recorder import Recorder
+        from cbi1kit.relay._session import RecorderConfig
+
+        if output is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="cbi1kit-live-")
+            output = Path(self._scratch.name) / "live.kvrcap"
+        config = RecorderConfig(
+            target=self.target, capture=Path(output), tls=tls, authority=authority, status=False
+        )
+        self._recorder = Recorder(config)
+        self._recording = threading.Thread(
+            target=self._recorder.run, name="cbi1kit-live-record", daemon=True
+        )
+        self._recording.start()
+        return Path(output)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.state = self.watch.poll()
+            self.collector.update(self.state)
+            if not self._paused.is_set():
+                for listener in list(self._listeners):
+                    listener(self.state)
+
+    @property
+    def running(self) -> bool:
+        """Until ``stop()``: the subscription and the follower go on."""
+        return not self._stop.is_set()
+
+    def pause(self) -> None:
+        """Stop redrawing the dashboard (the recording and the figures go on)."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        """Redraw the dashboard again at every look."""
+        self._paused.clear()
+
+    def stop(self) -> None:
+        """End the subscription, the follower, the metrics server; wait for every thread."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._poller.join(timeout=10)
+        if self._recorder is not None and self._recording is not None:
+            self._recorder.stop("live stopped")
+            self._recording.join(timeout=30)
+        if self.metrics is not None:
+            self.metrics.close()
+        self.watch.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+        atexit.unregister(self.stop)
+        for listener in list(self._listeners):  # the dashboard's last picture says so
+            listener(self.state)
+
+    def __repr__(self) -> str:
+        said = "running" if self.running else "stopped"
+        state = self.state
+        return f"<Live {self.target}: {said}, {state.frames:,} frames, {len(state.lanes)} lane(s)>"
+
+    def _repr_html_(self) -> str:
+        return state_html(self.state, status="" if self.running else "(stopped)")
+
+    def dashboard(self) -> object:
+        """Every lane redrawn at each look, a lane picker, pause and stop; without a live kernel
+        the current state as a table."""
+        if not interactive_charts():
+            return self
+        return _dashboard(self)
+
+
+def _dashboard(live: Live) -> Any:
+    import ipywidgets as w
+
+    picker = w.Dropdown(options=[("every lane", None)], description="lane")
+    pause = w.ToggleButton(description="pause", value=False)
+    stop = w.Button(description="stop")
+    board = w.HTML()
+
+    def draw(state: WatchState) -> None:
+        known = {value for _, value in picker.options}
+        new = [(dc_text(lane.dc_id), lane.dc_id) for lane in state.lanes if lane.dc_id not in known]
+        if new:
+            picker.options = [*picker.options, *new]
+        status = "(stopped)" if not live.running else ("(paused)" if pause.value else "")
+        board.value = state_html(state, dc=picker.value, status=status)
+
+    def on_pause(change: dict[str, Any]) -> None:
+        (live.pause if change["new"] else live.resume)()
+        pause.description = "resume" if change["new"] else "pause"
+        draw(live.state)
+
+    def on_stop(_: Any) -> None:
+        live.stop()
+        draw(live.state)
+
+    pause.observe(on_pause, ["value"])
+    picker.observe(lambda _: draw(live.state), ["value"])
+    stop.on_click(on_stop)
+    live._listeners.append(draw)
+    draw(live.state)
+    return w.VBox([w.HBox([picker, pause, stop]), board])
+
+
+#: ``ck.live(target, ...)``: a :class:`Live`, started
+live = Live
