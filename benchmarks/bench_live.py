@@ -2,8 +2,9 @@
 ``cbi1kit record`` alone costs, following the same simulated relay, and whether the follower's
 memory stays flat over a long run.
 
-``cbi1kit serve --pace 0.0005 --events-per-step 2`` (about 1,000 deltas a second, measured and
-printed) runs for the whole benchmark. Each round runs, for ``--seconds``, one process of each
+``cbi1kit serve --pace 0.0008 --events-per-step 2 --expected-blocks 262144`` (about 1,000
+deltas a second, measured and printed; a filter that never fills, whose steps keep their cost)
+runs for the whole benchmark. Each round runs, for ``--seconds``, one process of each
 side against it, alternating which goes first: the candidate ``ck.live(address)`` with a
 listener that renders the dashboard's HTML at every look (twice a second), the baseline
 ``cbi1kit record``. Each side's CPU is its process's (``RUSAGE_CHILDREN``). Goal: candidate −
@@ -41,8 +42,8 @@ print(live.state.frames, sum(lane.deltas for lane in live.state.lanes))
 
 
 def serve() -> tuple[subprocess.Popen[str], str]:
-    argv = [sys.executable, "-m", "cbi1kit", "serve", "--pace", "0.0005", "--heartbeat", "1"]
-    argv += ["--events-per-step", "2"]
+    argv = [sys.executable, "-m", "cbi1kit", "serve", "--pace", "0.0008", "--heartbeat", "1"]
+    argv += ["--events-per-step", "2", "--expected-blocks", str(1 << 18)]
     proc = subprocess.Popen(argv, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     return proc, proc.stdout.readline().split(" on ")[1].split()[0]

@@ -119,7 +119,8 @@ def test_the_dashboard_draws_the_state_picks_a_lane_and_stops(
         time.sleep(0.2)
         lane = live.state.lanes[0]
         assert "3557a3c51c3769b5 (sim-dc-0)" in board.value
-        assert [value for _, value in picker.options] == [None, lane.dc_id]
+        assert [value for _, value in picker.options] == [-1, lane.dc_id]
+        assert picker.label == "every lane"
         picker.value = lane.dc_id
         pause.value = True
         assert "(paused)" in board.value and pause.description == "resume"

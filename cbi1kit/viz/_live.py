@@ -19,14 +19,16 @@ from cbi1kit.hashing._dc_names import dc_text
 from cbi1kit.relay._transport import ClientTls, names_a_relay
 from cbi1kit.viz._display import interactive_charts
 
-#: the stripe's colour per mean slots in a bin (0 empty .. 4 full)
-_SHADES = ("#f3f3f3", "#c6dbef", "#6baed6", "#2171b5", "#08306b")
+#: the picker's value for every lane (a DC id is a u64: never negative)
+EVERY_LANE = -1
+_CELL = 'style="padding:0 8px; text-align:right"'
 
 
 def _stripe_html(lane: LaneFigures) -> str:
+    """One cell per stretch of the lane, darker as more of its four slots are full."""
     cells = "".join(
         f'<span style="display:inline-block;width:3px;height:12px;'
-        f'background:{_SHADES[min(4, round(v))]}"></span>'
+        f'background:hsl(210, 70%, {96 - 16 * min(v, 4.0):.0f}%)"></span>'
         for v in lane.stripe
     )
     return f'<span title="slots per bucket, left to right">{cells}</span>'
@@ -48,9 +50,9 @@ def state_html(state: WatchState, *, dc: int | None = None, status: str = "") ->
         rates = (f"{lane.images_per_s:,.0f}", f"{lane.bytes_per_s / 1e3:,.1f}")
         cells = [dc_text(lane.dc_id), seq, f"{lane.load_factor:.3f}", f"{lane.fpr:.2e}"]
         cells += [*rates, age, mark]
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        tds = "".join(f"<td {_CELL}>{html.escape(c)}</td>" for c in cells)
         rows.append(f"<tr>{tds}<td>{_stripe_html(lane)}</td></tr>")
-    ths = "".join(f"<th>{h}</th>" for h in head)
+    ths = "".join(f"<th {_CELL}>{h}</th>" for h in head)
     said = html.escape(f"{state.source}: {state.frames:,} frames {status}".strip())
     recent = "".join(f"<li>{html.escape(v.describe())}</li>" for v in state.recent[-5:])
     return (
@@ -172,7 +174,7 @@ class Live:
 def _dashboard(live: Live) -> Any:
     import ipywidgets as w
 
-    picker = w.Dropdown(options=[("every lane", None)], description="lane")
+    picker = w.Dropdown(options=[("every lane", EVERY_LANE)], value=EVERY_LANE, description="lane")
     pause = w.ToggleButton(description="pause", value=False)
     stop = w.Button(description="stop")
     board = w.HTML()
@@ -183,7 +185,8 @@ def _dashboard(live: Live) -> Any:
         if new:
             picker.options = [*picker.options, *new]
         status = "(stopped)" if not live.running else ("(paused)" if pause.value else "")
-        board.value = state_html(state, dc=picker.value, status=status)
+        dc = None if picker.value == EVERY_LANE else picker.value
+        board.value = state_html(state, dc=dc, status=status)
 
     def on_pause(change: dict[str, Any]) -> None:
         (live.pause if change["new"] else live.resume)()
