@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip
 STAMP_BASE := $(VENV)/.stamp-base
 STAMP_DEV  := $(VENV)/.stamp-dev
 
-.PHONY: demo test test-all lint typecheck pytest bench bench-quick sample real-sample lab chromium prometheus clean help
+.PHONY: demo test test-all lint typecheck pytest bench bench-quick sample real-sample lab chromium prometheus ksc clean help
 
 help:
 	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
@@ -56,6 +56,18 @@ prometheus:
 		echo "note: prometheus is missing (apt-get install prometheus): its scrape test skips"; \
 	fi
 
+# the official Kaitai Struct compiler (npm: its JavaScript build, driven by node) that the Kaitai
+# test compiles `cbi1kit layout --ksy` with, kept in .ksc/; without npm that test skips
+KSC := .ksc/node_modules/kaitai-struct-compiler/package.json
+ksc: $(KSC)
+$(KSC):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix .ksc \
+			kaitai-struct-compiler@0.11.0 js-yaml@4.1.0 >/dev/null; \
+	else \
+		echo "note: npm is missing: the Kaitai test skips"; \
+	fi
+
 # simulate (or reuse cbi1kit/data/sample.kvrcap) → replay → summary → report → notebook screenshots
 demo: $(STAMP_BASE) chromium
 	$(PY) -m tools.demo --force
@@ -85,7 +97,7 @@ typecheck: $(STAMP_DEV)
 # the tests marked slow (pyproject: whole runs, exhaustive sweeps) run in CI and `make test-all`
 PYTEST_MARK := $(if $(or $(CI),$(ALL)),,-m "not slow")
 
-pytest: $(STAMP_DEV) chromium prometheus
+pytest: $(STAMP_DEV) chromium prometheus ksc
 	$(PY) -m pytest $(PYTEST_MARK)
 
 test: lint typecheck pytest

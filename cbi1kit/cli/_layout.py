@@ -3,17 +3,37 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cbi1kit._text import table
-from cbi1kit.cli._common import EXIT_OK
+from cbi1kit.cli._common import EXIT_OK, EXIT_UNREADABLE
+from cbi1kit.errors import CliError
 from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX, layout_markdown
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands
 
 
+def _write_ksy(folder: Path, force: bool) -> None:
+    """``cbi1.ksy`` and ``kvrcap.ksy`` into ``folder``, both or neither."""
+    from cbi1kit._files import written_whole
+    from cbi1kit.capture._kaitai import cbi1_ksy, ksy_text, kvrcap_ksy
+
+    if not folder.is_dir():
+        raise CliError(f"{folder}: no such folder", EXIT_UNREADABLE)
+    specs = {"cbi1.ksy": cbi1_ksy(), "kvrcap.ksy": kvrcap_ksy()}
+    outputs = [folder / name for name in specs]
+    with written_whole(outputs, overwrite=force) as partials:
+        for partial, spec in zip(partials, specs.values(), strict=True):
+            partial.write_text(ksy_text(spec))
+    print(f"wrote {', '.join(str(o) for o in outputs)}")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.ksy is not None:
+        _write_ksy(args.ksy, args.force)
+        return EXIT_OK
     for title, layout in (
         ("header (both kinds)", HEADER),
         ("delta body prefix", DELTA_PREFIX),
@@ -40,4 +60,11 @@ def register(sub: Commands) -> None:
         "decoder, the encoder and the hex view read.",
     )
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    p.add_argument(
+        "--ksy",
+        type=Path,
+        metavar="DIR",
+        help="write cbi1.ksy and kvrcap.ksy (Kaitai Struct) into DIR instead",
+    )
+    p.add_argument("--force", action="store_true", help="replace .ksy files that exist")
     p.set_defaults(handler=run)
