@@ -2,7 +2,7 @@
 ``cbi1kit record`` alone costs, following the same simulated relay, and whether the follower's
 memory stays flat over a long run.
 
-``cbi1kit serve --pace 0.0008 --events-per-step 2 --expected-blocks 262144`` (about 1,000
+``cbi1kit serve --pace 0.0007 --events-per-step 2 --expected-blocks 262144`` (about 1,000
 deltas a second, measured and printed; a filter that never fills, whose steps keep their cost)
 runs for the whole benchmark. Each round runs, for ``--seconds``, one process of each
 side against it, alternating which goes first: the candidate ``ck.live(address)`` with a
@@ -42,7 +42,7 @@ print(live.state.frames, sum(lane.deltas for lane in live.state.lanes))
 
 
 def serve() -> tuple[subprocess.Popen[str], str]:
-    argv = [sys.executable, "-m", "cbi1kit", "serve", "--pace", "0.0008", "--heartbeat", "1"]
+    argv = [sys.executable, "-m", "cbi1kit", "serve", "--pace", "0.0007", "--heartbeat", "1"]
     argv += ["--events-per-step", "2", "--expected-blocks", str(1 << 18)]
     proc = subprocess.Popen(argv, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
