@@ -151,3 +151,29 @@ def test_state_html_lists_recent_violations() -> None:
     ).poll()
     shown = state_html(state)
     assert "FormatMismatch" in shown and "<li>" in shown
+
+
+def test_a_capture_it_cannot_read_on_is_said_not_hidden(
+    relay: RelayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The follower's thread meets an unreadable capture: the dashboard says why and stops
+    moving; the thread does not die silently."""
+    live = ck.live(relay.address, interval=0.05)
+    drawn: list[str] = []
+    live._listeners.append(lambda state: drawn.append(live._status()))
+    try:
+        _wait(live, 5)
+
+        def gone() -> None:
+            raise FileNotFoundError(2, "No such file or directory", str(live.watch.path))
+
+        monkeypatch.setattr(live.watch, "poll", gone)
+        ends = time.monotonic() + 10
+        while live.problem is None and time.monotonic() < ends:
+            time.sleep(0.05)
+        assert live.problem is not None and "cannot read on" in live.problem
+        time.sleep(0.2)
+        assert "cannot read on" in drawn[-1] and not live._poller.is_alive()
+        assert "cannot read on" in live._repr_html_()
+    finally:
+        live.stop()

@@ -21,6 +21,7 @@ from cbi1kit.capture._items import CatalogRecord, FrameRecord, FrameSpan
 from cbi1kit.capture._scan import CaptureScan
 from cbi1kit.ckf._bucket import bucket_occupancy
 from cbi1kit.ckf._stats import estimated_false_positive_rate
+from cbi1kit.errors import Cbi1kitError
 from cbi1kit.hashing._dc_names import dc_fields, dc_text
 from cbi1kit.relay._messages import catalog_from_wire
 from cbi1kit.wire._format import FilterFormat, FrameKind
@@ -239,7 +240,11 @@ class Watch:
                 self._take(item.record(i))
             return
         if isinstance(item, CatalogRecord):
-            for desc in catalog_from_wire(item.update).pools:
+            try:
+                pools = catalog_from_wire(item.update).pools
+            except Cbi1kitError:
+                pools = ()  # a catalog that does not decode: the replayer reports it
+            for desc in pools:
                 dc = int(desc.producer.pool_id.dc_id)
                 self._models[dc] = tuple(r.model.value for r in desc.registrations)
         if not isinstance(item, FrameRecord):

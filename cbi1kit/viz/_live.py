@@ -15,6 +15,7 @@ from typing import Any
 
 from cbi1kit.analysis._metrics import MetricsServer, WatchCollector
 from cbi1kit.analysis._watch import DEFAULT_MAX_AGE_S, LaneFigures, Watch, WatchState
+from cbi1kit.errors import Cbi1kitError
 from cbi1kit.hashing._dc_names import dc_text
 from cbi1kit.relay._transport import ClientTls, names_a_relay
 from cbi1kit.viz._display import interactive_charts
@@ -81,6 +82,7 @@ class Live:
         self.target, self.interval = str(target), interval
         self._stop = threading.Event()
         self._paused = threading.Event()
+        self._error: str | None = None
         self._listeners: list[Any] = []
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._recorder: Any = None
@@ -118,11 +120,30 @@ class Live:
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):
-            self.state = self.watch.poll()
+            try:
+                self.state = self.watch.poll()
+            except (Cbi1kitError, OSError) as exc:  # the capture cannot be read on: say why
+                self._error = f"cannot read on: {exc}"
             self.collector.update(self.state)
-            if not self._paused.is_set():
+            if not self._paused.is_set() or self._error:
                 for listener in list(self._listeners):
                     listener(self.state)
+            if self._error:
+                return
+
+    @property
+    def problem(self) -> str | None:
+        """Why the figures stopped moving (None while they move): the follower could not read
+        on, or the recording ended (the relay unreachable past the recorder's give-up time)."""
+        report = getattr(self._recorder, "report", None)
+        if self._error is None and report is not None and report.exit_code:
+            return f"the recording ended: {report.stop_reason}"
+        return self._error
+
+    def _status(self, paused: bool = False) -> str:
+        said = "stopped" if not self.running else ("paused" if paused else "")
+        said = "; ".join(x for x in (said, self.problem) if x)
+        return f"({said})" if said else ""
 
     @property
     def running(self) -> bool:
@@ -161,7 +182,7 @@ class Live:
         return f"<Live {self.target}: {said}, {state.frames:,} frames, {len(state.lanes)} lane(s)>"
 
     def _repr_html_(self) -> str:
-        return state_html(self.state, status="" if self.running else "(stopped)")
+        return state_html(self.state, status=self._status())
 
     def dashboard(self) -> object:
         """Every lane redrawn at each look, a lane picker, pause and stop; without a live kernel
@@ -184,7 +205,7 @@ def _dashboard(live: Live) -> Any:
         new = [(dc_text(lane.dc_id), lane.dc_id) for lane in state.lanes if lane.dc_id not in known]
         if new:
             picker.options = [*picker.options, *new]
-        status = "(stopped)" if not live.running else ("(paused)" if pause.value else "")
+        status = live._status(paused=pause.value)
         dc = None if picker.value == EVERY_LANE else picker.value
         board.value = state_html(state, dc=dc, status=status)
 
