@@ -177,3 +177,12 @@ def test_a_capture_it_cannot_read_on_is_said_not_hidden(
         assert "cannot read on" in live._repr_html_()
     finally:
         live.stop()
+
+
+def test_a_metrics_address_it_cannot_serve_leaves_nothing_running(relay: RelayServer) -> None:
+    before = set(threading.enumerate())
+    with pytest.raises(ValueError, match="is no HOST:PORT"):
+        ck.live(relay.address, metrics="nowhere")
+    time.sleep(0.2)
+    left = {t for t in set(threading.enumerate()) - before if "cbi1kit-relay" not in t.name}
+    assert not left, left

@@ -87,16 +87,23 @@ class Live:
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._recorder: Any = None
         self._recording: threading.Thread | None = None
+        self._poller: threading.Thread | None = None
+        self.metrics: MetricsServer | None = None
+        self.collector = WatchCollector()
         path = Path(target)
         if not isinstance(target, os.PathLike) and names_a_relay(self.target):
             path = self._record(output, tls, authority)
         self.watch = Watch(path, max_age_s=max_age_s, name=self.target)
-        self.collector = WatchCollector()
-        self.metrics: MetricsServer | None = None
-        if metrics is not None:
-            host, _, port = metrics.rpartition(":")
-            self.metrics = MetricsServer(self.collector, host or "127.0.0.1", int(port))
-        self.state = self.watch.poll()
+        try:  # a metrics address that cannot be served: nothing is left running
+            if metrics is not None:
+                host, sep, port = metrics.rpartition(":")
+                if not sep or not port.isdigit():
+                    raise ValueError(f"metrics={metrics!r} is no HOST:PORT")
+                self.metrics = MetricsServer(self.collector, host or "127.0.0.1", int(port))
+            self.state = self.watch.poll()
+        except BaseException:
+            self.stop()
+            raise
         self._poller = threading.Thread(target=self._poll, name="cbi1kit-live", daemon=True)
         self._poller.start()
         atexit.register(self.stop)
@@ -163,7 +170,8 @@ class Live:
         if self._stop.is_set():
             return
         self._stop.set()
-        self._poller.join(timeout=10)
+        if self._poller is not None:
+            self._poller.join(timeout=10)
         if self._recorder is not None and self._recording is not None:
             self._recorder.stop("live stopped")
             self._recording.join(timeout=30)
