@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -22,21 +21,13 @@ from cbi1kit.cli._common import (
     on_signals,
     seconds,
 )
-from cbi1kit.cli._record import _client_tls, _connection_args
+from cbi1kit.cli._record import _checked, _client_tls, _connection_args
 from cbi1kit.errors import CliError, RelayWireError
-from cbi1kit.relay._transport import names_a_relay
+from cbi1kit.relay._transport import names_a_relay, parse_listen
 
 if TYPE_CHECKING:
     from cbi1kit.analysis._watch import Watch, WatchState
     from cbi1kit.cli._common import Commands
-
-
-def _host_port(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` for the metrics endpoint (``:9464`` is loopback's)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is no HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def _check_capture(path: Path) -> None:
@@ -58,38 +49,27 @@ def _check_capture(path: Path) -> None:
 
 def _recording(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, Any]:
     """Record the relay at ``args.target`` in a thread, into ``-o`` or a scratch capture."""
-    from cbi1kit.relay._recorder import Recorder
-    from cbi1kit.relay._session import RecorderConfig
+    from cbi1kit._files import claim_outputs
+    from cbi1kit.relay._recorder import BackgroundRecorder
 
     tls = _client_tls(args)
-    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cbi1kit-watch-")))
-    capture = args.output or folder / "watch.kvrcap"
-    if args.output is not None and args.output.exists() and not args.force:
-        raise CliError(f"{args.output} exists (--force replaces it)", EXIT_USAGE)
-    if args.output is not None and args.force:
-        args.output.unlink(missing_ok=True)
+    if args.output is not None:
+        claim_outputs([args.output], overwrite=args.force)
+        args.output.unlink(missing_ok=True)  # --force: the recording starts afresh
     try:
-        config = RecorderConfig(
+        recording = BackgroundRecorder(
+            args.output,
+            "cbi1kit-watch",
             target=args.target,
-            capture=capture,
             subscriber_id=args.subscriber_id,
             tls=tls,
             authority=args.authority,
             metadata=tuple(args.header),
-            status=False,
         )
     except RelayWireError as exc:
         raise CliError(f"--subscriber-id: {exc}", EXIT_USAGE) from None
-    recorder = Recorder(config)
-    thread = threading.Thread(target=recorder.run, name="cbi1kit-watch-record", daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        recorder.stop("watch ended")
-        thread.join(timeout=30)
-
-    stack.callback(stop)
-    return capture, recorder
+    stack.callback(recording.stop, "watch ended")
+    return recording.path, recording
 
 
 def _show(state: WatchState, args: argparse.Namespace) -> None:
@@ -173,7 +153,7 @@ def register(sub: Commands) -> None:
     )
     p.add_argument(
         "--metrics",
-        type=_host_port,
+        type=_checked(parse_listen),
         metavar="HOST:PORT",
         help="serve Prometheus metrics here (':9464' is loopback's port 9464)",
     )

@@ -443,3 +443,41 @@ class Recorder(_RecorderCore):
             self._follow(update)
         for call in cancel:
             call.cancel()
+
+
+class BackgroundRecorder:
+    """A :class:`Recorder` on a thread of its own, into ``output`` or a scratch capture
+    (``path``) that ``stop()`` removes: what ``watch`` and ``ck.live`` follow. ``config``: the
+    other :class:`RecorderConfig` fields; one that upstream's relay would refuse raises here,
+    before anything starts."""
+
+    def __init__(self, output: str | os.PathLike[str] | None, name: str, **config: Any) -> None:
+        import tempfile
+
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        if output is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix=f"{name}-")
+            output = Path(self._scratch.name) / f"{name}.kvrcap"
+        self.path = Path(output)
+        try:
+            self.recorder = Recorder(RecorderConfig(capture=self.path, status=False, **config))
+        except BaseException:
+            self._cleanup()
+            raise
+        self._thread = threading.Thread(target=self.recorder.run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def report(self) -> RecordReport:
+        """The recording's report so far: ``exit_code`` non-zero once it has failed."""
+        return self.recorder.report
+
+    def stop(self, reason: str) -> None:
+        """End the recording, wait for its thread, remove a scratch capture."""
+        self.recorder.stop(reason)
+        self._thread.join(timeout=30)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._scratch is not None:
+            self._scratch.cleanup()

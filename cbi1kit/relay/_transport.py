@@ -214,6 +214,14 @@ def authority_host(authority: str) -> str:
 _GRPC_SCHEMES: Final = frozenset({"dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock"})
 
 
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` to serve on (``:9464``: loopback's port 9464; port 0: any free one)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise TransportError(TransportVariant.Target, f"{text!r} is no HOST:PORT", field="listen")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
 def names_a_relay(target: str) -> bool:
     """Whether ``target`` is a relay to dial rather than a file (``watch`` and ``ck.live`` take
     either): no such path, a ``:`` in it, and an address :func:`parse_target` takes."""

@@ -8,17 +8,19 @@ from __future__ import annotations
 import atexit
 import html
 import os
-import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cbi1kit.analysis._metrics import MetricsServer, WatchCollector
 from cbi1kit.analysis._watch import DEFAULT_MAX_AGE_S, LaneFigures, Watch, WatchState
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.hashing._dc_names import dc_text
-from cbi1kit.relay._transport import ClientTls, names_a_relay
+from cbi1kit.relay._transport import ClientTls, names_a_relay, parse_listen
 from cbi1kit.viz._display import interactive_charts
+
+if TYPE_CHECKING:
+    from cbi1kit.relay._recorder import BackgroundRecorder
 
 #: the picker's value for every lane (a DC id is a u64: never negative)
 EVERY_LANE = -1
@@ -84,22 +86,22 @@ class Live:
         self._paused = threading.Event()
         self._error: str | None = None
         self._listeners: list[Any] = []
-        self._scratch: tempfile.TemporaryDirectory[str] | None = None
-        self._recorder: Any = None
-        self._recording: threading.Thread | None = None
+        self._recording: BackgroundRecorder | None = None
         self._poller: threading.Thread | None = None
         self.metrics: MetricsServer | None = None
         self.collector = WatchCollector()
         path = Path(target)
         if not isinstance(target, os.PathLike) and names_a_relay(self.target):
-            path = self._record(output, tls, authority)
+            from cbi1kit.relay._recorder import BackgroundRecorder  # grpc: the relay extra
+
+            self._recording = BackgroundRecorder(
+                output, "cbi1kit-live", target=self.target, tls=tls, authority=authority
+            )
+            path = self._recording.path
         self.watch = Watch(path, max_age_s=max_age_s, name=self.target)
         try:  # a metrics address that cannot be served: nothing is left running
             if metrics is not None:
-                host, sep, port = metrics.rpartition(":")
-                if not sep or not port.isdigit():
-                    raise ValueError(f"metrics={metrics!r} is no HOST:PORT")
-                self.metrics = MetricsServer(self.collector, host or "127.0.0.1", int(port))
+                self.metrics = MetricsServer(self.collector, *parse_listen(metrics))
             self.state = self.watch.poll()
         except BaseException:
             self.stop()
@@ -107,23 +109,6 @@ class Live:
         self._poller = threading.Thread(target=self._poll, name="cbi1kit-live", daemon=True)
         self._poller.start()
         atexit.register(self.stop)
-
-    def _record(self, output: Any, tls: ClientTls | None, authority: str | None) -> Path:
-        from cbi1kit.relay._recorder import Recorder
-        from cbi1kit.relay._session import RecorderConfig
-
-        if output is None:
-            self._scratch = tempfile.TemporaryDirectory(prefix="cbi1kit-live-")
-            output = Path(self._scratch.name) / "live.kvrcap"
-        config = RecorderConfig(
-            target=self.target, capture=Path(output), tls=tls, authority=authority, status=False
-        )
-        self._recorder = Recorder(config)
-        self._recording = threading.Thread(
-            target=self._recorder.run, name="cbi1kit-live-record", daemon=True
-        )
-        self._recording.start()
-        return Path(output)
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):
@@ -142,7 +127,7 @@ class Live:
     def problem(self) -> str | None:
         """Why the figures stopped moving (None while they move): the follower could not read
         on, or the recording ended (the relay unreachable past the recorder's give-up time)."""
-        report = getattr(self._recorder, "report", None)
+        report = None if self._recording is None else self._recording.report
         if self._error is None and report is not None and report.exit_code:
             return f"the recording ended: {report.stop_reason}"
         return self._error
@@ -172,14 +157,11 @@ class Live:
         self._stop.set()
         if self._poller is not None:
             self._poller.join(timeout=10)
-        if self._recorder is not None and self._recording is not None:
-            self._recorder.stop("live stopped")
-            self._recording.join(timeout=30)
+        if self._recording is not None:
+            self._recording.stop("live stopped")
         if self.metrics is not None:
             self.metrics.close()
         self.watch.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
         atexit.unregister(self.stop)
         for listener in list(self._listeners):  # the dashboard's last picture says so
             listener(self.state)
