@@ -20,6 +20,7 @@ from cbi1kit.analysis._replayer import LaneReplayer, Replayer
 from cbi1kit.capture._items import CatalogRecord, FrameRecord, FrameSpan
 from cbi1kit.capture._scan import CaptureScan
 from cbi1kit.ckf._bucket import bucket_occupancy
+from cbi1kit.ckf._limits import DEFAULT_MAX_AGE_S
 from cbi1kit.ckf._stats import estimated_false_positive_rate
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.hashing._dc_names import dc_fields, dc_text
@@ -27,8 +28,6 @@ from cbi1kit.relay._messages import catalog_from_wire
 from cbi1kit.wire._format import FilterFormat, FrameKind
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER
 
-#: upstream's router default for ``overlap_max_age`` is a deployment setting; this is ours
-DEFAULT_MAX_AGE_S: Final = 30.0
 _FLAGS: Final = HEADER.field("flags")
 #: what renews a lane for upstream's scorer (``received_at``: docs/replay.md, stale lanes)
 _TOUCHES: Final = (EventKind.SNAPSHOT_INSTALLED, EventKind.DELTA_APPLIED, EventKind.HEARTBEAT)

@@ -61,10 +61,6 @@ class FrameDamage:
     damage: CaptureDamage
 
     @property
-    def consumed(self) -> bool:
-        return self.frames > 0
-
-    @property
     def source_offset(self) -> int:
         return self.error.at
 

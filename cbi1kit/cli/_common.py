@@ -199,10 +199,6 @@ def real_at_least(lo: float) -> Number:
     return ranged(lo, real=True)
 
 
-def real_above(lo: float) -> Number:
-    return ranged(lo, real=True, open_lo=True)
-
-
 U64: Final = ranged(0, U64_MAX)
 
 #: the longest time any option takes, in seconds: about 31 years (a wait beyond what time_t and

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cbi1kit._json import dumps as to_json
+from cbi1kit.ckf._limits import DEFAULT_MAX_AGE_S
 from cbi1kit.cli._common import (
     EXIT_INTERRUPTED,
     EXIT_INVALID,
@@ -148,7 +149,7 @@ def register(sub: Commands) -> None:
     p.add_argument(
         "--max-age",
         type=seconds(),
-        default=30.0,
+        default=DEFAULT_MAX_AGE_S,
         help="a ready lane silent this long is stale (the router's overlap_max_age), seconds",
     )
     p.add_argument(

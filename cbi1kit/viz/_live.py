@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cbi1kit.analysis._metrics import MetricsServer, WatchCollector
-from cbi1kit.analysis._watch import DEFAULT_MAX_AGE_S, LaneFigures, Watch, WatchState
+from cbi1kit.analysis._watch import LaneFigures, Watch, WatchState
+from cbi1kit.ckf._limits import DEFAULT_MAX_AGE_S
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.hashing._dc_names import dc_text
 from cbi1kit.relay._transport import ClientTls, names_a_relay, parse_listen
