@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip
 STAMP_BASE := $(VENV)/.stamp-base
 STAMP_DEV  := $(VENV)/.stamp-dev
 
-.PHONY: demo test test-all lint typecheck pytest bench bench-quick sample real-sample lab chromium prometheus ksc clean help
+.PHONY: demo test test-all lint typecheck pytest bench bench-quick sample real-sample lab chromium prometheus tshark ksc docs clean help
 
 help:
 	@echo "make demo   - build .venv, then simulate (or reuse the sample) -> replay -> summary"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench-quick - every benchmark's --quick smoke run (CI: no timed assertions)"
 	@echo "make sample - regenerate the bundled sample capture from the trace"
 	@echo "make real-sample - record Dynamo's own relay anew into cbi1kit/data/real.kvrcap (root)"
+	@echo "make docs   - the API reference, docs/ pages and notebooks into build/docs (warnings fail)"
 	@echo "make lab    - JupyterLab on notebooks/ with this project's environment as the kernel"
 
 $(VENV)/bin/python:
@@ -56,6 +57,17 @@ prometheus:
 		echo "note: prometheus is missing (apt-get install prometheus): its scrape test skips"; \
 	fi
 
+# Debian's tshark (and dumpcap) run the Wireshark plugin's tests on captures and on live gRPC
+# traffic, valgrind the file reader's; installed as chromium is
+tshark:
+	@command -v tshark >/dev/null 2>&1 && command -v valgrind >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing tshark and valgrind with apt"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tshark valgrind >/dev/null; \
+	else \
+		echo "note: tshark is missing (apt-get install tshark): the Wireshark tests skip"; \
+	fi
+
 # the official Kaitai Struct compiler (npm: its JavaScript build, driven by node) that the Kaitai
 # test compiles `cbi1kit layout --ksy` with, kept in .ksc/; without npm that test skips
 KSC := .ksc/node_modules/kaitai-struct-compiler/package.json
@@ -88,22 +100,27 @@ lab: $(STAMP_BASE)
 	$(PY) -m cbi1kit lab
 
 lint: $(STAMP_DEV)
-	$(VENV)/bin/ruff check cbi1kit tools tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check cbi1kit tools tests benchmarks notebooks
+	$(VENV)/bin/ruff check cbi1kit tools tests benchmarks notebooks docs/conf.py
+	$(VENV)/bin/ruff format --check cbi1kit tools tests benchmarks notebooks docs/conf.py
 
 typecheck: $(STAMP_DEV)
-	$(VENV)/bin/mypy cbi1kit tools
+	$(VENV)/bin/mypy cbi1kit tools docs/conf.py
 
 # the tests marked slow (pyproject: whole runs, exhaustive sweeps) run in CI and `make test-all`
 PYTEST_MARK := $(if $(or $(CI),$(ALL)),,-m "not slow")
 
-pytest: $(STAMP_DEV) chromium prometheus ksc
+pytest: $(STAMP_DEV) chromium prometheus tshark ksc
 	$(PY) -m pytest $(PYTEST_MARK)
 
 test: lint typecheck pytest
 
 test-all:
 	$(MAKE) test ALL=1
+
+# the reference from the docstrings (docs/conf.py); tests/test_docs.py builds it in `make test`
+docs: $(STAMP_DEV)
+	$(PY) -m sphinx -b html -W --keep-going -n -q docs build/docs -d build/docs/.doctrees
+	@echo "open build/docs/index.html"
 
 # each prints its figures beside a baseline of the same run (benchmarks/README.md)
 bench: $(STAMP_DEV)

@@ -366,6 +366,7 @@ class Cbi1kitError(Exception, Generic[V_co]):
 
     @property
     def summary(self) -> str:
+        """The variant's one-line meaning, from the family's ``summaries``."""
         return (
             self.summaries.get(self.variant_path)
             or self.summaries.get(self.variant)
@@ -492,6 +493,7 @@ class Cbi1Error(Cbi1kitError[Cbi1Variant], ValueError):
 
     @property
     def bucket_count(self) -> int:
+        """``BucketIndex``: the lane's bucket count the bucket broke."""
         return int(self.expected)
 
 
@@ -610,10 +612,12 @@ class CaptureError(Cbi1kitError[CaptureVariant], ValueError):
 
     @property
     def reason(self) -> str:
+        """Why the capture is damaged, in words (empty when not said)."""
         return self.detail or ""
 
     @property
     def record_index(self) -> int:
+        """The record the damage is at (-1: before the first record)."""
         return int(self.context.get("record_index", -1))
 
     @property
@@ -623,8 +627,8 @@ class CaptureError(Cbi1kitError[CaptureVariant], ValueError):
 
     @property
     def path(self) -> str | None:
-        source = self.context.get("source")
-        return None if source is None else str(source)
+        """The capture file the error is about, when known."""
+        return None if (source := self.context.get("source")) is None else str(source)
 
 
 class OutputError(Cbi1kitError[OutputVariant]):
@@ -773,28 +777,24 @@ class VizRuntimeError(VizError, RuntimeError):
 
 #: the fixed subclass a family raises for a variant that is also a builtin error
 _MIXINS: dict[tuple[StrEnum, type[Cbi1kitError]], type[Cbi1kitError]] = {
-    (Cbi1Variant.Truncated, Cbi1Error): Cbi1EOF,
-    (CaptureVariant.Truncated, CaptureError): CaptureEOF,
-    (HashingVariant.BlockSizeRange, HashingError): HashingOverflowError,
-    (HashingVariant.TokenRange, HashingError): HashingOverflowError,
-    (HashingVariant.MmHashRange, HashingError): HashingOverflowError,
-    (HashingVariant.TokenType, HashingError): HashingTypeError,
-    (HashingVariant.BlockHashArgument, HashingError): HashingTypeError,
-    (IdentityVariant.UnknownModel, IdentityError): IdentityLookupError,
-    (LaneVariant.SequenceNotReplayed, LaneError): LaneLookupError,
-    (LaneVariant.HistoryNotKept, LaneError): LaneLookupError,
-    (LaneVariant.TimeNotRecorded, LaneError): LaneLookupError,
-    (LaneVariant.SeveralLanes, LaneError): LaneLookupError,
-    (LaneVariant.NoSuchLane, LaneError): LaneLookupError,
-    (LaneVariant.SeveralDomains, LaneError): LaneLookupError,
-    (LaneVariant.NoCatalog, LaneError): LaneLookupError,
-    (LaneVariant.NotReady, LaneError): LaneLookupError,
-    (LaneVariant.At, LaneError): LaneValueError,
-    (LaneVariant.DifferentFormats, LaneError): LaneValueError,
-    (LaneVariant.NotALane, LaneError): LaneValueError,
-    (LaneVariant.MaxAge, LaneError): LaneValueError,
-    (PublicationVariant.BucketIndexOverflow, PublicationError): PublicationOverflowError,
-    (FleetVariant.MainGuard, FleetError): FleetRuntimeError,
-    (SimulationVariant.Relay, SimulationError): SimulationRuntimeError,
-    (VizVariant.Report, VizError): VizRuntimeError,
+    (variant, mixin.family()): mixin
+    for mixin, variants in (
+        (Cbi1EOF, [Cbi1Variant.Truncated]),
+        (CaptureEOF, [CaptureVariant.Truncated]),
+        (HashingOverflowError, [HashingVariant.BlockSizeRange, HashingVariant.TokenRange]),
+        (HashingOverflowError, [HashingVariant.MmHashRange]),
+        (HashingTypeError, [HashingVariant.TokenType, HashingVariant.BlockHashArgument]),
+        (IdentityLookupError, [IdentityVariant.UnknownModel]),
+        (LaneLookupError, [LaneVariant.SequenceNotReplayed, LaneVariant.HistoryNotKept]),
+        (LaneLookupError, [LaneVariant.TimeNotRecorded, LaneVariant.SeveralLanes]),
+        (LaneLookupError, [LaneVariant.NoSuchLane, LaneVariant.SeveralDomains]),
+        (LaneLookupError, [LaneVariant.NoCatalog, LaneVariant.NotReady]),
+        (LaneValueError, [LaneVariant.At, LaneVariant.DifferentFormats]),
+        (LaneValueError, [LaneVariant.NotALane, LaneVariant.MaxAge]),
+        (PublicationOverflowError, [PublicationVariant.BucketIndexOverflow]),
+        (FleetRuntimeError, [FleetVariant.MainGuard]),
+        (SimulationRuntimeError, [SimulationVariant.Relay]),
+        (VizRuntimeError, [VizVariant.Report]),
+    )
+    for variant in variants
 }

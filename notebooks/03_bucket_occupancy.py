@@ -33,7 +33,7 @@ pl.DataFrame([stats.as_dict()]).select(
 )
 
 # %% [markdown]
-# ### The false-positive rate, derived
+# ## The false-positive rate, derived
 #
 # A router looks up an item the lane does not hold in its two buckets: 2 × 4 = 8 slots, of which
 # a fraction α is occupied, so about 8α fingerprints to compare. One comparison matches by chance

@@ -125,6 +125,7 @@ class LaneSide:
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, object]:
+        """The side as JSON-ready values (u64 in hex)."""
         return {
             "source": self.source,
             "seed": None if self.seed is None else f"0x{self.seed:016x}",

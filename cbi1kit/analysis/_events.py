@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 
 class EventKind(enum.StrEnum):
+    """What a replay event did to its lane (the ``kind`` column)."""
+
     SNAPSHOT_CHUNK = "snapshot_chunk"  # a chunk absorbed, snapshot not complete yet
     SNAPSHOT_INSTALLED = "snapshot_installed"  # the last chunk: the lane is ready at sequence
     DELTA_APPLIED = "delta_applied"
@@ -122,6 +124,7 @@ class EventLog(Sequence[ReplayEvent]):
         return code
 
     def append(self, event: ReplayEvent) -> None:
+        """Add one event to the columns (a violation also to ``violations``)."""
         vio = -1
         if isinstance(event, Violation):
             vio = len(self.violations)

@@ -67,12 +67,15 @@ class BlockRequest(Protocol):
     adapter's salt, and the block size and hash format it was cut with."""
 
     @property
-    def block_size(self) -> int: ...
+    def block_size(self) -> int:
+        """Tokens per block the request was cut with."""
 
     @property
-    def hash_format(self) -> KvQueryHashFormat: ...
+    def hash_format(self) -> KvQueryHashFormat:
+        """The hash format its block hashes are in."""
 
-    def block_hashes(self, lora_name: str | None) -> npt.NDArray[np.uint64]: ...
+    def block_hashes(self, lora_name: str | None) -> npt.NDArray[np.uint64]:
+        """The blocks' local hashes under ``lora_name``'s salt."""
 
 
 def stable_pool_rank(key: int, pool: PoolId) -> int:
@@ -109,7 +112,7 @@ class Explanation:
     the deepest); the gateway's ``select_pool`` (a crate over ``dynamo_kv_router`` found by content,
     relay.md §6) orders by projected uncached prefill time, occupancy, the local DC,
     ``stable_pool_rank`` of a tie key, then pool id. The stream carries neither of the first two,
-    so: deepest lane, then ``local_dc``, then lowest :func:`stable_pool_rank` for ``tie_key``, then
+    so: deepest lane, then ``local_dc``, then lowest ``stable_pool_rank`` for ``tie_key``, then
     lowest pool id."""
 
     model: str

@@ -38,6 +38,7 @@ class Change:
         return f"{self.kind} {self.sequence}{when}"
 
     def to_dict(self) -> dict[str, object]:
+        """The change as JSON-ready values."""
         return {
             "kind": self.kind,
             "sequence": self.sequence,
@@ -60,6 +61,7 @@ class BlockAddress:
     bucket_b: int
 
     def to_dict(self) -> dict[str, object]:
+        """The address as JSON-ready values (hashes in hex)."""
         return {
             "index": self.index,
             "local_hash": f"0x{self.local_hash:016x}",
@@ -122,6 +124,7 @@ class LaneBlock:
     truth: Truth = Truth.UNKNOWN
 
     def to_dict(self) -> dict[str, object]:
+        """The block's place in the lane as JSON-ready values."""
         return {
             "index": self.index,
             "held": self.held,
@@ -161,9 +164,11 @@ class LaneExplanation:
 
     @property
     def dc_id(self) -> DcId:
+        """The DC whose lane this is."""
         return self.pool.dc_id
 
     def to_dict(self) -> dict[str, object]:
+        """The lane's explanation as JSON-ready values (u64 in hex)."""
         p = self.producer
         return {
             "lane": self.lane,

@@ -301,6 +301,7 @@ class StreamInfo:
 
     @property
     def method(self) -> str | None:
+        """The gRPC method the stream opened (None: no STREAM_OPEN seen)."""
         return None if self.opened is None else self.opened.method
 
 

@@ -116,6 +116,7 @@ class Collector:
         self._images.add((*rows, buckets, new, prev))
 
     def on_snapshot(self, index: int, sequence: int, snap: AssembledSnapshot, stream: int) -> None:
+        """Note an installed snapshot as a row of the snapshots table."""
         occupied = sum(int(bucket_occupancy(w).sum(dtype=np.int64)) for _, w in snap.parts)
         self._snapshots.append(
             {

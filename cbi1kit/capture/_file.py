@@ -123,18 +123,22 @@ class CaptureDamage:
 
     @property
     def offset(self) -> int:
+        """The byte of the file where the damage starts."""
         return self.error.at
 
     @property
     def record_index(self) -> int:
+        """The record the damage is at (-1: before the first record)."""
         return self.error.record_index
 
     @property
     def reason(self) -> str:
+        """Why the record is damaged, in words."""
         return self.error.reason
 
     @property
     def truncated(self) -> bool:
+        """Whether the file ends inside a record (a cut, not corruption)."""
         return self.error.variant is CaptureVariant.Truncated
 
 

@@ -62,6 +62,7 @@ class FrameDamage:
 
     @property
     def source_offset(self) -> int:
+        """The byte of the source where the damaged record starts."""
         return self.error.at
 
 
@@ -91,13 +92,13 @@ class _PlaneRecord(Generic[_Update]):
 @dataclass(frozen=True, slots=True)
 class CatalogRecord(_PlaneRecord[pb.KvPoolCatalogUpdate]):
     """One ``KvPoolCatalogUpdate`` of a capture's ``WatchKvPoolCatalog`` stream, decoded (the
-    fields are :class:`_PlaneRecord`'s)."""
+    fields are ``_PlaneRecord``'s)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ReadinessRecord(_PlaneRecord[pb.ServingReadinessUpdate]):
     """One ``ServingReadinessUpdate`` of a capture's ``SubscribeServingReadiness`` stream,
-    decoded (the fields are :class:`_PlaneRecord`'s)."""
+    decoded (the fields are ``_PlaneRecord``'s)."""
 
 
 @dataclass(frozen=True, slots=True)

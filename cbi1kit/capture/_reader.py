@@ -1,5 +1,5 @@
 """Reading a ``kvrcap`` capture record by record, through the format's one scanner
-(:class:`cbi1kit.capture._scan.FileScan`; ``docs/capture-format.md``)."""
+(``cbi1kit.capture._scan.FileScan``; ``docs/capture-format.md``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from cbi1kit.errors import CaptureError
 
 
 class CaptureReader(_ClosesOnExit):
-    """A capture's records, read by the one scanner (:class:`cbi1kit.capture._scan.FileScan`).
+    """A capture's records, read by the one scanner (``cbi1kit.capture._scan.FileScan``).
 
     ``items()`` yields intact records with each damaged stretch inline (:class:`CaptureDamage`);
     ``records()`` raises the first damage (``strict=False``: stops, ``resync=True``: reads past).

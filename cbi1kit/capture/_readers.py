@@ -478,7 +478,7 @@ SourceKind = Literal["capture", "cbi1", "json", "records", "unreadable"]
 @dataclass(frozen=True, slots=True)
 class ResolvedSource:
     """A source's ``kind``, ``source`` as named, a capture's ``segments`` (found once: a scan
-    takes them) and an unreadable path's ``error`` (:func:`resolve_source`)."""
+    takes them) and an unreadable path's ``error`` (``resolve_source``)."""
 
     kind: SourceKind
     source: Any
@@ -515,7 +515,7 @@ def resolve_source(source: object, *, one_file: bool = False) -> ResolvedSource:
 def read_frames(
     path: CaptureSource | ResolvedSource, *, damage: Literal["raise", "report"] = "raise"
 ) -> Iterator[Any]:
-    """The reader :func:`resolve_source` picks (a path's first bytes say which).
+    """The reader ``resolve_source`` picks (a path's first bytes say which).
 
     ``damage="report"`` makes a capture's damage :class:`FrameDamage` items inline (other
     sources still raise at their first damage). A list of paths is a rotated recording's

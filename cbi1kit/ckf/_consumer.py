@@ -357,6 +357,9 @@ def sequence_hashes(local_hashes: Sequence[int] | npt.NDArray[np.uint64]) -> npt
 
 @dataclass(slots=True)
 class FallbackStats:
+    """Upstream's fallback counters of a prefix search: lanes that missed at their window's
+    left edge, lanes the fallback scan took up, and the probes it made."""
+
     left_edge_lanes: int = 0
     activated_lanes: int = 0
     probe_calls: int = 0

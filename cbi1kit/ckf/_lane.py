@@ -48,6 +48,8 @@ class DcCkfSnapshot:
 
 
 class IngestOutcome(enum.Enum):
+    """What a lane did with one publication frame (upstream's ingestor)."""
+
     SNAPSHOT_INSTALLED = "snapshot_installed"
     DELTA_APPLIED = "delta_applied"
     IGNORED_FOREIGN_LEASE = "ignored_foreign_lease"

@@ -135,7 +135,7 @@ class CkfConfig:
             )
 
     def bucket_count(self) -> int:
-        """Buckets for ``expected_blocks_per_dc`` (:func:`bucket_count_for`); errs on 0."""
+        """Buckets for ``expected_blocks_per_dc`` (``bucket_count_for``); errs on 0."""
         return bucket_count_for(self.expected_blocks_per_dc)
 
     def format(self) -> DcCkfFormatIdentity:
@@ -238,6 +238,7 @@ class DcCkfPublicationBatch:
         return len(self.buckets)
 
     def images(self) -> list[tuple[int, int]]:
+        """The batch as ``(bucket, word)`` pairs, in bucket order."""
         return list(zip(self.buckets.tolist(), self.values.tolist(), strict=True))
 
     def __eq__(self, other: object) -> bool:

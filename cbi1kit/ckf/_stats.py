@@ -44,6 +44,7 @@ class FprMeasurement:
 
     @property
     def rate(self) -> float:
+        """False positives per probe (0 when nothing was probed)."""
         return self.false_positives / self.probes if self.probes else 0.0
 
     @property

@@ -328,13 +328,13 @@ def block_count(n_tokens: int, kv_block_size: int, is_eagle: bool | None = None)
 # The compiled loops
 
 #: Calls with fewer blocks than this run the Python loops (microseconds at that size), so a
-#: small call never loads numba; larger ones run :mod:`cbi1kit.hashing._compiled`.
+#: small call never loads numba; larger ones run ``cbi1kit.hashing._compiled``.
 COMPILED_MIN_BLOCKS = 64
 
 
 @functools.cache
 def _kernels() -> Any:
-    """:mod:`cbi1kit.hashing._compiled` (compiled on its first call, then cached on disk), or
+    """``cbi1kit.hashing._compiled`` (compiled on its first call, then cached on disk), or
     ``None`` where numba cannot load (one warning): the Python loops give the same values."""
     from cbi1kit._lazy import compiled
 
@@ -356,8 +356,8 @@ def compute_block_hash_for_seq(
     """Local block hashes (``LocalBlockHash``, an event's ``tokens_hash``) of a token sequence.
 
     Same signature and values as ``dynamo._core.compute_block_hash_for_seq``, as ``uint64``;
-    rules in docs/spec/hashing.md §2. From :data:`COMPILED_MIN_BLOCKS` blocks on, windows hash in
-    a compiled loop (:mod:`cbi1kit.hashing._compiled`); below, one ``xxhash`` call per window.
+    rules in docs/spec/hashing.md §2. From ``COMPILED_MIN_BLOCKS`` blocks on, windows hash in
+    a compiled loop (``cbi1kit.hashing._compiled``); below, one ``xxhash`` call per window.
     """
     buf, n_tokens = _token_bytes(tokens)
     bs = _block_size(kv_block_size)
@@ -419,8 +419,8 @@ def compute_seq_hash_for_block(block_hashes: npt.ArrayLike | Sequence[int]) -> U
     """The rolling chain over one sequence's local block hashes.
 
     ``seq[0] = block[0]``; ``seq[i] = xxh3_64(u64_le(seq[i-1]) ‖ u64_le(block[i]), seed=1337)``.
-    Inherently serial: from :data:`COMPILED_MIN_BLOCKS` blocks on, a compiled loop
-    (:mod:`cbi1kit.hashing._compiled`); below, one ``xxhash`` call per block.
+    Inherently serial: from ``COMPILED_MIN_BLOCKS`` blocks on, a compiled loop
+    (``cbi1kit.hashing._compiled``); below, one ``xxhash`` call per block.
     """
     arr = _u64_blocks(block_hashes, "block_hashes")
     if arr.ndim != 1:
@@ -444,7 +444,7 @@ def compute_seq_hash_for_block(block_hashes: npt.ArrayLike | Sequence[int]) -> U
 def compute_seq_hash_batch(block_hashes: npt.ArrayLike) -> U64Array:
     """Chains of equal length at once: row ``r`` of the ``(n_seqs, n_blocks)`` result is
     :func:`compute_seq_hash_for_block` of row ``r``. Compiled (every chain in turn) from
-    :data:`COMPILED_MIN_BLOCKS` blocks on; below, vectorised across sequences."""
+    ``COMPILED_MIN_BLOCKS`` blocks on; below, vectorised across sequences."""
     arr = _u64_blocks(block_hashes, "block_hashes")
     if arr.ndim != 2:
         raise _sequence_input_error("block_hashes", f"expected (n_seqs, n_blocks), got {arr.shape}")
@@ -471,7 +471,7 @@ def compute_seq_hash_ragged(block_hashes: npt.ArrayLike, lengths: npt.ArrayLike)
     """Chains of different lengths laid end to end in one flat vector.
 
     ``lengths[k]`` blocks of sequence ``k`` follow those of sequence ``k-1``; the result has the
-    same layout. Compiled from :data:`COMPILED_MIN_BLOCKS` blocks on (a chain is serial);
+    same layout. Compiled from ``COMPILED_MIN_BLOCKS`` blocks on (a chain is serial);
     below, a numpy loop stepping all sequences one block position at a time.
     """
     flat = _u64_blocks(block_hashes, "block_hashes")

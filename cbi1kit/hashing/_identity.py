@@ -95,6 +95,7 @@ class DcCkfFormatIdentity:
         return True
 
     def to_json(self) -> dict[str, Any]:
+        """The format as upstream's serde JSON object."""
         return {
             "format_version": self.format_version,
             "seed": self.seed,
@@ -105,6 +106,7 @@ class DcCkfFormatIdentity:
 
     @classmethod
     def from_json(cls, value: Any) -> DcCkfFormatIdentity:
+        """A format from upstream's serde JSON; checks every field."""
         obj = _json_obj(value, "DcCkfFormatIdentity")
         t = "DcCkfFormatIdentity"
         return cls(
@@ -250,10 +252,12 @@ class ConsumerDrainMarker:
         _int_in(self.expected_sequence, 64, "expected_sequence")
 
     def to_json(self) -> dict[str, Any]:
+        """The marker as upstream's serde JSON object."""
         return {"lease": self.lease.to_json(), "expected_sequence": self.expected_sequence}
 
     @classmethod
     def from_json(cls, value: Any) -> ConsumerDrainMarker:
+        """A marker from upstream's serde JSON; checks every field."""
         t = "ConsumerDrainMarker"
         obj = _json_obj(value, t)
         return cls(

@@ -126,17 +126,21 @@ class ExplicitIdentityMap:
 
     @classmethod
     def of(cls, entries: Mapping[str, str] | Iterable[tuple[str, str]]) -> ExplicitIdentityMap:
+        """A map from a mapping or ``(key, value)`` pairs, in their order."""
         items = tuple(entries.items()) if isinstance(entries, Mapping) else tuple(entries)
         return cls(items)
 
     def as_dict(self) -> dict[str, str]:
+        """The entries as a dict."""
         return dict(self.entries)
 
     def to_json(self) -> dict[str, str]:
+        """The entries as upstream's serde JSON object."""
         return dict(self.entries)
 
     @classmethod
     def from_json(cls, value: Any) -> ExplicitIdentityMap:
+        """A map from upstream's serde JSON; every value a string."""
         obj = _json_obj(value, "ExplicitIdentityMap")
         return cls(
             tuple((k, _json_str(v, f"explicit identity value for `{k}`")) for k, v in obj.items())

@@ -55,12 +55,14 @@ class PlaneViolation:
     reason: str
 
     def describe(self) -> str:
+        """The violation in one line: record, plane, revision, rule, reason."""
         return (
             f"record {self.record_index} ({self.plane} stream {self.stream_id}) revision "
             f"{self.revision}: {self.rule}: {self.reason}"
         )
 
     def to_dict(self) -> dict[str, object]:
+        """The violation as JSON-ready values."""
         return {
             "record_index": self.record_index,
             "stream_id": self.stream_id,

@@ -153,6 +153,7 @@ class SnapshotFrames(Iterator[PublicationFrame]):
 
     @property
     def chunk_count(self) -> int:
+        """How many CBI1 chunks the snapshot was cut into."""
         return len(self._chunks)
 
     def __len__(self) -> int:

@@ -63,9 +63,9 @@ def _one_row(line: str, columns: int) -> str:
 class Recorder(_RecorderCore):
     """One recording session. ``run()`` blocks; ``stop()`` (any thread) ends it cleanly.
 
-    Threads: the caller's runs the session; each plane (:class:`_PlaneWatch`) and selected pool
-    (:class:`_PoolStream`) has its own; a ticker flushes and runs the stall watchdog and status
-    line. Shared state is :class:`_RecorderCore`'s, under its one lock.
+    Threads: the caller's runs the session; each plane (``_PlaneWatch``) and selected pool
+    (``_PoolStream``) has its own; a ticker flushes and runs the stall watchdog and status
+    line. Shared state is ``_RecorderCore``'s, under its one lock.
     """
 
     def __init__(self, config: RecorderConfig, *, status_stream: TextIO | None = None) -> None:

@@ -248,7 +248,7 @@ class PoolSelector:
 
     A pool must match one of ``models`` (canonical id or alias), one of ``dcs`` (a name, hashed
     with ``stable_dc_id``, or 16 hex digits) and one of ``producers`` (a prefix of
-    :func:`producer_key_text`; its :func:`pool_key_text` part survives generation changes).
+    ``producer_key_text``; its ``pool_key_text`` part survives generation changes).
     """
 
     models: tuple[str, ...] = ()
@@ -345,7 +345,7 @@ class RecordReport:
         return [p for p in self.pools if p.ended is not None]
 
     def pool(self, key: str) -> PoolRecord:
-        """The pool whose :func:`pool_key_text` starts with ``key``, or whose label is
+        """The pool whose ``pool_key_text`` starts with ``key``, or whose label is
         ``key``; ``KeyError`` unless exactly one is."""
         found = [p for p in self.pools if p.pool.startswith(key) or p.label == key]
         if len(found) != 1:

@@ -40,6 +40,8 @@ _CONTIGUOUS: Final = rule_id("relay-delta-contiguous")
 
 
 class StepKind(enum.StrEnum):
+    """What one message did to its lane in the stream engine."""
+
     SNAPSHOT_CHUNK = "snapshot_chunk"  # a chunk absorbed, snapshot not complete yet
     SNAPSHOT_INSTALLED = "snapshot_installed"  # the last chunk: the lane is ready at sequence
     DELTA_APPLIED = "delta_applied"

@@ -54,17 +54,23 @@ class PoolFeed(Protocol):
     ``kv_load()``: what the pool's workers would report to the load planes."""
 
     @property
-    def identity(self) -> ProducerIdentity: ...
+    def identity(self) -> ProducerIdentity:
+        """The producer this feed publishes as."""
 
-    def descriptor(self) -> pb.KvPoolDescriptor: ...
+    def descriptor(self) -> pb.KvPoolDescriptor:
+        """The pool's catalog descriptor."""
 
-    def kv_load(self) -> PoolLoad: ...
+    def kv_load(self) -> PoolLoad:
+        """What the pool's workers report to the load planes."""
 
-    def snapshot(self) -> HubSnapshot: ...
+    def snapshot(self) -> HubSnapshot:
+        """The hub mirror at the current sequence."""
 
-    def advance(self) -> Sequence[PublicationFrame] | None: ...
+    def advance(self) -> Sequence[PublicationFrame] | None:
+        """One producer step's deltas; None once exhausted."""
 
-    def new_generation(self) -> None: ...
+    def new_generation(self) -> None:
+        """Re-attach under a new ``layout_generation``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,19 +271,24 @@ class FrameListFeed:
 
     @property
     def identity(self) -> ProducerIdentity:
+        """The producer the frames came from."""
         return self._identity
 
     @property
     def sequence(self) -> int:
+        """The sequence the feed has reached."""
         return self._sequence
 
     def words(self) -> npt.NDArray[np.uint64]:
+        """The lane's words at that sequence (a copy)."""
         return self._words.copy()
 
     def descriptor(self) -> pb.KvPoolDescriptor:
+        """The pool's catalog descriptor."""
         return self._descriptor
 
     def kv_load(self) -> PoolLoad:
+        """The pool's load: its capacity, workers, and blocks held."""
         capacity, workers, ranks = self._load
         if self._occupied is None:
             # each fingerprint is one block the pool's filter holds
@@ -285,9 +296,11 @@ class FrameListFeed:
         return PoolLoad(self._occupied, capacity, workers, ranks)
 
     def snapshot(self) -> HubSnapshot:
+        """The hub mirror at the current sequence."""
         return HubSnapshot(self._identity, self._sequence, self.words())
 
     def advance(self) -> Sequence[PublicationFrame] | None:
+        """The next ``per_step`` deltas, or None once all are sent."""
         if self._next >= len(self._deltas):
             return None
         out = self._deltas[self._next : self._next + self.per_step]
@@ -302,6 +315,7 @@ class FrameListFeed:
         return out
 
     def new_generation(self) -> None:
+        """Drop the deltas not sent yet: a new generation starts clean."""
         self._deltas = self._deltas[: self._next]
 
 

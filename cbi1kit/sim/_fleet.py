@@ -77,6 +77,7 @@ class FleetPools:
     feeds: Mapping[str, tuple[FrameListFeed, ...]]
 
     def all_feeds(self) -> list[FrameListFeed]:
+        """Every model's feeds, in model order."""
         return [feed for model in self.models for feed in self.feeds[model.model]]
 
 

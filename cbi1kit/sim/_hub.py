@@ -89,7 +89,7 @@ class FaultPlan:
       layout generation.
     * ``garbage_update_after`` / ``garbage_catalog_after`` (0: at once): after this many messages /
       catalog updates, the next ``FilterUpdate`` / ``KvPoolCatalogUpdate`` is
-      :data:`MALFORMED_MESSAGE` (no protobuf message), lost with it; the stream carries on.
+      ``MALFORMED_MESSAGE`` (no protobuf message), lost with it; the stream carries on.
     * ``garbage_relay_info``: the first this many ``GetRelayInfo`` answers (a large number: always);
       listed in ``fired`` once.
     """

@@ -47,7 +47,7 @@ class RelayServer(_Relay):
     ) -> RelayServer:
         """A server whose pool is DC ``dc`` of the trace-driven simulator, one delta per step.
 
-        ``pace`` (seconds between steps) overrides ``server_config.pace``. See :func:`trace_feed`.
+        ``pace`` (seconds between steps) overrides ``server_config.pace``. See ``trace_feed``.
         """
         feed = trace_feed(trace, sim_config, dc=dc, limit=limit)
         config = replace(server_config or ServerConfig(), pace=pace)

@@ -215,6 +215,7 @@ class ByteExplorer:
 
     @property
     def data(self) -> bytes:
+        """The frame's bytes as edited."""
         return self.inspection.data
 
     def field_at(self, offset: int) -> str:

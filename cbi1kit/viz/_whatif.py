@@ -5,7 +5,7 @@ prefix simulated) re-run the compiled :class:`Simulator` and redraw four linked 
 measured false-positive rate against load beside 8α/65534, each DC's load over time, the churn
 published (images and bytes per second), and CKF against exact prefix depth; a brush over either
 time chart picks a window in both. :meth:`WhatIf.update` takes the same step without a browser. A
-move runs ``DEBOUNCE_SECONDS`` after the last (:class:`LatestWins`): one simulation at a time, the
+move runs ``DEBOUNCE_SECONDS`` after the last (``LatestWins``): one simulation at a time, the
 newest value winning, a move made during a run picked up when it ends.
 """
 
@@ -548,8 +548,8 @@ def _live_view(spec: dict[str, Any]) -> alt.JupyterChart:
 class WhatIf:
     """A trace prefix simulated under a set of knobs; moving a knob (:meth:`update`, or a slider of
     :meth:`widget`) simulates it again and redraws in place. ``table``: the headline figures
-    (:func:`headline_table`); ``result``: the :class:`SimulationResult`; ``config``, ``requests``:
-    the knobs; ``schedule``, ``submit``: the sliders' debouncer's (:class:`LatestWins`)."""
+    (``headline_table``); ``result``: the :class:`SimulationResult`; ``config``, ``requests``:
+    the knobs; ``schedule``, ``submit``: the sliders' debouncer's (``LatestWins``)."""
 
     def __init__(
         self,

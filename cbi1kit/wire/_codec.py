@@ -159,7 +159,7 @@ def decode(expected_format: FilterFormat, data: Buffer) -> Frame:
 
     Order: length, magic, wire version, checksum, format, flags, body (docs/wire-format.md). The
     arrays are read-only views over ``data``. A valid frame takes this inlined fast path; a
-    failing one is decoded again by :func:`_decode_reference`, which raises what upstream raises.
+    failing one is decoded again by ``_decode_reference``, which raises what upstream raises.
     """
     # read-only, so the arrays over it are (a bytes object already is)
     buf: Buffer = data if type(data) is bytes else memoryview(data).cast("B").toreadonly()

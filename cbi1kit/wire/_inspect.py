@@ -59,6 +59,8 @@ class InspectedField:
 
     @property
     def display(self) -> str:
+        """The value as shown: a number in hex and decimal, bytes as a literal, or how much of a
+        cut field there is."""
         if self.value is None:
             return f"(truncated: {len(self.raw)} of {self.size} bytes)"
         if isinstance(self.value, bytes):
@@ -373,6 +375,8 @@ class AnnotatedHexdump:
 
     @classmethod
     def from_inspection(cls, ins: Inspection, *, head: int = 8, tail: int = 4) -> AnnotatedHexdump:
+        """The dump of an inspection: every header and prefix field, then the first ``head`` and
+        last ``tail`` items (images or words) of the body."""
         buf = ins.data
         rows = [
             HexRow(

@@ -39,10 +39,12 @@ class FieldSpec:
 
     @property
     def size(self) -> int:
+        """Bytes the field takes."""
         return _SIZE[self.kind]
 
     @property
     def end(self) -> int:
+        """The offset just past the field."""
         return self.offset + self.size
 
     @property
@@ -52,6 +54,7 @@ class FieldSpec:
 
     @property
     def struct_code(self) -> str:
+        """The field's ``struct`` format code."""
         return _STRUCT_CODE[self.kind]
 
 

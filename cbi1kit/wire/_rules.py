@@ -34,7 +34,7 @@ ACTIONS: Final = (INVALIDATE_LANE, QUARANTINE_POOL)
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One per-message consumer rule; ``id`` is stable, ``action`` one of :data:`ACTIONS`.
+    """One per-message consumer rule; ``id`` is stable, ``action`` one of ``ACTIONS``.
 
     ``field`` its protobuf / CBI1 path; ``message`` the ``validation_error`` text; ``upstream``
     ``path · function → error``; ``errors`` the errors reporting it (``Family.Variant[.Sub]``,
