@@ -21,7 +21,22 @@ import numpy.typing as npt
 from cbi1kit._compile import keyed_cache, le_u32, le_u64
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.hashing._c_xxh3 import c_xxh3
-from cbi1kit.wire._format import IMAGES_MAX_FRAME_BYTES, SNAPSHOT_CHUNK_BUCKETS, max_delta_images
+from cbi1kit.wire._format import (
+    FINGERPRINT_BITS,
+    FORMAT_VERSION,
+    FRAME_HEAD_BYTES,
+    HEADER_LEN,
+    IMAGES_MAX_FRAME_BYTES,
+    LEGACY_MAGIC,
+    MAGIC,
+    SLOTS_PER_BUCKET,
+    SNAPSHOT_CHUNK_BUCKETS,
+    WIRE_VERSION,
+    WORD_BYTES,
+    FrameKind,
+    max_delta_images,
+)
+from cbi1kit.wire._layout import DELTA_IMAGE, DELTA_PREFIX, HEADER, SNAPSHOT_PREFIX
 from cbi1kit.wire._rules import RULE_INDEX
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -46,6 +61,20 @@ def _inline(f: _F) -> _F:
 _u64 = le_u64  # the little-endian u64 and u32 at ``b[i:]`` (any alignment, one load each)
 _u32 = le_u32
 _u32u = le_u32
+
+# where _read_head finds each CBI1 field it loads into ``h`` (in this order: the header, the
+# chunk's prefix, the delta's), and how wide it is: the layout's, stated there once
+_HEAD_FIELDS: Final = (*HEADER.fields, *SNAPSHOT_PREFIX.fields, *DELTA_PREFIX.fields)
+_AT: Final = tuple(f.offset for f in _HEAD_FIELDS)
+_W: Final = tuple(f.size for f in _HEAD_FIELDS)
+_FLAGS_AT: Final = HEADER.field("flags").offset
+_COUNT_AT: Final = DELTA_PREFIX.field("image_count").offset
+_BUCKET_AT: Final = DELTA_IMAGE.field("bucket").offset
+_DELTA_HEAD: Final = DELTA_PREFIX.end  # a delta's images start here
+_CHUNK_HEAD: Final = SNAPSHOT_PREFIX.end  # a chunk's words start here
+_IMAGE: Final = DELTA_IMAGE.size
+_CHUNK: Final = int(FrameKind.SNAPSHOT_CHUNK)  # the header's flags
+_DELTA: Final = int(FrameKind.DELTA)
 
 
 # ------------------------------------------------------------------------------------- XXH3-64
@@ -201,7 +230,7 @@ def _le_part(b: Any, p: Any, n: Any, at: Any, width: Any) -> Any:
 
 @_inline
 def _le_at(b: Any, p: Any, n: Any, at: Any, width: Any) -> Any:
-    if n >= 64:  # the whole head is there: plain loads
+    if n >= FRAME_HEAD_BYTES:  # the whole head is there: plain loads
         if width == 8:
             return _u64(b, p + at)
         if width == 4:
@@ -216,13 +245,13 @@ def _le_at(b: Any, p: Any, n: Any, at: Any, width: Any) -> Any:
 def _top_bucket(b: Any, p: Any, n: Any) -> Any:
     """A delta payload's largest image bucket (0 unless its length fits its count: upstream
     ``decode_delta`` rejects a bucket >= bucket_count)."""
-    if n >= 60 and b[p + 6] == 2 and b[p + 7] == 0:
-        count = np.int64(_u32(b, p + 56))
-        if n == 60 + 12 * count:
+    if n >= _DELTA_HEAD and b[p + _FLAGS_AT] == _DELTA and b[p + _FLAGS_AT + 1] == 0:
+        count = np.int64(_u32(b, p + _COUNT_AT))
+        if n == _DELTA_HEAD + _IMAGE * count:
             m = np.uint64(0)
-            q = np.uint64(p + 60)
+            q = np.uint64(p + _DELTA_HEAD + _BUCKET_AT)
             for k in range(count):
-                m = max(m, _u32u(b, q + np.uint64(12 * k)))
+                m = max(m, _u32u(b, q + np.uint64(_IMAGE * k)))
             return m
     return np.uint64(0)
 
@@ -264,9 +293,9 @@ def _dim_of(
 @_inline
 def _body_check(b: Any, p: Any, n: Any) -> Any:
     """The CBI1 body checksum of the frame ``b[p : p + n]`` (0 if shorter than its header)."""
-    if n < 48:
+    if n < HEADER_LEN:
         return np.uint64(0)
-    return xxh3_64_at(b, p + 48, n - 48) & _LO32
+    return xxh3_64_at(b, p + HEADER_LEN, n - HEADER_LEN) & _LO32
 
 
 # ------------------------------------------------------------------------- the consumer's rules
@@ -276,8 +305,8 @@ _U64_MAX: Final = np.uint64(2**64 - 1)
 _MAX_WORDS: Final = np.int64(SNAPSHOT_CHUNK_BUCKETS)
 _MAX_FRAME: Final = IMAGES_MAX_FRAME_BYTES
 _MAX_IMAGES: Final = np.uint64(max_delta_images())
-_CBI1_MAGIC: Final = np.uint64(int.from_bytes(b"CBI1", "little"))
-_CKF1_MAGIC: Final = np.uint64(int.from_bytes(b"CKF1", "little"))
+_CBI1_MAGIC: Final = np.uint64(int.from_bytes(MAGIC, "little"))
+_CKF1_MAGIC: Final = np.uint64(int.from_bytes(LEGACY_MAGIC, "little"))
 # ``frame_rules`` returns indices into the rulebook (cbi1kit.wire.RULES); each constant is looked
 # up by id, so a reordered rulebook renumbers the kernel (and, through the keyed cache, recompiles)
 PRODUCER_RULE: Final = RULE_INDEX["relay-producer-identity"]
@@ -458,7 +487,7 @@ def _envelope_rule(pb: Any, w: Any, code: Any, plen: Any, bad: Any, b: Any, s: A
 def _frame_rule(pb: Any, plen: Any, h: Any, checksum: Any, top: Any, seed_ok: Any) -> Any:
     """The CBI1 frame's own rules (decode's); ``_GO_ON`` when they pass."""
     magic, wire_version, hflags, fp_bits, slots, format_version = h[0], h[1], h[2], h[3], h[4], h[5]
-    if plen < 48:
+    if plen < HEADER_LEN:
         return _TRUNCATED
     if plen > _MAX_FRAME:
         return _FRAME_TOO_LARGE
@@ -466,15 +495,15 @@ def _frame_rule(pb: Any, plen: Any, h: Any, checksum: Any, top: Any, seed_ok: An
         return _LEGACY_CKF1
     if magic != _CBI1_MAGIC:
         return _MAGIC
-    if wire_version != 1:
+    if wire_version != WIRE_VERSION:
         return _WIRE_VERSION
     if checksum != h[10]:
         return _CHECKSUM
-    if format_version != 1 or fp_bits != 16 or slots != 4:
+    if format_version != FORMAT_VERSION or fp_bits != FINGERPRINT_BITS or slots != SLOTS_PER_BUCKET:
         return _FORMAT_SHAPE
     if pb and not seed_ok:
         return _FORMAT_MISMATCH
-    if hflags != 1 and hflags != 2:  # noqa: PLR1714 - no sets in numba
+    if hflags != _CHUNK and hflags != _DELTA:  # noqa: PLR1714 - no sets in numba
         return _FLAGS
     return _body_rule(plen, h, top)
 
@@ -484,21 +513,23 @@ def _body_rule(plen: Any, h: Any, top: Any) -> Any:
     """A delta's or a snapshot chunk's layout rules; ``_GO_ON`` when they pass."""
     hflags, buckets = h[2], h[7]
     chunk_index, chunk_count, bucket_offset, image_count = h[11], h[12], h[13], h[15]
-    nwords = plen - 64
-    if hflags == 2 and (
-        plen < 60 or image_count > _MAX_IMAGES or plen != 60 + 12 * np.int64(image_count)
+    body = plen - _CHUNK_HEAD
+    if hflags == _DELTA and (
+        plen < _DELTA_HEAD
+        or image_count > _MAX_IMAGES
+        or plen != _DELTA_HEAD + _IMAGE * np.int64(image_count)
     ):
         return _DELTA_LENGTH
-    if hflags == 2 and image_count > 0 and top >= buckets:
+    if hflags == _DELTA and image_count > 0 and top >= buckets:
         return _DELTA_BUCKET_RANGE
-    if hflags == 1 and (
-        plen < 64
+    if hflags == _CHUNK and (
+        plen < _CHUNK_HEAD
         or chunk_count == 0
         or chunk_index >= chunk_count
-        or nwords % 8 != 0
-        or nwords // 8 > _MAX_WORDS
+        or body % WORD_BYTES != 0
+        or body // WORD_BYTES > _MAX_WORDS
         or bucket_offset > buckets
-        or np.uint64(nwords // 8) > buckets - bucket_offset
+        or np.uint64(body // WORD_BYTES) > buckets - bucket_offset
     ):
         return _CHUNK_LAYOUT
     return _GO_ON
@@ -511,7 +542,7 @@ def _session_rule(pb: Any, code: Any, h: Any, dc: Any, b: Any, s: Any) -> Any:
     chunk, delta = code == 0, code == 1
     if not pb:
         return -1
-    if (hflags == 1) != chunk:
+    if (hflags == _CHUNK) != chunk:
         return _KIND_MISMATCH
     if dc_id != dc:
         return _DC_ID
@@ -534,9 +565,9 @@ def _kind(pb: Any, w: Any, h: Any, plen: Any) -> Any:
         code = 0 if kraw == 1 else 1 if kraw == 2 else 2 if kraw == 3 else 3 if kraw == 0 else 4
         return kraw, code, w[W_BASE], w[W_SEQ]
     hflags = h[2]
-    code = 0 if hflags == 1 else 1 if hflags == 2 else 4
-    kraw = np.int64(1 if hflags == 1 else 2 if hflags == 2 else 0)
-    return kraw, code, h[14] if (plen >= 60 and hflags == 2) else h[9], h[9]
+    code = 0 if hflags == _CHUNK else 1 if hflags == _DELTA else 4
+    kraw = np.int64(1 if hflags == _CHUNK else 2 if hflags == _DELTA else 0)
+    return kraw, code, h[14] if (plen >= _DELTA_HEAD and hflags == _DELTA) else h[9], h[9]
 
 
 @_inline
@@ -545,22 +576,22 @@ def _read_head(b: Any, pp: Any, plen: Any, h: Any) -> None:
     magic, wire version, flags, fingerprint bits, slots, format version, seed, bucket count,
     DC, epoch, body checksum, chunk index, chunk count, bucket offset, base epoch, image count;
     zeros past the payload's end."""
-    h[0] = _le_at(b, pp, plen, 0, 4)
-    h[1] = _le_at(b, pp, plen, 4, 2)
-    h[2] = _le_at(b, pp, plen, 6, 2)
-    h[3] = _le_at(b, pp, plen, 8, 1)
-    h[4] = _le_at(b, pp, plen, 9, 1)
-    h[5] = _le_at(b, pp, plen, 10, 2)
-    h[6] = _le_at(b, pp, plen, 12, 8)
-    h[7] = _le_at(b, pp, plen, 20, 8)
-    h[8] = _le_at(b, pp, plen, 28, 8)
-    h[9] = _le_at(b, pp, plen, 36, 8)
-    h[10] = _le_at(b, pp, plen, 44, 4)
-    h[11] = _le_at(b, pp, plen, 48, 4)
-    h[12] = _le_at(b, pp, plen, 52, 4)
-    h[13] = _le_at(b, pp, plen, 56, 8)
-    h[14] = _le_at(b, pp, plen, 48, 8)
-    h[15] = _le_at(b, pp, plen, 56, 4)
+    h[0] = _le_at(b, pp, plen, _AT[0], _W[0])
+    h[1] = _le_at(b, pp, plen, _AT[1], _W[1])
+    h[2] = _le_at(b, pp, plen, _AT[2], _W[2])
+    h[3] = _le_at(b, pp, plen, _AT[3], _W[3])
+    h[4] = _le_at(b, pp, plen, _AT[4], _W[4])
+    h[5] = _le_at(b, pp, plen, _AT[5], _W[5])
+    h[6] = _le_at(b, pp, plen, _AT[6], _W[6])
+    h[7] = _le_at(b, pp, plen, _AT[7], _W[7])
+    h[8] = _le_at(b, pp, plen, _AT[8], _W[8])
+    h[9] = _le_at(b, pp, plen, _AT[9], _W[9])
+    h[10] = _le_at(b, pp, plen, _AT[10], _W[10])
+    h[11] = _le_at(b, pp, plen, _AT[11], _W[11])
+    h[12] = _le_at(b, pp, plen, _AT[12], _W[12])
+    h[13] = _le_at(b, pp, plen, _AT[13], _W[13])
+    h[14] = _le_at(b, pp, plen, _AT[14], _W[14])
+    h[15] = _le_at(b, pp, plen, _AT[15], _W[15])
 
 
 @_inline
@@ -594,8 +625,8 @@ def _write_row(
     o64[r, _OFFSET], o64[r, _BASE_EPOCH] = h[13], h[14]
     o32[r, _PROT], o32[r, _MARK] = w[W_VERSION] & _LO32, w[W_MARKER] & _LO32
     o32[r, _PLEN], o32[r, _CHECK], o32[r, _CIDX], o32[r, _CCOUNT] = plen, h[10], h[11], h[12]
-    is_chunk = plen >= 64 and h[2] == 1
-    o32[r, _WORDS] = (plen - 64) // 8 if is_chunk else 0
+    is_chunk = plen >= _CHUNK_HEAD and h[2] == _CHUNK
+    o32[r, _WORDS] = (plen - _CHUNK_HEAD) // WORD_BYTES if is_chunk else 0
     o32[r, _ICOUNT], o32[r, _KRAW] = h[15], kraw
     o32[r, _PDIM], o32[r, _RDIM] = pdim, rdim
     if pdim != NO_DIM:
@@ -609,7 +640,7 @@ def _write_row(
     o16[r, _WIRE_C], o16[r, _FLAGS_C], o16[r, _FORMAT_C] = h[1], h[2], h[5]
     o8[r, _FP_C], o8[r, _SLOTS_C], o8[r, _KIND_C] = h[3], h[4], code
     o8[r, _UNKNOWN_C] = (flags & UNKNOWN_FIELDS) != 0
-    o8[r, _SUM_OK] = plen >= 48 and checksum == h[10]
+    o8[r, _SUM_OK] = plen >= HEADER_LEN and checksum == h[10]
     o8[r, _RULE_C] = rule  # the rule's index + 1; 0: valid
 
 
