@@ -24,5 +24,5 @@ def copy_tracked(folder: Path, to: Path) -> Path:
     for path in tracked(folder):
         target = to / path.relative_to(folder)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
+        shutil.copy2(path, target, follow_symlinks=False)  # docs/notebooks: a link, as tracked
     return to

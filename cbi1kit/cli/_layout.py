@@ -30,9 +30,26 @@ def _write_ksy(folder: Path, force: bool) -> None:
     print(f"wrote {', '.join(str(o) for o in outputs)}")
 
 
+def _write_wireshark(folder: Path, force: bool) -> None:
+    """``cbi1.lua`` (the Wireshark plugin) into ``folder``, whole or not at all."""
+    from cbi1kit._files import written_whole
+    from cbi1kit.relay._wireshark import PROTO_DIR, wireshark_lua
+
+    if not folder.is_dir():
+        raise CliError(f"{folder}: no such folder", EXIT_UNREADABLE)
+    output = folder / "cbi1.lua"
+    with written_whole([output], overwrite=force) as (partial,):
+        partial.write_text(wireshark_lua())
+    print(f"wrote {output}")
+    print(f"protobuf search path (Wireshark's, load all files): {PROTO_DIR}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.ksy is not None:
         _write_ksy(args.ksy, args.force)
+        return EXIT_OK
+    if args.wireshark is not None:
+        _write_wireshark(args.wireshark, args.force)
         return EXIT_OK
     for title, layout in (
         ("header (both kinds)", HEADER),
@@ -60,11 +77,19 @@ def register(sub: Commands) -> None:
         "decoder, the encoder and the hex view read.",
     )
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
-    p.add_argument(
+    writes = p.add_mutually_exclusive_group()
+    writes.add_argument(
         "--ksy",
         type=Path,
         metavar="DIR",
         help="write cbi1.ksy and kvrcap.ksy (Kaitai Struct) into DIR instead",
     )
-    p.add_argument("--force", action="store_true", help="replace .ksy files that exist")
+    writes.add_argument(
+        "--wireshark",
+        type=Path,
+        metavar="DIR",
+        help="write cbi1.lua, a Wireshark plugin (CBI1 in FilterUpdate payloads, a .kvrcap "
+        "file reader), into DIR instead",
+    )
+    p.add_argument("--force", action="store_true", help="replace files that exist")
     p.set_defaults(handler=run)
