@@ -113,7 +113,9 @@ def test_report_names_everything_missing_at_once(tmp_path: Path) -> None:
 
 def test_the_core_commands_run_without_any_extra(tmp_path: Path) -> None:
     code = _WITHOUT.format(modules=set(EXTRAS))
-    for argv in (["replay", str(SAMPLE)], ["inspect", str(SAMPLE)], ["stats", str(SAMPLE)]):
+    commands = (["replay", str(SAMPLE)], ["inspect", str(SAMPLE)], ["stats", str(SAMPLE)])
+    writes = (["layout", "--ksy", str(tmp_path)], ["layout", "--wireshark", str(tmp_path)])
+    for argv in (*commands, *writes):
         out = subprocess.run(
             [sys.executable, "-c", code, *argv],
             capture_output=True,

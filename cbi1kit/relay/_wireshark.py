@@ -27,7 +27,6 @@ from cbi1kit.capture._layout import (
     TRAILER_BODY,
     RecordType,
 )
-from cbi1kit.relay._session import PLANES, SUBSCRIBE_METHOD
 from cbi1kit.wire._checks import _FIXED_FIELDS
 from cbi1kit.wire._format import (
     IMAGES_MAX_FRAME_BYTES,
@@ -156,12 +155,15 @@ def _cbi1_tables() -> dict[str, Any]:
 
 
 def _methods() -> dict[str, dict[str, str]]:
-    """Every stream the recorder opens: its method's request and response message types."""
-    streams = [(SUBSCRIBE_METHOD, pb.SubscribeKvPoolRequest, pb.FilterUpdate)]
-    streams += [(p.method, p.request, p.response) for p in PLANES]
+    """Every RPC of the relay's service, by the path a stream opens it with: its request and
+    response message types, from the ``.proto`` itself (no gRPC needed to write the plugin)."""
     return {
-        method: {"request": request.DESCRIPTOR.full_name, "response": response.DESCRIPTOR.full_name}
-        for method, request, response in streams
+        f"/{service.full_name}/{m.name}": {
+            "request": m.input_type.full_name,
+            "response": m.output_type.full_name,
+        }
+        for service in pb.DESCRIPTOR.services_by_name.values()
+        for m in service.methods
     }
 
 
