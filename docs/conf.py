@@ -17,6 +17,7 @@ import enum
 import functools
 import importlib
 import inspect
+import os
 import re
 import sys
 import types
@@ -49,7 +50,13 @@ root_doc = "index"
 exclude_patterns = ["**/.ipynb_checkpoints"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 
-nb_execution_mode = "off"  # stored output-free by design (CONTRIBUTING.md): code and prose
+# The notebooks are stored output-free (CONTRIBUTING.md): the build runs each once, its charts
+# static SVG as in the report (``setup`` sets that for the build's kernels alone), and keeps the
+# run in build/docs/.jupyter_cache until it changes.
+nb_execution_mode = "cache"
+nb_execution_timeout = 600
+nb_execution_raise_on_error = True  # a notebook that fails fails the build
+nb_execution_show_tb = True
 myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
 myst_heading_anchors = 3  # the pages link to each other's sections (``replay.md#...``)
 
@@ -530,6 +537,8 @@ class ExactSignatureTypes(SphinxPostTransform):
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    # set here, not on import: tests/test_docs.py imports this file beside a JupyterLab
+    os.environ.setdefault("CBI1KIT_CHART_RENDERER", "svg")
     app.cbi1kit_surface = Surface()  # type: ignore[attr-defined]
     app.connect("env-get-outdated", _reference_outdated)
     app.add_directive("cbi1kit-surface", SurfaceDirective)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 import subprocess
 import sys
@@ -64,6 +65,31 @@ def test_the_site_has_every_page(html: Path) -> None:
     pages |= {Path("notebooks", p.stem + ".html") for p in (ROOT / "notebooks").glob("*.ipynb")}
     pages |= {Path("reference", f"{m}.html") for m in ("cbi1kit", *conf.MODULES)}
     assert not {p for p in pages if not (html / p).is_file()}
+
+
+def test_importing_the_conf_leaves_the_environment_alone() -> None:
+    """A worker that imports conf.py also runs the browser tests' Lab: no renderer may leak."""
+    code = (
+        "import importlib.util, os, sys\nbefore = dict(os.environ)\n"
+        "spec = importlib.util.spec_from_file_location('conf', sys.argv[1])\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "sys.exit(dict(os.environ) != before)\n"
+    )
+    argv = [sys.executable, "-c", code, str(DOCS / "conf.py")]
+    env = {k: v for k, v in os.environ.items() if k != "CBI1KIT_CHART_RENDERER"}
+    run = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_the_notebooks_are_shown_as_they_run(html: Path) -> None:
+    """Each notebook page holds its run: the charts as SVG images, the printed results."""
+    charts = {}
+    for page in sorted((html / "notebooks").glob("0*.html")):
+        text = page.read_text()
+        assert 'class="cell_output' in text, page.name
+        charts[page.stem] = len(re.findall(r'<img [^>]*src="[^"]*\.svg"', text))
+    assert charts["03_bucket_occupancy"] >= 4 and charts["04_delta_churn"] >= 3, charts
+    assert sum(charts.values()) >= 15, charts
 
 
 def test_every_stage_name_is_documented_in_its_stage(html: Path) -> None:
