@@ -617,7 +617,7 @@ class CaptureError(Cbi1kitError[CaptureVariant], ValueError):
 
     @property
     def record_index(self) -> int:
-        """The record the damage is at (-1: before the first record)."""
+        """The record the damage is at (-1: none known)."""
         return int(self.context.get("record_index", -1))
 
     @property

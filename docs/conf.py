@@ -1,13 +1,13 @@
 """Sphinx configuration of cbi1kit's documentation: ``make docs`` builds it into build/docs.
 
-The pages are docs/*.md as they are (MyST), the notebooks as stored (output-free: nothing is
-executed), and a reference built from the docstrings and type hints. Each reference page is a stub
+The pages are docs/*.md as they are (MyST), the notebooks as they run (each once, its charts as
+static SVG), and a reference built from the docstrings and type hints. Each reference page is a stub
 holding one directive; the directive reads the names from the package's own surface listing (a
 stage's ``if TYPE_CHECKING:`` block, as ``cbi1kit._lazy`` reads it; ``__all__`` for the two
 modules written out eagerly), so a name added to a stage is documented with no edit here. A type
 the surface returns or takes without listing it (``ck.explain`` gives an ``Explanation`` whose
 lanes are ``LaneExplanation``\\ s) is documented too, under the path it lives at, on its stage's
-page. No network: no intersphinx, no notebook run, no remote asset.
+page. No network: no intersphinx, no remote asset; the notebooks run on the bundled data.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-n
 
 # The notebooks are stored output-free (CONTRIBUTING.md): the build runs each once, its charts
 # static SVG as in the report (``setup`` sets that for the build's kernels alone), and keeps the
-# run in build/docs/.jupyter_cache until it changes.
+# run in build/.jupyter_cache until it changes.
 nb_execution_mode = "cache"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True  # a notebook that fails fails the build

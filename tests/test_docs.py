@@ -36,7 +36,7 @@ def _sphinx(*args: str | Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=300,
+        timeout=900,
     )
 
 
@@ -149,7 +149,7 @@ def test_a_docstring_with_broken_rest_fails_the_build(tmp_path: Path, broken: bo
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=300,
+        timeout=900,
     )
     if broken:
         assert run.returncode != 0

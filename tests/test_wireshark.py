@@ -201,7 +201,6 @@ def test_xxh3_in_tsharks_lua_equals_python_xxhash(
         got_off, got_n, digest, _seconds = line.split()
         assert (int(got_off), int(got_n)) == (off, n)
         assert int(digest, 16) == xxhash.xxh3_64_intdigest(data[off : off + n]), n
-    assert float(lines[-1].split()[3]) < 5.0, lines[-1]  # 4 MiB: well under a few seconds
 
 
 # ------------------------------------------------------------------------ the sample capture

@@ -61,6 +61,11 @@ class FrameDamage:
     damage: CaptureDamage
 
     @property
+    def consumed(self) -> bool:
+        """Whether the damage used up frame indexes (``frames`` above 0)."""
+        return self.frames > 0
+
+    @property
     def source_offset(self) -> int:
         """The byte of the source where the damaged record starts."""
         return self.error.at

@@ -238,7 +238,7 @@ class DcCkfPublicationBatch:
         return len(self.buckets)
 
     def images(self) -> list[tuple[int, int]]:
-        """The batch as ``(bucket, word)`` pairs, in bucket order."""
+        """The batch as ``(bucket, word)`` pairs, in first-touch order."""
         return list(zip(self.buckets.tolist(), self.values.tolist(), strict=True))
 
     def __eq__(self, other: object) -> bool:
