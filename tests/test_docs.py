@@ -233,8 +233,9 @@ def _own_doc(value: object) -> str:
 
 
 def test_every_callable_the_reference_shows_says_what_it_does() -> None:
-    """Every class and function of the surfaces and of the types they reach, and each public
-    method and property those classes define, has a docstring of its own."""
+    """Every class and function of the surfaces (the nine stages, errors, data) and of the types
+    they reach, and each public method and property those of cbi1kit define, has a docstring of
+    its own (the one docstring check: tests/test_public_api.py leaves it here)."""
     the = conf.Surface()
     tops = [
         getattr(sys.modules[module], name) for module, names in the.names.items() for name in names
@@ -244,10 +245,8 @@ def test_every_callable_the_reference_shows_says_what_it_does() -> None:
     for top in tops:
         if not (inspect.isfunction(top) or inspect.isclass(top)):
             continue
-        if not getattr(top, "__module__", "").startswith("cbi1kit"):
-            continue
         found[f"{top.__module__}.{top.__qualname__}"] = top
-        if inspect.isclass(top):
+        if inspect.isclass(top) and top.__module__.startswith("cbi1kit"):
             for attr, value in vars(top).items():
                 if attr.startswith("_"):
                     continue

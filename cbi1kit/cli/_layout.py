@@ -15,32 +15,31 @@ if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands
 
 
-def _write_ksy(folder: Path, force: bool) -> None:
-    """``cbi1.ksy`` and ``kvrcap.ksy`` into ``folder``, both or neither."""
+def _write(folder: Path, texts: dict[str, str], force: bool) -> None:
+    """Each of ``texts`` into ``folder`` under its name, all of them or none."""
     from cbi1kit._files import written_whole
-    from cbi1kit.capture._kaitai import cbi1_ksy, ksy_text, kvrcap_ksy
 
     if not folder.is_dir():
         raise CliError(f"{folder}: no such folder", EXIT_UNREADABLE)
-    specs = {"cbi1.ksy": cbi1_ksy(), "kvrcap.ksy": kvrcap_ksy()}
-    outputs = [folder / name for name in specs]
+    outputs = [folder / name for name in texts]
     with written_whole(outputs, overwrite=force) as partials:
-        for partial, spec in zip(partials, specs.values(), strict=True):
-            partial.write_text(ksy_text(spec))
+        for partial, text in zip(partials, texts.values(), strict=True):
+            partial.write_text(text)
     print(f"wrote {', '.join(str(o) for o in outputs)}")
 
 
+def _write_ksy(folder: Path, force: bool) -> None:
+    """``cbi1.ksy`` and ``kvrcap.ksy`` (Kaitai Struct) into ``folder``."""
+    from cbi1kit.capture._kaitai import cbi1_ksy, ksy_text, kvrcap_ksy
+
+    _write(folder, {"cbi1.ksy": ksy_text(cbi1_ksy()), "kvrcap.ksy": ksy_text(kvrcap_ksy())}, force)
+
+
 def _write_wireshark(folder: Path, force: bool) -> None:
-    """``cbi1.lua`` (the Wireshark plugin) into ``folder``, whole or not at all."""
-    from cbi1kit._files import written_whole
+    """``cbi1.lua`` (the Wireshark plugin) into ``folder``, and where its ``.proto`` is."""
     from cbi1kit.relay._wireshark import PROTO_DIR, wireshark_lua
 
-    if not folder.is_dir():
-        raise CliError(f"{folder}: no such folder", EXIT_UNREADABLE)
-    output = folder / "cbi1.lua"
-    with written_whole([output], overwrite=force) as (partial,):
-        partial.write_text(wireshark_lua())
-    print(f"wrote {output}")
+    _write(folder, {"cbi1.lua": wireshark_lua()}, force)
     print(f"protobuf search path (Wireshark's, load all files): {PROTO_DIR}")
 
 
