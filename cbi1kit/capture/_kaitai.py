@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from cbi1kit.capture._layout import FILE_HEADER, INDEX_BODY, RECORD_HEADER, TRAILER_BODY, RecordType
-from cbi1kit.wire._checks import _FIXED_FIELDS
-from cbi1kit.wire._format import WIRE_VERSION, FrameKind
+from cbi1kit.wire._format import FIXED_FIELDS, WIRE_VERSION, FrameKind
 from cbi1kit.wire._layout import (
     DELTA_IMAGE,
     DELTA_PREFIX,
@@ -51,7 +50,7 @@ def cbi1_ksy() -> dict[str, Any]:
     from cbi1kit.wire._format import MAGIC
 
     fixed: dict[str, Any] = {"magic": MAGIC, "wire_version": WIRE_VERSION}
-    fixed |= {name: value for name, value, _what, _sub in _FIXED_FIELDS}
+    fixed |= {f.name: f.value for f in FIXED_FIELDS}
     fixed["flags"] = {"any-of": [int(k) for k in FrameKind]}
     body = {"switch-on": "header.flags", "cases": {int(k): k.name.lower() for k in FrameKind}}
     return {

@@ -12,11 +12,9 @@ import numpy as np
 from cbi1kit.errors import Cbi1Error, Cbi1Variant
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
-    FINGERPRINT_BITS,
-    FORMAT_VERSION,
+    FIXED_FIELDS,
     HEADER_LEN,
     IMAGE_BYTES,
-    SLOTS_PER_BUCKET,
     SNAPSHOT_BODY_PREFIX,
     SNAPSHOT_CHUNK_BUCKETS,
     U32_MAX,
@@ -37,14 +35,7 @@ from cbi1kit.wire._frames import (
 )
 from cbi1kit.wire._layout import DELTA_PREFIX, SNAPSHOT_PREFIX
 
-#: The header fields of a fixed value: each field, its value, what an error calls it, and the
-#: ``Format`` subvariant, in upstream's order.
-_FIXED_FIELDS = (
-    ("format_version", FORMAT_VERSION, "CKF format version", "Version"),
-    ("fingerprint_bits", FINGERPRINT_BITS, "fingerprint width", "FingerprintBits"),
-    ("slots_per_bucket", SLOTS_PER_BUCKET, "slots per bucket", "SlotsPerBucket"),
-)
-_FIXED_VALUES = tuple(value for _name, value, _what, _subvariant in _FIXED_FIELDS)
+_FIXED_VALUES = tuple(f.value for f in FIXED_FIELDS)
 
 
 def _check_format(
@@ -59,7 +50,7 @@ def _check_format(
     ``Format`` errors, in its order."""
     actuals = (format_version, fingerprint_bits, slots)
     if actuals != _FIXED_VALUES:  # (one compare for a valid frame; the loop names the field)
-        for (name, value, what, subvariant), actual in zip(_FIXED_FIELDS, actuals, strict=True):
+        for (name, value, what, subvariant), actual in zip(FIXED_FIELDS, actuals, strict=True):
             if actual != value:
                 raise Cbi1Error(
                     Cbi1Variant.Format,
@@ -115,17 +106,23 @@ def _past_lane(view: Buffer, count: int, bucket_count: int) -> bool:
     return bool(images["bucket"].max() >= bucket_count)
 
 
-def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
+def _body_len(view: memoryview, body: str, prefix: int, field: str) -> int:
+    """The body's length, refused when its fixed prefix does not fit."""
     body_len = len(view) - HEADER_LEN
-    if body_len < DELTA_BODY_PREFIX:
+    if body_len < prefix:
         raise Cbi1Error(
             Cbi1Variant.Malformed,
-            f"delta body is {body_len} bytes, its fixed prefix alone is {DELTA_BODY_PREFIX}",
+            f"{body} body is {body_len} bytes, its fixed prefix alone is {prefix}",
             offset=HEADER_LEN + body_len,
-            field="delta.image_count",
-            expected=DELTA_BODY_PREFIX,
+            field=field,
+            expected=prefix,
             actual=body_len,
         )
+    return body_len
+
+
+def _decode_delta(header: FrameHeader, view: memoryview) -> Delta:
+    body_len = _body_len(view, "delta", DELTA_BODY_PREFIX, "delta.image_count")
     base_epoch, count = _DELTA_PREFIX.unpack_from(view, HEADER_LEN)
     maximum = max_delta_images()
     if count > maximum:
@@ -192,16 +189,7 @@ def _decode_chunk(header: FrameHeader, view: memoryview) -> SnapshotChunk:
 def _chunk_prefix(view: memoryview) -> tuple[int, int, int]:
     """The chunk's index, count and bucket offset: a whole prefix, at least one chunk, and an
     index below the count."""
-    body_len = len(view) - HEADER_LEN
-    if body_len < SNAPSHOT_BODY_PREFIX:
-        raise Cbi1Error(
-            Cbi1Variant.Malformed,
-            f"snapshot body is {body_len} bytes, its fixed prefix alone is {SNAPSHOT_BODY_PREFIX}",
-            offset=HEADER_LEN + body_len,
-            field="snapshot",
-            expected=SNAPSHOT_BODY_PREFIX,
-            actual=body_len,
-        )
+    _body_len(view, "snapshot", SNAPSHOT_BODY_PREFIX, "snapshot")
     chunk_index, chunk_count, bucket_offset = _SNAPSHOT_PREFIX.unpack_from(view, HEADER_LEN)
     if chunk_count == 0:
         raise Cbi1Error(

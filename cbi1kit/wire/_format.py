@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from cbi1kit.errors import Cbi1Error, Cbi1Variant
 
@@ -30,6 +31,24 @@ IMAGES_MAX_FRAME_BYTES = HEADER_LEN + SNAPSHOT_BODY_PREFIX + SNAPSHOT_CHUNK_BUCK
 FRAME_HEAD_BYTES = HEADER_LEN + max(DELTA_BODY_PREFIX, SNAPSHOT_BODY_PREFIX)
 U64_MAX = (1 << 64) - 1
 U32_MAX = (1 << 32) - 1
+
+
+class FixedField(NamedTuple):
+    """A header field of one valid value: its name, the value, what an error calls it, and the
+    ``Format`` subvariant a wrong value raises."""
+
+    name: str
+    value: int
+    what: str
+    subvariant: str
+
+
+#: The header's fixed fields in upstream's check order (decode, the hex view, Kaitai, Wireshark).
+FIXED_FIELDS = (
+    FixedField("format_version", FORMAT_VERSION, "CKF format version", "Version"),
+    FixedField("fingerprint_bits", FINGERPRINT_BITS, "fingerprint width", "FingerprintBits"),
+    FixedField("slots_per_bucket", SLOTS_PER_BUCKET, "slots per bucket", "SlotsPerBucket"),
+)
 
 
 def max_delta_images() -> int:

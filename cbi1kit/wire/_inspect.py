@@ -18,10 +18,10 @@ import numpy as np
 import xxhash
 
 from cbi1kit.errors import Cbi1Error
-from cbi1kit.wire._checks import _FIXED_FIELDS
 from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import (
     DELTA_BODY_PREFIX,
+    FIXED_FIELDS,
     HEADER_LEN,
     IMAGE_BYTES,
     IMAGES_MAX_FRAME_BYTES,
@@ -249,7 +249,7 @@ def _header_problems(
                 HEADER.field("body_checksum"),
                 f"frame says 0x{_int(hv['body_checksum']):08x}, body hashes to 0x{actual:08x}",
             )
-    for name, want, _what, subvariant in _FIXED_FIELDS:
+    for name, want, _what, subvariant in FIXED_FIELDS:
         got = hv[name]
         if got is not None and got != want:
             add(f"Format.{subvariant}", HEADER.field(name), f"found {_int(got)}, expected {want}")
