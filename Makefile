@@ -58,14 +58,16 @@ prometheus:
 	fi
 
 # Debian's tshark (and dumpcap) run the Wireshark plugin's tests on captures and on live gRPC
-# traffic, valgrind the file reader's; installed as chromium is
+# traffic, valgrind the file reader's, Lua 5.3 and 5.4 its XXH3 as Wireshark 4.4 on would;
+# installed as chromium is
+TSHARK_TOOLS := tshark valgrind lua5.3 lua5.4
 tshark:
-	@command -v tshark >/dev/null 2>&1 && command -v valgrind >/dev/null 2>&1 || \
+	@(for t in $(TSHARK_TOOLS); do command -v $$t >/dev/null 2>&1 || exit 1; done) || \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing tshark and valgrind with apt"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tshark valgrind >/dev/null; \
+		echo "installing $(TSHARK_TOOLS) with apt"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TSHARK_TOOLS) >/dev/null; \
 	else \
-		echo "note: tshark is missing (apt-get install tshark): the Wireshark tests skip"; \
+		echo "note: apt-get install $(TSHARK_TOOLS) to run the Wireshark tests that skip here"; \
 	fi
 
 # the official Kaitai Struct compiler (npm: its JavaScript build, driven by node) that the Kaitai

@@ -181,26 +181,57 @@ def _xxh3_lengths(rng: random.Random) -> list[int]:
     return [*range(301), *sorted(edges | spread | {70_000}), 4 << 20]
 
 
-def test_xxh3_in_tsharks_lua_equals_python_xxhash(
-    tshark: str, plugin: Path, tmp_path: Path
-) -> None:
+def _xxh3_cases(tmp: Path) -> list[tuple[int, int]]:
+    """Random data and the (offset, length) cases a Lua XXH3 check reads from ``tmp``."""
     rng = random.Random(29)
     data = rng.randbytes((4 << 20) + 16)
     cases = [(n % 13, n) for n in _xxh3_lengths(rng)]
-    (tmp_path / "data.bin").write_bytes(data)
-    (tmp_path / "cases.txt").write_text("".join(f"{o} {n}\n" for o, n in cases))
+    (tmp / "data.bin").write_bytes(data)
+    (tmp / "cases.txt").write_text("".join(f"{o} {n}\n" for o, n in cases))
+    return cases
+
+
+def _check_xxh3(tmp: Path, cases: list[tuple[int, int]]) -> None:
+    data = (tmp / "data.bin").read_bytes()
+    lines = (tmp / "hashes.txt").read_text().splitlines()
+    assert len(lines) == len(cases)
+    for line, (off, n) in zip(lines, cases, strict=True):
+        got_off, got_n, digest, _seconds = line.split()
+        assert (int(got_off), int(got_n)) == (off, n)
+        assert int(digest, 16) == xxhash.xxh3_64_intdigest(data[off : off + n]), n
+
+
+def test_xxh3_in_tsharks_lua_equals_python_xxhash(
+    tshark: str, plugin: Path, tmp_path: Path
+) -> None:
+    cases = _xxh3_cases(tmp_path)
     script = tmp_path / "check.lua"
     script.write_text(_XXH3_CHECK)
     empty = tmp_path / "empty.pcap"
     empty.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
     argv = [tshark, "-X", f"lua_script:{plugin}", "-X", f"lua_script:{script}", "-r", str(empty)]
     _run(argv, tmp_path, CBI1_XXH3_DIR=str(tmp_path))
-    lines = (tmp_path / "hashes.txt").read_text().splitlines()
-    assert len(lines) == len(cases)
-    for line, (off, n) in zip(lines, cases, strict=True):
-        got_off, got_n, digest, _seconds = line.split()
-        assert (int(got_off), int(got_n)) == (off, n)
-        assert int(digest, 16) == xxhash.xxh3_64_intdigest(data[off : off + n]), n
+    _check_xxh3(tmp_path, cases)
+
+
+@pytest.mark.parametrize("lua", ["lua5.3", "lua5.4"])
+def test_xxh3_is_exact_in_the_lua_of_wireshark_4_4_on(lua: str, tmp_path: Path) -> None:
+    """Wireshark 4.4 and later embed Lua 5.4 (or 5.3), which has no bit32: the plugin's XXH3
+    takes the native operators there, and gives every hash python-xxhash does."""
+    from importlib.resources import files
+
+    interpreter = _tool(lua, lua)
+    source = files("cbi1kit.relay").joinpath("_lua", "xxh3.lua").read_text()
+    (tmp_path / "xxh3.lua").write_text(source)
+    script = tmp_path / "check.lua"
+    script.write_text(f'package.loaded["cbi1kit.xxh3"] = dofile(arg[1])\n{_XXH3_CHECK}')
+    cases = _xxh3_cases(tmp_path)
+    _run(
+        [interpreter, str(script), str(tmp_path / "xxh3.lua")],
+        tmp_path,
+        CBI1_XXH3_DIR=str(tmp_path),
+    )
+    _check_xxh3(tmp_path, cases)
 
 
 # ------------------------------------------------------------------------ the sample capture

@@ -27,8 +27,8 @@ from cbi1kit.capture._layout import (
     TRAILER_BODY,
     RecordType,
 )
-from cbi1kit.wire._checks import _FIXED_FIELDS
 from cbi1kit.wire._format import (
+    FIXED_FIELDS,
     IMAGES_MAX_FRAME_BYTES,
     LEGACY_MAGIC,
     MAGIC,
@@ -140,9 +140,7 @@ def _cbi1_tables() -> dict[str, Any]:
         "magic": MAGIC,
         "legacy_magic": LEGACY_MAGIC,
         "wire_version": WIRE_VERSION,
-        "fixed": [
-            {"name": name, "value": value, "what": what} for name, value, what, _ in _FIXED_FIELDS
-        ],
+        "fixed": [{"name": f.name, "value": f.value, "what": f.what} for f in FIXED_FIELDS],
         "kinds": {int(k): k.name for k in FrameKind},
         "delta": int(FrameKind.DELTA),
         "max_frame": IMAGES_MAX_FRAME_BYTES,
@@ -193,7 +191,7 @@ _ARGS: Final = "GEN, " + ", ".join(_FRAGMENTS[:-1])
 
 def wireshark_lua() -> str:
     """The whole plugin, ``cbi1.lua``: the generated tables, then the static Lua that builds
-    both protocols and the file reader from them (Wireshark 4.0's Lua 5.2)."""
+    both protocols and the file reader from them (Wireshark 4.0 on: Lua 5.2 to 5.4)."""
     tables = {"cbi1": _cbi1_tables(), "kvrcap": _kvrcap_tables()}
     head = (
         f"-- cbi1.lua: CBI1 frames and kvrcap captures in Wireshark (cbi1kit {__version__}).\n"

@@ -1,11 +1,23 @@
--- XXH3-64 (seed 0, the default secret) in Lua 5.2, exact: Lua 5.2 numbers are doubles, so a
--- u64 is two 32-bit halves (hi, lo), xor goes through bit32, and a 32x32 product is split at
--- 16 bits so no partial product passes 2^53. The long path keeps each accumulator as
+-- XXH3-64 (seed 0, the default secret), exact in Lua 5.2 to 5.4: Lua 5.2 numbers are doubles,
+-- so a u64 is two 32-bit halves (hi, lo), xor goes through bit32, and a 32x32 product is split
+-- at 16 bits so no partial product passes 2^53. The long path keeps each accumulator as
 -- lo + mid * 2^16 + hi * 2^32 with the carries put off to the end of a block (16 stripes
 -- stay under 2^53), so a stripe costs two bxor calls and arithmetic per lane.
 -- xxh3_64(s) returns hi, lo of XXH3_64bits(s); the algorithm is xxhash.h's (v0.8).
-local bxor, bor, band = bit32.bxor, bit32.bor, bit32.band
-local lshift, rshift = bit32.lshift, bit32.rshift
+
+-- Lua 5.3 and 5.4 (Wireshark 4.4 on) have no bit32 but operators a 5.2 parser cannot read, so
+-- they are compiled from a string only where bit32 is missing: bit32's results, on u32 halves.
+local bit = bit32 or load([[
+  local M = 0xFFFFFFFF
+  return {
+    bxor = function(a, b, c) return (a ~ b ~ (c or 0)) & M end,
+    bor = function(a, b, c, d) return (a | b | (c or 0) | (d or 0)) & M end,
+    band = function(a, b) return a & b & M end,
+    lshift = function(a, n) return (a << n) & M end,
+    rshift = function(a, n) return (a & M) >> n end,
+  }]])()
+local bxor, bor, band = bit.bxor, bit.bor, bit.band
+local lshift, rshift = bit.lshift, bit.rshift
 local byte = string.byte
 local M32, M16 = 4294967296, 65536
 
