@@ -10,12 +10,13 @@ import math
 import signal
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from cbi1kit._json import dumps as to_json
 from cbi1kit.errors import (
     CLI_EXIT_CODES,
     CaptureError,
@@ -68,22 +69,36 @@ def check_regular_file(path: Path) -> None:
         )
 
 
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """An input read after ``check_regular_file``: an error reading it is exit 3 naming it."""
+    check_regular_file(path)
+    try:
+        yield
+    except (OSError, CaptureError) as exc:
+        raise cannot_read(path, exc) from None
+
+
+def input_bytes(path: Path) -> bytes:
+    """A whole input file, or exit 3 naming it (``reading``), or when it is empty."""
+    with reading(path):
+        data = path.read_bytes()
+    if not data:
+        raise CliError(f"cannot read {path}: empty input (no bytes)")
+    return data
+
+
 def check_source(path: Path) -> None:
     """A capture, grpcurl dump or bare frames that can be opened and is of a format cbi1kit
     reads, or exit 3 naming the path: missing, a directory, a pipe or device, empty,
     unrecognised, denied."""
     from cbi1kit.capture._readers import read_grpcurl_json, source_format
 
-    check_regular_file(path)
-    try:
+    with reading(path):
         # JSON is a grpcurl dump only if its first object is a FilterUpdate: other JSON is a
         # file cbi1kit does not read, where damage further on is the dump's (exit 1)
         if source_format(path) == "json":
             next(read_grpcurl_json(path), None)
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
-    except CaptureError as exc:
-        raise cannot_read(path, exc) from None
 
 
 def cannot_read(path: Path, exc: OSError | CaptureError) -> CliError:
@@ -94,16 +109,18 @@ def cannot_read(path: Path, exc: OSError | CaptureError) -> CliError:
     return CliError(f"cannot read {text if text.startswith(f'{path}: ') else f'{path}: {text}'}")
 
 
-def check_capture(path: Path) -> None:
+def check_dataset_inputs(captures: Sequence[Path], dataset: Path) -> None:
     """``check_source``, and what a dataset takes (``capture_files``' rule: kvrcap captures):
-    exit 3 for any other source, before anything is written."""
-    from cbi1kit.analysis._dataset import capture_files
+    exit 3 for any other source; then ``dataset`` prepared: before anything is written."""
+    from cbi1kit.analysis._dataset import capture_files, prepare_dataset
 
-    check_source(path)
-    try:
-        capture_files([path])
-    except CaptureError as exc:
-        raise CliError(f"cannot read {path}: {exc.reason}") from None
+    for path in captures:
+        check_source(path)
+        try:
+            capture_files([path])
+        except CaptureError as exc:
+            raise CliError(f"cannot read {path}: {exc.reason}") from None
+    prepare_dataset(dataset)
 
 
 def damaged_input(ranges: int, first: str, holder: str) -> CliError:
@@ -149,6 +166,26 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, Cbi1kitError):
         return EXIT_INVALID
     return EXIT_UNREADABLE  # OSError: denied, missing, unwritable
+
+
+def verdict(ok: bool) -> int:
+    """Exit 0 for an input that keeps every rule, 1 for one that breaks any."""
+    return EXIT_OK if ok else EXIT_INVALID
+
+
+def violations_note(report: Any, of: str = "capture", *, gap: str = "") -> int:
+    """After a command's text, a note if the replay broke rules (``of``: what broke them)."""
+    if not report.ok:
+        print(
+            f"{gap}note: the {of} has {len(report.violations)} violation(s); see `cbi1kit replay`"
+        )
+    return verdict(report.ok)
+
+
+def json_answer(answer: Mapping[str, Any], report: Any) -> int:
+    """A command's answer as JSON, with the exit code's reason in it too: the replay's rules."""
+    print(to_json({**answer, "ok": report.ok, "violations": len(report.violations)}, indent=2))
+    return verdict(report.ok)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +283,12 @@ def quiet_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
+def answer_args(p: argparse.ArgumentParser, what: str) -> None:
+    """What a command that answers ends with: ``--json`` (``what`` as JSON), ``--no-progress``."""
+    p.add_argument("--json", action="store_true", help=f"print the {what} as JSON")
+    quiet_arg(p)
+
+
 @contextmanager
 def progress_bar(
     description: str, total: int | None, enabled: bool = True, *, unit: str = "items"
@@ -282,6 +325,11 @@ def checkout(instead: str) -> str:
     """Where the notebooks and the bundled data are (a checkout of the repository), and what
     to do ``instead``."""
     return f" (a cbi1kit checkout has it: run there, or {instead})"
+
+
+def no_notebooks(folder: Path, instead: str) -> CliError:
+    """Exit 3: ``folder`` is no notebooks folder; where one is, and what to do ``instead``."""
+    return CliError(f"{folder}: no notebooks folder{checkout(instead)}", EXIT_UNREADABLE)
 
 
 def expected_format(args: argparse.Namespace) -> FilterFormat | None:

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 from cbi1kit._extras import require
 from cbi1kit._text import table
 from cbi1kit.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
     EXIT_UNREADABLE,
     check_source,
     checkout,
+    no_notebooks,
     quiet_arg,
+    verdict,
 )
 from cbi1kit.cli._lanes import replay_source
 from cbi1kit.cli._report import build
@@ -37,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:  # the notebooks and their extra, before any work
         require("notebooks")
         if not Path("notebooks").is_dir():
-            raise CliError(
-                f"notebooks: no notebooks folder{checkout('--no-report')}", EXIT_UNREADABLE
-            )
+            raise no_notebooks(Path("notebooks"), "--no-report")
     notebooks = None if args.no_report else args.demo_report(args, capture, trace)
     try:
         print("cbi1kit demo: simulate → replay → summary on the bundled data\n")
@@ -55,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if notebooks is not None:
             notebooks.close()
     print("\nnext: cbi1kit inspect / stats / export on", capture)
-    return EXIT_OK if report.ok and notebooks_ok else EXIT_INVALID
+    return verdict(report.ok and notebooks_ok)
 
 
 def _simulate_or_reuse(

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING, Any
 from cbi1kit._json import dumps as to_json
 from cbi1kit._text import wrapped
 from cbi1kit.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
     EXIT_USAGE,
+    answer_args,
     at_least,
     cannot_read,
-    check_regular_file,
     check_source,
-    quiet_arg,
+    reading,
+    verdict,
 )
 from cbi1kit.cli._lanes import moment, replay_source, unanswerable, usage_if_unanswerable
 from cbi1kit.errors import CaptureError, Cbi1kitError, CliError, LaneVariant
@@ -30,12 +29,8 @@ def _lane_input(path: Path) -> Any:
     (loaded; unreadable: exit 3, no lane: exit 1) or a readable capture (its path)."""
     from cbi1kit.analysis._diff import NPY_MAGIC, load_lane
 
-    check_regular_file(path)
-    try:
-        with open(path, "rb") as f:
-            npy = path.suffix == ".npy" or f.read(len(NPY_MAGIC)) == NPY_MAGIC
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
+    with reading(path), open(path, "rb") as f:
+        npy = path.suffix == ".npy" or f.read(len(NPY_MAGIC)) == NPY_MAGIC
     if not npy:
         check_source(path)
         return path
@@ -99,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print(wrapped(result.text(args.limit), " " * 9))
         if not ok:
             print("note: a capture has violations; see `cbi1kit replay`")
-    return EXIT_OK if ok else EXIT_INVALID
+    return verdict(ok)
 
 
 def register(sub: Commands) -> None:
@@ -132,6 +127,5 @@ def register(sub: Commands) -> None:
     p.add_argument(
         "--limit", type=at_least(0), default=20, metavar="N", help="buckets listed (default 20)"
     )
-    p.add_argument("--json", action="store_true", help="print the diff as JSON")
-    quiet_arg(p)
+    answer_args(p, "diff")
     p.set_defaults(handler=run)

@@ -11,17 +11,18 @@ from cbi1kit._json import dumps as to_json
 from cbi1kit._text import wrapped
 from cbi1kit.cli._common import (
     EXIT_INVALID,
-    EXIT_OK,
     EXIT_USAGE,
     U64,
+    answer_args,
     at_least,
-    cannot_read,
     check_regular_file,
     check_source,
-    quiet_arg,
+    input_bytes,
     ranged,
+    verdict,
+    violations_note,
 )
-from cbi1kit.cli._lanes import max_age_arg, moment, replay_source, usage_if_unanswerable
+from cbi1kit.cli._lanes import at_arg, max_age_arg, replay_source, usage_if_unanswerable
 from cbi1kit.errors import Cbi1kitError, CliError
 
 if TYPE_CHECKING:
@@ -62,13 +63,7 @@ def _token_list(text: str) -> list[int]:
 def _read_tokens(path: Path) -> list[int]:
     """``--tokens-file``: exit 3 when it cannot be read or is empty, 1 when it holds anything
     but tokens."""
-    check_regular_file(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
-    if not data:
-        raise CliError(f"cannot read {path}: empty input (no bytes)")
+    data = input_bytes(path)
     try:
         return _parse_tokens(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -128,13 +123,9 @@ def run(args: argparse.Namespace) -> int:
         print(
             to_json({"capture": str(args.capture), **result.to_dict(), "ok": report.ok}, indent=2)
         )
-    else:
-        print(wrapped(str(result)))
-        if not report.ok:
-            print(
-                f"note: the capture has {len(report.violations)} violation(s); see `cbi1kit replay`"
-            )
-    return EXIT_OK if report.ok else EXIT_INVALID
+        return verdict(report.ok)
+    print(wrapped(str(result)))
+    return violations_note(report)
 
 
 def register(sub: Commands) -> None:
@@ -175,9 +166,7 @@ def register(sub: Commands) -> None:
         "--request", type=at_least(0), metavar="N", help="which request of --trace (from 0)"
     )
     p.add_argument("--lora", metavar="ALIAS", help="a LoRA alias or adapter of the model")
-    p.add_argument(
-        "--at", type=moment, metavar="SEQ|ISO|+90s", help="a sequence, a time or an offset"
-    )
+    at_arg(p)
     max_age_arg(p)
     p.add_argument("--local-dc", metavar="DC", help="the router's own DC: it wins a tie")
     p.add_argument("--tie-key", type=U64, metavar="KEY", help="the request's tie key (u64)")
@@ -192,6 +181,5 @@ def register(sub: Commands) -> None:
         help="the router's prefix-search verification window "
         f"(1..={MAX_VERIFICATION_WINDOW}, default {DEFAULT_VERIFICATION_WINDOW})",
     )
-    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
-    quiet_arg(p)
+    answer_args(p, "explanation")
     p.set_defaults(handler=run)

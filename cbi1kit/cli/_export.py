@@ -10,7 +10,7 @@ from cbi1kit._text import wrapped
 from cbi1kit.cli._common import (
     EXIT_OK,
     EXIT_USAGE,
-    check_capture,
+    check_dataset_inputs,
     check_source,
     damaged_input,
     dataset_damage,
@@ -24,15 +24,13 @@ if TYPE_CHECKING:
 
 
 def _export_dataset(args: argparse.Namespace) -> int:
-    from cbi1kit.analysis._dataset import export_dataset, prepare_dataset
+    from cbi1kit.analysis._dataset import export_dataset
 
     if args.force:
         raise CliError(
             "--dataset appends and never rewrites: --force is for the flat export", EXIT_USAGE
         )
-    for capture in args.capture:
-        check_capture(capture)
-    prepare_dataset(args.output)
+    check_dataset_inputs(args.capture, args.output)
     with progress_bar("export --dataset", None, not args.no_progress):
         results = export_dataset(args.capture, args.output)
     written = [r for r in results if not r.skipped]

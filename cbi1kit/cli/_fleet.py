@@ -21,7 +21,7 @@ from cbi1kit.cli._common import (
     EXIT_UNREADABLE,
     EXIT_USAGE,
     at_least,
-    check_capture,
+    check_dataset_inputs,
     dataset_damage,
     progress_bar,
     ranged,
@@ -79,12 +79,10 @@ def _workers_that_die(what: str) -> Iterator[None]:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from cbi1kit.analysis._dataset import capture_files, prepare_dataset
+    from cbi1kit.analysis._dataset import capture_files
     from cbi1kit.fleet._convert import convert
 
-    for capture in args.captures:
-        check_capture(capture)
-    prepare_dataset(args.output)  # a usage error before any cluster starts
+    check_dataset_inputs(args.captures, args.output)  # before any cluster starts
     files = sum(len(f) for f in capture_files(args.captures))  # a task a file
     bar = progress_bar("fleet convert", files, not args.quiet)
     with _client(args) as c, _workers_that_die(f"fleet convert into {args.output}"), bar as done:

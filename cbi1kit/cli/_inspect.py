@@ -15,11 +15,13 @@ from cbi1kit.cli._common import (
     EXIT_USAGE,
     at_least,
     cannot_read,
-    check_regular_file,
     check_source,
     expected_format,
     format_args,
+    input_bytes,
     quiet_arg,
+    reading,
+    verdict,
 )
 from cbi1kit.cli._lanes import replay_source
 from cbi1kit.errors import CaptureError, CliError
@@ -33,11 +35,8 @@ if TYPE_CHECKING:
 def _is_capture(path: Path) -> bool:
     from cbi1kit.capture._file import is_capture_file
 
-    check_regular_file(path)
-    try:
+    with reading(path):
         return is_capture_file(path)
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
 
 
 def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
@@ -45,17 +44,12 @@ def _inspect_frame_file(path: Path, fmt: FilterFormat | None) -> Inspection:
     alone, without reading the rest."""
     from cbi1kit.wire._inspect import inspect  # numpy loads here, not for --help
 
-    try:
+    with reading(path):
         size = path.stat().st_size
         if size > IMAGES_MAX_FRAME_BYTES:
             with open(path, "rb") as f:
                 return inspect(f.read(FRAME_HEAD_BYTES), fmt, length=size)
-        data = path.read_bytes()
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
-    if not data:
-        raise CliError(f"cannot read {path}: empty input (no bytes)")
-    return inspect(data, fmt)
+    return inspect(input_bytes(path), fmt)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,8 +129,7 @@ def _inspect_capture(path: Path, fmt: FilterFormat | None, args: argparse.Namesp
     print("\n-- validation (replay with the consumer's rules)")
     report = replay_source(capture, fmt, not args.no_progress)
     print(report.text(args.max_violations))
-    clean = report.ok and not view.damage and not view.unreadable
-    return EXIT_OK if clean else EXIT_INVALID
+    return verdict(report.ok and not view.damage and not view.unreadable)
 
 
 def register(sub: Commands) -> None:

@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cbi1kit.cli._common import EXIT_UNREADABLE, checkout, ranged
-from cbi1kit.errors import CliError
+from cbi1kit.cli._common import no_notebooks, ranged
 
 if TYPE_CHECKING:
     from cbi1kit.cli._common import Commands
@@ -20,8 +19,7 @@ def run(args: argparse.Namespace) -> int:
 
     folder: Path = args.notebooks
     if not folder.is_dir():
-        why = checkout("give --notebooks DIR")
-        raise CliError(f"{folder}: no notebooks folder{why}", EXIT_UNREADABLE)
+        raise no_notebooks(folder, "give --notebooks DIR")
     argv = lab_command(folder.resolve(), port=args.port, open_browser=not args.no_browser)
     os.execve(argv[0], argv, kernel_environment())  # Lab takes this process over
 

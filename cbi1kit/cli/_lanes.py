@@ -68,6 +68,13 @@ def moment(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def at_arg(p: argparse.ArgumentParser) -> None:
+    """``--at``: the moment of the lane a command reads."""
+    p.add_argument(
+        "--at", type=moment, metavar="SEQ|ISO|+90s", help="a sequence, a time or an offset"
+    )
+
+
 def max_age_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-age",

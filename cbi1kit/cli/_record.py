@@ -41,19 +41,25 @@ def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-def _client_tls(args: argparse.Namespace) -> Any:
-    """The TLS settings the options ask for (``None``: plaintext), every file read and checked
-    now: an unusable one is a usage error before anything else happens."""
+def _connection(args: argparse.Namespace) -> dict[str, Any]:
+    """The recorder's settings ``_connection_args`` give, the TLS ones (``None``: plaintext)
+    with every file read and checked now: an unusable one is a usage error before anything
+    else happens."""
     from cbi1kit.relay._transport import ClientTls
 
-    files = (args.ca_cert, args.client_cert, args.client_key)
-    if not args.tls and all(f is None for f in files):
-        return None
-    return ClientTls.from_files(ca=args.ca_cert, cert=args.client_cert, key=args.client_key)
+    tls = None
+    if args.tls or any(f is not None for f in (args.ca_cert, args.client_cert, args.client_key)):
+        tls = ClientTls.from_files(ca=args.ca_cert, cert=args.client_cert, key=args.client_key)
+    return {
+        "subscriber_id": args.subscriber_id,
+        "tls": tls,
+        "authority": args.authority,
+        "metadata": tuple(args.header),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    tls = _client_tls(args)  # an unusable TLS file: its error, before anything else
+    connection = _connection(args)  # an unusable TLS file: its error, before anything else
     _check_output(args)
     capture = args.output
     scratch = None
@@ -63,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         scratch = tempfile.TemporaryDirectory(prefix="cbi1kit-list-")
         capture = Path(scratch.name) / "catalog.kvrcap"
     try:
-        return _record(args, capture, tls)
+        return _record(args, capture, connection)
     finally:
         if scratch is not None:
             scratch.cleanup()
@@ -86,11 +92,11 @@ def _check_output(args: argparse.Namespace) -> None:
         raise CliError(f"{out} exists (use --append to add to it)", EXIT_USAGE)
 
 
-def _record(args: argparse.Namespace, capture: Path, tls: Any) -> int:
+def _record(args: argparse.Namespace, capture: Path, connection: dict[str, Any]) -> int:
     from cbi1kit.relay._recorder import Recorder
 
     try:
-        config = _record_config(args, capture, tls)
+        config = _record_config(args, capture, connection)
     except RelayWireError as exc:  # a subscriber id upstream's consumer would refuse
         raise CliError(f"--subscriber-id: {exc}", EXIT_USAGE) from None
     recorder = Recorder(config)
@@ -139,7 +145,7 @@ def _print_violations(report: Any) -> int:
     return EXIT_INVALID
 
 
-def _record_config(args: argparse.Namespace, capture: Path, tls: Any) -> Any:
+def _record_config(args: argparse.Namespace, capture: Path, connection: dict[str, Any]) -> Any:
     """The recorder's settings from the command line."""
     from cbi1kit.relay._session import PoolSelector, RecorderConfig
 
@@ -147,10 +153,7 @@ def _record_config(args: argparse.Namespace, capture: Path, tls: Any) -> Any:
         target=args.target,
         capture=capture,
         selector=PoolSelector(tuple(args.model), tuple(args.dc), tuple(args.producer)),
-        subscriber_id=args.subscriber_id,
-        tls=tls,
-        authority=args.authority,
-        metadata=tuple(args.header),
+        **connection,
         duration=args.duration,
         max_frames=args.frames,
         validate=args.validate,

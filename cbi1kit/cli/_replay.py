@@ -8,14 +8,7 @@ from typing import TYPE_CHECKING
 
 from cbi1kit._json import dumps as to_json
 from cbi1kit._text import wrapped
-from cbi1kit.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
-    at_least,
-    expected_format,
-    format_args,
-    quiet_arg,
-)
+from cbi1kit.cli._common import answer_args, at_least, expected_format, format_args, verdict
 from cbi1kit.cli._lanes import replay_source
 
 if TYPE_CHECKING:
@@ -30,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(wrapped(f"== {args.capture}"))
         print(report.text(args.max_violations))
-    return EXIT_OK if report.ok else EXIT_INVALID
+    return verdict(report.ok)
 
 
 def register(sub: Commands) -> None:
@@ -45,6 +38,5 @@ def register(sub: Commands) -> None:
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
     format_args(p)
     p.add_argument("--max-violations", type=at_least(0), default=20, help="violations listed")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    quiet_arg(p)
+    answer_args(p, "report")
     p.set_defaults(handler=run)

@@ -17,7 +17,7 @@ from cbi1kit.cli._common import (
     EXIT_USAGE,
     check_regular_file,
     check_source,
-    checkout,
+    no_notebooks,
     quiet_arg,
 )
 from cbi1kit.cli._lanes import lane_args, lane_choice
@@ -48,8 +48,7 @@ def build(
     needs = missing("notebooks", None if notebooks is not None else ("vl_convert",))
     problems = [needs] if needs else []
     if notebooks is not None and not notebooks.is_dir():
-        why = checkout("give --notebooks DIR; or --no-notebooks")
-        problems.append(f"{notebooks}: no notebooks folder{why}")
+        problems.append(str(no_notebooks(notebooks, "give --notebooks DIR; or --no-notebooks")))
     if problems:  # everything that stands in the way, at once
         raise CliError("; ".join(problems), EXIT_USAGE if needs else EXIT_UNREADABLE)
 

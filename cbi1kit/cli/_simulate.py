@@ -13,10 +13,10 @@ from cbi1kit.cli._common import (
     I64_MAX,
     U64,
     U64_MAX,
+    answer_args,
     at_least,
     check_regular_file,
     progress_bar,
-    quiet_arg,
     ranged,
     real_at_least,
 )
@@ -172,6 +172,5 @@ def register(sub: Commands) -> None:
         type=ranged(0, 15),
         help="record this DC's pool stream alone (default: every DC's, with a catalog stream)",
     )
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    quiet_arg(p)
+    answer_args(p, "figures")
     p.set_defaults(handler=run)

@@ -6,20 +6,19 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cbi1kit._json import dumps as to_json
 from cbi1kit._text import table, wrapped
 from cbi1kit.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
     U64,
+    answer_args,
     expected_format,
     format_args,
-    quiet_arg,
+    json_answer,
     ranged,
+    violations_note,
 )
 from cbi1kit.cli._lanes import (
+    at_arg,
     lane_args,
-    moment,
     never_installed,
     pick_lane,
     replay_source,
@@ -64,23 +63,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         if stats.fpr is not None:
             figures["measured_fpr_interval"] = stats.fpr.INTERVAL
-        # the exit code's reason, in the answer too
-        figures |= {"ok": report.ok, "violations": len(report.violations)}
-        print(to_json(figures, indent=2))
-    else:
-        # the measurement as one line: rate, counts and interval read together
-        fpr_columns = {} if stats.fpr is None else stats.fpr.columns()
-        measured: list[tuple[str, object]] = (
-            [] if stats.fpr is None else [("measured_fpr", str(stats.fpr))]
-        )
-        rows = [(k, v) for k, v in figures.items() if k not in fpr_columns]
-        print(wrapped(f"== {args.capture} at sequence {sequence}"))
-        print(table(rows + measured, ("stat", "value")))
-        if not report.ok:
-            print(
-                f"note: the stream has {len(report.violations)} violation(s); see `cbi1kit replay`"
-            )
-    return EXIT_OK if report.ok else EXIT_INVALID
+        return json_answer(figures, report)
+    # the measurement as one line: rate, counts and interval read together
+    fpr_columns = {} if stats.fpr is None else stats.fpr.columns()
+    measured: list[tuple[str, object]] = (
+        [] if stats.fpr is None else [("measured_fpr", str(stats.fpr))]
+    )
+    rows = [(k, v) for k, v in figures.items() if k not in fpr_columns]
+    print(wrapped(f"== {args.capture} at sequence {sequence}"))
+    print(table(rows + measured, ("stat", "value")))
+    return violations_note(report, "stream")
 
 
 def register(sub: Commands) -> None:
@@ -92,9 +84,7 @@ def register(sub: Commands) -> None:
         "pick it in a capture of several; `cbi1kit view` shows every lane at a time).",
     )
     p.add_argument("capture", type=Path, help="kvrcap capture, grpcurl JSON or CBI1 frames")
-    p.add_argument(
-        "--at", type=moment, metavar="SEQ|ISO|+90s", help="a sequence, a time or an offset"
-    )
+    at_arg(p)
     lane_args(p)
     p.add_argument(
         "--fpr-probes",
@@ -104,6 +94,5 @@ def register(sub: Commands) -> None:
     )
     p.add_argument("--probe-seed", type=U64, default=0, help="seed of the FPR probes")
     format_args(p)
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    quiet_arg(p)
+    answer_args(p, "figures")
     p.set_defaults(handler=run)

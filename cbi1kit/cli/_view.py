@@ -6,15 +6,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cbi1kit._json import dumps as to_json
 from cbi1kit._text import wrapped
 from cbi1kit.cli._common import (
-    EXIT_INVALID,
-    EXIT_OK,
     EXIT_USAGE,
+    answer_args,
     expected_format,
     format_args,
-    quiet_arg,
+    json_answer,
+    violations_note,
 )
 from cbi1kit.cli._lanes import max_age_arg, moment, replay_source, unanswerable
 from cbi1kit.errors import CliError, IdentityError, LaneError, LaneVariant
@@ -40,16 +39,10 @@ def run(args: argparse.Namespace) -> int:
             raise unanswerable(str(exc), {args.capture: report}) from None
         raise  # the manifest's rules: invalid input (exit 1)
     if args.json:
-        answer = {"capture": str(args.capture), **view.to_dict()}
-        print(to_json({**answer, "ok": report.ok, "violations": len(report.violations)}, indent=2))
-        return EXIT_OK if report.ok else EXIT_INVALID
+        return json_answer({"capture": str(args.capture), **view.to_dict()}, report)
     print(wrapped(f"== {args.capture}"))
     print(view.text())
-    if not report.ok:
-        print(
-            f"\nnote: the capture has {len(report.violations)} violation(s); see `cbi1kit replay`"
-        )
-    return EXIT_OK if report.ok else EXIT_INVALID
+    return violations_note(report, gap="\n")
 
 
 def register(sub: Commands) -> None:
@@ -74,6 +67,5 @@ def register(sub: Commands) -> None:
     p.add_argument("--at", type=moment, help="a sequence, 2026-11-30T12:00:00Z or +90s")
     max_age_arg(p)
     format_args(p)
-    p.add_argument("--json", action="store_true", help="print the view as JSON")
-    quiet_arg(p)
+    answer_args(p, "view")
     p.set_defaults(handler=run)

@@ -14,15 +14,14 @@ from cbi1kit._json import dumps as to_json
 from cbi1kit.ckf._limits import DEFAULT_MAX_AGE_S
 from cbi1kit.cli._common import (
     EXIT_INTERRUPTED,
-    EXIT_INVALID,
-    EXIT_OK,
     EXIT_UNREADABLE,
     EXIT_USAGE,
     check_regular_file,
     on_signals,
     seconds,
+    verdict,
 )
-from cbi1kit.cli._record import _checked, _client_tls, _connection_args
+from cbi1kit.cli._record import _checked, _connection, _connection_args
 from cbi1kit.errors import CliError, RelayWireError
 from cbi1kit.relay._transport import names_a_relay, parse_listen
 
@@ -53,19 +52,13 @@ def _recording(args: argparse.Namespace, stack: ExitStack) -> tuple[Path, Any]:
     from cbi1kit._files import claim_outputs
     from cbi1kit.relay._recorder import BackgroundRecorder
 
-    tls = _client_tls(args)
+    connection = _connection(args)
     if args.output is not None:
         claim_outputs([args.output], overwrite=args.force)
         args.output.unlink(missing_ok=True)  # --force: the recording starts afresh
     try:
         recording = BackgroundRecorder(
-            args.output,
-            "cbi1kit-watch",
-            target=args.target,
-            subscriber_id=args.subscriber_id,
-            tls=tls,
-            authority=args.authority,
-            metadata=tuple(args.header),
+            args.output, "cbi1kit-watch", target=args.target, **connection
         )
     except RelayWireError as exc:
         raise CliError(f"--subscriber-id: {exc}", EXIT_USAGE) from None
@@ -115,7 +108,7 @@ def _follow(args: argparse.Namespace, watch: Watch, stack: ExitStack, recorder: 
     if stopped.is_set():
         return EXIT_INTERRUPTED
     broken = state.recent or any(lane.violations for lane in state.lanes)
-    return EXIT_INVALID if broken else EXIT_OK
+    return verdict(not broken)
 
 
 def run(args: argparse.Namespace) -> int:
