@@ -4,6 +4,7 @@ or an existing cluster given its scheduler's address."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import logging
 import multiprocessing
 import sys
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 from cbi1kit.errors import FleetError, FleetVariant
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from distributed import Client
 
 DEFAULT_WORKERS: Final = 2
@@ -153,6 +156,11 @@ def client(
             silence_logs=logging.CRITICAL if quiet else logging.WARNING,
             set_as_default=False,
         )
+
+
+def given_or_local(given: Client | None) -> AbstractContextManager[Client]:
+    """``given`` (left open), or a local cluster's client for the while (:func:`client`)."""
+    return contextlib.nullcontext(given) if given is not None else client()
 
 
 def dashboard_link(c: Any) -> str | None:

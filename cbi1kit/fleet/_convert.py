@@ -21,6 +21,7 @@ from cbi1kit.analysis._dataset import (
     dataset_lock,
     prepare_dataset,
 )
+from cbi1kit.fleet._cluster import given_or_local
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -67,13 +68,9 @@ def convert(
     graph = convert_graph(captures, out_dir, batch_records=batch_records)
     if not graph:
         return []
-    with dataset_lock(out_dir):  # the workers write under this process's hold
-        if client is None:
-            from cbi1kit.fleet._cluster import client as make_client
-
-            with make_client() as own:
-                return _run(own, graph, progress)
-        return _run(client, graph, progress)
+    # the workers write under this process's hold
+    with dataset_lock(out_dir), given_or_local(client) as dask_client:
+        return _run(dask_client, graph, progress)
 
 
 def _run(client: Client, graph: list[Any], progress: Callable[[int], None] | None) -> list[Any]:

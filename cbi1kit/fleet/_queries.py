@@ -23,6 +23,7 @@ from cbi1kit.analysis._dataset import collect_table, open_dataset, scan_table
 from cbi1kit.analysis._schema import with_dc_names
 from cbi1kit.ckf._stats import FINGERPRINT_MATCH_PROBABILITY
 from cbi1kit.errors import FleetError, FleetVariant
+from cbi1kit.fleet._cluster import given_or_local
 from cbi1kit.fleet._menu import QUERY_DOCS
 
 if TYPE_CHECKING:
@@ -284,13 +285,8 @@ def run_query(
     """The query as a Dask computation on ``client`` (or a local cluster started for the
     call); equal to :func:`run_local`."""
     graph = query_graph(name, dataset, **params)
-    if client is None:
-        from cbi1kit.fleet._cluster import client as make_client
-
-        with make_client() as own:
-            result: pl.DataFrame = own.compute(graph).result()
-    else:
-        result = client.compute(graph).result()
+    with given_or_local(client) as dask_client:
+        result: pl.DataFrame = dask_client.compute(graph).result()
     return with_dc_names(result)  # here: the names this process was told
 
 

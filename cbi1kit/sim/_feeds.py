@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
 from cbi1kit._proto import kvrelay_v1_pb2 as pb
 from cbi1kit.ckf._bucket import lane_occupancy
+from cbi1kit.ckf._lane import DcCkfDelta, DcCkfSnapshot
 from cbi1kit.ckf._producer import (
     CkfConfig,
     DcCkfPublisher,
@@ -31,16 +32,11 @@ from cbi1kit.hashing._identity import (
     LaneLease,
     ProducerIdentity,
 )
-from cbi1kit.hashing._pools import (
-    IndexerDomainId,
-    PoolId,
-    derive_cache_semantics_id,
-    derive_routing_scope_id,
-    stable_dc_id,
-)
 from cbi1kit.relay._messages import producer_to_wire
 from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
-from cbi1kit.sim._simulator import config_error
+from cbi1kit.sim._engine import Simulator
+from cbi1kit.sim._simulator import SimulatorConfig, config_error, pool_identity
+from cbi1kit.sim._workload import Workload, read_workload
 from cbi1kit.wire._codec import decode
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import Delta
@@ -111,6 +107,18 @@ def _descriptor(
     )
 
 
+class PoolNames(TypedDict, total=False):
+    """What names a made-up pool and its producer: ``simulated_pool``'s keywords (the defaults
+    are there)."""
+
+    model: str
+    aliases: Sequence[str]
+    dc: str
+    endpoint: tuple[str, str, str]
+    kv_block_size: int
+    incarnation: int
+
+
 def simulated_pool(
     fmt: DcCkfFormatIdentity,
     *,
@@ -123,10 +131,10 @@ def simulated_pool(
     generation: int = 1,
 ) -> tuple[ProducerIdentity, pb.KvPoolDescriptor]:
     """A made-up pool's identity (derived as the relay derives it) and its catalog entry."""
-    cs = derive_cache_semantics_id([model], kv_block_size, KvQueryHashFormat.DYNAMO_STANDARD_V1)
-    rs = derive_routing_scope_id(list(endpoint))
-    pool = PoolId(IndexerDomainId(cs, rs), stable_dc_id(dc))
-    identity = ProducerIdentity(pool, incarnation, generation, fmt)
+    standard = KvQueryHashFormat.DYNAMO_STANDARD_V1
+    identity = pool_identity(
+        model, kv_block_size, standard, endpoint, dc, (incarnation, generation), fmt
+    )
     desc = _descriptor(
         identity, model=model, aliases=aliases, endpoint=endpoint, kv_block_size=kv_block_size
     )
@@ -139,7 +147,7 @@ class ProducerFeed:
     Each step applies ``events_per_step`` stores/removes from ``WORKERS`` workers and publishes one
     delta (none if it nets no change); ``steps`` bounds it (``None``: forever). ``words()`` is the
     lane a violation-free replay must end with. Its load: blocks held against ``expected_blocks``,
-    the capacity the filter is sized for."""
+    the capacity the filter is sized for. ``pool``: its names, as ``simulated_pool`` takes them."""
 
     WORKERS: Final = 3
 
@@ -150,28 +158,13 @@ class ProducerFeed:
         seed: int = 0,
         events_per_step: int = 8,
         steps: int | None = 100,
-        model: str = "sim/model",
-        aliases: Sequence[str] = ("sim",),
-        dc: str = DEFAULT_SIM_DC,
-        endpoint: tuple[str, str, str] = ("sim", "backend", "generate"),
-        kv_block_size: int = 16,
-        incarnation: int = 0x5EED_0001,
+        **pool: Unpack[PoolNames],
     ) -> None:
         self._rng = np.random.default_rng(seed)
         self._config = CkfConfig(expected_blocks, publish_every_n_events=1 << 30)
         self._state = DcCkfState(self._config)
         fmt = DcCkfFormatIdentity(self._config.seed, self._config.bucket_count())
-        self._pool = functools.partial(
-            simulated_pool,
-            fmt,
-            model=model,
-            aliases=tuple(aliases),
-            dc=dc,
-            endpoint=endpoint,
-            kv_block_size=kv_block_size,
-            incarnation=incarnation,
-        )
-        self._incarnation = incarnation
+        self._pool = functools.partial(simulated_pool, fmt, **pool)
         self._generation = 1
         self._attach()
         self.events_per_step = events_per_step
@@ -182,7 +175,8 @@ class ProducerFeed:
     def _attach(self) -> None:
         """The pool's identity, catalog entry and publisher at the current generation."""
         self._identity, self._descriptor = self._pool(generation=self._generation)
-        lease = LaneLease(ConsumerInstanceId(self._incarnation), 0, self._generation)
+        incarnation = ConsumerInstanceId(self._identity.producer_incarnation)
+        lease = LaneLease(incarnation, 0, self._generation)
         self._publisher = DcCkfPublisher(self._identity, lease=lease)
 
     @property
@@ -327,46 +321,60 @@ def trace_feed(
     limit: int | None = None,
     model: str = "mooncake/trace",
 ) -> FrameListFeed:
-    """DC ``dc`` of the simulator run over a Mooncake trace, as a feed: the pipeline of
-    ``cbi1kit.sim._simrelay`` (``on_snapshot``/``on_delta`` hooks, ``encode_delta_publication``),
-    run once up front and played back at the server's pace, not the trace's clock. ``sim_config``: a
+    """DC ``dc`` of the simulator run over a Mooncake trace, as a feed (``simulated_frames``),
+    played back at the server's pace, not the trace's clock. ``sim_config``: a
     ``cbi1kit.sim._simulator.SimulatorConfig`` (default: one DC)."""
-    from cbi1kit.sim._engine import Simulator
-    from cbi1kit.sim._simulator import SimulatorConfig
-    from cbi1kit.sim._workload import read_workload
-
     workload = read_workload(trace, limit=limit)
     config = sim_config or SimulatorConfig()
-    sim = Simulator(config)
-    first: list[Any] = []
-    frames: list[PublicationFrame] = []
-
-    def on_snapshot(_t: int, at: int, snapshot: Any) -> None:
-        if at == dc and not first:
-            first.append(snapshot)
-
-    def on_delta(_t: int, at: int, delta: Any) -> None:
-        if at == dc:
-            frames.append(encode_delta_publication(delta))
-
-    sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
-    if not first:
+    _, first, frames = simulated_frames(config, workload, (dc,))
+    if dc not in first:
         raise config_error("dc", dc, "the simulation has no such DC", what="feed")
-    snap = first[0]
-    identity: ProducerIdentity = snap.identity
     desc = _descriptor(
-        identity,
+        first[dc].identity,
         model=model,
         aliases=(),
         endpoint=("sim", "backend", f"dc{dc}"),
         kv_block_size=workload.block_size,
     )
-    start = HubSnapshot(identity, int(snap.sequence), np.asarray(snap.buckets, dtype=np.uint64))
-    ranks = config.workers_per_dc * config.dp_ranks
+    return frame_feed(config, first[dc], frames[dc], desc)
+
+
+def simulated_frames(
+    config: SimulatorConfig, workload: Workload, dcs: Iterable[int]
+) -> tuple[Simulator, dict[int, DcCkfSnapshot], dict[int, list[PublicationFrame]]]:
+    """The simulator run once, up front, over ``workload``: DCs ``dcs``' first snapshots and their
+    deltas as publication frames (the pipeline of ``cbi1kit.sim._simrelay``: ``on_snapshot`` /
+    ``on_delta`` hooks, ``encode_delta_publication``), and the simulator."""
+    sim = Simulator(config)
+    first: dict[int, DcCkfSnapshot] = {}
+    frames: dict[int, list[PublicationFrame]] = {dc: [] for dc in dcs}
+
+    def on_snapshot(_t: int, dc: int, snapshot: DcCkfSnapshot) -> None:
+        if dc in frames:
+            first.setdefault(dc, snapshot)
+
+    def on_delta(_t: int, dc: int, delta: DcCkfDelta) -> None:
+        if dc in frames:
+            frames[dc].append(encode_delta_publication(delta))
+
+    sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
+    return sim, first, frames
+
+
+def frame_feed(
+    config: SimulatorConfig,
+    first: DcCkfSnapshot,
+    frames: Sequence[PublicationFrame],
+    descriptor: pb.KvPoolDescriptor,
+) -> FrameListFeed:
+    """A simulated DC's ``frames`` after its ``first`` snapshot as a feed; its load: the DC's
+    members' capacity, by its workers of ``members_per_dc`` ranks."""
+    start = HubSnapshot(first.identity, int(first.sequence), np.asarray(first.buckets, np.uint64))
+    ranks = config.members_per_dc
     return FrameListFeed(
         start,
         frames,
-        descriptor=desc,
+        descriptor=descriptor,
         kv_capacity=ranks * config.capacity_blocks,
         workers=config.workers_per_dc,
         ranks=ranks,

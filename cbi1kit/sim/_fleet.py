@@ -19,14 +19,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from cbi1kit.errors import SimulationError, SimulationVariant
 from cbi1kit.hashing._models import CanonicalModelRegistration, ModelTarget
 from cbi1kit.relay._messages import descriptor_to_wire
-from cbi1kit.relay._publication import HubSnapshot, PublicationFrame, encode_delta_publication
-from cbi1kit.sim._engine import Simulator
-from cbi1kit.sim._feeds import FrameListFeed
+from cbi1kit.sim._feeds import FrameListFeed, frame_feed, simulated_frames
 from cbi1kit.sim._hub import ServerConfig
 from cbi1kit.sim._policies import RoutingPolicy
 from cbi1kit.sim._server import RelayServer
@@ -118,19 +114,8 @@ def _model_feeds(
     workload: Workload,
     registrations: tuple[CanonicalModelRegistration, ...],
 ) -> tuple[FrameListFeed, ...]:
-    sim = Simulator(config)
-    first: dict[int, Any] = {}
-    frames: dict[int, list[PublicationFrame]] = {dc: [] for dc in range(config.dcs)}
-
-    def on_snapshot(_t: int, dc: int, snapshot: Any) -> None:
-        first.setdefault(dc, snapshot)
-
-    def on_delta(_t: int, dc: int, delta: Any) -> None:
-        frames[dc].append(encode_delta_publication(delta))
-
-    sim.run(workload, on_snapshot=on_snapshot, on_delta=on_delta)
+    sim, first, frames = simulated_frames(config, workload, range(config.dcs))
     pools = catalog_pools(config, sim, workload, registrations)
-    ranks = config.workers_per_dc * config.dp_ranks
     out = []
     for dc, pool in enumerate(pools):
         snap = first.get(dc)
@@ -138,19 +123,7 @@ def _model_feeds(
             raise SimulationError(
                 SimulationVariant.Relay, f"model {config.model}: DC {dc} never published"
             )
-        start = HubSnapshot(
-            pool.producer, int(snap.sequence), np.asarray(snap.buckets, dtype=np.uint64)
-        )
-        out.append(
-            FrameListFeed(
-                start,
-                frames[dc],
-                descriptor=descriptor_to_wire(pool),
-                kv_capacity=ranks * config.capacity_blocks,
-                workers=config.workers_per_dc,
-                ranks=ranks,
-            )
-        )
+        out.append(frame_feed(config, snap, frames[dc], descriptor_to_wire(pool)))
     return tuple(out)
 
 

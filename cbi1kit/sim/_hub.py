@@ -444,6 +444,15 @@ class _Relay:
     def _pool_at(self, index: int) -> _Pool:
         return self._pool_list()[index]
 
+    def envelope(self) -> dict[str, Any]:
+        """What every message the relay sends carries: the protocol version, the relay's identity
+        and the contract marker."""
+        return {
+            "protocol_version": RELAY_PROTOCOL_VERSION,
+            "relay": relay_identity_to_wire(self.relay),
+            "contract_marker": RELAY_CONTRACT_MARKER,
+        }
+
     def catalog_update(self) -> pb.KvPoolCatalogUpdate:
         """The catalog as served now: every published pool, at the current revision."""
         pools = []
@@ -452,11 +461,9 @@ class _Relay:
                 if pool.published:
                     pools.append(pool.descriptor)
         return pb.KvPoolCatalogUpdate(
-            protocol_version=RELAY_PROTOCOL_VERSION,
-            relay=relay_identity_to_wire(self.relay),
+            **self.envelope(),
             revision=self._catalog_revision,
             snapshot=pb.KvPoolCatalogSnapshot(pools=pools),
-            contract_marker=RELAY_CONTRACT_MARKER,
         )
 
     def _pool_states(self, *, load: bool) -> list[_PoolState]:
@@ -472,11 +479,9 @@ class _Relay:
     def readiness_update(self) -> pb.ServingReadinessUpdate:
         """The complete serving-readiness snapshot (upstream ``readiness_to_wire``)."""
         return pb.ServingReadinessUpdate(
-            protocol_version=RELAY_PROTOCOL_VERSION,
-            relay=relay_identity_to_wire(self.relay),
+            **self.envelope(),
             revision=self._readiness_revision,
             entries=_topology(self._pool_states(load=False)),
-            contract_marker=RELAY_CONTRACT_MARKER,
         )
 
     def _next_window_in(self) -> float:
@@ -493,13 +498,11 @@ class _Relay:
             if current is not None and current.window_sequence == sequence:
                 return current
             states = self._pool_states(load=True)
-            head: dict[str, Any] = {
-                "protocol_version": RELAY_PROTOCOL_VERSION,
-                "relay": relay_identity_to_wire(self.relay),
+            head = {
+                **self.envelope(),
                 "window_sequence": sequence,
                 "observed_ms": _now_ms(),
                 "window_ms": round(window * 1000),
-                "contract_marker": RELAY_CONTRACT_MARKER,
             }
             if plane == _LOAD:
                 ranks_only = self.config.release is not None and self.config.release.load_ranks_only

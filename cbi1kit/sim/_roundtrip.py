@@ -27,14 +27,9 @@ from cbi1kit.hashing._blocks import compute_block_hash_for_seq, compute_seq_hash
 from cbi1kit.hashing._dc_names import round_trip_dc_name
 from cbi1kit.hashing._formats import KvQueryHashFormat
 from cbi1kit.hashing._identity import LaneLease, ProducerIdentity
-from cbi1kit.hashing._pools import (
-    IndexerDomainId,
-    PoolId,
-    derive_cache_semantics_id,
-    derive_routing_scope_id,
-    stable_dc_id,
-)
+from cbi1kit.hashing._pools import IndexerDomainId
 from cbi1kit.relay._publication import filter_format
+from cbi1kit.sim._simulator import pool_identity
 from cbi1kit.wire._assembly import SnapshotAssembly
 from cbi1kit.wire._codec import decode
 from cbi1kit.wire._encode import encode_delta, encode_snapshot_chunks
@@ -129,10 +124,10 @@ class HashSpaceRoundTrip:
 
 def _identity(space: HashSpace, config: CkfConfig, block_size: int) -> ProducerIdentity:
     """One model and endpoint for every space: the hash format alone splits the domains."""
-    cache = derive_cache_semantics_id(["/models/base"], block_size, space.hash_format)
-    scope = derive_routing_scope_id(["dynamo", "backend", "generate"])
-    pool = PoolId(IndexerDomainId(cache, scope), stable_dc_id(round_trip_dc_name(space.name)))
-    return ProducerIdentity(pool, 1, 1, config.format())
+    endpoint = ("dynamo", "backend", "generate")
+    dc = round_trip_dc_name(space.name)
+    fmt = config.format()
+    return pool_identity("/models/base", block_size, space.hash_format, endpoint, dc, (1, 1), fmt)
 
 
 def hash_space_round_trip(

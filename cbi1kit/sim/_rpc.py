@@ -18,10 +18,8 @@ from cbi1kit.errors import RelayWireError, RelayWireVariant
 from cbi1kit.relay._messages import (
     ERROR_REASON_TRAILER,
     RELAY_CONTRACT_MARKER,
-    RELAY_PROTOCOL_VERSION,
     filter_update_from_frame,
     producer_key,
-    relay_identity_to_wire,
     validate_producer_identity,
 )
 from cbi1kit.relay._publication import (
@@ -148,7 +146,8 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
             with self.s._lock:
                 self.s._plane_streams[plane] -= 1
 
-    def _open_plane(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
+    def _admit(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
+        """A stream's call noted, its contract marker and subscriber id checked."""
         self._called(method, context)
         self._contract(request.contract_marker, context)
         self._subscriber_id(request.subscriber_id, context)
@@ -164,16 +163,12 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
             self.s.relay_info_answers += 1
         if self.s.faults.covers("garbage_relay_info", answered):
             return MALFORMED_MESSAGE
-        return pb.RelayInfo(
-            protocol_version=RELAY_PROTOCOL_VERSION,
-            relay=relay_identity_to_wire(self.s.relay),
-            contract_marker=RELAY_CONTRACT_MARKER,
-        )
+        return pb.RelayInfo(**self.s.envelope())
 
     def WatchKvPoolCatalog(
         self, request: pb.WatchKvPoolCatalogRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.KvPoolCatalogUpdate | bytes]:
-        self._open_plane("WatchKvPoolCatalog", request, context)
+        self._admit("WatchKvPoolCatalog", request, context)
         with self._plane("catalog", context):
             garbage_at = self.s.faults.take("garbage_catalog_after")
             seen = -1
@@ -194,7 +189,7 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
         """The complete snapshot at once, again on every change, and the current one again
         every heartbeat interval (counted from the start, not reset by changes), as upstream's
         readiness stream ticks."""
-        self._open_plane("SubscribeServingReadiness", request, context)
+        self._admit("SubscribeServingReadiness", request, context)
         s, beat = self.s, self.s.config.readiness_heartbeat_interval
         with self._plane("readiness", context):
             seen = -1
@@ -215,37 +210,35 @@ class _Servicer(pb_grpc.KvEventRelayServicer):
     def SubscribeKvPoolLoad(
         self, request: pb.SubscribeKvPoolLoadRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.KvPoolLoadUpdate]:
-        self._open_plane("SubscribeKvPoolLoad", request, context)
-        with self._plane("load", context):
-            yield from self._windows(_LOAD, context)
+        yield from self._windows("SubscribeKvPoolLoad", _LOAD, request, context)
 
     def SubscribeServingLoad(
         self, request: pb.SubscribeServingLoadRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.ServingLoadUpdate]:
-        self._open_plane("SubscribeServingLoad", request, context)
-        with self._plane("serving-load", context):
-            yield from self._windows(_SERVING_LOAD, context)
+        yield from self._windows("SubscribeServingLoad", _SERVING_LOAD, request, context)
 
-    def _windows(self, plane: str, context: grpc.ServicerContext) -> Iterator[Any]:
+    def _windows(
+        self, method: str, plane: str, request: Any, context: grpc.ServicerContext
+    ) -> Iterator[Any]:
         """The current window, then every newer one as it begins (upstream's ``window_stream``;
         a consumer too slow for a window gets the newest, where upstream would end its stream
         ``SUBSCRIBER_LAGGED``)."""
+        self._admit(method, request, context)
         s = self.s
         sent = -1
-        while context.is_active() and not s._stopping.is_set():
-            update = s.window(plane)
-            if update.window_sequence > sent:
-                sent = update.window_sequence
-                yield update
-            s._stopping.wait(min(0.25, s._next_window_in()))
+        with self._plane(plane, context):
+            while context.is_active() and not s._stopping.is_set():
+                update = s.window(plane)
+                if update.window_sequence > sent:
+                    sent = update.window_sequence
+                    yield update
+                s._stopping.wait(min(0.25, s._next_window_in()))
 
     def SubscribeKvPool(
         self, request: pb.SubscribeKvPoolRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.FilterUpdate | bytes]:
         s = self.s
-        self._called("SubscribeKvPool", context)
-        self._contract(request.contract_marker, context)
-        self._subscriber_id(request.subscriber_id, context)
+        self._admit("SubscribeKvPool", request, context)
         if not request.HasField("expected_producer"):
             self._fail(
                 context,
@@ -416,12 +409,10 @@ class _Stream:
 
     def _heartbeat(self, sequence: int) -> pb.FilterUpdate:
         return pb.FilterUpdate(
-            protocol_version=RELAY_PROTOCOL_VERSION,
-            relay=relay_identity_to_wire(self.relay.relay),
+            **self.relay.envelope(),
             producer=self.wire,
             base_sequence=sequence,
             sequence=sequence,
             send_ts_us=_now_us(),
             kind=pb.FILTER_UPDATE_KIND_HEARTBEAT,
-            contract_marker=RELAY_CONTRACT_MARKER,
         )

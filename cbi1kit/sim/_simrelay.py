@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -184,6 +184,13 @@ class SimRelayResult:
         return table(rows, ("figure", "value"))
 
 
+class _Stamp(TypedDict):
+    """A record's receive times, as the capture writer takes them."""
+
+    recv_unix_ns: int
+    recv_mono_ns: int
+
+
 @dataclass(slots=True)
 class _Hub:
     dc: int
@@ -209,9 +216,10 @@ class _Relay:
         self.catalog: int | None = None  # the catalog stream, when the whole fleet is recorded
 
     # -- clock --------------------------------------------------------------------------------
-    def stamp(self, t_ms: int) -> tuple[int, int]:
+    def stamp(self, t_ms: int) -> _Stamp:
+        """The next record's receive times, at ``t_ms`` or just after the last record's."""
         self.now_ns = max(self.now_ns + 1, t_ms * _MS)
-        return self.cfg.epoch_unix_ns + self.now_ns, self.now_ns
+        return {"recv_unix_ns": self.cfg.epoch_unix_ns + self.now_ns, "recv_mono_ns": self.now_ns}
 
     def send_us(self) -> int:
         return (self.cfg.epoch_unix_ns + self.now_ns) // 1000
@@ -222,23 +230,15 @@ class _Relay:
         request = pb.WatchKvPoolCatalogRequest(
             subscriber_id=self.cfg.subscriber_id, contract_marker=RELAY_CONTRACT_MARKER
         ).SerializeToString(deterministic=True)
-        wall, mono = self.stamp(t)
         self.catalog = self.w.open_stream(
             self.cfg.target,
             WATCH_KV_POOL_CATALOG_METHOD,
             request,
             info={"reason": "watch", "config": self.info},
-            recv_unix_ns=wall,
-            recv_mono_ns=mono,
+            **self.stamp(t),
         )
         update = catalog_to_wire(PoolCatalog(self.relay, 1, tuple(pools)))
-        wall, mono = self.stamp(t)
-        self.w.message(
-            self.catalog,
-            update.SerializeToString(deterministic=True),
-            recv_unix_ns=wall,
-            recv_mono_ns=mono,
-        )
+        self.w.message(self.catalog, update.SerializeToString(deterministic=True), **self.stamp(t))
         self.result.catalog_updates += 1
 
     def subscribe(self, t: int, hub: _Hub, reason: str) -> None:
@@ -247,14 +247,12 @@ class _Relay:
             expected_producer=producer_to_wire(hub.identity),
             contract_marker=RELAY_CONTRACT_MARKER,
         ).SerializeToString(deterministic=True)
-        wall, mono = self.stamp(t)
         hub.stream = self.w.open_stream(
             self.cfg.target,
             SUBSCRIBE_KV_POOL_METHOD,
             request,
             info={"dc": hub.dc, "reason": reason, "config": self.info},
-            recv_unix_ns=wall,
-            recv_mono_ns=mono,
+            **self.stamp(t),
         )
         self.result.streams += 1
         frames = encode_snapshot_publication(HubSnapshot(hub.identity, hub.sequence, hub.mirror))
@@ -266,7 +264,6 @@ class _Relay:
         self, t: int, hub: _Hub, code: int, name: str, reason: str | None, local: str | None
     ) -> None:
         assert hub.stream is not None
-        wall, mono = self.stamp(t)
         self.w.close_stream(
             hub.stream,
             status_code=code,
@@ -275,21 +272,15 @@ class _Relay:
             error_reason=reason,
             local_reason=local,
             trailing_metadata=(("kv-relay-error-reason", reason),) if reason else (),
-            recv_unix_ns=wall,
-            recv_mono_ns=mono,
+            **self.stamp(t),
         )
         hub.stream = None
 
     def forward(self, t: int, hub: _Hub, frame: PublicationFrame) -> None:
-        wall, mono = self.stamp(t)
+        stamp = self.stamp(t)  # before the update: it is sent when it is received
         update = filter_update_from_frame(frame, self.relay, send_ts_us=self.send_us())
         assert hub.stream is not None
-        self.w.message(
-            hub.stream,
-            update.SerializeToString(deterministic=True),
-            recv_unix_ns=wall,
-            recv_mono_ns=mono,
-        )
+        self.w.message(hub.stream, update.SerializeToString(deterministic=True), **stamp)
         self.result.messages += 1
         hub.last_frame_ms = t
 
@@ -299,16 +290,11 @@ class _Relay:
         for hub in self.hubs.values():
             while hub.stream is not None and hub.last_frame_ms + interval <= t:
                 at = hub.last_frame_ms + interval
-                wall, mono = self.stamp(at)
+                stamp = self.stamp(at)
                 update = heartbeat_update(
                     hub.identity, hub.sequence, self.relay, send_ts_us=self.send_us()
                 )
-                self.w.message(
-                    hub.stream,
-                    update.SerializeToString(deterministic=True),
-                    recv_unix_ns=wall,
-                    recv_mono_ns=mono,
-                )
+                self.w.message(hub.stream, update.SerializeToString(deterministic=True), **stamp)
                 self.result.messages += 1
                 self.result.heartbeats += 1
                 hub.last_frame_ms = at
@@ -374,14 +360,8 @@ class _Relay:
             self.result.final_sequence[hub.dc] = hub.sequence
             self.result.final_words[hub.dc] = hub.mirror.copy()
         if self.catalog is not None:
-            wall, mono = self.stamp(t)
-            self.w.close_stream(
-                self.catalog,
-                details="end of simulation",
-                local_reason="end of simulation",
-                recv_unix_ns=wall,
-                recv_mono_ns=mono,
-            )
+            end = "end of simulation"
+            self.w.close_stream(self.catalog, details=end, local_reason=end, **self.stamp(t))
 
 
 def simulate_capture(

@@ -9,7 +9,7 @@ import dataclasses
 import heapq
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -158,6 +158,25 @@ class SimulatorConfig:
         return dataclasses.asdict(self)
 
 
+def pool_identity(
+    model: str,
+    block_size: int,
+    hash_format: KvQueryHashFormat,
+    endpoint: Sequence[str],
+    dc: str,
+    generation: tuple[int, int],
+    format: DcCkfFormatIdentity,
+) -> ProducerIdentity:
+    """A pool's producer identity, derived as the relay derives it (relay.md §1.2): its model's
+    cache semantics, its endpoint's routing scope, its DC's name and ``generation`` (producer
+    incarnation, layout generation)."""
+    domain = IndexerDomainId(
+        derive_cache_semantics_id([model], block_size, hash_format),
+        derive_routing_scope_id(endpoint),
+    )
+    return ProducerIdentity(PoolId(domain, stable_dc_id(dc)), *generation, format)
+
+
 def producer_identity(
     config: SimulatorConfig,
     dc: int,
@@ -165,15 +184,14 @@ def producer_identity(
     hash_format: KvQueryHashFormat,
     bs: int,
 ) -> ProducerIdentity:
-    """The producer identity of DC ``dc``, derived as the relay derives it (relay.md §1.2)."""
-    domain = IndexerDomainId(
-        derive_cache_semantics_id([config.model], bs, hash_format),
-        derive_routing_scope_id([config.namespace, config.component, config.endpoint]),
-    )
-    return ProducerIdentity(
-        PoolId(domain, stable_dc_id(sim_dc_name(dc))),
-        config.producer_incarnation,
-        config.layout_generation,
+    """The producer identity of DC ``dc`` (``pool_identity``)."""
+    return pool_identity(
+        config.model,
+        bs,
+        hash_format,
+        (config.namespace, config.component, config.endpoint),
+        sim_dc_name(dc),
+        (config.producer_incarnation, config.layout_generation),
         format,
     )
 
