@@ -206,3 +206,27 @@ def test_watch_a_relay_over_mtls(tmp_path: Path) -> None:
     assert code == 0, err
     (lane,) = json.loads(out)["lanes"]
     assert lane["frames"] > 0 and lane["ready"]
+
+
+def test_each_lane_of_a_dc_serving_two_models_names_its_own_model(tmp_path: Path) -> None:
+    """Models belong to pools, not DCs: one DC serving two models is two lanes, each labelled
+    with the model the catalog registers on its pool (as replay's lanes and ``view`` have it)."""
+    from cbi1kit.sim import FleetModel, record_fleet
+
+    capture = tmp_path / "two.kvrcap"
+    models = (FleetModel("m/a", "standard", sessions=8), FleetModel("m/b", "eagle", sessions=8))
+    pools = record_fleet(models, capture, dcs=1, capacity_blocks=256)
+    expected = {
+        str(feed.identity.pool_id): (model,)
+        for model, feeds in pools.feeds.items()
+        for feed in feeds
+    }
+    state = Watch(capture).poll()
+    assert len(state.lanes) == 2 and len({lane.dc_id for lane in state.lanes}) == 1
+    assert {lane.pool: lane.models for lane in state.lanes} == expected
+    collector = WatchCollector()
+    collector.update(state)
+    samples = [
+        s for m in collector.collect() if m.name == "cbi1kit_lane_load_factor" for s in m.samples
+    ]
+    assert sorted(s.labels["model"] for s in samples) == ["m/a", "m/b"]

@@ -24,6 +24,7 @@ from cbi1kit.ckf._limits import DEFAULT_MAX_AGE_S
 from cbi1kit.ckf._stats import estimated_false_positive_rate
 from cbi1kit.errors import Cbi1kitError
 from cbi1kit.hashing._dc_names import dc_fields, dc_text
+from cbi1kit.hashing._pools import PoolId
 from cbi1kit.relay._messages import catalog_from_wire
 from cbi1kit.wire._format import FilterFormat, FrameKind
 from cbi1kit.wire._layout import DELTA_PREFIX, HEADER
@@ -203,7 +204,7 @@ class Watch:
             expected_format=expected_format, keep_history=False, keep_events=False
         )
         self._tallies: list[_Tally] = []
-        self._models: dict[int, tuple[str, ...]] = {}  # DC id -> the models the catalog names
+        self._models: dict[PoolId, tuple[str, ...]] = {}  # the models the catalog names a pool
         self._recent: deque[Violation] = deque(maxlen=recent)
         self._looked_ns: int | None = None
 
@@ -243,9 +244,10 @@ class Watch:
                 pools = catalog_from_wire(item.update).pools
             except Cbi1kitError:
                 pools = ()  # a catalog that does not decode: the replayer reports it
-            for desc in pools:
-                dc = int(desc.producer.pool_id.dc_id)
-                self._models[dc] = tuple(r.model.value for r in desc.registrations)
+            for desc in pools:  # by pool: a DC may serve several models, a pool one each
+                self._models[desc.producer.pool_id] = tuple(
+                    r.model.value for r in desc.registrations
+                )
         if not isinstance(item, FrameRecord):
             self._player.feed_item(item)
             return
@@ -296,7 +298,7 @@ class Watch:
         return LaneFigures(
             dc,
             None if pool is None else str(pool),
-            self._models.get(dc, ()) if dc is not None else (),
+            self._models.get(pool, ()) if pool is not None else (),
             player.installed_sequence,
             ready,
             n,
