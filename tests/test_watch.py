@@ -230,3 +230,17 @@ def test_each_lane_of_a_dc_serving_two_models_names_its_own_model(tmp_path: Path
         s for m in collector.collect() if m.name == "cbi1kit_lane_load_factor" for s in m.samples
     ]
     assert sorted(s.labels["model"] for s in samples) == ["m/a", "m/b"]
+
+
+def test_a_watch_that_reads_nothing_is_exit_3_not_an_empty_table(tmp_path: Path) -> None:
+    """A capture that never appears or stays empty, and a relay that never answers, end the
+    watch with one line and exit 3 (the README's missing, empty, unreachable), nothing printed."""
+    empty = tmp_path / "empty.kvrcap"
+    empty.touch()
+    for target, says in (
+        (str(tmp_path / "never.kvrcap"), "no such file after 0.5 s"),
+        (str(empty), "empty input after 0.5 s"),
+        ("127.0.0.1:1", "still waiting for the relay at 127.0.0.1:1"),
+    ):
+        code, out, err = cli_run("watch", target, "--duration", "0.5")
+        assert (code, out) == (3, "") and one_line(err) and says in err, (target, err)

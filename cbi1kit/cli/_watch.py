@@ -73,6 +73,20 @@ def _show(state: WatchState, args: argparse.Namespace) -> None:
         print(state)
 
 
+def _check_read(args: argparse.Namespace, watch: Watch, recorder: Any) -> None:
+    """Exit 3 at the end of a watch that read nothing: a relay that never sent a frame, a
+    capture that never appeared or stayed empty (an empty table is no answer)."""
+    after = f"after {args.duration:g} s"
+    if recorder is not None:
+        waiting = recorder.recorder.waiting
+        if waiting is not None:
+            raise CliError(f"{args.target}: still waiting for {waiting} {after}", EXIT_UNREADABLE)
+    elif not watch.path.exists():
+        raise CliError(f"cannot read {watch.path}: no such file {after}", EXIT_UNREADABLE)
+    elif watch.path.stat().st_size == 0:
+        raise CliError(f"cannot read {watch.path}: empty input {after}", EXIT_UNREADABLE)
+
+
 def _follow(args: argparse.Namespace, watch: Watch, stack: ExitStack, recorder: Any) -> int:
     """Poll until the duration, Ctrl-C or the recorder's end; the exit code."""
     from rich.console import Console
@@ -104,6 +118,8 @@ def _follow(args: argparse.Namespace, watch: Watch, stack: ExitStack, recorder: 
             break
         stopped.wait(args.interval if ends is None else min(args.interval, ends - time.monotonic()))
     live.stop()
+    if not stopped.is_set():
+        _check_read(args, watch, recorder)
     _show(state, args)
     if stopped.is_set():
         return EXIT_INTERRUPTED

@@ -237,6 +237,12 @@ class Recorder(_RecorderCore):
                 call.cancel()
             self._print_status()
 
+    @property
+    def waiting(self) -> str | None:
+        """What the recording still waits for before its first frame (None: frames flow)."""
+        with self._lock:
+            return self._waiting if self.report.messages == 0 and self._waiting else None
+
     def status_line(self) -> str:
         """The live status: frames, bytes, the newest sequence, lag, subscriptions; with several
         pools, how many record and each one's frames and newest sequence (``[i] frames@seq``)."""
