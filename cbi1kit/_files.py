@@ -15,13 +15,16 @@ from cbi1kit.errors import OutputError, OutputVariant
 def claim_outputs(paths: Iterable[Path], *, overwrite: bool) -> list[Path]:
     """The files a run is about to write, refused up front (before anything is written) if one
     already exists and ``overwrite`` is not set: a file this run did not create is never
-    replaced unasked. A device, pipe or socket is never an output (``NotAFile``)."""
+    replaced unasked. A folder, device, pipe or socket is never an output (``NotAFile``)."""
     claimed = list(paths)
-    special = [p for p in claimed if p.exists() and not (p.is_file() or p.is_dir())]
-    if special:  # a device or pipe: written over as a file, it would be replaced, --force or not
+    special = [p for p in claimed if p.exists() and not p.is_file()]
+    if special:  # written over as a file, it would be replaced (or fail), --force or not
+        what = (
+            "a folder" if special[0].is_dir() else "not a regular file (a device, pipe or socket)"
+        )
         raise OutputError(
             OutputVariant.NotAFile,
-            f"{special[0]} is not a regular file (a device, pipe or socket): write to a file",
+            f"{special[0]} is {what}: write to a file",
             field=str(special[0]),
         )
     if not overwrite:

@@ -182,15 +182,17 @@ def test_hostile_traces_name_their_line_and_create_nothing(content: bytes, tmp_p
     trace = tmp_path / "trace.jsonl"
     trace.write_bytes(content)
     out = tmp_path / "sim.kvrcap"
+    # a first line that is no JSON is another format (exit 3); a bad value, a bad line (exit 1)
+    expected = 3 if content.startswith(b"\x89PNG") else 1
     code, _, err = cli_run("simulate", str(trace), "-o", str(out), "--no-progress")
-    assert code == 1 and f"{trace}:" in err and "Traceback" not in err, err
+    assert code == expected and f"{trace}:" in err and "Traceback" not in err, err
     assert not out.exists()
     report = tmp_path / "report"
     sample = sample_capture()
     code, _, err = cli_run(
         "report", str(sample), "-o", str(report), "--trace", str(trace), "--no-notebooks"
     )
-    assert code == 1 and "Traceback" not in err and not report.exists()
+    assert code == expected and "Traceback" not in err and not report.exists()
 
 
 def test_replay_reads_on_past_a_message_that_is_no_filter_update(tmp_path: Path) -> None:
@@ -307,6 +309,23 @@ def test_an_output_that_is_a_pipe_or_device_is_never_replaced(tmp_path: Path) ->
     with pytest.raises(OutputError) as info:
         claim_outputs([Path("/dev/null")], overwrite=True)
     assert info.value.variant == "NotAFile"
+
+
+def test_an_output_that_is_a_folder_or_in_no_folder_is_exit_3_and_makes_nothing(
+    tmp_path: Path,
+) -> None:
+    """``-o`` naming a folder is refused as one (not "exists, use --force", which then failed),
+    and ``-o`` in a folder that does not exist is refused, not made into folders (a typo)."""
+    trace = mooncake_trace()
+    folder = tmp_path / "dd"
+    folder.mkdir()
+    for force in ([], ["--force"]):
+        code, _, err = cli_run("simulate", str(trace), "-o", str(folder), *force, "--limit", "3")
+        assert code == 3 and one_line(err) and "is a folder: write to a file" in err, err
+        missing = tmp_path / "no" / "such" / "x.kvrcap"
+        code, _, err = cli_run("simulate", str(trace), "-o", str(missing), *force, "--limit", "3")
+        assert code == 3 and one_line(err) and "no such folder" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dd"] and not any(folder.iterdir())
 
 
 def test_a_dataset_takes_captures_only_and_writes_nothing_for_another_file(tmp_path: Path) -> None:

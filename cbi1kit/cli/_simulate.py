@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final
 from cbi1kit._json import dumps as to_json
 from cbi1kit.cli._common import (
     EXIT_OK,
+    EXIT_UNREADABLE,
     EXIT_USAGE,
     I64_MAX,
     U64,
@@ -120,10 +121,11 @@ def run_simulation(
     from cbi1kit.sim._simrelay import simulate_capture
     from cbi1kit.sim._workload import read_mooncake
 
+    if not out.parent.is_dir():  # a typo in -o is said, not made into folders
+        raise CliError(f"cannot write {out}: no such folder {out.parent}", EXIT_UNREADABLE)
     claim_outputs([out], overwrite=force)
     check_regular_file(trace)
     workload = read_mooncake(trace, limit=limit)  # a bad trace: exit_code's answer
-    out.parent.mkdir(parents=True, exist_ok=True)
     with progress_bar(f"simulate {trace.name}", len(workload), progress) as advance:
         return simulate_capture(workload, out, config, overwrite=force, progress=advance)
 

@@ -286,7 +286,7 @@ def _read_trace(
         for lineno, raw in enumerate(fh, 1):
             if limit is not None and len(ts) >= limit:
                 break
-            obj = _json_object(raw, source, lineno)
+            obj = _json_object(raw, source, lineno, first=not ts)
             if obj is None:
                 continue
             t = _int_field(obj, "timestamp", source, lineno)
@@ -308,29 +308,36 @@ def _read_trace(
     return ts, inp, out, lens, ids
 
 
-def _json_object(raw: bytes, source: str, lineno: int) -> dict[str, object] | None:
-    """A trace line as its JSON object; None for a blank line."""
+def _json_object(
+    raw: bytes, source: str, lineno: int, *, first: bool = False
+) -> dict[str, object] | None:
+    """A trace line as its JSON object; None for a blank line. A ``first`` line that is no text,
+    no JSON or no object is a file of another format (no line: the CLI's exit 3), not a bad
+    trace line; a value the parser refuses (a huge integer, deep nesting) is a bad line."""
+
+    def foreign(why: str) -> SimulationError:
+        if first:
+            return _workload_error(
+                f"not a Mooncake .jsonl trace (line {lineno}: {why})", source=source
+            )
+        return _workload_error(why, source=source, line=lineno)
+
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _workload_error(
-            f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line); "
-            "expected a Mooncake .jsonl trace",
-            source=source,
-            line=lineno,
-        ) from None
+        raise foreign(f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)") from None
     if not text.strip(_JSON_WHITESPACE):  # not str.strip(): "\x1c" is no JSON blank
         return None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _workload_error(f"not JSON: {exc.msg}", source=source, line=lineno) from None
+        raise foreign(f"not JSON: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:  # a huge integer, nesting too deep
         raise _workload_error(
             f"a JSON value the parser refuses ({type(exc).__name__})", source=source, line=lineno
         ) from None
     if not isinstance(obj, dict):
-        raise _workload_error("not a JSON object", source=source, line=lineno)
+        raise foreign("not a JSON object")
     return obj
 
 
