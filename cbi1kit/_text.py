@@ -44,12 +44,17 @@ def _fit(natural: list[int], floors: list[int], room: int) -> list[int]:
     return widths
 
 
+def _cell(value: object) -> str:
+    """A table cell: a value not known (None) is a dash, never Python's ``None``."""
+    return "-" if value is None else str(value)
+
+
 def table(rows: Sequence[Sequence[object]], header: Sequence[str], width: int | None = None) -> str:
     """Rows under a header, columns two spaces apart, fitted to ``width`` (the terminal's):
     the columns with most to give wrap between words first. When even whole words do not fit,
     each row is a block of ``name  value`` lines instead (psql's expanded display)."""
     width = width or terminal_width()
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    cells = [[str(c) for c in header]] + [[_cell(c) for c in r] for r in rows]
     natural = [max(len(r[i]) for r in cells) for i in range(len(header))]
     floors = [max(len(w) for r in cells for w in r[i].split() or [""]) for i in range(len(header))]
     room = width - 2 * (len(header) - 1)

@@ -707,3 +707,15 @@ def test_data_lists_the_bundled_files_and_prints_one_path_for_a_shell() -> None:
     assert replayed.returncode == 0, replayed.stderr
     wrong = run("data", "nope")
     assert wrong.returncode == 2 and "invalid choice: 'nope'" in wrong.stderr
+
+
+def test_a_value_not_known_is_a_dash_in_text_never_none() -> None:
+    """An unnamed DC's name (None in ``--json``: null) is ``-`` in the text, not Python's None."""
+    from cliutil import cli_run
+
+    frames = FOLDER / "frames" / "snapshot-bc1024-chunk0.cbi1"
+    code, out, err = cli_run("stats", str(frames), "--fpr-probes", "0")
+    assert code == 0, err
+    assert "None" not in out and re.search(r"^dc_name +-$", out, re.M), out
+    code, out, err = cli_run("stats", str(frames), "--fpr-probes", "0", "--json")
+    assert code == 0 and json.loads(out)["dc_name"] is None, err

@@ -239,6 +239,9 @@ def test_truncation_at_every_record_boundary_and_inside(small: Stream, tmp_path:
             assert isinstance(last, Violation) and last.rule == "SourceDamaged"
             assert last.frame_index == k
             assert "Truncated" in (last.reason or "")
+            # the recording's damage, no message a consumer saw: no action claimed for it
+            assert last.action == "none" and last.to_dict()["action"] == "none"
+            assert f"{last.describe()} [none]" in " ".join(report.text().split())
 
 
 def test_capture_bit_flips_keep_every_record_before_them(small: Stream, tmp_path: Path) -> None:

@@ -48,13 +48,15 @@ class ReplayEvent:
 @dataclass(frozen=True, slots=True)
 class Violation(ReplayEvent):
     """A broken rule. ``rule`` names it (upstream's variant where there is one); ``action`` is
-    what a consumer does about it (``invalidate-lane`` or ``quarantine-pool``)."""
+    what a consumer does about it (``invalidate-lane``, ``quarantine-pool``, or ``none`` for
+    damage to the recording)."""
 
     rule: str = ""
 
     @property
     def action(self) -> str:
-        """What a consumer does: ``invalidate-lane`` or ``quarantine-pool`` (the rulebook's)."""
+        """What a consumer does: ``invalidate-lane``, ``quarantine-pool`` (the rulebook's), or
+        ``none`` (``SourceDamaged``: the recording's damage, no message a consumer saw)."""
         return action_of(self.rule)
 
     def describe(self) -> str:

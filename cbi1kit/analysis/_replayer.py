@@ -44,7 +44,7 @@ from cbi1kit.relay._stream import (
 from cbi1kit.wire._assembly import AssembledSnapshot
 from cbi1kit.wire._format import FilterFormat
 from cbi1kit.wire._frames import Delta
-from cbi1kit.wire._rules import RULE_INDEX, rule_of
+from cbi1kit.wire._rules import RULE_INDEX, SOURCE_DAMAGED, rule_of
 
 SnapshotHook = Callable[[int, int, AssembledSnapshot, int], None]
 DeltaHook = Callable[[int, int, npt.NDArray[np.uint32], Words, Words], None]
@@ -397,7 +397,7 @@ def _source_damaged(
         None,
         stream_id,
         getattr(error, "offset", offset),
-        "SourceDamaged",
+        SOURCE_DAMAGED,
     )
 
 

@@ -134,7 +134,7 @@ VIOLATIONS_SCHEMA: Final[dict[str, Any]] = {
     "sequence": _U64,
     "rule": pl.Utf8,
     "reason": pl.Utf8,
-    "action": pl.Utf8,  # what a consumer does: invalidate-lane, quarantine-pool
+    "action": pl.Utf8,  # what a consumer does: invalidate-lane, quarantine-pool, none
 }
 
 # ------------------------------------------------------------------ the partitioned dataset

@@ -20,6 +20,7 @@ from cbi1kit.errors import (
     LaneVariant,
 )
 from cbi1kit.wire._format import FilterFormat
+from cbi1kit.wire._rules import SOURCE_DAMAGED
 
 
 def replay_source(
@@ -138,7 +139,7 @@ def unanswerable(message: str, asked: Mapping[Path, Any]) -> CliError:
     which may be why: then exit 1 naming it and its first damage (the lane, the catalog or the
     moment may be what it took)."""
     for path, report in asked.items():
-        damage = [v for v in report.violations if v.rule == "SourceDamaged"]
+        damage = [v for v in report.violations if v.rule == SOURCE_DAMAGED]
         if not damage:
             continue
         first = damage[0]

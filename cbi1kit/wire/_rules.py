@@ -30,6 +30,11 @@ _GLOBAL_RS: Final = "lib/kv-router/src/indexer/cuckoo/global.rs"
 INVALIDATE_LANE: Final = "invalidate-lane"
 QUARANTINE_POOL: Final = "quarantine-pool"
 ACTIONS: Final = (INVALIDATE_LANE, QUARANTINE_POOL)
+#: damage to a recording (a record no reader can read) is no message a consumer saw, so it
+#: takes no action: replay reads on, and the next message's continuity checks show whether
+#: what was lost changed the lane
+SOURCE_DAMAGED: Final = "SourceDamaged"
+NO_ACTION: Final = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +373,8 @@ def rule_of(error: BaseException) -> str:
 
 def action_of(rule: str) -> str:
     """What a consumer does on a break of ``rule`` (a rule id, or a stream rule's
-    ``Family.Variant``: those all invalidate the lane)."""
+    ``Family.Variant``: those all invalidate the lane); nothing for a recording's damage."""
+    if rule == SOURCE_DAMAGED:
+        return NO_ACTION
     index = RULE_INDEX.get(rule)
     return INVALIDATE_LANE if index is None else RULES[index].action
