@@ -719,3 +719,13 @@ def test_a_value_not_known_is_a_dash_in_text_never_none() -> None:
     assert "None" not in out and re.search(r"^dc_name +-$", out, re.M), out
     code, out, err = cli_run("stats", str(frames), "--fpr-probes", "0", "--json")
     assert code == 0 and json.loads(out)["dc_name"] is None, err
+
+
+def test_stats_at_a_moment_the_lane_was_not_ready_says_why() -> None:
+    """Past the sample's end (58 min 51 s) its stream had closed: the answer says so, as
+    ``view`` and ``diff`` do, not only that the lane was not ready."""
+    from cliutil import cli_run
+
+    code, out, err = cli_run("stats", str(sample_capture()), "--at", "+59m", "--no-progress")
+    assert code == 2 and out == "" and one_line(err), err
+    assert "the lane was not ready: stream 4 closed (OK: end of simulation)" in err, err

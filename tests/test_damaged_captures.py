@@ -385,3 +385,28 @@ def test_a_damaged_record_is_blamed_on_its_own_stream(tmp_path: Path, engine: st
     damaged = [v for v in report.violations if v.rule == "SourceDamaged"]
     assert len(damaged) == 1 and "body checksum mismatch" in damaged[0].reason
     assert damaged[0].stream_id == sb != sa
+
+
+def test_a_frame_torn_at_the_end_uses_up_its_index_as_a_flipped_one_does(tmp_path: Path) -> None:
+    """A pool MESSAGE cut mid-body (its header verified) is a lost frame: it takes its frame
+    index, so replay, the frames table and a body flip of the same record all count it."""
+    last = max(
+        (s for s in SPANS if s.type is RecordType.MESSAGE and s.stream_id == POOL_STREAM),
+        key=lambda s: s.index,
+    )
+    frames_before = sum(
+        1
+        for s in SPANS
+        if s.type is RecordType.MESSAGE and s.stream_id == POOL_STREAM and s.index < last.index
+    )
+    torn, flipped = tmp_path / "torn.kvrcap", tmp_path / "flipped.kvrcap"
+    torn.write_bytes(DATA[: last.end - 3])
+    body_byte = last.end - 1
+    flipped.write_bytes(DATA[:body_byte] + bytes([DATA[body_byte] ^ 1]) + DATA[last.end :])
+    for path in (torn, flipped):
+        (damage,) = [i for i in read_capture(path, damage="report") if isinstance(i, FrameDamage)]
+        assert (damage.index, damage.frames) == (frames_before, 1), path.name
+        report = replay(path)
+        assert report.frames == frames_before + 1, path.name
+        assert report.violations[-1].frame_index == frames_before
+        assert frames_table(path).collect().height == report.frames

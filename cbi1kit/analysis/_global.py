@@ -557,18 +557,21 @@ def resolve_moment(report: ReplayReport, at: Any) -> tuple[At | None, int | None
 
 def lane_at_moment(
     report: ReplayReport, lane: LaneReport, at: Any
-) -> tuple[int | None, Words | None]:
+) -> tuple[int | None, Words | None, str | None]:
     """The sequence and words ``lane`` of ``report`` held at ``at`` (a sequence, a time or an
-    offset; None: its final ones); ``(None, None)`` at a time it was not ready. A sequence not
-    replayed is ``lane_at``'s ``LaneError``."""
+    offset; None: its final ones), and None; ``(None, None, why)`` at a time it was not ready
+    (``why``: "not ready: stream 4 closed ..."). A sequence not replayed is ``lane_at``'s
+    ``LaneError``."""
     point, unix_ns = resolve_moment(report, at)
     if point is None:
-        return lane.final_sequence, lane.final_lane
+        return lane.final_sequence, lane.final_lane, None
     if point.sequence is not None:
-        return point.sequence, lane.lane_at(point.sequence)
+        return point.sequence, lane.lane_at(point.sequence), None
     assert unix_ns is not None
     found = lane._point_at(unix_ns)
-    return (None, None) if isinstance(found, str) else (found[1], lane._words(*found))
+    if isinstance(found, str):
+        return None, None, found
+    return found[1], lane._words(*found), None
 
 
 def _model_catalogs(

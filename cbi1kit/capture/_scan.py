@@ -304,15 +304,17 @@ class FileScan:
         body_end = body_start + body_len
         if rindex != self.number:
             return self._misnumbered(offset, rindex, body_end, end)
-        if body_end > end:
+        if body_end > end:  # the header verified: the torn record's type and stream are known
             self.ended = True
-            left = end - body_start
+            left, rtype = end - body_start, fields[1]
             return self._damage(
                 CaptureVariant.Truncated,
                 f"file ends {left} bytes into a {body_len}-byte record body",
                 offset,
                 end,
                 range(self.number, self.number + 1),
+                RecordType(rtype) if rtype in RecordType._value2member_map_ else None,
+                fields[5],
             )
         return self._bad_body(offset, fields, body_end)
 

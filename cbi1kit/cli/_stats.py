@@ -43,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
         raise never_installed(args.capture, lane.violations or report.violations)
     lane_fmt = fmt or lane.format
     try:
-        sequence, words = lane_at_moment(report, lane, args.at)
+        sequence, words, why = lane_at_moment(report, lane, args.at)
         if words is None:
-            raise LaneError(LaneVariant.NotReady, message=f"the lane was not ready at {args.at}")
+            raise LaneError(LaneVariant.NotReady, message=f"at {args.at} the lane was {why}")
     except LaneError as exc:
         raise unanswerable(str(exc), {args.capture: report}) from None
     stats = lane_stats(
