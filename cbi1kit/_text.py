@@ -27,6 +27,14 @@ def wrapped(text: str, indent: str = "   ") -> str:
     )
 
 
+def shortened(text: str, width: int) -> str:
+    """``text`` on one line of at most ``width``, cut after a whole word with " …" (a word is
+    never broken: a path too long for the line is left out, not cut)."""
+    return textwrap.fill(
+        text, width, max_lines=1, placeholder=" …", break_on_hyphens=False, break_long_words=False
+    )
+
+
 def _wrap(cell: str, width: int) -> list[str]:
     """A cell's lines at ``width``, words whole."""
     return textwrap.wrap(cell, width, break_long_words=False) or [""]

@@ -224,3 +224,13 @@ def test_a_frame_is_numbered_apart_from_the_capture_record_that_holds_it() -> No
     assert held.index > frames["frame_index"][0] == 0
     bad = ck.replay(Path(__file__).parent / "vectors/cbi1/frames/valid/delta-one-image.bin")
     assert bad.violations[0].describe().startswith("frame 0 ")
+
+
+def test_a_captures_repr_counts_the_records_scanned() -> None:
+    """Records, as ``inspect`` counts them (not the scan's spans: the sample's 5,583 frames are
+    a few spans), and none before the first pass."""
+    records = sum(ck.open(sample_capture()).overview().records.values())
+    cap = ck.open(sample_capture())
+    assert repr(cap).endswith(": 0 records scanned>")
+    cap.replay()
+    assert repr(cap) == f"<cbi1kit.Capture capture sample.kvrcap: {records:,} records scanned>"

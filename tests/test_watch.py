@@ -230,6 +230,12 @@ def test_each_lane_of_a_dc_serving_two_models_names_its_own_model(tmp_path: Path
         s for m in collector.collect() if m.name == "cbi1kit_lane_load_factor" for s in m.samples
     ]
     assert sorted(s.labels["model"] for s in samples) == ["m/a", "m/b"]
+    text = str(state)  # the two rows of one DC, told apart by the model under each
+    assert (
+        "\n  model m/a" in text
+        and "\n  model m/b" in text
+        and max(map(len, text.split("\n")[1:])) <= 80
+    )
 
 
 def test_a_watch_that_reads_nothing_is_exit_3_not_an_empty_table(tmp_path: Path) -> None:
@@ -244,3 +250,20 @@ def test_a_watch_that_reads_nothing_is_exit_3_not_an_empty_table(tmp_path: Path)
     ):
         code, out, err = cli_run("watch", target, "--duration", "0.5")
         assert (code, out) == (3, "") and one_line(err) and says in err, (target, err)
+
+
+def test_a_long_violation_is_cut_at_a_word_in_80_columns(tmp_path: Path) -> None:
+    """The text's violation lines end at a word with an ellipsis, never mid-word."""
+    data = bytearray(SAMPLE.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    flipped = tmp_path / "flip.kvrcap"
+    flipped.write_bytes(bytes(data))
+    state = Watch(flipped).poll()
+    lines = [line for line in str(state).split("\n") if line.startswith("  ! ")]
+    assert lines and all(len(line) <= 80 for line in lines)
+    for line, v in zip(lines, state.recent[-5:], strict=True):
+        shown = line[4:].removesuffix(" …")
+        assert v.describe().startswith(shown) and v.describe()[len(shown) : len(shown) + 1] in (
+            "",
+            " ",
+        )

@@ -131,8 +131,10 @@ class Capture:
             self._live = frame_items(resolved)  # an unreadable path: its error, as an item
 
     def __repr__(self) -> str:
-        what = "capture" if self._scan is not None else "frames"
-        return f"<cbi1kit.Capture {what} {_name(self.source)}: {len(self._log)} items scanned>"
+        name = _name(self.source)
+        if self._scan is not None:  # records, not the scan's items (a span holds many frames)
+            return f"<cbi1kit.Capture capture {name}: {self._scan.records:,} records scanned>"
+        return f"<cbi1kit.Capture frames {name}: {len(self._log):,} items read>"
 
     # -- the scan -------------------------------------------------------------------------------
     def items(self, start: int = 0) -> Iterator[Item]:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from cbi1kit._text import shortened
 from cbi1kit.analysis._events import EventKind, Violation
 from cbi1kit.analysis._replayer import LaneReplayer, Replayer
 from cbi1kit.capture._items import CatalogRecord, FrameRecord, FrameSpan
@@ -147,6 +148,7 @@ class WatchState:
     def __str__(self) -> str:
         lines = [f"{self.source}: {self.frames:,} frames, stale after {self.max_age_s:g} s"]
         lines.append(f"{'dc':<28}{'seq':>8}{'load':>7}{'img/s':>8}{'KB/s':>8}{'age':>9}{'bad':>5}")
+        shared = Counter(lane.dc_id for lane in self.lanes)
         for lane in self.lanes:
             mark = " STALE" if lane.stale else ("" if lane.ready else " not ready")
             seq = "-" if lane.sequence is None else str(lane.sequence)
@@ -155,7 +157,10 @@ class WatchState:
                 f"{lane.images_per_s:>8.0f}{lane.bytes_per_s / 1e3:>8.1f}"
                 f"{_age_text(lane.age_s):>9}{sum(lane.violations.values()):>5}{mark}"
             )
-        lines += [f"  ! {v.describe()}"[:80] for v in self.recent[-5:]]
+            if shared[lane.dc_id] > 1:  # a DC serving several models: which lane is which
+                which = ", ".join(lane.models) or lane.pool or "no pool"
+                lines.append("  model " + shortened(which, 72))
+        lines += ["  ! " + shortened(v.describe(), 76) for v in self.recent[-5:]]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -697,6 +697,11 @@ class CaptureScan(_ClosesOnExit):
         return [f.scan for f in self._files]
 
     @property
+    def records(self) -> int:
+        """Intact records read so far (every file)."""
+        return sum(int(f.types.sum()) for f in self.files)
+
+    @property
     def messages(self) -> dict[int, int]:
         """MESSAGE records per stream id, read so far (every file)."""
         out: dict[int, int] = {}
