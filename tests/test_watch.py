@@ -230,6 +230,10 @@ def test_each_lane_of_a_dc_serving_two_models_names_its_own_model(tmp_path: Path
         s for m in collector.collect() if m.name == "cbi1kit_lane_load_factor" for s in m.samples
     ]
     assert sorted(s.labels["model"] for s in samples) == ["m/a", "m/b"]
+    from cbi1kit.viz._live import state_html
+
+    shown = state_html(state)  # the dashboard's rows too, by their models
+    assert "(sim-dc-0) · m/a</td>" in shown and "(sim-dc-0) · m/b</td>" in shown, shown
     text = str(state)  # the two rows of one DC, told apart by the model under each
     assert (
         "\n  model m/a" in text
