@@ -95,6 +95,11 @@ class LaneFigures:
         """The models the catalog says the lane's pool serves, comma-separated ("" unknown)."""
         return ",".join(self.models)
 
+    @property
+    def which(self) -> str:
+        """What tells the lane from another of its DC: its models, else its pool key."""
+        return ", ".join(self.models) or self.pool or "no pool"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the DC id in hex, every counter exact."""
         return {
@@ -145,10 +150,15 @@ class WatchState:
         said = f"{len(self.lanes)} lane(s), {self.frames:,} frames, {stale} stale"
         return f"<WatchState {self.source}: {said}>"
 
+    @property
+    def shared_dcs(self) -> set[int | None]:
+        """The DCs with more than one lane (a pool per model): their lanes need ``which``."""
+        return {dc for dc, n in Counter(lane.dc_id for lane in self.lanes).items() if n > 1}
+
     def __str__(self) -> str:
         lines = [f"{self.source}: {self.frames:,} frames, stale after {self.max_age_s:g} s"]
         lines.append(f"{'dc':<28}{'seq':>8}{'load':>7}{'img/s':>8}{'KB/s':>8}{'age':>9}{'bad':>5}")
-        shared = Counter(lane.dc_id for lane in self.lanes)
+        shared = self.shared_dcs
         for lane in self.lanes:
             mark = " STALE" if lane.stale else ("" if lane.ready else " not ready")
             seq = "-" if lane.sequence is None else str(lane.sequence)
@@ -157,9 +167,8 @@ class WatchState:
                 f"{lane.images_per_s:>8.0f}{lane.bytes_per_s / 1e3:>8.1f}"
                 f"{_age_text(lane.age_s):>9}{sum(lane.violations.values()):>5}{mark}"
             )
-            if shared[lane.dc_id] > 1:  # a DC serving several models: which lane is which
-                which = ", ".join(lane.models) or lane.pool or "no pool"
-                lines.append("  model " + shortened(which, 72))
+            if lane.dc_id in shared:  # a DC serving several models: which lane is which
+                lines.append("  model " + shortened(lane.which, 72))
         lines += ["  ! " + shortened(v.describe(), 76) for v in self.recent[-5:]]
         return "\n".join(lines)
 

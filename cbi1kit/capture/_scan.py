@@ -95,6 +95,11 @@ class Stretch:
         return bytes(self.buf[at : at + int(self.cols[3][i])])
 
 
+def _kind(rtype: int) -> RecordType | None:
+    """A record header's type, None for a number no record type has."""
+    return RecordType(rtype) if rtype in RecordType._value2member_map_ else None
+
+
 class FileScan:
     """One capture file, read on from where the scan stands: ``scan()`` yields every clean
     record as part of a :class:`Stretch` and every damaged stretch as a :class:`CaptureDamage`,
@@ -306,14 +311,14 @@ class FileScan:
             return self._misnumbered(offset, rindex, body_end, end)
         if body_end > end:  # the header verified: the torn record's type and stream are known
             self.ended = True
-            left, rtype = end - body_start, fields[1]
+            left = end - body_start
             return self._damage(
                 CaptureVariant.Truncated,
                 f"file ends {left} bytes into a {body_len}-byte record body",
                 offset,
                 end,
                 range(self.number, self.number + 1),
-                RecordType(rtype) if rtype in RecordType._value2member_map_ else None,
+                _kind(fields[1]),
                 fields[5],
             )
         return self._bad_body(offset, fields, body_end)
@@ -323,7 +328,7 @@ class FileScan:
     ) -> CaptureDamage | None:
         rtype, stream_id, bcheck = fields[1], fields[5], fields[9]
         body = self.read(offset + RECORD_HEADER_LEN, body_end - offset - RECORD_HEADER_LEN)
-        kind = RecordType(rtype) if rtype in RecordType._value2member_map_ else None
+        kind = _kind(rtype)
         if self._state[0] >= 0 and kind is not RecordType.INDEX:
             self._append_chain(offset)
         number = self.number

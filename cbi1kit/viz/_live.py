@@ -9,7 +9,6 @@ import atexit
 import html
 import os
 import threading
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +43,7 @@ def state_html(state: WatchState, *, dc: int | None = None, status: str = "") ->
     alone), the recent violations under it: what the dashboard shows at each redraw."""
     head = ("DC", "sequence", "load", "FPR≈", "images/s", "KB/s", "age", "", "occupancy")
     rows = []
-    shared = Counter(lane.dc_id for lane in state.lanes)
+    shared = state.shared_dcs
     for lane in state.lanes:
         if dc is not None and lane.dc_id != dc:
             continue
@@ -55,8 +54,8 @@ def state_html(state: WatchState, *, dc: int | None = None, status: str = "") ->
         mark += f" {bad} broken" if bad else ""
         rates = (f"{lane.images_per_s:,.0f}", f"{lane.bytes_per_s / 1e3:,.1f}")
         name = dc_text(lane.dc_id)
-        if shared[lane.dc_id] > 1:  # a DC serving several models: its lanes by their models
-            name += " · " + (", ".join(lane.models) or lane.pool or "no pool")
+        if lane.dc_id in shared:  # a DC serving several models: its lanes by their models
+            name += " · " + lane.which
         cells = [name, seq, f"{lane.load_factor:.3f}", f"{lane.fpr:.2e}"]
         cells += [*rates, age, mark]
         tds = "".join(f"<td {_CELL}>{html.escape(c)}</td>" for c in cells)

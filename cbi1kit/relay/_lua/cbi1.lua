@@ -23,10 +23,7 @@ local extra = {
   body_hash = ProtoField.uint32("cbi1.body_hash", "body_hash", base.HEX, nil, nil,
     "low 32 bits of xxh3_64 (seed 0) of the body, as computed"),
 }
-for _, field in pairs(extra) do
-  fields[#fields + 1] = field
-end
-proto.fields = fields
+helpers.register(proto, fields, extra)
 
 -- an expert per rule decode checks: cbi1.rule.<rule id without cbi1->
 local E, experts = {}, {}
@@ -83,12 +80,16 @@ local function header_checks(raw, n, hash)
   end
 end
 
+-- a body shorter than its fixed prefix: the rule, no field (the body ends first), and why
+local function short_body(rule, what, body, prefix)
+  return rule, nil, format("%s body is %d bytes, its fixed prefix alone is %d", what, body, prefix)
+end
+
 -- a delta's body: its length, then every image's bucket against the lane
 local function delta_checks(raw, n)
   local body, prefix = n - HEADER_LEN, IMAGES - HEADER_LEN
   if body < prefix then
-    return "cbi1-delta-length", nil,
-      format("delta body is %d bytes, its fixed prefix alone is %d", body, prefix)
+    return short_body("cbi1-delta-length", "delta", body, prefix)
   end
   local count = helpers.get(raw, L.delta.image_count, 0)
   if count > C.max_delta_images then
@@ -114,8 +115,7 @@ end
 local function chunk_checks(raw, n)
   local body, prefix = n - HEADER_LEN, SNAPSHOT_WORDS - HEADER_LEN
   if body < prefix then
-    return "cbi1-chunk-layout", nil,
-      format("snapshot body is %d bytes, its fixed prefix alone is %d", body, prefix)
+    return short_body("cbi1-chunk-layout", "snapshot", body, prefix)
   end
   local index = helpers.get(raw, L.snapshot.chunk_index, 0)
   local count = helpers.get(raw, L.snapshot.chunk_count, 0)

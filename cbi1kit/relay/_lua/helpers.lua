@@ -50,6 +50,14 @@ function H.protofields(prefix, layouts, names, values, list)
   return pf
 end
 
+-- the protocol's fields: the layouts' (``fields``), then its own ``extra`` ones
+function H.register(proto, fields, extra)
+  for _, field in pairs(extra) do
+    fields[#fields + 1] = field
+  end
+  proto.fields = fields
+end
+
 -- the rows' fields that lie inside tvb, each at ``at`` + its offset: their tree items by name
 function H.add(tree, tvb, pf, rows, at)
   local items, n = {}, tvb:len()

@@ -30,10 +30,7 @@ local extra = {
   offset = ProtoField.uint64("kvrcap.index.offset", "offset", base.DEC, nil, nil,
     "a listed record's byte offset"),
 }
-for _, field in pairs(extra) do
-  fields[#fields + 1] = field
-end
-proto.fields = fields
+helpers.register(proto, fields, extra)
 local E = {
   header = ProtoExpert.new("kvrcap.check.header", "kvrcap record header checksum mismatch",
     expert.group.CHECKSUM, expert.severity.ERROR),
